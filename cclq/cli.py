@@ -1,0 +1,173 @@
+"""The ``cclq`` command line: a thin typer layer over the library.
+
+Contract: stdout carries data (tables, CSV, JSON); progress, warnings and errors
+go to stderr. A ``CclqError`` prints one ``cclq: error: ...`` line and exits with
+its ``ExitCode``; ``--debug`` (or ``CCLQ_DEBUG=1``) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cclq import __version__
+from cclq.errors import CclqError, ExitCode, QueryError, UsageError
+from cclq.render import OutputFormat, write_table
+from cclq.warehouse import WAREHOUSE_ENV, Warehouse, resolve_warehouse
+
+app = typer.Typer(
+    name="cclq",
+    help="Columnar analytics for distributed-training profiler traces (Kineto, Chrome JSON, XLA).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+WarehouseOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--warehouse",
+        "-w",
+        help=f"Warehouse folder [default: ${WAREHOUSE_ENV}, else ./.cclq/warehouse].",
+        show_default=False,
+    ),
+]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+OutputOpt = Annotated[
+    Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
+]
+
+
+def _warehouse(option: str | None) -> Warehouse:
+    return Warehouse(resolve_warehouse(option))
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"cclq {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Columnar analytics for distributed-training profiler traces."""
+
+
+# ------------------------------------------------------------------------ ingest
+@app.command(epilog="Example: cclq ingest trace_collection --jobs 2")
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Workload folders, folders of workloads, or trace files.")],
+    warehouse: WarehouseOpt = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Parallel parser processes [default: CPUs].")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Re-ingest files even if unchanged.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
+) -> None:
+    """Stream trace files into the Parquet warehouse (unchanged files are skipped)."""
+    from cclq.ingest import ingest as run_ingest
+    from cclq.progress import IngestProgress, print_summary
+
+    wh = _warehouse(warehouse)
+    reporter = IngestProgress(enabled=not quiet)
+    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter)
+    if not quiet:
+        print_summary(report)
+    for outcome in report.outcomes:
+        if outcome.status == "failed":
+            print(f"cclq: error: {outcome.message}", file=sys.stderr)
+    if report.failed:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+# ------------------------------------------------------------------------ traces
+@app.command(epilog="Example: cclq traces --format csv")
+def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
+    """List the ingested traces: format, world size, ranks, span, card fields."""
+    from cclq.engine import connect
+
+    con = connect(_warehouse(warehouse))
+    cols = "trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s"
+    if fmt is not OutputFormat.table:
+        cols = "*"
+    table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").fetch_arrow_table()
+    write_table(table, fmt, output=output)
+
+
+# --------------------------------------------------------------------------- sql
+@app.command(epilog="Example: cclq sql \"SELECT trace, rank, count(*) FROM kernels GROUP BY ALL\" -f csv")
+def sql(
+    query: Annotated[str, typer.Argument(help="A SQL query over the views (events, kernels, traces, files, ...).")],
+    warehouse: WarehouseOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+) -> None:
+    """Run ad-hoc SQL over the warehouse (DuckDB dialect)."""
+    import duckdb
+
+    from cclq.engine import connect
+
+    con = connect(_warehouse(warehouse))
+    try:
+        table = con.execute(query).fetch_arrow_table()
+    except duckdb.Error as e:
+        raise QueryError(str(e).splitlines()[0]) from e
+    write_table(table, fmt, output=output)
+
+
+# ------------------------------------------------------------------------- shell
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    epilog="Example: cclq shell   (extra arguments go to the duckdb CLI, e.g. -c \"SELECT 1\")",
+)
+def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
+    """Open the DuckDB shell with every cclq view defined."""
+    from cclq.engine import setup_script
+
+    wh = _warehouse(warehouse)
+    wh.require()
+    exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
+    if not Path(exe).exists():
+        raise UsageError("the duckdb CLI is not installed", hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
+        f.write(".bail on\n" + setup_script(wh) + ".bail off\n")
+        init = f.name
+    try:
+        code = subprocess.call([exe, "-init", init, *ctx.args])
+    finally:
+        os.unlink(init)
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Entry point: maps user errors to one line on stderr and an exit code."""
+    debug = "--debug" in sys.argv or os.environ.get("CCLQ_DEBUG") == "1"
+    try:
+        app()  # standalone mode: typer itself reports usage errors (exit 2)
+    except CclqError as e:
+        if debug:
+            raise
+        print(f"cclq: error: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        print("cclq: interrupted", file=sys.stderr)
+        sys.exit(ExitCode.INTERRUPTED)
+    except Exception as e:
+        if debug:
+            raise
+        print(f"cclq: error: {type(e).__name__}: {e}", file=sys.stderr)
+        print("hint: this is a bug in cclq; run again with --debug for the traceback", file=sys.stderr)
+        sys.exit(ExitCode.FAILED)

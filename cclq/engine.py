@@ -1,0 +1,80 @@
+"""Opening the warehouse in DuckDB with every view defined.
+
+``setup_script`` produces the SQL that defines the base relations over the
+warehouse's Parquet files (``events``, ``files``, ``ingest_stats``, ``cards``) and
+then every module of ``sql/views`` in dependency order. The same script serves
+``connect`` (Python, in-memory DuckDB) and ``cclq shell`` (the DuckDB CLI's
+``-init`` file), so what a user sees in the shell is exactly what metrics see.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+from cclq.cards import CARD_SCHEMA
+from cclq.ingest import FILES_SCHEMA, STATS_SCHEMA
+from cclq.schema import EVENT_SCHEMA
+from cclq.sqlfiles import view_modules
+from cclq.warehouse import Warehouse
+
+_DUCK_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.int64(): "BIGINT",
+    pa.int32(): "INTEGER",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.list_(pa.int64()): "BIGINT[]",
+    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
+}
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _empty(name: str, schema: pa.Schema, leading: list[tuple[str, str]] | None = None) -> str:
+    cols = [f"{c} {t}" for c, t in (leading or [])] + [f"{f.name} {_DUCK_TYPES[f.type]}" for f in schema]
+    return f"CREATE OR REPLACE TABLE {name} ({', '.join(cols)});"
+
+
+def _parquet_relation(name: str, glob: str, schema: pa.Schema, any_files: bool) -> str:
+    if not any_files:
+        return _empty(name, schema)
+    return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(glob)});"
+
+
+def base_relations(wh: Warehouse) -> list[str]:
+    """The four relations read straight from Parquet."""
+    stmts: list[str] = []
+    if wh.has_events():
+        stmts.append(
+            "CREATE OR REPLACE VIEW events AS SELECT trace, rank, * EXCLUDE (trace, rank) "
+            f"FROM read_parquet({_quote(wh.events_glob())}, hive_partitioning = true, "
+            "hive_types = {'trace': VARCHAR, 'rank': INTEGER});"
+        )
+    else:
+        stmts.append(_empty("events", EVENT_SCHEMA, [("trace", "VARCHAR"), ("rank", "INTEGER")]))
+    stmts.append(_parquet_relation("files", str(wh.files_dir / "*.parquet"), FILES_SCHEMA,
+                                   any(wh.files_dir.glob("*.parquet"))))
+    stmts.append(_parquet_relation("ingest_stats", str(wh.stats_dir / "*.parquet"), STATS_SCHEMA,
+                                   any(wh.stats_dir.glob("*.parquet"))))
+    stmts.append(_parquet_relation("cards", str(wh.cards_dir / "*.parquet"), CARD_SCHEMA,
+                                   any(wh.cards_dir.glob("*.parquet"))))
+    return stmts
+
+
+def setup_script(wh: Warehouse) -> str:
+    parts = ["-- cclq: relations over " + str(wh.root)] + base_relations(wh)
+    for module in view_modules():
+        parts.append(f"-- module {module.name}\n{module.sql.strip()}")
+    return "\n".join(parts) + "\n"
+
+
+def connect(wh: Warehouse, require: bool = True) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the warehouse's views defined."""
+    if require:
+        wh.require()
+    con = duckdb.connect(":memory:")
+    con.execute(setup_script(wh))
+    return con

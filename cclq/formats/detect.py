@@ -1,0 +1,71 @@
+"""Which format a file holds, decided by its content (never by its extension alone).
+
+``detect`` reads at most the first MB (decompressed) and returns a ``Detected``.
+Formats that cclq recognises but cannot ingest yet raise ``UnsupportedFormat``;
+damaged or foreign files raise ``TraceFileError`` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from cclq.errors import TraceFileError, UnsupportedFormat
+from cclq.formats.source import read_head
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# Files in a workload folder that are never traces (cards, docs, scripts).
+IGNORED_SUFFIXES = (
+    ".yaml", ".yml", ".md", ".txt", ".rst", ".py", ".sh", ".toml", ".cfg", ".ini",
+    ".csv", ".log", ".png", ".jpg", ".svg", ".html", ".ipynb", ".lock",
+)
+
+
+@dataclass(frozen=True)
+class Detected:
+    kind: str  # "chrome_json" (Kineto, generic Chrome, xprof trace-viewer JSON)
+    flavor: str  # "kineto", "xprof" or "chrome": decides the parser's details
+    array_form: bool  # bare ``[...]`` rather than ``{"traceEvents": [...]}``
+    head: bytes
+
+
+def is_candidate(path: str) -> bool:
+    """Whether a file found while walking a folder should be looked at at all."""
+    name = os.path.basename(path)
+    if name.startswith(".") or name == "workload_card.yaml":
+        return False
+    return not name.lower().endswith(IGNORED_SUFFIXES)
+
+
+def _top_key(head: bytes, key: str) -> bool:
+    return re.search(rb'"' + re.escape(key.encode()) + rb'"\s*:', head) is not None
+
+
+def detect(path: str) -> Detected:
+    if os.path.isdir(path):
+        raise TraceFileError(path, "is a directory")
+    head, _ = read_head(path)
+    if not head:
+        raise TraceFileError(path, "empty file")
+    if head.startswith(SQLITE_MAGIC):
+        raise UnsupportedFormat(path, "Nsight Systems SQLite export: format not supported yet")
+    if path.endswith(".xplane.pb"):
+        raise UnsupportedFormat(path, "xplane.pb: format not supported yet (ingest the trace.json.gz next to it)")
+    text = head.lstrip()
+    if text.startswith(b"\xef\xbb\xbf"):
+        text = text[3:].lstrip()
+    if not text[:1] in (b"{", b"["):
+        raise TraceFileError(path, f"not a recognised trace format (starts with {head[:8]!r})")
+    if text[:1] == b"[":
+        return Detected("chrome_json", "chrome", True, head)
+    # Object form. Tell the JSON dialects apart by their top-level keys.
+    if _top_key(head, "nodes") and _top_key(head, "schema") and not _top_key(head, "traceEvents"):
+        raise UnsupportedFormat(path, "PyTorch execution trace: format not supported yet")
+    flavor = "chrome"
+    if re.search(rb'"displayTimeUnit"\s*:\s*"ns"', head) or b"/device:" in head or b"/host:" in head:
+        flavor = "xprof"
+    if _top_key(head, "schemaVersion") or _top_key(head, "deviceProperties") or _top_key(head, "distributedInfo"):
+        flavor = "kineto"
+    return Detected("chrome_json", flavor, False, head)

@@ -1,0 +1,86 @@
+"""What ``cclq ingest`` shows on stderr: a progress bar with MB/s, then a summary."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from cclq.ingest import FileOutcome, IngestReport
+
+_stderr = Console(stderr=True)
+
+
+class IngestProgress:
+    """A ``cclq.ingest.Reporter`` drawing one bar over all bytes to parse."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._done = 0
+        self._files = 0
+
+    def start(self, total_bytes: int, files: int) -> None:
+        self._files = files
+        if not self.enabled or files == 0:
+            return
+        self._progress = Progress(
+            TextColumn("ingest {task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=_stderr,
+            transient=True,
+        )
+        self._task = self._progress.add_task(f"0/{files} files", total=total_bytes)
+        self._progress.start()
+
+    def advance(self, nbytes: int) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, nbytes)
+
+    def file_done(self, outcome: FileOutcome) -> None:
+        self._done += 1
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=f"{self._done}/{self._files} files")
+
+    def warn(self, message: str) -> None:
+        print(f"cclq: warning: {message}", file=sys.stderr)
+
+    def finish(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def print_summary(report: IngestReport) -> None:
+    """One row per file that was looked at, then a totals line (on stderr)."""
+    if not report.outcomes:
+        _stderr.print("nothing to ingest")
+        return
+    t = Table(title=f"ingest into {report.warehouse}", header_style="bold")
+    for col in ("trace", "rank", "file", "status", "events", "dropped", "MB", "MB/s"):
+        t.add_column(col, justify="right" if col in ("rank", "events", "dropped", "MB", "MB/s") else "left")
+    for o in report.outcomes:
+        mb = o.size_bytes / 1e6
+        rate = f"{mb / o.seconds:.1f}" if o.seconds > 0 else ""
+        status = o.status if o.status != "skipped" else f"skipped: {o.message}"
+        t.add_row(o.trace, "" if o.rank is None else str(o.rank), o.path.rsplit("/", 1)[-1], status,
+                  f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "", f"{mb:.1f}", rate)
+    _stderr.print(t)
+    counts: dict[str, int] = {}
+    for o in report.outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    _stderr.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())))

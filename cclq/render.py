@@ -1,0 +1,101 @@
+"""Printing query results: the only module that formats data for the user.
+
+stdout carries data only (a table, or exactly CSV / JSON); notices go to stderr,
+so ``cclq sql ... --format csv > out.csv`` is clean.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from enum import Enum
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cclq.errors import UsageError
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+MAX_TABLE_ROWS = 500
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, Decimal):
+        return float(o)
+    if isinstance(o, (datetime, date)):
+        return o.isoformat()
+    if isinstance(o, bytes):
+        return o.hex()
+    return str(o)
+
+
+def _clean_float(v: Any) -> Any:
+    return None if isinstance(v, float) and (math.isnan(v) or math.isinf(v)) else v
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        return f"{v:.6g}" if abs(v) < 1e15 else repr(v)
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=_json_default)
+    return str(v)
+
+
+def write_table(table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, output: Path | None = None,
+                title: str | None = None) -> None:
+    out = out or sys.stdout
+    if fmt is OutputFormat.parquet:
+        if output is None:
+            raise UsageError("--format parquet needs --output FILE")
+        pq.write_table(table, output)
+        return
+    if output is not None:
+        with open(output, "w", newline="") as f:
+            write_table(table, fmt, f, None, title)
+        return
+    names = table.column_names
+    rows = table.to_pylist()
+    if fmt is OutputFormat.csv:
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(names)
+        for r in rows:
+            w.writerow(["" if r[n] is None else (_cell(r[n]) if isinstance(r[n], (list, dict)) else r[n])
+                        for n in names])
+        return
+    if fmt is OutputFormat.json:
+        json.dump([{n: _clean_float(r[n]) for n in names} for r in rows], out, default=_json_default, indent=1)
+        out.write("\n")
+        return
+    _rich_table(names, rows, out, title)
+
+
+def _rich_table(names: list[str], rows: list[dict[str, Any]], out: TextIO, title: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False, header_style="bold")
+    for n in names:
+        t.add_column(n, overflow="fold")
+    for r in rows[:MAX_TABLE_ROWS]:
+        t.add_row(*(_cell(r[n]) for n in names))
+    console = Console(file=out, width=None if out.isatty() else 200)
+    console.print(t)
+    if len(rows) > MAX_TABLE_ROWS:
+        print(f"({len(rows)} rows, first {MAX_TABLE_ROWS} shown; use --format csv for all)", file=sys.stderr)

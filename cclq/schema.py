@@ -1,0 +1,129 @@
+"""The one event schema every reader writes, and the table of promoted arguments.
+
+Every trace format is normalised to the same columns (see ``EVENT_SCHEMA``). The
+hive partition columns ``trace`` and ``rank`` are *not* stored inside the Parquet
+files: they come from the directory names ``trace=<id>/rank=<r>/``.
+
+``PROMOTED_ARGS`` is the declarative mapping from a raw ``args`` key to a typed
+column (the idea of HTA's ``event_args`` YAML, kept in code so it is versioned with
+``INGEST_VERSION``). Adding a key here is a schema change: bump ``INGEST_VERSION``
+so that ``cclq ingest`` rewrites old partitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+# Bump when the meaning or shape of a column changes; files ingested by an older
+# version are re-ingested automatically.
+INGEST_VERSION = 1
+
+# Columns that every row carries, in file order.
+BASE_FIELDS: list[pa.Field] = [
+    pa.field("file_id", pa.string()),  # id of the source file (files.file_id)
+    pa.field("event_idx", pa.int64()),  # position in the source's event array
+    pa.field("ph", pa.string()),  # Chrome phase (B/E pairs become one 'B' row)
+    pa.field("cat", pa.string()),  # category, legacy names mapped to today's
+    pa.field("cat_raw", pa.string()),  # original category when it was mapped
+    pa.field("name", pa.string()),
+    pa.field("pid", pa.string()),  # kept as text: pids can be strings ("Spans")
+    pa.field("tid", pa.string()),
+    pa.field("ts_ns", pa.int64()),  # exact ns; epoch ns when the file has a base
+    pa.field("dur_ns", pa.int64()),  # NULL for instants, flows, metadata, open B
+    pa.field("flow_id", pa.string()),  # 'id' of s/t/f flow and async events
+    pa.field("bp", pa.string()),  # flow binding point ('e' = enclosing slice)
+    pa.field("scope", pa.string()),  # instant scope 's' (g/p/t)
+    pa.field("args", pa.string()),  # all args as JSON text, nothing dropped
+]
+
+
+@dataclass(frozen=True)
+class PromotedArg:
+    """One raw ``args`` key copied into a typed column."""
+
+    column: str
+    kind: str  # "int", "float", "str" or "int_list"
+    doc: str
+
+
+_ARROW_TYPES = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "str": pa.string(),
+    "int_list": pa.list_(pa.int64()),
+}
+
+# raw arg key -> promoted column. Several raw spellings may share one column.
+PROMOTED_ARGS: dict[str, PromotedArg] = {
+    # -- GPU activity (Kineto) --
+    "device": PromotedArg("device", "int", "GPU device index"),
+    "stream": PromotedArg("stream", "int", "CUDA/HIP stream id"),
+    "correlation": PromotedArg("correlation", "int", "CUPTI correlation id (launch <-> kernel)"),
+    "External id": PromotedArg("external_id", "int", "link to the CPU op / annotation"),
+    "external id": PromotedArg("external_id", "int", "legacy spelling of External id"),
+    "bytes": PromotedArg("bytes", "int", "memcpy/memset bytes"),
+    "memory bandwidth (GB/s)": PromotedArg("memory_bw_gbps", "float", "Kineto memcpy bandwidth"),
+    "grid": PromotedArg("grid", "int_list", "kernel grid [x, y, z]"),
+    "block": PromotedArg("block", "int_list", "kernel block [x, y, z]"),
+    "blocks per SM": PromotedArg("blocks_per_sm", "float", "grid blocks / SM count"),
+    "warps per SM": PromotedArg("warps_per_sm", "float", "warps per SM"),
+    "est. achieved occupancy %": PromotedArg("occupancy_pct", "float", "estimated occupancy, %"),
+    "registers per thread": PromotedArg("registers_per_thread", "int", "registers per thread"),
+    "shared memory": PromotedArg("shared_memory_bytes", "int", "static + dynamic shared memory"),
+    # -- collectives (copied by PyTorch from record_param_comms onto the kernel) --
+    "Collective name": PromotedArg("collective_name", "str", "c10d collective name"),
+    "In msg nelems": PromotedArg("in_msg_nelems", "int", "input message elements"),
+    "Out msg nelems": PromotedArg("out_msg_nelems", "int", "output message elements"),
+    "Group size": PromotedArg("group_size", "int", "ranks in the process group"),
+    "dtype": PromotedArg("dtype", "str", "element type (Float, BFloat16, ...)"),
+    "Process Group Name": PromotedArg("pg_name", "str", "process group name"),
+    "Process Group Description": PromotedArg("pg_desc", "str", "process group description"),
+    "Process Group Ranks": PromotedArg("pg_ranks", "str", "ranks of the group (text, may be truncated)"),
+    "Seq": PromotedArg("seq", "int", "c10d sequence number within the group"),
+    "In split size": PromotedArg("in_split_size", "str", "all_to_allv input splits (text)"),
+    "Out split size": PromotedArg("out_split_size", "str", "all_to_allv output splits (text)"),
+    # -- XLA / xprof (all strings in the trace-viewer JSON) --
+    "hlo_op": PromotedArg("hlo_op", "str", "HLO instruction name"),
+    "hlo_module": PromotedArg("hlo_module", "str", "HLO module name"),
+    "hlo_category": PromotedArg("hlo_category", "str", "xprof op category"),
+    "long_name": PromotedArg("long_name", "str", "full HLO text"),
+    "flops": PromotedArg("flops", "float", "op FLOPs"),
+    "model_flops": PromotedArg("model_flops", "float", "model FLOPs of the op"),
+    "bytes_accessed": PromotedArg("bytes_accessed", "int", "bytes accessed"),
+    "raw_bytes_accessed": PromotedArg("raw_bytes_accessed", "int", "raw bytes accessed"),
+    "shape_with_layout": PromotedArg("shape_with_layout", "str", "result shape, e.g. bf16[8,128]{1,0}"),
+    "device_duration_ps": PromotedArg("device_duration_ps", "int", "device time in picoseconds"),
+    "group_id": PromotedArg("group_id", "int", "step group id"),
+    "step_num": PromotedArg("step_num", "int", "step number"),
+    "run_id": PromotedArg("run_id", "int", "XLA run id"),
+    "program_id": PromotedArg("program_id", "int", "XLA program id"),
+}
+
+
+def promoted_columns() -> list[tuple[str, str]]:
+    """Distinct promoted (column, kind) pairs in declaration order."""
+    seen: dict[str, str] = {}
+    for spec in PROMOTED_ARGS.values():
+        seen.setdefault(spec.column, spec.kind)
+    return list(seen.items())
+
+
+PROMOTED_FIELDS: list[pa.Field] = [
+    pa.field(column, _ARROW_TYPES[kind]) for column, kind in promoted_columns()
+]
+
+EVENT_SCHEMA = pa.schema(BASE_FIELDS + PROMOTED_FIELDS)
+
+# Kineto before ~2022 wrote capitalised categories; map them to today's names and
+# keep the original in ``cat_raw``.
+LEGACY_CATEGORIES: dict[str, str] = {
+    "Operator": "cpu_op",
+    "Kernel": "kernel",
+    "Runtime": "cuda_runtime",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "gpu_user_Annotation": "gpu_user_annotation",
+    "User annotation": "user_annotation",
+}

@@ -1,0 +1,168 @@
+"""The warehouse on disk: layout, the ingest lock, atomic writes and the catalog.
+
+Layout (everything is Parquet, so any tool can read it)::
+
+    <warehouse>/
+      events/trace=<id>/rank=<r>/<file_id>.parquet   one file per ingested trace file
+      catalog/files/<file_id>.parquet                one row: the ``files`` table
+      catalog/stats/<file_id>.parquet                dropped/noted events by reason
+      catalog/cards/<trace>.parquet                  the workload card, flattened
+      tmp/                                           writes in progress (never read)
+      .lock                                          held by a running ingest
+
+Nothing half-written is ever visible: every file is written under ``tmp/`` and
+``os.replace``d into place. A file's catalog row is written last, so it is the
+commit marker; ``sweep_orphans`` removes partitions whose commit never happened
+(an ingest killed between the two renames).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cclq.errors import UsageError
+
+DEFAULT_WAREHOUSE = ".cclq/warehouse"
+WAREHOUSE_ENV = "CCLQ_WAREHOUSE"
+
+
+def resolve_warehouse(option: str | None) -> Path:
+    """``--warehouse`` first, then ``$CCLQ_WAREHOUSE``, then ``./.cclq/warehouse``."""
+    chosen = option or os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE
+    return Path(chosen).expanduser().resolve()
+
+
+class Warehouse:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.events_dir = self.root / "events"
+        self.files_dir = self.root / "catalog" / "files"
+        self.stats_dir = self.root / "catalog" / "stats"
+        self.cards_dir = self.root / "catalog" / "cards"
+        self.tmp_dir = self.root / "tmp"
+
+    # -- creation and locking -------------------------------------------------
+    def create(self) -> None:
+        for d in (self.events_dir, self.files_dir, self.stats_dir, self.cards_dir, self.tmp_dir):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def exists(self) -> bool:
+        return self.files_dir.is_dir()
+
+    def require(self) -> None:
+        if not self.exists():
+            raise UsageError(
+                f"no warehouse at {self.root}",
+                hint="run `cclq ingest DIR` first, or point --warehouse / CCLQ_WAREHOUSE at one",
+            )
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive lock for writers; a second ingest waits for the first."""
+        self.create()
+        with open(self.root / ".lock", "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"cclq: waiting for another ingest into {self.root} to finish", file=sys.stderr)
+                fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def clean_tmp(self) -> None:
+        """Removes leftovers of killed runs. Only call while holding the lock."""
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+
+    def tmp_path(self, suffix: str = ".parquet") -> Path:
+        return self.tmp_dir / f"{uuid.uuid4().hex}{suffix}"
+
+    # -- paths ----------------------------------------------------------------
+    def partition_file(self, trace: str, rank: int, file_id: str) -> Path:
+        return self.events_dir / f"trace={trace}" / f"rank={rank}" / f"{file_id}.parquet"
+
+    def events_glob(self) -> str:
+        return str(self.events_dir / "*" / "*" / "*.parquet")
+
+    def has_events(self) -> bool:
+        return any(self.events_dir.glob("*/*/*.parquet"))
+
+    # -- catalog --------------------------------------------------------------
+    def read_catalog(self) -> dict[str, dict]:
+        """file_id -> files row (as a dict)."""
+        rows: dict[str, dict] = {}
+        for p in sorted(self.files_dir.glob("*.parquet")):
+            for row in pq.read_table(p).to_pylist():
+                rows[row["file_id"]] = row
+        return rows
+
+    def commit_file(
+        self,
+        events_tmp: Path | None,
+        files_row: pa.Table,
+        stats: pa.Table,
+        previous: dict | None,
+    ) -> None:
+        """Makes one ingested file visible: events, then stats, then its catalog row."""
+        row = files_row.to_pylist()[0]
+        file_id = row["file_id"]
+        target = self.partition_file(row["trace"], row["rank"], file_id)
+        if events_tmp is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(events_tmp, target)
+        if previous is not None:
+            old = self.partition_file(previous["trace"], previous["rank"], file_id)
+            if old != target:
+                _unlink_and_prune(old, self.events_dir)
+        self._write_table(stats, self.stats_dir / f"{file_id}.parquet")
+        self._write_table(files_row, self.files_dir / f"{file_id}.parquet")
+
+    def remove_file(self, row: dict) -> None:
+        """Forgets a file that disappeared from its workload folder."""
+        file_id = row["file_id"]
+        (self.files_dir / f"{file_id}.parquet").unlink(missing_ok=True)
+        (self.stats_dir / f"{file_id}.parquet").unlink(missing_ok=True)
+        _unlink_and_prune(self.partition_file(row["trace"], row["rank"], file_id), self.events_dir)
+
+    def write_card(self, trace: str, card: pa.Table | None) -> None:
+        path = self.cards_dir / f"{trace}.parquet"
+        if card is None:
+            path.unlink(missing_ok=True)
+        else:
+            self._write_table(card, path)
+
+    def sweep_orphans(self, catalog: dict[str, dict]) -> int:
+        """Deletes event partitions that no catalog row points at."""
+        removed = 0
+        for p in self.events_dir.glob("*/*/*.parquet"):
+            row = catalog.get(p.stem)
+            if row is None or p != self.partition_file(row["trace"], row["rank"], p.stem):
+                _unlink_and_prune(p, self.events_dir)
+                removed += 1
+        return removed
+
+    def _write_table(self, table: pa.Table, path: Path) -> None:
+        tmp = self.tmp_path()
+        pq.write_table(table, tmp)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, path)
+
+
+def _unlink_and_prune(path: Path, stop: Path) -> None:
+    path.unlink(missing_ok=True)
+    parent = path.parent
+    while parent != stop and parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
