@@ -66,21 +66,27 @@ class IngestProgress:
 
 
 def print_summary(report: IngestReport) -> None:
-    """One row per file that was looked at, then a totals line (on stderr)."""
+    """A table of the files parsed, then one line per file skipped, and totals (stderr)."""
     if not report.outcomes:
         _stderr.print("nothing to ingest")
         return
-    t = Table(title=f"ingest into {report.warehouse}", header_style="bold")
-    for col in ("trace", "rank", "file", "status", "events", "dropped", "MB", "MB/s"):
-        t.add_column(col, justify="right" if col in ("rank", "events", "dropped", "MB", "MB/s") else "left")
+    parsed = [o for o in report.outcomes if o.status in ("ingested", "unchanged")]
+    if parsed:
+        t = Table(title=f"ingest into {report.warehouse}", header_style="bold")
+        for col in ("trace", "rank", "file", "status", "events", "dropped", "MB", "s"):
+            numeric = col in ("rank", "events", "dropped", "MB", "s")
+            t.add_column(col, justify="right" if numeric else "left", no_wrap=col != "file")
+        for o in parsed:
+            t.add_row(o.trace, "" if o.rank is None else str(o.rank), o.path.rsplit("/", 1)[-1], o.status,
+                      f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "",
+                      f"{o.size_bytes / 1e6:.1f}", f"{o.seconds:.2f}" if o.seconds else "")
+        _stderr.print(t)
     for o in report.outcomes:
-        mb = o.size_bytes / 1e6
-        rate = f"{mb / o.seconds:.1f}" if o.seconds > 0 else ""
-        status = o.status if o.status != "skipped" else f"skipped: {o.message}"
-        t.add_row(o.trace, "" if o.rank is None else str(o.rank), o.path.rsplit("/", 1)[-1], status,
-                  f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "", f"{mb:.1f}", rate)
-    _stderr.print(t)
+        if o.status in ("skipped", "removed"):
+            _stderr.print(f"{o.status}: {o.path}: {o.message}", highlight=False, soft_wrap=True)
     counts: dict[str, int] = {}
     for o in report.outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
-    _stderr.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+    total_mb = sum(o.size_bytes for o in report.outcomes if o.status == "ingested") / 1e6
+    _stderr.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
+                  highlight=False)

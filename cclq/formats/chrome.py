@@ -400,13 +400,13 @@ def _parse_error_message(e: Exception, source: Source) -> str:
     lines = str(e).splitlines()
     what = lines[0].strip() if lines else "parse error"
     offset = source.stream.offset
-    if len(lines) >= 2 and "premature EOF" not in what:
+    if len(lines) >= 3 and "premature EOF" not in what:
+        # yajl prints ~30 bytes of context and an arrow one column past the bad byte
         snippet = lines[1].strip().encode()
-        chunk = source.stream.last_chunk
-        pos = chunk.rfind(snippet) if snippet else -1
-        if pos >= 0:
-            marker = lines[2].find("^") if len(lines) >= 3 else -1
-            col = marker - lines[1].find(lines[1].strip()) if marker >= 0 else len(snippet)
-            offset = source.stream.last_chunk_start + pos + max(col, 0)
+        pos = source.stream.last_chunk.rfind(snippet) if snippet else -1
+        arrow = lines[2].find("^")
+        if pos >= 0 and arrow >= 0:
+            indent = len(lines[1]) - len(lines[1].lstrip())
+            offset = source.stream.last_chunk_start + pos + arrow - indent - 1
     where = "decompressed byte" if source.compressed else "byte"
     return f"invalid JSON at {where} {offset}: {what}"

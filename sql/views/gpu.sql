@@ -19,6 +19,7 @@ SELECT
   correlation,
   external_id,
   bytes,
+  args,
   file_id,
   event_idx
 FROM slices
@@ -54,6 +55,7 @@ SELECT
   pg_desc,
   pg_ranks,
   seq,
+  args,
   file_id,
   event_idx
 FROM slices

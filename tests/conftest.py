@@ -1,0 +1,60 @@
+"""Shared fixtures. Real traces come from ../shared (skipped cleanly when absent)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cclq.engine import connect
+from cclq.ingest import IngestReport, ingest
+from cclq.warehouse import Warehouse
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("CCLQ_SHARED", REPO.parent / "shared"))
+SHARED_TRACES = SHARED / "traces"
+GOLDEN = SHARED / "golden" / "hta"
+
+
+def require_shared() -> Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real traces not available ({SHARED_TRACES} is absent)")
+    return SHARED_TRACES
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Warehouse:
+    return Warehouse(tmp_path / "wh")
+
+
+def run_ingest(paths: list[Path], wh: Warehouse, **kw) -> IngestReport:
+    return ingest(paths, wh, jobs=kw.pop("jobs", 1), **kw)
+
+
+def query(wh: Warehouse, sql: str, params: list | None = None) -> list[tuple]:
+    con = connect(wh)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Runs the real `cclq` entry point in a subprocess (exit codes, stderr)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-c", "from cclq.cli import main; main()", *args],
+        capture_output=True, text=True, env=full_env, cwd=cwd,
+    )
+
+
+def write_trace(path: Path, events: list, **top) -> Path:
+    """A minimal Kineto-style file: top-level keys, then traceEvents."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"schemaVersion": 1, **top, "traceEvents": events}
+    path.write_text(json.dumps(doc))
+    return path

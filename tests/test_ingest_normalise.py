@@ -1,0 +1,188 @@
+"""How ingest normalises events: time, B/E pairs, names, categories, args, ranks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from conftest import query, run_ingest, write_trace
+
+
+def test_epoch_microseconds_with_three_decimals_survive_exactly(tmp_path, wh):
+    # 1712195495519689.047 us has 19 significant digits: a float would lose the last ones.
+    text = (
+        '{"traceEvents": ['
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+        '"ts": 1712195495519689.047, "dur": 4.928, "args": {"stream": 7}}]}'
+    )
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "rank0.json").write_text(text)
+    run_ingest([tmp_path / "w"], wh)
+    assert query(wh, "SELECT ts_ns, dur_ns FROM events") == [(1712195495519689047, 4928)]
+
+
+def test_base_time_is_added_whether_it_comes_before_or_after_the_events(tmp_path, wh):
+    base = 1_700_000_000_000_000_000
+    ev = '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 12.345, "dur": 1.000}'
+    root = tmp_path / "w"
+    root.mkdir()
+    (root / "rank0.json").write_text(f'{{"baseTimeNanoseconds": {base}, "traceEvents": [{ev}]}}')
+    (root / "rank1.json").write_text(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}')
+    run_ingest([root], wh)
+    assert query(wh, "SELECT rank, ts_ns FROM events ORDER BY rank") == [(0, base + 12345), (1, base + 12345)]
+    assert query(wh, "SELECT DISTINCT base_time_ns FROM files") == [(base,)]
+
+
+def test_begin_end_pairs_become_one_slice_with_end_args_merged(tmp_path, wh):
+    events = [
+        {"ph": "B", "name": "ALLREDUCE", "pid": 3, "ts": 10},
+        {"ph": "B", "name": "NCCL_ALLREDUCE", "pid": 3, "ts": 12},
+        {"ph": "E", "pid": 3, "ts": 15},
+        {"ph": "E", "pid": 3, "ts": 20, "args": {"dtype": "float32", "shape": "[4]"}},
+        {"ph": "E", "pid": 9, "ts": 21},  # no open B on pid 9
+        {"ph": "B", "name": "never closed", "pid": 4, "ts": 30},
+    ]
+    write_trace(tmp_path / "w" / "t.json", events)
+    run_ingest([tmp_path / "w"], wh)
+    rows = query(wh, "SELECT name, ph, ts_ns, dur_ns, dtype, args FROM slices ORDER BY ts_ns")
+    assert rows == [
+        ("ALLREDUCE", "B", 10_000, 10_000, "float32", '{"shape":"[4]"}'),
+        ("NCCL_ALLREDUCE", "B", 12_000, 3_000, None, None),
+        ("never closed", "B", 30_000, None, None, None),
+    ]
+    stats = query(wh, "SELECT stat, ph, dropped, count FROM ingest_stats ORDER BY stat")
+    assert stats == [("B without E (kept, dur_ns NULL)", None, False, 1), ("E without B", "E", True, 1)]
+
+
+def test_unusable_events_are_dropped_and_counted_by_reason(tmp_path, wh):
+    events = [
+        {"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+        {"ph": "X", "name": "no ts", "pid": 1, "tid": 1, "dur": 1},
+        {"ph": "X", "name": "bad ts", "pid": 1, "tid": 1, "ts": "soon", "dur": 1},
+        42,
+        "text",
+        {},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},  # M needs no ts
+    ]
+    write_trace(tmp_path / "w" / "t.json", events)
+    run_ingest([tmp_path / "w"], wh)
+    assert query(wh, "SELECT count(*) FROM events") == [(2,)]
+    stats = dict(((s, p), n) for s, p, n in query(wh, "SELECT stat, ph, count FROM ingest_stats WHERE dropped"))
+    assert stats == {("no ts", "X"): 1, ("bad ts", "X"): 1, ("not an object", ""): 2, ("empty object", ""): 1}
+    assert query(wh, "SELECT events_read, events_written, events_dropped FROM files") == [(7, 2, 5)]
+    assert query(wh, "SELECT process_name FROM process_names") == [("python",)]
+
+
+def test_legacy_categories_string_pids_and_unconvertible_numbers(tmp_path, wh):
+    events = [
+        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+         "args": {"stream": 7, "warps per SM": "inf", "blocks per SM": 0.5, "queued": 0}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5, "dur": 0,
+         "args": {"bytes": 64, "memory bandwidth (GB/s)": "N/A"}},
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+         "ts": 0, "dur": 10},
+    ]
+    write_trace(tmp_path / "w" / "t.json", events)
+    run_ingest([tmp_path / "w"], wh)
+    k = query(wh, "SELECT cat, cat_raw, warps_per_sm, blocks_per_sm, args FROM events WHERE name = 'k'")
+    assert k == [("kernel", "Kernel", None, 0.5, '{"warps per SM":"inf","queued":0}')]
+    m = query(wh, "SELECT bytes, memory_bw_gbps, args FROM events WHERE cat = 'gpu_memcpy'")
+    assert m == [(64, None, '{"memory bandwidth (GB/s)":"N/A"}')]
+    assert query(wh, "SELECT pid, tid FROM events WHERE cat = 'Trace'") == [("Spans", "PyTorch Profiler")]
+
+
+def test_collective_args_are_promoted_to_typed_columns(tmp_path, wh):
+    args = {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 8,
+            "dtype": "BFloat16", "Process Group Name": "0", "Process Group Description": "default_pg",
+            "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7]", "Seq": 17, "stream": 20, "correlation": 5,
+            "grid": [8, 1, 1], "block": [512, 1, 1]}
+    write_trace(tmp_path / "w" / "t.json",
+                [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0,
+                  "tid": 20, "ts": 100, "dur": 50, "args": args}])
+    run_ingest([tmp_path / "w"], wh)
+    row = query(wh, "SELECT collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype, pg_name, pg_desc, "
+                    "pg_ranks, seq, stream, correlation, grid, block, args FROM kernels")
+    assert row == [("allreduce", 1024, 1024, 8, "BFloat16", "0", "default_pg", "[0, 1, 2, 3, 4, 5, 6, 7]", 17, 20, 5,
+                    [8, 1, 1], [512, 1, 1], None)]
+
+
+def test_bare_array_form_flows_instants_and_counters(tmp_path, wh):
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 3},
+        {"ph": "s", "id": 9, "pid": 1, "tid": 1, "ts": 1, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 9, "pid": 0, "tid": 7, "ts": 5, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 9},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": 2, "args": {"allocated": 10}},
+    ]
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "timeline.json").write_text(json.dumps(events))
+    run_ingest([tmp_path / "w"], wh)
+    rows = query(wh, "SELECT ph, flow_id, bp, scope, dur_ns, args FROM events ORDER BY event_idx")
+    assert rows == [
+        ("X", None, None, None, 3000, None),
+        ("s", "9", None, None, None, None),
+        ("f", "9", "e", None, None, None),
+        ("i", None, None, "g", None, None),
+        ("C", None, None, None, None, '{"allocated":10}'),
+    ]
+
+
+def test_rank_from_distributed_info_anywhere_else_file_name_else_zero(tmp_path, wh):
+    ev = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]
+    root = tmp_path / "w"
+    write_trace(root / "a.json", ev, distributedInfo={"rank": 5, "world_size": 8})
+    (root / "b.json").write_text(json.dumps({"traceEvents": ev, "distributedInfo": {"rank": 6, "world_size": 8}}))
+    write_trace(root / "worker3_step_12.1694128201557.pt.trace.json", ev)
+    write_trace(root / "kineto_trace_2.json", ev)
+    with gzip.open(root / "sampled_rank-1.json.gz", "wt") as f:
+        json.dump({"traceEvents": ev}, f)
+    report = run_ingest([root], wh)
+    assert not report.failed
+    rows = query(wh, "SELECT relpath, rank, rank_source FROM files ORDER BY rank")
+    assert rows == [
+        ("sampled_rank-1.json.gz", 1, "file name"),
+        ("kineto_trace_2.json", 2, "file name"),
+        ("worker3_step_12.1694128201557.pt.trace.json", 3, "file name"),
+        ("a.json", 5, "distributedInfo"),
+        ("b.json", 6, "distributedInfo"),
+    ]
+    assert query(wh, "SELECT world_size, ranks_seen FROM traces") == [(8, 5)]
+
+
+def test_missing_rank_defaults_to_zero_with_a_warning(tmp_path, wh):
+    write_trace(tmp_path / "w" / "trace.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+    report = run_ingest([tmp_path / "w"], wh)
+    assert query(wh, "SELECT rank, rank_source FROM files") == [(0, "default")]
+    assert any("using rank 0" in w and "trace.json" in w for w in report.warnings)
+
+
+def test_workload_card_is_flattened_into_traces(tmp_path, wh):
+    root = tmp_path / "llama_tp4"
+    write_trace(root / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+    (root / "workload_card.yaml").write_text(
+        "workload:\n  model:\n    phase: training\n    model_family: llama-3.1-8b\n"
+        "  hardware:\n    xpu_spec:\n      type: GPU\n      total_count: 4\n"
+        "    network_topo:\n      bandwidth_gbps: [200, 2000]\n"
+        "Model-executor:\n  model_plan_parallelization:\n    tp: 4\n"
+    )
+    run_ingest([tmp_path], wh)
+    rows = query(wh, "SELECT trace, world_size, phase, model_family, total_count, tp, bandwidth_scaleup_gbps, "
+                     "card_json IS NOT NULL FROM traces")
+    assert rows == [("llama_tp4", 4, "training", "llama-3.1-8b", 4, 4, 2000.0, True)]
+
+
+def test_loose_file_gets_a_stable_trace_id(tmp_path, wh):
+    p = write_trace(tmp_path / "my run.pt.trace.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+    run_ingest([p], wh)
+    run_ingest([p], wh)
+    assert query(wh, "SELECT trace, count(*) FROM files GROUP BY trace") == [("my_run", 1)]
+
+
+def test_every_view_is_defined_on_an_empty_warehouse(tmp_path, wh):
+    wh.create()
+    for view in ("events", "files", "ingest_stats", "cards", "traces", "slices", "kernels", "gpu_ops",
+                 "process_names", "thread_names"):
+        assert query(wh, f"SELECT count(*) FROM {view}") == [(0,)], view
+
+

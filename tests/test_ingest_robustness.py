@@ -1,0 +1,220 @@
+"""Bad input, re-ingest, duplicate ranks, concurrent and killed ingests."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import query, run_cli, run_ingest, write_trace
+
+GOOD_EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
+
+
+def _good(root: Path, name: str = "rank0.json", rank: int = 0) -> Path:
+    return write_trace(root / name, GOOD_EVENTS, distributedInfo={"rank": rank, "world_size": 2})
+
+
+def _visible_parquet(wh_root: Path) -> list[Path]:
+    """Parquet files any reader could see (temp files excluded)."""
+    return sorted(p for p in wh_root.rglob("*.parquet") if "tmp" not in p.relative_to(wh_root).parts)
+
+
+def _make_bad(kind: str, root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    if kind == "truncated json":
+        p = root / "rank1.json"
+        full = json.dumps({"traceEvents": GOOD_EVENTS * 50})
+        p.write_text(full[: len(full) // 2])
+    elif kind == "corrupt gzip":
+        p = root / "rank1.json.gz"
+        data = gzip.compress(json.dumps({"traceEvents": GOOD_EVENTS * 500}).encode())
+        p.write_bytes(data[:10] + b"\x00garbage\xff" * 20 + data[200:])
+    elif kind == "empty file":
+        p = root / "rank1.json"
+        p.write_bytes(b"")
+    elif kind == "json but not a trace":
+        p = root / "rank1.json"
+        p.write_text(json.dumps({"hello": "world", "values": [1, 2, 3]}))
+    elif kind == "binary junk":
+        p = root / "rank1.json"
+        p.write_bytes(bytes(range(256)) * 4)
+    elif kind == "unreadable path":
+        p = root / "rank1.json"
+        p.symlink_to(root / "does-not-exist.json")  # root can read anything, a dangling link it cannot
+    else:
+        raise AssertionError(kind)
+    return p
+
+
+BAD_KINDS = {
+    "truncated json": "invalid JSON at byte",
+    "corrupt gzip": "corrupt gzip stream",
+    "empty file": "empty file",
+    "json but not a trace": "not a trace: no traceEvents array",
+    "binary junk": "not a recognised trace format",
+    "unreadable path": "cannot read",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_KINDS))
+def test_bad_file_fails_alone_with_one_clear_line(kind, tmp_path):
+    root = tmp_path / "work"
+    _good(root)
+    bad = _make_bad(kind, root)
+    wh_root = tmp_path / "wh"
+    result = run_cli("ingest", str(root), "--warehouse", str(wh_root), "--quiet")
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("cclq: error:")]
+    assert len(errors) == 1, result.stderr
+    assert str(bad) in errors[0] and BAD_KINDS[kind] in errors[0], errors[0]
+    assert "Traceback" not in result.stderr
+    # the good file is in, the bad one left nothing visible behind
+    visible = [p.relative_to(wh_root).as_posix() for p in _visible_parquet(wh_root)]
+    assert len([v for v in visible if v.startswith("events/")]) == 1
+    assert len([v for v in visible if v.startswith("catalog/files/")]) == 1
+
+
+def test_truncated_json_error_gives_the_byte_offset(tmp_path):
+    root = tmp_path / "work"
+    root.mkdir()
+    p = root / "t.json"
+    p.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2}, {"ph": "X", "ts": @}]}')
+    result = run_cli("ingest", str(root), "-w", str(tmp_path / "wh"), "-q")
+    line = [x for x in result.stderr.splitlines() if x.startswith("cclq: error:")][0]
+    # the "@" is byte 67 of the file (0-based)
+    assert line.endswith("invalid JSON at byte 67: lexical error: invalid char in json text."), line
+
+
+def test_reingest_of_unchanged_files_is_a_noop(tmp_path, wh):
+    root = tmp_path / "work"
+    _good(root, "rank0.json", 0)
+    _good(root, "rank1.json", 1)
+    run_ingest([root], wh)
+    before = {p: p.stat().st_mtime_ns for p in _visible_parquet(wh.root)}
+    os.utime(root / "rank0.json")  # touched, same content: still unchanged (hash check)
+    report = run_ingest([root], wh)
+    assert [o.status for o in report.outcomes] == ["unchanged", "unchanged"]
+    assert {p: p.stat().st_mtime_ns for p in _visible_parquet(wh.root)} == before
+
+
+def test_changed_file_replaces_only_its_own_partition(tmp_path, wh):
+    root = tmp_path / "work"
+    _good(root, "rank0.json", 0)
+    _good(root, "rank1.json", 1)
+    run_ingest([root], wh)
+    part = {r: next((wh.events_dir / "trace=work" / f"rank={r}").glob("*.parquet")) for r in (0, 1)}
+    mtimes = {r: p.stat().st_mtime_ns for r, p in part.items()}
+    time.sleep(0.01)
+    write_trace(root / "rank1.json", GOOD_EVENTS * 3, distributedInfo={"rank": 1, "world_size": 2})
+    report = run_ingest([root], wh)
+    assert sorted(o.status for o in report.outcomes) == ["ingested", "unchanged"]
+    assert part[0].stat().st_mtime_ns == mtimes[0]
+    assert part[1].stat().st_mtime_ns != mtimes[1]
+    assert query(wh, "SELECT rank, count(*) FROM events GROUP BY rank ORDER BY rank") == [(0, 1), (1, 3)]
+
+
+def test_removed_file_leaves_the_warehouse(tmp_path, wh):
+    root = tmp_path / "work"
+    _good(root, "rank0.json", 0)
+    _good(root, "rank1.json", 1)
+    run_ingest([root], wh)
+    (root / "rank1.json").unlink()
+    report = run_ingest([root], wh)
+    assert "removed" in [o.status for o in report.outcomes]
+    assert query(wh, "SELECT DISTINCT rank FROM events") == [(0,)]
+
+
+def test_two_files_claiming_one_rank_fail_the_second(tmp_path, wh):
+    root = tmp_path / "work"
+    first = _good(root, "a.json", 0)
+    second = _good(root, "b.json", 0)
+    report = run_ingest([root], wh)
+    assert [o.status for o in report.outcomes] == ["ingested", "failed"]
+    assert report.failed[0].message == f"{second}: rank 0 of trace 'work' is already taken by {first}"
+    assert query(wh, "SELECT relpath FROM files") == [("a.json",)]
+    # and it stays that way on the next run: never a silent overwrite
+    report = run_ingest([root], wh)
+    assert [o.status for o in report.outcomes] == ["unchanged", "failed"]
+
+
+def test_format_not_supported_yet_is_reported_not_failed(tmp_path, wh):
+    root = tmp_path / "work"
+    _good(root)
+    (root / "et_0.json").write_text(json.dumps({"schema": "1.0.2-chakra.0.0.4", "pid": 1, "nodes": []}))
+    (root / "nsys.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    report = run_ingest([root], wh)
+    assert sorted(o.status for o in report.outcomes) == ["ingested", "skipped", "skipped"]
+    assert not report.failed
+    assert all("format not supported yet" in o.message for o in report.outcomes if o.status == "skipped")
+
+
+def _big_trace(path: Path, n_events: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        f.write('{"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [\n')
+        for i in range(n_events):
+            sep = "," if i else ""
+            f.write(f'{sep}{{"ph": "X", "cat": "cpu_op", "name": "aten::op_{i % 50}", "pid": 1, "tid": 2, '
+                    f'"ts": {i}.125, "dur": 0.500, "args": {{"External id": {i}, "Input Dims": [[{i % 7}, 3]]}}}}\n')
+        f.write("]}\n")
+    return path
+
+
+def test_killed_ingest_leaves_the_warehouse_as_it_was(tmp_path, wh):
+    small = tmp_path / "small"
+    _good(small)
+    run_ingest([small], wh)
+    before = [p.relative_to(wh.root) for p in _visible_parquet(wh.root)]
+    big = _big_trace(tmp_path / "big" / "rank0.json", 400_000)
+    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(big.parent),
+                             "-w", str(wh.root), "-q", "-j", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline and not any(wh.tmp_dir.glob("*.parquet")):
+        time.sleep(0.02)
+    time.sleep(0.3)  # well into the parse: some row groups are in the temp file
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert [p.relative_to(wh.root) for p in _visible_parquet(wh.root)] == before
+    assert query(wh, "SELECT trace FROM files") == [("small",)]
+    report = run_ingest([big.parent], wh)  # the next run cleans up and succeeds
+    assert [o.status for o in report.outcomes] == ["ingested"]
+    assert not any(wh.tmp_dir.iterdir())
+
+
+def test_concurrent_ingests_into_one_warehouse_both_land(tmp_path, wh):
+    roots = []
+    for name in ("one", "two"):
+        root = tmp_path / "in" / name
+        _good(root, "rank0.json", 0)
+        _good(root, "rank1.json", 1)
+        roots.append(root)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(r),
+                          "-w", str(wh.root), "-q", "-j", "1"], stderr=subprocess.PIPE, text=True)
+        for r in roots
+    ]
+    codes = [p.wait(timeout=120) for p in procs]
+    assert codes == [0, 0], [p.stderr.read() for p in procs]
+    assert query(wh, "SELECT trace, count(*) FROM files GROUP BY trace ORDER BY trace") == [("one", 2), ("two", 2)]
+
+
+def test_parallel_jobs_give_the_same_warehouse_as_one_job(tmp_path):
+    from cclq.warehouse import Warehouse
+
+    root = tmp_path / "work"
+    for r in range(4):
+        write_trace(root / f"rank{r}.json", GOOD_EVENTS * (r + 1), distributedInfo={"rank": r, "world_size": 4})
+    results = []
+    for jobs in (1, 2):
+        wh = Warehouse(tmp_path / f"wh{jobs}")
+        run_ingest([root], wh, jobs=jobs)
+        results.append(query(wh, "SELECT rank, count(*), sum(ts_ns) FROM events GROUP BY rank ORDER BY rank"))
+    assert results[0] == results[1] == [(0, 1, 1000), (1, 2, 2000), (2, 3, 3000), (3, 4, 4000)]

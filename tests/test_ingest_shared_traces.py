@@ -1,0 +1,132 @@
+"""Every event of every real trace in ../shared/traces is accounted for.
+
+The expected numbers come from the plain ``json`` module (with exact decimals),
+independently of cclq's streaming reader.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from cclq.warehouse import Warehouse
+from conftest import query, require_shared, run_ingest
+
+
+def _load_exact(path: Path):
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rt") as f:
+        return json.load(f, parse_float=Decimal)
+
+
+def _chrome_files(traces: Path) -> list[tuple[str, Path, object]]:
+    """(trace id, path, parsed document) for every Chrome/Kineto JSON trace."""
+    found = []
+    for folder in sorted(p for p in traces.iterdir() if p.is_dir()):
+        for path in sorted(folder.rglob("*")):
+            if not path.is_file() or not (path.name.endswith(".json") or path.name.endswith(".json.gz")):
+                continue
+            doc = _load_exact(path)
+            if isinstance(doc, list) or (isinstance(doc, dict) and "traceEvents" in doc):
+                found.append((folder.name, path, doc))
+    return found
+
+
+@pytest.fixture(scope="module")
+def shared_warehouse(tmp_path_factory) -> tuple[Warehouse, list]:
+    traces = require_shared()
+    wh = Warehouse(tmp_path_factory.mktemp("shared") / "wh")
+    report = run_ingest([traces], wh, jobs=2)
+    assert not report.failed, [o.message for o in report.failed]
+    return wh, _chrome_files(traces)
+
+
+def test_every_chrome_json_workload_is_ingested(shared_warehouse):
+    wh, files = shared_warehouse
+    ingested = {(t, p) for t, p in query(wh, "SELECT trace, path FROM files")}
+    assert ingested == {(t, str(p.resolve())) for t, p, _ in files}
+    assert len(files) >= 20
+
+
+def test_events_by_phase_equal_rows_kept_plus_drops(shared_warehouse):
+    wh, files = shared_warehouse
+    for trace, path, doc in files:
+        events = doc if isinstance(doc, list) else doc["traceEvents"]
+        raw = Counter()
+        for ev in events:
+            if not isinstance(ev, dict):
+                raw["<not an object>"] += 1
+            elif not ev:
+                raw["<empty>"] += 1
+            else:
+                raw[ev.get("ph")] += 1
+        (file_id,) = query(wh, "SELECT file_id FROM files WHERE path = ?", [str(path.resolve())])[0]
+        kept = Counter(dict(query(wh, "SELECT ph, count(*) FROM events WHERE file_id = ? GROUP BY ph", [file_id])))
+        closed_b = query(wh, "SELECT count(*) FROM events WHERE file_id = ? AND ph = 'B' AND dur_ns IS NOT NULL",
+                         [file_id])[0][0]
+        dropped = Counter()
+        for stat, ph, n in query(wh, "SELECT stat, ph, count FROM ingest_stats WHERE file_id = ? AND dropped",
+                                 [file_id]):
+            key = {"not an object": "<not an object>", "empty object": "<empty>"}.get(stat, ph)
+            dropped[key] += n
+        accounted = Counter()
+        for ph, n in kept.items():
+            accounted[ph] += n
+        accounted["E"] += closed_b
+        accounted.update(dropped)
+        assert +accounted == +raw, f"{path}: read {dict(raw)}, accounted {dict(accounted)}"
+        assert query(wh, "SELECT events_read FROM files WHERE file_id = ?", [file_id])[0][0] == len(events)
+
+
+def test_timestamps_are_exact_nanoseconds(shared_warehouse):
+    wh, files = shared_warehouse
+    checked = 0
+    for trace, path, doc in files:
+        events = doc if isinstance(doc, list) else doc["traceEvents"]
+        base = doc.get("baseTimeNanoseconds", 0) if isinstance(doc, dict) else 0
+        (file_id,) = query(wh, "SELECT file_id FROM files WHERE path = ?", [str(path.resolve())])[0]
+        sample = [i for i, ev in enumerate(events) if isinstance(ev, dict) and ev.get("ph") == "X"][::97][:40]
+        got = dict(
+            (idx, (ts, dur))
+            for idx, ts, dur in query(
+                wh, "SELECT event_idx, ts_ns, dur_ns FROM events WHERE file_id = ? AND list_contains(?, event_idx)",
+                [file_id, sample],
+            )
+        )
+        for i in sample:
+            ev = events[i]
+            want_ts = base + int(Decimal(ev["ts"]) * 1000)
+            want_dur = int(Decimal(ev["dur"]) * 1000) if "dur" in ev else None
+            assert got[i] == (want_ts, want_dur), f"{path} event {i}: {ev['ts']} {ev.get('dur')}"
+            checked += 1
+    assert checked > 300
+
+
+def test_ns_resolution_trace_keeps_the_last_digit(shared_warehouse):
+    wh, _ = shared_warehouse
+    # first event of hta_ns_resolution: "ts": 1712195495519689.047, "dur": 63.813 (read with zcat)
+    rows = query(wh, "SELECT ts_ns, dur_ns FROM events WHERE trace = 'hta_ns_resolution' AND event_idx = 0")
+    assert rows == [(1712195495519689047, 63813)]
+
+
+def test_dlrm_ranks_come_from_distributed_info(shared_warehouse):
+    wh, files = shared_warehouse
+    expected = {str(p.resolve()): doc["distributedInfo"]["rank"] for t, p, doc in files if t == "dlrm_param_8xV100"}
+    got = {path: (rank, source) for path, rank, source in
+           query(wh, "SELECT path, rank, rank_source FROM files WHERE trace = 'dlrm_param_8xV100'")}
+    assert sorted(expected.values()) == list(range(8))
+    assert got == {p: (r, "distributedInfo") for p, r in expected.items()}
+    assert query(wh, "SELECT world_size, ranks_seen FROM traces WHERE trace = 'dlrm_param_8xV100'") == [(8, 8)]
+
+
+def test_unsupported_formats_are_skipped_not_failed(tmp_path):
+    traces = require_shared()
+    wh = Warehouse(tmp_path / "wh")
+    report = run_ingest([traces / "chakra_et", traces / "nsys_pipit_hpc"], wh)
+    assert {o.status for o in report.outcomes} == {"skipped"}
+    assert all("format not supported yet" in o.message for o in report.outcomes)
