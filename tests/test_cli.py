@@ -1,0 +1,102 @@
+"""The command line contract: help everywhere, clean stdout, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cclq.cli import app
+from conftest import run_cli, write_trace
+
+COMMANDS = ["ingest", "traces", "sql", "shell"]
+
+
+@pytest.fixture(scope="module")
+def small_wh(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cli")
+    for r in range(2):
+        write_trace(root / "work" / f"rank{r}.json",
+                    [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10 * r, "dur": 5,
+                      "args": {"stream": 7, "device": 0}}],
+                    distributedInfo={"rank": r, "world_size": 2})
+    result = run_cli("ingest", str(root / "work"), "-w", str(root / "wh"), "-q")
+    assert result.returncode == 0, result.stderr
+    return root / "wh"
+
+
+def test_every_command_has_help():
+    registered = sorted(c.name or c.callback.__name__ for c in app.registered_commands)
+    assert set(COMMANDS) <= set(registered)
+    for name in registered:
+        result = run_cli(name, "--help")
+        assert result.returncode == 0, result.stderr
+        assert "Usage:" in result.stdout and "Example:" in result.stdout, name
+
+
+def test_sql_csv_is_exactly_header_and_rows(small_wh):
+    result = run_cli("sql", "SELECT rank, name, dur_ns FROM kernels ORDER BY rank", "-w", str(small_wh), "-f", "csv")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "rank,name,dur_ns\n0,gemm,5000\n1,gemm,5000\n"
+
+
+def test_sql_json_is_a_list_of_objects(small_wh):
+    result = run_cli("sql", "SELECT rank, ts_ns FROM kernels ORDER BY rank", "-w", str(small_wh), "-f", "json")
+    assert json.loads(result.stdout) == [{"rank": 0, "ts_ns": 0}, {"rank": 1, "ts_ns": 10000}]
+
+
+def test_warehouse_comes_from_the_environment(small_wh):
+    result = run_cli("traces", "-f", "csv", env={"CCLQ_WAREHOUSE": str(small_wh)})
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [(r["trace"], r["world_size"], r["ranks_seen"]) for r in rows] == [("work", "2", "2")]
+
+
+def test_traces_table_is_the_default(small_wh):
+    result = run_cli("traces", "-w", str(small_wh))
+    assert result.returncode == 0
+    assert "work" in result.stdout and "world_size" in result.stdout
+
+
+def test_missing_warehouse_is_a_usage_error(tmp_path):
+    result = run_cli("traces", "-w", str(tmp_path / "nowhere"))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == f"cclq: error: no warehouse at {tmp_path / 'nowhere'}"
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_sql_is_one_line_and_exit_3(small_wh):
+    result = run_cli("sql", "SELECT nope FROM kernels", "-w", str(small_wh))
+    assert result.returncode == 3
+    assert result.stderr.startswith("cclq: error: Binder Error: Referenced column \"nope\" not found")
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_debug_shows_the_traceback(small_wh):
+    result = run_cli("--debug", "sql", "SELECT nope FROM kernels", "-w", str(small_wh))
+    assert "Traceback" in result.stderr
+
+
+def test_missing_input_path_is_a_usage_error(tmp_path):
+    result = run_cli("ingest", str(tmp_path / "absent"), "-w", str(tmp_path / "wh"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"cclq: error: {tmp_path / 'absent'}: no such file or directory"
+
+
+def test_parquet_output_needs_a_file(small_wh, tmp_path):
+    assert run_cli("sql", "SELECT 1", "-w", str(small_wh), "-f", "parquet").returncode == 2
+    out = tmp_path / "x.parquet"
+    assert run_cli("sql", "SELECT 42 AS v", "-w", str(small_wh), "-f", "parquet", "-o", str(out)).returncode == 0
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(out).to_pylist() == [{"v": 42}]
+
+
+@pytest.mark.skipif(shutil.which("duckdb") is None, reason="duckdb CLI not installed")
+def test_shell_has_the_views_defined(small_wh):
+    result = run_cli("shell", "-w", str(small_wh), "-csv", "-c", "SELECT count(*) AS n FROM kernels")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["n", "2"]
