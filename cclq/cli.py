@@ -150,6 +150,30 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     raise typer.Exit(code)
 
 
+# ------------------------------------------------------------------------- bench
+@app.command(epilog="Example: cclq bench --sizes 250,1000 --perf-traces ../shared/perf-traces")
+def bench(
+    sizes: Annotated[str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated.")] = "250",
+    ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace.")] = 8,
+    workdir: Annotated[
+        Optional[Path], typer.Option(help="Keep generated traces here and reuse them [default: a temp dir].")
+    ] = None,
+    perf_traces: Annotated[
+        Optional[Path], typer.Option("--perf-traces", help="Also benchmark every folder of real traces here.")
+    ] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Measure ingest MB/s and peak memory against the raw ijson parse rate."""
+    from cclq.bench import rows_to_table, run_ingest_bench
+
+    try:
+        size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError as e:
+        raise UsageError(f"--sizes must be integers in MB, got {sizes!r}") from e
+    rows = run_ingest_bench(size_list, ranks, workdir, perf_traces)
+    write_table(rows_to_table(rows), fmt, title="ingest vs raw ijson (MB of JSON per second, one parser)")
+
+
 def main() -> None:
     """Entry point: maps user errors to one line on stderr and an exit code."""
     debug = "--debug" in sys.argv or os.environ.get("CCLQ_DEBUG") == "1"

@@ -35,7 +35,7 @@ import pyarrow as pa
 import cclq
 from cclq.cards import CARD_FILE, card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError
-from cclq.formats.chrome import read_chrome_json
+from cclq.formats.chrome import NeedExactDecimals, needs_exact_decimals, read_chrome_json
 from cclq.formats.detect import detect, is_candidate
 from cclq.formats.source import Source, content_hash
 from cclq.schema import INGEST_VERSION
@@ -273,9 +273,14 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
 
     try:
         detected = detect(path)
-        with Source(path, progress if _progress_queue is not None else _local_progress) as source:
-            result = read_chrome_json(source, detected, file_id, writer.write)
-            digest = source.finish_hash()
+        exact = needs_exact_decimals(detected.head)
+        try:
+            result, digest = _read(path, detected, file_id, writer, exact, progress)
+        except NeedExactDecimals:
+            # a float could not carry a timestamp exactly: start over with Decimals
+            writer.discard()
+            writer = EventFileWriter(tmp)
+            result, digest = _read(path, detected, file_id, writer, True, progress)
         writer.close()
     except TraceFileError as e:
         writer.discard()
@@ -330,6 +335,13 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
         seconds=time.perf_counter() - started,
         warnings=warnings,
     )
+
+
+def _read(path: str, detected: Any, file_id: str, writer: EventFileWriter, exact: bool,
+          progress: Any) -> tuple[Any, str]:
+    with Source(path, progress if _progress_queue is not None else _local_progress) as source:
+        result = read_chrome_json(source, detected, file_id, writer.write, exact=exact)
+        return result, source.finish_hash()
 
 
 _local_progress_fn: Any = None

@@ -72,6 +72,12 @@ PROMOTED_ARGS: dict[str, PromotedArg] = {
     "est. achieved occupancy %": PromotedArg("occupancy_pct", "float", "estimated occupancy, %"),
     "registers per thread": PromotedArg("registers_per_thread", "int", "registers per thread"),
     "shared memory": PromotedArg("shared_memory_bytes", "int", "static + dynamic shared memory"),
+    # -- CPU-side ids (linking ops to execution traces and Python call stacks)
+    "Ev Idx": PromotedArg("ev_idx", "int", "event index, joins PyTorch execution traces"),
+    "Record function id": PromotedArg("record_function_id", "int", "record_function id (ET rf_id)"),
+    "Python id": PromotedArg("python_id", "int", "python_function id"),
+    "Python parent id": PromotedArg("python_parent_id", "int", "parent python_function id"),
+    "Sequence number": PromotedArg("sequence_number", "int", "autograd sequence number (fwd <-> bwd)"),
     # -- collectives (copied by PyTorch from record_param_comms onto the kernel) --
     "Collective name": PromotedArg("collective_name", "str", "c10d collective name"),
     "In msg nelems": PromotedArg("in_msg_nelems", "int", "input message elements"),

@@ -2,22 +2,29 @@
 Chrome traces and xprof trace-viewer JSON.
 
 The file is never loaded whole: ``ijson`` (C backend) yields one event dict at a
-time and rows are collected column-wise into Arrow record batches of
-``batch_rows`` rows. Memory is bounded by the batch size, the open ``B`` stacks and
-a few MB of head/tail text used to find top-level keys.
+time. The Python loop only checks each event and appends it to a batch; turning a
+batch into Arrow columns (time conversion, category mapping, promoted arguments)
+is done column-wise in pyarrow's C code. Memory is bounded by the batch size, the
+open ``B`` stacks and a few MB of head/tail text used to find top-level keys.
 
-Normalisation rules (each one is a line in the README's "event schema" section):
+Normalisation rules (also listed in the README's "event schema" section):
 
-* ``ts``/``dur`` are microseconds in the file. They are converted to integer ns
-  from the *decimal text* (ijson hands us ``Decimal``), so Kineto's 3-decimal
-  epoch microseconds survive exactly. When the file has ``baseTimeNanoseconds``
-  the base is added, so ``ts_ns`` is epoch ns and comparable across ranks.
+* ``ts``/``dur`` are microseconds in the file, converted to integer ns exactly.
+  Numbers are parsed as floats when that is exact (|value| < 2**41 us, i.e. any
+  relative timestamp; see ``_FLOAT_EXACT_LIMIT``) and as ``Decimal`` otherwise
+  (epoch microseconds with 3 decimals), decided from the first MB and, if a later
+  value needs it, by re-reading the file (``NeedExactDecimals``). When the file has
+  ``baseTimeNanoseconds`` the base is added, so ``ts_ns`` is epoch ns and
+  comparable across ranks.
 * ``B``/``E`` pairs on one (pid, tid) become one row with ``ph = 'B'`` and the E's
   args merged in; an ``E`` without an open ``B`` is dropped; a ``B`` never closed
   is kept with ``dur_ns`` NULL.
-* Arguments listed in ``schema.PROMOTED_ARGS`` go to typed columns. ``args`` keeps
-  every other argument as JSON text, plus any promoted value that did not convert
-  (``"inf"`` stays in ``args`` and its column is NULL): nothing is lost.
+* Keys listed in ``schema.PROMOTED_ARGS`` go to typed columns and ``args`` keeps
+  every *other* argument as JSON text, plus any promoted value that did not convert
+  (``"inf"``, ``"N/A"``: NULL in its column, the text in ``args``). Nothing is
+  lost, and the common arguments cost no JSON encoding (the slowest part of ingest).
+* Legacy categories (``Kernel``, ``Operator``, ...) are mapped to today's names,
+  the original kept in ``cat_raw``.
 * Events that cannot be used are dropped and counted by (reason, ph); see
   ``ReadResult.drops``.
 """
@@ -26,15 +33,17 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import ijson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cclq.errors import TraceFileError
 from cclq.formats.detect import Detected
@@ -49,13 +58,18 @@ from cclq.schema import (
 BatchSink = Callable[[pa.RecordBatch], None]
 
 _PROMOTED_COLUMNS = promoted_columns()
-_PROMOTED_KIND = dict(_PROMOTED_COLUMNS)
-# raw key -> promoted column name, for the hot loop
-_PROMOTE = {key: spec.column for key, spec in PROMOTED_ARGS.items()}
 
-_encode_json = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, default=lambda o: float(o) if isinstance(o, Decimal) else str(o)
-).encode
+def _json_default(o: Any) -> Any:
+    return float(o) if isinstance(o, Decimal) else str(o)
+
+
+# One C encoder built once: json.dumps builds a new one per call, which costs more
+# than encoding a small args dict.
+_c_encoder = c_make_encoder(None, _json_default, encode_basestring, None, ":", ",", False, False, True)
+
+
+def _encode_json(obj: Any) -> str:
+    return "".join(_c_encoder(obj, 0))
 
 
 @dataclass
@@ -175,51 +189,166 @@ def _id_text(v: Any) -> str | None:
     return v if type(v) is str else str(v)
 
 
+def _text_array(values: Sequence[Any]) -> pa.Array:
+    """Strings, or ints written as text (pids, tids, flow ids): fast paths in C."""
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    try:
+        return pa.array(values, pa.int64()).cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([_id_text(v) for v in values], pa.string())
+
+
+class NeedExactDecimals(Exception):
+    """A float timestamp too large to convert exactly: re-read with Decimals."""
+
+
+# Below 2**41 us (25 days) a float is within 0.25 ns of a 3-decimal microsecond
+# value, so the nanosecond integer is recovered exactly by rounding. Relative
+# timestamps (Kineto with baseTimeNanoseconds, xprof) are far below it.
+_FLOAT_EXACT_LIMIT = float(2**41)
+_FRACTIONAL_TIME = re.compile(rb'"(?:ts|dur)"\s*:\s*(-?\d+\.\d+)')
+
+
+def needs_exact_decimals(head: bytes) -> bool:
+    """Whether the first MB already shows timestamps that floats cannot hold."""
+    for i, m in enumerate(_FRACTIONAL_TIME.finditer(head)):
+        if abs(float(m.group(1))) >= _FLOAT_EXACT_LIMIT:
+            return True
+        if i > 2000:
+            break
+    return False
+
+
+def _time_ns_array(values: Sequence[Any], exact: bool) -> pa.Array:
+    """Microsecond numbers to exact int64 ns, vectorised when they are floats."""
+    if not exact:
+        try:
+            us = pa.array(values, pa.float64())  # refuses ints a double cannot hold
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            us = None
+        if us is not None:
+            whole = pc.trunc(us)
+            frac = pc.subtract(us, whole)  # exact in binary floating point
+            too_big = pc.and_(pc.greater_equal(pc.abs(us), _FLOAT_EXACT_LIMIT), pc.not_equal(frac, 0.0))
+            if pc.any(too_big).as_py():
+                raise NeedExactDecimals
+            return pc.add(
+                pc.multiply(pc.cast(whole, pa.int64()), 1000),
+                pc.cast(pc.round(pc.multiply(frac, 1000.0)), pa.int64()),
+            )
+    return pa.array([None if v is None else _to_ns(v) for v in values], pa.int64())
+
+
+def _map_categories(raw: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(cat, cat_raw): legacy names replaced, originals kept where replaced."""
+    cat = raw
+    is_legacy = pc.is_in(raw, value_set=_LEGACY_KEYS)
+    if not pc.any(is_legacy).as_py():
+        return raw, pa.nulls(len(raw), pa.string())
+    for old, new in LEGACY_CATEGORIES.items():
+        cat = pc.if_else(pc.equal(raw, old), new, cat)
+    return cat, pc.if_else(is_legacy, raw, pa.scalar(None, pa.string()))
+
+
+_LEGACY_KEYS = pa.array(list(LEGACY_CATEGORIES), pa.string())
+_KIND_TYPE = {"int": pa.int64(), "float": pa.float64(), "str": pa.string(), "int_list": pa.list_(pa.int64())}
+_PROMOTE = {key: spec.column for key, spec in PROMOTED_ARGS.items()}  # raw key -> column
+_COLUMN_KIND = dict(_PROMOTED_COLUMNS)
+
+
+def _promoted_array(kind: str, n: int, sparse: dict[int, Any]) -> pa.Array:
+    """A column from {row: raw value}; most promoted columns are empty in a batch.
+
+    pyarrow converts ints, floats and int lists in C; only a batch holding values
+    it refuses (strings in a number column, ...) goes through ``_CONVERTERS``.
+    """
+    typ = _KIND_TYPE[kind]
+    if not sparse:
+        return pa.nulls(n, typ)
+    if len(sparse) == n:  # rows are inserted in order: the values are the column
+        values = list(sparse.values())
+    else:
+        values = [None] * n
+        for row, v in sparse.items():
+            values[row] = v
+    try:
+        return pa.array(values, typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        conv = _CONVERTERS[kind]
+        return pa.array([None if v is None else conv(v) for v in values], typ)
+
+
 class _Batch:
-    """Column buffers for one record batch."""
+    """Rows of one record batch, as the loop appends them."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.n = 0
-        self.event_idx: list[int] = []
-        self.ph: list[Any] = []
-        self.cat: list[Any] = []
-        self.cat_raw: list[Any] = []
-        self.name: list[Any] = []
-        self.pid: list[Any] = []
-        self.tid: list[Any] = []
-        self.ts: list[int | None] = []
-        self.dur: list[int | None] = []
-        self.flow_id: list[Any] = []
-        self.bp: list[Any] = []
-        self.scope: list[Any] = []
-        self.args: list[str | None] = []
-        self.promoted: dict[str, list[Any]] = {c: [None] * size for c, _ in _PROMOTED_COLUMNS}
+    __slots__ = ("rows", "promoted", "end_ts")
 
-    def to_record_batch(self, file_id: str, base_ns: int) -> pa.RecordBatch:
-        n = self.n
-        ts = self.ts if not base_ns else [None if t is None else t + base_ns for t in self.ts]
-        arrays: list[pa.Array] = [
+    def __init__(self) -> None:
+        # (event_idx, ph, cat, name, pid, tid, ts, dur, id, bp, s, args_json), raw values
+        self.rows: list[tuple[Any, ...]] = []
+        self.promoted: dict[str, dict[int, Any]] = {column: {} for column, _ in _PROMOTED_COLUMNS}
+        self.end_ts: dict[int, Any] = {}  # row -> raw ts of the E closing a B
+
+    def residual_args_json(self, args: Any) -> str | None:
+        """Files promoted args into their columns; JSON text of the rest."""
+        if not args:
+            return None
+        if type(args) is not dict:
+            return _encode_json(args)
+        row = len(self.rows)
+        rest = None
+        promote = _PROMOTE
+        for k, v in args.items():
+            column = promote.get(k)
+            if column is None or v is None or type(v) is dict:
+                if rest is None:
+                    rest = {}
+                rest[k] = v
+            elif type(v) is str and _COLUMN_KIND[column] != "str":
+                # numbers written as text (all XLA args, "inf", "N/A"): convert
+                # now, and keep the text in args when it does not convert
+                converted = _CONVERTERS[_COLUMN_KIND[column]](v)
+                self.promoted[column][row] = converted
+                if converted is None:
+                    if rest is None:
+                        rest = {}
+                    rest[k] = v
+            else:
+                self.promoted[column][row] = v
+        return _encode_json(rest) if rest else None
+
+    def to_record_batch(self, file_id: str, base_ns: int, exact: bool) -> pa.RecordBatch:
+        n = len(self.rows)
+        cols = list(zip(*self.rows))
+        ts = _time_ns_array(cols[6], exact)
+        dur = _time_ns_array(cols[7], exact)
+        if self.end_ts:  # B/E pairs: dur = E.ts - B.ts, computed exactly
+            durs = dur.to_pylist()
+            for row, end in self.end_ts.items():
+                durs[row] = _to_ns(end) - _to_ns(cols[6][row])  # type: ignore[operator]
+            dur = pa.array(durs, pa.int64())
+        if base_ns:
+            ts = pc.add(ts, pa.scalar(base_ns, pa.int64()))
+        cat, cat_raw = _map_categories(_text_array(cols[2]))
+        arrays = [
             pa.array([file_id] * n, pa.string()),
-            pa.array(self.event_idx, pa.int64()),
-            pa.array([_id_text(v) for v in self.ph], pa.string()),
-            pa.array(self.cat, pa.string()),
-            pa.array(self.cat_raw, pa.string()),
-            pa.array([_id_text(v) for v in self.name], pa.string()),
-            pa.array([_id_text(v) for v in self.pid], pa.string()),
-            pa.array([_id_text(v) for v in self.tid], pa.string()),
-            pa.array(ts, pa.int64()),
-            pa.array(self.dur, pa.int64()),
-            pa.array([_id_text(v) for v in self.flow_id], pa.string()),
-            pa.array([_id_text(v) for v in self.bp], pa.string()),
-            pa.array([_id_text(v) for v in self.scope], pa.string()),
-            pa.array(self.args, pa.string()),
-        ]
-        for column, kind in _PROMOTED_COLUMNS:
-            raw = self.promoted[column]
-            conv = _CONVERTERS[kind]
-            values = [None if v is None else conv(v) for v in raw[:n]]
-            arrays.append(pa.array(values, EVENT_SCHEMA.field(column).type))
+            pa.array(cols[0], pa.int64()),
+            _text_array(cols[1]),
+            cat,
+            cat_raw,
+            _text_array(cols[3]),
+            _text_array(cols[4]),
+            _text_array(cols[5]),
+            ts,
+            dur,
+            _text_array(cols[8]),
+            _text_array(cols[9]),
+            _text_array(cols[10]),
+            pa.array(cols[11], pa.string()),
+        ] + [_promoted_array(kind, n, self.promoted[column]) for column, kind in _PROMOTED_COLUMNS]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
 
@@ -229,130 +358,85 @@ def read_chrome_json(
     file_id: str,
     sink: BatchSink,
     batch_rows: int = 65536,
+    exact: bool = False,
 ) -> ReadResult:
-    """Streams the events of ``source`` into ``sink`` as record batches."""
+    """Streams the events of ``source`` into ``sink`` as record batches.
+
+    ``exact=False`` parses numbers as floats (faster, and exact for relative
+    timestamps); a timestamp that a float cannot carry exactly raises
+    ``NeedExactDecimals`` and the caller re-reads with ``exact=True``.
+    """
     result = ReadResult()
     head_meta = scan_top_level_keys(_head_before_events(detected.head), last=False)
     base_ns = _base_ns(head_meta)
     base_known_upfront = "baseTimeNanoseconds" in head_meta
 
     drops = result.drops
-    promote = _PROMOTE
-    legacy = LEGACY_CATEGORIES
-    to_ns = _to_ns
-    encode = _encode_json
-    open_slices: dict[tuple[Any, Any], list[tuple[int, dict[str, Any], int]]] = {}
-
-    batch = _Batch(batch_rows)
-    ts_min: int | None = None
-    ts_max: int | None = None
+    open_slices: dict[tuple[Any, Any], list[tuple[int, dict[str, Any]]]] = {}
+    batch = _Batch()
+    ts_bounds: list[int] = []
     idx = -1
 
     def flush() -> None:
         nonlocal batch
-        if batch.n:
-            sink(batch.to_record_batch(file_id, base_ns))
-            result.rows_written += batch.n
-        batch = _Batch(batch_rows)
-
-    def emit(ev: dict[str, Any], event_idx: int, ph: Any, ts_ns: int | None, dur_ns: int | None, args: Any) -> None:
-        nonlocal ts_min, ts_max
-        b = batch
-        row = b.n
-        b.event_idx.append(event_idx)
-        b.ph.append(ph)
-        cat = ev.get("cat")
-        mapped = legacy.get(cat) if cat is not None else None
-        if mapped is None:
-            b.cat.append(cat if cat is None or type(cat) is str else str(cat))
-            b.cat_raw.append(None)
-        else:
-            b.cat.append(mapped)
-            b.cat_raw.append(cat)
-        b.name.append(ev.get("name"))
-        b.pid.append(ev.get("pid"))
-        b.tid.append(ev.get("tid"))
-        b.ts.append(ts_ns)
-        b.dur.append(dur_ns)
-        b.flow_id.append(ev.get("id"))
-        b.bp.append(ev.get("bp"))
-        b.scope.append(ev.get("s"))
-        if args:
-            if type(args) is dict:
-                rest = None
-                cols = b.promoted
-                for k, v in args.items():
-                    column = promote.get(k)
-                    if column is None or v is None or type(v) is dict:
-                        if rest is None:
-                            rest = {}
-                        rest[k] = v
-                    elif type(v) is str and _PROMOTED_KIND[column] != "str":
-                        # numbers written as text (all XLA args, "inf", "N/A"):
-                        # convert now; keep the text in args if it does not convert
-                        converted = _CONVERTERS[_PROMOTED_KIND[column]](v)
-                        cols[column][row] = converted
-                        if converted is None:
-                            if rest is None:
-                                rest = {}
-                            rest[k] = v
-                    else:
-                        cols[column][row] = v
-                b.args.append(encode(rest) if rest else None)
-            else:
-                b.args.append(encode(args))
-        else:
-            b.args.append(None)
-        if ts_ns is not None:
-            if ts_min is None or ts_ns < ts_min:
-                ts_min = ts_ns
-            end = ts_ns + (dur_ns or 0)
-            if ts_max is None or end > ts_max:
-                ts_max = end
-        b.n = row + 1
-        if b.n >= b.size:
-            flush()
+        if not batch.rows:
+            return
+        record_batch = batch.to_record_batch(file_id, base_ns, exact)
+        sink(record_batch)
+        ts = record_batch.column(8)
+        lo = pc.min(ts).as_py()
+        if lo is not None:
+            hi = pc.max(pc.add(ts, pc.fill_null(record_batch.column(9), 0))).as_py()
+            ts_bounds.extend((lo - base_ns, hi - base_ns))
+        result.rows_written += len(batch.rows)
+        batch = _Batch()
 
     prefix = "item" if detected.array_form else "traceEvents.item"
     try:
-        for ev in ijson.items(source.stream, prefix):
+        for ev in ijson.items(source.stream, prefix, use_float=not exact):
             idx += 1
             if type(ev) is not dict:
                 drops["not an object", ""] += 1
                 continue
             ph = ev.get("ph")
-            if not ev:
-                drops["empty object", ""] += 1
-                continue
             ts = ev.get("ts")
-            if ts is None:
-                if ph != "M":
-                    drops["no ts", _id_text(ph) or ""] += 1
-                    continue
-                ts_ns = None
-            else:
-                ts_ns = to_ns(ts)
-                if ts_ns is None:
+            tt = type(ts)
+            if tt is not float and tt is not int and tt is not Decimal:
+                if ts is None:
+                    if not ev:
+                        drops["empty object", ""] += 1
+                        continue
+                    if ph != "M":
+                        drops["no ts", _id_text(ph) or ""] += 1
+                        continue
+                elif _to_ns(ts) is None:  # a string that is not a number, a list, ...
                     drops["bad ts", _id_text(ph) or ""] += 1
                     continue
-            dur = ev.get("dur")
-            dur_ns = None if dur is None else to_ns(dur)
             if ph == "B":
-                open_slices.setdefault((ev.get("pid"), ev.get("tid")), []).append((idx, ev, ts_ns))  # type: ignore[arg-type]
+                open_slices.setdefault((ev.get("pid"), ev.get("tid")), []).append((idx, ev))
                 continue
             if ph == "E":
                 stack = open_slices.get((ev.get("pid"), ev.get("tid")))
                 if not stack:
                     drops["E without B", "E"] += 1
                     continue
-                b_idx, b_ev, b_ts = stack.pop()
+                b_idx, b_ev = stack.pop()
                 args = b_ev.get("args")
                 e_args = ev.get("args")
                 if e_args and type(e_args) is dict:
                     args = {**args, **e_args} if type(args) is dict else e_args
-                emit(b_ev, b_idx, "B", b_ts, ts_ns - b_ts, args)  # type: ignore[operator]
-                continue
-            emit(ev, idx, ph, ts_ns, dur_ns, ev.get("args"))
+                batch.end_ts[len(batch.rows)] = ts
+                ev, idx_out, ph_out = b_ev, b_idx, "B"
+            else:
+                args = ev.get("args")
+                idx_out, ph_out = idx, ph
+            args_json = batch.residual_args_json(args) if args else None
+            batch.rows.append((
+                idx_out, ph_out, ev.get("cat"), ev.get("name"), ev.get("pid"), ev.get("tid"), ev.get("ts"),
+                None if ph_out == "B" else ev.get("dur"), ev.get("id"), ev.get("bp"), ev.get("s"), args_json,
+            ))
+            if len(batch.rows) >= batch_rows:
+                flush()
     except ijson.JSONError as e:
         raise TraceFileError(source.path, _parse_error_message(e, source)) from e
     except gzip_errors() as e:
@@ -360,8 +444,12 @@ def read_chrome_json(
 
     unclosed = 0
     for stack in open_slices.values():
-        for b_idx, b_ev, b_ts in stack:
-            emit(b_ev, b_idx, "B", b_ts, None, b_ev.get("args"))
+        for b_idx, b_ev in stack:
+            args_json = batch.residual_args_json(b_ev.get("args"))
+            batch.rows.append((
+                b_idx, "B", b_ev.get("cat"), b_ev.get("name"), b_ev.get("pid"), b_ev.get("tid"), b_ev.get("ts"),
+                None, b_ev.get("id"), b_ev.get("bp"), b_ev.get("s"), args_json,
+            ))
             unclosed += 1
     if unclosed:
         result.notes["B without E (kept, dur_ns NULL)"] = unclosed
@@ -376,8 +464,8 @@ def read_chrome_json(
         base_ns = _base_ns(meta)
         result.rebased = base_ns != 0
     result.base_time_ns = base_ns
-    result.ts_min_ns = None if ts_min is None else ts_min + base_ns
-    result.ts_max_ns = None if ts_max is None else ts_max + base_ns
+    result.ts_min_ns = min(ts_bounds) + base_ns if ts_bounds else None
+    result.ts_max_ns = max(ts_bounds) + base_ns if ts_bounds else None
     if result.events_read == 0:
         problem = "no traceEvents array" if not detected.array_form and b'"traceEvents"' not in detected.head else "no trace events"
         raise TraceFileError(source.path, f"not a trace: {problem}")

@@ -1,0 +1,138 @@
+"""``cclq bench``: ingest speed and memory against the raw ijson parse of the same bytes.
+
+For each input the benchmark measures, in one run:
+
+* ``raw``: iterating ``ijson.items(f, "traceEvents.item")`` over the file and doing
+  nothing else (the C backend, decompression included). This is the floor that a
+  streaming JSON ingester can reach, so ingest is reported as a ratio of it.
+* ``ingest``: ``cclq ingest`` of the same files in a child process with one parser
+  (``--jobs 1``), timed wall-clock, with the child's peak RSS from ``wait4``.
+
+Rates are MB of uncompressed JSON per second. Inputs are synthetic multi-rank
+Kineto traces made by ``cclq.synth`` (sizes chosen on the command line, generated
+once into ``--workdir`` and reused) and, if present, ``../shared/perf-traces``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import ijson
+
+
+@dataclass
+class BenchRow:
+    input: str
+    files: int
+    json_mb: float
+    raw_ijson_mb_s: float
+    ingest_mb_s: float
+    ingest_vs_raw: float
+    ingest_peak_rss_mb: float
+    events: int
+
+
+def _open(path: Path):
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gz else open(path, "rb")
+
+
+def json_bytes(path: Path) -> int:
+    """Uncompressed size of a trace file."""
+    with open(path, "rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            return path.stat().st_size
+    n = 0
+    with gzip.open(path, "rb") as g:
+        while chunk := g.read(1 << 22):
+            n += len(chunk)
+    return n
+
+
+def raw_ijson_seconds(files: list[Path]) -> tuple[float, int]:
+    """Seconds to iterate every event with ijson and nothing else; events seen."""
+    events = 0
+    start = time.perf_counter()
+    for path in files:
+        with _open(path) as f:
+            head = f.read(1)
+            f.seek(0)
+            prefix = "item" if head == b"[" else "traceEvents.item"
+            for _ in ijson.items(f, prefix):
+                events += 1
+    return time.perf_counter() - start, events
+
+
+def ingest_child(inputs: list[Path], warehouse: Path, jobs: int = 1) -> tuple[float, float]:
+    """Runs ``cclq ingest`` in a child process: (wall seconds, peak RSS in MB)."""
+    cmd = [sys.executable, "-c", "from cclq.cli import main; main()", "ingest", *map(str, inputs),
+           "--warehouse", str(warehouse), "--jobs", str(jobs), "--quiet", "--force"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"ingest failed during the benchmark: {err.strip()}")
+    return seconds, usage.ru_maxrss / 1024  # ru_maxrss is KiB on Linux
+
+
+def synthetic_workload(workdir: Path, total_mb: int, ranks: int) -> Path:
+    """A ``ranks``-rank generated workload of about ``total_mb`` MB (cached)."""
+    from cclq.synth import generate_workload
+
+    folder = workdir / f"synthetic_{total_mb}mb_{ranks}ranks"
+    marker = folder / ".complete"
+    if not marker.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        generate_workload(folder, ranks=ranks, target_bytes_per_rank=total_mb * 1_000_000 // ranks)
+        marker.write_text("ok")
+    return folder
+
+
+def bench_input(label: str, inputs: list[Path], files: list[Path], scratch: Path) -> BenchRow:
+    mb = sum(json_bytes(p) for p in files) / 1e6
+    raw_s, events = raw_ijson_seconds(files)
+    wh = scratch / "wh"
+    shutil.rmtree(wh, ignore_errors=True)
+    ingest_s, rss = ingest_child(inputs, wh)
+    shutil.rmtree(wh, ignore_errors=True)
+    return BenchRow(label, len(files), round(mb, 1), round(mb / raw_s, 1), round(mb / ingest_s, 1),
+                    round(raw_s / ingest_s, 2), round(rss, 1), events)
+
+
+def run_ingest_bench(sizes_mb: list[int], ranks: int, workdir: Path | None, perf_traces: Path | None) -> list[BenchRow]:
+    rows: list[BenchRow] = []
+    keep = workdir is not None
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="cclq-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-wh-"))
+    try:
+        for size in sizes_mb:
+            folder = synthetic_workload(workdir, size, ranks)
+            files = sorted(p for p in folder.iterdir() if p.name.startswith("kineto_trace_"))
+            rows.append(bench_input(f"synthetic {size} MB, {ranks} ranks", [folder], files, scratch))
+        if perf_traces is not None and perf_traces.is_dir():
+            for folder in sorted(p for p in perf_traces.iterdir() if p.is_dir()):
+                files = sorted(p for p in folder.iterdir() if p.is_file())
+                rows.append(bench_input(folder.name, [folder], files, scratch))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return rows
+
+
+def rows_to_table(rows: list[BenchRow]):  # -> pa.Table
+    import pyarrow as pa
+
+    return pa.Table.from_pylist([asdict(r) for r in rows])
