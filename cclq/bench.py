@@ -5,8 +5,10 @@ For each input the benchmark measures, in one run:
 * ``raw``: iterating ``ijson.items(f, "traceEvents.item")`` over the file and doing
   nothing else (the C backend, decompression included). This is the floor that a
   streaming JSON ingester can reach, so ingest is reported as a ratio of it.
-* ``ingest``: ``cclq ingest`` of the same files in a child process with one parser
-  (``--jobs 1``), timed wall-clock, with the child's peak RSS from ``wait4``.
+* ``ingest``: ``cclq ingest`` of the same files in a child process, timed
+  wall-clock (process start-up included), once with one parser (``--jobs 1``,
+  the like-for-like comparison) and once with two (``--jobs 2``, both cores of the
+  reference machine; files are parsed in parallel), with the peak RSS from ``wait4``.
 
 Rates are MB of uncompressed JSON per second. Inputs are synthetic multi-rank
 Kineto traces made by ``cclq.synth`` (sizes chosen on the command line, generated
@@ -32,12 +34,14 @@ import ijson
 class BenchRow:
     input: str
     files: int
-    json_mb: float
-    raw_ijson_mb_s: float
-    ingest_mb_s: float
-    ingest_vs_raw: float
-    ingest_peak_rss_mb: float
     events: int
+    json_mb: float
+    raw_ijson_mb_s: float  # one process, parse only
+    ingest_j1_mb_s: float  # cclq ingest --jobs 1 (one parser process)
+    j1_vs_raw: float
+    ingest_j2_mb_s: float  # cclq ingest --jobs 2 (both cores of the reference machine)
+    j2_vs_raw: float
+    peak_rss_j1_mb: float  # peak RSS of the --jobs 1 ingest process
 
 
 def _open(path: Path):
@@ -103,11 +107,15 @@ def bench_input(label: str, inputs: list[Path], files: list[Path], scratch: Path
     mb = sum(json_bytes(p) for p in files) / 1e6
     raw_s, events = raw_ijson_seconds(files)
     wh = scratch / "wh"
+    timings = {}
+    for jobs in (1, 2):
+        shutil.rmtree(wh, ignore_errors=True)
+        timings[jobs] = ingest_child(inputs, wh, jobs)
     shutil.rmtree(wh, ignore_errors=True)
-    ingest_s, rss = ingest_child(inputs, wh)
-    shutil.rmtree(wh, ignore_errors=True)
-    return BenchRow(label, len(files), round(mb, 1), round(mb / raw_s, 1), round(mb / ingest_s, 1),
-                    round(raw_s / ingest_s, 2), round(rss, 1), events)
+    (j1_s, rss), (j2_s, _) = timings[1], timings[2]
+    return BenchRow(label, len(files), events, round(mb, 1), round(mb / raw_s, 1),
+                    round(mb / j1_s, 1), round(raw_s / j1_s, 2), round(mb / j2_s, 1), round(raw_s / j2_s, 2),
+                    round(rss, 1))
 
 
 def run_ingest_bench(sizes_mb: list[int], ranks: int, workdir: Path | None, perf_traces: Path | None) -> list[BenchRow]:

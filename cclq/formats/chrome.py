@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 
 from cclq.errors import TraceFileError
 from cclq.formats.detect import Detected
-from cclq.formats.source import Source, gzip_errors
+from cclq.formats.source import Source, gzip_errors, read_tail
 from cclq.schema import (
     EVENT_SCHEMA,
     LEGACY_CATEGORIES,
@@ -198,7 +198,14 @@ def _text_array(values: Sequence[Any]) -> pa.Array:
     try:
         return pa.array(values, pa.int64()).cast(pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        pass
+    # mostly ints with a few strings (Kineto's "Spans" pid): cast the ints in C
+    try:
+        as_text = pa.array([v if type(v) is int else None for v in values], pa.int64()).cast(pa.string())
+    except (pa.ArrowInvalid, OverflowError):
         return pa.array([_id_text(v) for v in values], pa.string())
+    others = [None if type(v) is int else _id_text(v) for v in values]
+    return pc.coalesce(as_text, pa.array(others, pa.string()))
 
 
 class NeedExactDecimals(Exception):
@@ -357,7 +364,7 @@ def read_chrome_json(
     detected: Detected,
     file_id: str,
     sink: BatchSink,
-    batch_rows: int = 65536,
+    batch_rows: int = 32768,
     exact: bool = False,
 ) -> ReadResult:
     """Streams the events of ``source`` into ``sink`` as record batches.
@@ -368,6 +375,11 @@ def read_chrome_json(
     """
     result = ReadResult()
     head_meta = scan_top_level_keys(_head_before_events(detected.head), last=False)
+    if "baseTimeNanoseconds" not in head_meta and not source.compressed:
+        # a plain file can be read from the end: find a base written after the
+        # events now, rather than rewriting every timestamp afterwards
+        head_meta.update({k: v for k, v in scan_top_level_keys(read_tail(source.path), last=True).items()
+                          if k == "baseTimeNanoseconds"})
     base_ns = _base_ns(head_meta)
     base_known_upfront = "baseTimeNanoseconds" in head_meta
 

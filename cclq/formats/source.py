@@ -144,6 +144,15 @@ def read_head(path: str, limit: int = HEAD_BYTES) -> tuple[bytes, bool]:
         raise TraceFileError(path, f"cannot read: {e.strerror or e}") from e
 
 
+def read_tail(path: str, limit: int = TAIL_BYTES) -> bytes:
+    """The last ``limit`` bytes of an uncompressed file."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - limit))
+        return f.read()
+
+
 def _read_gzip(path: str, gz: gzip.GzipFile, limit: int) -> bytes:
     try:
         return gz.read(limit)
