@@ -126,6 +126,49 @@ def sql(
     write_table(table, fmt, output=output)
 
 
+# ----------------------------------------------------------------------- metrics
+@app.command(epilog="Example: cclq metrics --format csv")
+def metrics(fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
+    """List every metric: versions, unit, grain, parameters and what it measures."""
+    from cclq.metrics import catalog_table
+
+    write_table(catalog_table(), fmt, output=output)
+
+
+@app.command(epilog="Example: cclq metric communication_overlap_ratio --all --format csv")
+def metric(
+    name: Annotated[str, typer.Argument(help="Metric name (see `cclq metrics`).")],
+    all_traces: Annotated[bool, typer.Option("--all", help="Run over every trace in the warehouse.")] = False,
+    trace: Annotated[
+        Optional[list[str]], typer.Option("--trace", "-t", help="Run over this trace (repeatable).")
+    ] = None,
+    version: Annotated[Optional[int], typer.Option("--version", "-v", help="Pin a metric version [default: latest].")] = None,
+    param: Annotated[
+        Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE, overrides the workload card (repeatable).")
+    ] = None,
+    warehouse: WarehouseOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+) -> None:
+    """Compute one metric for every selected trace in a single DuckDB query."""
+    from cclq.engine import connect
+    from cclq.metrics import parse_param_args, resolve, run_metric
+
+    if all_traces == bool(trace):
+        raise UsageError("say which traces: --all, or --trace T (repeatable)")
+    spec = resolve(name, version)
+    params = parse_param_args(param or [])
+    wh = _warehouse(warehouse)
+    con = connect(wh, traces=None if all_traces else list(trace or []))
+    if trace:
+        known = {row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall()}
+        missing = [t for t in trace if t not in known]
+        if missing:
+            raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+    table = run_metric(con, spec, params)
+    write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
+
+
 # ------------------------------------------------------------------------- shell
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

@@ -38,43 +38,57 @@ def _empty(name: str, schema: pa.Schema, leading: list[tuple[str, str]] | None =
     return f"CREATE OR REPLACE TABLE {name} ({', '.join(cols)});"
 
 
-def _parquet_relation(name: str, glob: str, schema: pa.Schema, any_files: bool) -> str:
+def _trace_filter(traces: list[str] | None) -> str:
+    if traces is None:
+        return ""
+    return " WHERE trace IN (" + ", ".join(_quote(t) for t in traces) + ")" if traces else " WHERE false"
+
+
+def _parquet_relation(name: str, glob: str, schema: pa.Schema, any_files: bool, where: str) -> str:
     if not any_files:
         return _empty(name, schema)
-    return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(glob)});"
+    return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(glob)}){where};"
 
 
-def base_relations(wh: Warehouse) -> list[str]:
-    """The four relations read straight from Parquet."""
+def base_relations(wh: Warehouse, traces: list[str] | None = None) -> list[str]:
+    """The four relations read straight from Parquet, optionally for some traces only.
+
+    The trace filter is a constant ``IN`` list on the hive partition column, so
+    DuckDB skips the other traces' files instead of reading and filtering them.
+    """
+    where = _trace_filter(traces)
     stmts: list[str] = []
     if wh.has_events():
         stmts.append(
             "CREATE OR REPLACE VIEW events AS SELECT trace, rank, * EXCLUDE (trace, rank) "
             f"FROM read_parquet({_quote(wh.events_glob())}, hive_partitioning = true, "
-            "hive_types = {'trace': VARCHAR, 'rank': INTEGER});"
+            "hive_types = {'trace': VARCHAR, 'rank': INTEGER})" + where + ";"
         )
     else:
         stmts.append(_empty("events", EVENT_SCHEMA, [("trace", "VARCHAR"), ("rank", "INTEGER")]))
     stmts.append(_parquet_relation("files", str(wh.files_dir / "*.parquet"), FILES_SCHEMA,
-                                   any(wh.files_dir.glob("*.parquet"))))
+                                   any(wh.files_dir.glob("*.parquet")), where))
     stmts.append(_parquet_relation("ingest_stats", str(wh.stats_dir / "*.parquet"), STATS_SCHEMA,
-                                   any(wh.stats_dir.glob("*.parquet"))))
+                                   any(wh.stats_dir.glob("*.parquet")), where))
     stmts.append(_parquet_relation("cards", str(wh.cards_dir / "*.parquet"), CARD_SCHEMA,
-                                   any(wh.cards_dir.glob("*.parquet"))))
+                                   any(wh.cards_dir.glob("*.parquet")), where))
     return stmts
 
 
-def setup_script(wh: Warehouse) -> str:
-    parts = ["-- cclq: relations over " + str(wh.root)] + base_relations(wh)
+def setup_script(wh: Warehouse, traces: list[str] | None = None) -> str:
+    parts = ["-- cclq: relations over " + str(wh.root)] + base_relations(wh, traces)
     for module in view_modules():
         parts.append(f"-- module {module.name}\n{module.sql.strip()}")
     return "\n".join(parts) + "\n"
 
 
-def connect(wh: Warehouse, require: bool = True) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the warehouse's views defined."""
+def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the warehouse's views defined.
+
+    ``traces`` restricts every relation to those trace ids (``None``: all).
+    """
     if require:
         wh.require()
     con = duckdb.connect(":memory:")
-    con.execute(setup_script(wh))
+    con.execute(setup_script(wh, traces))
     return con

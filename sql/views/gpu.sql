@@ -19,6 +19,7 @@ SELECT
   correlation,
   external_id,
   bytes,
+  collective_name,
   args,
   file_id,
   event_idx

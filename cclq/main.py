@@ -1,0 +1,58 @@
+"""CCL-Bench's calling convention: ``python -m cclq.main --trace DIR --metric NAME``.
+
+It ingests DIR (a workload folder or one trace file) if needed, runs the metric
+for that trace, and prints one number as the last line of stdout, which is what
+CCL-Bench's website scripts read. A trace the metric does not apply to prints
+``nan`` (the reason goes to stderr), the value CCL-Bench already treats as missing.
+Per-rank and per-step metrics are reduced to one number by the metric's declared
+``summary`` (usually the mean over ranks, as CCL-Bench's tools do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cclq.engine import connect
+from cclq.errors import CclqError
+from cclq.ingest import ingest, plan_inputs
+from cclq.metrics import resolve, run_metric, summarize
+from cclq.warehouse import Warehouse, resolve_warehouse
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cclq.main", description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", required=True, help="workload folder or trace file")
+    parser.add_argument("--metric", required=True, help="metric name (cclq metrics lists them)")
+    parser.add_argument("--model_params", type=float, help="model parameter count (overrides the card)")
+    parser.add_argument("--n_chips", type=int, help="number of chips (overrides the card)")
+    parser.add_argument("--warehouse", help="warehouse folder [default: $CCLQ_WAREHOUSE or ./.cclq/warehouse]")
+    args = parser.parse_args(argv)
+    try:
+        spec = resolve(args.metric)
+        wh = Warehouse(resolve_warehouse(args.warehouse))
+        (workload,) = plan_inputs([args.trace]) if Path(args.trace).exists() else (None,)
+        if workload is None:
+            print(f"cclq: error: {args.trace}: no such file or directory", file=sys.stderr)
+            return 2
+        report = ingest([args.trace], wh, jobs=None)
+        for outcome in report.failed:
+            print(f"cclq: error: {outcome.message}", file=sys.stderr)
+        params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
+                  if v is not None and k in {p.name for p in spec.params}}
+        con = connect(wh, traces=[workload.trace])
+        value, reason = summarize(spec, run_metric(con, spec, params))
+    except CclqError as e:
+        print(f"cclq: error: {e.message}", file=sys.stderr)
+        return int(e.exit_code)
+    if value is None:
+        print(f"cclq: {spec.label} does not apply to {workload.trace}: {reason}", file=sys.stderr)
+        print("nan")
+        return 0
+    print(repr(value))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

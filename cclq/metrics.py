@@ -1,0 +1,245 @@
+"""The metric registry and runner: versioned SQL files, run over every trace at once.
+
+A metric is ``sql/metrics/<name>/v<N>.sql``: a header of ``-- key: value`` lines,
+then exactly one SELECT. Header keys:
+
+``metric``, ``version`` (must match the path), ``unit``, ``grain`` (trace | rank |
+step), ``description`` (one line), ``needs`` (what a trace must have; shown by
+``cclq metrics``), ``params`` (``name = card.<column>`` or ``name default <value>``,
+comma-separated), ``summary`` (how ``python -m cclq.main`` reduces the rows of one
+trace to one number: mean | sum | max | min | value).
+
+The SELECT reads the views of ``sql/views`` plus two relations the runner defines:
+``metric_scope`` (one row per selected (trace, rank)) and ``metric_params`` (one
+row per selected trace, a column per declared parameter: ``--param`` first, then
+the workload card, then the default). It returns ``trace``, ``value``, optionally
+``rank``, ``step`` and ``reason`` (why ``value`` is NULL: the trace does not meet
+the metric's needs), then any detail columns. The runner puts the columns in the
+documented order: trace, rank, step, value, unit, reason, details.
+
+A released version never changes meaning: a new definition is a new file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from cclq.errors import QueryError, UsageError
+from cclq.sqlfiles import sql_root
+
+GRAINS = ("trace", "rank", "step")
+SUMMARIES = ("mean", "sum", "max", "min", "value")
+_HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*?)\s*$")
+_PARAM = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*)\s*(?:=\s*card\.(?P<card>[a-z_0-9]+))?\s*(?:default\s+(?P<default>\S+))?$")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    card_column: str | None
+    default: str | None
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    version: int
+    unit: str
+    grain: str
+    description: str
+    needs: str
+    summary: str
+    params: tuple[Param, ...]
+    sql: str
+    path: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+def _parse_params(text: str, path: Path) -> tuple[Param, ...]:
+    params = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part or part == "none":
+            continue
+        m = _PARAM.match(part)
+        if not m:
+            raise ValueError(f"{path}: bad params entry {part!r} (want `name = card.column` or `name default V`)")
+        params.append(Param(m["name"], m["card"], m["default"]))
+    return tuple(params)
+
+
+def parse_metric_file(path: Path) -> MetricSpec:
+    header: dict[str, str] = {}
+    body: list[str] = []
+    in_header = True
+    for line in path.read_text().splitlines():
+        m = _HEADER.match(line) if in_header else None
+        if m:
+            key, value = m.groups()
+            header[key] = (header[key] + " " + value).strip() if key in header else value
+            continue
+        if in_header and line.startswith("--") and header:
+            continue  # free comment lines inside the header
+        in_header = False
+        body.append(line)
+    missing = [k for k in ("metric", "version", "unit", "grain", "description") if k not in header]
+    if missing:
+        raise ValueError(f"{path}: header lacks {', '.join(missing)}")
+    name, version = header["metric"], int(header["version"])
+    if path.parent.name != name or path.stem != f"v{version}":
+        raise ValueError(f"{path}: header says {name} v{version}, the path says otherwise")
+    if header["grain"] not in GRAINS:
+        raise ValueError(f"{path}: grain must be one of {GRAINS}")
+    summary = header.get("summary", "mean" if header["grain"] != "trace" else "value")
+    if summary not in SUMMARIES:
+        raise ValueError(f"{path}: summary must be one of {SUMMARIES}")
+    sql = "\n".join(body).strip().rstrip(";")
+    return MetricSpec(name, version, header["unit"], header["grain"], header["description"],
+                      header.get("needs", ""), summary, _parse_params(header.get("params", ""), path), sql, path)
+
+
+@lru_cache(maxsize=1)
+def registry() -> dict[str, dict[int, MetricSpec]]:
+    """name -> version -> spec, for every metric file shipped."""
+    out: dict[str, dict[int, MetricSpec]] = {}
+    root = sql_root() / "metrics"
+    for path in sorted(root.glob("*/v*.sql")):
+        spec = parse_metric_file(path)
+        out.setdefault(spec.name, {})[spec.version] = spec
+    return out
+
+
+def resolve(name: str, version: int | None = None) -> MetricSpec:
+    versions = registry().get(name)
+    if not versions:
+        close = [n for n in registry() if name in n or n in name]
+        hint = f"did you mean {', '.join(close)}?" if close else "`cclq metrics` lists them"
+        raise UsageError(f"unknown metric {name!r}", hint=hint)
+    if version is None:
+        return versions[max(versions)]
+    if version not in versions:
+        raise UsageError(f"{name} has no version {version} (versions: {', '.join(map(str, sorted(versions)))})")
+    return versions[version]
+
+
+def catalog_table() -> pa.Table:
+    """One row per metric: what ``cclq metrics`` prints."""
+    rows = []
+    for name, versions in sorted(registry().items()):
+        latest = versions[max(versions)]
+        rows.append({
+            "metric": name,
+            "versions": ",".join(f"v{v}" for v in sorted(versions)),
+            "unit": latest.unit,
+            "grain": latest.grain,
+            "params": ",".join(p.name for p in latest.params),
+            "description": latest.description,
+        })
+    return pa.Table.from_pylist(rows)
+
+
+def parse_param_args(values: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        if "=" not in item:
+            raise UsageError(f"--param wants KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _sql_literal(value: str) -> str:
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value.replace("'", "''") + "'"
+
+
+def _params_relation(spec: MetricSpec, given: dict[str, str]) -> str:
+    unknown = set(given) - {p.name for p in spec.params}
+    if unknown:
+        known = ", ".join(p.name for p in spec.params) or "none"
+        raise UsageError(f"{spec.label} takes no parameter {', '.join(sorted(unknown))} (it takes: {known})")
+    cols = ["t.trace"]
+    for p in spec.params:
+        options = []
+        if p.name in given:
+            options.append(f"TRY_CAST({_sql_literal(given[p.name])} AS DOUBLE)")
+        if p.card_column:
+            options.append(f"TRY_CAST(c.{p.card_column} AS DOUBLE)")
+        if p.default is not None:
+            options.append(f"TRY_CAST({_sql_literal(p.default)} AS DOUBLE)")
+        expr = options[0] if len(options) == 1 else f"coalesce({', '.join(options)})" if options else "NULL::DOUBLE"
+        cols.append(f"{expr} AS {p.name}")
+    return (
+        "CREATE OR REPLACE TEMP VIEW metric_params AS SELECT " + ", ".join(cols)
+        + " FROM (SELECT DISTINCT trace FROM files) AS t LEFT JOIN cards AS c USING (trace)"
+    )
+
+
+@dataclass
+class MetricResult:
+    spec: MetricSpec
+    table: pa.Table
+    columns: list[str] = field(default_factory=list)
+
+
+def run_metric(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str, str] | None = None) -> pa.Table:
+    """Runs one metric over every trace the connection sees, in one query."""
+    con.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM files")
+    con.execute(_params_relation(spec, params or {}))
+    try:
+        described = con.execute(f"DESCRIBE ({spec.sql})").fetchall()
+    except duckdb.Error as e:
+        raise QueryError(f"{spec.label} ({spec.path.name}) does not compile: {str(e).splitlines()[0]}") from e
+    names = [row[0] for row in described]
+    if "trace" not in names or "value" not in names:
+        raise QueryError(f"{spec.label}: the query must return `trace` and `value` columns")
+    fixed = {"trace", "rank", "step", "value", "reason"}
+    select = [
+        "m.trace",
+        "CAST(m.rank AS INTEGER) AS rank" if "rank" in names else "CAST(NULL AS INTEGER) AS rank",
+        "CAST(m.step AS BIGINT) AS step" if "step" in names else "CAST(NULL AS BIGINT) AS step",
+        "CAST(m.value AS DOUBLE) AS value",
+        f"{_sql_literal(spec.unit)} AS unit",
+        "CAST(m.reason AS VARCHAR) AS reason" if "reason" in names else "CAST(NULL AS VARCHAR) AS reason",
+    ] + [f'm."{n}"' for n in names if n not in fixed]
+    order = ["m.trace"] + (["m.rank"] if "rank" in names else []) + (["m.step"] if "step" in names else [])
+    query = f"SELECT {', '.join(select)} FROM ({spec.sql}) AS m ORDER BY {', '.join(order)}"
+    try:
+        return con.execute(query).fetch_arrow_table()
+    except duckdb.Error as e:
+        raise QueryError(f"{spec.label}: {str(e).splitlines()[0]}") from e
+
+
+def summarize(spec: MetricSpec, table: pa.Table) -> tuple[float | None, str | None]:
+    """One number for one trace (CCL-Bench's interface), and the reason if there is none."""
+    rows = table.to_pylist()
+    values = [r["value"] for r in rows if r["value"] is not None]
+    if not values:
+        reasons = sorted({r["reason"] for r in rows if r["reason"]})
+        return None, "; ".join(reasons) or "no value"
+    if spec.summary == "sum":
+        return float(sum(values)), None
+    if spec.summary == "max":
+        return float(max(values)), None
+    if spec.summary == "min":
+        return float(min(values)), None
+    if spec.summary == "value":
+        return float(values[0]), None
+    return float(sum(values) / len(values)), None
+
+
+def describe_metric(spec: MetricSpec) -> dict[str, Any]:
+    return {"metric": spec.name, "version": spec.version, "unit": spec.unit, "grain": spec.grain,
+            "needs": spec.needs, "description": spec.description}

@@ -1,0 +1,22 @@
+-- metric: total_kernel_time
+-- version: 1
+-- unit: s
+-- grain: rank
+-- summary: sum
+-- description: Sum of GPU kernel durations per rank, in seconds (not merged: concurrent kernels both count).
+-- needs: GPU kernels
+-- CCL-Bench sums over all rank files; `python -m cclq.main` does the same (summary: sum).
+-- Memcpy/memset activities are not kernels and are not counted.
+WITH per_rank AS (
+  SELECT trace, rank, sum(dur_ns) AS kernel_ns, count(*) AS kernels
+  FROM gpu_ops WHERE kind = 'kernel'
+  GROUP BY ALL
+)
+SELECT
+  s.trace,
+  s.rank,
+  p.kernel_ns / 1e9 AS value,
+  CASE WHEN p.kernels IS NULL THEN 'no GPU kernels' END AS reason,
+  p.kernels
+FROM metric_scope AS s
+LEFT JOIN per_rank AS p USING (trace, rank)
