@@ -144,3 +144,118 @@ def rows_to_table(rows: list[BenchRow]):  # -> pa.Table
     import pyarrow as pa
 
     return pa.Table.from_pylist([asdict(r) for r in rows])
+
+
+# ---------------------------------------------------------------------- metrics
+@dataclass
+class MetricBenchRow:
+    case: str
+    traces: int
+    one_query_s: float
+    loop_s: float  # the same metric trace by trace, a fresh connection each (per-trace scripts)
+    speedup: float
+
+
+def _clone_trace(wh_root: Path, source: str, target: str) -> None:
+    """Copies an ingested trace under a new trace id: partitions, catalog rows, card."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from cclq.warehouse import Warehouse
+
+    wh = Warehouse(wh_root)
+    shutil.copytree(wh.events_dir / f"trace={source}", wh.events_dir / f"trace={target}")
+    for folder in (wh.files_dir, wh.stats_dir):
+        for p in folder.glob("*.parquet"):
+            table = pq.read_table(p)
+            if table.num_rows and table.column("trace")[0].as_py() == source:
+                idx = table.schema.get_field_index("trace")
+                table = table.set_column(idx, "trace", pc.if_else(pc.equal(table.column("trace"), source),
+                                                                  target, table.column("trace")))
+                # the file id keys the partition file name, so keep it and vary the catalog file name
+                pq.write_table(table, p.with_name(f"{p.stem}-{target}.parquet"))
+    card = wh.cards_dir / f"{source}.parquet"
+    if card.exists():
+        table = pq.read_table(card)
+        pq.write_table(table.set_column(0, "trace", pa_array([target] * table.num_rows)), wh.cards_dir / f"{target}.parquet")
+
+
+def pa_array(values: list) -> object:
+    import pyarrow as pa
+
+    return pa.array(values, pa.string())
+
+
+def _time_one_query(wh_root: Path, metric: str) -> float:
+    from cclq.engine import connect
+    from cclq.metrics import resolve, run_metric
+    from cclq.warehouse import Warehouse
+
+    start = time.perf_counter()
+    con = connect(Warehouse(wh_root))
+    run_metric(con, resolve(metric))
+    con.close()
+    return time.perf_counter() - start
+
+
+def _time_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
+    from cclq.engine import connect
+    from cclq.metrics import resolve, run_metric
+    from cclq.warehouse import Warehouse
+
+    start = time.perf_counter()
+    for t in traces:
+        con = connect(Warehouse(wh_root), traces=[t])
+        run_metric(con, resolve(metric))
+        con.close()
+    return time.perf_counter() - start
+
+
+def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None) -> tuple[list[MetricBenchRow], list[dict]]:
+    """(scaling rows, per-metric timings over the shared traces)."""
+    from cclq.ingest import ingest
+    from cclq.metrics import registry
+    from cclq.synth import generate_workload
+    from cclq.warehouse import Warehouse
+
+    rows: list[MetricBenchRow] = []
+    per_metric: list[dict] = []
+    scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-metrics-"))
+    try:
+        if shared_traces is not None and shared_traces.is_dir():
+            wh = Warehouse(scratch / "shared")
+            start = time.perf_counter()
+            ingest([shared_traces], wh, jobs=2)
+            ingest_s = time.perf_counter() - start
+            from cclq.engine import connect
+            from cclq.metrics import run_metric
+
+            con = connect(wh)
+            total = 0.0
+            for name in sorted(registry()):
+                spec = registry()[name][max(registry()[name])]
+                t0 = time.perf_counter()
+                rows_out = run_metric(con, spec).num_rows
+                dt = time.perf_counter() - t0
+                total += dt
+                per_metric.append({"metric": spec.label, "rows": rows_out, "seconds": round(dt, 3)})
+            per_metric.append({"metric": "ALL METRICS (one process)", "rows": None, "seconds": round(total, 3)})
+            per_metric.append({"metric": "ingest of the shared traces (-j 2)", "rows": None, "seconds": round(ingest_s, 3)})
+        seed = scratch / "seed_in" / "synthetic_8rank"
+        generate_workload(seed, ranks=8, steps=5, layers=4, seed=1)
+        base = Warehouse(scratch / "base")
+        ingest([seed], base, jobs=2)
+        for n in copies:
+            wh_root = scratch / f"copies_{n}"
+            shutil.copytree(base.root, wh_root)
+            names = ["synthetic_8rank"] + [f"synthetic_8rank_c{i:03d}" for i in range(1, n)]
+            for name in names[1:]:
+                _clone_trace(wh_root, "synthetic_8rank", name)
+            one = min(_time_one_query(wh_root, metric) for _ in range(2))
+            loop = _time_loop(wh_root, metric, names)
+            rows.append(MetricBenchRow(f"{metric}, {n} x 8-rank trace", n, round(one, 3), round(loop, 3),
+                                       round(loop / one, 1)))
+            shutil.rmtree(wh_root, ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return rows, per_metric

@@ -101,7 +101,7 @@ def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, 
     cols = "trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s"
     if fmt is not OutputFormat.table:
         cols = "*"
-    table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").fetch_arrow_table()
+    table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").to_arrow_table()
     write_table(table, fmt, output=output)
 
 
@@ -120,7 +120,7 @@ def sql(
 
     con = connect(_warehouse(warehouse))
     try:
-        table = con.execute(query).fetch_arrow_table()
+        table = con.execute(query).to_arrow_table()
     except duckdb.Error as e:
         raise QueryError(str(e).splitlines()[0]) from e
     write_table(table, fmt, output=output)
@@ -204,17 +204,36 @@ def bench(
     perf_traces: Annotated[
         Optional[Path], typer.Option("--perf-traces", help="Also benchmark every folder of real traces here.")
     ] = None,
+    ingest_part: Annotated[bool, typer.Option("--ingest/--no-ingest", help="Run the ingest benchmark.")] = True,
+    metrics_part: Annotated[bool, typer.Option("--metrics/--no-metrics", help="Run the metric benchmark.")] = True,
+    traces_dir: Annotated[
+        Optional[Path], typer.Option("--traces", help="Real traces to run every metric over (one process).")
+    ] = None,
+    copies: Annotated[str, typer.Option(help="Copies of an 8-rank trace for the one-query vs loop scaling.")] = "1,10,100",
+    metric: Annotated[str, typer.Option(help="Metric for the scaling run.")] = "communication_overlap_ratio",
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Measure ingest MB/s and peak memory against the raw ijson parse rate."""
-    from cclq.bench import rows_to_table, run_ingest_bench
+    """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
+    import pyarrow as pa
+
+    from cclq.bench import rows_to_table, run_ingest_bench, run_metric_bench
 
     try:
         size_list = [int(s) for s in sizes.split(",") if s.strip()]
+        copy_list = [int(s) for s in copies.split(",") if s.strip()]
     except ValueError as e:
-        raise UsageError(f"--sizes must be integers in MB, got {sizes!r}") from e
-    rows = run_ingest_bench(size_list, ranks, workdir, perf_traces)
-    write_table(rows_to_table(rows), fmt, title="ingest vs raw ijson (MB of JSON per second, one parser)")
+        raise UsageError(f"--sizes and --copies take comma-separated integers: {e}") from e
+    if ingest_part:
+        rows = run_ingest_bench(size_list, ranks, workdir, perf_traces)
+        write_table(rows_to_table(rows), fmt, title="ingest vs raw ijson (MB of JSON per second)")
+    if metrics_part:
+        from dataclasses import asdict
+
+        scaling, per_metric = run_metric_bench(copy_list, metric, traces_dir)
+        if per_metric:
+            write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
+        write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
+                    title="one query over all traces vs a loop trace by trace (seconds)")
 
 
 def main() -> None:

@@ -58,10 +58,16 @@ def base_relations(wh: Warehouse, traces: list[str] | None = None) -> list[str]:
     """
     where = _trace_filter(traces)
     stmts: list[str] = []
-    if wh.has_events():
+    # with a trace list, glob only those traces' folders: listing and opening every
+    # other trace's files would make a per-trace query cost grow with the warehouse
+    globs = [wh.events_glob()] if traces is None else [
+        str(wh.events_dir / f"trace={t}" / "*" / "*.parquet") for t in traces
+        if any((wh.events_dir / f"trace={t}").glob("*/*.parquet"))
+    ]
+    if wh.has_events() and globs:
         stmts.append(
             "CREATE OR REPLACE VIEW events AS SELECT trace, rank, * EXCLUDE (trace, rank) "
-            f"FROM read_parquet({_quote(wh.events_glob())}, hive_partitioning = true, "
+            f"FROM read_parquet([{', '.join(_quote(g) for g in globs)}], hive_partitioning = true, "
             "hive_types = {'trace': VARCHAR, 'rank': INTEGER})" + where + ";"
         )
     else:

@@ -217,7 +217,7 @@ def run_metric(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[st
     order = ["m.trace"] + (["m.rank"] if "rank" in names else []) + (["m.step"] if "step" in names else [])
     query = f"SELECT {', '.join(select)} FROM ({spec.sql}) AS m ORDER BY {', '.join(order)}"
     try:
-        return con.execute(query).fetch_arrow_table()
+        return con.execute(query).to_arrow_table()
     except duckdb.Error as e:
         raise QueryError(f"{spec.label}: {str(e).splitlines()[0]}") from e
 

@@ -11,34 +11,36 @@
 -- count on neither side). The whole trace is used, not a step window. A rank with
 -- communication and no compute scores 0; a rank without communication is not
 -- applicable (CCL-Bench's 0 there would read as "nothing overlapped").
-WITH comm AS (
-  SELECT trace, rank, 0 AS key, ts_ns, end_ns
-  FROM gpu_ops_classified WHERE kind = 'kernel' AND kernel_class = 'comm'
+WITH kernels_used AS MATERIALIZED (
+  SELECT trace, rank, 0 AS key, ts_ns, end_ns, kernel_class = 'comm' AS is_comm
+  FROM gpu_ops_classified
+  WHERE kind = 'kernel'
 ),
-compute AS (
-  SELECT trace, rank, 0 AS key, ts_ns, end_ns
-  FROM gpu_ops_classified WHERE kind = 'kernel' AND kernel_class <> 'comm'
-),
-comm_time AS (
-  SELECT trace, rank, sum(end_ns - ts_ns) AS comm_ns FROM intervals_union(comm) GROUP BY ALL
-),
-overlap AS (
-  SELECT trace, rank, sum(end_ns - ts_ns) AS overlap_ns FROM intervals_intersect(comm, compute) GROUP BY ALL
+comm AS (SELECT * FROM kernels_used WHERE is_comm),
+compute AS (SELECT * FROM kernels_used WHERE NOT is_comm),
+-- one sweep gives both |U(comm)| (pieces in comm) and the overlap (pieces in both)
+per_rank AS (
+  SELECT
+    trace,
+    rank,
+    sum(end_ns - ts_ns) FILTER (WHERE in_a) AS comm_ns,
+    coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND in_b), 0) AS overlap_ns
+  FROM intervals_overlay(comm, compute)
+  GROUP BY ALL
 ),
 kernels_seen AS (
-  SELECT trace, rank, count(*) AS kernels FROM gpu_ops_classified WHERE kind = 'kernel' GROUP BY ALL
+  SELECT DISTINCT trace, rank FROM kernels_used
 )
 SELECT
   s.trace,
   s.rank,
-  CASE WHEN c.comm_ns > 0 THEN coalesce(o.overlap_ns, 0) / c.comm_ns END AS value,
+  p.overlap_ns / p.comm_ns AS value,
   CASE
-    WHEN k.kernels IS NULL THEN 'no GPU kernels'
-    WHEN c.comm_ns IS NULL THEN 'no communication kernels'
+    WHEN k.rank IS NULL THEN 'no GPU kernels'
+    WHEN p.comm_ns IS NULL THEN 'no communication kernels'
   END AS reason,
-  c.comm_ns / 1e9 AS comm_s,
-  coalesce(o.overlap_ns, 0) / 1e9 AS overlapped_s
+  p.comm_ns / 1e9 AS comm_s,
+  p.overlap_ns / 1e9 AS overlapped_s
 FROM metric_scope AS s
-LEFT JOIN comm_time AS c USING (trace, rank)
-LEFT JOIN overlap AS o USING (trace, rank)
+LEFT JOIN per_rank AS p USING (trace, rank)
 LEFT JOIN kernels_seen AS k USING (trace, rank)

@@ -1,0 +1,160 @@
+"""The metric engine: headers, versions, parameters, scope, output contract, CCL-Bench entry point."""
+
+from __future__ import annotations
+
+import csv
+import io
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cclq.engine import connect
+from cclq.errors import UsageError
+from cclq.metrics import parse_metric_file, registry, resolve, run_metric
+from cclq.synth import KinetoTraceBuilder
+from conftest import REPO, run_cli, run_ingest
+
+
+def _two_traces(root: Path) -> None:
+    """Trace `a`: two ranks; trace `b`: one rank, with a card that says 16 chips."""
+    for r in range(2):
+        b = KinetoTraceBuilder(rank=r, world_size=2)
+        b.kernel("gemm", ts=1_000, dur=4_000)
+        b.write(root / "a" / f"rank{r}.json")
+    b = KinetoTraceBuilder(rank=0, world_size=1)
+    b.kernel("gemm", ts=0, dur=2_000)
+    b.write(root / "b" / "rank0.json")
+    (root / "b" / "workload_card.yaml").write_text("workload:\n  hardware:\n    xpu_spec:\n      total_count: 16\n")
+
+
+@pytest.fixture
+def two(tmp_path, wh):
+    _two_traces(tmp_path / "in")
+    run_ingest([tmp_path / "in"], wh)
+    return wh
+
+
+def test_every_shipped_metric_file_parses_and_compiles(two):
+    con = connect(two)
+    assert registry(), "no metrics found"
+    for name, versions in registry().items():
+        assert sorted(versions) == list(range(1, max(versions) + 1)), f"{name}: versions must be contiguous"
+        for spec in versions.values():
+            assert spec.description and spec.unit and spec.grain
+            table = run_metric(con, spec)  # compiles and runs on a small warehouse
+            assert table.column_names[:6] == ["trace", "rank", "step", "value", "unit", "reason"], spec.label
+
+
+def test_header_and_path_must_agree(tmp_path):
+    bad = tmp_path / "my_metric" / "v2.sql"
+    bad.parent.mkdir()
+    bad.write_text("-- metric: my_metric\n-- version: 1\n-- unit: s\n-- grain: rank\n-- description: x\nSELECT 1")
+    with pytest.raises(ValueError, match="the path says otherwise"):
+        parse_metric_file(bad)
+
+
+def test_unknown_metric_and_version_are_usage_errors():
+    with pytest.raises(UsageError, match="unknown metric"):
+        resolve("no_such_metric")
+    with pytest.raises(UsageError, match="has no version 99"):
+        resolve("total_kernel_time", 99)
+
+
+def test_latest_version_runs_unless_pinned(tmp_path, monkeypatch, two):
+    # a private metrics folder with v1 and v2 of one metric
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    (sql / "views").symlink_to(REPO / "sql" / "views")
+    d = sql / "metrics" / "demo"
+    d.mkdir(parents=True)
+    header = "-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- description: demo\n"
+    (d / "v1.sql").write_text(header.format(v=1) + "SELECT trace, 1 AS value FROM metric_scope GROUP BY trace")
+    (d / "v2.sql").write_text(header.format(v=2) + "SELECT trace, 2 AS value FROM metric_scope GROUP BY trace")
+    monkeypatch.setattr("cclq.metrics.sql_root", lambda: sql)
+    registry.cache_clear()
+    try:
+        con = connect(two)
+        assert {r["value"] for r in run_metric(con, resolve("demo")).to_pylist()} == {2.0}
+        assert {r["value"] for r in run_metric(con, resolve("demo", 1)).to_pylist()} == {1.0}
+    finally:
+        registry.cache_clear()
+
+
+def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_path, monkeypatch, two):
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    (sql / "views").symlink_to(REPO / "sql" / "views")
+    d = sql / "metrics" / "chips"
+    d.mkdir(parents=True)
+    d.joinpath("v1.sql").write_text(textwrap.dedent("""\
+        -- metric: chips
+        -- version: 1
+        -- unit: count
+        -- grain: trace
+        -- description: echo n_chips
+        -- params: n_chips = card.total_count, scale default 3
+        SELECT trace, n_chips * scale AS value,
+               CASE WHEN n_chips IS NULL THEN 'needs n_chips' END AS reason
+        FROM metric_params
+    """))
+    monkeypatch.setattr("cclq.metrics.sql_root", lambda: sql)
+    registry.cache_clear()
+    try:
+        con = connect(two)
+        rows = {r["trace"]: (r["value"], r["reason"]) for r in run_metric(con, resolve("chips")).to_pylist()}
+        assert rows == {"a": (None, "needs n_chips"), "b": (48.0, None)}  # b: card 16 x default 3
+        rows = {r["trace"]: r["value"] for r in run_metric(con, resolve("chips"), {"n_chips": "2"}).to_pylist()}
+        assert rows == {"a": 6.0, "b": 6.0}  # --param wins over the card
+        with pytest.raises(UsageError, match="takes no parameter"):
+            run_metric(con, resolve("chips"), {"bogus": "1"})
+    finally:
+        registry.cache_clear()
+
+
+def test_trace_selection_restricts_every_relation(two):
+    con = connect(two, traces=["b"])
+    table = run_metric(con, resolve("total_kernel_time"))
+    assert [(r["trace"], r["rank"], r["value"]) for r in table.to_pylist()] == [("b", 0, 2e-06)]
+
+
+def test_cli_metric_csv_is_exactly_the_documented_columns(two):
+    result = run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert rows[0] == ["trace", "rank", "step", "value", "unit", "reason", "kernels"]
+    # 4 us of kernel on each rank of `a`, 2 us on `b`
+    assert rows[1:] == [["a", "0", "", "4e-06", "s", "", "1"], ["a", "1", "", "4e-06", "s", "", "1"],
+                        ["b", "0", "", "2e-06", "s", "", "1"]]
+
+
+def test_cli_metric_needs_a_selection_and_known_traces(two):
+    assert run_cli("metric", "total_kernel_time", "-w", str(two.root)).returncode == 2
+    result = run_cli("metric", "total_kernel_time", "--trace", "zzz", "-w", str(two.root))
+    assert result.returncode == 2 and "no trace 'zzz'" in result.stderr
+    result = run_cli("metric", "nope", "--all", "-w", str(two.root))
+    assert result.returncode == 2 and "unknown metric 'nope'" in result.stderr
+
+
+def test_cli_metrics_lists_every_metric():
+    result = run_cli("metrics", "-f", "csv")
+    names = [r["metric"] for r in csv.DictReader(io.StringIO(result.stdout))]
+    assert names == sorted(registry())
+
+
+def test_cclbench_entry_point_prints_the_number_last(tmp_path):
+    _two_traces(tmp_path / "in")
+    env = {"CCLQ_WAREHOUSE": str(tmp_path / "wh")}
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cclq.main", *args], capture_output=True, text=True,
+                              env={**__import__("os").environ, **env})
+
+    result = run("--trace", str(tmp_path / "in" / "a"), "--metric", "total_kernel_time")
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout.strip().splitlines()[-1]) == pytest.approx(8e-06)  # summary: sum of 2 ranks
+    result = run("--trace", str(tmp_path / "in" / "a"), "--metric", "avg_step_time")
+    assert result.stdout.strip().splitlines()[-1] == "nan"
+    assert "no ProfilerStep annotations" in result.stderr
