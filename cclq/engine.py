@@ -47,7 +47,8 @@ def _trace_filter(traces: list[str] | None) -> str:
 def _parquet_relation(name: str, glob: str, schema: pa.Schema, any_files: bool, where: str) -> str:
     if not any_files:
         return _empty(name, schema)
-    return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(glob)}){where};"
+    # union_by_name: catalog rows written by an older cclq may lack newer columns
+    return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(glob)}, union_by_name = true){where};"
 
 
 def base_relations(wh: Warehouse, traces: list[str] | None = None) -> list[str]:

@@ -61,6 +61,7 @@ FILES_SCHEMA = pa.schema(
         ("events_read", pa.int64()),
         ("events_written", pa.int64()),
         ("events_dropped", pa.int64()),
+        ("drop_reasons", pa.string()),  # JSON {"<reason>": count}; by phase in ingest_stats
         ("decompressed_bytes", pa.int64()),
         ("base_time_ns", pa.int64()),
         ("ts_min_ns", pa.int64()),
@@ -373,6 +374,7 @@ def _files_row(task: FileTask, parsed: ParsedFile) -> pa.Table:
         "events_read": parsed.events_read,
         "events_written": parsed.events_written,
         "events_dropped": dropped,
+        "drop_reasons": json.dumps(_by_reason(parsed.drops), sort_keys=True) if parsed.drops else None,
         "decompressed_bytes": parsed.decompressed_bytes,
         "base_time_ns": parsed.base_time_ns,
         "ts_min_ns": parsed.ts_min_ns,
@@ -383,6 +385,13 @@ def _files_row(task: FileTask, parsed: ParsedFile) -> pa.Table:
         "ingest_seconds": parsed.seconds,
     }
     return pa.Table.from_pylist([row], schema=FILES_SCHEMA)
+
+
+def _by_reason(drops: dict[tuple[str, str], int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (reason, _ph), n in drops.items():
+        out[reason] = out.get(reason, 0) + n
+    return out
 
 
 def _stats_table(task: FileTask, parsed: ParsedFile) -> pa.Table:

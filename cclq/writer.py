@@ -8,6 +8,7 @@ next ingest sweeps away.
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,21 +21,45 @@ COMPRESSION = "zstd"
 
 
 class EventFileWriter:
+    """Encodes and compresses on a background thread while the parser goes on.
+
+    pyarrow releases the GIL while it encodes a row group, so the zstd work overlaps
+    with the (GIL-bound) JSON parsing. At most one batch waits, which keeps memory
+    bounded by two batches.
+    """
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._writer: pq.ParquetWriter | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cclq-parquet")
+        self._pending: Future[None] | None = None
 
-    def write(self, batch: pa.RecordBatch) -> None:
+    def _write(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.path, EVENT_SCHEMA, compression=COMPRESSION)
         self._writer.write_batch(batch)
 
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._pending is not None:
+            self._pending.result()  # surfaces write errors and bounds the queue
+        self._pending = self._pool.submit(self._write, batch)
+
     def close(self) -> None:
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+        self._pool.shutdown()
         if self._writer is None:  # no rows: still write a valid, empty file
             self._writer = pq.ParquetWriter(self.path, EVENT_SCHEMA, compression=COMPRESSION)
         self._writer.close()
 
     def discard(self) -> None:
+        try:
+            if self._pending is not None:
+                self._pending.result()
+        except Exception:  # noqa: BLE001 - best effort on an error path
+            pass
+        self._pool.shutdown()
         if self._writer is not None:
             try:
                 self._writer.close()

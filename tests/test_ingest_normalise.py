@@ -70,7 +70,9 @@ def test_unusable_events_are_dropped_and_counted_by_reason(tmp_path, wh):
     assert query(wh, "SELECT count(*) FROM events") == [(2,)]
     stats = dict(((s, p), n) for s, p, n in query(wh, "SELECT stat, ph, count FROM ingest_stats WHERE dropped"))
     assert stats == {("no ts", "X"): 1, ("bad ts", "X"): 1, ("not an object", ""): 2, ("empty object", ""): 1}
-    assert query(wh, "SELECT events_read, events_written, events_dropped FROM files") == [(7, 2, 5)]
+    assert query(wh, "SELECT events_read, events_written, events_dropped, drop_reasons FROM files") == [
+        (7, 2, 5, '{"bad ts": 1, "empty object": 1, "no ts": 1, "not an object": 2}')
+    ]
     assert query(wh, "SELECT process_name FROM process_names") == [("python",)]
 
 
