@@ -8,7 +8,7 @@ CREATE OR REPLACE VIEW steps AS
 SELECT
   trace,
   rank,
-  CAST(regexp_extract(name, 'ProfilerStep\s*#\s*(\d+)', 1) AS BIGINT) AS step,
+  TRY_CAST(regexp_extract(name, 'ProfilerStep\s*#\s*(\d+)', 1) AS BIGINT) AS step,
   min(ts_ns) AS ts_ns,
   max(end_ns) AS end_ns,
   max(end_ns) - min(ts_ns) AS dur_ns

@@ -1,0 +1,81 @@
+-- metric: break_down_steps
+-- version: 1
+-- unit: s
+-- grain: step
+-- summary: mean
+-- description: GPU kernel seconds per rank and step, split into COMM / ATTN / MOE_ROUTE / MOE_EXPERT / DENSE_GEMM / OTHER (seconds and 0..1 shares).
+-- needs: ProfilerStep#N annotations, GPU kernels with launch correlation
+-- params: none
+-- Definition: value = Σdur of the GPU kernels launched inside the step (the
+-- `gpu_ops_steps` view: a kernel belongs to the step whose CPU span contains its
+-- launch), summed over streams, not merged. Each kernel falls in the first of:
+-- COMM (the shared classification, kernel_class = 'comm'), then ATTN, MOE_ROUTE,
+-- MOE_EXPERT, DENSE_GEMM by the 'breakdown' rules of kernel_family_rules v1
+-- (sql/views/kernel_families.sql; a GEMM whose name carries a MoE hint is
+-- MOE_EXPERT), else OTHER. `<cat>_s` are seconds, `<cat>_frac` = <cat>_s / value
+-- (NULL when the step ran no kernel time). Memcpy/memset activities are not kernels.
+-- A step without kernels is reported with value 0.
+-- Differs from CCL-Bench (break_down_steps_group_9): that tool sums the whole nsys
+-- capture per report file in ms and percent, has its own comm regex (pplx
+-- `batched_triton_kernel`, `a2a`, `cudaMemcpyAsync` counted as comm) and no
+-- DENSE_GEMM bucket (dense GEMMs land in OTHER); here the grain is the step, COMM
+-- is the shared classification and dense GEMMs get their own bucket.
+WITH families AS (
+  SELECT name, breakdown FROM kernel_name_families(1)
+),
+step_kernels AS (
+  SELECT o.trace, o.rank, o.step, f.breakdown, o.dur_ns
+  FROM gpu_ops_steps AS o
+  JOIN families AS f USING (name)
+  -- no `step IS NOT NULL` here: DuckDB pushes that filter into the `steps` view
+  -- ahead of its regex filter and its CAST then fails on non-step names; the join
+  -- on step below drops unattributed kernels anyway
+  WHERE o.kind = 'kernel'
+),
+per_step AS (
+  SELECT
+    s.trace,
+    s.rank,
+    s.step,
+    count(k.dur_ns) AS kernels,
+    coalesce(sum(k.dur_ns), 0) AS total_ns,
+    coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'COMM'), 0) AS comm_ns,
+    coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'ATTN'), 0) AS attn_ns,
+    coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'MOE_ROUTE'), 0) AS moe_route_ns,
+    coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'MOE_EXPERT'), 0) AS moe_expert_ns,
+    coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'DENSE_GEMM'), 0) AS dense_gemm_ns,
+    coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'OTHER'), 0) AS other_ns
+  FROM steps AS s
+  LEFT JOIN step_kernels AS k
+    ON k.trace = s.trace AND k.rank = s.rank AND k.step = s.step
+  GROUP BY ALL
+),
+ranks_with_kernels AS (
+  SELECT DISTINCT trace, rank FROM gpu_ops WHERE kind = 'kernel'
+)
+SELECT
+  m.trace,
+  m.rank,
+  CASE WHEN r.rank IS NOT NULL THEN p.step END AS step,
+  CASE WHEN r.rank IS NOT NULL THEN p.total_ns / 1e9 END AS value,
+  CASE
+    WHEN r.rank IS NULL THEN 'no GPU kernels'
+    WHEN p.step IS NULL THEN 'no ProfilerStep annotations'
+  END AS reason,
+  p.kernels,
+  p.comm_ns / 1e9 AS comm_s,
+  p.attn_ns / 1e9 AS attn_s,
+  p.moe_route_ns / 1e9 AS moe_route_s,
+  p.moe_expert_ns / 1e9 AS moe_expert_s,
+  p.dense_gemm_ns / 1e9 AS dense_gemm_s,
+  p.other_ns / 1e9 AS other_s,
+  p.comm_ns / nullif(p.total_ns, 0) AS comm_frac,
+  p.attn_ns / nullif(p.total_ns, 0) AS attn_frac,
+  p.moe_route_ns / nullif(p.total_ns, 0) AS moe_route_frac,
+  p.moe_expert_ns / nullif(p.total_ns, 0) AS moe_expert_frac,
+  p.dense_gemm_ns / nullif(p.total_ns, 0) AS dense_gemm_frac,
+  p.other_ns / nullif(p.total_ns, 0) AS other_frac
+FROM metric_scope AS m
+LEFT JOIN ranks_with_kernels AS r USING (trace, rank)
+LEFT JOIN per_step AS p
+  ON p.trace = m.trace AND p.rank = m.rank AND r.rank IS NOT NULL

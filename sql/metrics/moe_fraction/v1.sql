@@ -1,0 +1,47 @@
+-- metric: moe_fraction
+-- version: 1
+-- unit: ratio
+-- grain: trace
+-- summary: value
+-- description: Share of GPU kernel time in mixture-of-experts kernels, Σdur(MoE kernels) / Σdur(all kernels) over all ranks, 0..1.
+-- needs: GPU kernels
+-- params: none
+-- Definition: a kernel is MoE when its name matches the one 'moe' rule of
+-- kernel_family_rules v1 (sql/views/kernel_families.sql), case-insensitive:
+--   moe|expert|router|routing|gating|topk|grouped_gemm|dispatchkernel|combinekernel
+-- This includes expert-parallel dispatch/combine exchanges even though the shared
+-- classification also calls them comm. Durations are summed, not merged, over
+-- every rank and the whole trace. A trace without MoE kernels scores 0. `topk`
+-- also catches dense models' top-k sampling kernels (small, but not MoE).
+-- Differs from CCL-Bench: CCL-Bench reports percent, its JSON regex also has bare
+-- `dispatch`, `combine` and `gate_` (which match unrelated kernels, e.g.
+-- `aggregate_`), and its nsys variant uses a different pattern again; here there
+-- is one pattern for every trace format.
+WITH families AS (
+  SELECT name, is_moe FROM kernel_name_families(1)
+),
+per_trace AS (
+  SELECT
+    o.trace,
+    count(*) AS kernels,
+    sum(o.dur_ns) AS kernel_ns,
+    coalesce(sum(o.dur_ns) FILTER (WHERE f.is_moe), 0) AS moe_ns,
+    count(DISTINCT o.name) FILTER (WHERE f.is_moe) AS moe_kernel_names
+  FROM gpu_ops AS o
+  JOIN metric_scope AS m USING (trace, rank)
+  JOIN families AS f USING (name)
+  WHERE o.kind = 'kernel'
+  GROUP BY o.trace
+)
+SELECT
+  t.trace,
+  p.moe_ns / nullif(p.kernel_ns, 0) AS value,
+  CASE
+    WHEN p.kernels IS NULL THEN 'no GPU kernels'
+    WHEN p.kernel_ns = 0 THEN 'GPU kernels have no duration'
+  END AS reason,
+  p.moe_ns / 1e9 AS moe_s,
+  p.kernel_ns / 1e9 AS kernel_s,
+  p.moe_kernel_names
+FROM (SELECT DISTINCT trace FROM metric_scope) AS t
+LEFT JOIN per_trace AS p USING (trace)
