@@ -35,6 +35,7 @@ import pyarrow as pa
 import cclq
 from cclq.cards import CARD_FILE, card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError
+from cclq.formats import xplane
 from cclq.formats.chrome import NeedExactDecimals, needs_exact_decimals, read_chrome_json
 from cclq.formats.detect import detect, is_candidate
 from cclq.formats.source import Source, content_hash
@@ -272,17 +273,24 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
             _progress_queue.put(pending)
             pending = 0
 
+    converted: str | None = None  # the trace-viewer JSON xprof made from an xplane.pb
     try:
         detected = detect(path)
+        read_path = path
+        if detected.kind == "xplane":
+            converted = read_path = xplane.convert(path, tmp_dir)
+            detected = detect(read_path)
         exact = needs_exact_decimals(detected.head)
         try:
-            result, digest = _read(path, detected, file_id, writer, exact, progress)
+            result, digest = _read(read_path, detected, file_id, writer, exact, progress)
         except NeedExactDecimals:
             # a float could not carry a timestamp exactly: start over with Decimals
             writer.discard()
             writer = EventFileWriter(tmp)
-            result, digest = _read(path, detected, file_id, writer, True, progress)
+            result, digest = _read(read_path, detected, file_id, writer, True, progress)
         writer.close()
+        if converted is not None:
+            digest = content_hash(path)  # the catalog identifies the xplane.pb, not the JSON
     except TraceFileError as e:
         writer.discard()
         return e
@@ -295,11 +303,18 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
     finally:
         if pending and _progress_queue is not None:
             _progress_queue.put(pending)
+        if converted is not None:
+            xplane.cleanup(converted)
 
     if result.rebased:
         shift_timestamps(tmp, result.base_time_ns)
 
     warnings: list[str] = []
+    notes = dict(result.notes)
+    if converted is not None:
+        notes["xplane.pb converted to trace-viewer JSON with xprof"] = 1
+    elif detected.flavor == "xprof" and result.events_read >= xplane.TRACE_VIEWER_MAX_EVENTS:
+        warnings.append(xplane.truncation_warning(path, result.events_read))
     info = result.metadata.get("distributedInfo")
     rank: int | None = None
     world_size: int | None = None
@@ -322,7 +337,7 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
         events_read=result.events_read,
         events_written=result.rows_written,
         drops=dict(result.drops),
-        notes=dict(result.notes),
+        notes=notes,
         world_size=world_size,
         distributed_info=json.dumps(info) if info is not None else None,
         device_properties=json.dumps(result.metadata["deviceProperties"])

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from cclq.errors import TraceFileError, UnsupportedFormat
+from cclq.formats import xplane
 from cclq.formats.source import read_head
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -25,7 +26,7 @@ IGNORED_SUFFIXES = (
 
 @dataclass(frozen=True)
 class Detected:
-    kind: str  # "chrome_json" (Kineto, generic Chrome, xprof trace-viewer JSON)
+    kind: str  # "chrome_json" (Kineto, generic Chrome, xprof trace-viewer JSON) or "xplane" (to convert)
     flavor: str  # "kineto", "xprof" or "chrome": decides the parser's details
     array_form: bool  # bare ``[...]`` rather than ``{"traceEvents": [...]}``
     head: bytes
@@ -51,8 +52,9 @@ def detect(path: str) -> Detected:
         raise TraceFileError(path, "empty file")
     if head.startswith(SQLITE_MAGIC):
         raise UnsupportedFormat(path, "Nsight Systems SQLite export: format not supported yet")
-    if path.endswith(".xplane.pb"):
-        raise UnsupportedFormat(path, "xplane.pb: format not supported yet (ingest the trace.json.gz next to it)")
+    if xplane.is_xplane(path):
+        xplane.check_xplane(path)  # skipped (UnsupportedFormat) unless it is to be converted
+        return Detected("xplane", "xprof", False, head)
     text = head.lstrip()
     if text.startswith(b"\xef\xbb\xbf"):
         text = text[3:].lstrip()

@@ -1,0 +1,19 @@
+-- metric: estimated_total_tokens
+-- version: 1
+-- unit: tokens
+-- grain: trace
+-- summary: value
+-- description: Tokens the profile processed, estimated as total model FLOPs / FLOPs per token.
+-- needs: XLA ops carrying model_flops; model_params
+-- params: model_params = card.num_params
+-- Definition (macro xla_token_estimate): sum(model_flops) over the device XLA ops
+-- / flops_per_token_used (6 or 2 * model_params). Differs from CCL-Bench group
+-- 21: no fallback to achieved_flops * wall_time when the FLOPs sum is 0 (that
+-- product is 0 too), not applicable instead; no default model size.
+SELECT
+  e.trace,
+  CASE WHEN e.reason IS NULL THEN e.tokens END AS value,
+  e.reason,
+  e.total_model_flops,
+  e.flops_per_token
+FROM xla_token_estimate(metric_scope, metric_params) AS e

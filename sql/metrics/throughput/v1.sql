@@ -1,0 +1,18 @@
+-- metric: throughput
+-- version: 1
+-- unit: tokens/s
+-- grain: trace
+-- summary: value
+-- description: Estimated tokens per second from XLA model FLOPs (CCL-Bench group 21's `throughput`, the same number as estimated_throughput_tokens_per_s).
+-- needs: XLA ops carrying model_flops; model_params
+-- params: model_params = card.num_params
+-- Definition: identical to estimated_throughput_tokens_per_s (group 21 registers
+-- both names for one function): sum(model_flops) / flops_per_token / wall_time_s,
+-- computed by the shared macro xla_token_estimate.
+SELECT
+  e.trace,
+  CASE WHEN e.reason IS NULL THEN e.tokens_per_s END AS value,
+  e.reason,
+  e.tokens,
+  e.wall_time_s
+FROM xla_token_estimate(metric_scope, metric_params) AS e
