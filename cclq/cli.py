@@ -146,11 +146,17 @@ def metric(
     param: Annotated[
         Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE, overrides the workload card (repeatable).")
     ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")] = False,
     warehouse: WarehouseOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     output: OutputOpt = None,
 ) -> None:
-    """Compute one metric for every selected trace in a single DuckDB query."""
+    """Compute one metric for every selected trace in a single DuckDB query.
+
+    Results are cached in the warehouse under a key of the metric's SQL, the views, the
+    parameters and the content hash of every input file, so a repeat is read back and a
+    changed input or definition is computed again.
+    """
     from cclq.engine import connect
     from cclq.metrics import parse_param_args, resolve, run_metric
 
@@ -165,7 +171,7 @@ def metric(
         missing = [t for t in trace if t not in known]
         if missing:
             raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
-    table = run_metric(con, spec, params)
+    table = run_metric(con, spec, params, cache_dir=None if no_cache else wh.cache_dir)
     write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
 
 
@@ -211,6 +217,10 @@ def bench(
     ] = None,
     copies: Annotated[str, typer.Option(help="Copies of an 8-rank trace for the one-query vs loop scaling.")] = "1,10,100",
     metric: Annotated[str, typer.Option(help="Metric for the scaling run.")] = "communication_overlap_ratio",
+    hta_python: Annotated[
+        Optional[str],
+        typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
+    ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
@@ -234,6 +244,11 @@ def bench(
             write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
         write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
                     title="one query over all traces vs a loop trace by trace (seconds)")
+    if hta_python:
+        from cclq.bench_hta import run_hta_bench
+
+        rows = run_hta_bench(hta_python=hta_python, repeats=2)
+        write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
 
 
 def main() -> None:

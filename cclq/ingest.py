@@ -481,6 +481,8 @@ def ingest(
             report.outcomes.append(outcome)
             reporter.file_done(outcome)
         reporter.finish()
+        if any(o.status in ("ingested", "removed") for o in report.outcomes):
+            warehouse.clear_cache()  # stale entries could never be hit again
     for w in report.warnings:
         reporter.warn(w)
     return report

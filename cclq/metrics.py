@@ -22,6 +22,9 @@ A released version never changes meaning: a new definition is a new file.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -30,6 +33,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from cclq.errors import QueryError, UsageError
 from cclq.sqlfiles import sql_root
@@ -194,10 +198,59 @@ class MetricResult:
     columns: list[str] = field(default_factory=list)
 
 
-def run_metric(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str, str] | None = None) -> pa.Table:
-    """Runs one metric over every trace the connection sees, in one query."""
+def cache_key(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str, str]) -> str:
+    """What a metric's result depends on: its SQL, every view's SQL, the parameters, the
+    cards, and the content of every input file (hash and ingest version). Equal keys mean
+    equal results, so a cached result is never stale."""
+    from cclq import __version__
+    from cclq.sqlfiles import view_modules
+
+    h = hashlib.blake2b(digest_size=16)
+    for part in (__version__, spec.label, spec.sql, json.dumps(params, sort_keys=True)):
+        h.update(part.encode())
+        h.update(b"\0")
+    for module in view_modules():
+        h.update(module.sql.encode())
+    inputs = con.execute(
+        "SELECT trace, rank, file_id, content_hash, ingest_version FROM files ORDER BY ALL"
+    ).fetchall()
+    cards = con.execute("SELECT trace, card_json FROM cards ORDER BY ALL").fetchall()
+    h.update(repr((inputs, cards)).encode())
+    return h.hexdigest()
+
+
+def run_metric(
+    con: duckdb.DuckDBPyConnection,
+    spec: MetricSpec,
+    params: dict[str, str] | None = None,
+    cache_dir: Path | None = None,
+) -> pa.Table:
+    """Runs one metric over every trace the connection sees, in one query.
+
+    With ``cache_dir``, a result is stored under a key of everything it depends on
+    (``cache_key``) and a repeat run with the same inputs reads it back.
+    """
+    params = params or {}
     con.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM files")
-    con.execute(_params_relation(spec, params or {}))
+    con.execute(_params_relation(spec, params))
+    cached: Path | None = None
+    if cache_dir is not None:
+        cached = cache_dir / f"{spec.name}.v{spec.version}.{cache_key(con, spec, params)}.parquet"
+        if cached.exists():
+            try:
+                return pq.read_table(cached)
+            except (OSError, pa.ArrowException):
+                pass  # unreadable (disk trouble, a killed writer): compute it again
+    table = _run_query(con, spec)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        pq.write_table(table, tmp)
+        os.replace(tmp, cached)
+    return table
+
+
+def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
     try:
         described = con.execute(f"DESCRIBE ({spec.sql})").fetchall()
     except duckdb.Error as e:

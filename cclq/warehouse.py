@@ -7,6 +7,7 @@ Layout (everything is Parquet, so any tool can read it)::
       catalog/files/<file_id>.parquet                one row: the ``files`` table
       catalog/stats/<file_id>.parquet                dropped/noted events by reason
       catalog/cards/<trace>.parquet                  the workload card, flattened
+      cache/metrics/<name>.v<N>.<key>.parquet        metric results (see metrics.cache_key)
       tmp/                                           writes in progress (never read)
       .lock                                          held by a running ingest
 
@@ -50,6 +51,7 @@ class Warehouse:
         self.stats_dir = self.root / "catalog" / "stats"
         self.cards_dir = self.root / "catalog" / "cards"
         self.tmp_dir = self.root / "tmp"
+        self.cache_dir = self.root / "cache" / "metrics"  # metric results, keyed by their inputs
 
     # -- creation and locking -------------------------------------------------
     def create(self) -> None:
@@ -80,6 +82,10 @@ class Warehouse:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+    def clear_cache(self) -> None:
+        """Drops cached metric results (keys make them safe; this only frees space)."""
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
 
     def clean_tmp(self) -> None:
         """Removes leftovers of killed runs. Only call while holding the lock."""

@@ -158,3 +158,38 @@ def test_cclbench_entry_point_prints_the_number_last(tmp_path):
     result = run("--trace", str(tmp_path / "in" / "a"), "--metric", "avg_step_time")
     assert result.stdout.strip().splitlines()[-1] == "nan"
     assert "no ProfilerStep annotations" in result.stderr
+
+
+def test_cached_results_are_reused_and_never_stale(tmp_path, wh):
+    _two_traces(tmp_path / "in")
+    run_ingest([tmp_path / "in"], wh)
+    spec = resolve("total_kernel_time")
+    first = run_metric(connect(wh), spec, cache_dir=wh.cache_dir)
+    (entry,) = wh.cache_dir.glob("total_kernel_time.v1.*.parquet")
+    # a hit returns the stored table: prove it by planting a marker in the stored file
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    marked = first.set_column(3, "value", pa.array([42.0] * first.num_rows))
+    pq.write_table(marked, entry)
+    assert {r["value"] for r in run_metric(connect(wh), spec, cache_dir=wh.cache_dir).to_pylist()} == {42.0}
+    # a changed input re-ingests, which clears the cache, and the key changes anyway
+    b = KinetoTraceBuilder(rank=0, world_size=1)
+    b.kernel("gemm", ts=0, dur=7_000)
+    b.write(tmp_path / "in" / "b" / "rank0.json")
+    run_ingest([tmp_path / "in"], wh)
+    rows = {(r["trace"], r["rank"]): r["value"] for r in run_metric(connect(wh), spec, cache_dir=wh.cache_dir).to_pylist()}
+    assert rows == {("a", 0): 4e-06, ("a", 1): 4e-06, ("b", 0): 7e-06}
+
+
+def test_cli_no_cache_computes_again(two):
+    run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
+    assert list(two.cache_dir.glob("total_kernel_time.v1.*.parquet"))
+    for entry in two.cache_dir.glob("*.parquet"):
+        entry.write_bytes(b"corrupt")  # a hit would fail to read this
+    result = run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    assert all(e.read_bytes() == b"corrupt" for e in two.cache_dir.glob("*.parquet"))  # not even read
+    # and an unreadable entry is recomputed, not a crash
+    result = run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
+    assert result.returncode == 0 and result.stdout.splitlines()[1] == "a,0,,4e-06,s,,1"

@@ -1,0 +1,83 @@
+"""The HTA comparison benchmark (cclq/bench_hta.py): the shape of its rows on a tiny trace.
+
+The cclq side always runs. The HTA side runs only when ``CCLQ_HTA_PYTHON`` names an
+interpreter that has HolisticTraceAnalysis 0.5.0 (it is not a cclq dependency).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cclq.bench_hta import HTA_METRICS, format_table, hta_metric_names, run_hta_bench
+from cclq.metrics import registry
+from cclq.synth import KinetoTraceBuilder
+
+COLUMNS = {"case", "seconds", "wall_s", "peak_rss_mb", "speedup_vs_hta", "wall_speedup_vs_hta",
+           "memory_ratio_vs_hta", "detail", "errors"}
+
+
+def tiny_workload(root: Path) -> Path:
+    """One rank: a step holding a GEMM launch and an all-reduce on a second stream."""
+    folder = root / "tiny_bench"
+    b = KinetoTraceBuilder(rank=0, world_size=1)
+    b.profiler_step(1, ts=0, dur=10_000)
+    b.cpu_op("aten::mm", ts=100, dur=800)
+    b.kernel("gemm", ts=1_000, dur=3_000, stream=7, launch_ts=200)
+    b.nccl_kernel("allreduce", 2_000, 4_000, stream=20, nelems=1024, dtype="Float", group_size=1, seq=0)
+    b.write(folder / "rank0.json")
+    return folder
+
+
+def test_default_metrics_are_the_hta_parity_ones_that_exist() -> None:
+    have = registry()
+    assert hta_metric_names() == [m for m in HTA_METRICS if m in have]
+
+
+def test_cclq_side_rows(tmp_path: Path) -> None:
+    folder = tiny_workload(tmp_path)
+    # a metric outside the HTA set, so this test does not depend on those being finished
+    rows = run_hta_bench([folder], hta_python=None, repeats=1, metrics=["wall_time_s"])
+    assert [r["case"] for r in rows] == ["cclq first run: ingest + metrics", "cclq repeat run: built warehouse"]
+    first, repeat = rows
+    for r in rows:
+        assert set(r) == COLUMNS
+        assert r["errors"] == ""
+        assert 0 < r["seconds"] <= r["wall_s"]  # work is timed inside the child
+        assert r["peak_rss_mb"] > 10  # a Python process with duckdb loaded
+        assert r["speedup_vs_hta"] is None and r["memory_ratio_vs_hta"] is None  # no HTA side
+        assert "wall_time_s" in r["detail"]
+    assert "1 ingested" in first["detail"]
+    assert "1 unchanged" in repeat["detail"]  # the second run reuses the warehouse
+    table = format_table(rows)
+    assert table.splitlines()[0].split()[:4] == ["case", "seconds", "wall_s", "peak_rss_mb"]
+
+
+def test_reports_a_failing_metric_instead_of_crashing(tmp_path: Path) -> None:
+    folder = tiny_workload(tmp_path)
+    first, _ = run_hta_bench([folder], hta_python=None, repeats=1, metrics=["no_such_metric"])
+    assert "no_such_metric" in first["errors"]
+
+
+def test_a_missing_hta_interpreter_is_an_error_row(tmp_path: Path) -> None:
+    folder = tiny_workload(tmp_path)
+    rows = run_hta_bench([folder], hta_python=str(tmp_path / "no-python"), repeats=1, metrics=["wall_time_s"])
+    total, first, _repeat, per_folder = rows
+    assert total["case"].startswith("HTA ")
+    assert "tiny_bench" in total["errors"] and per_folder["errors"]
+    assert first["errors"] == ""
+
+
+@pytest.mark.skipif(not os.environ.get("CCLQ_HTA_PYTHON"), reason="set CCLQ_HTA_PYTHON to an interpreter with HTA")
+def test_hta_side(tmp_path: Path) -> None:
+    folder = tiny_workload(tmp_path)
+    rows = run_hta_bench([folder], hta_python=os.environ["CCLQ_HTA_PYTHON"], repeats=1, metrics=["wall_time_s"])
+    total, first, repeat, per_folder = rows
+    assert total["case"].startswith("HTA 0.5.0")
+    assert per_folder["case"].strip() == "HTA tiny_bench"
+    assert "load" in per_folder["detail"]
+    assert total["speedup_vs_hta"] == 1.0
+    assert first["speedup_vs_hta"] == round(total["seconds"] / first["seconds"], 2)
+    assert repeat["memory_ratio_vs_hta"] == round(repeat["peak_rss_mb"] / total["peak_rss_mb"], 2)
