@@ -40,8 +40,10 @@ def test_cclq_side_rows(tmp_path: Path) -> None:
     folder = tiny_workload(tmp_path)
     # a metric outside the HTA set, so this test does not depend on those being finished
     rows = run_hta_bench([folder], hta_python=None, repeats=1, metrics=["wall_time_s"])
-    assert [r["case"] for r in rows] == ["cclq first run: ingest + metrics", "cclq repeat run: built warehouse"]
-    first, repeat = rows
+    assert [r["case"] for r in rows] == ["cclq first run: ingest + metrics",
+                                         "cclq repeat run: built warehouse, metrics computed",
+                                         "cclq repeat run: built warehouse, cached results"]
+    first, repeat, cached = rows
     for r in rows:
         assert set(r) == COLUMNS
         assert r["errors"] == ""
@@ -57,14 +59,14 @@ def test_cclq_side_rows(tmp_path: Path) -> None:
 
 def test_reports_a_failing_metric_instead_of_crashing(tmp_path: Path) -> None:
     folder = tiny_workload(tmp_path)
-    first, _ = run_hta_bench([folder], hta_python=None, repeats=1, metrics=["no_such_metric"])
+    first, _, _ = run_hta_bench([folder], hta_python=None, repeats=1, metrics=["no_such_metric"])
     assert "no_such_metric" in first["errors"]
 
 
 def test_a_missing_hta_interpreter_is_an_error_row(tmp_path: Path) -> None:
     folder = tiny_workload(tmp_path)
     rows = run_hta_bench([folder], hta_python=str(tmp_path / "no-python"), repeats=1, metrics=["wall_time_s"])
-    total, first, _repeat, per_folder = rows
+    total, first, _repeat, _cached, per_folder = rows
     assert total["case"].startswith("HTA ")
     assert "tiny_bench" in total["errors"] and per_folder["errors"]
     assert first["errors"] == ""
@@ -74,7 +76,7 @@ def test_a_missing_hta_interpreter_is_an_error_row(tmp_path: Path) -> None:
 def test_hta_side(tmp_path: Path) -> None:
     folder = tiny_workload(tmp_path)
     rows = run_hta_bench([folder], hta_python=os.environ["CCLQ_HTA_PYTHON"], repeats=1, metrics=["wall_time_s"])
-    total, first, repeat, per_folder = rows
+    total, first, repeat, _cached, per_folder = rows
     assert total["case"].startswith("HTA 0.5.0")
     assert per_folder["case"].strip() == "HTA tiny_bench"
     assert "load" in per_folder["detail"]
