@@ -180,6 +180,24 @@ def _clone_trace(wh_root: Path, source: str, target: str) -> None:
         pq.write_table(table.set_column(0, "trace", pa_array([target] * table.num_rows)), wh.cards_dir / f"{target}.parquet")
 
 
+def _compact_clones(wh_root: Path) -> None:
+    """Folds the cloned catalog rows into one table per folder, as an ingest would."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cclq.warehouse import COMPACTED, Warehouse
+
+    wh = Warehouse(wh_root)
+    for folder in (wh.files_dir, wh.stats_dir):
+        paths = sorted(folder.glob("*.parquet"))
+        tables = [pq.read_table(p) for p in paths]
+        tables = [t for t in tables if t.num_rows]
+        for p in paths:
+            p.unlink()
+        if tables:
+            pq.write_table(pa.concat_tables(tables, promote_options="default"), folder / COMPACTED)
+
+
 def pa_array(values: list) -> object:
     import pyarrow as pa
 
@@ -192,8 +210,9 @@ def _time_one_query(wh_root: Path, metric: str) -> float:
     from cclq.warehouse import Warehouse
 
     start = time.perf_counter()
-    con = connect(Warehouse(wh_root))
-    run_metric(con, resolve(metric))
+    spec = resolve(metric)
+    con = connect(Warehouse(wh_root), for_sql=spec.sql)
+    run_metric(con, spec)
     con.close()
     return time.perf_counter() - start
 
@@ -204,9 +223,10 @@ def _time_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
     from cclq.warehouse import Warehouse
 
     start = time.perf_counter()
+    spec = resolve(metric)
     for t in traces:
-        con = connect(Warehouse(wh_root), traces=[t])
-        run_metric(con, resolve(metric))
+        con = connect(Warehouse(wh_root), traces=[t], for_sql=spec.sql)
+        run_metric(con, spec)
         con.close()
     return time.perf_counter() - start
 
@@ -251,6 +271,7 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None)
             names = ["synthetic_8rank"] + [f"synthetic_8rank_c{i:03d}" for i in range(1, n)]
             for name in names[1:]:
                 _clone_trace(wh_root, "synthetic_8rank", name)
+            _compact_clones(wh_root)
             one = min(_time_one_query(wh_root, metric) for _ in range(2))
             loop = _time_loop(wh_root, metric, names)
             rows.append(MetricBenchRow(f"{metric}, {n} x 8-rank trace", n, round(one, 3), round(loop, 3),

@@ -118,7 +118,7 @@ def sql(
 
     from cclq.engine import connect
 
-    con = connect(_warehouse(warehouse))
+    con = connect(_warehouse(warehouse), for_sql=query)
     try:
         table = con.execute(query).to_arrow_table()
     except duckdb.Error as e:
@@ -165,7 +165,7 @@ def metric(
     spec = resolve(name, version)
     params = parse_param_args(param or [])
     wh = _warehouse(warehouse)
-    con = connect(wh, traces=None if all_traces else list(trace or []))
+    con = connect(wh, traces=None if all_traces else list(trace or []), for_sql=spec.sql)
     if trace:
         known = {row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall()}
         missing = [t for t in trace if t not in known]

@@ -15,7 +15,7 @@ import pyarrow as pa
 from cclq.cards import CARD_SCHEMA
 from cclq.ingest import FILES_SCHEMA, STATS_SCHEMA
 from cclq.schema import EVENT_SCHEMA
-from cclq.sqlfiles import view_modules
+from cclq.sqlfiles import modules_for, view_modules
 from cclq.warehouse import Warehouse
 
 _DUCK_TYPES = {
@@ -45,17 +45,28 @@ def _trace_filter(traces: list[str] | None) -> str:
 
 
 def _parquet_relation(name: str, glob: str, schema: pa.Schema, any_files: bool, where: str) -> str:
+    """A catalog relation, loaded once into a small in-memory table.
+
+    The catalog is one tiny Parquet file per ingested file; as a view, every query and
+    every view that builds on it would list and open them all again.
+    """
     if not any_files:
         return _empty(name, schema)
-    # union_by_name: catalog rows written by an older cclq may lack newer columns
-    return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(glob)}, union_by_name = true){where};"
+    # union_by_name: catalog rows written by an older cclq may lack newer columns.
+    # A per-file row (written by a commit) wins over the compacted _all.parquet.
+    dedupe = ""
+    if name in ("files", "ingest_stats"):
+        dedupe = (" QUALIFY dense_rank() OVER (PARTITION BY file_id "
+                  "ORDER BY filename LIKE '%/_all.parquet') = 1")
+    return (f"CREATE OR REPLACE TABLE {name} AS SELECT * EXCLUDE (filename) FROM read_parquet({_quote(glob)}, "
+            f"union_by_name = true, filename = true){where}{dedupe};")
 
 
 def base_relations(wh: Warehouse, traces: list[str] | None = None) -> list[str]:
     """The four relations read straight from Parquet, optionally for some traces only.
 
-    The trace filter is a constant ``IN`` list on the hive partition column, so
-    DuckDB skips the other traces' files instead of reading and filtering them.
+    ``events`` stays a view (it can be gigabytes); the catalog relations are tiny and
+    become in-memory tables filtered to the selected traces.
     """
     where = _trace_filter(traces)
     stmts: list[str] = []
@@ -69,7 +80,7 @@ def base_relations(wh: Warehouse, traces: list[str] | None = None) -> list[str]:
         stmts.append(
             "CREATE OR REPLACE VIEW events AS SELECT trace, rank, * EXCLUDE (trace, rank) "
             f"FROM read_parquet([{', '.join(_quote(g) for g in globs)}], hive_partitioning = true, "
-            "hive_types = {'trace': VARCHAR, 'rank': INTEGER})" + where + ";"
+            "hive_types = {'trace': VARCHAR, 'rank': INTEGER});"
         )
     else:
         stmts.append(_empty("events", EVENT_SCHEMA, [("trace", "VARCHAR"), ("rank", "INTEGER")]))
@@ -82,20 +93,24 @@ def base_relations(wh: Warehouse, traces: list[str] | None = None) -> list[str]:
     return stmts
 
 
-def setup_script(wh: Warehouse, traces: list[str] | None = None) -> str:
-    parts = ["-- cclq: relations over " + str(wh.root)] + base_relations(wh, traces)
-    for module in view_modules():
+def setup_script(wh: Warehouse, traces: list[str] | None = None, for_sql: str | None = None) -> str:
+    # every view binds its whole stack at creation: cache Parquet footers across them
+    parts = ["-- cclq: relations over " + str(wh.root), "SET parquet_metadata_cache = true;"]
+    parts += base_relations(wh, traces)
+    for module in view_modules() if for_sql is None else modules_for(for_sql):
         parts.append(f"-- module {module.name}\n{module.sql.strip()}")
     return "\n".join(parts) + "\n"
 
 
-def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None,
+            for_sql: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the warehouse's views defined.
 
     ``traces`` restricts every relation to those trace ids (``None``: all).
+    ``for_sql``: define only the view modules this SQL needs (``None``: all of them).
     """
     if require:
         wh.require()
     con = duckdb.connect(":memory:")
-    con.execute(setup_script(wh, traces))
+    con.execute(setup_script(wh, traces, for_sql))
     return con

@@ -447,6 +447,7 @@ def ingest(
         catalog = warehouse.read_catalog()
         warehouse.sweep_orphans(catalog)
         tasks: list[FileTask] = []
+        removed_ids: set[str] = set()
         for w in workloads:
             _sync_card(w, warehouse, report, reporter)
             seen_ids: set[str] = set()
@@ -465,6 +466,7 @@ def ingest(
                     if row["trace"] == w.trace and fid not in seen_ids:
                         warehouse.remove_file(row)
                         del catalog[fid]
+                        removed_ids.add(fid)
                         report.outcomes.append(FileOutcome(row["path"], w.trace, "removed", "no longer in the folder"))
 
         todo: list[FileTask] = []
@@ -483,6 +485,8 @@ def ingest(
         reporter.finish()
         if any(o.status in ("ingested", "removed") for o in report.outcomes):
             warehouse.clear_cache()  # stale entries could never be hit again
+        current = {fid: row for fid, row in warehouse.read_catalog().items() if fid not in removed_ids}
+        warehouse.compact_catalog(current, force=bool(removed_ids))
     for w in report.warnings:
         reporter.warn(w)
     return report

@@ -47,6 +47,46 @@ def _parse_module(root: Path, path: Path) -> ViewModule:
     return ViewModule(name, path, tuple(requires), text)
 
 
+_DEFINES = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?(?:VIEW|MACRO|TABLE)\s+(\w+)", re.IGNORECASE)
+
+
+def defined_names(module: ViewModule) -> set[str]:
+    return {m.lower() for m in _DEFINES.findall(module.sql)}
+
+
+def _words(sql: str) -> set[str]:
+    """Identifiers a piece of SQL mentions, comments and string literals left out."""
+    code = re.sub(r"--[^\n]*", " ", sql)
+    code = re.sub(r"'(?:[^']|'')*'", " ", code)
+    return {w.lower() for w in re.findall(r"\w+", code)}
+
+
+def modules_for(sql: str) -> tuple[ViewModule, ...]:
+    """The modules a query needs: those defining a name it mentions, and what they
+    require, in load order. Creating only these keeps start-up short (DuckDB binds a
+    view's whole stack, down to the Parquet files, when the view is created)."""
+    words = _words(sql)
+    modules = view_modules()
+    by_name = {m.name: m for m in modules}
+    wanted: set[str] = set()
+    todo = [m.name for m in modules if defined_names(m) & words]
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo.extend(by_name[name].requires)
+    # a module may use another's objects without declaring it: follow the SQL too
+    changed = True
+    while changed:
+        changed = False
+        used = set().union(*(_words(by_name[n].sql) for n in wanted))
+        for m in modules:
+            if m.name not in wanted and defined_names(m) & used:
+                wanted.add(m.name)
+                changed = True
+    return tuple(m for m in modules if m.name in wanted)
+
+
 @lru_cache(maxsize=1)
 def view_modules() -> tuple[ViewModule, ...]:
     """Every view module, each after the modules it requires."""

@@ -6,6 +6,7 @@ Layout (everything is Parquet, so any tool can read it)::
       events/trace=<id>/rank=<r>/<file_id>.parquet   one file per ingested trace file
       catalog/files/<file_id>.parquet                one row: the ``files`` table
       catalog/stats/<file_id>.parquet                dropped/noted events by reason
+      catalog/{files,stats}/_all.parquet             the same, compacted at the end of an ingest
       catalog/cards/<trace>.parquet                  the workload card, flattened
       cache/metrics/<name>.v<N>.<key>.parquet        metric results (see metrics.cache_key)
       tmp/                                           writes in progress (never read)
@@ -34,6 +35,7 @@ import pyarrow.parquet as pq
 from cclq.errors import UsageError
 
 DEFAULT_WAREHOUSE = ".cclq/warehouse"
+COMPACTED = "_all.parquet"  # the compacted catalog table in catalog/files and catalog/stats
 WAREHOUSE_ENV = "CCLQ_WAREHOUSE"
 
 
@@ -107,12 +109,52 @@ class Warehouse:
 
     # -- catalog --------------------------------------------------------------
     def read_catalog(self) -> dict[str, dict]:
-        """file_id -> files row (as a dict)."""
+        """file_id -> files row (as a dict); a per-file row wins over the compacted one."""
         rows: dict[str, dict] = {}
-        for p in sorted(self.files_dir.glob("*.parquet")):
+        compacted = self.files_dir / COMPACTED
+        paths = ([compacted] if compacted.exists() else []) + sorted(
+            p for p in self.files_dir.glob("*.parquet") if p.name != COMPACTED
+        )
+        for p in paths:
             for row in pq.read_table(p).to_pylist():
                 rows[row["file_id"]] = row
         return rows
+
+    def compact_catalog(self, catalog: dict[str, dict], force: bool = False) -> None:
+        """Rewrites the catalog as one file per table (call under the lock).
+
+        Per-file rows make each commit atomic; thousands of tiny files make every
+        reader slow, so the end of an ingest folds them into ``_all.parquet``. The
+        compacted file is renamed into place before the per-file ones are deleted,
+        and readers let a per-file row win, so a kill at any point is harmless.
+        """
+        import pyarrow.compute as pc
+
+        per_file_files = [p for p in self.files_dir.glob("*.parquet") if p.name != COMPACTED]
+        per_file_stats = [p for p in self.stats_dir.glob("*.parquet") if p.name != COMPACTED]
+        if not per_file_files and not per_file_stats and not force:
+            return
+        files = pa.Table.from_pylist(list(catalog.values())) if catalog else None
+        if files is not None:
+            self._write_table(files, self.files_dir / COMPACTED)
+        else:
+            (self.files_dir / COMPACTED).unlink(missing_ok=True)
+        # stats: a file's per-file table (even an empty one) replaces its compacted rows
+        fresh = {p.stem for p in per_file_stats}
+        parts = [pq.read_table(p) for p in per_file_stats]
+        old_stats = self.stats_dir / COMPACTED
+        if old_stats.exists():
+            old = pq.read_table(old_stats)
+            keep_ids = pa.array(sorted(set(catalog) - fresh), pa.string())
+            parts.append(old.filter(pc.is_in(old.column("file_id"), value_set=keep_ids)))
+        parts = [t.filter(pc.is_in(t.column("file_id"), value_set=pa.array(sorted(catalog), pa.string())))
+                 for t in parts if t.num_rows]
+        if parts:
+            self._write_table(pa.concat_tables(parts, promote_options="default"), self.stats_dir / COMPACTED)
+        else:
+            old_stats.unlink(missing_ok=True)
+        for p in per_file_files + per_file_stats:
+            p.unlink(missing_ok=True)
 
     def commit_file(
         self,
@@ -136,7 +178,8 @@ class Warehouse:
         self._write_table(files_row, self.files_dir / f"{file_id}.parquet")
 
     def remove_file(self, row: dict) -> None:
-        """Forgets a file that disappeared from its workload folder."""
+        """Forgets a file that disappeared from its workload folder (the compacted
+        catalog drops it at the end of the ingest)."""
         file_id = row["file_id"]
         (self.files_dir / f"{file_id}.parquet").unlink(missing_ok=True)
         (self.stats_dir / f"{file_id}.parquet").unlink(missing_ok=True)

@@ -218,3 +218,20 @@ def test_parallel_jobs_give_the_same_warehouse_as_one_job(tmp_path):
         run_ingest([root], wh, jobs=jobs)
         results.append(query(wh, "SELECT rank, count(*), sum(ts_ns) FROM events GROUP BY rank ORDER BY rank"))
     assert results[0] == results[1] == [(0, 1, 1000), (1, 2, 2000), (2, 3, 3000), (3, 4, 4000)]
+
+
+def test_catalog_is_compacted_and_stays_right(tmp_path, wh):
+    root = tmp_path / "work"
+    write_trace(root / "rank0.json", GOOD_EVENTS + [{"ph": "E", "pid": 1, "tid": 1, "ts": 9}],
+                distributedInfo={"rank": 0, "world_size": 2})
+    _good(root, "rank1.json", 1)
+    run_ingest([root], wh)
+    assert sorted(p.name for p in wh.files_dir.iterdir()) == ["_all.parquet"]
+    assert sorted(p.name for p in wh.stats_dir.iterdir()) == ["_all.parquet"]
+    assert query(wh, "SELECT rank, stat FROM ingest_stats") == [(0, "E without B")]
+    # rank 0 fixed (no more stray E), rank 1 removed: both show after the next run
+    write_trace(root / "rank0.json", GOOD_EVENTS, distributedInfo={"rank": 0, "world_size": 2})
+    (root / "rank1.json").unlink()
+    run_ingest([root], wh)
+    assert query(wh, "SELECT rank, events_dropped FROM files") == [(0, 0)]
+    assert query(wh, "SELECT count(*) FROM ingest_stats") == [(0,)]

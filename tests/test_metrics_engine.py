@@ -36,12 +36,13 @@ def two(tmp_path, wh):
 
 
 def test_every_shipped_metric_file_parses_and_compiles(two):
-    con = connect(two)
     assert registry(), "no metrics found"
     for name, versions in registry().items():
         assert sorted(versions) == list(range(1, max(versions) + 1)), f"{name}: versions must be contiguous"
         for spec in versions.values():
             assert spec.description and spec.unit and spec.grain
+            # only the view modules the metric's SQL names (and what they use) are created
+            con = connect(two, for_sql=spec.sql)
             table = run_metric(con, spec)  # compiles and runs on a small warehouse
             assert table.column_names[:6] == ["trace", "rank", "step", "value", "unit", "reason"], spec.label
 
