@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 from conftest import query, run_ingest, write_trace
 
@@ -82,6 +81,8 @@ def test_legacy_categories_string_pids_and_unconvertible_numbers(tmp_path, wh):
          "args": {"stream": 7, "warps per SM": "inf", "blocks per SM": 0.5, "queued": 0}},
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5, "dur": 0,
          "args": {"bytes": 64, "memory bandwidth (GB/s)": "N/A"}},
+        {"ph": "X", "cat": "gpu_memset", "name": "Memset", "pid": 0, "tid": 7, "ts": 6, "dur": 0,
+         "args": {"bytes": 5.5, "stream": "7"}},
         {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
          "ts": 0, "dur": 10},
     ]
@@ -91,6 +92,9 @@ def test_legacy_categories_string_pids_and_unconvertible_numbers(tmp_path, wh):
     assert k == [("kernel", "Kernel", None, 0.5, '{"warps per SM":"inf","queued":0}')]
     m = query(wh, "SELECT bytes, memory_bw_gbps, args FROM events WHERE cat = 'gpu_memcpy'")
     assert m == [(64, None, '{"memory bandwidth (GB/s)":"N/A"}')]
+    # a number that does not fit its column keeps its value in args; "7" converts
+    m = query(wh, "SELECT bytes, stream, args FROM events WHERE cat = 'gpu_memset'")
+    assert m == [(None, 7, '{"bytes":5.5}')]
     assert query(wh, "SELECT pid, tid FROM events WHERE cat = 'Trace'") == [("Spans", "PyTorch Profiler")]
 
 

@@ -59,6 +59,8 @@ BatchSink = Callable[[pa.RecordBatch], None]
 
 _PROMOTED_COLUMNS = promoted_columns()
 
+
+
 def _json_default(o: Any) -> Any:
     return float(o) if isinstance(o, Decimal) else str(o)
 
@@ -264,6 +266,7 @@ _LEGACY_KEYS = pa.array(list(LEGACY_CATEGORIES), pa.string())
 _KIND_TYPE = {"int": pa.int64(), "float": pa.float64(), "str": pa.string(), "int_list": pa.list_(pa.int64())}
 _PROMOTE = {key: spec.column for key, spec in PROMOTED_ARGS.items()}  # raw key -> column
 _COLUMN_KIND = dict(_PROMOTED_COLUMNS)
+_NATIVE_TYPE = {"int": int, "float": float, "str": str, "int_list": list}
 
 
 def _promoted_array(kind: str, n: int, sparse: dict[int, Any]) -> pa.Array:
@@ -314,9 +317,9 @@ class _Batch:
                 if rest is None:
                     rest = {}
                 rest[k] = v
-            elif type(v) is str and _COLUMN_KIND[column] != "str":
-                # numbers written as text (all XLA args, "inf", "N/A"): convert
-                # now, and keep the text in args when it does not convert
+            elif type(v) is not _NATIVE_TYPE[_COLUMN_KIND[column]]:
+                # a value of another type (every XLA arg is text, "inf", "N/A", 5.5 for
+                # an int): convert now, and keep the original in args if it does not
                 converted = _CONVERTERS[_COLUMN_KIND[column]](v)
                 self.promoted[column][row] = converted
                 if converted is None:
