@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from cclq.engine import connect
 from cclq.errors import CclqError
@@ -32,10 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = resolve(args.metric)
         wh = Warehouse(resolve_warehouse(args.warehouse))
-        (workload,) = plan_inputs([args.trace]) if Path(args.trace).exists() else (None,)
-        if workload is None:
-            print(f"cclq: error: {args.trace}: no such file or directory", file=sys.stderr)
+        workloads = plan_inputs([args.trace])
+        if len(workloads) != 1:
+            print(f"cclq: error: {args.trace} holds {len(workloads)} workloads; give one workload folder "
+                  "or file (or use `cclq metric NAME --all`)", file=sys.stderr)
             return 2
+        (workload,) = workloads
         report = ingest([args.trace], wh, jobs=None)
         for outcome in report.failed:
             print(f"cclq: error: {outcome.message}", file=sys.stderr)

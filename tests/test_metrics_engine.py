@@ -159,6 +159,8 @@ def test_cclbench_entry_point_prints_the_number_last(tmp_path):
     result = run("--trace", str(tmp_path / "in" / "a"), "--metric", "avg_step_time")
     assert result.stdout.strip().splitlines()[-1] == "nan"
     assert "no ProfilerStep annotations" in result.stderr
+    result = run("--trace", str(tmp_path / "in"), "--metric", "total_kernel_time")  # two workloads
+    assert result.returncode == 2 and "holds 2 workloads" in result.stderr
 
 
 def test_cached_results_are_reused_and_never_stale(tmp_path, wh):
