@@ -6,38 +6,42 @@
 -- "HTA quirk". Reference: ../shared/reference/hta-semantics.md §1-3.
 --
 -- Scope of the emulation (documented limits):
---  * HTA takes one file per rank; a (trace, rank) here is one ingested file.
+--  * HTA takes one file per rank; a (trace, rank) here is one ingested file
+--    (ingest refuses a second file for a taken (trace, rank)).
 --  * HTA orders ties with pandas' unstable quicksort; where a tie could change a
 --    result we use the order a stable sort of HTA's row order gives (see
 --    `row_order`), which reproduced every golden value we have.
 --  * Events without `ts` (which HTA would keep with ts = NaN) are not in the
 --    warehouse; their presence still switches on HTA's rounding (see below).
+--
+-- How the pipeline is built (for speed and memory; a view that reads the
+-- events does so ONCE):
+--   hta_raw          events + each file's base time, per-event HTA attributes
+--                    (a plain view: DuckDB reads only the columns a user needs)
+--   scan             (in each view) the raw rows HTA loads, plus the rows that
+--                    only matter for the file clock, MATERIALIZED with just the
+--                    columns that view needs: the one read of the Parquet files
+--   hta_clock(scan)  per file: does HTA round to whole µs
+--   hta_load(scan, clock)      the loaded rows with HTA's µs times
+--   hta_analyse(loaded)        HTA's tail filter, copies, row order and links
+-- The views hta_loaded, hta_events, hta_gpu_rows and hta_rank_facts wire these
+-- up; internally files are keyed by small integers (`hta_files`) rather than by
+-- their trace/rank/file_id strings.
 
--- How HTA sees each file's clock. HTA reads the file's own `ts` values (it
--- ignores baseTimeNanoseconds), so the file value is ts_ns - base_time_ns.
--- HTA quirk: pandas makes the `ts` column float64 as soon as one event has a
--- fractional ts or lacks ts; only then does HTA round to whole microseconds
--- (ceil ts, floor end; trace_parser.round_down_time_stamps).
-CREATE OR REPLACE VIEW hta_file_clock AS
+-- One row per ingested file: its base time and two integer keys used inside the
+-- pipeline (`file_no` stands for (trace, rank) and file_id, which are 1:1;
+-- `trace_no` for trace). Tiny (one row per file): the build side of every join
+-- that attaches per-file facts to events. `rank` has the type of the events'
+-- rank (the hive partition, INTEGER; `files.rank` may be BIGINT).
+CREATE OR REPLACE VIEW hta_files AS
 SELECT
-  f.file_id,
-  f.trace,
-  f.rank,
-  coalesce(f.base_time_ns, 0) AS base_time_ns,
-  coalesce(fr.any_fractional_ts, false) OR coalesce(nt.ts_missing, false) AS rounds_to_us
-FROM files AS f
-LEFT JOIN (
-  SELECT e.file_id, bool_or((e.ts_ns - coalesce(f2.base_time_ns, 0)) % 1000 <> 0) AS any_fractional_ts
-  FROM events AS e
-  JOIN files AS f2 USING (file_id)
-  GROUP BY e.file_id
-) AS fr USING (file_id)
-LEFT JOIN (
-  SELECT file_id, sum("count") > 0 AS ts_missing
-  FROM ingest_stats
-  WHERE stat = 'no ts'
-  GROUP BY file_id
-) AS nt USING (file_id);
+  file_id,
+  trace,
+  CAST(rank AS INTEGER) AS rank,
+  coalesce(base_time_ns, 0) AS base_time_ns,
+  CAST(row_number() OVER (ORDER BY file_id) AS INTEGER) AS file_no,
+  CAST(dense_rank() OVER (ORDER BY trace) AS INTEGER) AS trace_no
+FROM files;
 
 -- HTA 0.5.0's kernel class of a GPU row name (hta/utils/utils.py; Python
 -- re.match, i.e. anchored at the start), tested in this order:
@@ -56,85 +60,150 @@ CASE
   ELSE 'OTHER'
 END;
 
--- Every row HTA keeps when it parses a file, before its ProfilerStep filter.
--- Grain: one row per kept trace event.
---  * HTA's load filter: drop rows with no `dur` or no `cat`, drop cat "Trace"
---    (this drops metadata, flows, instants, counters). Chrome B/E pairs carry
---    no `dur` in the file, so HTA drops them too (ingest merged them into `B`).
+-- The events of an ingested file that HTA's load can see: every row HTA
+-- loads (`is_loaded`) plus the rows whose only role is to switch on the
+-- rounding of their file (a ts that is not a whole µs of the file's clock, see
+-- hta_clock). Grain: one row per such event. A plain view: each user selects
+-- what it needs, so the Parquet reader decodes only those columns, and the
+-- per-row attributes below are computed after the filter.
+--  * `rel_ns`: HTA reads the file's own `ts` values (it ignores
+--    baseTimeNanoseconds), so the file value is ts_ns - base_time_ns.
+--  * `is_loaded`: HTA's load filter: drop rows with no `dur` or no `cat`, drop
+--    cat "Trace" (this drops metadata, flows, instants, counters). Chrome B/E
+--    pairs carry no `dur` in the file, so HTA drops them too (ingest merged
+--    them into `B`).
 --  * `cat` is the category as written (legacy `Kernel`/`Memcpy`/... included).
 --  * `stream` / `correlation`: HTA's defaults -1 when absent; a stream that is
 --    not an integer ("0x0" on ROCm runtime rows) is -1 too (ingest leaves NULL).
 --    HTA quirk: `device` is not read; streams are keyed by their number alone
 --    (one GPU per rank file is assumed), and a stream of 4294967295 (Kineto's
 --    Context Sync) is a GPU row like any other.
---  * Time, in µs as HTA computes it. When the file's ts column is float64, HTA
---    applies ceil(ts) and floor(ts + dur) to the float64 values json parsed: the
---    file value is the exact decimal (ts_ns - base)/1000, which we turn into the
---    same correctly rounded double by casting its decimal text (a double
---    division of int64 ns loses bits at epoch magnitudes); dur_ns < 2^53 so
---    dur_ns / 1000.0 is already correctly rounded. Then the addition happens in
---    double, as in pandas. HTA quirk: a sub-µs event can end up with dur = -1.
---    Files with integer ts keep exact values (end may be fractional if a dur is).
 --  * `is_gpu_side`: HTA's GPUKernelFilter: stream >= 0 and correlation >= 0,
 --    or the name is `Event Sync` / `Context Sync` (device-wide syncs). Every
---    other row is "CPU" for HTA's linking and filtering.
-CREATE OR REPLACE VIEW hta_loaded AS
-WITH kept AS (
+--    other row is "CPU" for HTA's linking and filtering. (NULL for a nameless
+--    row that fails the stream test: such a row is on neither side, as in HTA's
+--    pandas masks, and HTA's filter drops it.)
+--  * `kernel_type`: HTA 0.5.0 class of the rows with stream <> -1 (HTA's "GPU
+--    rows": kernels, memcpys, memsets, cuda_sync events (they carry a stream),
+--    MTIA ccp events), NULL for the other rows.
+--  * `step_name` / `step_cat`: the name / category when it contains
+--    "ProfilerStep" (the symbols HTA's tail filter counts), else NULL.
+CREATE OR REPLACE VIEW hta_raw AS
+WITH typed AS (
   SELECT
     e.trace,
     e.rank,
     e.file_id,
+    f.file_no,
+    f.trace_no,
     e.event_idx,
     coalesce(e.cat_raw, e.cat) AS cat,
     e.name,
     coalesce(e.stream, -1) AS stream,
     coalesce(e.correlation, -1) AS correlation,
-    e.ts_ns - c.base_time_ns AS rel_ns,
+    e.ts_ns - f.base_time_ns AS rel_ns,
     e.dur_ns,
-    c.rounds_to_us
+    coalesce(
+      e.dur_ns IS NOT NULL AND e.ph IS DISTINCT FROM 'B' AND e.cat IS NOT NULL AND coalesce(e.cat_raw, e.cat) <> 'Trace',
+      false
+    ) AS is_loaded
   FROM events AS e
-  JOIN hta_file_clock AS c USING (file_id)
-  WHERE e.dur_ns IS NOT NULL
-    AND e.ph IS DISTINCT FROM 'B'
-    AND e.cat IS NOT NULL
-    AND coalesce(e.cat_raw, e.cat) <> 'Trace'
+  JOIN hta_files AS f USING (file_id)
 ),
-as_float AS (
-  SELECT
-    *,
-    CAST(
-      (CASE WHEN rel_ns < 0 THEN '-' ELSE '' END)
-      || printf('%d.%03d', abs(rel_ns) // 1000, abs(rel_ns) % 1000) AS DOUBLE
-    ) AS ts_f64,
-    dur_ns / 1000.0 AS dur_f64
-  FROM kept
+seen AS (
+  SELECT * FROM typed WHERE is_loaded OR rel_ns % 1000 <> 0
 )
 SELECT
-  trace,
-  rank,
-  file_id,
-  event_idx,
-  cat,
-  name,
-  stream,
-  correlation,
-  -- (without rounding every ts is a whole µs: rel_ns // 1000 is exact, and so
-  -- is its double; int64 ts + float64 dur is a double addition in pandas too)
-  CASE WHEN rounds_to_us THEN ceil(ts_f64) ELSE CAST(rel_ns // 1000 AS DOUBLE) END AS ts_us,
-  CASE WHEN rounds_to_us THEN floor(ts_f64 + dur_f64) ELSE CAST(rel_ns // 1000 AS DOUBLE) + dur_f64 END AS end_us,
-  (stream >= 0 AND correlation >= 0) OR name IN ('Event Sync', 'Context Sync') AS is_gpu_side
-FROM as_float;
+  *,
+  (stream >= 0 AND correlation >= 0) OR name IN ('Event Sync', 'Context Sync') AS is_gpu_side,
+  CASE WHEN stream <> -1 THEN hta_kernel_type(name) END AS kernel_type,
+  CASE WHEN contains(name, 'ProfilerStep') THEN name END AS step_name,
+  CASE WHEN contains(cat, 'ProfilerStep') THEN cat END AS step_cat
+FROM seen;
 
--- The rows HTA analyses: what its TraceAnalysis holds after load_traces().
--- Grain: one row per kept event; `copies` says how many times HTA holds it.
+-- How HTA sees each file's clock, from a relation of raw rows (file_no, rel_ns)
+-- that holds at least every row whose ts is not a whole µs of the file's clock
+-- (hta_raw, or the rows a view materialized from it).
+-- HTA quirk: pandas makes the `ts` column float64 as soon as one event has a
+-- fractional ts or lacks ts; only then does HTA round to whole microseconds
+-- (ceil ts, floor end; trace_parser.round_down_time_stamps).
+CREATE OR REPLACE MACRO hta_clock(raw_rows) AS TABLE
+SELECT
+  f.file_no,
+  coalesce(fr.any_fractional_ts, false) OR coalesce(nt.ts_missing, false) AS rounds_to_us
+FROM hta_files AS f
+LEFT JOIN (
+  SELECT file_no, bool_or(rel_ns % 1000 <> 0) AS any_fractional_ts
+  FROM query_table(raw_rows)
+  GROUP BY file_no
+) AS fr USING (file_no)
+LEFT JOIN (
+  SELECT file_id, sum("count") > 0 AS ts_missing
+  FROM ingest_stats
+  WHERE stat = 'no ts'
+  GROUP BY file_id
+) AS nt USING (file_id);
+
+-- The value a float64 `ts` column holds for a file value of rel_ns ns: the
+-- double nearest to the exact decimal rel_ns / 1000 (json's correctly rounded
+-- parse). A double division of int64 ns would round twice at epoch magnitudes,
+-- so (clever, hence this proof):
+--  * |rel_ns| <= 2^53: rel_ns is exact as a double and one IEEE division is
+--    correctly rounded.
+--  * 2^53 < |rel_ns| < 1000 * 2^53: q = |rel_ns| // 1000 is an exact double
+--    (>= 2^43, < 2^53) and r = |rel_ns| % 1000; q + r / 1000.0 is correctly
+--    rounded. The sum's ulp u is >= 2^-9 and q is a multiple of it, so only
+--    r / 1000 matters; a rounding midpoint (2k+1) u / 2 lies at least
+--    1 / (1000 * 2^10) from r / 1000 unless r / 1000 is that (dyadic, hence
+--    exact) midpoint, while fl(r / 1000) is within 2^-54 of it: both round alike.
+--  * beyond (years after 2255 in epoch ns) the decimal text is parsed, exact.
+CREATE OR REPLACE MACRO hta_us_f64(rel_ns) AS
+CASE
+  WHEN abs(rel_ns) <= 9007199254740992 THEN CAST(rel_ns AS DOUBLE) / 1000.0::DOUBLE
+  WHEN abs(rel_ns) < 9007199254740992000 THEN
+    sign(rel_ns) * (CAST(abs(rel_ns) // 1000 AS DOUBLE) + CAST(abs(rel_ns) % 1000 AS DOUBLE) / 1000.0::DOUBLE)
+  ELSE CAST(
+    (CASE WHEN rel_ns < 0 THEN '-' ELSE '' END)
+    || printf('%d.%03d', abs(rel_ns) // 1000, abs(rel_ns) % 1000) AS DOUBLE
+  )
+END;
+
+-- The loaded rows of `scan` (raw rows with is_loaded, file_no, rel_ns, dur_ns)
+-- with HTA's times in µs; `clock` is hta_clock(scan). Every other column of
+-- `scan` is passed through.
+--  * When the file's ts column is float64, HTA applies ceil(ts) and
+--    floor(ts + dur) to the float64 values json parsed (hta_us_f64); dur_ns <
+--    2^53 so dur_ns / 1000.0 is already correctly rounded. Then the addition
+--    happens in double, as in pandas. HTA quirk: a sub-µs event can end up
+--    with dur = -1.
+--  * Files with integer ts keep exact values (end may be fractional if a dur
+--    is): rel_ns // 1000 is exact, and so is its double; int64 ts + float64
+--    dur is a double addition in pandas too.
+CREATE OR REPLACE MACRO hta_load(scan, clock) AS TABLE
+SELECT
+  s.* EXCLUDE (is_loaded, rel_ns, dur_ns),
+  CASE WHEN c.rounds_to_us THEN ceil(hta_us_f64(s.rel_ns)) ELSE CAST(s.rel_ns // 1000 AS DOUBLE) END AS ts_us,
+  CASE
+    WHEN c.rounds_to_us THEN floor(hta_us_f64(s.rel_ns) + s.dur_ns / 1000.0)
+    ELSE CAST(s.rel_ns // 1000 AS DOUBLE) + s.dur_ns / 1000.0
+  END AS end_us
+FROM query_table(scan) AS s
+JOIN query_table(clock) AS c USING (file_no)
+WHERE s.is_loaded;
+
+-- The rows HTA analyses, from `loaded` (hta_load's rows with at least file_no,
+-- trace_no, event_idx, stream, correlation, ts_us, is_gpu_side, step_name,
+-- step_cat; other columns are passed through). Grain: one row per kept event;
+-- `copies` says how many times HTA holds it.
 --  * Tail filter (trace._filter_irrelevant_gpu_kernels). HTA quirk: it counts
 --    the symbols that merely contain "ProfilerStep" in the symbol table shared
 --    by all ranks (names and categories); with at most one, HTA analyses the
---    whole trace. Otherwise, per rank, CPU-side rows are kept when they start
---    before the start of the last ProfilerStep row on the CPU side, and GPU-side
---    rows when their correlation matches a kept CPU-side row, even if they run
---    later. The warm-up before the first step is kept, the last step is dropped.
---    HTA quirk: a rank with no ProfilerStep row of its own keeps nothing.
+--    whole trace (`filtered` false). Otherwise, per rank, CPU-side rows are
+--    kept when they start before the start of the last ProfilerStep row on the
+--    CPU side, and GPU-side rows when their correlation matches a kept CPU-side
+--    row, even if they run later. The warm-up before the first step is kept,
+--    the last step is dropped. HTA quirk: a rank with no ProfilerStep row of
+--    its own keeps nothing.
 --  * HTA quirk: the GPU side is an inner merge with the kept CPU rows'
 --    correlation column, so a GPU row is held once per matching CPU row
 --    (`copies`); unions do not see copies, the idle-time breakdown walks each.
@@ -148,124 +217,217 @@ FROM as_float;
 --    HTA quirk: a row with correlation >= 0 and no partner gets 0, and later
 --    joins raw event #0 as if it were its launch; -1 joins nothing.
 --  * `ts_runtime_us`: ts of the row `partner_idx` points at, if HTA kept it.
---  * `kernel_type`: HTA 0.5.0 class of the rows with stream <> -1 (HTA's "GPU
---    rows": kernels, memcpys, memsets, cuda_sync events (they carry a stream),
---    MTIA ccp events), NULL for the other rows.
-CREATE OR REPLACE VIEW hta_events AS
-WITH loaded AS MATERIALIZED (
-  SELECT * FROM hta_loaded
-),
-step_symbols AS (
-  SELECT trace, count(DISTINCT symbol) AS n_symbols
+-- One aggregate per (file, correlation) serves both the filter (how many CPU
+-- rows with that correlation are kept) and the links (the last row of each
+-- side and its ts), so each row needs one lookup and no index of all analysed
+-- rows is built: a CPU partner is kept when it starts before the last step; the
+-- GPU partner of a kept CPU row has that row's correlation, so the filter kept
+-- it too.
+CREATE OR REPLACE MACRO hta_analyse(loaded) AS TABLE
+WITH step_symbols AS (
+  SELECT trace_no, count(DISTINCT symbol) >= 2 AS filtered
   FROM (
-    SELECT trace, name AS symbol FROM loaded WHERE contains(name, 'ProfilerStep')
-    UNION ALL
-    SELECT trace, cat FROM loaded WHERE contains(cat, 'ProfilerStep')
+    SELECT trace_no, unnest([step_name, step_cat]) AS symbol
+    FROM query_table(loaded)
+    WHERE step_name IS NOT NULL OR step_cat IS NOT NULL
   )
-  GROUP BY trace
-),
-flagged AS MATERIALIZED (
-  SELECT l.*, coalesce(s.n_symbols, 0) >= 2 AS filtered
-  FROM loaded AS l
-  LEFT JOIN step_symbols AS s USING (trace)
+  GROUP BY trace_no
 ),
 last_step_start AS (
-  SELECT trace, rank, max(ts_us) AS last_start_us
+  SELECT file_no, max(ts_us) AS last_start_us
+  FROM query_table(loaded)
+  WHERE NOT is_gpu_side AND step_name IS NOT NULL
+  GROUP BY file_no
+),
+file_window AS (
+  SELECT f.file_no, coalesce(s.filtered, false) AS filtered, l.last_start_us
+  FROM hta_files AS f
+  LEFT JOIN step_symbols AS s USING (trace_no)
+  LEFT JOIN last_step_start AS l USING (file_no)
+),
+-- (NOT MATERIALIZED here and below: DuckDB would otherwise store a copy of the
+-- rows of each CTE used twice; re-deriving them from the view's one
+-- materialized scan is cheaper, and lets a caller's filter reach the scan)
+flagged AS NOT MATERIALIZED (
+  SELECT
+    l.*,
+    w.filtered,
+    w.last_start_us,
+    NOT l.is_gpu_side AND (NOT w.filtered OR coalesce(l.ts_us < w.last_start_us, false)) AS cpu_kept
+  FROM query_table(loaded) AS l
+  JOIN file_window AS w USING (file_no)
+),
+-- (a row on neither side, is_gpu_side NULL, counts on neither side)
+by_correlation AS MATERIALIZED (
+  SELECT
+    file_no,
+    correlation,
+    count(*) FILTER (WHERE cpu_kept) AS n_kept_cpu,
+    max(event_idx) FILTER (WHERE NOT is_gpu_side) AS cpu_last_idx,
+    arg_max(ts_us, event_idx) FILTER (WHERE NOT is_gpu_side) AS cpu_last_ts_us,
+    max(event_idx) FILTER (WHERE is_gpu_side) AS gpu_last_idx,
+    arg_max(ts_us, event_idx) FILTER (WHERE is_gpu_side) AS gpu_last_ts_us
   FROM flagged
-  WHERE filtered AND NOT is_gpu_side AND contains(name, 'ProfilerStep')
-  GROUP BY ALL
+  GROUP BY file_no, correlation
 ),
-cpu_kept AS MATERIALIZED (
-  SELECT f.*
-  FROM flagged AS f
-  LEFT JOIN last_step_start AS s USING (trace, rank)
-  WHERE NOT f.is_gpu_side
-    AND (NOT f.filtered OR f.ts_us < s.last_start_us)
-),
-cpu_correlations AS (
-  SELECT trace, rank, correlation, count(*) AS n_rows
-  FROM cpu_kept
-  WHERE filtered
-  GROUP BY ALL
-),
-gpu_kept AS (
-  SELECT f.*, CASE WHEN f.filtered THEN c.n_rows ELSE 1 END AS copies
-  FROM flagged AS f
-  LEFT JOIN cpu_correlations AS c USING (trace, rank, correlation)
-  WHERE f.is_gpu_side
-    AND (NOT f.filtered OR c.n_rows IS NOT NULL)
-),
-analysed AS MATERIALIZED (
-  SELECT *, event_idx AS row_order FROM gpu_kept
-  UNION ALL BY NAME
+analysed AS NOT MATERIALIZED (
   SELECT
-    *,
-    1 AS copies,
-    CASE WHEN filtered THEN event_idx + (1::BIGINT << 40) ELSE event_idx END AS row_order
-  FROM cpu_kept
+    f.* EXCLUDE (cpu_kept),
+    CASE WHEN f.is_gpu_side AND f.filtered THEN c.n_kept_cpu ELSE 1 END AS copies,
+    CASE WHEN NOT f.is_gpu_side AND f.filtered THEN f.event_idx + (1::BIGINT << 40) ELSE f.event_idx END AS row_order,
+    CASE WHEN f.is_gpu_side THEN c.cpu_last_idx ELSE c.gpu_last_idx END AS partner_last_idx,
+    CASE
+      -- a GPU row's partner: the CPU row, kept if it starts before the last step
+      WHEN f.is_gpu_side THEN
+        CASE WHEN NOT f.filtered OR c.cpu_last_ts_us < f.last_start_us THEN c.cpu_last_ts_us END
+      -- a kept CPU row's partner: a GPU row of the same correlation, kept with it
+      ELSE c.gpu_last_ts_us
+    END AS partner_ts_us
+  FROM flagged AS f
+  LEFT JOIN by_correlation AS c USING (file_no, correlation)
+  WHERE (f.is_gpu_side AND (NOT f.filtered OR c.n_kept_cpu > 0))
+    OR f.cpu_kept
 ),
-last_of_side AS (
-  SELECT trace, rank, correlation, is_gpu_side, max(event_idx) AS last_idx
-  FROM loaded
-  WHERE correlation <> -1
-  GROUP BY ALL
-),
-kept_ts AS (
-  SELECT trace, rank, event_idx, min(ts_us) AS ts_us
-  FROM analysed
-  GROUP BY ALL
-),
-linked AS (
-  SELECT
-    a.*,
-    CASE WHEN a.correlation <> -1 THEN coalesce(o.last_idx, least(a.correlation, 0)) ELSE -1 END AS partner_idx
-  FROM analysed AS a
-  LEFT JOIN last_of_side AS o
-    ON o.trace = a.trace AND o.rank = a.rank AND o.correlation = a.correlation
-    AND o.is_gpu_side <> a.is_gpu_side
+event_zero AS (
+  SELECT file_no, ts_us FROM analysed WHERE event_idx = 0
 )
 SELECT
-  l.trace,
-  l.rank,
-  l.file_id,
-  l.event_idx,
-  l.row_order,
-  l.copies,
-  l.cat,
-  l.name,
-  l.stream,
-  l.correlation,
-  l.ts_us,
-  l.end_us,
-  l.end_us - l.ts_us AS dur_us,
-  l.is_gpu_side,
-  CASE WHEN l.stream <> -1 THEN hta_kernel_type(l.name) END AS kernel_type,
-  l.partner_idx,
-  k.ts_us AS ts_runtime_us
-FROM linked AS l
-LEFT JOIN kept_ts AS k
-  ON k.trace = l.trace AND k.rank = l.rank AND k.event_idx = l.partner_idx;
+  a.* EXCLUDE (filtered, last_start_us, partner_last_idx, partner_ts_us),
+  CASE WHEN a.correlation <> -1 THEN coalesce(a.partner_last_idx, least(a.correlation, 0)) ELSE -1 END AS partner_idx,
+  CASE
+    WHEN a.correlation = -1 THEN NULL
+    WHEN a.partner_last_idx IS NOT NULL THEN a.partner_ts_us
+    -- no partner: index 0, raw event #0 (if HTA kept it)
+    WHEN a.correlation >= 0 THEN z.ts_us
+  END AS ts_runtime_us
+FROM analysed AS a
+LEFT JOIN event_zero AS z USING (file_no);
+
+-- Every row HTA keeps when it parses a file, before its ProfilerStep filter,
+-- with HTA's times in µs (see hta_raw and hta_load). Grain: one row per kept
+-- trace event.
+CREATE OR REPLACE VIEW hta_loaded AS
+WITH scan AS MATERIALIZED (
+  SELECT trace, rank, file_id, file_no, event_idx, cat, name, stream, correlation, is_gpu_side, is_loaded, rel_ns, dur_ns
+  FROM hta_raw
+),
+clock AS MATERIALIZED (
+  SELECT * FROM hta_clock(scan)
+)
+SELECT trace, rank, file_id, event_idx, cat, name, stream, correlation, ts_us, end_us, is_gpu_side
+FROM hta_load(scan, clock);
+
+-- Per file, its base time and whether HTA rounds its times to whole µs.
+CREATE OR REPLACE VIEW hta_file_clock AS
+SELECT f.file_id, f.trace, f.rank, h.base_time_ns, c.rounds_to_us
+FROM files AS f
+JOIN hta_files AS h USING (file_id)
+JOIN hta_clock(hta_raw) AS c USING (file_no);
+
+-- The rows HTA analyses: what its TraceAnalysis holds after load_traces(), with
+-- names, categories and links (see hta_analyse). Grain: one row per kept event.
+CREATE OR REPLACE VIEW hta_events AS
+WITH scan AS MATERIALIZED (
+  SELECT
+    file_no, trace_no, event_idx, cat, name, stream, correlation, is_gpu_side, kernel_type, step_name, step_cat,
+    is_loaded, rel_ns, dur_ns
+  FROM hta_raw
+),
+clock AS MATERIALIZED (
+  SELECT * FROM hta_clock(scan)
+),
+loaded AS NOT MATERIALIZED (
+  SELECT * FROM hta_load(scan, clock)
+)
+SELECT
+  f.trace,
+  f.rank,
+  f.file_id,
+  a.event_idx,
+  a.row_order,
+  a.copies,
+  a.cat,
+  a.name,
+  a.stream,
+  a.correlation,
+  a.ts_us,
+  a.end_us,
+  a.end_us - a.ts_us AS dur_us,
+  a.is_gpu_side,
+  a.kernel_type,
+  a.partner_idx,
+  a.ts_runtime_us
+FROM hta_analyse(loaded) AS a
+JOIN hta_files AS f USING (file_no);
+
+-- HTA's GPU rows (stream <> -1, both sides) among the rows it analyses: the
+-- input of every hta_* metric; the columns of hta_events, less names, CPU rows
+-- and partner_idx. The lean path: one read of the events, and the materialized
+-- rows hold only small columns (`cat` only where a row has a stream).
+CREATE OR REPLACE VIEW hta_gpu_rows AS
+WITH scan AS MATERIALIZED (
+  SELECT
+    file_no, trace_no, event_idx, stream, correlation, is_gpu_side, kernel_type, step_name, step_cat,
+    -- only GPU rows leave this view: the other rows' categories are not needed
+    CASE WHEN stream <> -1 THEN cat END AS cat,
+    is_loaded, rel_ns, dur_ns
+  FROM hta_raw
+),
+clock AS MATERIALIZED (
+  SELECT * FROM hta_clock(scan)
+),
+loaded AS NOT MATERIALIZED (
+  SELECT * FROM hta_load(scan, clock)
+)
+SELECT
+  f.trace,
+  f.rank,
+  a.event_idx,
+  a.row_order,
+  a.copies,
+  a.cat,
+  a.stream,
+  a.correlation,
+  a.ts_us,
+  a.end_us,
+  a.is_gpu_side,
+  a.kernel_type,
+  a.ts_runtime_us
+FROM hta_analyse(loaded) AS a
+JOIN hta_files AS f USING (file_no)
+WHERE a.stream <> -1;
 
 -- Per rank, what HTA holds after loading (the numbers of the golden
 -- loaded_facts.csv): rows, GPU rows (stream <> -1), GPU streams, first ts and
 -- last end relative to HTA's alignment origin (the smallest loaded ts of all
 -- ranks of the trace, before the tail filter), and that origin.
 CREATE OR REPLACE VIEW hta_rank_facts AS
-WITH origin AS (
-  SELECT trace, min(ts_us) AS origin_us FROM hta_loaded GROUP BY trace
+WITH scan AS MATERIALIZED (
+  SELECT file_no, trace_no, event_idx, stream, correlation, is_gpu_side, step_name, step_cat, is_loaded, rel_ns, dur_ns
+  FROM hta_raw
+),
+clock AS MATERIALIZED (
+  SELECT * FROM hta_clock(scan)
+),
+loaded AS NOT MATERIALIZED (
+  SELECT * FROM hta_load(scan, clock)
+),
+origin AS (
+  SELECT trace_no, min(ts_us) AS origin_us FROM loaded GROUP BY trace_no
 )
 SELECT
-  e.trace,
-  e.rank,
+  f.trace,
+  f.rank,
   sum(e.copies) AS n_rows,
   sum(e.copies) FILTER (WHERE e.stream <> -1) AS n_gpu_rows,
   count(DISTINCT e.stream) FILTER (WHERE e.stream <> -1) AS n_streams,
   min(e.ts_us) - any_value(o.origin_us) AS min_ts_us,
   max(e.end_us) - any_value(o.origin_us) AS max_end_us,
   any_value(o.origin_us) AS origin_us
-FROM hta_events AS e
-JOIN origin AS o USING (trace)
-GROUP BY ALL;
+FROM hta_analyse(loaded) AS e
+JOIN hta_files AS f USING (file_no)
+JOIN origin AS o ON o.trace_no = f.trace_no
+GROUP BY f.trace, f.rank;
 
 -- HTA's interval merge (utils.merge_kernel_intervals) over a relation with
 -- columns (trace, rank, key, ts_us, end_us, row_order): rows sorted by ts; a row
@@ -299,14 +461,12 @@ GROUP BY trace, rank, key, grp;
 
 -- HTA's GPU rows (stream <> -1) of each class, merged per class: the input of
 -- the temporal breakdown, the overlap and the kernel-type breakdown.
--- key = 'ALL' (every GPU row, OTHER included) or the kernel_type.
+-- key = 'ALL' (every GPU row, OTHER included) or the kernel_type; each row of
+-- hta_gpu_rows feeds both keys (one read of the rows).
 CREATE OR REPLACE VIEW hta_gpu_merged AS
 WITH gpu_rows AS (
-  SELECT trace, rank, 'ALL' AS key, ts_us, end_us, row_order
-  FROM hta_events WHERE stream <> -1
-  UNION ALL
-  SELECT trace, rank, kernel_type, ts_us, end_us, row_order
-  FROM hta_events WHERE stream <> -1
+  SELECT trace, rank, unnest(['ALL', kernel_type]) AS key, ts_us, end_us, row_order
+  FROM hta_gpu_rows
 )
 SELECT * FROM hta_merge_intervals(gpu_rows);
 

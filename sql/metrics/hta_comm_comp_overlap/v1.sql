@@ -16,7 +16,9 @@
 -- reason (HTA: NaN, 0/0); a rank with communication and no compute scores 0.
 -- Differs from communication_overlap_ratio: percent, HTA's window and classes
 -- (there, memcpy/memset are excluded and every non-comm kernel is compute).
-WITH classes AS (
+WITH classes AS MATERIALIZED (
+  -- (feeds both the sweep and the comm total: materialized, so that the merge
+  -- behind hta_gpu_merged runs once)
   SELECT trace, rank, key, ts_us, end_us
   FROM hta_gpu_merged
   WHERE key IN ('COMMUNICATION', 'COMPUTATION')

@@ -31,10 +31,9 @@ WITH hta_kernels AS (
     e.ts_runtime_us,
     e.row_order,
     unnest(range(e.copies)) AS copy_no
-  FROM hta_events AS e
+  FROM hta_gpu_rows AS e
   JOIN metric_scope AS m USING (trace, rank)
-  WHERE e.stream <> -1
-    AND e.cat IN ('kernel', 'Kernel', 'gpu_memset', 'Memset', 'gpu_memcpy', 'Memcpy', 'mtia_ccp_events')
+  WHERE e.cat IN ('kernel', 'Kernel', 'gpu_memset', 'Memset', 'gpu_memcpy', 'Memcpy', 'mtia_ccp_events')
 ),
 gaps AS (
   SELECT

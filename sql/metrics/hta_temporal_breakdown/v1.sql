@@ -21,25 +21,19 @@
 -- numpy's half-to-even rounding, as HTA prints them. Times in microseconds (HTA's
 -- unit), not seconds, so that they compare with HTA's output digit for digit.
 -- Differs from the cclq-native metrics: HTA's window, not the whole trace.
-WITH merged_all AS (
-  SELECT trace, rank, seq, ts_us, end_us
-  FROM hta_gpu_merged
-  WHERE key = 'ALL'
-),
-span AS (
+WITH span AS (
+  -- one read of the merged intervals: key 'ALL' gives the span and the busy
+  -- time, key 'COMPUTATION' the compute time (a rank with COMPUTATION rows has
+  -- 'ALL' rows too, so the ranks are those with GPU rows)
   SELECT
     trace,
     rank,
     -- HTA: merged.iloc[-1].end - merged.iloc[0].ts (intervals in time order)
-    arg_max(end_us, seq) - arg_min(ts_us, seq) AS kernel_time_us,
-    sum(end_us - ts_us) AS busy_us
-  FROM merged_all
-  GROUP BY ALL
-),
-compute AS (
-  SELECT trace, rank, sum(end_us - ts_us) AS compute_time_us
+    arg_max(end_us, seq) FILTER (WHERE key = 'ALL') - arg_min(ts_us, seq) FILTER (WHERE key = 'ALL') AS kernel_time_us,
+    sum(end_us - ts_us) FILTER (WHERE key = 'ALL') AS busy_us,
+    sum(end_us - ts_us) FILTER (WHERE key = 'COMPUTATION') AS compute_time_us
   FROM hta_gpu_merged
-  WHERE key = 'COMPUTATION'
+  WHERE key IN ('ALL', 'COMPUTATION')
   GROUP BY ALL
 ),
 breakdown AS (
@@ -48,10 +42,9 @@ breakdown AS (
     s.rank,
     s.kernel_time_us,
     s.kernel_time_us - s.busy_us AS idle_time_us,
-    coalesce(c.compute_time_us, 0) AS compute_time_us,
-    s.kernel_time_us - coalesce(c.compute_time_us, 0) - (s.kernel_time_us - s.busy_us) AS non_compute_time_us
+    coalesce(s.compute_time_us, 0) AS compute_time_us,
+    s.kernel_time_us - coalesce(s.compute_time_us, 0) - (s.kernel_time_us - s.busy_us) AS non_compute_time_us
   FROM span AS s
-  LEFT JOIN compute AS c USING (trace, rank)
 )
 SELECT
   m.trace,
