@@ -161,7 +161,7 @@ def _clone_trace(wh_root: Path, source: str, target: str) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from cclq.warehouse import Warehouse
+    from cclq.warehouse import COMPACTED, Warehouse
 
     wh = Warehouse(wh_root)
     shutil.copytree(wh.events_dir / f"trace={source}", wh.events_dir / f"trace={target}")
@@ -174,10 +174,11 @@ def _clone_trace(wh_root: Path, source: str, target: str) -> None:
                                                                   target, table.column("trace")))
                 # the file id keys the partition file name, so keep it and vary the catalog file name
                 pq.write_table(table, p.with_name(f"{p.stem}-{target}.parquet"))
-    card = wh.cards_dir / f"{source}.parquet"
+    card = wh.cards_dir / COMPACTED
     if card.exists():
         table = pq.read_table(card)
-        pq.write_table(table.set_column(0, "trace", pa_array([target] * table.num_rows)), wh.cards_dir / f"{target}.parquet")
+        table = table.filter(pc.equal(table.column("trace"), source))
+        wh.write_cards({target: table.set_column(0, "trace", pa_array([target] * table.num_rows))})
 
 
 def _compact_clones(wh_root: Path) -> None:

@@ -54,10 +54,9 @@ def _parquet_relation(name: str, glob: str, schema: pa.Schema, any_files: bool, 
         return _empty(name, schema)
     # union_by_name: catalog rows written by an older cclq may lack newer columns.
     # A per-file row (written by a commit) wins over the compacted _all.parquet.
-    dedupe = ""
-    if name in ("files", "ingest_stats"):
-        dedupe = (" QUALIFY dense_rank() OVER (PARTITION BY file_id "
-                  "ORDER BY filename LIKE '%/_all.parquet') = 1")
+    key = {"files": "file_id", "ingest_stats": "file_id", "cards": "trace"}[name]
+    dedupe = (f" QUALIFY dense_rank() OVER (PARTITION BY {key} "
+              "ORDER BY filename LIKE '%/_all.parquet') = 1")
     return (f"CREATE OR REPLACE TABLE {name} AS SELECT * EXCLUDE (filename) FROM read_parquet({_quote(glob)}, "
             f"union_by_name = true, filename = true){where}{dedupe};")
 

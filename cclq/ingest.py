@@ -448,8 +448,13 @@ def ingest(
         warehouse.sweep_orphans(catalog)
         tasks: list[FileTask] = []
         removed_ids: set[str] = set()
+        cards: dict[str, pa.Table | None] = {}
         for w in workloads:
-            _sync_card(w, warehouse, report, reporter)
+            if w.is_folder:
+                try:
+                    cards[w.trace] = None if w.card is None else card_table(w.trace, load_card(w.card))
+                except ValueError as e:  # a bad card: warn, keep what the warehouse has
+                    report.warnings.append(f"{w.card}: {e}; card ignored")
             seen_ids: set[str] = set()
             for path in w.files:
                 relpath = str(path.relative_to(w.root)) if w.is_folder else path.name
@@ -468,6 +473,7 @@ def ingest(
                         del catalog[fid]
                         removed_ids.add(fid)
                         report.outcomes.append(FileOutcome(row["path"], w.trace, "removed", "no longer in the folder"))
+        warehouse.write_cards(cards)
 
         todo: list[FileTask] = []
         for task in tasks:
@@ -490,18 +496,6 @@ def ingest(
     for w in report.warnings:
         reporter.warn(w)
     return report
-
-
-def _sync_card(w: Workload, warehouse: Warehouse, report: IngestReport, reporter: Reporter) -> None:
-    if not w.is_folder:
-        return
-    if w.card is None:
-        warehouse.write_card(w.trace, None)
-        return
-    try:
-        warehouse.write_card(w.trace, card_table(w.trace, load_card(w.card)))
-    except ValueError as e:
-        report.warnings.append(f"{w.card}: {e}; card ignored")
 
 
 def _commit(

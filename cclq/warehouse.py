@@ -7,7 +7,7 @@ Layout (everything is Parquet, so any tool can read it)::
       catalog/files/<file_id>.parquet                one row: the ``files`` table
       catalog/stats/<file_id>.parquet                dropped/noted events by reason
       catalog/{files,stats}/_all.parquet             the same, compacted at the end of an ingest
-      catalog/cards/<trace>.parquet                  the workload card, flattened
+      catalog/cards/_all.parquet                     the workload cards, flattened, one row per trace
       cache/metrics/<name>.v<N>.<key>.parquet        metric results (see metrics.cache_key)
       tmp/                                           writes in progress (never read)
       .lock                                          held by a running ingest
@@ -185,12 +185,34 @@ class Warehouse:
         (self.stats_dir / f"{file_id}.parquet").unlink(missing_ok=True)
         _unlink_and_prune(self.partition_file(row["trace"], row["rank"], file_id), self.events_dir)
 
-    def write_card(self, trace: str, card: pa.Table | None) -> None:
-        path = self.cards_dir / f"{trace}.parquet"
-        if card is None:
-            path.unlink(missing_ok=True)
+    def write_cards(self, cards: dict[str, pa.Table | None]) -> None:
+        """Sets (or, with ``None``, removes) the cards of some traces (call under the lock).
+
+        All cards live in one table, ``catalog/cards/_all.parquet``, rewritten once per
+        ingest: a file per trace made every connection open hundreds of tiny files.
+        Cards written by older versions (``<trace>.parquet``) are folded in here.
+        """
+        import pyarrow.compute as pc
+
+        target = self.cards_dir / COMPACTED
+        legacy = [p for p in self.cards_dir.glob("*.parquet") if p.name != COMPACTED]
+        if not cards and not legacy:
+            return
+        parts = [pq.read_table(p) for p in ([target] if target.exists() else []) + sorted(legacy)]
+        replaced = pa.array(sorted(cards), pa.string())
+        parts = [t.filter(pc.invert(pc.is_in(t.column("trace"), value_set=replaced))) for t in parts]
+        parts += [t for t in cards.values() if t is not None]
+        parts = [t for t in parts if t.num_rows]
+        if parts:
+            # a legacy file of an older cclq may lack newer card columns
+            merged = pa.concat_tables(parts, promote_options="default")
+            # the last row per trace wins: legacy per-trace files come after the old table
+            last = {trace: i for i, trace in enumerate(merged.column("trace").to_pylist())}
+            self._write_table(merged.take(sorted(last.values())), target)
         else:
-            self._write_table(card, path)
+            target.unlink(missing_ok=True)
+        for p in legacy:
+            p.unlink(missing_ok=True)
 
     def sweep_orphans(self, catalog: dict[str, dict]) -> int:
         """Deletes event partitions that no catalog row points at."""
