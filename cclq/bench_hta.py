@@ -19,8 +19,9 @@ waited for, e.g. a multiprocessing pool; not a sum):
   not 0). An analysis that raises is reported and the others still run. The HTA total is
   the sum over folders; its peak RSS is the largest over the folders.
 * **cclq, first run**: one child that imports cclq, ingests every folder into a fresh
-  warehouse (``jobs`` parser processes; 1 by default, a single process like HTA's
-  single-rank load) and runs each HTA-parity metric on one ``connect()`` connection.
+  warehouse (``jobs`` parser processes; by default one per CPU, as ``cclq ingest`` does and
+  as HTA's multi-rank load does with its fork pool) and runs each HTA-parity metric on one
+  connection, as ``cclq metric`` does (views are created only when a result is computed).
 * **cclq, repeat run**: the same child again on the built warehouse: ingest finds every
   file unchanged and the metrics run — once computed again (``cache_dir=None``), once as
   ``cclq metric`` does by default, reading the results cached by the first run (they are
@@ -118,7 +119,7 @@ for o in report.outcomes:
     if o.status == "failed":
         res["errors"][o.path] = o.message
 t = time.perf_counter()
-con = connect(wh)
+con = connect(wh, views=False)  # as `cclq metric` does: views only when a result is computed
 res["connect_s"] = time.perf_counter() - t
 for name in cfg["metrics"]:
     t = time.perf_counter()
@@ -172,7 +173,7 @@ def hta_child(folder: Path, hta_python: str, scratch: Path) -> ChildRun:
     return _run_child([hta_python, "-c", _HTA_CHILD, str(folder), str(scratch / "hta.json")], scratch, env)
 
 
-def cclq_child(folders: list[Path], warehouse: Path, metrics: list[str], scratch: Path, jobs: int = 1,
+def cclq_child(folders: list[Path], warehouse: Path, metrics: list[str], scratch: Path, jobs: int | None = None,
                cache: bool = False) -> ChildRun:
     """cclq ingest of ``folders`` into ``warehouse`` + ``metrics``, in one child process.
 
@@ -232,7 +233,7 @@ def _best(runs: list[ChildRun], key: str = "work_s") -> tuple[ChildRun, float, f
 
 
 def run_hta_bench(folders: list[Path] | None = None, hta_python: str | None = None, repeats: int = 1,
-                  jobs: int = 1, metrics: list[str] | None = None) -> list[dict]:
+                  jobs: int | None = None, metrics: list[str] | None = None) -> list[dict]:
     """HTA total, cclq first run and cclq repeat run on ``folders`` (rows as documented above).
 
     Without ``hta_python`` only the cclq cases run (no speedups). Per-folder HTA rows follow
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("folders", nargs="*", type=Path, help="trace folders (default: the HTA folders of ../shared/traces)")
     p.add_argument("--hta-python", help="an interpreter with HolisticTraceAnalysis installed")
     p.add_argument("--repeats", type=int, default=3, help="runs of every case; the best time is kept (default 3)")
-    p.add_argument("--jobs", type=int, default=1, help="cclq ingest parser processes (default 1)")
+    p.add_argument("--jobs", type=int, default=None, help="cclq ingest parser processes (default: one per CPU)")
     args = p.parse_args(argv)
     rows = run_hta_bench(args.folders or None, args.hta_python, repeats=args.repeats, jobs=args.jobs)
     print(format_table(rows))

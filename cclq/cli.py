@@ -165,7 +165,7 @@ def metric(
     spec = resolve(name, version)
     params = parse_param_args(param or [])
     wh = _warehouse(warehouse)
-    con = connect(wh, traces=None if all_traces else list(trace or []), for_sql=spec.sql)
+    con = connect(wh, traces=None if all_traces else list(trace or []), views=False)
     if trace:
         known = {row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall()}
         missing = [t for t in trace if t not in known]

@@ -15,7 +15,7 @@ import pyarrow as pa
 from cclq.cards import CARD_SCHEMA
 from cclq.ingest import FILES_SCHEMA, STATS_SCHEMA
 from cclq.schema import EVENT_SCHEMA
-from cclq.sqlfiles import modules_for, view_modules
+from cclq.sqlfiles import defined_names, modules_for, view_modules
 from cclq.warehouse import Warehouse
 
 _DUCK_TYPES = {
@@ -102,14 +102,31 @@ def setup_script(wh: Warehouse, traces: list[str] | None = None, for_sql: str | 
 
 
 def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None,
-            for_sql: str | None = None) -> duckdb.DuckDBPyConnection:
+            for_sql: str | None = None, views: bool = True) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the warehouse's views defined.
 
     ``traces`` restricts every relation to those trace ids (``None``: all).
     ``for_sql``: define only the view modules this SQL needs (``None``: all of them).
+    ``views=False``: only the base relations; ``define_views`` adds modules when a query
+    needs them (a metric whose result is cached never needs them).
     """
     if require:
         wh.require()
     con = duckdb.connect(":memory:")
-    con.execute(setup_script(wh, traces, for_sql))
+    if views:
+        con.execute(setup_script(wh, traces, for_sql))
+    else:
+        con.execute("\n".join(["SET parquet_metadata_cache = true;"] + base_relations(wh, traces)))
     return con
+
+
+def define_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Creates the view modules ``sql`` needs that the connection does not have yet."""
+    have = {row[0].lower() for row in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal "
+        "UNION ALL SELECT table_name FROM duckdb_tables() "
+        "UNION ALL SELECT function_name FROM duckdb_functions() WHERE NOT internal"
+    ).fetchall()}
+    missing = [m for m in modules_for(sql) if not defined_names(m) <= have]
+    if missing:
+        con.execute("\n".join(m.sql for m in missing))

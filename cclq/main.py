@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cclq: error: {outcome.message}", file=sys.stderr)
         params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
                   if v is not None and k in {p.name for p in spec.params}}
-        con = connect(wh, traces=[workload.trace], for_sql=spec.sql)
+        con = connect(wh, traces=[workload.trace], views=False)
         value, reason = summarize(spec, run_metric(con, spec, params, cache_dir=wh.cache_dir))
     except CclqError as e:
         print(f"cclq: error: {e.message}", file=sys.stderr)

@@ -35,6 +35,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cclq.engine import define_views
 from cclq.errors import QueryError, UsageError
 from cclq.sqlfiles import sql_root
 
@@ -228,7 +229,9 @@ def run_metric(
     """Runs one metric over every trace the connection sees, in one query.
 
     With ``cache_dir``, a result is stored under a key of everything it depends on
-    (``cache_key``) and a repeat run with the same inputs reads it back.
+    (``cache_key``) and a repeat run with the same inputs reads it back. The connection
+    needs only the base relations (``connect(..., views=False)``): the views the metric
+    uses are created here, and only when the result is not cached.
     """
     params = params or {}
     con.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM files")
@@ -241,6 +244,7 @@ def run_metric(
                 return pq.read_table(cached)
             except (OSError, pa.ArrowException):
                 pass  # unreadable (disk trouble, a killed writer): compute it again
+    define_views(con, spec.sql)
     table = _run_query(con, spec)
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)

@@ -185,6 +185,27 @@ def test_cached_results_are_reused_and_never_stale(tmp_path, wh):
     assert rows == {("a", 0): 4e-06, ("a", 1): 4e-06, ("b", 0): 7e-06}
 
 
+def test_views_are_created_only_when_a_result_is_computed(tmp_path, wh):
+    """`cclq metric` connects with the base relations only: a miss creates the views the
+    metric needs (and computes the same numbers), a cached hit creates none."""
+    _two_traces(tmp_path / "in")
+    run_ingest([tmp_path / "in"], wh)
+    spec = resolve("total_kernel_time")
+
+    def views(con) -> set[str]:
+        return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+
+    lazy = connect(wh, views=False)
+    assert "kernels" not in views(lazy)
+    computed = run_metric(lazy, spec, cache_dir=wh.cache_dir)
+    assert "kernels" in views(lazy)
+    assert computed.equals(run_metric(connect(wh), spec))
+    run_metric(lazy, spec)  # modules already there: defined once, not again
+    hit = connect(wh, views=False)
+    assert run_metric(hit, spec, cache_dir=wh.cache_dir).equals(computed)
+    assert "kernels" not in views(hit)
+
+
 def test_cli_no_cache_computes_again(two):
     run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
     assert list(two.cache_dir.glob("total_kernel_time.v1.*.parquet"))
