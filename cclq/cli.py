@@ -221,6 +221,7 @@ def bench(
         Optional[str],
         typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
     ] = None,
+    repeats: Annotated[int, typer.Option(help="Runs of each timed ingest and HTA case; the best is kept.")] = 2,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
@@ -234,7 +235,7 @@ def bench(
     except ValueError as e:
         raise UsageError(f"--sizes and --copies take comma-separated integers: {e}") from e
     if ingest_part:
-        rows = run_ingest_bench(size_list, ranks, workdir, perf_traces)
+        rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
         write_table(rows_to_table(rows), fmt, title="ingest vs raw ijson (MB of JSON per second)")
     if metrics_part:
         from dataclasses import asdict
@@ -247,7 +248,7 @@ def bench(
     if hta_python:
         from cclq.bench_hta import run_hta_bench
 
-        rows = run_hta_bench(hta_python=hta_python, repeats=2)
+        rows = run_hta_bench(hta_python=hta_python, repeats=repeats)
         write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
 
 
