@@ -93,6 +93,37 @@ def test_truncated_json_error_gives_the_byte_offset(tmp_path):
     assert line.endswith("invalid JSON at byte 67: lexical error: invalid char in json text."), line
 
 
+def test_the_garbage_collector_is_paused_only_while_a_file_is_parsed(tmp_path, wh):
+    """Parsing pauses the cyclic GC (a speed-up) and gives it back afterwards, also when
+    a file fails, and leaves it off when the caller had switched it off."""
+    import gc
+
+    import cclq.formats.chrome as chrome
+
+    seen: list[bool] = []
+    real_items = chrome.ijson.items
+
+    def spying_items(*args, **kwargs):  # records the GC state the parser runs under
+        seen.append(gc.isenabled())
+        return real_items(*args, **kwargs)
+
+    write_trace(tmp_path / "in" / "good" / "rank0.json", GOOD_EVENTS)
+    (tmp_path / "in" / "bad").mkdir()
+    (tmp_path / "in" / "bad" / "rank0.json").write_text('{"traceEvents": [{"ph": "X", "ts": @}]}')
+    chrome.ijson.items = spying_items
+    try:
+        assert gc.isenabled()
+        report = run_ingest([tmp_path / "in"], wh, jobs=1)
+        assert sorted(o.status for o in report.outcomes) == ["failed", "ingested"]
+        assert seen == [False, False] and gc.isenabled()
+        gc.disable()
+        run_ingest([tmp_path / "in"], wh, jobs=1, force=True)
+        assert not gc.isenabled()
+    finally:
+        chrome.ijson.items = real_items
+        gc.enable()
+
+
 def test_reingest_of_unchanged_files_is_a_noop(tmp_path, wh):
     root = tmp_path / "work"
     _good(root, "rank0.json", 0)
