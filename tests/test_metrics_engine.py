@@ -217,3 +217,26 @@ def test_cli_no_cache_computes_again(two):
     # and an unreadable entry is recomputed, not a crash
     result = run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
     assert result.returncode == 0 and result.stdout.splitlines()[1] == "a,0,,4e-06,s,,1"
+
+
+def test_connections_list_the_event_files_and_the_shell_globs_them(tmp_path, wh):
+    """A connection names the files it found (no directory listing per view bind or
+    query); the shell's script globs, so it sees what is ingested while it is open. Both
+    read the same rows, for all traces and for a selection."""
+    import duckdb
+
+    from cclq.engine import setup_script
+
+    _two_traces(tmp_path / "in")
+    run_ingest([tmp_path / "in"], wh)
+    count = "SELECT trace, rank, count(*) FROM events GROUP BY ALL ORDER BY ALL"
+    for traces in (None, ["a"]):
+        listed = setup_script(wh, traces, listed=True)
+        globbed = setup_script(wh, traces)
+        events_listed = next(line for line in listed.splitlines() if "VIEW events" in line)
+        events_globbed = next(line for line in globbed.splitlines() if "VIEW events" in line)
+        assert "*" not in events_listed.split("EXCLUDE")[1] and events_listed.count(".parquet'") == (3 if traces is None else 2)
+        assert "*.parquet" in events_globbed
+        rows = duckdb.connect().execute(globbed).execute(count).fetchall()
+        assert connect(wh, traces=traces).execute(count).fetchall() == rows
+        assert {r[0] for r in rows} == ({"a", "b"} if traces is None else {"a"})

@@ -52,22 +52,17 @@ CASE
   ELSE NULL
 END;
 
--- Each distinct GPU activity name classified once (names repeat millions of
--- times; the regexes run per distinct name, not per event).
-CREATE OR REPLACE VIEW _gpu_name_class AS
-SELECT
-  n.name,
-  arg_min(r.kernel_class, r.priority) AS kernel_class,
-  arg_min(r.coll_type, r.priority) AS coll_type
-FROM (SELECT DISTINCT name FROM gpu_ops) AS n
-JOIN kernel_class_rules AS r ON regexp_matches(n.name, r.pattern)
-GROUP BY n.name;
-
 -- One row per GPU activity with its class. `kernel_class`: comm | compute |
 -- memcpy | memset | sync. `coll_type` (comm only): all_reduce, all_gather,
 -- reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, ...;
 -- the kernel's `Collective name` argument wins over its name (RCCL's generic
 -- kernel, NCCL SendRecv kernels that implement all_to_all).
+--
+-- The rules are a correlated (LATERAL) subquery on purpose: DuckDB runs it once
+-- per DISTINCT name (a delim join: names repeat millions of times, the regexes
+-- run per name, not per event) within the same read of the events. A join to a
+-- separate SELECT DISTINCT name view read the events twice, which doubled the
+-- cost on warehouses of many small files and gained nothing on big ones.
 CREATE OR REPLACE VIEW gpu_ops_classified AS
 SELECT
   o.*,
@@ -79,8 +74,15 @@ SELECT
   CASE
     WHEN coalesce(c.kernel_class, '') = 'comm' THEN coalesce(coll_type_of(o.collective_name), c.coll_type)
   END AS coll_type
-FROM gpu_ops AS o
-LEFT JOIN _gpu_name_class AS c USING (name);
+FROM gpu_ops AS o,
+LATERAL (
+  -- the first rule (lowest priority number) that matches; NULLs when none does
+  SELECT
+    arg_min(r.kernel_class, r.priority) AS kernel_class,
+    arg_min(r.coll_type, r.priority) AS coll_type
+  FROM kernel_class_rules AS r
+  WHERE regexp_matches(o.name, r.pattern)
+) AS c;
 
 -- CPU-side collectives (c10d ops, record_param_comms, nccl:* and gloo
 -- annotations): the only sign of communication in CPU-only traces.
