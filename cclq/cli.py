@@ -221,7 +221,7 @@ def bench(
         Optional[str],
         typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
     ] = None,
-    repeats: Annotated[int, typer.Option(help="Runs of each timed ingest and HTA case; the best is kept.")] = 2,
+    repeats: Annotated[int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")] = 2,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
@@ -240,7 +240,7 @@ def bench(
     if metrics_part:
         from dataclasses import asdict
 
-        scaling, per_metric = run_metric_bench(copy_list, metric, traces_dir)
+        scaling, per_metric = run_metric_bench(copy_list, metric, traces_dir, repeats)
         if per_metric:
             write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
         write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
