@@ -265,11 +265,24 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
     tmp = Path(tmp_dir) / f"{file_id}.{os.getpid()}.{time.monotonic_ns()}.parquet"
     writer = EventFileWriter(tmp)
     pending = 0
+    # The bar counts bytes of the file as planned (its size on disk). What is read can be
+    # more: the JSON xprof converts an xplane.pb into, or a second pass with Decimals.
+    # So reads are scaled to the planned file and never advance it past its size.
+    try:
+        budget = os.path.getsize(path)
+    except OSError:  # reported by detect() below, with the reason
+        budget = 0
+    scale = 1.0
 
     def progress(n: int) -> None:
-        nonlocal pending
-        pending += n
-        if pending >= 1 << 20 and _progress_queue is not None:
+        nonlocal pending, budget
+        step = min(int(n * scale), budget)
+        budget -= step
+        if _progress_queue is None:
+            _local_progress(step)
+            return
+        pending += step
+        if pending >= 1 << 20:
             _progress_queue.put(pending)
             pending = 0
 
@@ -280,6 +293,7 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
         if detected.kind == "xplane":
             converted = read_path = xplane.convert(path, tmp_dir)
             detected = detect(read_path)
+            scale = budget / max(os.path.getsize(read_path), 1)
         exact = needs_exact_decimals(detected.head)
         try:
             result, digest = _read(read_path, detected, file_id, writer, exact, progress)
@@ -355,7 +369,7 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
 
 def _read(path: str, detected: Any, file_id: str, writer: EventFileWriter, exact: bool,
           progress: Any) -> tuple[Any, str]:
-    with Source(path, progress if _progress_queue is not None else _local_progress) as source:
+    with Source(path, progress) as source:
         result = read_chrome_json(source, detected, file_id, writer.write, exact=exact)
         return result, source.finish_hash()
 

@@ -266,3 +266,31 @@ def test_catalog_is_compacted_and_stays_right(tmp_path, wh):
     run_ingest([root], wh)
     assert query(wh, "SELECT rank, events_dropped FROM files") == [(0, 0)]
     assert query(wh, "SELECT count(*) FROM ingest_stats") == [(0,)]
+
+
+def test_a_second_pass_with_decimals_does_not_count_the_file_twice(tmp_path, wh):
+    """An epoch timestamp that floats cannot hold, first seen after the first MB, makes the
+    reader start over with Decimals; the progress bar still ends at the file's size."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"pad": "x" * 200}} for i in range(8000)]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "late", "pid": 1, "tid": 1,
+                   "ts": "LATE", "dur": 1})
+    path = write_trace(tmp_path / "w" / "rank0.json", events)
+    path.write_text(path.read_text().replace('"LATE"', "1700000000000000.123"))  # no float holds it
+    assert path.stat().st_size > 2 << 20 and b"1700000000000000.123" in path.read_bytes()[-4096:]
+
+    class Recorder:
+        advanced = 0
+
+        def start(self, total_bytes: int, files: int) -> None: ...
+        def advance(self, nbytes: int) -> None:
+            Recorder.advanced += nbytes
+
+        def file_done(self, outcome) -> None: ...
+        def warn(self, message: str) -> None: ...
+        def finish(self) -> None: ...
+
+    report = run_ingest([tmp_path / "w"], wh, jobs=1, reporter=Recorder())
+    assert [o.status for o in report.outcomes] == ["ingested"]
+    assert query(wh, "SELECT ts_ns FROM events WHERE name = 'late'") == [(1700000000000000123,)]
+    assert Recorder.advanced == path.stat().st_size

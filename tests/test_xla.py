@@ -544,3 +544,37 @@ def test_real_xprof_converts_the_bert_xplane(tmp_path, wh):
     # the same events as the JSON the profiler wrote next to it
     n_json = len(_raw_events(traces / "xprof_tf_bert_8gpu" / "worker.trace.json.gz"))
     assert query(wh, "SELECT events_read FROM files") == [(n_json,)]
+
+
+class _ProgressRecorder:
+    """A reporter that keeps what the progress bar would be told."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.advanced = 0
+
+    def start(self, total_bytes: int, files: int) -> None:
+        self.total = total_bytes
+
+    def advance(self, nbytes: int) -> None:
+        self.advanced += nbytes
+
+    def file_done(self, outcome) -> None: ...
+    def warn(self, message: str) -> None: ...
+    def finish(self) -> None: ...
+
+
+def test_progress_of_a_converted_xplane_stays_within_its_size(tmp_path, wh, fake_xprof):
+    """xprof's JSON is bigger than the xplane.pb the bar was sized by: reads are scaled."""
+    fake_xprof(_CONVERTER.replace("return pb.read_text(),", "return json.dumps(json.loads(pb.read_text()), indent=4),"))
+    folder = tmp_path / "tpu_xplane"
+    folder.mkdir()
+    pb = folder / "t1v-n-0.xplane.pb"
+    write_tpu_trace(tmp_path / "src.json", SPEC)
+    pb.write_bytes((tmp_path / "src.json").read_bytes())
+    recorder = _ProgressRecorder()
+    report = run_ingest([folder], wh, jobs=1, reporter=recorder)
+    assert [o.status for o in report.outcomes] == ["ingested"]
+    size = pb.stat().st_size
+    assert recorder.total == size
+    assert 0.95 * size <= recorder.advanced <= size

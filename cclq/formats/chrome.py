@@ -241,11 +241,14 @@ def _time_ns_array(values: Sequence[Any], exact: bool) -> pa.Array:
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             us = None
         if us is not None:
+            big = pc.greater_equal(pc.abs(us), _FLOAT_EXACT_LIMIT)
+            if pc.any(big).as_py() and any(type(values[i]) is float for i in pc.indices_nonzero(big).to_pylist()):
+                # A number this big that the file wrote with a decimal point: the float may
+                # already have rounded its last digits away (1700000000000000.123 parses to
+                # ...000.0), so a zero fraction proves nothing. Integers this big are exact.
+                raise NeedExactDecimals
             whole = pc.trunc(us)
             frac = pc.subtract(us, whole)  # exact in binary floating point
-            too_big = pc.and_(pc.greater_equal(pc.abs(us), _FLOAT_EXACT_LIMIT), pc.not_equal(frac, 0.0))
-            if pc.any(too_big).as_py():
-                raise NeedExactDecimals
             return pc.add(
                 pc.multiply(pc.cast(whole, pa.int64()), 1000),
                 pc.cast(pc.round(pc.multiply(frac, 1000.0)), pa.int64()),
