@@ -41,7 +41,7 @@ from cclq.formats.detect import detect, is_candidate
 from cclq.formats.source import Source, content_hash
 from cclq.schema import INGEST_VERSION
 from cclq.warehouse import Warehouse
-from cclq.writer import EventFileWriter, shift_timestamps
+from cclq.writer import EventFileWriter
 
 FILES_SCHEMA = pa.schema(
     [
@@ -319,9 +319,6 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
             _progress_queue.put(pending)
         if converted is not None:
             xplane.cleanup(converted)
-
-    if result.rebased:
-        shift_timestamps(tmp, result.base_time_ns)
 
     warnings: list[str] = []
     notes = dict(result.notes)

@@ -7,12 +7,10 @@ next ingest sweeps away.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cclq.schema import EVENT_SCHEMA
@@ -66,20 +64,3 @@ class EventFileWriter:
             except Exception:  # noqa: BLE001 - best effort on an error path
                 pass
         self.path.unlink(missing_ok=True)
-
-
-def shift_timestamps(path: Path, offset_ns: int) -> None:
-    """Adds ``offset_ns`` to ``ts_ns``, one row group at a time (bounded memory).
-
-    Used when a file reveals its ``baseTimeNanoseconds`` only after the events.
-    """
-    src = pq.ParquetFile(path)
-    out = path.with_suffix(".rebased")
-    ts_index = EVENT_SCHEMA.get_field_index("ts_ns")
-    with pq.ParquetWriter(out, EVENT_SCHEMA, compression=COMPRESSION) as writer:
-        for i in range(src.num_row_groups):
-            table = src.read_row_group(i)
-            shifted = pc.add(table.column(ts_index), pa.scalar(offset_ns, pa.int64()))
-            writer.write_table(table.set_column(ts_index, EVENT_SCHEMA.field(ts_index), shifted))
-    src.close()
-    os.replace(out, path)

@@ -21,6 +21,27 @@ def test_epoch_microseconds_with_three_decimals_survive_exactly(tmp_path, wh):
     assert query(wh, "SELECT ts_ns, dur_ns FROM events") == [(1712195495519689047, 4928)]
 
 
+def test_uptime_microseconds_up_to_the_float_limit_survive_exactly(tmp_path, wh):
+    """Timestamps below 2**43 us are parsed as floats; every 3-decimal value must still
+    come back as its exact nanosecond integer. Checked against integer arithmetic on the
+    text for values spread over the whole float range, both edges and every fraction."""
+    import random
+
+    rng = random.Random(7)
+    texts = [f"{whole}.{frac:03d}" for whole, frac in
+             [(2**43 - 1, 999), (2**43 - 1, 1), (2**42, 0), (2**42 + 1, 500), (3605057436108, 407)]
+             + [(rng.randrange(2**40, 2**43), rng.randrange(1000)) for _ in range(3000)]]
+    body = ",".join(f'{{"ph": "X", "name": "e{i}", "pid": 1, "tid": 1, "ts": {t}, "dur": 0.001}}'
+                    for i, t in enumerate(texts))
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "rank0.json").write_text('{"traceEvents": [' + body + "]}")
+    run_ingest([tmp_path / "w"], wh)
+    got = dict(query(wh, "SELECT name, ts_ns FROM events"))
+    expected = {f"e{i}": int(t.replace(".", "")) for i, t in enumerate(texts)}
+    assert got == expected
+    assert query(wh, "SELECT DISTINCT dur_ns FROM events") == [(1,)]
+
+
 def test_base_time_is_added_whether_it_comes_before_or_after_the_events(tmp_path, wh):
     base = 1_700_000_000_000_000_000
     ev = '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 12.345, "dur": 1.000}'
@@ -28,8 +49,9 @@ def test_base_time_is_added_whether_it_comes_before_or_after_the_events(tmp_path
     root.mkdir()
     (root / "rank0.json").write_text(f'{{"baseTimeNanoseconds": {base}, "traceEvents": [{ev}]}}')
     (root / "rank1.json").write_text(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}')
+    (root / "rank2.json.gz").write_bytes(gzip.compress(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}'.encode()))
     run_ingest([root], wh)
-    assert query(wh, "SELECT rank, ts_ns FROM events ORDER BY rank") == [(0, base + 12345), (1, base + 12345)]
+    assert query(wh, "SELECT rank, ts_ns FROM events ORDER BY rank") == [(r, base + 12345) for r in range(3)]
     assert query(wh, "SELECT DISTINCT base_time_ns FROM files") == [(base,)]
 
 

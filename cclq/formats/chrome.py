@@ -10,8 +10,8 @@ open ``B`` stacks and a few MB of head/tail text used to find top-level keys.
 Normalisation rules (also listed in the README's "event schema" section):
 
 * ``ts``/``dur`` are microseconds in the file, converted to integer ns exactly.
-  Numbers are parsed as floats when that is exact (|value| < 2**41 us, i.e. any
-  relative timestamp; see ``_FLOAT_EXACT_LIMIT``) and as ``Decimal`` otherwise
+  Numbers are parsed as floats when that is exact (|value| < 2**43 us, i.e. any
+  relative or uptime timestamp; see ``_FLOAT_EXACT_LIMIT``) and as ``Decimal`` otherwise
   (epoch microseconds with 3 decimals), decided from the first MB and, if a later
   value needs it, by re-reading the file (``NeedExactDecimals``). When the file has
   ``baseTimeNanoseconds`` the base is added, so ``ts_ns`` is epoch ns and
@@ -89,7 +89,6 @@ class ReadResult:
     ts_min_ns: int | None = None
     ts_max_ns: int | None = None  # max(ts + dur)
     decompressed_bytes: int = 0
-    rebased: bool = False  # base time found after the events: ts rewritten at the end
 
 
 # Top-level keys worth reading besides the event array, and how to find them.
@@ -216,10 +215,12 @@ class NeedExactDecimals(Exception):
     """A float timestamp too large to convert exactly: re-read with Decimals."""
 
 
-# Below 2**41 us (25 days) a float is within 0.25 ns of a 3-decimal microsecond
-# value, so the nanosecond integer is recovered exactly by rounding. Relative
-# timestamps (Kineto with baseTimeNanoseconds, xprof) are far below it.
-_FLOAT_EXACT_LIMIT = float(2**41)
+# Below 2**43 us (101 days) a double's spacing is at most 2**-10 us (0.98 ns), so the
+# parsed float is within 0.49 ns of the 3-decimal microsecond value the file wrote and
+# rounding recovers the nanosecond integer exactly. Relative timestamps (Kineto with
+# baseTimeNanoseconds, xprof) and uptime clocks (CLOCK_MONOTONIC, weeks) are below it;
+# epoch microseconds (~1.7e15) are not and take the Decimal path.
+_FLOAT_EXACT_LIMIT = float(2**43)
 _FRACTIONAL_TIME = re.compile(rb'"(?:ts|dur)"\s*:\s*(-?\d+\.\d+)')
 
 
@@ -402,13 +403,11 @@ def read_chrome_json(
     """
     result = ReadResult()
     head_meta = scan_top_level_keys(_head_before_events(detected.head), last=False)
-    if "baseTimeNanoseconds" not in head_meta and not source.compressed:
-        # a plain file can be read from the end: find a base written after the
-        # events now, rather than rewriting every timestamp afterwards
+    if "baseTimeNanoseconds" not in head_meta:
+        # Kineto writes its base after the events: find it before the first batch
         head_meta.update({k: v for k, v in scan_top_level_keys(read_tail(source.path), last=True).items()
                           if k == "baseTimeNanoseconds"})
     base_ns = _base_ns(head_meta)
-    base_known_upfront = "baseTimeNanoseconds" in head_meta
 
     drops = result.drops
     open_slices: dict[tuple[Any, Any], list[tuple[int, dict[str, Any]]]] = {}
@@ -499,9 +498,6 @@ def read_chrome_json(
     tail_meta = scan_top_level_keys(source.stream.tail(), last=True)
     meta = {**head_meta, **{k: v for k, v in tail_meta.items() if k not in head_meta}}
     result.metadata = meta
-    if not base_known_upfront and "baseTimeNanoseconds" in meta:
-        base_ns = _base_ns(meta)
-        result.rebased = base_ns != 0
     result.base_time_ns = base_ns
     result.ts_min_ns = min(ts_bounds) + base_ns if ts_bounds else None
     result.ts_max_ns = max(ts_bounds) + base_ns if ts_bounds else None

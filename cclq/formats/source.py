@@ -145,12 +145,32 @@ def read_head(path: str, limit: int = HEAD_BYTES) -> tuple[bytes, bool]:
 
 
 def read_tail(path: str, limit: int = TAIL_BYTES) -> bytes:
-    """The last ``limit`` bytes of an uncompressed file."""
+    """The last ``limit`` decompressed bytes of a file, gzipped or not.
+
+    A gzip stream cannot be read from the end, so it is decompressed and thrown away up
+    to its tail: zlib does ~600 MB/s, a few percent of a parse, and far cheaper than
+    rewriting every timestamp once the parse reaches a ``baseTimeNanoseconds`` written
+    after the events (Kineto's habit). A damaged stream gives what could be read; the
+    parse itself reports the damage.
+    """
     with open(path, "rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - limit))
-        return f.read()
+        if f.read(2) != GZIP_MAGIC:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - limit))
+            return f.read()
+        f.seek(0)
+        tail: deque[bytes] = deque()
+        size = 0
+        try:
+            with gzip.GzipFile(fileobj=f) as gz:
+                while chunk := gz.read(1 << 20):
+                    tail.append(chunk)
+                    size += len(chunk)
+                    while size - len(tail[0]) >= limit:
+                        size -= len(tail.popleft())
+        except gzip_errors():
+            pass
+        return b"".join(tail)[-limit:]
 
 
 def _read_gzip(path: str, gz: gzip.GzipFile, limit: int) -> bytes:
