@@ -42,6 +42,22 @@ def test_uptime_microseconds_up_to_the_float_limit_survive_exactly(tmp_path, wh)
     assert query(wh, "SELECT DISTINCT dur_ns FROM events") == [(1,)]
 
 
+def test_residual_args_keep_every_value_in_both_number_modes(tmp_path, wh):
+    """The args left after promotion are re-encoded: integers beyond 64 bits, decimals
+    from the exact (epoch) pass, nested lists and non-ASCII text all come back as JSON."""
+    args = '{"stream": 7, "huge": 1180591620717411303424, "ratio": 0.125, "dims": [[8, 1024], []], "who": "r\u00e9seau"}'
+    root = tmp_path / "w"
+    root.mkdir()
+    for rank, ts in enumerate(("12.345", "1712195495519689.047")):  # float pass, Decimal pass
+        (root / f"rank{rank}.json").write_text(
+            f'{{"traceEvents": [{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+            f'"ts": {ts}, "dur": 1, "args": {args}}}]}}')
+    run_ingest([root], wh)
+    rows = query(wh, "SELECT rank, stream, args FROM events ORDER BY rank")
+    expected = {"huge": 2**70, "ratio": 0.125, "dims": [[8, 1024], []], "who": "réseau"}
+    assert [(r, s, json.loads(a)) for r, s, a in rows] == [(0, 7, expected), (1, 7, expected)]
+
+
 def test_base_time_is_added_whether_it_comes_before_or_after_the_events(tmp_path, wh):
     base = 1_700_000_000_000_000_000
     ev = '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 12.345, "dur": 1.000}'
