@@ -16,6 +16,19 @@ import pyarrow.parquet as pq
 from cclq.schema import EVENT_SCHEMA
 
 COMPRESSION = "zstd"
+# Dictionary-encode text only. Timestamps, ids and sizes are nearly all distinct, so a
+# dictionary for them is as big as the data and adds a page per column that every scan
+# decompresses. Measured: event files 40-45% smaller on real Kineto traces.
+DICTIONARY_COLUMNS = [f.name for f in EVENT_SCHEMA if f.type == pa.string()]
+# zstd everywhere except the low-cardinality columns that every query filters on: their
+# pages are a few dictionary indices, zstd saves nothing on them (files within 0.5%),
+# and its per-page setup was the largest single cost of scanning a warehouse of many
+# small files (one per rank). LZ4 decompresses those pages for nearly nothing.
+_LZ4_COLUMNS = {"file_id", "ph", "cat", "cat_raw", "bp", "scope"}
+COLUMN_COMPRESSION = {
+    f.name + (".list.element" if pa.types.is_list(f.type) else ""): "lz4" if f.name in _LZ4_COLUMNS else COMPRESSION
+    for f in EVENT_SCHEMA
+}
 
 
 class EventFileWriter:
@@ -34,7 +47,7 @@ class EventFileWriter:
 
     def _write(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, EVENT_SCHEMA, compression=COMPRESSION)
+            self._writer = _open_writer(self.path)
         self._writer.write_batch(batch)
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -48,7 +61,7 @@ class EventFileWriter:
             self._pending = None
         self._pool.shutdown()
         if self._writer is None:  # no rows: still write a valid, empty file
-            self._writer = pq.ParquetWriter(self.path, EVENT_SCHEMA, compression=COMPRESSION)
+            self._writer = _open_writer(self.path)
         self._writer.close()
 
     def discard(self) -> None:
@@ -64,3 +77,8 @@ class EventFileWriter:
             except Exception:  # noqa: BLE001 - best effort on an error path
                 pass
         self.path.unlink(missing_ok=True)
+
+
+def _open_writer(path: Path) -> pq.ParquetWriter:
+    return pq.ParquetWriter(path, EVENT_SCHEMA, compression=COLUMN_COMPRESSION,
+                            use_dictionary=DICTIONARY_COLUMNS)
