@@ -577,9 +577,13 @@ def _run_parsers(
     try:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
                                  initargs=(progress_q,)) as pool:
-            futures = [pool.submit(parse_file, str(t.path), t.file_id, tmp_dir) for t in todo]
-            for task, fut in zip(todo, futures):
-                yield task, fut.result()
+            # Largest files first, so that a big file is not the last to start while the
+            # other workers sit idle; results are still committed in path order, which
+            # decides which of two files claiming one (trace, rank) is the later one.
+            futures = {id(t): pool.submit(parse_file, str(t.path), t.file_id, tmp_dir)
+                       for t in sorted(todo, key=lambda t: t.size, reverse=True)}
+            for task in todo:
+                yield task, futures[id(task)].result()
     finally:
         stop.set()
         drainer.join(timeout=2)
