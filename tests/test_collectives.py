@@ -24,6 +24,7 @@ from conftest import require_shared, run_ingest
 SENDRECV_OLD = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
 ALLREDUCE_OLD = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 ALLGATHER_OLD = "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+REDUCESCATTER_OLD = "ncclKernel_ReduceScatter_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 GENERIC = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
 MULTIMEM = ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
             "(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)")
@@ -82,6 +83,38 @@ def _build(root: Path) -> None:
                          args=_coll_args("allreduce", 256, 256, "Float", 2, seq if with_seq else None))
             b.write(root / trace / f"rank{rank}.json")
 
+    # -- gap_mixed: no Seq; rank 1 lacks an all-reduce of ANOTHER size --------------------------
+    # (ts, nelems): rank 0 runs 256, 1024, 256 Float; rank 1 only the two 256-element ones
+    mixed = {0: [(0, 256), (10_000, 1_024), (20_000, 256)], 1: [(500, 256), (20_300, 256)]}
+    for rank, kernels in mixed.items():
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        for ts, nelems in kernels:
+            b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                     ts=ts, dur=1_000, stream=20, args=_coll_args("allreduce", nelems, nelems, "Float", 2, None))
+        b.write(root / "gap_mixed" / f"rank{rank}.json")
+
+    # -- subgroup: ranks 0 and 1 of a 4-rank world, in a 2-rank group; old kernels without
+    # collective args, each launched inside a c10d op only (no nccl: annotation, no
+    # record_param_comms). c10d ops list (output, input, process group, ...).
+    for rank, (ag_dur, rs_dur, ar_dur) in {0: (2_000, 4_000, 1_000), 1: (1_600, 5_000, 1_000)}.items():
+        b = KinetoTraceBuilder(rank=rank, world_size=4)
+        shift = 100 * rank  # rank 1 starts every collective 100 ns later
+        b.cpu_op("c10d::_allgather_base_", ts=1_000 + shift, dur=900,
+                 args={"Input Dims": [[2, 1024], [1, 1024], []],
+                       "Input type": ["c10::BFloat16", "c10::BFloat16", ""]})
+        b.kernel(ALLGATHER_OLD, ts=2_000 + shift, dur=ag_dur, stream=20, launch_ts=1_100 + shift)
+        b.cpu_op("c10d::_reduce_scatter_base_", ts=10_000 + shift, dur=900,
+                 args={"Input Dims": [[1000], [2000], [], [], []],
+                       "Input type": ["float", "float", "", "", "Scalar"]})
+        b.kernel(REDUCESCATTER_OLD, ts=11_000 + shift, dur=rs_dur, stream=20, launch_ts=10_100 + shift)
+        # an all-reduce whose op names its process group but not its size: the group's
+        # untruncated `Process Group Ranks` list says 2
+        b.cpu_op("record_param_comms", ts=20_000 + shift, dur=900,
+                 args={"Collective name": "allreduce", "In msg nelems": 500, "Out msg nelems": 500,
+                       "dtype": "Float", "Process Group Name": "1", "Process Group Ranks": "[0, 1]"})
+        b.kernel(ALLREDUCE_OLD, ts=21_000 + shift, dur=ar_dur, stream=20, launch_ts=20_100 + shift)
+        b.write(root / "subgroup" / f"rank{rank}.json")
+
     # -- legacy: kernels without collective args, typed and sized from CPU ops -----------------
     b = KinetoTraceBuilder(rank=0, world_size=8)
     # (a) all_to_all as old PyTorch records it: the c10d op lists the OUTPUT first, the
@@ -106,9 +139,8 @@ def _build(root: Path) -> None:
     b.user_annotation("nccl:all_to_all", ts=9_000, dur=500,
                       args={"Input Dims": [[24]], "Input type": ["long int"]})
     b.kernel(SENDRECV_OLD, ts=9_600, dur=100, stream=84, launch_ts=9_100, external_id=90_003)
-    # (d) all_gather sized from its input: Out = In x group size (the trace's world size, 8)
-    b.cpu_op("c10d::_allgather_base_", ts=11_000, dur=900,
-             args={"Input Dims": [[8, 25136], [1, 25136]], "Input type": ["c10::BFloat16", "c10::BFloat16"]})
+    # (d) all_gather with only the nccl: annotation (its input) around the launch: nothing
+    # gives the group, so Out = In x the trace's world size (8), the last resort
     b.user_annotation("nccl:_all_gather_base", ts=11_100, dur=700,
                       args={"Input Dims": [[1, 25136]], "Input type": ["c10::BFloat16"]})
     b.kernel(ALLGATHER_OLD, ts=12_000, dur=1_000, stream=84, launch_ts=11_200, external_id=90_004)
@@ -123,10 +155,10 @@ def _build(root: Path) -> None:
     # (g) a generic kernel with nothing to go on; (h) a SendRecv kernel outside any op
     b.kernel(GENERIC, ts=41_000, dur=100, stream=4)
     b.kernel(SENDRECV_OLD, ts=42_000, dur=100, stream=84, launch_ts=41_900, external_id=90_005)
-    # (i) only a c10d op around the launch: its first argument is the output, so it
-    # types the collective but never sizes it
+    # (i) only a c10d op around the launch: it lists (output, input), so it sizes the
+    # all_gather by its output and its group by output / input = 4, a sub-group of the 8
     b.cpu_op("c10d::_allgather_base_", ts=50_000, dur=900,
-             args={"Input Dims": [[8, 25136], [1, 25136]], "Input type": ["c10::BFloat16", "c10::BFloat16"]})
+             args={"Input Dims": [[4, 25136], [1, 25136], []], "Input type": ["c10::BFloat16", "c10::BFloat16", ""]})
     b.kernel(ALLGATHER_OLD, ts=51_000, dur=1_000, stream=84, launch_ts=50_100, external_id=90_006)
     b.write(root / "legacy" / "rank0.json")
 
@@ -237,21 +269,83 @@ def test_missing_collective_keeps_seq_matching(con):
     assert rows["0/seq 2"]["ranks_seen"] == 2
     assert rows["0/seq 2"]["value"] == pytest.approx(300e-9, abs=1e-18)
     assert rows["0/seq 0"]["value"] == pytest.approx(500e-9, abs=1e-18)
-    # Without Seq the fallback is the ordinal per (process group, type): rank 1's second
-    # kernel (20,300) now pairs with rank 0's second (10,000): skew 10,300 ns
+    # Without Seq the fallback is the ordinal per (process group, type, bytes); all three
+    # all-reduces are 256 Float = 1024 B, one key, so the missing one still shifts the rest
+    # (the limitation the view's header documents): rank 1's second kernel (20,300) pairs
+    # with rank 0's second (10,000), skew 10,300 ns
     rows = {r["match_id"]: r for r in _metric(con, "collective_skew", "gap_noseq")}
-    assert rows["0/all_reduce #2"]["value"] == pytest.approx(10_300e-9, abs=1e-18)
-    assert rows["0/all_reduce #3"]["ranks_seen"] == 1
+    assert set(rows) == {"0/all_reduce 1024 B #1", "0/all_reduce 1024 B #2", "0/all_reduce 1024 B #3"}
+    assert rows["0/all_reduce 1024 B #2"]["value"] == pytest.approx(10_300e-9, abs=1e-18)
+    assert rows["0/all_reduce 1024 B #3"]["ranks_seen"] == 1
+
+
+def test_missing_collective_of_another_size_does_not_shift_matching(con):
+    """No Seq; rank 1 lacks rank 0's 1024-Float (4096 B) all-reduce. Keyed by size, the
+    256-Float (1024 B) ones still pair in order: (0, 500) and (20,000, 20,300). Matching by
+    type alone paired rank 1's 20,300 with rank 0's 10,000."""
+    rows = {r["match_id"]: r for r in _metric(con, "collective_skew", "gap_mixed")}
+    assert set(rows) == {"0/all_reduce 1024 B #1", "0/all_reduce 1024 B #2", "0/all_reduce 4096 B #1"}
+    assert rows["0/all_reduce 1024 B #1"]["value"] == pytest.approx(500e-9, abs=1e-18)
+    assert rows["0/all_reduce 1024 B #2"]["value"] == pytest.approx(300e-9, abs=1e-18)
+    assert rows["0/all_reduce 1024 B #2"]["straggler_rank"] == 1
+    assert rows["0/all_reduce 4096 B #1"]["ranks_seen"] == 1 and rows["0/all_reduce 4096 B #1"]["value"] is None
+    (s,) = _metric(con, "straggler_rank", "gap_mixed")
+    assert s["value"] == 1 and s["late_count"] == 2 and s["matched_collectives"] == 2
+
+
+def test_sub_group_sized_from_c10d_input_dims_by_hand(con):
+    """Ranks 0 and 1 of a 4-rank world in a 2-rank group, kernels without collective args,
+    each inside a c10d op only. c10d ops list (output, input):
+      all_gather     out [2, 1024] BFloat16 = 2048 x 2 B = 4096 B (nccl-tests: the output);
+                     group = 2048 / 1024 = 2, not the world's 4.
+      reduce_scatter out [1000], in [2000] float: bytes = the input, 2000 x 4 = 8000 B;
+                     group = 2000 / 1000 = 2.
+    busbw factor (n-1)/n = 1/2 for both."""
+    rows = _coll(con, "subgroup")
+    assert [(r["rank"], r["coll_type"]) for r in rows] == [
+        (0, "all_gather"), (0, "reduce_scatter"), (0, "all_reduce"),
+        (1, "all_gather"), (1, "reduce_scatter"), (1, "all_reduce")]
+    ag0, rs0, ar0, ag1, rs1, ar1 = rows
+    for ag in (ag0, ag1):
+        assert (ag["bytes"], ag["group_size"]) == (4_096, 2) and ag["reason"] is None
+        assert ag["size_source"] == "cpu c10d::_allgather_base_ Input Dims output x Input type"
+        assert ag["group_size_source"] == "cpu c10d::_allgather_base_ Input Dims output/input"
+    # rank 0: 4096 B in 2,000 ns = 2.048 GB/s, busbw 1.024; rank 1 in 1,600 ns = 2.56, 1.28
+    assert (ag0["algbw_gbps"], ag0["busbw_gbps"]) == (pytest.approx(2.048), pytest.approx(1.024))
+    assert (ag1["algbw_gbps"], ag1["busbw_gbps"]) == (pytest.approx(2.56), pytest.approx(1.28))
+    for rs in (rs0, rs1):
+        assert (rs["bytes"], rs["group_size"]) == (8_000, 2) and rs["reason"] is None
+        assert rs["size_source"] == "cpu c10d::_reduce_scatter_base_ Input Dims input x Input type"
+        assert rs["group_size_source"] == "cpu c10d::_reduce_scatter_base_ Input Dims input/output"
+    # rank 0: 8000 B in 4,000 ns = 2.0 GB/s, busbw 1.0; rank 1 in 5,000 ns = 1.6, 0.8
+    assert (rs0["algbw_gbps"], rs0["busbw_gbps"]) == (pytest.approx(2.0), pytest.approx(1.0))
+    assert (rs1["algbw_gbps"], rs1["busbw_gbps"]) == (pytest.approx(1.6), pytest.approx(0.8))
+    # the all-reduce: 500 Float = 2000 B from record_param_comms; its group "1" has no Group
+    # size anywhere, but its Process Group Ranks "[0, 1]" lists 2 ranks: busbw factor
+    # 2(2-1)/2 = 1, so busbw = algbw = 2000 / 1,000 ns = 2.0 (the world's 4 would give 3.0)
+    for ar in (ar0, ar1):
+        assert (ar["bytes"], ar["group_size"], ar["group_size_source"]) == (2_000, 2, "process group 1 size")
+        assert ar["busbw_gbps"] == pytest.approx(2.0)
+    # matched by (group, type, bytes) order; rank 1 is 100 ns late in each
+    assert [r["match_id"] for r in rows[:3]] == [
+        "stream 20/all_gather 4096 B #1", "stream 20/reduce_scatter 8000 B #1", "1/all_reduce 2000 B #1"]
+    assert [r["match_id"] for r in rows[:3]] == [r["match_id"] for r in rows[3:]]
+    bw = {(r["coll_type"], r["size_bucket"]): r["value"] for r in _metric(con, "collective_busbw", "subgroup")}
+    # 2^12 = 4096 <= 4096 and 8000 < 2^13; 2^10 <= 2000 < 2^11; medians of the two ranks
+    assert bw == {("all_gather", 4_096): pytest.approx((1.024 + 1.28) / 2),
+                  ("reduce_scatter", 4_096): pytest.approx((1.0 + 0.8) / 2),
+                  ("all_reduce", 1_024): pytest.approx(2.0)}
 
 
 def test_legacy_kernels_typed_and_sized_from_cpu_ops(con):
     rows = _coll(con, "legacy")
     a2a, ar, a2a_long, ag, sm_launch, sm_ext, generic, unknown, loose, c10d_only = rows
-    # (a) innermost collective op around the launch; size from the nccl: annotation's
-    # input (3392 int = 13,568 B), not the c10d op's first (output) argument
+    # (a) typed by the innermost collective op around the launch; sized by the c10d op's
+    # second argument, its input (3392 int = 13,568 B; the first, 768, is the output),
+    # which the nccl: annotation's input agrees with
     assert a2a["coll_type"] == "all_to_all"
     assert a2a["type_source"] == "cpu op nccl:all_to_all (launch)"
-    assert a2a["size_source"] == "cpu nccl:all_to_all Input Dims x Input type"
+    assert a2a["size_source"] == "cpu c10d::alltoall_base_ Input Dims input x Input type"
     assert a2a["bytes"] == 13_568
     assert a2a["group_size"] == 8 and a2a["group_size_source"] == "trace world size"
     assert a2a["busbw_gbps"] == pytest.approx(13_568 / 1_000 * 7 / 8)  # = 11.872
@@ -261,9 +355,10 @@ def test_legacy_kernels_typed_and_sized_from_cpu_ops(con):
     assert ar["busbw_gbps"] == pytest.approx(1_379.8435)
     # (c) 24 x long int (8 B) = 192 B; second all_to_all of the stream
     assert (a2a_long["bytes"], a2a_long["match_id"]) == (192, "stream 84/all_to_all #2")
-    # (d) 1 x 25136 BFloat16 in, x 8 ranks out = 402,176 B
+    # (d) 1 x 25136 BFloat16 in, x 8 ranks (world size: nothing else tells) out = 402,176 B
     assert ag["coll_type"] == "all_gather" and ag["bytes"] == 402_176
     assert ag["size_source"] == "cpu nccl:_all_gather_base Input Dims x Input type x group_size"
+    assert (ag["group_size"], ag["group_size_source"]) == (8, "trace world size")
     # (e) 2,557,440 BFloat16 = 5,114,880 B, linked by launch and by External id
     assert sm_launch["type_source"] == "cpu op symm_mem::multimem_all_reduce_ (launch)"
     assert sm_ext["type_source"] == "cpu op symm_mem::multimem_all_reduce_ (External id)"
@@ -276,10 +371,12 @@ def test_legacy_kernels_typed_and_sized_from_cpu_ops(con):
     # (h) typed by the kernel name only, not sized
     assert loose["coll_type"] == "send_recv" and loose["type_source"] == "kernel name"
     assert loose["bytes"] is None and loose["reason"].startswith("size unknown")
-    # (i) typed by the c10d op, not sized by it
-    assert c10d_only["coll_type"] == "all_gather" and c10d_only["bytes"] is None
+    # (i) typed and sized by the c10d op: output 4 x 25136 BFloat16 = 201,088 B, group
+    # 100,544 / 25,136 = 4 (not the world's 8); 201,088 B in 1 us x (4-1)/4 = 150.816 GB/s
+    assert c10d_only["coll_type"] == "all_gather" and c10d_only["bytes"] == 201_088
     assert c10d_only["type_source"] == "cpu op c10d::_allgather_base_ (launch)"
-    assert c10d_only["reason"] == "size unknown: the CPU ops give no msg nelems and no sized Input Dims"
+    assert c10d_only["group_size"] == 4 and c10d_only["reason"] is None
+    assert c10d_only["busbw_gbps"] == pytest.approx(150.816)
     # single rank: skew and straggler are not applicable
     (skew,) = _metric(con, "collective_skew", "legacy")
     (strag,) = _metric(con, "straggler_rank", "legacy")
@@ -289,8 +386,10 @@ def test_legacy_kernels_typed_and_sized_from_cpu_ops(con):
 
 # -- real traces ------------------------------------------------------------------------------
 
-DTYPE_BYTES = {"float": 4, "int": 4, "long int": 8, "BFloat16": 2, "Long": 8, "c10::BFloat16": 2}
-NCCL_TESTS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_to_all": lambda n: (n - 1) / n}
+DTYPE_BYTES = {"float": 4, "int": 4, "long int": 8, "BFloat16": 2, "Long": 8, "c10::BFloat16": 2,
+               "signed char": 1}
+NCCL_TESTS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
+                     "all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n}
 
 
 def _ns(us: Any) -> int:
@@ -309,7 +408,8 @@ def real(tmp_path_factory):
     traces = require_shared()
     wh = Warehouse(tmp_path_factory.mktemp("coll_real") / "wh")
     run_ingest([traces / "dlrm_param_8xV100", traces / "tracelens_mi300_resnet_ddp",
-                traces / "tracelens_b200_vllm_tp8"], wh)
+                traces / "tracelens_b200_vllm_tp8", traces / "hta_trace_filter_2rank",
+                traces / "hta_negative_queue_length"], wh)
     return traces, connect(wh)
 
 
@@ -445,3 +545,64 @@ def test_symm_mem_all_reduce_sized_from_its_cpu_op(real):
         assert got["type_source"].startswith("cpu op symm_mem::multimem_all_reduce_")
         world = doc["distributedInfo"]["world_size"]
         assert got["busbw_gbps"] == pytest.approx(nbytes / _ns(k["dur"]) * 2 * (world - 1) / world, rel=1e-12)
+
+
+C10D_BASE_OPS = {"c10d::_allgather_base_": "all_gather", "c10d::_reduce_scatter_base_": "reduce_scatter"}
+
+
+def _c10d_base_collectives_from_json(path: Path) -> dict[int, dict[str, Any]]:
+    """Per NCCL kernel (by correlation) launched inside a c10d::_allgather_base_ or
+    c10d::_reduce_scatter_base_ op on the same thread: nccl-tests' bytes and the group size
+    from the op's Input Dims, which list (output, input, process group)."""
+    events = _load(path)["traceEvents"]
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"}
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") in C10D_BASE_OPS]
+    out = {}
+    for k in events:
+        if k.get("cat") != "kernel" or not k["name"].startswith("nccl"):
+            continue
+        launch = launches.get(k["args"]["correlation"])
+        if launch is None:
+            continue
+        around = [o for o in ops if o["tid"] == launch["tid"]
+                  and _ns(o["ts"]) <= _ns(launch["ts"]) < _ns(o["ts"]) + _ns(o["dur"])]
+        if not around:
+            continue
+        (op,) = around
+        coll = C10D_BASE_OPS[op["name"]]
+        dims, types = op["args"]["Input Dims"], op["args"]["Input type"]
+        out_n, in_n = math.prod(dims[0]), math.prod(dims[1])
+        assert types[0] == types[1]
+        group = out_n // in_n if coll == "all_gather" else in_n // out_n
+        nbytes = (out_n if coll == "all_gather" else in_n) * DTYPE_BYTES[types[0]]
+        out[k["args"]["correlation"]] = {"coll_type": coll, "group_size": group, "bytes": nbytes,
+                                         "dur_ns": _ns(k["dur"])}
+    return out
+
+
+@pytest.mark.parametrize("folder, group, colls", [
+    # 2 of 128 ranks; c10d::_allgather_base_ output [1073741824], input [16777216] int8
+    ("hta_trace_filter_2rank", 64, {"all_gather"}),
+    # rank 0 of 16; all-gather [65536, 64] <- [8192, 64], reduce-scatter [8192, 384] <- [65536, 384]
+    ("hta_negative_queue_length", 8, {"all_gather", "reduce_scatter"}),
+])
+def test_sub_group_all_gather_and_reduce_scatter_from_raw_json(real, folder, group, colls):
+    """Kernels without collective args in a group smaller than the world: bytes (all_gather
+    its output, reduce_scatter its input) and group size come from the enclosing c10d op's
+    Input Dims, worked out here from the raw JSON, not from the trace's world size."""
+    traces, con = real
+    expected: dict[tuple[int, int], dict] = {}
+    for path in sorted((traces / folder).glob("*.json.gz")):
+        rank = _load(path)["distributedInfo"]["rank"]
+        for corr, e in _c10d_base_collectives_from_json(path).items():
+            expected[(rank, corr)] = e
+    assert {e["coll_type"] for e in expected.values()} == colls
+    assert {e["group_size"] for e in expected.values()} == {group}
+    got = {(r["rank"], r["correlation"]): r for r in _coll(con, folder) if r["coll_type"] in colls}
+    assert set(got) == set(expected)
+    for key, e in expected.items():
+        g = got[key]
+        assert (g["coll_type"], g["bytes"], g["group_size"]) == (e["coll_type"], e["bytes"], group)
+        busbw = e["bytes"] / e["dur_ns"] * NCCL_TESTS_FACTOR[e["coll_type"]](group)
+        assert g["busbw_gbps"] == pytest.approx(busbw, rel=1e-12)
+        assert g["reason"] is None

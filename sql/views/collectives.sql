@@ -1,10 +1,22 @@
 -- Collectives: one row per collective instance per rank, built from the GPU
 -- communication kernels (kernel_class = 'comm'), with its type, message size,
--- process group, sequence number, bandwidths, and a `match_id` that is equal for
--- the instances of one collective on different ranks (the cross-rank key that
--- skew and straggler metrics group by).
+-- group size, process group, sequence number, bandwidths, and a `match_id` that
+-- is equal for the instances of one collective on different ranks (the
+-- cross-rank key that skew and straggler metrics group by).
 --
--- Where the facts come from, best first:
+-- Bytes and bandwidth follow nccl-tests (doc/PERFORMANCE.md):
+--   bytes  = nelems x dtype size of the full message: all_gather counts its
+--            OUTPUT (the gathered tensor, n x each rank's input), reduce_scatter
+--            its INPUT (n x each rank's output), every other type its input
+--            (for all_to_all(v) the rank's own send volume, so it can differ
+--            between the ranks of one collective).
+--   algbw  = bytes / kernel duration (GB/s = 1e9 B/s);
+--   busbw  = algbw x factor(n): all_reduce 2(n-1)/n; all_gather,
+--            reduce_scatter, all_to_all (n-1)/n; broadcast, send, recv 1
+--            (`coll_busbw_factor`), n = the group size.
+--
+-- Where the facts come from, best first (type_source, size_source and
+-- group_size_source name the one used):
 --   type  1. the kernel's `Collective name` argument (PyTorch >= 2.1 copies it
 --            from record_param_comms; RCCL's ncclDevKernel_Generic needs it);
 --         2. the innermost collective CPU op around the kernel's launch: the
@@ -17,12 +29,49 @@
 --            correlation as External id, so containment is the only link.)
 --         3. the kernel name (kernel_class_rules: ncclKernel_AllReduce ...).
 --   size  1. the kernel's `In/Out msg nelems` x `dtype`;
---         2. the same arguments on the CPU op (record_param_comms);
---         3. `Input Dims` x `Input type` of the innermost sizing CPU op (not
---            `c10d::*`, whose first argument is the OUTPUT tensor for
---            *_base_ ops): the tensors it was given, summed.
---   bytes = Out for all_gather, In for everything else (TraceLens' "full msg
---   size"); from Input Dims an all_gather's Out = In x group_size.
+--         2. a linked CPU op's `In/Out msg nelems` x `dtype` (record_param_comms);
+--         3. a linked `c10d::*` op's `Input Dims` x `Input type`: c10d ops take
+--            (output, input, ...) (c10d::_allgather_base_(Tensor output, Tensor
+--            input, ProcessGroup, ...)), so entry 1 is the output and entry 2
+--            the input; both sides are known;
+--         4. `Input Dims` x `Input type` of any other linked op (nccl:*,
+--            record_param_comms, symm_mem::*, functional collectives): the
+--            tensors it was given, summed = the input only, so an all_gather's
+--            output is taken as input x group size.
+--         Between ops of the same level, the innermost wins.
+--   group size n
+--         1. the kernel's `Group size`;
+--         2. all_gather / reduce_scatter: the kernel's larger / smaller of
+--            In and Out msg nelems (the gathered tensor is n x the input);
+--         3. a linked CPU op's `Group size` (innermost first);
+--         4. all_gather / reduce_scatter: larger / smaller of the two sides of
+--            the op that sized it (msg nelems, or a c10d op's output and input
+--            Input Dims: c10d::_allgather_base_ [[1073741824], [16777216]]
+--            -> n = 64);
+--         5. the process group's size: the `Group size` another event of the
+--            rank gives for the same process group name, or the length of an
+--            untruncated `Process Group Ranks` list;
+--         6. the trace's world size (wrong for sub-groups; used only when
+--            nothing above says).
+--
+-- Cross-rank matching (`match_id`):
+--   * with Seq (c10d's per-group sequence number): '<pg>/seq <Seq>', exact.
+--   * without Seq: the rank-local ordinal within (process group, or the stream
+--     when no group is named; coll_type; bytes where every rank of the group
+--     moves the same message: all_reduce, all_gather, reduce_scatter,
+--     broadcast, reduce, barrier), as '<pg>/<coll_type> <bytes> B #<n>', or
+--     '<pg>/<coll_type> #<n>' for the other types. So a collective that one
+--     rank lacks (outside its profiling window, sampled out) no longer shifts
+--     the matches of other types or sizes.
+--   Limitations without Seq: a missing collective of the same group, type and
+--   size still shifts every later match of that key; all_to_all(v), send/recv,
+--   gather/scatter and unknown types are keyed without a size (their bytes
+--   differ between ranks), and collectives of unknown size share one 'size
+--   unknown' key, so a missing one shifts the later matches of its type; a
+--   rank that finds other bytes for a collective than its peers do (say, no
+--   size on one rank) keys it apart from them; the stream fallback assumes
+--   equal stream ids on every rank; and times are each rank's own clock (no
+--   cross-host alignment).
 -- requires: kernel_classes, catalog
 
 -- Bytes per element, the ONE dtype table: c10d dtype names (`Float`,
@@ -56,6 +105,14 @@ CASE
   WHEN coll_type IN ('broadcast', 'reduce', 'send', 'recv', 'send_recv') THEN 1.0
 END;
 
+-- Ratio larger / smaller of two element counts when it is a whole number: the
+-- group size of an all_gather (out = n x in) or a reduce_scatter (in = n x out).
+-- NULL when either is NULL (DuckDB's least/greatest would skip a NULL).
+CREATE OR REPLACE MACRO _nelems_ratio(a, b) AS
+CASE
+  WHEN a > 0 AND b > 0 AND greatest(a, b) % least(a, b) = 0 THEN greatest(a, b) // least(a, b)
+END;
+
 -- CPU-side ops and annotations that name a collective, with what they say
 -- about it. Wider than `cpu_collectives` (SymmMem and functional collectives)
 -- and keeps what the linking needs (file, thread, args). `coll_type` is NULL
@@ -68,8 +125,8 @@ SELECT
     coalesce(collective_name, regexp_replace(name, '^(_?c10d(_functional)?::|nccl:|gloo:|symm_mem::)', ''))
   ) AS coll_type,
   in_msg_nelems, out_msg_nelems, dtype, group_size, pg_name, seq,
-  -- c10d::* ops list the OUTPUT first for *_base_ ops: never a size source
-  NOT starts_with(name, 'c10d::') AS sizes_inputs,
+  -- c10d::* ops take (output, input, ...): Input Dims entry 1 is the OUTPUT
+  starts_with(name, 'c10d::') AS output_listed_first,
   args
 FROM slices
 WHERE cat IN ('cpu_op', 'user_annotation')
@@ -78,32 +135,37 @@ WHERE cat IN ('cpu_op', 'user_annotation')
     OR name LIKE 'gloo:%' OR name LIKE 'symm_mem::%' OR name = 'record_param_comms'
   );
 
--- The tensors a sizing op was given: one row per `Input Dims` entry whose
--- `Input type` has a known element size (Scalar, TensorList, '' drop out).
+-- The tensors a collective op was given: one row per `Input Dims` entry whose
+-- `Input type` has a known element size (Scalar, TensorList, '' drop out), with
+-- its 1-based `position` in the argument list.
 CREATE OR REPLACE VIEW _collective_cpu_op_tensors AS
 WITH listed AS (
   SELECT
-    trace, rank, file_id, event_idx,
+    trace, rank, file_id, event_idx, output_listed_first,
     list_zip(
       TRY_CAST(args -> 'Input Dims' AS JSON[]),
       TRY_CAST(args -> 'Input type' AS VARCHAR[])
     ) AS inputs
   FROM _collective_cpu_ops
-  WHERE sizes_inputs AND args LIKE '%Input Dims%'
+  WHERE args LIKE '%Input Dims%'
 ),
 entries AS (
-  SELECT trace, rank, file_id, event_idx, unnest(inputs) AS input
+  SELECT
+    trace, rank, file_id, event_idx, output_listed_first,
+    unnest(inputs) AS input,
+    generate_subscripts(inputs, 1) AS position  -- unnests in step with `input`
   FROM listed
 ),
 shaped AS (
   SELECT
-    trace, rank, file_id, event_idx,
+    trace, rank, file_id, event_idx, output_listed_first, position,
     TRY_CAST(input[1] AS BIGINT[]) AS shape,
     input[2] AS input_type
   FROM entries
 )
 SELECT
-  s.trace, s.rank, s.file_id, s.event_idx, s.input_type, d.dtype_bytes,
+  s.trace, s.rank, s.file_id, s.event_idx, s.output_listed_first, s.position,
+  s.input_type, d.dtype_bytes,
   -- a 0-d tensor ([]) holds one element
   list_reduce(s.shape, lambda a, b: a * b, 1::BIGINT) AS nelems
 FROM shaped AS s
@@ -111,29 +173,81 @@ JOIN dtype_sizes AS d ON d.dtype_key = dtype_key(s.input_type)
 WHERE s.shape IS NOT NULL
   AND list_count(s.shape) = len(s.shape);  -- deeper nesting cast to NULL entries
 
--- Per collective CPU op: its message size in elements and bytes, from its own
--- msg-nelems arguments (record_param_comms) or else from its input tensors.
+-- What each collective CPU op says about its message, one row per way it says
+-- it (`size_kind`, ranked by `size_preference`, 1 = best):
+--   1 'msg nelems'               its own In/Out msg nelems x dtype
+--   2 'output and input tensors' a c10d::* op: Input Dims entry 1 (output) and
+--                                entry 2 (input), both sized
+--   3 'input tensors'            any other op: its sized Input Dims, summed
+--                                (the input; the output is unknown)
 CREATE OR REPLACE VIEW _collective_cpu_op_sizes AS
-WITH from_inputs AS (
+WITH from_msg_nelems AS (
+  SELECT
+    o.trace, o.rank, o.file_id, o.event_idx,
+    1 AS size_preference,
+    'msg nelems' AS size_kind,
+    o.in_msg_nelems AS in_nelems,
+    o.out_msg_nelems AS out_nelems,
+    o.in_msg_nelems * d.dtype_bytes AS in_bytes,
+    o.out_msg_nelems * d.dtype_bytes AS out_bytes,
+    o.dtype
+  FROM _collective_cpu_ops AS o
+  JOIN dtype_sizes AS d ON d.dtype_key = dtype_key(o.dtype)
+  WHERE o.in_msg_nelems IS NOT NULL
+),
+from_output_and_input AS (
   SELECT
     trace, rank, file_id, event_idx,
-    sum(nelems) AS in_nelems,
-    sum(nelems * dtype_bytes) AS in_bytes,
-    string_agg(DISTINCT input_type, ',') AS input_types
+    2 AS size_preference,
+    'output and input tensors' AS size_kind,
+    any_value(nelems) FILTER (WHERE position = 2) AS in_nelems,
+    any_value(nelems) FILTER (WHERE position = 1) AS out_nelems,
+    any_value(nelems * dtype_bytes) FILTER (WHERE position = 2) AS in_bytes,
+    any_value(nelems * dtype_bytes) FILTER (WHERE position = 1) AS out_bytes,
+    any_value(input_type) FILTER (WHERE position = 2) AS dtype
   FROM _collective_cpu_op_tensors
-  GROUP BY ALL
+  WHERE output_listed_first AND position IN (1, 2)
+  GROUP BY trace, rank, file_id, event_idx
+  HAVING count(*) = 2  -- both entries are sized tensors (not a TensorList, not a group)
+),
+from_inputs AS (
+  SELECT
+    trace, rank, file_id, event_idx,
+    3 AS size_preference,
+    'input tensors' AS size_kind,
+    sum(nelems) AS in_nelems,
+    NULL::BIGINT AS out_nelems,
+    sum(nelems * dtype_bytes) AS in_bytes,
+    NULL::BIGINT AS out_bytes,
+    string_agg(DISTINCT input_type, ',') AS dtype
+  FROM _collective_cpu_op_tensors
+  WHERE NOT output_listed_first
+  GROUP BY trace, rank, file_id, event_idx
+)
+SELECT * FROM from_msg_nelems
+UNION ALL SELECT * FROM from_output_and_input
+UNION ALL SELECT * FROM from_inputs;
+
+-- The size of each process group a rank names, from any event that states it:
+-- a `Group size` argument (kernel or CPU op), else the length of a
+-- `Process Group Ranks` list (PyTorch truncates long lists with '...': those
+-- are not counted).
+CREATE OR REPLACE VIEW _process_group_sizes AS
+WITH stated AS (
+  SELECT
+    trace, rank, pg_name, group_size,
+    CASE
+      WHEN NOT contains(pg_ranks, '...') THEN nullif(len(TRY_CAST(pg_ranks AS BIGINT[])), 0)
+    END AS listed_ranks
+  FROM events
+  WHERE pg_name IS NOT NULL
+    AND (group_size IS NOT NULL OR pg_ranks IS NOT NULL)
 )
 SELECT
-  o.trace, o.rank, o.file_id, o.event_idx,
-  CASE WHEN o.in_msg_nelems IS NOT NULL AND d.dtype_bytes IS NOT NULL THEN 'args' WHEN i.in_bytes IS NOT NULL THEN 'inputs' END AS size_kind,
-  CASE WHEN o.in_msg_nelems IS NOT NULL AND d.dtype_bytes IS NOT NULL THEN o.in_msg_nelems ELSE i.in_nelems END AS in_nelems,
-  CASE WHEN o.in_msg_nelems IS NOT NULL AND d.dtype_bytes IS NOT NULL THEN o.out_msg_nelems END AS out_nelems,
-  CASE WHEN o.in_msg_nelems IS NOT NULL AND d.dtype_bytes IS NOT NULL THEN o.in_msg_nelems * d.dtype_bytes ELSE i.in_bytes END AS in_bytes,
-  CASE WHEN o.in_msg_nelems IS NOT NULL AND d.dtype_bytes IS NOT NULL THEN o.out_msg_nelems * d.dtype_bytes END AS out_bytes,
-  CASE WHEN o.in_msg_nelems IS NOT NULL AND d.dtype_bytes IS NOT NULL THEN o.dtype ELSE i.input_types END AS dtype
-FROM _collective_cpu_ops AS o
-LEFT JOIN dtype_sizes AS d ON d.dtype_key = dtype_key(o.dtype)
-LEFT JOIN from_inputs AS i USING (trace, rank, file_id, event_idx);
+  trace, rank, pg_name,
+  coalesce(max(group_size), max(listed_ranks)) AS pg_size
+FROM stated
+GROUP BY trace, rank, pg_name;
 
 -- The GPU communication kernels with every collective argument they carry.
 CREATE OR REPLACE VIEW _collective_kernels AS
@@ -199,44 +313,52 @@ SELECT * FROM by_launch
 UNION ALL SELECT * FROM by_external_id
 UNION ALL SELECT * FROM no_op;
 
--- Per comm kernel: what its innermost linked CPU ops say (type, size, group).
+-- Per comm kernel: what its linked CPU ops say. Type, group size, process
+-- group and Seq come from the innermost op that has them; the size from the
+-- op with the best size_preference, innermost among equals (`size_key` sorts
+-- that way under max_by: a higher -preference first, then depth_key).
 CREATE OR REPLACE VIEW _collective_kernel_cpu AS
+WITH linked AS (
+  SELECT
+    l.*,
+    s.size_kind, s.in_nelems, s.out_nelems, s.in_bytes, s.out_bytes, s.dtype,
+    list_prepend(-s.size_preference, l.depth_key) AS size_key
+  FROM _collective_kernel_ops AS l
+  LEFT JOIN _collective_cpu_op_sizes AS s
+    ON s.trace = l.trace AND s.rank = l.rank AND s.file_id = l.file_id AND s.event_idx = l.op_idx
+)
 SELECT
-  l.trace, l.rank, l.file_id, l.event_idx,
-  max(l.launch_ns) AS launch_ns,
-  max(l.via) FILTER (WHERE l.op_idx IS NOT NULL) AS via,
-  max_by(l.coll_type, l.depth_key) FILTER (WHERE l.coll_type IS NOT NULL) AS cpu_coll_type,
-  max_by(l.op_name, l.depth_key) FILTER (WHERE l.coll_type IS NOT NULL) AS type_op,
-  max_by(l.op_name, l.depth_key) FILTER (WHERE s.size_kind IS NOT NULL) AS size_op,
-  max_by(s.size_kind, l.depth_key) FILTER (WHERE s.size_kind IS NOT NULL) AS size_kind,
-  max_by(s.in_nelems, l.depth_key) FILTER (WHERE s.size_kind IS NOT NULL) AS in_nelems,
-  max_by(s.out_nelems, l.depth_key) FILTER (WHERE s.size_kind IS NOT NULL) AS out_nelems,
-  max_by(s.in_bytes, l.depth_key) FILTER (WHERE s.size_kind IS NOT NULL) AS in_bytes,
-  max_by(s.out_bytes, l.depth_key) FILTER (WHERE s.size_kind IS NOT NULL) AS out_bytes,
-  max_by(s.dtype, l.depth_key) FILTER (WHERE s.size_kind IS NOT NULL) AS dtype,
-  max_by(l.group_size, l.depth_key) FILTER (WHERE l.group_size IS NOT NULL) AS group_size,
-  max_by(l.pg_name, l.depth_key) FILTER (WHERE l.pg_name IS NOT NULL) AS pg_name,
-  max_by(l.seq, l.depth_key) FILTER (WHERE l.seq IS NOT NULL) AS seq,
-  -- a TensorList input (c10d allreduce of a bucket list) has no shapes to size
-  bool_or(l.op_idx IS NOT NULL) AS has_op
-FROM _collective_kernel_ops AS l
-LEFT JOIN _collective_cpu_op_sizes AS s
-  ON s.trace = l.trace AND s.rank = l.rank AND s.file_id = l.file_id AND s.event_idx = l.op_idx
-GROUP BY l.trace, l.rank, l.file_id, l.event_idx;
+  trace, rank, file_id, event_idx,
+  max(launch_ns) AS launch_ns,
+  max(via) FILTER (WHERE op_idx IS NOT NULL) AS via,
+  max_by(coll_type, depth_key) FILTER (WHERE coll_type IS NOT NULL) AS cpu_coll_type,
+  max_by(op_name, depth_key) FILTER (WHERE coll_type IS NOT NULL) AS type_op,
+  max_by(op_name, size_key) FILTER (WHERE size_kind IS NOT NULL) AS size_op,
+  max_by(size_kind, size_key) FILTER (WHERE size_kind IS NOT NULL) AS size_kind,
+  max_by(in_nelems, size_key) FILTER (WHERE size_kind IS NOT NULL) AS in_nelems,
+  max_by(out_nelems, size_key) FILTER (WHERE size_kind IS NOT NULL) AS out_nelems,
+  max_by(in_bytes, size_key) FILTER (WHERE size_kind IS NOT NULL) AS in_bytes,
+  max_by(out_bytes, size_key) FILTER (WHERE size_kind IS NOT NULL) AS out_bytes,
+  max_by(dtype, size_key) FILTER (WHERE size_kind IS NOT NULL) AS dtype,
+  max_by(group_size, depth_key) FILTER (WHERE group_size IS NOT NULL) AS group_size,
+  max_by(op_name, depth_key) FILTER (WHERE group_size IS NOT NULL) AS group_size_op,
+  max_by(pg_name, depth_key) FILTER (WHERE pg_name IS NOT NULL) AS pg_name,
+  max_by(seq, depth_key) FILTER (WHERE seq IS NOT NULL) AS seq,
+  bool_or(op_idx IS NOT NULL) AS has_op
+FROM linked
+GROUP BY trace, rank, file_id, event_idx;
 
 -- One row per collective instance per rank. Columns:
 --   coll_type   all_reduce | all_gather | reduce_scatter | all_to_all | broadcast
 --               | reduce | send | recv | send_recv | barrier | gather | scatter
 --               | NULL (unknown; see reason)
 --   type_source where coll_type came from (kernel arg / cpu op ... / kernel name)
---   bytes       message size (Out for all_gather, else In), size_source says how
---   group_size  ranks in the group: kernel arg, else CPU op arg, else the
---               trace's world size (group_size_source says which)
+--   bytes       message size (nccl-tests: Out for all_gather, In otherwise);
+--               size_source says how it was found
+--   group_size  ranks in the group; group_size_source says how it was found
 --   algbw_gbps  bytes / dur (GB/s = 1e9 B/s); busbw_gbps = algbw x nccl-tests
 --               factor (coll_busbw_factor)
---   match_id    '<pg>/seq <Seq>' when Seq is known; else the rank-local ordinal
---               of this coll_type within its process group (or, without one,
---               its stream): '<pg or stream>/<coll_type> #<n>'
+--   match_id    the cross-rank key (see the header)
 --   reason      why coll_type, bytes or group_size is missing (NULL when none is)
 CREATE OR REPLACE VIEW collectives AS
 WITH joined AS (
@@ -245,7 +367,8 @@ WITH joined AS (
     c.launch_ns, c.via, c.cpu_coll_type, c.type_op, c.size_op, c.size_kind,
     c.in_nelems AS cpu_in_nelems, c.out_nelems AS cpu_out_nelems,
     c.in_bytes AS cpu_in_bytes, c.out_bytes AS cpu_out_bytes, c.dtype AS cpu_dtype,
-    c.group_size AS cpu_group_size, c.pg_name AS cpu_pg_name, c.seq AS cpu_seq,
+    c.group_size AS cpu_group_size, c.group_size_op,
+    c.pg_name AS cpu_pg_name, c.seq AS cpu_seq,
     coalesce(c.has_op, false) AS has_op,
     d.dtype_bytes AS kernel_dtype_bytes,
     t.world_size
@@ -256,53 +379,96 @@ WITH joined AS (
 ),
 typed AS (
   SELECT
-    *,
-    coalesce(arg_coll_type, cpu_coll_type, name_coll_type) AS coll_type_,
+    j.*,
+    coalesce(j.arg_coll_type, j.cpu_coll_type, j.name_coll_type) AS coll_type_,
     CASE
-      WHEN arg_coll_type IS NOT NULL THEN 'kernel arg Collective name=' || collective_name
-      WHEN cpu_coll_type IS NOT NULL THEN 'cpu op ' || type_op || ' (' || via || ')'
-      WHEN name_coll_type IS NOT NULL THEN 'kernel name'
+      WHEN j.arg_coll_type IS NOT NULL THEN 'kernel arg Collective name=' || j.collective_name
+      WHEN j.cpu_coll_type IS NOT NULL THEN 'cpu op ' || j.type_op || ' (' || j.via || ')'
+      WHEN j.name_coll_type IS NOT NULL THEN 'kernel name'
     END AS type_source,
-    coalesce(group_size, cpu_group_size, world_size) AS group_size_,
-    CASE
-      WHEN group_size IS NOT NULL THEN 'kernel arg'
-      WHEN cpu_group_size IS NOT NULL THEN 'cpu op arg'
-      WHEN world_size IS NOT NULL THEN 'trace world size'
-    END AS group_size_source,
+    coalesce(j.pg_name, j.cpu_pg_name) AS pg_name_,
+    p.pg_size,
     -- the kernel's own msg-nelems win when its dtype is known
-    in_msg_nelems IS NOT NULL AND kernel_dtype_bytes IS NOT NULL AS kernel_sized
-  FROM joined
+    j.in_msg_nelems IS NOT NULL AND j.kernel_dtype_bytes IS NOT NULL AS kernel_sized
+  FROM joined AS j
+  LEFT JOIN _process_group_sizes AS p
+    ON p.trace = j.trace AND p.rank = j.rank AND p.pg_name = coalesce(j.pg_name, j.cpu_pg_name)
+),
+ratios AS (
+  SELECT
+    *,
+    -- an all_gather's output (a reduce_scatter's input) is n x the other side
+    CASE WHEN coll_type_ IN ('all_gather', 'reduce_scatter')
+      THEN _nelems_ratio(in_msg_nelems, out_msg_nelems) END AS kernel_ratio_group_size,
+    CASE WHEN coll_type_ IN ('all_gather', 'reduce_scatter')
+      THEN _nelems_ratio(cpu_in_nelems, cpu_out_nelems) END AS cpu_ratio_group_size,
+    CASE coll_type_ WHEN 'all_gather' THEN 'Out/In' WHEN 'reduce_scatter' THEN 'In/Out' END AS ratio_sides
+  FROM typed
+),
+grouped AS (
+  SELECT
+    *,
+    coalesce(
+      group_size, kernel_ratio_group_size, cpu_group_size, cpu_ratio_group_size, pg_size, world_size
+    ) AS group_size_,
+    CASE
+      WHEN group_size IS NOT NULL THEN 'kernel arg Group size'
+      WHEN kernel_ratio_group_size IS NOT NULL THEN 'kernel ' || ratio_sides || ' msg nelems'
+      WHEN cpu_group_size IS NOT NULL THEN 'cpu ' || group_size_op || ' Group size'
+      WHEN cpu_ratio_group_size IS NOT NULL AND size_kind = 'msg nelems'
+        THEN 'cpu ' || size_op || ' ' || ratio_sides || ' msg nelems'
+      WHEN cpu_ratio_group_size IS NOT NULL
+        THEN 'cpu ' || size_op || ' Input Dims ' || CASE coll_type_ WHEN 'all_gather' THEN 'output/input' ELSE 'input/output' END
+      WHEN pg_size IS NOT NULL THEN 'process group ' || pg_name_ || ' size'
+      WHEN world_size IS NOT NULL THEN 'trace world size'
+    END AS group_size_source
+  FROM ratios
 ),
 sized AS (
   SELECT
     *,
-    CASE
+    CAST(CASE
       WHEN kernel_sized AND coll_type_ = 'all_gather' THEN out_msg_nelems * kernel_dtype_bytes
       WHEN kernel_sized THEN in_msg_nelems * kernel_dtype_bytes
-      WHEN size_kind = 'args' AND coll_type_ = 'all_gather' THEN cpu_out_bytes
-      WHEN size_kind = 'args' THEN cpu_in_bytes
-      WHEN size_kind = 'inputs' AND coll_type_ = 'all_gather' THEN cpu_in_bytes * group_size_
-      WHEN size_kind = 'inputs' THEN cpu_in_bytes
-    END AS bytes_,
+      -- only the input is known: the gathered output is n x it
+      WHEN size_kind = 'input tensors' AND coll_type_ = 'all_gather' THEN cpu_in_bytes * group_size_
+      WHEN coll_type_ = 'all_gather' THEN cpu_out_bytes
+      ELSE cpu_in_bytes
+    END AS BIGINT) AS bytes_,
     CASE
       WHEN kernel_sized AND coll_type_ = 'all_gather' THEN 'kernel Out msg nelems x dtype'
       WHEN kernel_sized THEN 'kernel In msg nelems x dtype'
-      WHEN size_kind = 'args' AND coll_type_ = 'all_gather' THEN 'cpu ' || size_op || ' Out msg nelems x dtype'
-      WHEN size_kind = 'args' THEN 'cpu ' || size_op || ' In msg nelems x dtype'
-      WHEN size_kind = 'inputs' AND coll_type_ = 'all_gather' AND group_size_ IS NOT NULL
+      WHEN size_kind = 'msg nelems' AND coll_type_ = 'all_gather' THEN 'cpu ' || size_op || ' Out msg nelems x dtype'
+      WHEN size_kind = 'msg nelems' THEN 'cpu ' || size_op || ' In msg nelems x dtype'
+      WHEN size_kind = 'output and input tensors' AND coll_type_ = 'all_gather'
+        THEN 'cpu ' || size_op || ' Input Dims output x Input type'
+      WHEN size_kind = 'output and input tensors' THEN 'cpu ' || size_op || ' Input Dims input x Input type'
+      WHEN size_kind = 'input tensors' AND coll_type_ = 'all_gather' AND group_size_ IS NOT NULL
         THEN 'cpu ' || size_op || ' Input Dims x Input type x group_size'
-      WHEN size_kind = 'inputs' AND coll_type_ <> 'all_gather' THEN 'cpu ' || size_op || ' Input Dims x Input type'
+      WHEN size_kind = 'input tensors' AND coll_type_ IS DISTINCT FROM 'all_gather'
+        THEN 'cpu ' || size_op || ' Input Dims x Input type'
     END AS size_source
-  FROM typed
+  FROM grouped
+),
+match_keys AS (
+  SELECT
+    *,
+    coalesce(pg_name_, 'stream ' || stream) AS match_group,
+    -- the size joins the key only where every rank moves the same message
+    CASE
+      WHEN coll_type_ IN ('all_reduce', 'all_gather', 'reduce_scatter', 'broadcast', 'reduce', 'barrier')
+        THEN coalesce(bytes_ || ' B', 'size unknown')
+    END AS match_size
+  FROM sized
 ),
 ordinals AS (
   SELECT
     *,
     row_number() OVER (
-      PARTITION BY trace, rank, coalesce(pg_name, cpu_pg_name, 'stream ' || stream), coalesce(coll_type_, 'unknown')
+      PARTITION BY trace, rank, match_group, coalesce(coll_type_, 'unknown'), match_size
       ORDER BY ts_ns, event_idx
     ) AS ordinal
-  FROM sized
+  FROM match_keys
 )
 SELECT
   trace,
@@ -313,15 +479,15 @@ SELECT
   end_ns,
   bytes_ AS bytes,
   group_size_ AS group_size,
-  coalesce(pg_name, cpu_pg_name) AS pg_name,
+  pg_name_ AS pg_name,
   pg_desc,
   coalesce(seq, cpu_seq) AS seq,
   bytes_ / nullif(dur_ns, 0) AS algbw_gbps,  -- bytes per ns = GB/s
   bytes_ / nullif(dur_ns, 0) * coll_busbw_factor(coll_type_, group_size_) AS busbw_gbps,
   CASE
     WHEN coalesce(seq, cpu_seq) IS NOT NULL
-      THEN coalesce(pg_name, cpu_pg_name, '?') || '/seq ' || coalesce(seq, cpu_seq)
-    ELSE coalesce(pg_name, cpu_pg_name, 'stream ' || stream) || '/' || coalesce(coll_type_, 'unknown') || ' #' || ordinal
+      THEN coalesce(pg_name_, '?') || '/seq ' || coalesce(seq, cpu_seq)
+    ELSE match_group || '/' || concat_ws(' ', coalesce(coll_type_, 'unknown'), match_size) || ' #' || ordinal
   END AS match_id,
   type_source,
   size_source,
@@ -336,7 +502,7 @@ SELECT
       'size unknown: '
       || CASE
            WHEN in_msg_nelems IS NOT NULL THEN 'unknown dtype ' || coalesce(dtype, 'NULL')
-           WHEN size_kind = 'inputs' AND group_size_ IS NULL THEN 'all_gather without group size'
+           WHEN size_kind = 'input tensors' AND group_size_ IS NULL THEN 'all_gather without group size'
            WHEN has_op THEN 'the CPU ops give no msg nelems and no sized Input Dims'
            ELSE 'no msg nelems on the kernel and no linked CPU op'
          END

@@ -8,14 +8,21 @@
 -- Definition (nccl-tests, doc/PERFORMANCE.md): per collective instance on one
 -- rank, algbw = bytes / kernel duration and busbw = algbw x factor(n), with
 -- factor all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
--- broadcast, reduce, send, recv 1 (see the `collectives` view for where type,
--- bytes and n come from). One row per (trace, coll_type, size_bucket), where
+-- broadcast, reduce, send, recv 1. bytes = nelems x dtype size of the full
+-- message: an all_gather's output (the gathered tensor), a reduce_scatter's
+-- input, every other type's input. n = the collective's own group size: the
+-- kernel's Group size, else the linked CPU op's (its Group size, or for
+-- all_gather / reduce_scatter the ratio of its output and input sizes), else
+-- the process group's, and only last the trace's world size (the
+-- `collectives` view lists the order; its size_source and group_size_source
+-- columns say what each instance used). One row per (trace, coll_type, size_bucket), where
 -- size_bucket = the power of two 2^k with 2^k <= bytes < 2^(k+1) (0 for empty
 -- messages); value = median busbw of the instances in it, every rank in scope
 -- pooled. The kernel duration on a rank includes waiting for late peers, so a
 -- skewed collective reads slower than its links are (see collective_skew).
 -- The summary for `python -m cclq.main` is the highest bucket median.
--- Differs from CCL-Bench group 6: GB = 1e9 B (not 2^30), per-bucket medians
+-- Differs from CCL-Bench group 6: GB = 1e9 B (not 2^30), all_gather sized by
+-- its output (group 6 takes In msg nelems for every type), per-bucket medians
 -- rather than one median over all sizes, all ranks rather than the first file,
 -- and collectives sized from CPU-side ops when kernels carry no arguments.
 WITH sized AS (

@@ -6,9 +6,12 @@
 -- description: Start skew of each collective across ranks: latest start - earliest start of its kernels on the ranks that ran it, in seconds.
 -- needs: two or more ranks, communication kernels
 -- One row per collective (trace, match_id, coll_type); `match_id` pairs the
--- instances of one collective on different ranks (process group + Seq when the
--- kernels carry Seq, else the rank-local ordinal of that collective type in its
--- process group or stream; see the `collectives` view). Details: end_skew_s
+-- instances of one collective on different ranks: process group + Seq when the
+-- kernels carry Seq, else the rank-local ordinal within (process group or
+-- stream, collective type, and bytes for the types whose message is the same on
+-- every rank: all_reduce, all_gather, reduce_scatter, broadcast, reduce). A
+-- collective missing on one rank then shifts only the later matches of its own
+-- key; see the `collectives` view for that limitation. Details: end_skew_s
 -- (latest end - earliest end), ranks_seen, group_size, straggler_rank (the
 -- latest starter, ties to the lowest rank), min_dur_s (the shortest instance:
 -- the collective's latency once all ranks arrived, TraceLens' comm_latency).

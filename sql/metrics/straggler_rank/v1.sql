@@ -12,7 +12,13 @@
 -- `tied_ranks` says how many ranks share the top count. Details: late_count,
 -- matched_collectives, share = late_count / matched_collectives, and
 -- late_skew_s = the total start skew of the collectives it was last in (the
--- time the others waited for it, at most).
+-- time the others waited for it, at most). Without Seq the matching is by
+-- order within (group, type, size), so a rank that lacks collectives of one key
+-- (a sampled or cut trace) can pair instances of different iterations.
+-- Differs from HTA's get_potential_stragglers, which matches nothing: per
+-- profiler step it takes the last long ncclKernel on the (stream, kernel name)
+-- whose duration varies most across ranks and flags the ranks that start it
+-- latest; both name the same rank on HTA's trace_filter test data.
 WITH scope_ranks AS (
   SELECT trace, count(DISTINCT rank) AS n_ranks
   FROM metric_scope
