@@ -71,8 +71,17 @@ def _root(
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Workload folders, folders of workloads, or trace files.")],
     warehouse: WarehouseOpt = None,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Parallel parser processes [default: CPUs].")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Re-ingest files even if unchanged.")] = False,
+    jobs: Annotated[
+        Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs].")
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Re-ingest files even if unchanged, and let a workload replace a trace of the same id "
+            "that was ingested from another folder or file (without it, that workload fails).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
 ) -> None:
     """Stream trace files into the Parquet warehouse (unchanged files are skipped)."""
@@ -252,11 +261,20 @@ def bench(
         write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
 
 
+def _strip_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Takes ``--debug`` out of the arguments wherever it is (typer accepts it only
+    before the subcommand); after a ``--`` everything is left alone."""
+    end = args.index("--") if "--" in args else len(args)
+    kept = [a for a in args[:end] if a != "--debug"] + args[end:]
+    return kept, len(kept) != len(args)
+
+
 def main() -> None:
     """Entry point: maps user errors to one line on stderr and an exit code."""
-    debug = "--debug" in sys.argv or os.environ.get("CCLQ_DEBUG") == "1"
+    args, debug_flag = _strip_debug(sys.argv[1:])
+    debug = debug_flag or os.environ.get("CCLQ_DEBUG") == "1"
     try:
-        app()  # standalone mode: typer itself reports usage errors (exit 2)
+        app(args=args)  # standalone mode: typer itself reports usage errors (exit 2)
     except CclqError as e:
         if debug:
             raise

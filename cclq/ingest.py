@@ -10,20 +10,31 @@
    Parquet file. Parsing never touches the catalog.
 4. The main process commits the results in path order: it checks that no other
    file already holds the same (trace, rank), renames the events into place and
-   writes the catalog row. A bad file fails alone; the others go on.
+   writes the catalog row. A bad file fails alone; the others go on, also when a
+   parser process dies (see ``_run_parsers``) or a commit fails.
+
+A trace id belongs to one place: a workload whose id the catalog holds for files
+from another folder (or another loose file) fails instead of replacing them, unless
+``force`` says to replace them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
 import queue
 import re
+import signal
+import stat
+import sys
 import threading
 import time
-from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,57 +51,23 @@ from cclq.formats.chrome import NeedExactDecimals, needs_exact_decimals, read_ch
 from cclq.formats.detect import detect, is_candidate
 from cclq.formats.source import Source, content_hash
 from cclq.schema import INGEST_VERSION
-from cclq.warehouse import Warehouse
+from cclq.warehouse import FILES_SCHEMA, STATS_SCHEMA, Warehouse  # noqa: F401  (re-exported)
 from cclq.writer import EventFileWriter
 
-FILES_SCHEMA = pa.schema(
-    [
-        ("file_id", pa.string()),
-        ("trace", pa.string()),
-        ("rank", pa.int32()),
-        ("path", pa.string()),
-        ("relpath", pa.string()),
-        ("size_bytes", pa.int64()),
-        ("mtime_ns", pa.int64()),
-        ("content_hash", pa.string()),
-        ("format", pa.string()),
-        ("parser", pa.string()),
-        ("ingest_version", pa.int32()),
-        ("cclq_version", pa.string()),
-        ("rank_source", pa.string()),
-        ("world_size", pa.int32()),
-        ("events_read", pa.int64()),
-        ("events_written", pa.int64()),
-        ("events_dropped", pa.int64()),
-        ("drop_reasons", pa.string()),  # JSON {"<reason>": count}; by phase in ingest_stats
-        ("decompressed_bytes", pa.int64()),
-        ("base_time_ns", pa.int64()),
-        ("ts_min_ns", pa.int64()),
-        ("ts_max_ns", pa.int64()),
-        ("distributed_info", pa.string()),
-        ("device_properties", pa.string()),
-        ("ingested_at", pa.timestamp("us", tz="UTC")),
-        ("ingest_seconds", pa.float64()),
-    ]
-)
-
-STATS_SCHEMA = pa.schema(
-    [
-        ("file_id", pa.string()),
-        ("trace", pa.string()),
-        ("rank", pa.int32()),
-        ("stat", pa.string()),  # the reason, e.g. "E without B"
-        ("ph", pa.string()),
-        ("dropped", pa.bool_()),  # False: the event was kept but is worth knowing
-        ("count", pa.int64()),
-    ]
-)
-
 _TRACE_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+# A number in a file name is a rank only below this bound: bigger ones are timestamps
+# (``trace_1694128201545.json``) or pids, and ranks are int32 in the catalog.
+MAX_RANK_IN_NAME = 1_000_000
+# Tried in order; the first rule that finds a plausible number wins.
 _RANK_IN_NAME = (
     re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE),
     re.compile(r"[-_](\d+)(?:\.pt\.trace)?\.json(?:\.gz)?$", re.IGNORECASE),
+    # xprof writes one file per host: t1v-n-abc-w-1.trace.json.gz, host1.xplane.pb. The
+    # lookahead leaves out "<ip>_<port>.xplane.pb", whose number is a port, not a rank.
+    re.compile(r"^(?!\d+\.\d+\.\d+\.\d+_\d+\.)(?:.*[-_A-Za-z])(\d+)\.(?:trace\.json(?:\.gz)?|xplane\.pb)$",
+               re.IGNORECASE),
 )
+PARSER_DIED = "the parser process died while reading it (out of memory?)"
 
 
 class Reporter(Protocol):
@@ -133,7 +110,7 @@ class FileTask:
 
 @dataclass
 class FileOutcome:
-    path: str
+    path: str  # the file; for a workload that failed as a whole, its folder
     trace: str
     status: str  # ingested | unchanged | skipped | failed | removed
     message: str = ""
@@ -171,13 +148,23 @@ def _loose_file_trace_id(path: Path) -> str:
     return trace_id_for(name)
 
 
+def _is_regular_or_broken(path: Path) -> bool:
+    """Whether a file found in a folder may be read: a regular file, or a link that
+    leads nowhere (which then fails alone with "cannot read"). A FIFO, socket or device
+    is passed by: reading a FIFO would block the ingest forever."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True
+
+
 def _walk_files(folder: Path) -> list[Path]:
     files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             p = Path(dirpath) / name
-            if is_candidate(str(p)):
+            if is_candidate(str(p)) and _is_regular_or_broken(p):
                 files.append(p)
     return files
 
@@ -195,7 +182,7 @@ def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
         if not path.exists():
             raise UsageError(f"{raw}: no such file or directory")
         path = path.resolve()
-        if path.is_file():
+        if not path.is_dir():  # a file; one that is not regular fails alone in ingest()
             workloads.append(Workload(_loose_file_trace_id(path), path, [path], None, False))
             continue
         folders = [path] if _is_workload_folder(path) else sorted(
@@ -244,18 +231,53 @@ class ParsedFile:
 
 
 _progress_queue: Any = None  # set in worker processes by _init_worker
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def _init_worker(progress_queue: Any) -> None:
+def _init_worker(progress_queue: Any, lock_fd: int | None, parent_pid: int) -> None:
+    """Runs first in every parser process (forked from the ingest process).
+
+    A worker must never outlive a killed ingest while holding the warehouse lock, or
+    the next ingest waits forever. The fork copied the descriptor that holds the lock,
+    and a flock lasts until the last descriptor of its open file description is
+    closed: closing this copy (never ``flock(LOCK_UN)``, which would unlock the parent
+    too) leaves the lock to the parent alone. On Linux the worker also asks to be sent
+    SIGTERM when its parent dies, so no orphan keeps parsing.
+    """
     global _progress_queue
     _progress_queue = progress_queue
+    if lock_fd is not None:
+        try:
+            os.close(lock_fd)
+        except OSError:
+            pass
+    _die_with_parent(parent_pid)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux only: SIGTERM this process when the thread that forked it exits.
+
+    The pool forks its workers from the thread running ``ingest`` (ProcessPoolExecutor
+    with fork starts every worker in ``submit``), which lives as long as the ingest.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # no libc prctl: the closed lock fd still protects
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request was made
+        os._exit(1)
 
 
 def rank_from_name(name: str) -> int | None:
+    """The rank a file name gives: the first rule with a plausible number wins."""
     for pattern in _RANK_IN_NAME:
-        m = pattern.search(name)
-        if m:
-            return int(m.group(1))
+        for m in pattern.finditer(name):
+            rank = int(m.group(1))
+            if rank < MAX_RANK_IN_NAME:
+                return rank
     return None
 
 
@@ -330,16 +352,15 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
     rank: int | None = None
     world_size: int | None = None
     if isinstance(info, dict):
-        if isinstance(info.get("rank"), int):
+        if _is_int32(info.get("rank")) and info["rank"] >= 0:
             rank, rank_source = info["rank"], "distributedInfo"
-        if isinstance(info.get("world_size"), int):
+        if _is_int32(info.get("world_size")):
             world_size = info["world_size"]
     if rank is None:
         rank = rank_from_name(Path(path).name)
         rank_source = "file name"
-    if rank is None:
+    if rank is None:  # ingest() warns when two files of a workload end up here
         rank, rank_source = 0, "default"
-        warnings.append(f"{path}: no distributedInfo.rank and no rank in the file name; using rank 0")
     return ParsedFile(
         tmp_events=str(tmp),
         rank=rank,
@@ -362,6 +383,10 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
         seconds=time.perf_counter() - started,
         warnings=warnings,
     )
+
+
+def _is_int32(value: Any) -> bool:
+    return type(value) is int and -(2**31) <= value < 2**31
 
 
 def _read(path: str, detected: Any, file_id: str, writer: EventFileWriter, exact: bool,
@@ -449,7 +474,11 @@ def ingest(
     force: bool = False,
     reporter: Reporter | None = None,
 ) -> IngestReport:
-    """Ingests every workload under ``inputs``; see the module docstring."""
+    """Ingests every workload under ``inputs``; see the module docstring.
+
+    ``force`` re-ingests unchanged files, and lets a workload replace a trace of the
+    same id that was ingested from another place.
+    """
     reporter = reporter or SilentReporter()
     workloads = plan_inputs(inputs)
     report = IngestReport(warehouse.root)
@@ -460,12 +489,27 @@ def ingest(
         tasks: list[FileTask] = []
         removed_ids: set[str] = set()
         cards: dict[str, pa.Table | None] = {}
+
+        def remove(row: dict, why: str) -> None:
+            warehouse.remove_file(row)
+            del catalog[row["file_id"]]
+            removed_ids.add(row["file_id"])
+            report.outcomes.append(FileOutcome(row["path"], row["trace"], "removed", why))
+
         for w in workloads:
+            elsewhere = _held_elsewhere(w, catalog)
+            if elsewhere and not force:  # never replace another place's trace silently
+                report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", _clash_message(w, elsewhere)))
+                continue
+            for row in elsewhere:
+                remove(row, f"replaced by {w.root} (--force)")
             if w.is_folder:
                 try:
                     cards[w.trace] = None if w.card is None else card_table(w.trace, load_card(w.card))
                 except ValueError as e:  # a bad card: warn, keep what the warehouse has
                     report.warnings.append(f"{w.card}: {e}; card ignored")
+            elif elsewhere:
+                cards[w.trace] = None  # the card of the folder it replaced
             seen_ids: set[str] = set()
             for path in w.files:
                 relpath = str(path.relative_to(w.root)) if w.is_folder else path.name
@@ -476,75 +520,150 @@ def ingest(
                 except OSError as e:
                     report.outcomes.append(FileOutcome(str(path), w.trace, "failed", f"{path}: cannot read: {e.strerror}"))
                     continue
+                if not stat.S_ISREG(st.st_mode):  # reading a FIFO would never end
+                    report.outcomes.append(FileOutcome(
+                        str(path), w.trace, "failed", f"{path}: not a regular file (a pipe, socket or device)"))
+                    continue
                 tasks.append(FileTask(path, w.trace, relpath, fid, st.st_size, st.st_mtime_ns, catalog.get(fid)))
             if w.is_folder:  # files that left the folder leave the warehouse
                 for fid, row in list(catalog.items()):
                     if row["trace"] == w.trace and fid not in seen_ids:
-                        warehouse.remove_file(row)
-                        del catalog[fid]
-                        removed_ids.add(fid)
-                        report.outcomes.append(FileOutcome(row["path"], w.trace, "removed", "no longer in the folder"))
+                        remove(row, "no longer in the folder")
         warehouse.write_cards(cards)
 
         todo: list[FileTask] = []
+        default_rank: dict[str, list[str]] = {}  # trace -> files that got rank 0 for want of one
         for task in tasks:
             if _unchanged(task, force):
                 report.outcomes.append(FileOutcome(str(task.path), task.trace, "unchanged", rank=task.previous["rank"],
                                                    size_bytes=task.size))
+                if task.previous.get("rank_source") == "default":
+                    default_rank.setdefault(task.trace, []).append(str(task.path))
             else:
                 todo.append(task)
         reporter.start(sum(t.size for t in todo), len(todo))
-        claims = {(row["trace"], row["rank"]): fid for fid, row in catalog.items()}
+        committer = _Committer(warehouse, report, removed_ids,
+                               claims={(row["trace"], row["rank"]): fid for fid, row in catalog.items()})
         for task, parsed in _run_parsers(todo, warehouse, jobs, reporter):
-            outcome = _commit(task, parsed, warehouse, claims, report)
+            outcome = committer.commit(task, parsed)
             report.outcomes.append(outcome)
             reporter.file_done(outcome)
+            if isinstance(parsed, ParsedFile) and parsed.rank_source == "default":
+                default_rank.setdefault(task.trace, []).append(str(task.path))
         reporter.finish()
+        # Rank 0 by default is noise for a workload of one file; with two or more, all
+        # but one fail on the rank and this says why.
+        for paths in default_rank.values():
+            if len(paths) > 1:
+                report.warnings.extend(
+                    f"{p}: no distributedInfo.rank and no rank in the file name; using rank 0" for p in paths)
         if any(o.status in ("ingested", "removed") for o in report.outcomes):
             warehouse.clear_cache()  # stale entries could never be hit again
         current = {fid: row for fid, row in warehouse.read_catalog().items() if fid not in removed_ids}
         warehouse.compact_catalog(current, force=bool(removed_ids))
+        warehouse.clean_tmp()  # what a dead parser process left behind
     for w in report.warnings:
         reporter.warn(w)
     return report
 
 
-def _commit(
-    task: FileTask,
-    parsed: ParsedFile | TraceFileError,
-    warehouse: Warehouse,
-    claims: dict[tuple[str, int], str],
-    report: IngestReport,
-) -> FileOutcome:
-    path = str(task.path)
-    if isinstance(parsed, UnsupportedFormat):
-        return FileOutcome(path, task.trace, "skipped", parsed.problem, size_bytes=task.size)
-    if isinstance(parsed, TraceFileError):
-        return FileOutcome(path, task.trace, "failed", parsed.message, size_bytes=task.size)
-    report.warnings.extend(parsed.warnings)
-    holder = claims.get((task.trace, parsed.rank))
-    if holder is not None and holder != task.file_id:
-        Path(parsed.tmp_events).unlink(missing_ok=True)
-        other = next((o.path for o in report.outcomes if o.trace == task.trace and o.rank == parsed.rank), holder)
+def _held_elsewhere(w: Workload, catalog: dict[str, dict]) -> list[dict]:
+    """Catalog rows of ``w``'s trace id that came from another place than ``w.root``."""
+    def mine(row: dict) -> bool:
+        if w.is_folder:
+            return row["path"] == str(w.root / row["relpath"])
+        return row["path"] == str(w.root)
+
+    return [row for row in catalog.values() if row["trace"] == w.trace and not mine(row)]
+
+
+def _clash_message(w: Workload, rows: list[dict]) -> str:
+    row = rows[0]
+    path, relpath = Path(row["path"]), Path(row["relpath"])
+    root = path.parents[len(relpath.parts) - 1]  # the folder the relpath is relative to
+    if trace_id_for(root.name) != w.trace:  # not a workload folder: a loose file
+        root = path
+    what = "folder" if w.is_folder else "file"
+    return (f"{w.root}: trace id {w.trace!r} is already taken by files from {root}; "
+            f"rename the {what}, or pass --force to replace it")
+
+
+class _Committer:
+    """Makes parsed files visible, one at a time and in path order (main process)."""
+
+    def __init__(self, warehouse: Warehouse, report: IngestReport, removed_ids: set[str],
+                 claims: dict[tuple[str, int], str]) -> None:
+        self.warehouse = warehouse
+        self.report = report
+        self.removed_ids = removed_ids  # file ids whose compacted catalog row must go
+        self.claims = claims  # (trace, rank) -> the file id holding it
+
+    def commit(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome:
+        path = str(task.path)
+        if isinstance(parsed, UnsupportedFormat):
+            return FileOutcome(path, task.trace, "skipped", parsed.problem, size_bytes=task.size)
+        if isinstance(parsed, TraceFileError):
+            return FileOutcome(path, task.trace, "failed", parsed.message, size_bytes=task.size)
+        self.report.warnings.extend(parsed.warnings)
+        holder = self.claims.get((task.trace, parsed.rank))
+        if holder is not None and holder != task.file_id:
+            Path(parsed.tmp_events).unlink(missing_ok=True)
+            other = next((o.path for o in self.report.outcomes if o.trace == task.trace and o.rank == parsed.rank),
+                         holder)
+            return FileOutcome(
+                path, task.trace, "failed",
+                f"{path}: rank {parsed.rank} of trace {task.trace!r} is already taken by {other}",
+                size_bytes=task.size,
+            )
+        try:
+            self._write(task, parsed)
+        except Exception as e:  # this file fails; the run and the other files go on
+            return FileOutcome(path, task.trace, "failed",
+                               f"{path}: could not be written to the warehouse: {type(e).__name__}: {e}",
+                               size_bytes=task.size)
         return FileOutcome(
-            path, task.trace, "failed",
-            f"{path}: rank {parsed.rank} of trace {task.trace!r} is already taken by {other}",
-            size_bytes=task.size,
+            path, task.trace, "ingested", rank=parsed.rank, format=parsed.flavor, events=parsed.events_written,
+            dropped=sum(parsed.drops.values()), size_bytes=task.size, seconds=parsed.seconds,
         )
-    if task.previous is not None:
-        claims.pop((task.previous["trace"], task.previous["rank"]), None)
-    claims[(task.trace, parsed.rank)] = task.file_id
-    warehouse.commit_file(Path(parsed.tmp_events), _files_row(task, parsed), _stats_table(task, parsed), task.previous)
-    return FileOutcome(
-        path, task.trace, "ingested", rank=parsed.rank, format=parsed.flavor, events=parsed.events_written,
-        dropped=sum(parsed.drops.values()), size_bytes=task.size, seconds=parsed.seconds,
-    )
+
+    def _write(self, task: FileTask, parsed: ParsedFile) -> None:
+        """Commits one file. If its catalog rows cannot be built, nothing is touched (like
+        a parse error); if the commit fails half-way, the file is taken out of the
+        warehouse entirely (a later run ingests it again). Either way the error is raised."""
+        fid, previous = task.file_id, task.previous
+        try:
+            files_row, stats = _files_row(task, parsed), _stats_table(task, parsed)
+        except Exception:
+            Path(parsed.tmp_events).unlink(missing_ok=True)
+            raise
+        try:
+            self.warehouse.commit_file(Path(parsed.tmp_events), files_row, stats, previous)
+        except Exception:
+            partitions = [self.warehouse.partition_file(task.trace, parsed.rank, fid)]
+            if previous is not None:
+                partitions.append(self.warehouse.partition_file(previous["trace"], previous["rank"], fid))
+            self.warehouse.discard_commit(fid, partitions)
+            Path(parsed.tmp_events).unlink(missing_ok=True)
+            self.removed_ids.add(fid)
+            for key in [k for k, v in self.claims.items() if v == fid]:
+                del self.claims[key]
+            raise
+        if previous is not None:
+            self.claims.pop((previous["trace"], previous["rank"]), None)
+        self.claims[(task.trace, parsed.rank)] = fid
+        self.removed_ids.discard(fid)  # replaced (--force) and written again: keep the new row
 
 
 def _run_parsers(
     todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter
-) -> Iterable[tuple[FileTask, ParsedFile | TraceFileError]]:
-    """Yields (task, result) in task order; parses in processes when jobs > 1."""
+) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError]]:
+    """Yields (task, result) in task order; parses in processes when jobs > 1.
+
+    A parser process that dies (the OOM killer, kill -9) breaks the whole pool and
+    every file it held. Those files are parsed again in a fresh pool, and the ones that
+    were being read when it died ("suspects") one at a time, so that a second death
+    names the file that causes it: that file fails alone (``PARSER_DIED``).
+    """
     global _local_progress_fn
     jobs = min(jobs or os.cpu_count() or 1, max(len(todo), 1))
     tmp_dir = str(warehouse.tmp_dir)
@@ -559,6 +678,61 @@ def _run_parsers(
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
+    ready: dict[int, ParsedFile | TraceFileError] = {}  # by index in todo, until its turn
+    deaths: dict[int, int] = {}  # index -> parser deaths while it was being read
+    next_out = 0
+    while next_out < len(todo):
+        pending = [i for i in range(next_out, len(todo)) if i not in ready]
+        suspects = [i for i in pending if deaths.get(i)]
+        group = suspects or pending
+        workers = 1 if suspects else min(jobs, len(group))
+        # Largest files first, so that a big file is not the last to start while the
+        # other workers sit idle; results are still committed in path order, which
+        # decides which of two files claiming one (trace, rank) is the later one.
+        order = sorted(group, key=lambda i: todo[i].size, reverse=True)
+        futures: dict[int, Future] = {}
+        # a fresh progress queue per pool: a killed worker may have died holding the old one's lock
+        with _progress_relay(ctx, reporter) as progress_q, ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_init_worker,
+            initargs=(progress_q, warehouse.lock_fd, os.getpid()),
+        ) as pool:
+            for i in order:
+                futures[i] = pool.submit(_parse_in_worker, str(todo[i].path), todo[i].file_id, tmp_dir)
+            try:
+                for i in sorted(group):
+                    ready[i] = futures[i].result()
+                    while next_out in ready:
+                        yield todo[next_out], ready.pop(next_out)
+                        next_out += 1
+                continue
+            except BrokenProcessPool:
+                pass
+        # The pool broke; leaving the with-block waited for its processes to end.
+        lost = [i for i in order if i >= next_out and i not in ready]
+        for i in lost:
+            f = futures[i]
+            if f.done() and not f.cancelled() and f.exception() is None:  # finished before the break
+                ready[i] = f.result()
+        lost = [i for i in lost if i not in ready]
+        # A marker left behind shows a file being read when the pool broke; without any
+        # (a worker died outside a parse), the files the workers would have been reading.
+        in_flight = [i for i in lost if _inflight_marker(tmp_dir, todo[i].file_id).exists()] or lost[:workers]
+        for i in in_flight:
+            deaths[i] = deaths.get(i, 0) + 1
+            if deaths[i] >= 2:
+                ready[i] = TraceFileError(str(todo[i].path), PARSER_DIED)
+        for i in lost:  # the marker and the half-written events of the lost parses
+            for leftover in Path(tmp_dir).glob(f"{todo[i].file_id}.*"):
+                leftover.unlink(missing_ok=True)
+        while next_out in ready:
+            yield todo[next_out], ready.pop(next_out)
+            next_out += 1
+
+
+@contextmanager
+def _progress_relay(ctx: Any, reporter: Reporter) -> Iterator[Any]:
+    """A queue that parser processes put byte counts on, and a thread in this process
+    that passes them to ``reporter`` (drained to the end when the block exits)."""
     progress_q = ctx.SimpleQueue()
     stop = threading.Event()
 
@@ -575,15 +749,22 @@ def _run_parsers(
     drainer = threading.Thread(target=drain, daemon=True)
     drainer.start()
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(progress_q,)) as pool:
-            # Largest files first, so that a big file is not the last to start while the
-            # other workers sit idle; results are still committed in path order, which
-            # decides which of two files claiming one (trace, rank) is the later one.
-            futures = {id(t): pool.submit(parse_file, str(t.path), t.file_id, tmp_dir)
-                       for t in sorted(todo, key=lambda t: t.size, reverse=True)}
-            for task in todo:
-                yield task, futures[id(task)].result()
+        yield progress_q
     finally:
         stop.set()
         drainer.join(timeout=2)
+
+
+def _inflight_marker(tmp_dir: str, file_id: str) -> Path:
+    return Path(tmp_dir) / f"{file_id}.parsing"
+
+
+def _parse_in_worker(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileError:
+    """``parse_file`` in a pool process, leaving a marker file while it runs: if the
+    process dies, the marker tells ``_run_parsers`` which file it was reading."""
+    marker = _inflight_marker(tmp_dir, file_id)
+    marker.touch()
+    try:
+        return parse_file(path, file_id, tmp_dir)
+    finally:
+        marker.unlink(missing_ok=True)

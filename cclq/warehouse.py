@@ -38,6 +38,52 @@ DEFAULT_WAREHOUSE = ".cclq/warehouse"
 COMPACTED = "_all.parquet"  # the compacted catalog table in catalog/files and catalog/stats
 WAREHOUSE_ENV = "CCLQ_WAREHOUSE"
 
+# The catalog tables. Every catalog file is written with these schemas, so a column that
+# is NULL in every row still has its type (a NULL-typed Parquet column reads back as
+# INTEGER and breaks e.g. ``drop_reasons LIKE ...``).
+FILES_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("trace", pa.string()),
+        ("rank", pa.int32()),
+        ("path", pa.string()),
+        ("relpath", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("content_hash", pa.string()),
+        ("format", pa.string()),
+        ("parser", pa.string()),
+        ("ingest_version", pa.int32()),
+        ("cclq_version", pa.string()),
+        ("rank_source", pa.string()),
+        ("world_size", pa.int32()),
+        ("events_read", pa.int64()),
+        ("events_written", pa.int64()),
+        ("events_dropped", pa.int64()),
+        ("drop_reasons", pa.string()),  # JSON {"<reason>": count}; by phase in ingest_stats
+        ("decompressed_bytes", pa.int64()),
+        ("base_time_ns", pa.int64()),
+        ("ts_min_ns", pa.int64()),
+        ("ts_max_ns", pa.int64()),
+        ("distributed_info", pa.string()),
+        ("device_properties", pa.string()),
+        ("ingested_at", pa.timestamp("us", tz="UTC")),
+        ("ingest_seconds", pa.float64()),
+    ]
+)
+
+STATS_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("trace", pa.string()),
+        ("rank", pa.int32()),
+        ("stat", pa.string()),  # the reason, e.g. "E without B"
+        ("ph", pa.string()),
+        ("dropped", pa.bool_()),  # False: the event was kept but is worth knowing
+        ("count", pa.int64()),
+    ]
+)
+
 
 def resolve_warehouse(option: str | None) -> Path:
     """``--warehouse`` first, then ``$CCLQ_WAREHOUSE``, then ``./.cclq/warehouse``."""
@@ -54,6 +100,7 @@ class Warehouse:
         self.cards_dir = self.root / "catalog" / "cards"
         self.tmp_dir = self.root / "tmp"
         self.cache_dir = self.root / "cache" / "metrics"  # metric results, keyed by their inputs
+        self.lock_fd: int | None = None  # the descriptor holding the ingest lock, while held
 
     # -- creation and locking -------------------------------------------------
     def create(self) -> None:
@@ -72,7 +119,12 @@ class Warehouse:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        """Exclusive lock for writers; a second ingest waits for the first."""
+        """Exclusive lock for writers; a second ingest waits for the first.
+
+        ``lock_fd`` names the descriptor while the lock is held: a forked parser process
+        inherits it and must close its copy (``cclq.ingest._init_worker``), or an orphaned
+        worker would keep the lock after its parent was killed.
+        """
         self.create()
         with open(self.root / ".lock", "a+") as f:
             try:
@@ -80,9 +132,11 @@ class Warehouse:
             except BlockingIOError:
                 print(f"cclq: waiting for another ingest into {self.root} to finish", file=sys.stderr)
                 fcntl.flock(f, fcntl.LOCK_EX)
+            self.lock_fd = f.fileno()
             try:
                 yield
             finally:
+                self.lock_fd = None
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     def clear_cache(self) -> None:
@@ -134,7 +188,9 @@ class Warehouse:
         per_file_stats = [p for p in self.stats_dir.glob("*.parquet") if p.name != COMPACTED]
         if not per_file_files and not per_file_stats and not force:
             return
-        files = pa.Table.from_pylist(list(catalog.values())) if catalog else None
+        # with the schema: rows of an older cclq may lack newer keys (NULL), and a column
+        # that is NULL in every row keeps its type
+        files = pa.Table.from_pylist(list(catalog.values()), schema=FILES_SCHEMA) if catalog else None
         if files is not None:
             self._write_table(files, self.files_dir / COMPACTED)
         else:
@@ -150,7 +206,8 @@ class Warehouse:
         parts = [t.filter(pc.is_in(t.column("file_id"), value_set=pa.array(sorted(catalog), pa.string())))
                  for t in parts if t.num_rows]
         if parts:
-            self._write_table(pa.concat_tables(parts, promote_options="default"), self.stats_dir / COMPACTED)
+            stats = pa.concat_tables([_conform(t, STATS_SCHEMA) for t in parts])
+            self._write_table(stats, self.stats_dir / COMPACTED)
         else:
             old_stats.unlink(missing_ok=True)
         for p in per_file_files + per_file_stats:
@@ -177,6 +234,14 @@ class Warehouse:
         self._write_table(stats, self.stats_dir / f"{file_id}.parquet")
         self._write_table(files_row, self.files_dir / f"{file_id}.parquet")
 
+    def discard_commit(self, file_id: str, partitions: list[Path]) -> None:
+        """Undoes a ``commit_file`` that failed half-way: the file's per-file catalog rows
+        and the given event partitions go (the caller drops its compacted row)."""
+        (self.files_dir / f"{file_id}.parquet").unlink(missing_ok=True)
+        (self.stats_dir / f"{file_id}.parquet").unlink(missing_ok=True)
+        for p in partitions:
+            _unlink_and_prune(p, self.events_dir)
+
     def remove_file(self, row: dict) -> None:
         """Forgets a file that disappeared from its workload folder (the compacted
         catalog drops it at the end of the ingest)."""
@@ -199,6 +264,8 @@ class Warehouse:
         if not cards and not legacy:
             return
         parts = [pq.read_table(p) for p in ([target] if target.exists() else []) + sorted(legacy)]
+        if not legacy and _cards_unchanged(parts[0] if parts else None, cards):
+            return  # a re-ingest of unchanged workloads writes nothing
         replaced = pa.array(sorted(cards), pa.string())
         parts = [t.filter(pc.invert(pc.is_in(t.column("trace"), value_set=replaced))) for t in parts]
         parts += [t for t in cards.values() if t is not None]
@@ -229,6 +296,32 @@ class Warehouse:
         pq.write_table(table, tmp)
         path.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, path)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns: missing ones NULL (an older cclq
+    wrote it), NULL-typed ones given their type."""
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _cards_unchanged(stored: pa.Table | None, cards: dict[str, pa.Table | None]) -> bool:
+    """Whether writing ``cards`` over the stored table would change nothing.
+
+    Rows are compared without their NULL fields: the stored table has the columns of
+    every trace's card, a fresh card only its own.
+    """
+    def rows_by_trace(table: pa.Table | None) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for row in table.to_pylist() if table is not None else []:
+            out.setdefault(row["trace"], []).append({k: v for k, v in row.items() if v is not None})
+        return out
+
+    stored_rows = rows_by_trace(stored)
+    return all(rows_by_trace(new).get(trace, []) == stored_rows.get(trace, []) for trace, new in cards.items())
 
 
 def _unlink_and_prune(path: Path, stop: Path) -> None:

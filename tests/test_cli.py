@@ -80,6 +80,24 @@ def test_debug_shows_the_traceback(small_wh):
     assert "Traceback" in result.stderr
 
 
+def test_debug_works_anywhere_on_the_command_line(small_wh):
+    result = run_cli("sql", "SELECT nope FROM kernels", "--debug", "-w", str(small_wh))
+    assert "Traceback" in result.stderr and "No such option" not in result.stderr
+
+
+def test_jobs_must_be_at_least_one(tmp_path):
+    write_trace(tmp_path / "w" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+    result = run_cli("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "--jobs", "0")
+    assert result.returncode == 2
+    assert "Invalid value for '--jobs'" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "wh").exists()
+
+
+def test_force_says_it_replaces_a_trace_from_another_place():
+    help_text = " ".join(run_cli("ingest", "--help").stdout.split())
+    assert "--force" in help_text and "replace a trace of the same id" in help_text
+
+
 def test_missing_input_path_is_a_usage_error(tmp_path):
     result = run_cli("ingest", str(tmp_path / "absent"), "-w", str(tmp_path / "wh"))
     assert result.returncode == 2

@@ -194,11 +194,17 @@ def test_rank_from_distributed_info_anywhere_else_file_name_else_zero(tmp_path, 
     assert query(wh, "SELECT world_size, ranks_seen FROM traces") == [(8, 5)]
 
 
-def test_missing_rank_defaults_to_zero_with_a_warning(tmp_path, wh):
-    write_trace(tmp_path / "w" / "trace.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+def test_missing_rank_defaults_to_zero_and_warns_only_when_two_files_need_it(tmp_path, wh):
+    ev = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]
+    write_trace(tmp_path / "w" / "trace.json", ev)
     report = run_ingest([tmp_path / "w"], wh)
     assert query(wh, "SELECT rank, rank_source FROM files") == [(0, "default")]
-    assert any("using rank 0" in w and "trace.json" in w for w in report.warnings)
+    assert not report.warnings  # a one-file workload: rank 0 is the obvious choice
+    write_trace(tmp_path / "w" / "zzz.json", ev)  # a second file without a rank
+    report = run_ingest([tmp_path / "w"], wh)
+    assert [o.status for o in report.outcomes] == ["unchanged", "failed"]
+    assert sorted(w.split(":")[0].rsplit("/", 1)[-1] for w in report.warnings if "using rank 0" in w) == [
+        "trace.json", "zzz.json"]
 
 
 def test_workload_card_is_flattened_into_traces(tmp_path, wh):
@@ -263,3 +269,34 @@ def test_every_view_is_defined_on_an_empty_warehouse(tmp_path, wh):
         assert query(wh, f"SELECT count(*) FROM {view}") == [(0,)], view
 
 
+
+
+def test_metadata_events_are_not_part_of_the_time_span(tmp_path, wh):
+    # Kineto writes its M events at ts 0; the timed events here run from 1 s to 3.0005 s
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "ts": 0, "args": {"name": "python"}},
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1_000_000, "dur": 10},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "ts": 0, "args": {"name": "main"}},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3_000_000, "dur": 500},
+    ]
+    write_trace(tmp_path / "w" / "rank0.json", events)
+    run_ingest([tmp_path / "w"], wh)
+    assert query(wh, "SELECT ts_min_ns, ts_max_ns FROM files") == [(1_000_000_000, 3_000_500_000)]
+    assert query(wh, "SELECT span_s FROM traces") == [(2.0005,)]
+    assert query(wh, "SELECT count(*) FROM events WHERE ph = 'M'") == [(2,)]  # still kept
+
+
+def test_the_empty_event_that_ends_an_xprof_file_is_a_note_not_a_drop(tmp_path, wh):
+    from cclq.synth_xla import TpuTraceSpec, generate_tpu_trace, write_tpu_trace
+
+    events = generate_tpu_trace(TpuTraceSpec())["traceEvents"]
+    assert events[-1] == {}
+    write_tpu_trace(tmp_path / "tpu" / "host0.trace.json.gz", TpuTraceSpec())
+    # the same {} anywhere else, or at the end of a Kineto file, is still dropped
+    write_trace(tmp_path / "kineto" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1}, {}])
+    run_ingest([tmp_path / "tpu", tmp_path / "kineto"], wh)
+    assert query(wh, "SELECT trace, stat, dropped, count FROM ingest_stats ORDER BY trace") == [
+        ("kineto", "empty object", True, 1), ("tpu", "xprof end marker {}", False, 1)]
+    # every event read is accounted for: written + dropped + the end marker
+    assert query(wh, "SELECT events_read, events_written, events_dropped, drop_reasons FROM files "
+                     "WHERE trace = 'tpu'") == [(len(events), len(events) - 1, 0, None)]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cclq.warehouse import Warehouse
 from conftest import query, run_cli, run_ingest, write_trace
 
 GOOD_EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
@@ -238,8 +239,6 @@ def test_concurrent_ingests_into_one_warehouse_both_land(tmp_path, wh):
 
 
 def test_parallel_jobs_give_the_same_warehouse_as_one_job(tmp_path):
-    from cclq.warehouse import Warehouse
-
     root = tmp_path / "work"
     for r in range(4):
         write_trace(root / f"rank{r}.json", GOOD_EVENTS * (r + 1), distributedInfo={"rank": r, "world_size": 4})
@@ -294,3 +293,127 @@ def test_a_second_pass_with_decimals_does_not_count_the_file_twice(tmp_path, wh)
     assert [o.status for o in report.outcomes] == ["ingested"]
     assert query(wh, "SELECT ts_ns FROM events WHERE name = 'late'") == [(1700000000000000123,)]
     assert Recorder.advanced == path.stat().st_size
+
+
+def test_a_commit_that_fails_half_way_fails_that_file_alone(tmp_path, wh, monkeypatch):
+    """The catalog row of rank1 cannot be written (disk full): its events, already renamed
+    into place, go again; the files after it are still committed; a later run takes it."""
+    root = tmp_path / "work"
+    for r in range(3):
+        _good(root, f"rank{r}.json", r)
+    real_write = Warehouse._write_table
+
+    def write_table(self, table, path):
+        if path.parent == self.files_dir and table.column_names[0] == "file_id" and \
+                table.column("relpath").to_pylist() == ["rank1.json"]:
+            raise OSError(28, "No space left on device")
+        return real_write(self, table, path)
+
+    monkeypatch.setattr(Warehouse, "_write_table", write_table)
+    report = run_ingest([root], wh)
+    assert [o.status for o in report.outcomes] == ["ingested", "failed", "ingested"]
+    assert report.failed[0].message == (f"{root / 'rank1.json'}: could not be written to the warehouse: "
+                                        "OSError: [Errno 28] No space left on device")
+    assert query(wh, "SELECT rank FROM files ORDER BY rank") == [(0,), (2,)]
+    assert query(wh, "SELECT DISTINCT rank FROM events ORDER BY rank") == [(0,), (2,)]
+    assert query(wh, "SELECT DISTINCT rank FROM ingest_stats") == []
+    monkeypatch.undo()
+    report = run_ingest([root], wh)
+    assert sorted((Path(o.path).name, o.status) for o in report.outcomes) == [
+        ("rank0.json", "unchanged"), ("rank1.json", "ingested"), ("rank2.json", "unchanged")]
+
+
+def test_a_catalog_row_that_cannot_be_built_fails_that_file_alone(tmp_path, wh, monkeypatch):
+    """What a rank beyond int32 did: ArrowInvalid while building the row, once reported as
+    a bug that stopped the run. Now that file fails; the one after it is committed."""
+    import pyarrow as pa
+
+    import cclq.ingest as ingest_module
+
+    root = tmp_path / "work"
+    _good(root, "rank0.json", 0)
+    _good(root, "rank1.json", 1)
+    real_files_row = ingest_module._files_row
+
+    def files_row(task, parsed):
+        if task.relpath == "rank0.json":
+            raise pa.ArrowInvalid("Integer value 1694128201545 not in range")
+        return real_files_row(task, parsed)
+
+    monkeypatch.setattr(ingest_module, "_files_row", files_row)
+    report = run_ingest([root], wh)
+    assert [o.status for o in report.outcomes] == ["failed", "ingested"]
+    assert report.failed[0].message == (f"{root / 'rank0.json'}: could not be written to the warehouse: "
+                                        "ArrowInvalid: Integer value 1694128201545 not in range")
+    assert query(wh, "SELECT rank FROM files") == [(1,)]
+    assert len([p for p in _visible_parquet(wh.root) if "events" in p.parts]) == 1
+    assert not any(wh.tmp_dir.iterdir())
+
+
+def test_compacted_catalog_keeps_the_types_of_all_null_columns(tmp_path, wh):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cclq.warehouse import COMPACTED, FILES_SCHEMA, STATS_SCHEMA
+
+    _good(tmp_path / "work")  # nothing dropped: drop_reasons is NULL in every row
+    run_ingest([tmp_path / "work"], wh)
+    assert pq.read_schema(wh.files_dir / COMPACTED) == FILES_SCHEMA
+    assert query(wh, "SELECT count(*) FROM files WHERE drop_reasons LIKE '%E%'") == [(0,)]
+    # rows written by an older cclq may lack columns: those are NULL, with their type
+    old = pq.read_table(wh.files_dir / COMPACTED).drop_columns(["drop_reasons", "ingest_seconds"])
+    pq.write_table(old, wh.files_dir / COMPACTED)
+    pq.write_table(pa.table({"file_id": ["x"], "stat": ["E without B"]}), wh.stats_dir / COMPACTED)
+    wh.compact_catalog(wh.read_catalog(), force=True)
+    assert pq.read_schema(wh.files_dir / COMPACTED) == FILES_SCHEMA
+    assert pq.read_table(wh.files_dir / COMPACTED).column("ingest_seconds").to_pylist() == [None]
+    assert not (wh.stats_dir / COMPACTED).exists()  # "x" is no file of the catalog
+    write_trace(tmp_path / "work" / "rank1.json", GOOD_EVENTS + [{"ph": "E", "pid": 1, "tid": 1, "ts": 9}],
+                distributedInfo={"rank": 1, "world_size": 2})
+    run_ingest([tmp_path / "work"], wh)
+    assert pq.read_schema(wh.stats_dir / COMPACTED) == STATS_SCHEMA
+    assert query(wh, "SELECT count(*) FROM files WHERE drop_reasons LIKE '%E%'") == [(1,)]
+
+
+def test_a_fifo_is_never_read(tmp_path):
+    root = tmp_path / "work"
+    _good(root)
+    fifo = root / "rank1.json"
+    os.mkfifo(fifo)  # reading it would block forever
+    wh_root = str(tmp_path / "wh")
+    result = subprocess.run([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(root),
+                             "-w", wh_root, "-q"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr  # passed by while walking the folder
+    assert query(Warehouse(Path(wh_root)), "SELECT relpath FROM files") == [("rank0.json",)]
+    result = subprocess.run([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(fifo),
+                             "-w", wh_root, "-q"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1  # named on the command line: it fails alone
+    assert [x for x in result.stderr.splitlines() if x.startswith("cclq:")] == [
+        f"cclq: error: {fifo}: not a regular file (a pipe, socket or device)"]
+
+
+def test_documents_images_and_archives_in_a_workload_are_ignored(tmp_path, wh):
+    root = tmp_path / "work"
+    _good(root)
+    for name in ("paper.pdf", "timeline.PNG", "traces.zip", "traces.tar", "traces.tar.gz", "old.parquet",
+                 "slides.pptx", "photo.jpeg"):
+        (root / name).write_bytes(b"\x00\x01 not a trace \xff" * 10)
+    (root / "profile.nsys-rep").write_bytes(b"\x00\x01 an Nsight Systems report \xff" * 10)
+    report = run_ingest([root], wh)
+    assert [(Path(o.path).name, o.status) for o in report.outcomes] == [
+        ("profile.nsys-rep", "skipped"), ("rank0.json", "ingested")]
+    assert report.outcomes[0].message == "Nsight Systems report: format not supported yet"
+
+
+def test_reingest_of_an_unchanged_workload_does_not_rewrite_its_card(tmp_path, wh):
+    root = tmp_path / "work"
+    _good(root)
+    (root / "workload_card.yaml").write_text("version: 1\nworkload:\n  model:\n    model_family: llama\n")
+    run_ingest([root], wh)
+    cards = wh.cards_dir / "_all.parquet"
+    before = (cards.stat().st_ino, cards.stat().st_mtime_ns)
+    assert [o.status for o in run_ingest([root], wh).outcomes] == ["unchanged"]
+    assert (cards.stat().st_ino, cards.stat().st_mtime_ns) == before  # a rewrite is a new file (os.replace)
+    (root / "workload_card.yaml").write_text("version: 1\nworkload:\n  model:\n    model_family: gpt\n")
+    run_ingest([root], wh)
+    assert query(wh, "SELECT model_family FROM traces") == [("gpt",)]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cclq.formats.chrome import XPROF_END_MARKER
 from cclq.warehouse import Warehouse
 from conftest import query, require_shared, run_ingest
 
@@ -70,9 +71,11 @@ def test_events_by_phase_equal_rows_kept_plus_drops(shared_warehouse):
         closed_b = query(wh, "SELECT count(*) FROM events WHERE file_id = ? AND ph = 'B' AND dur_ns IS NOT NULL",
                          [file_id])[0][0]
         dropped = Counter()
-        for stat, ph, n in query(wh, "SELECT stat, ph, count FROM ingest_stats WHERE file_id = ? AND dropped",
-                                 [file_id]):
-            key = {"not an object": "<not an object>", "empty object": "<empty>"}.get(stat, ph)
+        # dropped events, and the {} that ends every xprof array (a note, not a drop)
+        for stat, ph, n in query(wh, "SELECT stat, ph, count FROM ingest_stats WHERE file_id = ? "
+                                     "AND (dropped OR stat = ?)", [file_id, XPROF_END_MARKER]):
+            key = {"not an object": "<not an object>", "empty object": "<empty>",
+                   XPROF_END_MARKER: "<empty>"}.get(stat, ph)
             dropped[key] += n
         accounted = Counter()
         for ph, n in kept.items():
@@ -130,3 +133,22 @@ def test_unsupported_formats_are_skipped_not_failed(tmp_path):
     report = run_ingest([traces / "chakra_et", traces / "nsys_pipit_hpc"], wh)
     assert {o.status for o in report.outcomes} == {"skipped"}
     assert all("format not supported yet" in o.message for o in report.outcomes)
+
+
+def test_xprof_end_marker_is_a_note_not_a_drop(shared_warehouse):
+    wh, files = shared_warehouse
+    ends_with_empty = {str(p.resolve()) for t, p, doc in files if isinstance(doc, dict) and doc["traceEvents"][-1] == {}}
+    xprof = [path for (path,) in query(wh, "SELECT path FROM files WHERE format = 'xprof'")]
+    assert len(xprof) >= 2 and set(xprof) <= ends_with_empty  # xla_jax_cpu_4dev, xprof_tf_bert_8gpu
+    for path in xprof:
+        rows = query(wh, "SELECT s.stat, s.dropped, s.count FROM ingest_stats s JOIN files f USING (file_id) "
+                         "WHERE f.path = ? AND s.stat IN ('empty object', ?)", [path, XPROF_END_MARKER])
+        assert rows == [(XPROF_END_MARKER, False, 1)], path
+
+
+def test_metadata_events_do_not_stretch_the_time_span(shared_warehouse):
+    wh, _ = shared_warehouse
+    # hta_mtia_single_rank writes its M events at ts 0 on an uptime clock: counting them
+    # made the span 41 days. Its X events run for about 13.6 s.
+    (span,) = query(wh, "SELECT span_s FROM traces WHERE trace = 'hta_mtia_single_rank'")[0]
+    assert 13.0 < span < 14.5, span

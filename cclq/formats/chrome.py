@@ -26,7 +26,9 @@ Normalisation rules (also listed in the README's "event schema" section):
 * Legacy categories (``Kernel``, ``Operator``, ...) are mapped to today's names,
   the original kept in ``cat_raw``.
 * Events that cannot be used are dropped and counted by (reason, ph); see
-  ``ReadResult.drops``.
+  ``ReadResult.drops``. The ``{}`` that ends every xprof array is a note
+  (``XPROF_END_MARKER``), not a drop.
+* A file's time bounds (``ts_min_ns``/``ts_max_ns``) leave out ``M`` events.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ from cclq.schema import (
 )
 
 BatchSink = Callable[[pa.RecordBatch], None]
+
+# The note for the empty event that ends every xprof trace-viewer array. It is neither
+# written nor dropped, so for such a file events_read = written + dropped + merged E + 1.
+XPROF_END_MARKER = "xprof end marker {}"
 
 _PROMOTED_COLUMNS = promoted_columns()
 _orjson_dumps = orjson.dumps
@@ -96,7 +102,7 @@ class ReadResult:
     notes: Counter[str] = field(default_factory=Counter)  # kept but noteworthy
     metadata: dict[str, Any] = field(default_factory=dict)  # top-level keys we read
     base_time_ns: int = 0
-    ts_min_ns: int | None = None
+    ts_min_ns: int | None = None  # min(ts) over the timed events (not ``M`` metadata)
     ts_max_ns: int | None = None  # max(ts + dur)
     decompressed_bytes: int = 0
 
@@ -447,6 +453,7 @@ def read_chrome_json(
     batch = _Batch()
     ts_bounds: list[int] = []
     idx = -1
+    last_empty = -2  # index of the last ``{}`` entry (see XPROF_END_MARKER)
 
     def flush() -> None:
         nonlocal batch
@@ -454,10 +461,13 @@ def read_chrome_json(
             return
         record_batch = batch.to_record_batch(file_id, base_ns, exact)
         sink(record_batch)
-        ts = record_batch.column(8)
+        # The time bounds leave out metadata events: Kineto writes its ``M`` events at
+        # ts 0, which on an uptime clock made a 13 s trace span 41 days.
+        timed = record_batch.filter(pc.fill_null(pc.not_equal(record_batch.column(2), "M"), True))
+        ts = timed.column(8)
         lo = pc.min(ts).as_py()
         if lo is not None:
-            hi = pc.max(pc.add(ts, pc.fill_null(record_batch.column(9), 0))).as_py()
+            hi = pc.max(pc.add(ts, pc.fill_null(timed.column(9), 0))).as_py()
             ts_bounds.extend((lo - base_ns, hi - base_ns))
         result.rows_written += len(batch.rows)
         batch = _Batch()
@@ -476,6 +486,7 @@ def read_chrome_json(
                 if ts is None:
                     if not ev:
                         drops["empty object", ""] += 1
+                        last_empty = idx
                         continue
                     if ph != "M":
                         drops["no ts", _id_text(ph) or ""] += 1
@@ -530,6 +541,10 @@ def read_chrome_json(
     flush()
 
     result.events_read = idx + 1
+    if detected.flavor == "xprof" and last_empty == idx:
+        # xprof closes every trace-viewer array with ``{}``: a note, not a drop
+        _count_down(drops, ("empty object", ""))
+        result.notes[XPROF_END_MARKER] += 1
     result.decompressed_bytes = source.stream.offset
     tail_meta = scan_top_level_keys(source.stream.tail(), last=True)
     meta = {**head_meta, **{k: v for k, v in tail_meta.items() if k not in head_meta}}
@@ -541,6 +556,12 @@ def read_chrome_json(
         problem = "no traceEvents array" if not detected.array_form and b'"traceEvents"' not in detected.head else "no trace events"
         raise TraceFileError(source.path, f"not a trace: {problem}")
     return result
+
+
+def _count_down(counter: Counter[Any], key: Any) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
 
 
 def _base_ns(meta: dict[str, Any]) -> int:

@@ -17,11 +17,25 @@ from cclq.formats.source import read_head
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
-# Files in a workload folder that are never traces (cards, docs, scripts).
+# Files in a workload folder that are never traces: walking a folder passes them by.
+# Everything else is a candidate and ``detect`` decides by content.
 IGNORED_SUFFIXES = (
+    # cards, notes, scripts, configs, logs
     ".yaml", ".yml", ".md", ".txt", ".rst", ".py", ".sh", ".toml", ".cfg", ".ini",
-    ".csv", ".log", ".png", ".jpg", ".svg", ".html", ".ipynb", ".lock",
+    ".csv", ".tsv", ".log", ".html", ".htm", ".ipynb", ".lock",
+    # documents
+    ".pdf", ".doc", ".docx", ".ppt", ".pptx", ".xls", ".xlsx", ".odt", ".ods", ".odp", ".rtf", ".tex",
+    # images and videos
+    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".svg", ".webp", ".tif", ".tiff", ".ico", ".eps", ".mp4",
+    # archives (a trace is gzip at most: ``*.json.gz``)
+    ".zip", ".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tar.xz", ".tar.zst", ".7z", ".rar",
+    # tables and tensors
+    ".parquet", ".arrow", ".feather", ".npy", ".npz", ".h5", ".hdf5", ".pkl", ".pickle",
+    ".pth", ".ckpt", ".safetensors",
 )
+# Nsight Systems reports, recognised by name: skipped as not supported yet, rather than
+# failed as "not a recognised trace format".
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,8 @@ def _top_key(head: bytes, key: str) -> bool:
 def detect(path: str) -> Detected:
     if os.path.isdir(path):
         raise TraceFileError(path, "is a directory")
+    if path.lower().endswith(NSYS_REPORT_SUFFIXES):
+        raise UnsupportedFormat(path, "Nsight Systems report: format not supported yet")
     head, _ = read_head(path)
     if not head:
         raise TraceFileError(path, "empty file")
