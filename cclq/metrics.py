@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -170,6 +171,20 @@ def _sql_literal(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 
 
+def _number(spec: MetricSpec, name: str, value: str) -> float:
+    """A ``--param`` value as the number every metric parameter is (they are DOUBLE in
+    ``metric_params``). Anything else is a usage error: substituting the card's value or
+    the default for a typo would print a number the user did not ask for."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise UsageError(f"--param {name}={value!r}: {spec.label} needs a finite number for {name}",
+                         hint=f"e.g. --param {name}=8 or --param {name}=7e9")
+    return number
+
+
 def _params_relation(spec: MetricSpec, given: dict[str, str]) -> str:
     unknown = set(given) - {p.name for p in spec.params}
     if unknown:
@@ -179,7 +194,8 @@ def _params_relation(spec: MetricSpec, given: dict[str, str]) -> str:
     for p in spec.params:
         options = []
         if p.name in given:
-            options.append(f"TRY_CAST({_sql_literal(given[p.name])} AS DOUBLE)")
+            # repr of a float is a valid SQL numeric literal and round-trips exactly
+            options.append(f"CAST({_number(spec, p.name, given[p.name])!r} AS DOUBLE)")
         if p.card_column:
             options.append(f"TRY_CAST(c.{p.card_column} AS DOUBLE)")
         if p.default is not None:

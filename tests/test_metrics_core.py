@@ -14,6 +14,8 @@ from cclq.metrics import resolve, run_metric
 from cclq.synth import KinetoTraceBuilder
 from conftest import require_shared, run_ingest
 
+NO_STEPS = "no steps (no ProfilerStep#N annotations, no XLA steps)"
+
 
 def _build(root: Path) -> None:
     # rank 0: three ProfilerSteps, overlapping kernels on several streams, NCCL on stream 20
@@ -79,7 +81,8 @@ def test_avg_step_time_drops_first_and_last_step(con):
     # steps of 10000, 10000, 12000 ns: only the inner one (step 2) is averaged
     assert rows["mixed", 0, None]["value"] == pytest.approx(10_000e-9, abs=1e-18)
     assert (rows["mixed", 0, None]["steps_used"], rows["mixed", 0, None]["steps_seen"]) == (1, 3)
-    assert rows["mixed", 1, None]["reason"] == "no ProfilerStep annotations"
+    assert rows["mixed", 1, None]["reason"] == NO_STEPS
+    assert rows["mixed", 0, None]["source"] == "cpu_annotation"
 
 
 def test_coll_call_num_counts_per_step_by_launch(con):
@@ -89,7 +92,10 @@ def test_coll_call_num_counts_per_step_by_launch(con):
         ("mixed", 0, 2): 1,  # launched at 11.5 us
         ("mixed", 0, 3): 1,  # the all-gather launched at 21 us
     }
-    assert rows["mixed", 1, None]["reason"] == "no ProfilerStep annotations"
+    assert rows["mixed", 1, None]["reason"] == NO_STEPS
+    assert {v["source"] for k, v in rows.items() if k[0] == "mixed"} == {"gpu_kernels"}
+    # the CPU-only trace has a collective but no steps
+    assert rows["cpu_only", 0, None]["reason"] == NO_STEPS and rows["cpu_only", 0, None]["source"] == "cpu_ops"
 
 
 # --------------------------------------------------------------------- real trace

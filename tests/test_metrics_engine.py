@@ -113,6 +113,26 @@ def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_pa
         registry.cache_clear()
 
 
+def test_a_param_that_is_not_a_number_is_a_usage_error(two):
+    """`--param n_chips=abc` must not quietly fall back to the card or the default."""
+    con = connect(two)
+    for bad in ("abc", "", "nan", "inf", "1e999"):
+        with pytest.raises(UsageError, match=rf"--param n_chips={bad!r}: hockney_alpha_s v1 needs a finite number"):
+            run_metric(con, resolve("hockney_alpha_s"), {"n_chips": bad})
+    # a number in any float spelling is taken as given (trace b's card says 16)
+    table = run_metric(con, resolve("hockney_alpha_s"), {"n_chips": "8.0"})
+    rows = {r["trace"]: r["n_chips"] for r in table.to_pylist()}
+    assert rows == {"a": 8.0, "b": 8.0}
+    rows = {r["trace"]: r["value"] for r in run_metric(con, resolve("flops_per_token_used"),
+                                                        {"model_params": "7e9"}).to_pylist()}
+    assert set(rows) == {"a", "b"}  # not XLA traces: no value, but the parameter was accepted
+    # the CLI: exit code 2 and the parameter named, before any work
+    result = run_cli("metric", "flops_per_token_used", "--all", "-w", str(two.root), "--param", "model_params=abc")
+    assert result.returncode == 2
+    assert "--param model_params='abc'" in result.stderr and "needs a finite number" in result.stderr
+    assert not list(two.cache_dir.glob("flops_per_token_used.*")) if two.cache_dir.exists() else True
+
+
 def test_trace_selection_restricts_every_relation(two):
     con = connect(two, traces=["b"])
     table = run_metric(con, resolve("total_kernel_time"))
@@ -158,7 +178,7 @@ def test_cclbench_entry_point_prints_the_number_last(tmp_path):
     assert float(result.stdout.strip().splitlines()[-1]) == pytest.approx(8e-06)  # summary: sum of 2 ranks
     result = run("--trace", str(tmp_path / "in" / "a"), "--metric", "avg_step_time")
     assert result.stdout.strip().splitlines()[-1] == "nan"
-    assert "no ProfilerStep annotations" in result.stderr
+    assert "no steps (no ProfilerStep#N annotations, no XLA steps)" in result.stderr
     result = run("--trace", str(tmp_path / "in"), "--metric", "total_kernel_time")  # two workloads
     assert result.returncode == 2 and "holds 2 workloads" in result.stderr
 

@@ -293,7 +293,7 @@ def test_break_down_steps(suite_wh: Warehouse) -> None:
 
 def test_break_down_steps_not_applicable(suite_wh: Warehouse) -> None:
     (row,) = rows(suite_wh, "break_down_steps", "suite_no_steps")
-    assert_not_applicable(row, "no ProfilerStep annotations")
+    assert_not_applicable(row, "no steps (no ProfilerStep#N annotations, no XLA steps)")
     assert row["step"] is None
     ranks = by_rank(suite_wh, "break_down_steps", "suite_no_coverage")
     assert_not_applicable(ranks[1], "no GPU kernels")
@@ -357,20 +357,17 @@ def test_load_imbalance_ratio(suite_wh: Warehouse) -> None:
 # --------------------------------------------------------------------------------------
 
 def test_total_communication_time(suite_wh: Warehouse) -> None:
-    # 4 steps -> inner window [start S2, end S3) = [100, 300) us, 2 inner steps.
-    # rank 0 comm clipped: k2 [30,70) -> nothing; k5 [190,220) -> 30; k6 [280,320) -> [280,300) 20
-    # union 50 us / 2 steps = 25 us per step
+    # One definition: |union of comm kernels| per rank over the whole trace, in s
+    # (steps play no part; before, 4 steps gave 25 us "per inner step" here).
+    # rank 0 comm: k2 [30,70) 40 + k5 [190,220) 30 + k6 [280,320) 40 = 110 us
     got = by_rank(suite_wh, "total_communication_time", "suite_two_ranks")
-    assert got[0]["value"] == pytest.approx(25e-6, abs=TOL)
-    assert got[0]["window"] == "inner steps"
-    assert got[0]["inner_steps"] == 2
-    assert got[0]["comm_in_window_s"] == pytest.approx(50e-6, abs=TOL)
+    assert got[0]["value"] == pytest.approx(110e-6, abs=TOL)
+    assert got[0]["comm_kernels"] == 3
     # rank 1 has kernels but no comm: 0, not "not applicable"
-    assert got[1]["value"] == 0.0 and got[1]["reason"] is None
-    # no steps: the whole trace; allgathers [0,20) and [10,30) on two streams merge to 30 us
+    assert got[1]["value"] == 0.0 and got[1]["reason"] is None and got[1]["comm_kernels"] == 0
+    # allgathers [0,20) and [10,30) on two streams merge to 30 us
     (row,) = rows(suite_wh, "total_communication_time", "suite_no_steps")
     assert row["value"] == pytest.approx(30e-6, abs=TOL)
-    assert row["window"] == "whole trace"
     ranks = by_rank(suite_wh, "total_communication_time", "suite_no_coverage")
     assert_not_applicable(ranks[1], "no GPU kernels")
 
@@ -522,10 +519,8 @@ def test_dlrm_param_8xV100_from_raw_json(wh: Warehouse) -> None:
     assert comm_ns > 0
     assert row["value"] == pytest.approx(comm_ns / all_ns, abs=1e-9)
 
-    # the trace has one ProfilerStep per rank: total_communication_time uses the
-    # whole trace, |union of comm kernels| per rank
+    # total_communication_time: |union of comm kernels| per rank, whole trace
     comm_time = by_rank(wh, "total_communication_time", trace)
     for r, ks in kernels.items():
         expected = _union_ns([(s, e) for n, s, e in ks if is_comm(n)]) / 1e9
-        assert comm_time[r]["window"] == "whole trace"
         assert comm_time[r]["value"] == pytest.approx(expected, abs=1e-12), r

@@ -1,15 +1,22 @@
--- GPU activity from Kineto traces: kernels, memory copies and memsets, each with
--- its device, stream and the correlation id that links it to the runtime call
--- that launched it.
+-- GPU activity from Kineto traces: kernels, memory copies, memsets and
+-- synchronisation, each with its device, stream and the correlation id that links
+-- it to the runtime call that issued it.
 -- requires: slices
 
--- One row per GPU activity (kernel, memcpy, memset). `kind` is the activity
--- class taken from the category: kernel | memcpy | memset.
+-- One row per GPU activity. `kind` is the activity class taken from the category:
+--   kernel  cat kernel
+--   memcpy  cat gpu_memcpy
+--   memset  cat gpu_memset
+--   sync    cat cuda_sync (Event Sync, Stream Sync, Context Sync, Stream Wait
+--           Event: time the GPU or host spent waiting, not work; CUPTI records it
+--           with a stream and a correlation id like a kernel)
+-- Consumers that mean kernels filter `kind = 'kernel'`; every metric that reads
+-- gpu_ops or gpu_ops_classified does (or names the kinds it wants).
 CREATE OR REPLACE VIEW gpu_ops AS
 SELECT
   trace,
   rank,
-  CASE cat WHEN 'kernel' THEN 'kernel' WHEN 'gpu_memcpy' THEN 'memcpy' ELSE 'memset' END AS kind,
+  CASE cat WHEN 'kernel' THEN 'kernel' WHEN 'gpu_memcpy' THEN 'memcpy' WHEN 'gpu_memset' THEN 'memset' ELSE 'sync' END AS kind,
   name,
   coalesce(device, TRY_CAST(pid AS INTEGER)) AS device,
   coalesce(stream, TRY_CAST(tid AS BIGINT)) AS stream,
@@ -24,7 +31,7 @@ SELECT
   file_id,
   event_idx
 FROM slices
-WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset');
+WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'cuda_sync');
 
 -- One row per GPU kernel, with launch shape and the collective arguments that
 -- PyTorch copies onto NCCL kernels.

@@ -1,38 +1,69 @@
--- Kernel classification, version 1: ONE table of name patterns decides what every
--- GPU activity is (comm / compute / memcpy / memset / sync) and, for
--- communication, which collective it runs. Every metric reads it through
--- `gpu_ops_classified`; changing a pattern here is a metric-visible change and
--- needs new metric versions.
--- requires: gpu
+-- Communication and activity classification: ONE versioned table of name patterns
+-- (`kernel_class_rules`) decides what every GPU activity is (comm / compute /
+-- memcpy / memset / sync) and, for communication, which collective it runs; the
+-- same table says which CPU ops are collective calls (c10d::*, record_param_comms,
+-- nccl:*, gloo:*: the only sign of communication on ranks without GPU activity).
+-- Metrics read it through the `*_with(<version>)` macros with the rules version
+-- they were defined on, so adding version-2 rows never moves a v1 metric; the
+-- plain views (`gpu_ops_classified`, `cpu_collectives`) are version 1, for ad-hoc
+-- queries and for views that classify once.
+-- requires: gpu, slices
 
--- The rules, first match (lowest priority) wins. Patterns are DuckDB regular
--- expressions (RE2, partial match unless anchored).
+-- The rules. Columns:
+--   version       the rules version a row belongs to (a metric pins one)
+--   priority      first match wins: the lowest matching priority of the version
+--   applies_to    what `pattern` is matched against:
+--                   'gpu_activity'  the name of a GPU activity (gpu_ops: kernels,
+--                                   memcpys, memsets, syncs) or an xprof GPU stream op
+--                   'cpu_op'        the name of a CPU-side slice (cat cpu_op or
+--                                   user_annotation)
+--   pattern       a DuckDB (RE2) regular expression, partial match unless anchored
+--   kernel_class  comm | sync | memcpy | memset (no match: compute on the GPU side,
+--                 not a collective on the CPU side)
+--   coll_type     the collective a comm rule implies (NULL: from the activity's
+--                 `Collective name` argument, or for CPU ops from the op's name)
+--   role          'cpu_op' rules only: 'call' = the record of a collective CALL
+--                 (c10d::* dispatcher ops, record_param_comms); 'backend' = the
+--                 backend running it (nccl:*, gloo:*), nested in the call on the
+--                 same thread (NCCL) or on a worker thread after the call
+--                 returned (Gloo), so never a call of its own where calls are
+--                 recorded. NULL for 'gpu_activity' rules.
 CREATE OR REPLACE VIEW kernel_class_rules AS
 SELECT * FROM (VALUES
   -- NCCL >= 2.19 (ncclDevKernel_*) and older (ncclKernel_*) device kernels
-  (10, '^nccl(Dev)?Kernel_AllReduce', 'comm', 'all_reduce'),
-  (11, '^nccl(Dev)?Kernel_AllGather', 'comm', 'all_gather'),
-  (12, '^nccl(Dev)?Kernel_ReduceScatter', 'comm', 'reduce_scatter'),
-  (13, '^nccl(Dev)?Kernel_Broadcast', 'comm', 'broadcast'),
-  (14, '^nccl(Dev)?Kernel_Reduce', 'comm', 'reduce'),
-  (15, '^nccl(Dev)?Kernel_SendRecv', 'comm', 'send_recv'),
-  (16, '^nccl(Dev)?Kernel_Send', 'comm', 'send'),
-  (17, '^nccl(Dev)?Kernel_Recv', 'comm', 'recv'),
+  (1, 10, 'gpu_activity', '^nccl(Dev)?Kernel_AllReduce', 'comm', 'all_reduce', NULL),
+  (1, 11, 'gpu_activity', '^nccl(Dev)?Kernel_AllGather', 'comm', 'all_gather', NULL),
+  (1, 12, 'gpu_activity', '^nccl(Dev)?Kernel_ReduceScatter', 'comm', 'reduce_scatter', NULL),
+  (1, 13, 'gpu_activity', '^nccl(Dev)?Kernel_Broadcast', 'comm', 'broadcast', NULL),
+  (1, 14, 'gpu_activity', '^nccl(Dev)?Kernel_Reduce', 'comm', 'reduce', NULL),
+  (1, 15, 'gpu_activity', '^nccl(Dev)?Kernel_SendRecv', 'comm', 'send_recv', NULL),
+  (1, 16, 'gpu_activity', '^nccl(Dev)?Kernel_Send', 'comm', 'send', NULL),
+  (1, 17, 'gpu_activity', '^nccl(Dev)?Kernel_Recv', 'comm', 'recv', NULL),
   -- RCCL's generic kernel: the type comes from the `Collective name` argument
-  (18, '^nccl(Dev)?Kernel_Generic', 'comm', NULL),
-  (19, '^(nccl|rccl)', 'comm', NULL),
+  (1, 18, 'gpu_activity', '^nccl(Dev)?Kernel_Generic', 'comm', NULL, NULL),
+  (1, 19, 'gpu_activity', '^(nccl|rccl)', 'comm', NULL, NULL),
   -- symmetric-memory and custom all-reduce kernels (PyTorch SymmMem, vLLM)
-  (20, '(multimem|one_shot|two_shot)_all_reduce', 'comm', 'all_reduce'),
-  (21, 'cross_device_reduce', 'comm', 'all_reduce'),
+  (1, 20, 'gpu_activity', '(multimem|one_shot|two_shot)_all_reduce', 'comm', 'all_reduce', NULL),
+  (1, 21, 'gpu_activity', 'cross_device_reduce', 'comm', 'all_reduce', NULL),
   -- expert-parallel token exchange (DeepEP and similar dispatch/combine kernels)
-  (30, '(deep_ep|internode|intranode).*(dispatch|combine)', 'comm', 'all_to_all'),
-  (31, '(^|[^A-Za-z])(dispatch|combine)Kernel', 'comm', 'all_to_all'),
-  -- synchronisation shown on GPU timelines
-  (40, '^(Event Sync|Stream Sync|Context Sync|Stream Wait Event)', 'sync', NULL),
+  (1, 30, 'gpu_activity', '(deep_ep|internode|intranode).*(dispatch|combine)', 'comm', 'all_to_all', NULL),
+  (1, 31, 'gpu_activity', '(^|[^A-Za-z])(dispatch|combine)Kernel', 'comm', 'all_to_all', NULL),
+  -- synchronisation on GPU timelines: Kineto's `cuda_sync` activities (gpu_ops
+  -- kind 'sync'), and the same names on sources without a category
+  (1, 40, 'gpu_activity', '^(Event Sync|Stream Sync|Context Sync|Stream Wait Event)', 'sync', NULL, NULL),
   -- copies and fills launched as activities
-  (50, '^Memcpy', 'memcpy', NULL),
-  (51, '^Memset', 'memset', NULL)
-) AS rules(priority, pattern, kernel_class, coll_type);
+  (1, 50, 'gpu_activity', '^Memcpy', 'memcpy', NULL, NULL),
+  (1, 51, 'gpu_activity', '^Memset', 'memset', NULL, NULL),
+  -- CPU-side collectives. One call is often a nest of several of these on one
+  -- thread (c10d::allreduce_ > record_param_comms > nccl:all_reduce); users that
+  -- count calls take the outermost 'call' (cpu_collective_calls_with). The
+  -- collective type comes from the `Collective name` argument, else the op name
+  -- (coll_type_of); a record_param_comms without a type (a `wait`) is no call.
+  (1, 100, 'cpu_op', '^c10d::', 'comm', NULL, 'call'),
+  (1, 101, 'cpu_op', '^record_param_comms$', 'comm', NULL, 'call'),
+  (1, 102, 'cpu_op', '^nccl:', 'comm', NULL, 'backend'),
+  (1, 103, 'cpu_op', '^gloo:', 'comm', NULL, 'backend')
+) AS rules(version, priority, applies_to, pattern, kernel_class, coll_type, role);
 
 -- The collective type for a c10d `Collective name` (kernel arg) or CPU op name.
 CREATE OR REPLACE MACRO coll_type_of(collective) AS
@@ -52,27 +83,31 @@ CASE
   ELSE NULL
 END;
 
--- One row per GPU activity with its class. `kernel_class`: comm | compute |
--- memcpy | memset | sync. `coll_type` (comm only): all_reduce, all_gather,
--- reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, ...;
--- the kernel's `Collective name` argument wins over its name (RCCL's generic
--- kernel, NCCL SendRecv kernels that implement all_to_all).
+-- One row per GPU activity with its class, by the 'gpu_activity' rules of
+-- `rules_version`. `kernel_class`: comm | compute | memcpy | memset | sync; the
+-- activity kind decides for memcpy and memset activities, the first matching
+-- rule for kernels and sync activities (rule 40 names Kineto's four sync kinds),
+-- else compute for a kernel and sync for a sync activity. `coll_type` (comm
+-- only): all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce,
+-- send, recv, send_recv, ...; the kernel's `Collective name` argument wins over
+-- its name (RCCL's generic kernel, NCCL SendRecv kernels that implement
+-- all_to_all).
 --
 -- The rules are a correlated (LATERAL) subquery on purpose: DuckDB runs it once
 -- per DISTINCT name (a delim join: names repeat millions of times, the regexes
 -- run per name, not per event) within the same read of the events. A join to a
 -- separate SELECT DISTINCT name view read the events twice, which doubled the
 -- cost on warehouses of many small files and gained nothing on big ones.
-CREATE OR REPLACE VIEW gpu_ops_classified AS
+CREATE OR REPLACE MACRO gpu_ops_classified_with(rules_version) AS TABLE
 SELECT
   o.*,
   CASE
-    WHEN o.kind = 'memcpy' THEN 'memcpy'
-    WHEN o.kind = 'memset' THEN 'memset'
-    ELSE coalesce(c.kernel_class, 'compute')
+    WHEN o.kind IN ('memcpy', 'memset') THEN o.kind
+    ELSE coalesce(c.kernel_class, CASE WHEN o.kind = 'sync' THEN 'sync' ELSE 'compute' END)
   END AS kernel_class,
   CASE
-    WHEN coalesce(c.kernel_class, '') = 'comm' THEN coalesce(coll_type_of(o.collective_name), c.coll_type)
+    WHEN o.kind = 'kernel' AND coalesce(c.kernel_class, '') = 'comm'
+      THEN coalesce(coll_type_of(o.collective_name), c.coll_type)
   END AS coll_type
 FROM gpu_ops AS o,
 LATERAL (
@@ -81,18 +116,68 @@ LATERAL (
     arg_min(r.kernel_class, r.priority) AS kernel_class,
     arg_min(r.coll_type, r.priority) AS coll_type
   FROM kernel_class_rules AS r
-  WHERE regexp_matches(o.name, r.pattern)
+  WHERE r.version = rules_version AND r.applies_to = 'gpu_activity' AND regexp_matches(o.name, r.pattern)
 ) AS c;
 
--- CPU-side collectives (c10d ops, record_param_comms, nccl:* and gloo
--- annotations): the only sign of communication in CPU-only traces.
-CREATE OR REPLACE VIEW cpu_collectives AS
+-- Version 1 of the above, for ad-hoc queries and views that classify once.
+CREATE OR REPLACE VIEW gpu_ops_classified AS
+SELECT * FROM gpu_ops_classified_with(1);
+
+-- One row per CPU-side slice (cat cpu_op or user_annotation) that a 'cpu_op' comm
+-- rule of `rules_version` matches: c10d ops, record_param_comms, nccl:* and gloo:*
+-- annotations, with the rule's `role` (call | backend), for the (trace, rank)
+-- pairs of the relation `scope` (`files` for all; a metric passes the ranks it
+-- needs, and an empty scope costs nothing). `coll_type` from the `Collective
+-- name` argument, else the name; NULL for a record_param_comms that only waits
+-- (`Collective name` wait, or none).
+CREATE OR REPLACE MACRO cpu_collectives_with(rules_version, scope) AS TABLE
 SELECT
-  trace, rank, name, cat, ts_ns, dur_ns, end_ns, pid, tid,
-  coll_type_of(coalesce(collective_name, regexp_replace(name, '^(c10d::|nccl:|gloo:)', ''))) AS coll_type,
-  collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype, pg_name, seq, external_id
-FROM slices
-WHERE cat IN ('cpu_op', 'user_annotation')
-  AND (
-    name LIKE 'c10d::%' OR name = 'record_param_comms' OR name LIKE 'nccl:%' OR name LIKE 'gloo:%'
-  );
+  s.trace, s.rank, s.name, s.cat, s.ts_ns, s.dur_ns, s.end_ns, s.pid, s.tid,
+  c.coll_type,
+  c.role,
+  s.collective_name, s.in_msg_nelems, s.out_msg_nelems, s.group_size, s.dtype, s.pg_name, s.seq,
+  s.external_id, s.file_id, s.event_idx
+FROM (SELECT * FROM slices SEMI JOIN query_table(scope) USING (trace, rank)) AS s,
+LATERAL (
+  -- once per distinct (name, Collective name): the type's regexes too, which a
+  -- filter on coll_type would otherwise run on every CPU slice
+  SELECT
+    arg_min(r.kernel_class, r.priority) AS kernel_class,
+    arg_min(r.role, r.priority) AS role,
+    coll_type_of(coalesce(s.collective_name, s.name)) AS coll_type
+  FROM kernel_class_rules AS r
+  WHERE r.version = rules_version AND r.applies_to = 'cpu_op' AND regexp_matches(s.name, r.pattern)
+) AS c
+WHERE s.cat IN ('cpu_op', 'user_annotation') AND c.kernel_class = 'comm';
+
+-- Version 1 of cpu_collectives_with, every rank.
+CREATE OR REPLACE VIEW cpu_collectives AS
+SELECT * FROM cpu_collectives_with(1, files);
+
+-- One row per CPU-side collective CALL of `rules_version`: the typed (coll_type
+-- not NULL: waits are no calls) 'call' ops that no other typed 'call' op of the
+-- same thread contains, so that c10d::allreduce_ > record_param_comms >
+-- nccl:all_reduce counts once. The backend's records (nccl:*, gloo:*, on the
+-- call's thread or a Gloo worker thread) are calls only on a rank that records
+-- no 'call' op at all; there the outermost typed backend ops of each thread count.
+-- Containment: an earlier-or-equal start and a later-or-equal end on the same
+-- (pid, tid); of two slices with the same span the first in file order counts.
+-- `scope` as for cpu_collectives_with.
+CREATE OR REPLACE MACRO cpu_collective_calls_with(rules_version, scope) AS TABLE
+SELECT * EXCLUDE (rank_records_calls, enclosing_end_ns)
+FROM (
+  SELECT
+    *,
+    max(end_ns) OVER (
+      PARTITION BY trace, rank, pid, tid, role
+      ORDER BY ts_ns, end_ns DESC, file_id, event_idx
+      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ) AS enclosing_end_ns
+  FROM (
+    SELECT *, bool_or(role = 'call') OVER (PARTITION BY trace, rank) AS rank_records_calls
+    FROM cpu_collectives_with(rules_version, scope)
+    WHERE coll_type IS NOT NULL AND end_ns IS NOT NULL
+  )
+  WHERE role = 'call' OR NOT rank_records_calls
+)
+WHERE enclosing_end_ns IS NULL OR enclosing_end_ns < end_ns;

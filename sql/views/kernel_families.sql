@@ -74,8 +74,10 @@ SELECT * FROM (VALUES
 --                   expert-parallel dispatch/combine exchanges are MoE time)
 CREATE OR REPLACE MACRO kernel_name_families(rules_version) AS TABLE
 WITH kernel_names AS (
+  -- family rules v1 are defined on kernel_class_rules v1 (a later family version
+  -- that needs other class rules names them here)
   SELECT DISTINCT name, kernel_class
-  FROM gpu_ops_classified
+  FROM gpu_ops_classified_with(1)
   WHERE kind = 'kernel'
 ),
 matched AS (

@@ -144,7 +144,8 @@ SELECT * FROM (VALUES
 -- Every XLA op event of a device, one row per event, classified. Sources, per
 -- (trace, rank): `xla_ops_line` (events on a device plane's `XLA Ops` line), else
 -- for GPU planes without that line `gpu_stream` (kernels on `Stream #N` lines,
--- classified by the shared GPU table kernel_class_rules, compute by default;
+-- classified by the 'gpu_activity' rules of the shared table kernel_class_rules,
+-- version 1; compute by default;
 -- memcpy/memset activities are not ops), else, when the profile has no device
 -- plane op at all, `host_thunk` (host events with `hlo_op`: JAX/XLA on CPU).
 -- `device_ps` = device_duration_ps, else dur (exact integer picoseconds).
@@ -223,7 +224,8 @@ stream_class AS (
     arg_min(r.kernel_class, r.priority) AS kernel_class,
     arg_min(r.coll_type, r.priority) AS coll_type
   FROM (SELECT DISTINCT name FROM ops WHERE op_source = 'gpu_stream') AS n
-  JOIN kernel_class_rules AS r ON regexp_matches(n.name, r.pattern)
+  JOIN kernel_class_rules AS r
+    ON r.version = 1 AND r.applies_to = 'gpu_activity' AND regexp_matches(n.name, r.pattern)
   GROUP BY ALL
 ),
 classified AS (
@@ -274,6 +276,8 @@ LEFT JOIN shapes AS sh USING (shape_with_layout);
 --                  pair the done's shape, the collective's result, then the
 --                  start's), else raw_bytes_accessed, else bytes_accessed.
 --   op_kind        comm | compute | other (xla_op_rules); coll_type for comm.
+--   flops, model_flops  the op's arguments; for a pair the halves' sum, NULL
+--                  (not 0) when neither half carries the argument.
 CREATE OR REPLACE VIEW xla_ops AS
 WITH ev AS (
   SELECT *, coalesce(device, -1) AS device_key FROM xla_op_events
@@ -320,9 +324,15 @@ merged AS (
     ts_ns,
     CASE WHEN done_idx IS NULL THEN end_ns ELSE done_end_ns END AS end_ns,
     CASE WHEN done_idx IS NULL THEN device_ps ELSE (done_end_ns - ts_ns) * 1000 END AS device_ps,
-    CASE WHEN done_idx IS NULL THEN flops ELSE coalesce(flops, 0) + coalesce(done_flops, 0) END AS flops,
+    -- a pair's FLOPs are the halves' sum; NULL (not 0) when neither half has any,
+    -- so that a pair without model_flops is not counted as an op that carries them
     CASE
-      WHEN done_idx IS NULL THEN model_flops ELSE coalesce(model_flops, 0) + coalesce(done_model_flops, 0)
+      WHEN done_idx IS NULL OR (flops IS NULL AND done_flops IS NULL) THEN flops
+      ELSE coalesce(flops, 0) + coalesce(done_flops, 0)
+    END AS flops,
+    CASE
+      WHEN done_idx IS NULL OR (model_flops IS NULL AND done_model_flops IS NULL) THEN model_flops
+      ELSE coalesce(model_flops, 0) + coalesce(done_model_flops, 0)
     END AS model_flops,
     CASE
       WHEN done_idx IS NULL THEN coalesce(shape_bytes, raw_bytes_accessed, bytes_accessed)
@@ -403,10 +413,15 @@ WITH device_steps AS (
   WHERE l.is_device AND l.line_kind = 'steps'
 ),
 host_slices AS (
-  SELECT s.*
+  -- Only the columns used below (the CTE is read twice, so DuckDB materialises it,
+  -- and `s.*` would read every column, args included), and no filter on the slices
+  -- themselves: with one, DuckDB estimated them the smaller side and hashed every
+  -- slice of a Kineto trace (no host plane) to join them to nothing. Unclosed
+  -- slices (dur NULL) are left out by the users.
+  SELECT s.trace, s.rank, s.pid, s.name, s.ts_ns, s.dur_ns, s.end_ns, s.step_num
   FROM slices AS s
   JOIN xla_planes AS p USING (trace, rank, pid)
-  WHERE p.device_kind = 'host' AND s.dur_ns IS NOT NULL
+  WHERE p.device_kind = 'host'
 ),
 annotated AS (
   SELECT
@@ -414,7 +429,7 @@ annotated AS (
     coalesce(step_num, TRY_CAST(regexp_extract(name, '^train\s+(\d+)$', 1) AS BIGINT)) AS step,
     ts_ns, end_ns, 'host_annotation' AS source
   FROM host_slices
-  WHERE step_num IS NOT NULL OR regexp_matches(name, '^train\s+\d+$')
+  WHERE (step_num IS NOT NULL OR regexp_matches(name, '^train\s+\d+$')) AND dur_ns IS NOT NULL
 ),
 step_markers AS (
   SELECT
@@ -424,7 +439,7 @@ step_markers AS (
   FROM (
     SELECT *, max(dur_ns) OVER (PARTITION BY trace, rank) AS longest
     FROM host_slices
-    WHERE name = 'StepMarker'
+    WHERE name = 'StepMarker' AND dur_ns IS NOT NULL
   )
   WHERE dur_ns > 0.1 * longest
 ),

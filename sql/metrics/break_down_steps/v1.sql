@@ -4,17 +4,21 @@
 -- grain: step
 -- summary: mean
 -- description: GPU kernel seconds per rank and step, split into COMM / ATTN / MOE_ROUTE / MOE_EXPERT / DENSE_GEMM / OTHER (seconds and 0..1 shares).
--- needs: ProfilerStep#N annotations, GPU kernels with launch correlation
+-- needs: steps (ProfilerStep#N on the CPU or GPU track), GPU kernels
 -- params: none
--- Definition: value = Σdur of the GPU kernels launched inside the step (the
--- `gpu_ops_steps` view: a kernel belongs to the step whose CPU span contains its
--- launch), summed over streams, not merged. Each kernel falls in the first of:
--- COMM (the shared classification, kernel_class = 'comm'), then ATTN, MOE_ROUTE,
+-- Definition: value = Σdur of the GPU kernels of the step (`gpu_ops_steps_with(1)`:
+-- with CPU-track steps a kernel belongs to the step whose CPU span contains its
+-- launch; with GPU-track steps only, to the step whose GPU span contains its
+-- start), summed over streams, not merged. Each kernel falls in the first of:
+-- COMM (kernel_class_rules v1, kernel_class = 'comm'), then ATTN, MOE_ROUTE,
 -- MOE_EXPERT, DENSE_GEMM by the 'breakdown' rules of kernel_family_rules v1
 -- (sql/views/kernel_families.sql; a GEMM whose name carries a MoE hint is
 -- MOE_EXPERT), else OTHER. `<cat>_s` are seconds, `<cat>_frac` = <cat>_s / value
--- (NULL when the step ran no kernel time). Memcpy/memset activities are not kernels.
--- A step without kernels is reported with value 0.
+-- (NULL when the step ran no kernel time). Memcpy/memset/sync activities are not
+-- kernels. `step_source` says where the steps came from (cpu_annotation |
+-- gpu_annotation).
+-- A step without kernels is reported with value 0. A rank without GPU kernels
+-- (CPU-only, XLA) is not applicable.
 -- Differs from CCL-Bench (break_down_steps_group_9): that tool sums the whole nsys
 -- capture per report file in ms and percent, has its own comm regex (pplx
 -- `batched_triton_kernel`, `a2a`, `cudaMemcpyAsync` counted as comm) and no
@@ -25,7 +29,7 @@ WITH families AS (
 ),
 step_kernels AS (
   SELECT o.trace, o.rank, o.step, f.breakdown, o.dur_ns
-  FROM gpu_ops_steps AS o
+  FROM gpu_ops_steps_with(1) AS o
   JOIN families AS f USING (name)
   -- no `step IS NOT NULL` here: DuckDB pushes that filter into the `steps` view
   -- ahead of its regex filter and its CAST then fails on non-step names; the join
@@ -37,6 +41,7 @@ per_step AS (
     s.trace,
     s.rank,
     s.step,
+    s.source AS step_source,
     count(k.dur_ns) AS kernels,
     coalesce(sum(k.dur_ns), 0) AS total_ns,
     coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'COMM'), 0) AS comm_ns,
@@ -60,8 +65,9 @@ SELECT
   CASE WHEN r.rank IS NOT NULL THEN p.total_ns / 1e9 END AS value,
   CASE
     WHEN r.rank IS NULL THEN 'no GPU kernels'
-    WHEN p.step IS NULL THEN 'no ProfilerStep annotations'
+    WHEN p.step IS NULL THEN 'no steps (no ProfilerStep#N annotations, no XLA steps)'
   END AS reason,
+  p.step_source,
   p.kernels,
   p.comm_ns / 1e9 AS comm_s,
   p.attn_ns / 1e9 AS attn_s,

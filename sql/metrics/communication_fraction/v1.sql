@@ -7,7 +7,7 @@
 -- needs: GPU kernels (Kineto) or XLA ops (xprof)
 -- One metric for both kinds of trace; `source` says which definition a row used.
 -- * GPU (a rank with Kineto kernels): sum(dur) of kernels the shared
---   classification (gpu_ops_classified, kernel_class_rules) calls `comm` /
+--   classification (gpu_ops_classified_with(1): kernel_class_rules version 1) calls `comm` /
 --   sum(dur) of all kernels of the rank, over the whole trace (memcpy/memset
 --   activities are not kernels). Kernels are summed, not merged.
 -- * XLA (a rank with XLA ops, xla_ops): per device plane, sum of comm ops' device
@@ -27,7 +27,7 @@ WITH gpu AS (
     sum(dur_ns) FILTER (WHERE kernel_class = 'comm') AS comm_ns,
     sum(dur_ns) AS all_ns,
     count(*) AS kernels
-  FROM gpu_ops_classified
+  FROM gpu_ops_classified_with(1)
   WHERE kind = 'kernel'
   GROUP BY trace, rank
 ),

@@ -6,14 +6,16 @@
 -- description: Share of communication time hidden under compute: |U(comm) ∩ U(non-comm kernels)| / |U(comm)| per rank, 0..1.
 -- needs: GPU kernels, communication kernels on the rank
 -- Definition: U = union of intervals over all streams of the rank. comm = kernels
--- the classification table (sql/views/kernel_classes.sql) calls `comm`; non-comm
--- kernels = every other GPU kernel (memcpy/memset activities are not kernels and
--- count on neither side). The whole trace is used, not a step window. A rank with
+-- the classification table (sql/views/kernel_classes.sql, kernel_class_rules
+-- version 1) calls `comm`; non-comm kernels = every other GPU kernel
+-- (memcpy/memset/sync activities are not kernels and count on neither side). The whole trace is used, not a step window. A rank with
 -- communication and no compute scores 0; a rank without communication is not
--- applicable (CCL-Bench's 0 there would read as "nothing overlapped").
+-- applicable (CCL-Bench's 0 there would read as "nothing overlapped"), and so is
+-- a rank whose comm kernels all have zero duration (0/0: reason "communication
+-- kernels have zero duration"; `comm_kernels` counts them).
 WITH kernels_used AS MATERIALIZED (
   SELECT trace, rank, 0 AS key, ts_ns, end_ns, kernel_class = 'comm' AS is_comm
-  FROM gpu_ops_classified
+  FROM gpu_ops_classified_with(1)
   WHERE kind = 'kernel'
 ),
 comm AS (SELECT * FROM kernels_used WHERE is_comm),
@@ -29,7 +31,9 @@ per_rank AS (
   GROUP BY ALL
 ),
 kernels_seen AS (
-  SELECT DISTINCT trace, rank FROM kernels_used
+  SELECT trace, rank, count(*) FILTER (WHERE is_comm) AS comm_kernels
+  FROM kernels_used
+  GROUP BY ALL
 )
 SELECT
   s.trace,
@@ -37,8 +41,10 @@ SELECT
   p.overlap_ns / p.comm_ns AS value,
   CASE
     WHEN k.rank IS NULL THEN 'no GPU kernels'
-    WHEN p.comm_ns IS NULL THEN 'no communication kernels'
+    WHEN k.comm_kernels = 0 THEN 'no communication kernels'
+    WHEN p.comm_ns IS NULL THEN 'communication kernels have zero duration'
   END AS reason,
+  k.comm_kernels,
   p.comm_ns / 1e9 AS comm_s,
   p.overlap_ns / 1e9 AS overlapped_s
 FROM metric_scope AS s

@@ -8,14 +8,15 @@
 -- params: none
 -- Definition: durations are summed, not merged (two concurrent kernels both count),
 -- over every rank of the trace and the whole trace (no step window). comm = kernels
--- the shared classification calls `comm` (sql/views/kernel_classes.sql).
+-- the shared classification calls `comm` (sql/views/kernel_classes.sql,
+-- kernel_class_rules version 1).
 -- Memcpy/memset activities are not kernels and count on neither side. A trace with
 -- kernels but no communication scores 0.
 -- Differs from CCL-Bench: CCL-Bench reports percent (0..100), uses its own comm
 -- regex, and reads at most 16 sampled rank files; here it is 0..1 over every rank.
 WITH scoped_kernels AS (
   SELECT o.trace, o.rank, o.kernel_class, o.dur_ns
-  FROM gpu_ops_classified AS o
+  FROM gpu_ops_classified_with(1) AS o
   JOIN metric_scope AS m USING (trace, rank)
   WHERE o.kind = 'kernel'
 ),

@@ -9,7 +9,7 @@
 -- Definition: U(memcpy) = union of the rank's memcpy activities (`gpu_memcpy`,
 -- every direction); U(non-comm kernels) = union of its kernels that the shared
 -- classification does not call comm. The exposed copy time is the first minus the
--- second (`intervals_subtract`), so a copy hidden under compute costs nothing and
+-- second (`intervals_subtract`; classification: kernel_class_rules version 1), so a copy hidden under compute costs nothing and
 -- one running beside a comm kernel alone still counts. The span runs from the
 -- first start to the last end over memcpys and all kernels (comm included).
 -- Memsets count nowhere. A rank with kernels but no memcpy scores 0.
@@ -17,11 +17,11 @@
 -- (memsets included), and its TPU variant divides by step time; here memcpy
 -- activities over the kernel/memcpy span, 0..1.
 WITH memcpys AS (
-  SELECT trace, rank, 0 AS key, ts_ns, end_ns FROM gpu_ops_classified WHERE kind = 'memcpy'
+  SELECT trace, rank, 0 AS key, ts_ns, end_ns FROM gpu_ops_classified_with(1) WHERE kind = 'memcpy'
 ),
 compute AS (
   SELECT trace, rank, 0 AS key, ts_ns, end_ns
-  FROM gpu_ops_classified
+  FROM gpu_ops_classified_with(1)
   WHERE kind = 'kernel' AND kernel_class <> 'comm'
 ),
 exposed AS (
