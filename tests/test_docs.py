@@ -20,6 +20,14 @@ def test_every_metric_is_in_the_readme():
     assert not missing, f"README lacks metrics: {missing}"
 
 
+def test_readme_metric_table_matches_the_headers():
+    """The README's metric table says what each metric's header says (latest version)."""
+    for name, versions in registry().items():
+        spec = versions[max(versions)]
+        row = f"| `{name}` | {spec.unit} | {spec.grain} | {spec.description.replace('|', chr(92) + '|')} |"
+        assert row in README, f"README row for {name} is stale; want: {row}"
+
+
 def test_readme_install_is_what_ci_runs():
     ci = (REPO / ".ci" / "run").read_text()
     for line in ("python3 -m venv .venv", ". .venv/bin/activate", "pip install -e '.[test]'", "pytest"):

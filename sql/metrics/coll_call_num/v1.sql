@@ -3,7 +3,7 @@
 -- unit: count
 -- grain: step
 -- summary: mean
--- description: Collective calls per rank and step: communication kernels (GPU ranks), else outermost CPU-side collective ops (CPU-only ranks), else collective XLA ops per device plane (XLA).
+-- description: Collective calls per rank and step: communication kernels (GPU ranks), else collective XLA ops per device plane (XLA), else outermost CPU-side collective ops (CPU-only ranks).
 -- needs: steps (ProfilerStep#N on the CPU or GPU track, or XLA steps), and GPU kernels, CPU-side collective ops or XLA ops
 -- params: none
 -- Definition, per (rank, step) of the `steps` view; `source` says what was counted
