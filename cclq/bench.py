@@ -10,6 +10,12 @@ For each input the benchmark measures, in one run:
   the like-for-like comparison) and once with two (``--jobs 2``, both cores of the
   reference machine; files are parsed in parallel), with the peak RSS from ``wait4``.
 
+The metric part runs one metric over N copies of a generated 8-rank trace four ways:
+one query over every trace on one connection (what ``cclq metric --all`` does), a loop
+that connects and runs the metric trace by trace in the same process (the cheapest a
+per-trace script can be), and the same two as ``cclq`` processes (``--all`` once, and
+``--trace T`` once per trace, as CCL-Bench runs one script per trace), with start-up.
+
 Rates are MB of uncompressed JSON per second. Inputs are synthetic multi-rank
 Kineto traces made by ``cclq.synth`` (sizes chosen on the command line, generated
 once into ``--workdir`` and reused) and, if present, ``../shared/perf-traces``.
@@ -164,9 +170,12 @@ def rows_to_table(rows: list[BenchRow]):  # -> pa.Table
 class MetricBenchRow:
     case: str
     traces: int
-    one_query_s: float
-    loop_s: float  # the same metric trace by trace, a fresh connection each (per-trace scripts)
+    one_query_s: float  # one connection, one query over every trace (in this process)
+    loop_s: float  # the same metric trace by trace in this process, a fresh connection each
     speedup: float
+    cli_all_s: float  # `cclq metric NAME --all`: one process, start-up included
+    cli_loop_s: float  # `cclq metric NAME --trace T` once per trace, as CCL-Bench runs a script per trace
+    cli_speedup: float
 
 
 def _clone_trace(wh_root: Path, source: str, target: str) -> None:
@@ -245,6 +254,27 @@ def _time_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def _cli_metric(wh_root: Path, metric: str, selection: list[str]) -> None:
+    cmd = [sys.executable, "-c", "from cclq.cli import main; main()", "metric", metric, *selection,
+           "--no-cache", "--warehouse", str(wh_root), "--format", "csv"]
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"cclq metric failed during the benchmark: {done.stderr.strip()}")
+
+
+def _time_cli_all(wh_root: Path, metric: str) -> float:
+    start = time.perf_counter()
+    _cli_metric(wh_root, metric, ["--all"])
+    return time.perf_counter() - start
+
+
+def _time_cli_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
+    start = time.perf_counter()
+    for t in traces:
+        _cli_metric(wh_root, metric, ["--trace", t])
+    return time.perf_counter() - start
+
+
 def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
                      repeats: int = 2) -> tuple[list[MetricBenchRow], list[dict]]:
     """(scaling rows, per-metric timings over the shared traces)."""
@@ -288,12 +318,17 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
                 _clone_trace(wh_root, "synthetic_8rank", name)
             _compact_clones(wh_root)
             # interleaved, best of each: the machine's speed drifts between minutes
-            one, loop = float("inf"), float("inf")
+            best = dict.fromkeys(("one", "loop", "cli_all", "cli_loop"), float("inf"))
             for _ in range(max(repeats, 1)):
-                one = min(one, _time_one_query(wh_root, metric))
-                loop = min(loop, _time_loop(wh_root, metric, names))
-            rows.append(MetricBenchRow(f"{metric}, {n} x 8-rank trace", n, round(one, 3), round(loop, 3),
-                                       round(loop / one, 1)))
+                for case, seconds in (("one", lambda: _time_one_query(wh_root, metric)),
+                                      ("loop", lambda: _time_loop(wh_root, metric, names)),
+                                      ("cli_all", lambda: _time_cli_all(wh_root, metric)),
+                                      ("cli_loop", lambda: _time_cli_loop(wh_root, metric, names))):
+                    best[case] = min(best[case], seconds())
+            rows.append(MetricBenchRow(
+                f"{metric}, {n} x 8-rank trace", n, round(best["one"], 3), round(best["loop"], 3),
+                round(best["loop"] / best["one"], 1), round(best["cli_all"], 3), round(best["cli_loop"], 3),
+                round(best["cli_loop"] / best["cli_all"], 1)))
             shutil.rmtree(wh_root, ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

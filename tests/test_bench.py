@@ -48,3 +48,4 @@ def test_metric_bench_runs_one_query_and_the_loop_over_the_same_copies():
     ]
     for r in rows:
         assert float(r["one_query_s"]) > 0 and float(r["loop_s"]) > 0
+        assert float(r["cli_all_s"]) > 0 and float(r["cli_loop_s"]) > 0
