@@ -11,18 +11,22 @@ WITH ordered AS (
   SELECT
     trace, rank, key, ts_ns, end_ns,
     -- the furthest end seen before this interval starts a new island when passed
-    max(end_ns) OVER (
-      PARTITION BY trace, rank, key ORDER BY ts_ns, end_ns
-      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-    ) AS prev_end
+    max(end_ns) OVER w_before AS prev_end,
+    -- the same order as a unique number: the island count below must walk the rows in
+    -- exactly this order, and (ts_ns, end_ns) ties (duplicate intervals) may be sorted
+    -- either way by a second sort, which put a row in the previous island
+    row_number() OVER w AS pos
   FROM query_table(tbl)
   WHERE end_ns > ts_ns
+  WINDOW
+    w AS (PARTITION BY trace, rank, key ORDER BY ts_ns, end_ns),
+    w_before AS (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 islands AS (
   SELECT
     *,
     sum(CASE WHEN prev_end IS NULL OR ts_ns > prev_end THEN 1 ELSE 0 END) OVER (
-      PARTITION BY trace, rank, key ORDER BY ts_ns, end_ns ROWS UNBOUNDED PRECEDING
+      PARTITION BY trace, rank, key ORDER BY pos ROWS UNBOUNDED PRECEDING
     ) AS island
   FROM ordered
 )
