@@ -75,7 +75,9 @@ def print_summary(report: IngestReport) -> None:
         t = Table(title=f"ingest into {report.warehouse}", header_style="bold")
         for col in ("trace", "rank", "file", "status", "events", "dropped", "MB", "s"):
             numeric = col in ("rank", "events", "dropped", "MB", "s")
-            t.add_column(col, justify="right" if numeric else "left", no_wrap=col != "file")
+            # names fold onto more lines rather than vanish into "…" on a narrow terminal
+            t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric or col == "status",
+                         overflow="fold")
         for o in parsed:
             t.add_row(o.trace, "" if o.rank is None else str(o.rank), o.path.rsplit("/", 1)[-1], o.status,
                       f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "",
