@@ -60,8 +60,9 @@ class _RawCounter(io.RawIOBase):
 class _TailKeeper(io.RawIOBase):
     """Passes decompressed bytes to the parser and remembers the last few MB."""
 
-    def __init__(self, inner: BinaryIO) -> None:
+    def __init__(self, inner: BinaryIO, keep: int = TAIL_BYTES) -> None:
         self._inner = inner
+        self._keep = keep  # at least this many of the last bytes are kept
         self._tail: deque[bytes] = deque()
         self._tail_size = 0
         self.offset = 0  # decompressed bytes handed out so far
@@ -79,7 +80,7 @@ class _TailKeeper(io.RawIOBase):
             self.offset += len(data)
             self._tail.append(data)
             self._tail_size += len(data)
-            while self._tail_size - len(self._tail[0]) >= TAIL_BYTES:
+            while self._tail_size - len(self._tail[0]) >= self._keep:
                 self._tail_size -= len(self._tail.popleft())
         return data
 
@@ -159,18 +160,14 @@ def read_tail(path: str, limit: int = TAIL_BYTES) -> bytes:
             f.seek(max(0, f.tell() - limit))
             return f.read()
         f.seek(0)
-        tail: deque[bytes] = deque()
-        size = 0
-        try:
-            with gzip.GzipFile(fileobj=f) as gz:
-                while chunk := gz.read(1 << 20):
-                    tail.append(chunk)
-                    size += len(chunk)
-                    while size - len(tail[0]) >= limit:
-                        size -= len(tail.popleft())
-        except gzip_errors():
-            pass
-        return b"".join(tail)[-limit:]
+        with gzip.GzipFile(fileobj=f) as gz:
+            keeper = _TailKeeper(gz, keep=limit)  # type: ignore[arg-type]
+            try:
+                while keeper.read(1 << 20):
+                    pass
+            except gzip_errors():
+                pass
+        return keeper.tail()[-limit:]
 
 
 def _read_gzip(path: str, gz: gzip.GzipFile, limit: int) -> bytes:
