@@ -235,8 +235,9 @@ class Warehouse:
         self._write_table(files_row, self.files_dir / f"{file_id}.parquet")
 
     def discard_commit(self, file_id: str, partitions: list[Path]) -> None:
-        """Undoes a ``commit_file`` that failed half-way: the file's per-file catalog rows
-        and the given event partitions go (the caller drops its compacted row)."""
+        """Deletes a file's per-file catalog rows and the given event partitions: undoes
+        a ``commit_file`` that failed half-way, or (``remove_file``) forgets a file. The
+        caller drops its compacted catalog row."""
         (self.files_dir / f"{file_id}.parquet").unlink(missing_ok=True)
         (self.stats_dir / f"{file_id}.parquet").unlink(missing_ok=True)
         for p in partitions:
@@ -245,10 +246,7 @@ class Warehouse:
     def remove_file(self, row: dict) -> None:
         """Forgets a file that disappeared from its workload folder (the compacted
         catalog drops it at the end of the ingest)."""
-        file_id = row["file_id"]
-        (self.files_dir / f"{file_id}.parquet").unlink(missing_ok=True)
-        (self.stats_dir / f"{file_id}.parquet").unlink(missing_ok=True)
-        _unlink_and_prune(self.partition_file(row["trace"], row["rank"], file_id), self.events_dir)
+        self.discard_commit(row["file_id"], [self.partition_file(row["trace"], row["rank"], row["file_id"])])
 
     def write_cards(self, cards: dict[str, pa.Table | None]) -> None:
         """Sets (or, with ``None``, removes) the cards of some traces (call under the lock).
