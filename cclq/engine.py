@@ -131,7 +131,7 @@ def setup_script(wh: Warehouse, traces: list[str] | None = None, for_sql: str | 
     parts = ["-- cclq: relations over " + str(wh.root), "SET parquet_metadata_cache = true;"] + relations
     modules = [f"-- module {m.name}\n{m.sql.strip()}"
                for m in (view_modules() if for_sql is None else modules_for(for_sql))]
-    parts += _modules_bound_on_placeholder(modules, events_is_view=relations[0].startswith("CREATE OR REPLACE VIEW"))
+    parts += _modules_bound_on_placeholder(modules, events_is_view=relations[0] != _EVENTS_PLACEHOLDER)
     return "\n".join(parts) + "\n"
 
 
@@ -156,13 +156,13 @@ def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None
 
 def define_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """Creates the view modules ``sql`` needs that the connection does not have yet."""
-    have = {row[0].lower() for row in con.execute(
-        "SELECT view_name FROM duckdb_views() WHERE NOT internal "
-        "UNION ALL SELECT table_name FROM duckdb_tables() "
-        "UNION ALL SELECT function_name FROM duckdb_functions() WHERE NOT internal"
-    ).fetchall()}
+    defined = con.execute(
+        "SELECT view_name, 'view' FROM duckdb_views() WHERE NOT internal "
+        "UNION ALL SELECT table_name, 'table' FROM duckdb_tables() "
+        "UNION ALL SELECT function_name, 'function' FROM duckdb_functions() WHERE NOT internal"
+    ).fetchall()
+    have = {name.lower() for name, _ in defined}
     missing = [m for m in modules_for(sql) if not defined_names(m) <= have]
     if missing:
-        events_is_view = bool(con.execute(
-            "SELECT count(*) FROM duckdb_views() WHERE view_name = 'events' AND NOT internal").fetchone()[0])
+        events_is_view = ("events", "view") in defined
         con.execute("\n".join(_modules_bound_on_placeholder([m.sql for m in missing], events_is_view)))
