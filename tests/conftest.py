@@ -43,6 +43,18 @@ def query(wh: Warehouse, sql: str, params: list | None = None) -> list[tuple]:
         con.close()
 
 
+def metric_rows(wh: Warehouse, name: str, trace: str | None = None) -> list[dict]:
+    """One metric's rows (the latest version, every trace or one), on a connection of its own."""
+    from cclq.metrics import resolve, run_metric
+
+    con = connect(wh)
+    try:
+        rows = run_metric(con, resolve(name)).to_pylist()
+    finally:
+        con.close()
+    return [r for r in rows if trace is None or r["trace"] == trace]
+
+
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Runs the real `cclq` entry point in a subprocess (exit codes, stderr)."""
     full_env = {**os.environ, **(env or {})}

@@ -18,12 +18,10 @@ from typing import Any
 
 import pytest
 
-from cclq.engine import connect
-from cclq.metrics import resolve, run_metric
 from cclq.synth import KinetoTraceBuilder, Micros
 from cclq.synth_xla import TpuTraceSpec, generate_tpu_trace, write_tpu_trace
 from cclq.warehouse import Warehouse
-from conftest import require_shared, run_ingest
+from conftest import metric_rows, query, require_shared, run_ingest
 
 US = 1_000  # ns per microsecond
 TOL = 1e-15
@@ -162,11 +160,7 @@ _CACHE: dict[tuple[str, str], list[dict[str, Any]]] = {}
 def rows(wh: Warehouse, metric: str, trace: str) -> list[dict[str, Any]]:
     key = (str(wh.root), metric)
     if key not in _CACHE:
-        con = connect(wh)
-        try:
-            _CACHE[key] = run_metric(con, resolve(metric)).to_pylist()
-        finally:
-            con.close()
+        _CACHE[key] = metric_rows(wh, metric)
     return [r for r in _CACHE[key] if r["trace"] == trace]
 
 
@@ -177,23 +171,15 @@ def by_key(wh: Warehouse, metric: str, trace: str) -> dict[tuple, dict[str, Any]
     return out
 
 
-def sql(wh: Warehouse, query: str) -> list[tuple]:
-    con = connect(wh)
-    try:
-        return con.execute(query).fetchall()
-    finally:
-        con.close()
-
-
 # ------------------------------------------------------------------------ GPU-track steps
 def test_steps_from_the_gpu_track_when_the_cpu_track_has_none(kwh):
-    got = sql(kwh, "SELECT step, ts_ns, dur_ns, source, records FROM steps WHERE trace = 'gpu_steps' ORDER BY step")
-    base = sql(kwh, "SELECT min(ts_ns) FROM steps WHERE trace = 'gpu_steps'")[0][0]
+    got = query(kwh, "SELECT step, ts_ns, dur_ns, source, records FROM steps WHERE trace = 'gpu_steps' ORDER BY step")
+    base = query(kwh, "SELECT min(ts_ns) FROM steps WHERE trace = 'gpu_steps'")[0][0]
     assert [(s, ts - base, d, src, t) for s, ts, d, src, t in got] == [
         (5, 0, 100 * US, "gpu_annotation", 1), (6, 100 * US, 60 * US, "gpu_annotation", 1),
         (7, 160 * US, 140 * US, "gpu_annotation", 1)]
     # both tracks: the CPU track wins (one row per step, not two)
-    assert sql(kwh, "SELECT DISTINCT source, count(*) FROM steps WHERE trace = 'old_names' GROUP BY ALL") == [
+    assert query(kwh, "SELECT DISTINCT source, count(*) FROM steps WHERE trace = 'old_names' GROUP BY ALL") == [
         ("cpu_annotation", 2)]
 
 
@@ -227,7 +213,7 @@ def test_coll_call_num_counts_old_and_new_nccl_kernel_names(kwh):
     got = by_key(kwh, "coll_call_num", "old_names")
     assert {k: v["value"] for k, v in got.items()} == {(0, 1): 2, (0, 2): 1}
     assert {v["step_source"] for v in got.values()} == {"cpu_annotation"}
-    types = sql(kwh, "SELECT name, coll_type FROM gpu_ops_classified WHERE trace = 'old_names' ORDER BY ts_ns")
+    types = query(kwh, "SELECT name, coll_type FROM gpu_ops_classified WHERE trace = 'old_names' ORDER BY ts_ns")
     assert [t for _, t in types] == ["all_gather", "all_reduce", "reduce_scatter"]
     assert [n.split("_")[0] for n, _ in types] == ["ncclKernel", "ncclDevKernel", "ncclKernel"]
 
@@ -243,16 +229,16 @@ def test_coll_call_num_on_cpu_only_ranks_counts_outermost_collective_ops(kwh):
 
 
 def test_cpu_collective_calls_are_the_outermost_typed_ops(kwh):
-    calls = sql(kwh, """SELECT name, coll_type FROM cpu_collective_calls_with(1, files)
+    calls = query(kwh, """SELECT name, coll_type FROM cpu_collective_calls_with(1, files)
                         WHERE trace = 'cpu_ranks' AND rank = 0 ORDER BY ts_ns""")
     assert calls == [("c10d::allreduce_", "all_reduce"), ("c10d::broadcast_", "broadcast"),
                      ("c10d::allgather_", "all_gather"), ("c10d::barrier", "barrier"),
                      ("record_param_comms", "all_reduce"), ("c10d::allreduce_", "all_reduce")]
     # cpu_collectives keeps every matching op: rank 0 3 + 1 + 3 + 2 + 1 + 1 + 1 + 1 + 1 = 14
     # (the two waits untyped), rank 2 two
-    assert sql(kwh, "SELECT rank, count(*), count(coll_type) FROM cpu_collectives WHERE trace = 'cpu_ranks' "
+    assert query(kwh, "SELECT rank, count(*), count(coll_type) FROM cpu_collectives WHERE trace = 'cpu_ranks' "
                     "GROUP BY ALL ORDER BY 1") == [(0, 14, 12), (2, 2, 2)]
-    assert sql(kwh, "SELECT name FROM cpu_collective_calls_with(1, files) WHERE trace = 'cpu_ranks' AND rank = 2 "
+    assert query(kwh, "SELECT name FROM cpu_collective_calls_with(1, files) WHERE trace = 'cpu_ranks' AND rank = 2 "
                     "ORDER BY ts_ns") == [("nccl:all_reduce",), ("gloo:broadcast",)]
 
 
@@ -267,7 +253,7 @@ def test_avg_step_time_with_one_and_two_steps_keeps_them_all(kwh):
 
 
 def test_sync_activities_are_gpu_ops_but_not_kernels(kwh):
-    got = sql(kwh, "SELECT kind, kernel_class, dur_ns FROM gpu_ops_classified WHERE trace = 'one_step' ORDER BY 1")
+    got = query(kwh, "SELECT kind, kernel_class, dur_ns FROM gpu_ops_classified WHERE trace = 'one_step' ORDER BY 1")
     assert got == [
         ("kernel", "compute", 3 * US), ("sync", "sync", 50 * US)]
     # kernel-only metrics see the 3 us kernel alone
@@ -330,7 +316,7 @@ def xwh(tmp_path_factory) -> Warehouse:
 
 def test_steps_of_an_xla_profile(xwh):
     s = SPEC
-    got = sql(xwh, "SELECT trace, step, ts_ns, dur_ns, source, records FROM steps ORDER BY trace, step")
+    got = query(xwh, "SELECT trace, step, ts_ns, dur_ns, source, records FROM steps ORDER BY trace, step")
     # device Steps line: every device starts step k at start + k * step_ns; the step
     # ends when the slowest (last) device ends it
     expected = [("tpu", k, s.start_ns + k * s.step_ns, SLOWEST, "xla_device_steps", s.devices) for k in range(3)]

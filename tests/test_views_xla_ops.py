@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 from cclq.engine import connect
-from cclq.metrics import resolve, run_metric
 from cclq.synth_xla import TpuTraceSpec, generate_tpu_trace
 from cclq.warehouse import Warehouse
-from conftest import run_ingest
+from conftest import metric_rows, run_ingest
 
 PID, STEPS_TID, OPS_TID = 1, 1, 3
 
@@ -92,13 +91,6 @@ def wh(tmp_path_factory) -> Warehouse:
     return w
 
 
-def _metric(wh: Warehouse, name: str, trace: str) -> list[dict]:
-    con = connect(wh)
-    try:
-        return [r for r in run_metric(con, resolve(name)).to_pylist() if r["trace"] == trace]
-    finally:
-        con.close()
-
 
 def test_collective_families_async_forms_and_sizes(wh):
     con = connect(wh)
@@ -117,20 +109,20 @@ def test_collective_families_async_forms_and_sizes(wh):
 
 
 def test_metrics_on_the_hand_placed_ops(wh):
-    (row,) = _metric(wh, "num_comm_kernels", "ops")
+    (row,) = metric_rows(wh, "num_comm_kernels", "ops")
     assert row["value"] == 6
-    (row,) = _metric(wh, "total_comm_time_s", "ops")
+    (row,) = metric_rows(wh, "total_comm_time_s", "ops")
     assert row["value"] == pytest.approx(COMM_PS / 1e12, rel=1e-12)
     # steps [0,10000) and [10000,21000): 4 collectives start in step 0, 2 in step 1
-    got = {r["step"]: r["value"] for r in _metric(wh, "coll_call_num", "ops")}
+    got = {r["step"]: r["value"] for r in metric_rows(wh, "coll_call_num", "ops")}
     assert got == {0: 4, 1: 2}
-    (row,) = _metric(wh, "avg_step_time", "ops")
+    (row,) = metric_rows(wh, "avg_step_time", "ops")
     assert row["value"] == pytest.approx(10_500e-9, abs=1e-18)  # two steps: both, (10000 + 11000) / 2
 
 
 def test_no_model_flops_anywhere_is_not_applicable(wh):
     for trace in ("ops", "no_model_flops"):
-        (row,) = _metric(wh, "total_model_flops_from_args", trace)
+        (row,) = metric_rows(wh, "total_model_flops_from_args", trace)
         assert row["value"] is None, trace
         assert row["reason"] == "no XLA op carries model_flops"
         assert row["ops_with_model_flops"] in (None, 0)
