@@ -8,7 +8,8 @@
 -- Definition: U = union of intervals over all streams of the rank. comm = kernels
 -- the classification table (sql/views/kernel_classes.sql, kernel_class_rules
 -- version 1) calls `comm`; non-comm kernels = every other GPU kernel
--- (memcpy/memset/sync activities are not kernels and count on neither side). The whole trace is used, not a step window. A rank with
+-- (memcpy/memset/sync activities are not kernels and count on neither side).
+-- The whole trace is used, not a step window. A rank with
 -- communication and no compute scores 0; a rank without communication is not
 -- applicable (CCL-Bench's 0 there would read as "nothing overlapped"), and so is
 -- a rank whose comm kernels all have zero duration (0/0: reason "communication
