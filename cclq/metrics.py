@@ -4,10 +4,14 @@ A metric is ``sql/metrics/<name>/v<N>.sql``: a header of ``-- key: value`` lines
 then exactly one SELECT. Header keys:
 
 ``metric``, ``version`` (must match the path), ``unit``, ``grain`` (trace | rank |
-step), ``description`` (one line), ``needs`` (what a trace must have; shown by
-``cclq metrics``), ``params`` (``name = card.<column>`` or ``name default <value>``,
-comma-separated), ``summary`` (how ``python -m cclq.main`` reduces the rows of one
-trace to one number: mean | sum | max | min | value).
+step), ``category`` (the group reports and boards show it in: ``CATEGORIES``),
+``polarity`` (higher | lower | neutral: which way is better, for sorting and diffs),
+``leaderboard`` (optional: the CCL-Bench website category the metric is shown
+under, ``LEADERBOARD_CATEGORIES``), ``description`` (one line), ``needs`` (what a
+trace must have; shown by ``cclq metrics``), ``params`` (``name = card.<column>``
+or ``name default <value>``, comma-separated), ``summary`` (how ``python -m
+cclq.main`` reduces the rows of one trace to one number: mean | sum | max | min |
+value).
 
 The SELECT reads the views of ``sql/views`` plus two relations the runner defines:
 ``metric_scope`` (one row per selected (trace, rank)) and ``metric_params`` (one
@@ -41,6 +45,24 @@ from cclq.errors import QueryError, UsageError
 from cclq.sqlfiles import sql_root
 
 GRAINS = ("trace", "rank", "step")
+# Report groups, in the order reports show them (title for people, id in headers).
+CATEGORIES: dict[str, str] = {
+    "step_time": "Step time and throughput",
+    "communication": "Communication",
+    "compute": "Compute",
+    "memory": "Memory",
+    "collectives": "Collectives",
+    "inference": "Inference latency",
+    "hta": "HTA breakdowns",
+}
+POLARITIES = ("higher", "lower", "neutral")
+# CCL-Bench's website categories (website/benchmark_config.json, metric_categories).
+LEADERBOARD_CATEGORIES: dict[str, str] = {
+    "model_execution": "Model Execution",
+    "gpu_efficiency": "GPU Efficiency",
+    "memory": "Memory",
+    "communication": "Communication",
+}
 SUMMARIES = ("mean", "sum", "max", "min", "value")
 _HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*?)\s*$")
 _PARAM = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*)\s*(?:=\s*card\.(?P<card>[a-z_0-9]+))?\s*(?:default\s+(?P<default>\S+))?$")
@@ -59,12 +81,16 @@ class MetricSpec:
     version: int
     unit: str
     grain: str
+    category: str
+    polarity: str
+    leaderboard: str | None
     description: str
     needs: str
     summary: str
     params: tuple[Param, ...]
     sql: str
     path: Path
+    text: str  # the whole file: header and SQL (part of the result cache key)
 
     @property
     def label(self) -> str:
@@ -87,7 +113,8 @@ def parse_metric_file(path: Path) -> MetricSpec:
     header: dict[str, str] = {}
     body: list[str] = []
     in_header = True
-    for line in path.read_text().splitlines():
+    text = path.read_text()
+    for line in text.splitlines():
         m = _HEADER.match(line) if in_header else None
         if m:
             key, value = m.groups()
@@ -97,7 +124,8 @@ def parse_metric_file(path: Path) -> MetricSpec:
             continue  # free comment lines inside the header
         in_header = False
         body.append(line)
-    missing = [k for k in ("metric", "version", "unit", "grain", "description") if k not in header]
+    missing = [k for k in ("metric", "version", "unit", "grain", "category", "polarity", "description")
+               if k not in header]
     if missing:
         raise ValueError(f"{path}: header lacks {', '.join(missing)}")
     name, version = header["metric"], int(header["version"])
@@ -105,12 +133,20 @@ def parse_metric_file(path: Path) -> MetricSpec:
         raise ValueError(f"{path}: header says {name} v{version}, the path says otherwise")
     if header["grain"] not in GRAINS:
         raise ValueError(f"{path}: grain must be one of {GRAINS}")
+    if header["category"] not in CATEGORIES:
+        raise ValueError(f"{path}: category must be one of {tuple(CATEGORIES)}")
+    if header["polarity"] not in POLARITIES:
+        raise ValueError(f"{path}: polarity must be one of {POLARITIES}")
+    leaderboard = header.get("leaderboard")
+    if leaderboard is not None and leaderboard not in LEADERBOARD_CATEGORIES:
+        raise ValueError(f"{path}: leaderboard must be one of {tuple(LEADERBOARD_CATEGORIES)}")
     summary = header.get("summary", "mean" if header["grain"] != "trace" else "value")
     if summary not in SUMMARIES:
         raise ValueError(f"{path}: summary must be one of {SUMMARIES}")
     sql = "\n".join(body).strip().rstrip(";")
-    return MetricSpec(name, version, header["unit"], header["grain"], header["description"],
-                      header.get("needs", ""), summary, _parse_params(header.get("params", ""), path), sql, path)
+    return MetricSpec(name, version, header["unit"], header["grain"], header["category"], header["polarity"],
+                      leaderboard, header["description"], header.get("needs", ""), summary,
+                      _parse_params(header.get("params", ""), path), sql, path, text)
 
 
 @lru_cache(maxsize=1)
@@ -147,6 +183,7 @@ def catalog_table() -> pa.Table:
             "versions": ",".join(f"v{v}" for v in sorted(versions)),
             "unit": latest.unit,
             "grain": latest.grain,
+            "category": latest.category,
             "params": ",".join(p.name for p in latest.params),
             "description": latest.description,
         })
@@ -223,7 +260,8 @@ def cache_key(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str
     from cclq.sqlfiles import view_modules
 
     h = hashlib.blake2b(digest_size=16)
-    for part in (__version__, spec.label, spec.sql, json.dumps(params, sort_keys=True)):
+    # the whole file, header included: a new unit or description is a new result table
+    for part in (__version__, spec.label, spec.text, json.dumps(params, sort_keys=True)):
         h.update(part.encode())
         h.update(b"\0")
     for module in view_modules():
@@ -315,4 +353,5 @@ def summarize(spec: MetricSpec, table: pa.Table) -> tuple[float | None, str | No
 
 def describe_metric(spec: MetricSpec) -> dict[str, Any]:
     return {"metric": spec.name, "version": spec.version, "unit": spec.unit, "grain": spec.grain,
+            "category": spec.category, "polarity": spec.polarity, "leaderboard": spec.leaderboard,
             "needs": spec.needs, "description": spec.description}

@@ -50,9 +50,31 @@ def test_every_shipped_metric_file_parses_and_compiles(two):
 def test_header_and_path_must_agree(tmp_path):
     bad = tmp_path / "my_metric" / "v2.sql"
     bad.parent.mkdir()
-    bad.write_text("-- metric: my_metric\n-- version: 1\n-- unit: s\n-- grain: rank\n-- description: x\nSELECT 1")
+    bad.write_text("-- metric: my_metric\n-- version: 1\n-- unit: s\n-- grain: rank\n-- category: compute\n-- polarity: neutral\n-- description: x\nSELECT 1")
     with pytest.raises(ValueError, match="the path says otherwise"):
         parse_metric_file(bad)
+
+
+def test_header_values_are_checked(tmp_path):
+    """category and polarity are required and must be known values (reports group and sort by them)."""
+    path = tmp_path / "m" / "v1.sql"
+    path.parent.mkdir()
+    base = "-- metric: m\n-- version: 1\n-- unit: s\n-- grain: rank\n-- description: x\n"
+    path.write_text(base + "-- polarity: lower\nSELECT 1")
+    with pytest.raises(ValueError, match="header lacks category"):
+        parse_metric_file(path)
+    path.write_text(base + "-- category: speed\n-- polarity: lower\nSELECT 1")
+    with pytest.raises(ValueError, match="category must be one of"):
+        parse_metric_file(path)
+    path.write_text(base + "-- category: compute\n-- polarity: up\nSELECT 1")
+    with pytest.raises(ValueError, match="polarity must be one of"):
+        parse_metric_file(path)
+    path.write_text(base + "-- category: compute\n-- polarity: lower\n-- leaderboard: fun\nSELECT 1")
+    with pytest.raises(ValueError, match="leaderboard must be one of"):
+        parse_metric_file(path)
+    path.write_text(base + "-- category: compute\n-- polarity: lower\n-- leaderboard: memory\nSELECT 1")
+    spec = parse_metric_file(path)
+    assert (spec.category, spec.polarity, spec.leaderboard) == ("compute", "lower", "memory")
 
 
 def test_unknown_metric_and_version_are_usage_errors():
@@ -69,7 +91,7 @@ def test_latest_version_runs_unless_pinned(tmp_path, monkeypatch, two):
     (sql / "views").symlink_to(REPO / "sql" / "views")
     d = sql / "metrics" / "demo"
     d.mkdir(parents=True)
-    header = "-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- description: demo\n"
+    header = "-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- category: compute\n-- polarity: neutral\n-- description: demo\n"
     (d / "v1.sql").write_text(header.format(v=1) + "SELECT trace, 1 AS value FROM metric_scope GROUP BY trace")
     (d / "v2.sql").write_text(header.format(v=2) + "SELECT trace, 2 AS value FROM metric_scope GROUP BY trace")
     monkeypatch.setattr("cclq.metrics.sql_root", lambda: sql)
@@ -93,6 +115,8 @@ def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_pa
         -- version: 1
         -- unit: count
         -- grain: trace
+        -- category: compute
+        -- polarity: neutral
         -- description: echo n_chips
         -- params: n_chips = card.total_count, scale default 3
         SELECT trace, n_chips * scale AS value,

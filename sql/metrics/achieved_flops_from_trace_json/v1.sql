@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: FLOP/s
 -- grain: trace
+-- category: compute
+-- polarity: higher
 -- summary: value
 -- description: Model FLOPs per second of device time over the XLA ops that report model_flops: sum(model_flops) / sum(device time), in FLOP/s.
 -- needs: XLA ops with model_flops > 0 and device time > 0

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: ratio
 -- grain: rank
+-- category: compute
+-- polarity: higher
 -- summary: mean
 -- description: Share of the rank's kernel span during which at least one GPU kernel runs, |U(kernels)| / (last kernel end - first kernel start) per rank, 0..1.
 -- needs: GPU kernels

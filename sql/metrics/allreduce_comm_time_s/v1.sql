@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: s
 -- grain: trace
+-- category: communication
+-- polarity: lower
 -- summary: value
 -- description: Sum of the device time of all-reduce XLA ops with a known message size, over all devices, in seconds.
 -- needs: all-reduce XLA ops with message size and device time

@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: GB/s
 -- grain: rank
+-- category: memory
+-- polarity: higher
+-- leaderboard: memory
 -- summary: mean
 -- description: Achieved memcpy bandwidth per rank, Σbytes / Σdur over memcpy activities with bytes > 0 and dur > 0, in GB/s (1e9 B/s).
 -- needs: memcpy activities with a byte count

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: GB/s
 -- grain: trace
+-- category: collectives
+-- polarity: higher
 -- summary: value
 -- description: CCL-Bench group 21's aggregate collective bandwidth, (n_chips - 1) * sum(message bytes) / sum(device time) over sized and timed collective XLA ops, in GB/s (1e9 B/s).
 -- needs: collective XLA ops with message size and device time; n_chips

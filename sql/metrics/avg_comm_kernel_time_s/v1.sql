@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: s
 -- grain: trace
+-- category: communication
+-- polarity: lower
 -- summary: value
 -- description: Mean device time of one collective XLA op (an async start/done pair is one op, start to done), in seconds.
 -- needs: collective XLA ops on device planes

@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: s
 -- grain: rank
+-- category: step_time
+-- polarity: lower
+-- leaderboard: model_execution
 -- summary: mean
 -- description: Mean step duration per rank in seconds (ProfilerStep#N, or the steps of an XLA profile), first and last step dropped when there are more than two.
 -- needs: steps: ProfilerStep#N annotations (CPU or GPU track) or XLA steps

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: s
 -- grain: step
+-- category: step_time
+-- polarity: neutral
 -- summary: mean
 -- description: GPU kernel seconds per rank and step, split into COMM / ATTN / MOE_ROUTE / MOE_EXPERT / DENSE_GEMM / OTHER (seconds and 0..1 shares).
 -- needs: steps (ProfilerStep#N on the CPU or GPU track), GPU kernels

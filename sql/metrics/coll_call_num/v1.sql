@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: count
 -- grain: step
+-- category: collectives
+-- polarity: neutral
 -- summary: mean
 -- description: Collective calls per rank and step: communication kernels (GPU ranks), else collective XLA ops per device plane (XLA), else outermost CPU-side collective ops (CPU-only ranks).
 -- needs: steps (ProfilerStep#N on the CPU or GPU track, or XLA steps), and GPU kernels, CPU-side collective ops or XLA ops

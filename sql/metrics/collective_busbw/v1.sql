@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: GB/s
 -- grain: trace
+-- category: collectives
+-- polarity: higher
 -- summary: max
 -- description: Median bus bandwidth (GB/s = 1e9 B/s) of the collectives of each (collective type, power-of-two message-size bucket), over every rank's instances.
 -- needs: communication kernels whose type, message size and group size are known (kernel collective args, or CPU collective ops with record_shapes)

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: s
 -- grain: trace
+-- category: collectives
+-- polarity: lower
 -- summary: mean
 -- description: Start skew of each collective across ranks: latest start - earliest start of its kernels on the ranks that ran it, in seconds.
 -- needs: two or more ranks, communication kernels

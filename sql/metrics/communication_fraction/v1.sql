@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: ratio
 -- grain: rank
+-- category: communication
+-- polarity: lower
+-- leaderboard: communication
 -- summary: mean
 -- description: Share of device op time spent in communication, 0..1: GPU sum(comm kernel time)/sum(kernel time) per rank; XLA per device plane sum(comm op time)/sum(op time), averaged over the rank's devices.
 -- needs: GPU kernels (Kineto) or XLA ops (xprof)

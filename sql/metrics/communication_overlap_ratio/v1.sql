@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: ratio
 -- grain: rank
+-- category: communication
+-- polarity: higher
 -- summary: mean
 -- description: Share of communication time hidden under compute: |U(comm) ∩ U(non-comm kernels)| / |U(comm)| per rank, 0..1.
 -- needs: GPU kernels, communication kernels on the rank

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: ratio
 -- grain: trace
+-- category: communication
+-- polarity: lower
 -- summary: value
 -- description: Share of GPU kernel time spent in communication kernels, Σdur(comm kernels) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: ratio
 -- grain: rank
+-- category: compute
+-- polarity: neutral
 -- summary: mean
 -- description: Share of kernel time in long, GPU-filling kernels: Σdur(kernels with SM coverage > 0.7 and dur > 10 µs) / Σdur(kernels with a coverage) per rank, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: ratio
 -- grain: trace
+-- category: compute
+-- polarity: higher
 -- summary: value
 -- description: Mean over devices of the share of the device's active span spent in compute XLA ops, 0..1.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)

@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: ratio
 -- grain: trace
+-- category: compute
+-- polarity: neutral
+-- leaderboard: gpu_efficiency
 -- summary: value
 -- description: Share of GPU kernel time taken by the single most expensive kernel name, max over names of Σdur(name) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels

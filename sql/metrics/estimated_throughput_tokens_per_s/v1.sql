@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: tokens/s
 -- grain: trace
+-- category: step_time
+-- polarity: higher
 -- summary: value
 -- description: Estimated tokens per second: estimated_total_tokens / wall_time_s.
 -- needs: XLA ops carrying model_flops; model_params

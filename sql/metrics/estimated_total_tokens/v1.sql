@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: tokens
 -- grain: trace
+-- category: step_time
+-- polarity: neutral
 -- summary: value
 -- description: Tokens the profile processed, estimated as total model FLOPs / FLOPs per token.
 -- needs: XLA ops carrying model_flops; model_params

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: FLOP/token
 -- grain: trace
+-- category: step_time
+-- polarity: neutral
 -- summary: value
 -- description: The FLOPs-per-token assumption the token estimates use: 6 * model_params for training, 2 * model_params for inference.
 -- needs: model_params

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: s/byte
 -- grain: trace
+-- category: collectives
+-- polarity: lower
 -- summary: value
 -- description: Hockney inverse bandwidth beta of the ring all-reduce model T = 2(n-1)*alpha + 2(n-1)/n*S*beta, fitted by least squares over the all-reduce XLA ops, in seconds per byte.
 -- needs: >= 5 sized and timed all-reduce XLA ops in >= 2 distinct message sizes; n_chips

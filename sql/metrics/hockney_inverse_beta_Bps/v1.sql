@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: B/s
 -- grain: trace
+-- category: collectives
+-- polarity: higher
 -- summary: value
 -- description: 1/beta of the Hockney ring all-reduce fit (the link bandwidth the model implies), in bytes per second.
 -- needs: >= 5 sized and timed all-reduce XLA ops in >= 2 distinct message sizes; n_chips; a positive fitted beta

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: percent
 -- grain: rank
+-- category: hta
+-- polarity: higher
 -- summary: mean
 -- description: HTA 0.5.0-compatible communication/computation overlap per rank (get_comm_comp_overlap): 100 * |U(COMMUNICATION) ∩ U(COMPUTATION)| / |U(COMMUNICATION)| over HTA's analysed window, 0..100, unrounded.
 -- needs: HTA COMMUNICATION rows (names matching ^nccl.*Kernel) on the rank

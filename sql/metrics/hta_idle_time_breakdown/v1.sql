@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: us
 -- grain: rank
+-- category: hta
+-- polarity: lower
 -- summary: sum
 -- description: HTA 0.5.0-compatible idle time breakdown (get_idle_time_breakdown, consecutive_kernel_delay = 30 us) for every rank: one row per (rank, stream), value = the stream's total idle µs, split into host_wait / kernel_wait / other.
 -- needs: HTA kernel rows (kernel, memcpy, memset, MTIA ccp events with a stream arg)

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: us
 -- grain: trace
+-- category: hta
+-- polarity: neutral
 -- summary: sum
 -- description: HTA 0.5.0-compatible kernel-type breakdown (get_gpu_kernel_breakdown's kernel_type_df, memory kernels included): one row per label such as "COMPUTATION overlapping COMMUNICATION", value = µs of GPU time where exactly that set of kernel types runs, summed over ranks.
 -- needs: HTA GPU rows (events with a `stream` arg) of class COMPUTATION, COMMUNICATION or MEMORY

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: us
 -- grain: rank
+-- category: hta
+-- polarity: neutral
 -- summary: mean
 -- description: HTA 0.5.0-compatible temporal breakdown per rank (get_temporal_breakdown): value = kernel_time_us = last GPU end - first GPU start over HTA's analysed window, split into idle, compute and non-compute microseconds.
 -- needs: HTA GPU rows (events with a `stream` arg) on the rank

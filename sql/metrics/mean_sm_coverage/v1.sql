@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: ratio
 -- grain: rank
+-- category: compute
+-- polarity: higher
+-- leaderboard: gpu_efficiency
 -- summary: mean
 -- description: Duration-weighted mean SM coverage of the rank's GPU kernels, Σ(dur·min(blocks per SM, 1)) / Σdur, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties

@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: ratio
 -- grain: rank
+-- category: memory
+-- polarity: neutral
+-- leaderboard: gpu_efficiency
 -- summary: mean
 -- description: Share of GPU kernel time in memory-bound kernel families (elementwise, normalization, softmax, reduction, memory transfer) per rank, 0..1.
 -- needs: GPU kernels

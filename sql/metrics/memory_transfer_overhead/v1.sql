@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: ratio
 -- grain: rank
+-- category: memory
+-- polarity: lower
+-- leaderboard: memory
 -- summary: mean
 -- description: Share of the rank's GPU span spent in memcpys that no compute kernel overlaps, |U(memcpy) - U(non-comm kernels)| / span(memcpy ∪ kernels), 0..1.
 -- needs: GPU kernels or memcpy activities

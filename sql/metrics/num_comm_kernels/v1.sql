@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: count
 -- grain: trace
+-- category: collectives
+-- polarity: neutral
 -- summary: value
 -- description: Number of collective XLA ops executed on all devices of the profile (an async start/done pair counts once).
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)

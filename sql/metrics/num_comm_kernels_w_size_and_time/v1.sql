@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: count
 -- grain: trace
+-- category: collectives
+-- polarity: neutral
 -- summary: value
 -- description: Number of collective XLA ops with a known message size (> 0 bytes) and device time (> 0): the samples bandwidth and Hockney metrics use.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)

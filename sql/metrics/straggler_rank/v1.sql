@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: rank
 -- grain: trace
+-- category: collectives
+-- polarity: neutral
 -- summary: value
 -- description: The rank that starts matched collectives last most often (the latest starter of the most collectives seen on two or more ranks).
 -- needs: two or more ranks, communication kernels matched across ranks

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: tokens/s
 -- grain: trace
+-- category: step_time
+-- polarity: higher
 -- summary: value
 -- description: Estimated tokens per second from XLA model FLOPs (CCL-Bench group 21's `throughput`, the same number as estimated_throughput_tokens_per_s).
 -- needs: XLA ops carrying model_flops; model_params

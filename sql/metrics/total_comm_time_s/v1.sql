@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: s
 -- grain: trace
+-- category: communication
+-- polarity: lower
 -- summary: value
 -- description: Sum of the device time of collective XLA ops over all devices (an async start/done pair counts from start to done), in seconds.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)

@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: s
 -- grain: rank
+-- category: communication
+-- polarity: lower
+-- leaderboard: communication
 -- summary: mean
 -- description: Wall time with at least one communication kernel running, |U(comm kernels)| per rank over the whole trace, in seconds.
 -- needs: GPU kernels

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: s
 -- grain: trace
+-- category: compute
+-- polarity: neutral
 -- summary: value
 -- description: Sum of the device time of compute XLA ops (fusions, convolutions, dots, custom calls) over all devices, in seconds.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)

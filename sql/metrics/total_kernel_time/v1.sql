@@ -2,6 +2,9 @@
 -- version: 1
 -- unit: s
 -- grain: rank
+-- category: compute
+-- polarity: neutral
+-- leaderboard: gpu_efficiency
 -- summary: sum
 -- description: Sum of GPU kernel durations per rank, in seconds (not merged: concurrent kernels both count).
 -- needs: GPU kernels

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: FLOP
 -- grain: trace
+-- category: compute
+-- polarity: neutral
 -- summary: value
 -- description: Sum of the model_flops argument over the XLA ops of all devices (the model FLOPs the profile executed).
 -- needs: XLA ops carrying model_flops

@@ -2,6 +2,8 @@
 -- version: 1
 -- unit: s
 -- grain: trace
+-- category: step_time
+-- polarity: lower
 -- summary: value
 -- description: Span of device activity in an XLA profile (last end minus first start over device-plane events), in seconds.
 -- needs: an xprof profile: device planes, or host XLA ops (JAX on CPU)
