@@ -178,53 +178,48 @@ class MetricBenchRow:
     cli_speedup: float
 
 
-def _clone_trace(wh_root: Path, source: str, target: str) -> None:
-    """Copies an ingested trace under a new trace id: partitions, catalog rows, card."""
+def clone_trace(wh_root: Path, source: str, targets: list[str]) -> None:
+    """Copies an ingested trace under new trace ids, as if the same workload had been
+    ingested from other folders: its data files (with the new trace and file ids in
+    their rows), catalog rows and card, committed as one snapshot."""
+    import hashlib
+
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from cclq.warehouse import COMPACTED, Warehouse
+    from cclq.warehouse import Warehouse
+    from cclq.writer import _open_writer
 
     wh = Warehouse(wh_root)
-    shutil.copytree(wh.events_dir / f"trace={source}", wh.events_dir / f"trace={target}")
-    for folder in (wh.files_dir, wh.stats_dir):
-        for p in folder.glob("*.parquet"):
-            table = pq.read_table(p)
-            if table.num_rows and table.column("trace")[0].as_py() == source:
-                idx = table.schema.get_field_index("trace")
-                table = table.set_column(idx, "trace", pc.if_else(pc.equal(table.column("trace"), source),
-                                                                  target, table.column("trace")))
-                # the file id keys the partition file name, so keep it and vary the catalog file name
-                pq.write_table(table, p.with_name(f"{p.stem}-{target}.parquet"))
-    card = wh.cards_dir / COMPACTED
-    if card.exists():
-        table = pq.read_table(card)
-        table = table.filter(pc.equal(table.column("trace"), source))
-        wh.write_cards({target: table.set_column(0, "trace", pa_array([target] * table.num_rows))})
-
-
-def _compact_clones(wh_root: Path) -> None:
-    """Folds the cloned catalog rows into one table per folder, as an ingest would."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from cclq.warehouse import COMPACTED, Warehouse
-
-    wh = Warehouse(wh_root)
-    for folder in (wh.files_dir, wh.stats_dir):
-        paths = sorted(folder.glob("*.parquet"))
-        tables = [pq.read_table(p) for p in paths]
-        tables = [t for t in tables if t.num_rows]
-        for p in paths:
-            p.unlink()
-        if tables:
-            pq.write_table(pa.concat_tables(tables, promote_options="default"), folder / COMPACTED)
-
-
-def pa_array(values: list) -> object:
-    import pyarrow as pa
-
-    return pa.array(values, pa.string())
+    with wh.lock():
+        state = wh.read_state()
+        rows = [r for r in state.files.values() if r["trace"] == source]
+        moves: list[tuple[Path, str]] = []
+        for target in targets:
+            for row in rows:
+                old = row["file_id"]
+                fid = hashlib.blake2b(f"{target}/{row['relpath']}".encode(), digest_size=8).hexdigest()
+                parts = []
+                for part in state.parts[old]:
+                    table = pq.read_table(wh.root / part["path"])
+                    n = table.num_rows
+                    for name, value in (("trace", target), ("file_id", fid)):
+                        i = table.schema.get_field_index(name)
+                        table = table.set_column(i, name, pc.fill_null(pa.nulls(n, pa.string()), value))
+                    tmp = wh.tmp_path()
+                    writer = _open_writer(tmp, table.schema)
+                    writer.write_table(table)
+                    writer.close()
+                    rel = wh.new_data_path(part["table_name"], target, fid)
+                    moves.append((tmp, rel))
+                    parts.append({**part, "file_id": fid, "trace": target, "path": rel})
+                stats = [{**r, "file_id": fid, "trace": target} for r in state.stats.get(old, [])]
+                state.put_file({**row, "file_id": fid, "trace": target, "path": f"{row['path']}#{target}"},
+                               parts, stats)
+            if source in state.cards:
+                state.cards[target] = {**state.cards[source], "trace": target}
+        wh.commit(state, moves)
 
 
 def _time_one_query(wh_root: Path, metric: str) -> float:
@@ -314,9 +309,7 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
             wh_root = scratch / f"copies_{n}"
             shutil.copytree(base.root, wh_root)
             names = ["synthetic_8rank"] + [f"synthetic_8rank_c{i:03d}" for i in range(1, n)]
-            for name in names[1:]:
-                _clone_trace(wh_root, "synthetic_8rank", name)
-            _compact_clones(wh_root)
+            clone_trace(wh_root, "synthetic_8rank", names[1:])
             # interleaved, best of each: the machine's speed drifts between minutes
             best = dict.fromkeys(("one", "loop", "cli_all", "cli_loop"), float("inf"))
             for _ in range(max(repeats, 1)):

@@ -9,6 +9,7 @@ card is also kept as JSON text in ``card_json``.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -84,29 +85,63 @@ def _dig(card: Any, path: tuple[Any, ...]) -> Any:
     return node
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _convert(value: Any, kind: str) -> Any:
+    """A card value as its column's type; None when it does not convert (``.inf`` or
+    ``1e30`` for a count, text for a number): a bad field never fails the card."""
     if value is None or value == "":
         return None
     try:
         if kind == "str":
             return str(value).strip()
         if kind == "int":
-            return int(float(value))
+            number = float(value)
+            if not math.isfinite(number) or abs(number) > _INT64_MAX:
+                return None
+            return int(number)
         if kind == "float":
-            return float(value)
+            number = float(value)
+            return number if math.isfinite(number) else None
         if kind == "bool":
             return value if isinstance(value, bool) else str(value).lower() in ("true", "yes", "1")
         return json.dumps(value, default=str)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+
+
+# A card is a few KB of YAML (the template is 3.5 KB); a bigger file is not a card.
+MAX_CARD_BYTES = 1 << 20
+
+
+class _CardLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without aliases: ten nested levels of ``*alias`` in a 537-byte
+    file expand to billions of nodes (a "billion laughs" bomb). No card needs them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"YAML aliases (*{event.anchor}) are not allowed in a workload card "
+                                 f"(line {event.start_mark.line + 1})")
+        return super().compose_node(parent, index)
 
 
 def load_card(path: Path) -> dict[str, Any]:
     """Parses a card; raises ``ValueError`` with a readable reason if it is not one."""
     try:
-        card = yaml.safe_load(path.read_text())
+        with open(path, "rb") as f:
+            data = f.read(MAX_CARD_BYTES + 1)
+    except OSError as e:
+        raise ValueError(f"cannot read: {e.strerror or e}") from e
+    if len(data) > MAX_CARD_BYTES:
+        raise ValueError(f"larger than {MAX_CARD_BYTES >> 20} MB: not a workload card")
+    try:
+        card = yaml.load(data, Loader=_CardLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         raise ValueError(f"invalid YAML: {str(e).splitlines()[0]}") from e
+    except RecursionError as e:
+        raise ValueError("invalid YAML: nested too deeply") from e
     if card is None:
         return {}
     if not isinstance(card, dict):
@@ -114,8 +149,20 @@ def load_card(path: Path) -> dict[str, Any]:
     return card
 
 
+def _finite(value: Any) -> Any:
+    """The card with non-finite floats (``.inf``, ``.nan``) as text: JSON has no
+    Infinity, and ``card_json`` must stay valid JSON for DuckDB's JSON functions."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def card_table(trace: str, card: dict[str, Any]) -> pa.Table:
-    row: dict[str, Any] = {"trace": trace, "card_json": json.dumps(card, default=str)}
+    row: dict[str, Any] = {"trace": trace, "card_json": json.dumps(_finite(card), default=str)}
     for name, path, kind in CARD_FIELDS:
         row[name] = _convert(_dig(card, path), kind)
     return pa.Table.from_pylist([row], schema=CARD_SCHEMA)

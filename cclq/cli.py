@@ -18,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from cclq import __version__
-from cclq.errors import CclqError, ExitCode, QueryError, UsageError
+from cclq.errors import CclqError, ExitCode, UsageError
 from cclq.render import OutputFormat, write_table
 from cclq.warehouse import WAREHOUSE_ENV, Warehouse, resolve_warehouse
 
@@ -82,6 +82,11 @@ def ingest(
             "that was ingested from another folder or file (without it, that workload fails).",
         ),
     ] = False,
+    checksum: Annotated[
+        bool,
+        typer.Option("--checksum", help="Compare content hashes to find changed files, instead of trusting an "
+                     "unchanged size and modification time (slower: every file is read)."),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
 ) -> None:
     """Stream trace files into the Parquet warehouse (unchanged files are skipped)."""
@@ -90,12 +95,14 @@ def ingest(
 
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
-    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter)
+    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum)
     if not quiet:
         print_summary(report)
     for outcome in report.outcomes:
         if outcome.status == "failed":
             print(f"cclq: error: {outcome.message}", file=sys.stderr)
+            if outcome.detail and _debug_enabled():
+                print(outcome.detail, file=sys.stderr, end="")
     if report.failed:
         raise typer.Exit(ExitCode.FAILED)
 
@@ -119,19 +126,24 @@ def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, 
 def sql(
     query: Annotated[str, typer.Argument(help="A SQL query over the views (events, kernels, traces, files, ...).")],
     warehouse: WarehouseOpt = None,
+    read_write: Annotated[
+        bool,
+        typer.Option("--read-write", help="Run any statement (COPY, ATTACH, reading other files), as the DuckDB "
+                     "shell would. Without it the query is read-only and sees only the warehouse."),
+    ] = False,
     fmt: FormatOpt = OutputFormat.table,
     output: OutputOpt = None,
 ) -> None:
-    """Run ad-hoc SQL over the warehouse (DuckDB dialect)."""
-    import duckdb
+    """Run ad-hoc SQL over the warehouse (DuckDB dialect), read-only.
 
-    from cclq.engine import connect
+    Only queries run (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); no file outside
+    the warehouse can be read and none written, so ad-hoc SQL can never change what a
+    metric reads. The query sees the warehouse as its last complete ingest left it.
+    """
+    from cclq.engine import connect, run_user_query
 
     con = connect(_warehouse(warehouse), for_sql=query)
-    try:
-        table = con.execute(query).to_arrow_table()
-    except duckdb.Error as e:
-        raise QueryError(str(e).splitlines()[0]) from e
+    table = run_user_query(con, query, read_only=not read_write)
     write_table(table, fmt, output=output)
 
 
@@ -190,21 +202,26 @@ def metric(
     epilog="Example: cclq shell   (extra arguments go to the duckdb CLI, e.g. -c \"SELECT 1\")",
 )
 def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
-    """Open the DuckDB shell with every cclq view defined."""
+    """Open the DuckDB shell with every cclq view defined.
+
+    The shell is a full DuckDB session (it can write files, attach databases, read
+    anything): unlike `cclq sql`, nothing is made read-only. It sees the warehouse as the
+    last complete ingest left it when the shell started; start it again to see later ones.
+    """
     from cclq.engine import setup_script
 
     wh = _warehouse(warehouse)
-    wh.require()
     exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
     if not Path(exe).exists():
         raise UsageError("the duckdb CLI is not installed", hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
-        f.write(".bail on\n" + setup_script(wh) + ".bail off\n")
-        init = f.name
-    try:
-        code = subprocess.call([exe, "-init", init, *ctx.args])
-    finally:
-        os.unlink(init)
+    with wh.open_snapshot() as snapshot:  # held for the session: its files stay
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
+            f.write(".bail on\n" + setup_script(snapshot) + ".bail off\n")
+            init = f.name
+        try:
+            code = subprocess.call([exe, "-init", init, *ctx.args])
+        finally:
+            os.unlink(init)
     raise typer.Exit(code)
 
 
@@ -269,10 +286,16 @@ def _strip_debug(args: list[str]) -> tuple[list[str], bool]:
     return kept, len(kept) != len(args)
 
 
+def _debug_enabled() -> bool:
+    return os.environ.get("CCLQ_DEBUG") == "1"
+
+
 def main() -> None:
     """Entry point: maps user errors to one line on stderr and an exit code."""
     args, debug_flag = _strip_debug(sys.argv[1:])
-    debug = debug_flag or os.environ.get("CCLQ_DEBUG") == "1"
+    if debug_flag:
+        os.environ["CCLQ_DEBUG"] = "1"  # also for what the commands print themselves
+    debug = _debug_enabled()
     try:
         app(args=args)  # standalone mode: typer itself reports usage errors (exit 2)
     except CclqError as e:

@@ -1,26 +1,31 @@
 """Opening the warehouse in DuckDB with every view defined.
 
-``setup_script`` produces the SQL that defines the base relations over the
-warehouse's Parquet files (``events``, ``files``, ``ingest_stats``, ``cards``) and
-then every module of ``sql/views`` in dependency order. The same script serves
-``connect`` (Python, in-memory DuckDB) and ``cclq shell`` (the DuckDB CLI's
-``-init`` file), so what a user sees in the shell is exactly what metrics see (the shell
-globs the event files, so that it sees later ingests; a connection lists them).
+A connection reads ONE catalog snapshot (``Warehouse.open_snapshot``): the catalog
+tables (``files``, ``ingest_stats``, ``cards``, ``parts``) are loaded from that
+snapshot's Parquet files, and each data table (``events``, ...) is a view over exactly
+the data files the snapshot names. An ingest running meanwhile changes nothing the
+connection sees, and data a killed ingest left uncommitted is never visible. The
+snapshot stays locked against garbage collection for as long as the connection lives.
+
+``setup_script`` produces that SQL, then every module of ``sql/views`` in dependency
+order; the same script serves ``connect`` (Python, in-memory DuckDB) and ``cclq shell``
+(the DuckDB CLI's ``-init`` file), so what a user sees in the shell is exactly what
+metrics see.
 """
 
 from __future__ import annotations
 
 import glob
-import os
+import weakref
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from cclq.cards import CARD_SCHEMA
-from cclq.ingest import FILES_SCHEMA, STATS_SCHEMA
-from cclq.schema import EVENT_SCHEMA
+from cclq.errors import QueryError
+from cclq.schema import TABLE_SCHEMAS, data_file_schema
 from cclq.sqlfiles import defined_names, modules_for, view_modules
-from cclq.warehouse import Warehouse
+from cclq.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
 
 _DUCK_TYPES = {
     pa.string(): "VARCHAR",
@@ -31,14 +36,25 @@ _DUCK_TYPES = {
     pa.list_(pa.int64()): "BIGINT[]",
     pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
 }
+# catalog table -> the name it has in SQL
+CATALOG_RELATIONS = {"files": "files", "stats": "ingest_stats", "cards": "cards", "parts": "parts"}
+# Statements `cclq sql` runs when read-only (the default): queries, and EXPLAIN of them.
+_READ_ONLY_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+_SNAPSHOTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Snapshot] = weakref.WeakKeyDictionary()
 
 
 def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _empty(name: str, schema: pa.Schema, leading: list[tuple[str, str]] | None = None) -> str:
-    cols = [f"{c} {t}" for c, t in (leading or [])] + [f"{f.name} {_DUCK_TYPES[f.type]}" for f in schema]
+def _path_literal(path: Path) -> str:
+    """A file path as DuckDB's readers take it: glob characters escaped (a warehouse in
+    ``wh/we[ir]d`` must not be read as a pattern), then quoted."""
+    return _quote(glob.escape(str(path)))
+
+
+def _empty(name: str, schema: pa.Schema) -> str:
+    cols = [f"{f.name} {_DUCK_TYPES[f.type]}" for f in schema]
     return f"CREATE OR REPLACE TABLE {name} ({', '.join(cols)});"
 
 
@@ -48,109 +64,88 @@ def _trace_filter(traces: list[str] | None) -> str:
     return " WHERE trace IN (" + ", ".join(_quote(t) for t in traces) + ")" if traces else " WHERE false"
 
 
-def _parquet_relation(name: str, glob: str, schema: pa.Schema, any_files: bool, where: str) -> str:
-    """A catalog relation, loaded once into a small in-memory table.
-
-    The catalog is one tiny Parquet file per ingested file; as a view, every query and
-    every view that builds on it would list and open them all again.
-    """
-    if not any_files:
-        return _empty(name, schema)
-    # union_by_name: catalog rows written by an older cclq may lack newer columns.
-    # A per-file row (written by a commit) wins over the compacted _all.parquet.
-    key = {"files": "file_id", "ingest_stats": "file_id", "cards": "trace"}[name]
-    dedupe = (f" QUALIFY dense_rank() OVER (PARTITION BY {key} "
-              "ORDER BY filename LIKE '%/_all.parquet') = 1")
-    return (f"CREATE OR REPLACE TABLE {name} AS SELECT * EXCLUDE (filename) FROM read_parquet({_quote(glob)}, "
-            f"union_by_name = true, filename = true){where}{dedupe};")
+def _data_placeholder(table: str) -> str:
+    """A data table with no rows and exactly the columns and types of its files."""
+    return _empty(table, data_file_schema(TABLE_SCHEMAS[table]))
 
 
-def base_relations(wh: Warehouse, traces: list[str] | None = None, listed: bool = False) -> list[str]:
-    """The four relations read straight from Parquet, optionally for some traces only.
+def base_relations(snapshot: Snapshot, traces: list[str] | None = None) -> list[str]:
+    """The relations read straight from the snapshot, optionally for some traces only.
 
-    ``events`` stays a view (it can be gigabytes); the catalog relations are tiny and
-    become in-memory tables filtered to the selected traces. ``listed=True`` names the
-    event files found now instead of a glob: DuckDB then lists no directories when it
-    binds each view or runs a query (on a 100-trace warehouse that halves the time to
-    define the views), but files ingested later are not seen. Short-lived connections
-    (``connect``) list; the long-lived shell globs.
+    Data tables stay views (they can be gigabytes) over the listed files: DuckDB opens
+    only those, and lists no directories. The catalog tables are tiny and become
+    in-memory tables filtered to the selected traces.
     """
     where = _trace_filter(traces)
     stmts: list[str] = []
-    # with a trace list, glob only those traces' folders: listing and opening every
-    # other trace's files would make a per-trace query cost grow with the warehouse
-    folders = [wh.events_dir] if traces is None else [
-        wh.events_dir / f"trace={t}" for t in traces if (wh.events_dir / f"trace={t}").is_dir()
-    ]
-    if listed:  # glob.glob: pathlib's glob is 3x slower on 1000s of files
-        pattern = "*/*.parquet" if traces is not None else "*/*/*.parquet"
-        sources = sorted(p for folder in folders for p in glob.glob(os.path.join(glob.escape(str(folder)), pattern)))
-    else:
-        sources = [wh.events_glob()] if traces is None else [str(f / "*" / "*.parquet") for f in folders
-                                                            if any(f.glob("*/*.parquet"))]
-    if wh.has_events() and sources:
-        stmts.append(
-            "CREATE OR REPLACE VIEW events AS SELECT trace, rank, * EXCLUDE (trace, rank) "
-            f"FROM read_parquet([{', '.join(_quote(g) for g in sources)}], hive_partitioning = true, "
-            "hive_types = {'trace': VARCHAR, 'rank': INTEGER});"
-        )
-    else:
-        stmts.append(_EVENTS_PLACEHOLDER)
-    stmts.append(_parquet_relation("files", str(wh.files_dir / "*.parquet"), FILES_SCHEMA,
-                                   any(wh.files_dir.glob("*.parquet")), where))
-    stmts.append(_parquet_relation("ingest_stats", str(wh.stats_dir / "*.parquet"), STATS_SCHEMA,
-                                   any(wh.stats_dir.glob("*.parquet")), where))
-    stmts.append(_parquet_relation("cards", str(wh.cards_dir / "*.parquet"), CARD_SCHEMA,
-                                   any(wh.cards_dir.glob("*.parquet")), where))
+    for table in TABLE_SCHEMAS:
+        files = snapshot.data_files(table, traces)
+        if files:
+            stmts.append(
+                f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet("
+                f"[{', '.join(_path_literal(p) for p in files)}], hive_partitioning = false);"
+            )
+        else:
+            stmts.append(_data_placeholder(table))
+    for name, relation in CATALOG_RELATIONS.items():
+        path = snapshot.catalog_file(name)
+        stmts.append(f"CREATE OR REPLACE TABLE {relation} AS SELECT * FROM read_parquet({_path_literal(path)}){where};")
     return stmts
 
 
-# `events` with no rows and exactly the columns and types of the Parquet view.
-_EVENTS_PLACEHOLDER = _empty("events", EVENT_SCHEMA, [("trace", "VARCHAR"), ("rank", "INTEGER")])
-
-
-def _modules_bound_on_placeholder(module_sql: list[str], events_is_view: bool) -> list[str]:
-    """Statements that create view modules while ``events`` is an empty table.
+def _modules_bound_on_placeholder(module_sql: list[str], views: list[str]) -> list[str]:
+    """Statements that create view modules while the data tables are empty tables.
 
     DuckDB binds a view when it is created, and binding a view over ``events`` binds
     ``read_parquet`` over every event file: on a warehouse of 800 files that was ~15 ms
     per view, most of a connection's set-up. Views are bound again when a query uses
     them, against whatever ``events`` is then, so they are created against an empty
-    table of the same columns and types, and the Parquet view is put back afterwards.
+    table of the same columns and types, and the Parquet views are put back afterwards.
     """
-    if not module_sql or not events_is_view:
+    if not module_sql or not views:
         return module_sql
-    return (["ALTER VIEW events RENAME TO _cclq_events_parquet;", _EVENTS_PLACEHOLDER] + module_sql
-            + ["DROP TABLE events;", "ALTER VIEW _cclq_events_parquet RENAME TO events;"])
+    before = [s for t in views for s in (f"ALTER VIEW {t} RENAME TO _cclq_{t}_parquet;", _data_placeholder(t))]
+    after = [s for t in views for s in (f"DROP TABLE {t};", f"ALTER VIEW _cclq_{t}_parquet RENAME TO {t};")]
+    return before + module_sql + after
 
 
-def setup_script(wh: Warehouse, traces: list[str] | None = None, for_sql: str | None = None,
-                 listed: bool = False) -> str:
+def setup_script(snapshot: Snapshot, traces: list[str] | None = None, for_sql: str | None = None) -> str:
+    relations = base_relations(snapshot, traces)
     # the catalog tables are read once: cache Parquet footers for the queries after them
-    relations = base_relations(wh, traces, listed)
-    parts = ["-- cclq: relations over " + str(wh.root), "SET parquet_metadata_cache = true;"] + relations
+    parts = [f"-- cclq: snapshot {snapshot.id} of {snapshot.warehouse.root}",
+             "SET parquet_metadata_cache = true;"] + relations
     modules = [f"-- module {m.name}\n{m.sql.strip()}"
                for m in (view_modules() if for_sql is None else modules_for(for_sql))]
-    parts += _modules_bound_on_placeholder(modules, events_is_view=relations[0] != _EVENTS_PLACEHOLDER)
+    parts += _modules_bound_on_placeholder(modules, _parquet_views(snapshot, traces))
     return "\n".join(parts) + "\n"
+
+
+def _parquet_views(snapshot: Snapshot, traces: list[str] | None) -> list[str]:
+    return [t for t in TABLE_SCHEMAS if snapshot.data_files(t, traces)]
 
 
 def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None,
             for_sql: str | None = None, views: bool = True) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the warehouse's views defined.
+    """An in-memory DuckDB connection over the warehouse's current snapshot.
 
     ``traces`` restricts every relation to those trace ids (``None``: all).
     ``for_sql``: define only the view modules this SQL needs (``None``: all of them).
     ``views=False``: only the base relations; ``define_views`` adds modules when a query
     needs them (a metric whose result is cached never needs them).
     """
-    if require:
-        wh.require()
-    con = duckdb.connect(":memory:")
-    if views:
-        con.execute(setup_script(wh, traces, for_sql, listed=True))
-    else:
-        con.execute("\n".join(["SET parquet_metadata_cache = true;"] + base_relations(wh, traces, listed=True)))
+    snapshot = wh.open_snapshot()
+    try:
+        con = duckdb.connect(":memory:")
+        if views:
+            con.execute(setup_script(snapshot, traces, for_sql))
+        else:
+            con.execute("\n".join(["SET parquet_metadata_cache = true;"] + base_relations(snapshot, traces)))
+    except BaseException:
+        snapshot.close()
+        raise
+    # the snapshot's files stay safe from garbage collection while the connection lives
+    weakref.finalize(con, snapshot.close)
+    _SNAPSHOTS[con] = snapshot
     return con
 
 
@@ -164,5 +159,51 @@ def define_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     have = {name.lower() for name, _ in defined}
     missing = [m for m in modules_for(sql) if not defined_names(m) <= have]
     if missing:
-        events_is_view = ("events", "view") in defined
-        con.execute("\n".join(_modules_bound_on_placeholder([m.sql for m in missing], events_is_view)))
+        parquet_views = [t for t in TABLE_SCHEMAS if (t, "view") in defined]
+        con.execute("\n".join(_modules_bound_on_placeholder([m.sql for m in missing], parquet_views)))
+
+
+def run_user_query(con: duckdb.DuckDBPyConnection, query: str, read_only: bool = True) -> pa.Table:
+    """Runs ad-hoc SQL on a connection made by ``connect``. Read-only (the default):
+    only SELECT-like statements, no file readable but the snapshot's, none writable, the
+    configuration locked (so a ``COPY ... TO`` into the warehouse or an ``ATTACH`` cannot
+    change what metrics read, nor read files elsewhere)."""
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as e:
+        raise QueryError(str(e).splitlines()[0]) from e
+    if not statements:
+        raise QueryError("no SQL statement given")
+    if read_only:
+        for st in statements:
+            if st.type not in _READ_ONLY_STATEMENTS:
+                kind = str(st.type).rsplit(".", 1)[-1]
+                raise QueryError(f"cclq sql is read-only: {kind} statements are not run",
+                                 hint="queries (SELECT, DESCRIBE, SHOW, EXPLAIN) only; "
+                                      "`cclq sql --read-write` or `cclq shell` for a full DuckDB session")
+        listed = "[" + ", ".join(_quote(str(p)) for p in readable_files(con)) + "]"
+        con.execute(f"SET allowed_paths = {listed}")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    try:
+        result = None
+        for st in statements:
+            result = con.execute(st.query)
+        assert result is not None
+        return result.to_arrow_table()
+    except duckdb.Error as e:
+        raise QueryError(str(e).splitlines()[0]) from e
+
+
+def connection_snapshot(con: duckdb.DuckDBPyConnection) -> Snapshot:
+    """The snapshot a connection made by ``connect`` reads."""
+    return _SNAPSHOTS[con]
+
+
+def readable_files(con: duckdb.DuckDBPyConnection) -> list[Path]:
+    """Every file a connection made by ``connect`` reads: its snapshot's catalog files
+    and the data files of the traces it selected."""
+    snapshot = _SNAPSHOTS[con]
+    root = snapshot.warehouse.root
+    data = [root / p for (p,) in con.execute("SELECT DISTINCT path FROM parts ORDER BY path").fetchall()]
+    return [snapshot.catalog_file(name) for name in CATALOG_SCHEMAS] + data

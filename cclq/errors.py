@@ -7,6 +7,8 @@ traceback (``--debug`` shows it). Everything else is a bug and keeps its traceba
 
 from __future__ import annotations
 
+import json
+import os
 from enum import IntEnum
 
 
@@ -37,17 +39,31 @@ class QueryError(CclqError):
     exit_code = ExitCode.QUERY
 
 
-class TraceFileError(CclqError):
-    """One input file cannot be ingested; the rest of the job goes on."""
+def show_path(path: str | os.PathLike[str]) -> str:
+    """A file name as messages print it: as is when it is plain, else quoted with its
+    control characters escaped, so that a newline in a name cannot split an error over
+    two lines (or forge a second one)."""
+    text = os.fsdecode(path)
+    if text.isprintable() and not text.startswith(("'", '"')):
+        return text
+    return json.dumps(text, ensure_ascii=False)
 
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
+
+class TraceFileError(CclqError):
+    """One input file cannot be ingested; the rest of the job goes on.
+
+    ``detail`` is a traceback for errors cclq did not foresee (printed with --debug).
+    """
+
+    def __init__(self, path: str, problem: str, detail: str | None = None) -> None:
+        super().__init__(f"{show_path(path)}: {problem}")
         self.path = path
         self.problem = problem
+        self.detail = detail
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
         # picklable, so that parser processes can hand errors back
-        return (type(self), (self.path, self.problem))
+        return (type(self), (self.path, self.problem, self.detail))
 
 
 class UnsupportedFormat(TraceFileError):

@@ -2,20 +2,27 @@
 
 1. ``plan_inputs`` turns the command-line paths into workloads (trace id, files,
    card). A folder holding trace files (or a card) is one workload named after the
-   folder; a folder holding only folders is a collection of workloads; a loose file
-   is a workload of its own named after the file.
-2. Files whose size and mtime (or, failing that, content hash) match the catalog
-   are skipped: re-ingesting unchanged input is a no-op.
-3. The rest are parsed, in parallel processes with ``jobs > 1``, each into a temp
-   Parquet file. Parsing never touches the catalog.
-4. The main process commits the results in path order: it checks that no other
-   file already holds the same (trace, rank), renames the events into place and
-   writes the catalog row. A bad file fails alone; the others go on, also when a
-   parser process dies (see ``_run_parsers``) or a commit fails.
+   folder; a folder holding only folders is a collection of workloads; a loose file is
+   a workload of its own named after the file. A folder that cannot be read, or a
+   second folder whose name maps to a trace id already planned, fails alone.
+2. Files whose size and mtime (or, failing that, content hash; always the hash with
+   ``checksum``) match the catalog are skipped: re-ingesting unchanged input is a no-op.
+3. The rest are parsed, in parallel processes with ``jobs > 1``, each by the reader of
+   its format (``cclq.formats``) into temp Parquet files. The reader says the file's
+   rank before its first row is written: every row carries its trace and rank.
+   Parsing never touches the catalog. Any failure while reading a file, foreseen or
+   not, fails that file alone, naming it.
+4. The main process takes the results in path order, checks each against the catalog
+   (no two files may claim one (trace, rank)), and commits them in batches: each batch
+   is one new catalog snapshot (``Warehouse.commit``), so readers see all of a batch or
+   none of it, and a killed ingest leaves the last snapshot as it was. A batch that
+   cannot be committed is retried file by file, so a file that cannot be written fails
+   alone; a full disk stops the run cleanly.
 
-A trace id belongs to one place: a workload whose id the catalog holds for files
-from another folder (or another loose file) fails instead of replacing them, unless
-``force`` says to replace them.
+A trace id belongs to one place: a workload whose id the catalog holds for files from
+another folder (or another loose file) fails instead of replacing them, unless
+``force`` says to replace them; the old files then leave in the same snapshot as the
+first new file arrives, never before (if every new file fails, the old trace stays).
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+import traceback
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -40,19 +48,26 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-import ijson
 import pyarrow as pa
 
 import cclq
 from cclq.cards import CARD_FILE, card_table, load_card
-from cclq.errors import TraceFileError, UnsupportedFormat, UsageError
+from cclq.errors import TraceFileError, UnsupportedFormat, UsageError, show_path
 from cclq.formats import xplane
-from cclq.formats.chrome import NeedExactDecimals, needs_exact_decimals, read_chrome_json
+from cclq.formats.base import Prepared, ReadAgain, ReadResult
 from cclq.formats.detect import detect, is_candidate
-from cclq.formats.source import Source, content_hash
-from cclq.schema import INGEST_VERSION
-from cclq.warehouse import FILES_SCHEMA, STATS_SCHEMA, Warehouse  # noqa: F401  (re-exported)
-from cclq.writer import EventFileWriter
+from cclq.formats.readers import reader_for
+from cclq.formats.source import content_hash
+from cclq.schema import INGEST_VERSION, TABLE_SCHEMAS
+from cclq.warehouse import (  # noqa: F401  (FILES_SCHEMA, STATS_SCHEMA re-exported)
+    FILES_SCHEMA,
+    PARTS_SCHEMA,
+    STATS_SCHEMA,
+    CatalogState,
+    Warehouse,
+    is_disk_full,
+)
+from cclq.writer import DataFileWriter
 
 _TRACE_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 # A number in a file name is a rank only below this bound: bigger ones are timestamps
@@ -61,13 +76,17 @@ MAX_RANK_IN_NAME = 1_000_000
 # Tried in order; the first rule that finds a plausible number wins.
 _RANK_IN_NAME = (
     re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE),
-    re.compile(r"[-_](\d+)(?:\.pt\.trace)?\.json(?:\.gz)?$", re.IGNORECASE),
+    re.compile(r"[-_](\d+)(?:\.pt\.trace)?\.(?:json(?:\.gz)?|sqlite)$", re.IGNORECASE),
     # xprof writes one file per host: t1v-n-abc-w-1.trace.json.gz, host1.xplane.pb. The
     # lookahead leaves out "<ip>_<port>.xplane.pb", whose number is a port, not a rank.
     re.compile(r"^(?!\d+\.\d+\.\d+\.\d+_\d+\.)(?:.*[-_A-Za-z])(\d+)\.(?:trace\.json(?:\.gz)?|xplane\.pb)$",
                re.IGNORECASE),
 )
 PARSER_DIED = "the parser process died while reading it (out of memory?)"
+DISK_FULL = "no space left on device"
+# A batch of parsed files is committed once it is this old (or at the end): one snapshot
+# per file made a 3,200-file ingest rewrite the catalog 3,200 times.
+COMMIT_INTERVAL_S = 1.0
 
 
 class Reporter(Protocol):
@@ -95,6 +114,10 @@ class Workload:
     files: list[Path]
     card: Path | None
     is_folder: bool
+    # (path, problem) for parts of the folder that could not be read: the files seen are
+    # ingested, but nothing is removed as "no longer in the folder" (it may be there)
+    errors: list[tuple[Path, str]] = field(default_factory=list)
+    failure: str | None = None  # the whole workload fails (a trace id clash in this run)
 
 
 @dataclass
@@ -105,7 +128,7 @@ class FileTask:
     file_id: str
     size: int
     mtime_ns: int
-    previous: dict | None
+    previous: dict | None  # its catalog row, when it came from this same place
 
 
 @dataclass
@@ -120,6 +143,7 @@ class FileOutcome:
     dropped: int = 0
     size_bytes: int = 0
     seconds: float = 0.0
+    detail: str | None = None  # a traceback, for errors cclq did not foresee (--debug)
 
 
 @dataclass
@@ -133,16 +157,19 @@ class IngestReport:
         return [o for o in self.outcomes if o.status == "failed"]
 
 
+class DiskFullError(TraceFileError):
+    """The warehouse's disk is full: this file fails, and the run stops cleanly."""
+
+
 # --------------------------------------------------------------------------- plan
 def trace_id_for(name: str) -> str:
-    """A partition-safe trace id: the folder name, or a loose file's stem."""
-    safe = _TRACE_ID_UNSAFE.sub("_", name).strip("._") or "trace"
-    return safe
+    """A path-safe trace id: the folder name, or a loose file's stem."""
+    return _TRACE_ID_UNSAFE.sub("_", name).strip("._") or "trace"
 
 
 def _loose_file_trace_id(path: Path) -> str:
     name = path.name
-    for suffix in (".gz", ".json", ".trace", ".pt"):
+    for suffix in (".gz", ".json", ".trace", ".pt", ".sqlite"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return trace_id_for(name)
@@ -158,46 +185,72 @@ def _is_regular_or_broken(path: Path) -> bool:
         return True
 
 
-def _walk_files(folder: Path) -> list[Path]:
+def _walk_files(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The candidate files under ``folder``, and the folders that could not be read."""
     files: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(folder):
+    errors: list[tuple[Path, str]] = []
+
+    def unreadable(e: OSError) -> None:
+        errors.append((Path(e.filename or folder), f"cannot read folder: {e.strerror or e}"))
+
+    for dirpath, dirnames, filenames in os.walk(folder, onerror=unreadable):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             p = Path(dirpath) / name
             if is_candidate(str(p)) and _is_regular_or_broken(p):
                 files.append(p)
-    return files
+    return files, errors
 
 
 def _is_workload_folder(folder: Path) -> bool:
+    """A folder with a card or a candidate file in it (raises OSError if unreadable)."""
     if (folder / CARD_FILE).is_file():
         return True
     return any(p.is_file() and is_candidate(str(p)) for p in folder.iterdir())
 
 
+def _folder_workload(folder: Path) -> Workload:
+    files, errors = _walk_files(folder)
+    card = folder / CARD_FILE
+    return Workload(trace_id_for(folder.name), folder, files, card if card.is_file() else None, True, errors)
+
+
 def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
+    """The workloads the inputs name. A path that does not exist is a usage error; a
+    folder that cannot be read, or a second workload whose name maps to a trace id that
+    another input of this run already has, is a workload that fails alone."""
     workloads: list[Workload] = []
     for raw in inputs:
         path = Path(raw).expanduser()
-        if not path.exists():
-            raise UsageError(f"{raw}: no such file or directory")
+        if not path.exists() and not path.is_symlink():
+            raise UsageError(f"{show_path(raw)}: no such file or directory")
         path = path.resolve()
         if not path.is_dir():  # a file; one that is not regular fails alone in ingest()
             workloads.append(Workload(_loose_file_trace_id(path), path, [path], None, False))
             continue
-        folders = [path] if _is_workload_folder(path) else sorted(
-            p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
-        )
-        for folder in folders:
-            card = folder / CARD_FILE
-            workloads.append(
-                Workload(trace_id_for(folder.name), folder, _walk_files(folder), card if card.is_file() else None, True)
+        try:
+            is_workload = _is_workload_folder(path)
+            folders = [path] if is_workload else sorted(
+                p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
             )
+        except OSError as e:
+            workloads.append(Workload(trace_id_for(path.name), path, [], None, True,
+                                      failure=f"{show_path(path)}: cannot read folder: {e.strerror or e}"))
+            continue
+        for folder in folders:
+            try:
+                workloads.append(_folder_workload(folder))
+            except OSError as e:
+                workloads.append(Workload(trace_id_for(folder.name), folder, [], None, True,
+                                          failure=f"{show_path(folder)}: cannot read folder: {e.strerror or e}"))
     seen: dict[str, Path] = {}
     for w in workloads:
-        if w.trace in seen and seen[w.trace] != w.root:
-            raise UsageError(f"two inputs map to the same trace id {w.trace!r}: {seen[w.trace]} and {w.root}")
-        seen[w.trace] = w.root
+        if w.failure:
+            continue
+        first = seen.setdefault(w.trace, w.root)
+        if first != w.root:
+            w.failure = (f"{show_path(w.root)}: its trace id {w.trace!r} is already taken by {show_path(first)} "
+                         "in this run (both names map to it); rename one of them")
     return workloads
 
 
@@ -210,9 +263,10 @@ def _file_id(trace: str, relpath: str) -> str:
 class ParsedFile:
     """What a worker hands back to the committing process (picklable)."""
 
-    tmp_events: str
+    parts: dict[str, tuple[str, int]]  # table -> (temp data file, rows)
     rank: int
     rank_source: str
+    parser: str
     flavor: str
     events_read: int
     events_written: int
@@ -228,6 +282,10 @@ class ParsedFile:
     content_hash: str
     seconds: float
     warnings: list[str]
+
+    def discard(self) -> None:
+        for tmp, _rows in self.parts.values():
+            Path(tmp).unlink(missing_ok=True)
 
 
 _progress_queue: Any = None  # set in worker processes by _init_worker
@@ -281,11 +339,40 @@ def rank_from_name(name: str) -> int | None:
     return None
 
 
-def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileError:
-    """Parses one file into a temp Parquet file. Runs in a worker process."""
+def _identity(path: str) -> tuple[int, int, int, int]:
+    """What changes when a file is rewritten: (device, inode, size, mtime)."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def parse_file(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile | TraceFileError:
+    """Parses one file into temp Parquet files. Runs in a worker process.
+
+    A file rewritten while it is read (its size, mtime or inode moved between the start
+    and the end of the read) would mix two versions: it is read once more, then fails.
+    """
     started = time.perf_counter()
-    tmp = Path(tmp_dir) / f"{file_id}.{os.getpid()}.{time.monotonic_ns()}.parquet"
-    writer = EventFileWriter(tmp)
+    for _attempt in range(2):
+        try:
+            before = _identity(path)
+        except OSError as e:
+            return TraceFileError(path, f"cannot read: {e.strerror or e}")
+        parsed = _parse_once(path, file_id, tmp_dir, trace)
+        if isinstance(parsed, TraceFileError):
+            return parsed
+        try:
+            unchanged = _identity(path) == before
+        except OSError:
+            unchanged = False
+        if unchanged:
+            parsed.seconds = time.perf_counter() - started
+            return parsed
+        parsed.discard()
+    return TraceFileError(path, "changed while it was being read (twice); ingest it again once it is written")
+
+
+def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile | TraceFileError:
+    writers: list[DataFileWriter] = []
     pending = 0
     # The bar counts bytes of the file as planned (its size on disk). What is read can be
     # more: the JSON xprof converts an xplane.pb into, or a second pass with Decimals.
@@ -308,6 +395,11 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
             _progress_queue.put(pending)
             pending = 0
 
+    def discard_all() -> None:
+        for w in writers:
+            w.discard()
+        writers.clear()
+
     converted: str | None = None  # the trace-viewer JSON xprof made from an xplane.pb
     try:
         detected = detect(path)
@@ -316,25 +408,38 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
             converted = read_path = xplane.convert(path, tmp_dir)
             detected = detect(read_path)
             scale = budget / max(os.path.getsize(read_path), 1)
-        exact = needs_exact_decimals(detected.head)
-        try:
-            result, digest = _read(read_path, detected, file_id, writer, exact, progress)
-        except NeedExactDecimals:
-            # a float could not carry a timestamp exactly: start over with Decimals
-            writer.discard()
-            writer = EventFileWriter(tmp)
-            result, digest = _read(read_path, detected, file_id, writer, True, progress)
-        writer.close()
-        if converted is not None:
-            digest = content_hash(path)  # the catalog identifies the xplane.pb, not the JSON
+        reader = reader_for(detected)
+        prepared = reader.prepare(read_path, detected)
+        rank, rank_source = _rank_of(path, prepared)
+        for attempt in range(2):
+            writers[:] = [DataFileWriter(Path(tmp_dir) / f"{file_id}.{os.getpid()}.{time.monotonic_ns()}.{table}.parquet",
+                                         trace, rank, TABLE_SCHEMAS[table]) for table in reader.tables]
+            sinks = {table: w.write for table, w in zip(reader.tables, writers)}
+            try:
+                result = reader.read(read_path, detected, prepared, file_id, sinks, progress)
+                break
+            except ReadAgain:
+                discard_all()
+                if attempt:
+                    raise
+        for w in writers:
+            w.close()
+        digest = result.content_hash if converted is None and result.content_hash else content_hash(path)
     except TraceFileError as e:
-        writer.discard()
+        discard_all()
         return e
     except MemoryError:
-        writer.discard()
+        discard_all()
         return TraceFileError(path, "out of memory while parsing")
+    except Exception as e:  # the file boundary: whatever went wrong, this file fails alone
+        discard_all()
+        if is_disk_full(e):
+            return DiskFullError(path, DISK_FULL)
+        return TraceFileError(path, f"unexpected error while reading it ({type(e).__name__}: {e}); "
+                                    "this is a bug in cclq, --debug shows where",
+                              detail=traceback.format_exc())
     except BaseException:
-        writer.discard()
+        discard_all()
         raise
     finally:
         if pending and _progress_queue is not None:
@@ -342,58 +447,49 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
         if converted is not None:
             xplane.cleanup(converted)
 
-    warnings: list[str] = []
+    warnings = list(prepared.warnings) + list(result.warnings)
     notes = dict(result.notes)
     if converted is not None:
         notes["xplane.pb converted to trace-viewer JSON with xprof"] = 1
     elif detected.flavor == "xprof" and result.events_read >= xplane.TRACE_VIEWER_MAX_EVENTS:
         warnings.append(xplane.truncation_warning(path, result.events_read))
     info = result.metadata.get("distributedInfo")
-    rank: int | None = None
-    world_size: int | None = None
-    if isinstance(info, dict):
-        if _is_int32(info.get("rank")) and info["rank"] >= 0:
-            rank, rank_source = info["rank"], "distributedInfo"
-        if _is_int32(info.get("world_size")):
-            world_size = info["world_size"]
-    if rank is None:
-        rank = rank_from_name(Path(path).name)
-        rank_source = "file name"
-    if rank is None:  # ingest() warns when two files of a workload end up here
-        rank, rank_source = 0, "default"
     return ParsedFile(
-        tmp_events=str(tmp),
+        parts={table: (str(w.path), w.rows) for table, w in zip(reader.tables, writers)},
         rank=rank,
         rank_source=rank_source,
+        parser=reader.name,
         flavor=detected.flavor,
         events_read=result.events_read,
         events_written=result.rows_written,
         drops=dict(result.drops),
         notes=notes,
-        world_size=world_size,
-        distributed_info=json.dumps(info) if info is not None else None,
-        device_properties=json.dumps(result.metadata["deviceProperties"])
-        if "deviceProperties" in result.metadata
-        else None,
+        world_size=prepared.world_size,
+        distributed_info=_json_or_none(info),
+        device_properties=_json_or_none(result.metadata.get("deviceProperties")),
         decompressed_bytes=result.decompressed_bytes,
         base_time_ns=result.base_time_ns,
         ts_min_ns=result.ts_min_ns,
         ts_max_ns=result.ts_max_ns,
         content_hash=digest,
-        seconds=time.perf_counter() - started,
+        seconds=0.0,
         warnings=warnings,
     )
 
 
-def _is_int32(value: Any) -> bool:
-    return type(value) is int and -(2**31) <= value < 2**31
+def _rank_of(path: str, prepared: Prepared) -> tuple[int, str]:
+    """The file's own word first, then a number in its name, else 0 (``ingest`` warns
+    when two files of a workload end up there)."""
+    if prepared.rank is not None:
+        return prepared.rank, prepared.rank_source or "file content"
+    rank = rank_from_name(Path(path).name)
+    if rank is not None:
+        return rank, "file name"
+    return 0, "default"
 
 
-def _read(path: str, detected: Any, file_id: str, writer: EventFileWriter, exact: bool,
-          progress: Any) -> tuple[Any, str]:
-    with Source(path, progress) as source:
-        result = read_chrome_json(source, detected, file_id, writer.write, exact=exact)
-        return result, source.finish_hash()
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str)
 
 
 _local_progress_fn: Any = None
@@ -405,9 +501,9 @@ def _local_progress(n: int) -> None:
 
 
 # ------------------------------------------------------------------------- commit
-def _files_row(task: FileTask, parsed: ParsedFile) -> pa.Table:
+def _files_row(task: FileTask, parsed: ParsedFile) -> dict:
     dropped = sum(parsed.drops.values())
-    row = {
+    return {
         "file_id": task.file_id,
         "trace": task.trace,
         "rank": parsed.rank,
@@ -417,7 +513,7 @@ def _files_row(task: FileTask, parsed: ParsedFile) -> pa.Table:
         "mtime_ns": task.mtime_ns,
         "content_hash": parsed.content_hash,
         "format": parsed.flavor,
-        "parser": f"chrome_json/ijson-{ijson.backend}",
+        "parser": parsed.parser,
         "ingest_version": INGEST_VERSION,
         "cclq_version": cclq.__version__,
         "rank_source": parsed.rank_source,
@@ -435,7 +531,6 @@ def _files_row(task: FileTask, parsed: ParsedFile) -> pa.Table:
         "ingested_at": datetime.now(timezone.utc),
         "ingest_seconds": parsed.seconds,
     }
-    return pa.Table.from_pylist([row], schema=FILES_SCHEMA)
 
 
 def _by_reason(drops: dict[tuple[str, str], int]) -> dict[str, int]:
@@ -445,26 +540,33 @@ def _by_reason(drops: dict[tuple[str, str], int]) -> dict[str, int]:
     return out
 
 
-def _stats_table(task: FileTask, parsed: ParsedFile) -> pa.Table:
-    rows = [
-        {"file_id": task.file_id, "trace": task.trace, "rank": parsed.rank, "stat": reason, "ph": ph,
-         "dropped": True, "count": n}
-        for (reason, ph), n in sorted(parsed.drops.items())
+def _stats_rows(task: FileTask, parsed: ParsedFile) -> list[dict]:
+    base = {"file_id": task.file_id, "trace": task.trace, "rank": parsed.rank}
+    return [
+        {**base, "stat": reason, "ph": ph, "dropped": True, "count": n} for (reason, ph), n in sorted(parsed.drops.items())
     ] + [
-        {"file_id": task.file_id, "trace": task.trace, "rank": parsed.rank, "stat": note, "ph": None,
-         "dropped": False, "count": n}
-        for note, n in sorted(parsed.notes.items())
+        {**base, "stat": note, "ph": None, "dropped": False, "count": n} for note, n in sorted(parsed.notes.items())
     ]
-    return pa.Table.from_pylist(rows, schema=STATS_SCHEMA)
 
 
-def _unchanged(task: FileTask, force: bool) -> bool:
+def _check_rows(rows: list[dict], schema: pa.Schema) -> None:
+    """Raises now, for this file alone, what would otherwise fail a whole batch's commit
+    (a value that does not fit its catalog column)."""
+    pa.Table.from_pylist(rows, schema=schema)
+
+
+def _unchanged(task: FileTask, force: bool, checksum: bool) -> bool:
     prev = task.previous
     if force or prev is None or prev.get("ingest_version") != INGEST_VERSION:
         return False
-    if prev["size_bytes"] == task.size and prev["mtime_ns"] == task.mtime_ns:
+    if prev["size_bytes"] != task.size:
+        return False
+    if prev["mtime_ns"] == task.mtime_ns and not checksum:
         return True
-    return prev["size_bytes"] == task.size and prev["content_hash"] == content_hash(str(task.path))
+    try:
+        return prev["content_hash"] == content_hash(str(task.path))
+    except OSError:
+        return False  # parse_file reports why it cannot be read
 
 
 def ingest(
@@ -473,68 +575,27 @@ def ingest(
     jobs: int | None = None,
     force: bool = False,
     reporter: Reporter | None = None,
+    checksum: bool = False,
 ) -> IngestReport:
     """Ingests every workload under ``inputs``; see the module docstring.
 
     ``force`` re-ingests unchanged files, and lets a workload replace a trace of the
-    same id that was ingested from another place.
+    same id that was ingested from another place. ``checksum`` compares content hashes
+    instead of trusting an unchanged size and mtime (rsync's ``--checksum``).
     """
     reporter = reporter or SilentReporter()
     workloads = plan_inputs(inputs)
     report = IngestReport(warehouse.root)
     with warehouse.lock():
         warehouse.clean_tmp()
-        catalog = warehouse.read_catalog()
-        warehouse.sweep_orphans(catalog)
-        tasks: list[FileTask] = []
-        removed_ids: set[str] = set()
-        cards: dict[str, pa.Table | None] = {}
-
-        def remove(row: dict, why: str) -> None:
-            warehouse.remove_file(row)
-            del catalog[row["file_id"]]
-            removed_ids.add(row["file_id"])
-            report.outcomes.append(FileOutcome(row["path"], row["trace"], "removed", why))
-
-        for w in workloads:
-            elsewhere = _held_elsewhere(w, catalog)
-            if elsewhere and not force:  # never replace another place's trace silently
-                report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", _clash_message(w, elsewhere)))
-                continue
-            for row in elsewhere:
-                remove(row, f"replaced by {w.root} (--force)")
-            if w.is_folder:
-                try:
-                    cards[w.trace] = None if w.card is None else card_table(w.trace, load_card(w.card))
-                except ValueError as e:  # a bad card: warn, keep what the warehouse has
-                    report.warnings.append(f"{w.card}: {e}; card ignored")
-            elif elsewhere:
-                cards[w.trace] = None  # the card of the folder it replaced
-            seen_ids: set[str] = set()
-            for path in w.files:
-                relpath = str(path.relative_to(w.root)) if w.is_folder else path.name
-                fid = _file_id(w.trace, relpath)
-                seen_ids.add(fid)
-                try:
-                    st = path.stat()
-                except OSError as e:
-                    report.outcomes.append(FileOutcome(str(path), w.trace, "failed", f"{path}: cannot read: {e.strerror}"))
-                    continue
-                if not stat.S_ISREG(st.st_mode):  # reading a FIFO would never end
-                    report.outcomes.append(FileOutcome(
-                        str(path), w.trace, "failed", f"{path}: not a regular file (a pipe, socket or device)"))
-                    continue
-                tasks.append(FileTask(path, w.trace, relpath, fid, st.st_size, st.st_mtime_ns, catalog.get(fid)))
-            if w.is_folder:  # files that left the folder leave the warehouse
-                for fid, row in list(catalog.items()):
-                    if row["trace"] == w.trace and fid not in seen_ids:
-                        remove(row, "no longer in the folder")
-        warehouse.write_cards(cards)
-
+        warehouse.collect_garbage()  # what a killed run renamed into place but never committed
+        committer = _Committer(warehouse, warehouse.read_state(), report)
+        tasks = committer.plan(workloads, force)
+        committer.flush()  # files that left their folders, new cards: before any parse
         todo: list[FileTask] = []
         default_rank: dict[str, list[str]] = {}  # trace -> files that got rank 0 for want of one
         for task in tasks:
-            if _unchanged(task, force):
+            if _unchanged(task, force, checksum):
                 report.outcomes.append(FileOutcome(str(task.path), task.trace, "unchanged", rank=task.previous["rank"],
                                                    size_bytes=task.size))
                 if task.previous.get("rank_source") == "default":
@@ -542,39 +603,50 @@ def ingest(
             else:
                 todo.append(task)
         reporter.start(sum(t.size for t in todo), len(todo))
-        committer = _Committer(warehouse, report, removed_ids,
-                               claims={(row["trace"], row["rank"]): fid for fid, row in catalog.items()})
-        for task, parsed in _run_parsers(todo, warehouse, jobs, reporter):
-            outcome = committer.commit(task, parsed)
-            report.outcomes.append(outcome)
-            reporter.file_done(outcome)
-            if isinstance(parsed, ParsedFile) and parsed.rank_source == "default":
-                default_rank.setdefault(task.trace, []).append(str(task.path))
+        results = _run_parsers(todo, warehouse, jobs, reporter)
+        done = 0
+        try:
+            for item in results:
+                if item is not None:
+                    task, parsed = item
+                    done += 1
+                    outcome = committer.stage(task, parsed)
+                    reporter.file_done(outcome)
+                    if isinstance(parsed, ParsedFile) and parsed.rank_source == "default":
+                        default_rank.setdefault(task.trace, []).append(str(task.path))
+                if committer.due():
+                    committer.flush()
+                if committer.stopped:
+                    break
+        finally:
+            results.close()  # a stopped run: no new parses
+        for task in todo[done:]:
+            report.outcomes.append(FileOutcome(str(task.path), task.trace, "failed",
+                                               f"{show_path(task.path)}: not ingested: {committer.stopped}",
+                                               size_bytes=task.size))
+        committer.flush()
         reporter.finish()
         # Rank 0 by default is noise for a workload of one file; with two or more, all
         # but one fail on the rank and this says why.
         for paths in default_rank.values():
             if len(paths) > 1:
                 report.warnings.extend(
-                    f"{p}: no distributedInfo.rank and no rank in the file name; using rank 0" for p in paths)
-        if any(o.status in ("ingested", "removed") for o in report.outcomes):
-            warehouse.clear_cache()  # stale entries could never be hit again
-        current = {fid: row for fid, row in warehouse.read_catalog().items() if fid not in removed_ids}
-        warehouse.compact_catalog(current, force=bool(removed_ids))
+                    f"{show_path(p)}: no rank in the file and none in its name; using rank 0" for p in paths)
+        warehouse.collect_garbage()
         warehouse.clean_tmp()  # what a dead parser process left behind
     for w in report.warnings:
         reporter.warn(w)
     return report
 
 
-def _held_elsewhere(w: Workload, catalog: dict[str, dict]) -> list[dict]:
+def _held_elsewhere(w: Workload, files: dict[str, dict]) -> list[dict]:
     """Catalog rows of ``w``'s trace id that came from another place than ``w.root``."""
     def mine(row: dict) -> bool:
         if w.is_folder:
             return row["path"] == str(w.root / row["relpath"])
         return row["path"] == str(w.root)
 
-    return [row for row in catalog.values() if row["trace"] == w.trace and not mine(row)]
+    return [row for row in files.values() if row["trace"] == w.trace and not mine(row)]
 
 
 def _clash_message(w: Workload, rows: list[dict]) -> str:
@@ -584,85 +656,270 @@ def _clash_message(w: Workload, rows: list[dict]) -> str:
     if trace_id_for(root.name) != w.trace:  # not a workload folder: a loose file
         root = path
     what = "folder" if w.is_folder else "file"
-    return (f"{w.root}: trace id {w.trace!r} is already taken by files from {root}; "
+    return (f"{show_path(w.root)}: trace id {w.trace!r} is already taken by files from {show_path(root)}; "
             f"rename the {what}, or pass --force to replace it")
 
 
-class _Committer:
-    """Makes parsed files visible, one at a time and in path order (main process)."""
+@dataclass
+class _Staged:
+    """A parsed file waiting in the batch for its commit."""
 
-    def __init__(self, warehouse: Warehouse, report: IngestReport, removed_ids: set[str],
-                 claims: dict[tuple[str, int], str]) -> None:
+    task: FileTask
+    outcome: FileOutcome
+    apply: Callable[[CatalogState], None]  # puts its rows (and deferred changes) into a state
+    moves: list[tuple[Path, str]]  # (temp data file, its path in the warehouse)
+
+
+class _Committer:
+    """Turns parse results into catalog snapshots, in path order (main process).
+
+    ``committed`` is the current snapshot's state; ``working`` adds the batch staged
+    since. Checks (rank claims) run against ``working``. ``flush`` publishes ``working``
+    as a new snapshot; if that fails, each staged file is committed on its own, so a file
+    that cannot be written fails alone. A full disk stops the run (``stopped``).
+    """
+
+    def __init__(self, warehouse: Warehouse, state: CatalogState, report: IngestReport) -> None:
         self.warehouse = warehouse
         self.report = report
-        self.removed_ids = removed_ids  # file ids whose compacted catalog row must go
-        self.claims = claims  # (trace, rank) -> the file id holding it
+        self.committed = state
+        self.working = _copy(state)
+        self.batch: list[_Staged] = []
+        self.batch_started: float | None = None
+        self.dirty = False  # changes outside the batch (removals, cards) wait in ``working``
+        self.stopped: str | None = None
+        # trace -> changes that wait for the workload's first committed file (--force)
+        self.deferred: dict[str, Callable[[CatalogState], None]] = {}
 
-    def commit(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome:
+    # -- planning -------------------------------------------------------------
+    def plan(self, workloads: list[Workload], force: bool) -> list[FileTask]:
+        """The files to look at; applies removals and card changes to ``working``."""
+        tasks: list[FileTask] = []
+        files = self.working.files
+        for w in workloads:
+            if w.failure:
+                self.report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", w.failure))
+                continue
+            for where, problem in w.errors:
+                self.report.outcomes.append(FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
+            elsewhere = _held_elsewhere(w, files)
+            if elsewhere and not force:  # never replace another place's trace silently
+                self.report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", _clash_message(w, elsewhere)))
+                continue
+            card_change = self._card_change(w) if (w.is_folder or elsewhere) else None
+            if elsewhere:  # --force: the old files and card go with the first new file
+                self.deferred[w.trace] = self._replacement(w, elsewhere, card_change)
+            elif card_change is not None:
+                card_change(self.working)
+                self.dirty = True
+            seen_ids: set[str] = set()
+            for path in w.files:
+                relpath = str(path.relative_to(w.root)) if w.is_folder else path.name
+                fid = _file_id(w.trace, relpath)
+                seen_ids.add(fid)
+                try:
+                    st = path.stat()
+                except OSError as e:
+                    self.report.outcomes.append(FileOutcome(str(path), w.trace, "failed",
+                                                            f"{show_path(path)}: cannot read: {e.strerror or e}"))
+                    continue
+                if not stat.S_ISREG(st.st_mode):  # reading a FIFO would never end
+                    self.report.outcomes.append(FileOutcome(
+                        str(path), w.trace, "failed", f"{show_path(path)}: not a regular file (a pipe, socket or device)"))
+                    continue
+                previous = files.get(fid)
+                if previous is not None and previous["path"] != str(path):
+                    previous = None  # held by the place --force replaces: read it anew
+                tasks.append(FileTask(path, w.trace, relpath, fid, st.st_size, st.st_mtime_ns, previous))
+            # files that left the folder leave the warehouse; not when part of the folder
+            # could not be read (they may be in there), nor for a --force replacement
+            if w.is_folder and not w.errors and not elsewhere:
+                for fid, row in list(files.items()):
+                    if row["trace"] == w.trace and fid not in seen_ids:
+                        self.working.drop_file(fid)
+                        self.dirty = True
+                        self.report.outcomes.append(FileOutcome(row["path"], row["trace"], "removed",
+                                                                "no longer in the folder"))
+        return tasks
+
+    def _card_change(self, w: Workload) -> Callable[[CatalogState], None] | None:
+        """How the workload's card changes the catalog (None: it does not)."""
+        if not w.is_folder:
+            return lambda state: state.cards.pop(w.trace, None)  # a loose file replacing a folder
+        if w.card is None:
+            new = None
+        else:
+            try:
+                new = card_table(w.trace, load_card(w.card)).to_pylist()[0]
+            except ValueError as e:  # a bad card: warn, keep what the warehouse has
+                self.report.warnings.append(f"{show_path(w.card)}: {e}; card ignored")
+                return None
+        old = self.working.cards.get(w.trace)
+        if new == old:
+            return None
+
+        def change(state: CatalogState) -> None:
+            if new is None:
+                state.cards.pop(w.trace, None)
+            else:
+                state.cards[w.trace] = new
+        return change
+
+    def _replacement(self, w: Workload, elsewhere: list[dict],
+                     card_change: Callable[[CatalogState], None] | None) -> Callable[[CatalogState], None]:
+        ids = [row["file_id"] for row in elsewhere]
+        removed = [FileOutcome(row["path"], row["trace"], "removed", f"replaced by {show_path(w.root)} (--force)")
+                   for row in elsewhere]
+
+        def apply(state: CatalogState) -> None:
+            for fid in ids:
+                state.drop_file(fid)
+            if card_change is not None:
+                card_change(state)
+            if removed:  # reported once, with the first file that lands
+                self.report.outcomes.extend(removed)
+                removed.clear()
+        return apply
+
+    # -- staging --------------------------------------------------------------
+    def stage(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome:
+        """Checks one parse result and adds it to the batch (or fails it)."""
+        path = str(task.path)
+        outcome = self._check(task, parsed)
+        if outcome is not None:
+            if isinstance(parsed, ParsedFile):
+                parsed.discard()
+            self.report.outcomes.append(outcome)
+            return outcome
+        assert isinstance(parsed, ParsedFile)
+        self.report.warnings.extend(parsed.warnings)
+        try:
+            row = _files_row(task, parsed)
+            moves: list[tuple[Path, str]] = []
+            parts: list[dict] = []
+            for table, (tmp, rows) in sorted(parsed.parts.items()):
+                rel = self.warehouse.new_data_path(table, task.trace, task.file_id)
+                moves.append((Path(tmp), rel))
+                parts.append({"file_id": task.file_id, "trace": task.trace, "rank": parsed.rank,
+                              "table_name": table, "path": rel, "rows": rows})
+            stats = _stats_rows(task, parsed)
+            _check_rows([row], FILES_SCHEMA)
+            _check_rows(parts, PARTS_SCHEMA)
+            _check_rows(stats, STATS_SCHEMA)
+        except Exception as e:  # this file fails; the run and the other files go on
+            parsed.discard()
+            outcome = FileOutcome(path, task.trace, "failed",
+                                  f"{show_path(path)}: could not be written to the warehouse: {type(e).__name__}: {e}",
+                                  size_bytes=task.size)
+            self.report.outcomes.append(outcome)
+            return outcome
+        deferred = self.deferred.pop(task.trace, None)
+
+        def apply(state: CatalogState) -> None:
+            if deferred is not None:
+                deferred(state)
+            state.put_file(row, parts, stats)
+
+        apply(self.working)
+        outcome = FileOutcome(path, task.trace, "ingested", rank=parsed.rank, format=parsed.flavor,
+                              events=parsed.events_written, dropped=sum(parsed.drops.values()),
+                              size_bytes=task.size, seconds=parsed.seconds)
+        self.report.outcomes.append(outcome)
+        self.batch.append(_Staged(task, outcome, apply, moves))
+        if self.batch_started is None:
+            self.batch_started = time.monotonic()
+        return outcome
+
+    def _check(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome | None:
+        """The outcome of a result that cannot be staged; None when it can."""
         path = str(task.path)
         if isinstance(parsed, UnsupportedFormat):
             return FileOutcome(path, task.trace, "skipped", parsed.problem, size_bytes=task.size)
         if isinstance(parsed, TraceFileError):
-            return FileOutcome(path, task.trace, "failed", parsed.message, size_bytes=task.size)
-        self.report.warnings.extend(parsed.warnings)
-        holder = self.claims.get((task.trace, parsed.rank))
-        if holder is not None and holder != task.file_id:
-            Path(parsed.tmp_events).unlink(missing_ok=True)
-            other = next((o.path for o in self.report.outcomes if o.trace == task.trace and o.rank == parsed.rank),
-                         holder)
-            return FileOutcome(
-                path, task.trace, "failed",
-                f"{path}: rank {parsed.rank} of trace {task.trace!r} is already taken by {other}",
-                size_bytes=task.size,
-            )
-        try:
-            self._write(task, parsed)
-        except Exception as e:  # this file fails; the run and the other files go on
-            return FileOutcome(path, task.trace, "failed",
-                               f"{path}: could not be written to the warehouse: {type(e).__name__}: {e}",
-                               size_bytes=task.size)
-        return FileOutcome(
-            path, task.trace, "ingested", rank=parsed.rank, format=parsed.flavor, events=parsed.events_written,
-            dropped=sum(parsed.drops.values()), size_bytes=task.size, seconds=parsed.seconds,
-        )
+            if isinstance(parsed, DiskFullError):
+                self.stopped = "the disk is full (no space left on device)"
+            return FileOutcome(path, task.trace, "failed", parsed.message, size_bytes=task.size, detail=parsed.detail)
+        for fid, row in self.working.files.items():
+            if fid != task.file_id and row["trace"] == task.trace and row["rank"] == parsed.rank:
+                return FileOutcome(
+                    path, task.trace, "failed",
+                    f"{show_path(path)}: rank {parsed.rank} of trace {task.trace!r} is already taken by "
+                    f"{show_path(row['path'])}",
+                    size_bytes=task.size,
+                )
+        return None
 
-    def _write(self, task: FileTask, parsed: ParsedFile) -> None:
-        """Commits one file. If its catalog rows cannot be built, nothing is touched (like
-        a parse error); if the commit fails half-way, the file is taken out of the
-        warehouse entirely (a later run ingests it again). Either way the error is raised."""
-        fid, previous = task.file_id, task.previous
+    # -- committing -----------------------------------------------------------
+    def due(self) -> bool:
+        return self.batch_started is not None and time.monotonic() - self.batch_started >= COMMIT_INTERVAL_S
+
+    def flush(self) -> None:
+        """Commits the batch (and any pending removals or cards) as one snapshot."""
+        if not self.batch and not self.dirty:
+            return
+        batch, self.batch, self.batch_started = self.batch, [], None
         try:
-            files_row, stats = _files_row(task, parsed), _stats_table(task, parsed)
-        except Exception:
-            Path(parsed.tmp_events).unlink(missing_ok=True)
-            raise
-        try:
-            self.warehouse.commit_file(Path(parsed.tmp_events), files_row, stats, previous)
-        except Exception:
-            partitions = [self.warehouse.partition_file(task.trace, parsed.rank, fid)]
-            if previous is not None:
-                partitions.append(self.warehouse.partition_file(previous["trace"], previous["rank"], fid))
-            self.warehouse.discard_commit(fid, partitions)
-            Path(parsed.tmp_events).unlink(missing_ok=True)
-            self.removed_ids.add(fid)
-            for key in [k for k, v in self.claims.items() if v == fid]:
-                del self.claims[key]
-            raise
-        if previous is not None:
-            self.claims.pop((previous["trace"], previous["rank"]), None)
-        self.claims[(task.trace, parsed.rank)] = fid
-        self.removed_ids.discard(fid)  # replaced (--force) and written again: keep the new row
+            self.warehouse.commit(self.working, [m for s in batch for m in s.moves])
+        except Exception as e:
+            if is_disk_full(e) or not batch:
+                self._fail(batch, e)
+                self.working = _copy(self.committed)
+                if is_disk_full(e):
+                    self.stopped = "the disk is full (no space left on device)"
+                elif self.dirty:
+                    raise  # removals or cards that cannot be written: nothing else can be either
+                return
+            self._commit_one_by_one(batch)
+            return
+        self.committed = _copy(self.working)
+        self.dirty = False
+
+    def _commit_one_by_one(self, batch: list[_Staged]) -> None:
+        """After a failed batch: each file on its own, so that only what cannot be written fails."""
+        base = _copy(self.committed)  # with the batch's removals and cards, if any
+        self.working = _copy(self.committed)
+        for staged in batch:
+            trial = _copy(base)
+            staged.apply(trial)
+            try:
+                self.warehouse.commit(trial, [m for m in staged.moves if m[0].exists()])
+            except Exception as e:
+                self._fail([staged], e)
+                if is_disk_full(e):
+                    self.stopped = "the disk is full (no space left on device)"
+                continue
+            base = trial
+        self.committed = _copy(base)
+        self.working = _copy(base)
+        self.dirty = False
+
+    def _fail(self, batch: list[_Staged], e: Exception) -> None:
+        problem = DISK_FULL if is_disk_full(e) else f"{type(e).__name__}: {e}"
+        for staged in batch:
+            staged.outcome.status = "failed"
+            staged.outcome.message = f"{show_path(staged.task.path)}: could not be written to the warehouse: {problem}"
+            for tmp, _rel in staged.moves:
+                tmp.unlink(missing_ok=True)  # a data file already renamed into place is garbage
+
+
+def _copy(state: CatalogState) -> CatalogState:
+    """A state that can be edited without touching ``state`` (rows are never edited in
+    place, only replaced, so the row dicts are shared)."""
+    return CatalogState(dict(state.files), dict(state.parts), dict(state.stats), dict(state.cards))
 
 
 def _run_parsers(
     todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter
-) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError]]:
-    """Yields (task, result) in task order; parses in processes when jobs > 1.
+) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
+    """Yields (task, result) in task order; parses in processes when jobs > 1. Yields
+    None when it has waited ``COMMIT_INTERVAL_S`` for the next result, so that the
+    caller can commit what it has while a big file is still being read.
 
     A parser process that dies (the OOM killer, kill -9) breaks the whole pool and
     every file it held. Those files are parsed again in a fresh pool, and the ones that
     were being read when it died ("suspects") one at a time, so that a second death
-    names the file that causes it: that file fails alone (``PARSER_DIED``).
+    names the file that causes it: that file fails alone (``PARSER_DIED``). Closing the
+    generator cancels the parses that have not started.
     """
     global _local_progress_fn
     jobs = min(jobs or os.cpu_count() or 1, max(len(todo), 1))
@@ -671,11 +928,12 @@ def _run_parsers(
         _local_progress_fn = reporter.advance
         try:
             for task in todo:
-                yield task, parse_file(str(task.path), task.file_id, tmp_dir)
+                yield task, parse_file(str(task.path), task.file_id, tmp_dir, task.trace)
         finally:
             _local_progress_fn = None
         return
     import multiprocessing as mp
+    from concurrent.futures import TimeoutError as FutureTimeout
 
     ctx = mp.get_context("fork")
     ready: dict[int, ParsedFile | TraceFileError] = {}  # by index in todo, until its turn
@@ -697,16 +955,25 @@ def _run_parsers(
             initargs=(progress_q, warehouse.lock_fd, os.getpid()),
         ) as pool:
             for i in order:
-                futures[i] = pool.submit(_parse_in_worker, str(todo[i].path), todo[i].file_id, tmp_dir)
+                task = todo[i]
+                futures[i] = pool.submit(_parse_in_worker, str(task.path), task.file_id, tmp_dir, task.trace)
             try:
                 for i in sorted(group):
-                    ready[i] = futures[i].result()
+                    while True:
+                        try:
+                            ready[i] = futures[i].result(timeout=COMMIT_INTERVAL_S)
+                            break
+                        except FutureTimeout:
+                            yield None
                     while next_out in ready:
                         yield todo[next_out], ready.pop(next_out)
                         next_out += 1
                 continue
             except BrokenProcessPool:
                 pass
+            except GeneratorExit:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
         # The pool broke; leaving the with-block waited for its processes to end.
         lost = [i for i in order if i >= next_out and i not in ready]
         for i in lost:
@@ -759,12 +1026,12 @@ def _inflight_marker(tmp_dir: str, file_id: str) -> Path:
     return Path(tmp_dir) / f"{file_id}.parsing"
 
 
-def _parse_in_worker(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileError:
+def _parse_in_worker(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile | TraceFileError:
     """``parse_file`` in a pool process, leaving a marker file while it runs: if the
     process dies, the marker tells ``_run_parsers`` which file it was reading."""
     marker = _inflight_marker(tmp_dir, file_id)
     marker.touch()
     try:
-        return parse_file(path, file_id, tmp_dir)
+        return parse_file(path, file_id, tmp_dir, trace)
     finally:
         marker.unlink(missing_ok=True)

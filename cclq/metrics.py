@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -301,11 +302,31 @@ def run_metric(
     define_views(con, spec.sql)
     table = _run_query(con, spec)
     if cached is not None:
+        _store(table, cached)
+    return table
+
+
+_cache_warned = False
+
+
+def _store(table: pa.Table, cached: Path) -> None:
+    """Writes a result to the cache; a cache that cannot be written (a read-only
+    warehouse, a full disk) costs a note, never the result."""
+    global _cache_warned
+    tmp = cached.with_suffix(f".tmp{os.getpid()}")
+    try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")
         pq.write_table(table, tmp)
         os.replace(tmp, cached)
-    return table
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        if not _cache_warned:
+            _cache_warned = True
+            print(f"cclq: note: results are not cached ({cached.parent}: {e.strerror or e}); "
+                  "computed without the cache", file=sys.stderr)
 
 
 def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:

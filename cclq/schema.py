@@ -1,8 +1,10 @@
 """The one event schema every reader writes, and the table of promoted arguments.
 
-Every trace format is normalised to the same columns (see ``EVENT_SCHEMA``). The
-hive partition columns ``trace`` and ``rank`` are *not* stored inside the Parquet
-files: they come from the directory names ``trace=<id>/rank=<r>/``.
+Every trace format is normalised to the same columns (see ``EVENT_SCHEMA``). Readers
+produce batches of ``EVENT_SCHEMA``; the writer puts ``trace`` and ``rank`` in front
+(``data_file_schema``), so every data file says which trace and rank its rows belong
+to, whatever its path (a compacted file holds many ranks, and a trace id such as
+``NULL`` must not depend on how a tool parses a folder name).
 
 ``PROMOTED_ARGS`` is the declarative mapping from a raw ``args`` key to a typed
 column (the idea of HTA's ``event_args`` YAML, kept in code so it is versioned with
@@ -18,7 +20,7 @@ import pyarrow as pa
 
 # Bump when the meaning or shape of a column changes; files ingested by an older
 # version are re-ingested automatically.
-INGEST_VERSION = 2
+INGEST_VERSION = 3  # 3: trace and rank columns in every data file
 
 # Columns that every row carries, in file order.
 BASE_FIELDS: list[pa.Field] = [
@@ -121,6 +123,19 @@ PROMOTED_FIELDS: list[pa.Field] = [
 ]
 
 EVENT_SCHEMA = pa.schema(BASE_FIELDS + PROMOTED_FIELDS)
+
+# The columns every data file of every table starts with (the writer adds them).
+PARTITION_FIELDS: list[pa.Field] = [pa.field("trace", pa.string()), pa.field("rank", pa.int32())]
+
+
+def data_file_schema(schema: pa.Schema) -> pa.Schema:
+    """A reader's batch schema as stored: ``trace`` and ``rank`` first."""
+    return pa.schema(PARTITION_FIELDS + list(schema))
+
+
+# Tables that readers fill, by name: the catalog's `parts` says which data file holds
+# which input file's rows of which table. Readers of other formats add their tables here.
+TABLE_SCHEMAS: dict[str, pa.Schema] = {"events": EVENT_SCHEMA}
 
 # Kineto before ~2022 wrote capitalised categories; map them to today's names and
 # keep the original in ``cat_raw``.

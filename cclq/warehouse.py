@@ -1,45 +1,58 @@
-"""The warehouse on disk: layout, the ingest lock, atomic writes and the catalog.
+"""The warehouse on disk: immutable data files, catalog snapshots, the writer lock.
 
 Layout (everything is Parquet, so any tool can read it)::
 
     <warehouse>/
-      events/trace=<id>/rank=<r>/<file_id>.parquet   one file per ingested trace file
-      catalog/files/<file_id>.parquet                one row: the ``files`` table
-      catalog/stats/<file_id>.parquet                dropped/noted events by reason
-      catalog/{files,stats}/_all.parquet             the same, compacted at the end of an ingest
-      catalog/cards/_all.parquet                     the workload cards, flattened, one row per trace
-      cache/metrics/<name>.v<N>.<key>.parquet        metric results (see metrics.cache_key)
-      tmp/                                           writes in progress (never read)
-      .lock                                          held by a running ingest
+      CURRENT                                   id of the current catalog snapshot
+      catalog/<id>/files.parquet                one row per ingested input file
+      catalog/<id>/parts.parquet                which data file holds which input file's rows
+      catalog/<id>/stats.parquet                dropped / noted events by reason
+      catalog/<id>/cards.parquet                the workload cards, flattened, one row per trace
+      events/trace=<id>/<file_id>.<uniq>.parquet   data files (trace and rank are columns inside)
+      cache/metrics/<name>.v<N>.<key>.parquet   metric results (see metrics.cache_key)
+      tmp/                                      writes in progress (never read)
+      .lock                                     held by a running writer (ingest, compact)
 
-Nothing half-written is ever visible: every file is written under ``tmp/`` and
-``os.replace``d into place. A file's catalog row is written last, so it is the
-commit marker; ``sweep_orphans`` removes partitions whose commit never happened
-(an ingest killed between the two renames).
+Every file is written once and never changed. A commit writes its data files under
+new names (invisible: no snapshot names them yet), then a new snapshot folder, then
+replaces ``CURRENT`` (``os.replace``, atomic): that last rename is the commit. So a
+reader that opened snapshot N sees exactly N's files however many commits follow,
+and a writer killed at any point leaves the last commit as it was.
+
+Readers (``open_snapshot``) hold a shared ``flock`` on their snapshot's
+``files.parquet``. ``collect_garbage`` (writers only, under the lock) deletes a
+snapshot only when it can take that lock exclusively, then the data files that no
+remaining snapshot names: a running query never loses a file under it.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cclq.cards import CARD_SCHEMA
 from cclq.errors import UsageError
 
 DEFAULT_WAREHOUSE = ".cclq/warehouse"
-COMPACTED = "_all.parquet"  # the compacted catalog table in catalog/files and catalog/stats
 WAREHOUSE_ENV = "CCLQ_WAREHOUSE"
+CURRENT = "CURRENT"
 
-# The catalog tables. Every catalog file is written with these schemas, so a column that
-# is NULL in every row still has its type (a NULL-typed Parquet column reads back as
+# The catalog tables. Every snapshot is written with these schemas, so a column that is
+# NULL in every row still has its type (a NULL-typed Parquet column reads back as
 # INTEGER and breaks e.g. ``drop_reasons LIKE ...``).
 FILES_SCHEMA = pa.schema(
     [
@@ -72,6 +85,17 @@ FILES_SCHEMA = pa.schema(
     ]
 )
 
+PARTS_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),  # the input file (files.file_id)
+        ("trace", pa.string()),
+        ("rank", pa.int32()),
+        ("table_name", pa.string()),  # the table its rows belong to: events, ...
+        ("path", pa.string()),  # the data file, relative to the warehouse root
+        ("rows", pa.int64()),  # rows of this input file in that data file
+    ]
+)
+
 STATS_SCHEMA = pa.schema(
     [
         ("file_id", pa.string()),
@@ -84,6 +108,14 @@ STATS_SCHEMA = pa.schema(
     ]
 )
 
+CATALOG_SCHEMAS: dict[str, pa.Schema] = {
+    "files": FILES_SCHEMA, "parts": PARTS_SCHEMA, "stats": STATS_SCHEMA, "cards": CARD_SCHEMA,
+}
+
+# Trace ids that hive-partition readers (DuckDB, Spark, Hive) turn into SQL NULL when they
+# are a folder name; ``trace_folder`` escapes them so that folder names stay faithful.
+_HIVE_NULLS = {"null", "__hive_default_partition__"}
+
 
 def resolve_warehouse(option: str | None) -> Path:
     """``--warehouse`` first, then ``$CCLQ_WAREHOUSE``, then ``./.cclq/warehouse``."""
@@ -91,42 +123,164 @@ def resolve_warehouse(option: str | None) -> Path:
     return Path(chosen).expanduser().resolve()
 
 
+def trace_folder(trace: str) -> str:
+    """``trace=<id>`` with the id percent-encoded, as hive-partition readers decode it.
+
+    cclq itself reads ``trace`` from the data files; the folder name is for people and for
+    other engines, which must get the same id back (``NULL`` must not become SQL NULL).
+    """
+    encoded = quote(trace, safe="._-+")
+    if trace.lower() in _HIVE_NULLS:
+        encoded = "%{:02X}".format(ord(trace[0])) + encoded[1:]
+    return f"trace={encoded}"
+
+
+class CatalogState:
+    """A snapshot's catalog as the writer edits it: rows by input file, cards by trace."""
+
+    def __init__(self, files: dict[str, dict] | None = None, parts: dict[str, list[dict]] | None = None,
+                 stats: dict[str, list[dict]] | None = None, cards: dict[str, dict] | None = None) -> None:
+        self.files: dict[str, dict] = files or {}
+        self.parts: dict[str, list[dict]] = parts or {}
+        self.stats: dict[str, list[dict]] = stats or {}
+        self.cards: dict[str, dict] = cards or {}
+
+    @classmethod
+    def from_tables(cls, tables: dict[str, pa.Table]) -> CatalogState:
+        state = cls()
+        for row in tables["files"].to_pylist():
+            state.files[row["file_id"]] = row
+        for name, target in (("parts", state.parts), ("stats", state.stats)):
+            for row in tables[name].to_pylist():
+                target.setdefault(row["file_id"], []).append(row)
+        for row in tables["cards"].to_pylist():
+            state.cards[row["trace"]] = row
+        return state
+
+    def put_file(self, row: dict, parts: list[dict], stats: list[dict]) -> None:
+        fid = row["file_id"]
+        self.files[fid] = row
+        self.parts[fid] = parts
+        self.stats[fid] = stats
+
+    def drop_file(self, file_id: str) -> None:
+        self.files.pop(file_id, None)
+        self.parts.pop(file_id, None)
+        self.stats.pop(file_id, None)
+
+    def to_tables(self) -> dict[str, pa.Table]:
+        def rows(by_file: dict[str, list[dict]]) -> list[dict]:
+            return [r for fid in sorted(by_file) if fid in self.files for r in by_file[fid]]
+
+        return {
+            "files": pa.Table.from_pylist([self.files[f] for f in sorted(self.files)], schema=FILES_SCHEMA),
+            "parts": pa.Table.from_pylist(rows(self.parts), schema=PARTS_SCHEMA),
+            "stats": pa.Table.from_pylist(rows(self.stats), schema=STATS_SCHEMA),
+            "cards": pa.Table.from_pylist([self.cards[t] for t in sorted(self.cards)], schema=CARD_SCHEMA),
+        }
+
+    def data_paths(self) -> set[str]:
+        return {p["path"] for rows in self.parts.values() for p in rows}
+
+
+@dataclass
+class Snapshot:
+    """One catalog snapshot, opened for reading: its tables and the lock that keeps its
+    files from being garbage-collected while they may be read (``close`` releases it)."""
+
+    warehouse: Warehouse
+    id: str
+    tables: dict[str, pa.Table]
+    _fd: int | None = field(default=None, repr=False)
+
+    @property
+    def folder(self) -> Path:
+        return self.warehouse.catalog_dir / self.id
+
+    def catalog_file(self, name: str) -> Path:
+        return self.folder / f"{name}.parquet"
+
+    def data_files(self, table: str, traces: list[str] | None = None) -> list[Path]:
+        """Absolute paths of the data files of ``table`` (optionally for some traces only),
+        each once, in a stable order."""
+        parts = self.tables["parts"]
+        wanted = set(traces) if traces is not None else None
+        paths = {
+            p for p, t, name in zip(parts.column("path").to_pylist(), parts.column("trace").to_pylist(),
+                                    parts.column("table_name").to_pylist())
+            if name == table and (wanted is None or t in wanted)
+        }
+        return [self.warehouse.root / p for p in sorted(paths)]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Warehouse:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.events_dir = self.root / "events"
-        self.files_dir = self.root / "catalog" / "files"
-        self.stats_dir = self.root / "catalog" / "stats"
-        self.cards_dir = self.root / "catalog" / "cards"
+        self.catalog_dir = self.root / "catalog"
         self.tmp_dir = self.root / "tmp"
         self.cache_dir = self.root / "cache" / "metrics"  # metric results, keyed by their inputs
-        self.lock_fd: int | None = None  # the descriptor holding the ingest lock, while held
+        self.lock_fd: int | None = None  # the descriptor holding the writer lock, while held
 
     # -- creation and locking -------------------------------------------------
-    def create(self) -> None:
-        for d in (self.events_dir, self.files_dir, self.stats_dir, self.cards_dir, self.tmp_dir):
-            d.mkdir(parents=True, exist_ok=True)
-
     def exists(self) -> bool:
-        return self.files_dir.is_dir()
+        return (self.root / CURRENT).is_file()
+
+    def is_legacy(self) -> bool:
+        """A warehouse written by cclq before catalog snapshots (catalog/files/*.parquet)."""
+        return not self.exists() and (self.catalog_dir / "files").is_dir()
 
     def require(self) -> None:
+        if self.is_legacy():
+            raise UsageError(f"{self.root} was written by an older cclq",
+                             hint="run `cclq ingest` on its folders again: it rebuilds the warehouse")
         if not self.exists():
             raise UsageError(
                 f"no warehouse at {self.root}",
                 hint="run `cclq ingest DIR` first, or point --warehouse / CCLQ_WAREHOUSE at one",
             )
 
+    def create(self) -> None:
+        """Makes the folders and, for a new warehouse, an empty first snapshot (call under
+        the lock). A warehouse of an older layout is cleared: its data is ingested again."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if self.is_legacy():
+                print(f"cclq: warning: {self.root} was written by an older cclq; rebuilding it",
+                      file=sys.stderr)
+                for old in ("events", "catalog", "cache"):
+                    shutil.rmtree(self.root / old, ignore_errors=True)
+            for d in (self.catalog_dir, self.tmp_dir):
+                d.mkdir(parents=True, exist_ok=True)
+            if not self.exists():
+                self.commit(CatalogState())
+        except PermissionError as e:
+            raise read_only_error(self.root, e) from e
+
     @contextmanager
     def lock(self) -> Iterator[None]:
-        """Exclusive lock for writers; a second ingest waits for the first.
+        """Exclusive lock for writers; a second writer waits for the first.
 
         ``lock_fd`` names the descriptor while the lock is held: a forked parser process
         inherits it and must close its copy (``cclq.ingest._init_worker``), or an orphaned
         worker would keep the lock after its parent was killed.
         """
-        self.create()
-        with open(self.root / ".lock", "a+") as f:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            f = open(self.root / ".lock", "a+")
+        except PermissionError as e:
+            raise read_only_error(self.root, e) from e
+        with f:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -134,14 +288,11 @@ class Warehouse:
                 fcntl.flock(f, fcntl.LOCK_EX)
             self.lock_fd = f.fileno()
             try:
+                self.create()
                 yield
             finally:
                 self.lock_fd = None
                 fcntl.flock(f, fcntl.LOCK_UN)
-
-    def clear_cache(self) -> None:
-        """Drops cached metric results (keys make them safe; this only frees space)."""
-        shutil.rmtree(self.cache_dir, ignore_errors=True)
 
     def clean_tmp(self) -> None:
         """Removes leftovers of killed runs. Only call while holding the lock."""
@@ -152,179 +303,159 @@ class Warehouse:
         return self.tmp_dir / f"{uuid.uuid4().hex}{suffix}"
 
     # -- paths ----------------------------------------------------------------
-    def partition_file(self, trace: str, rank: int, file_id: str) -> Path:
-        return self.events_dir / f"trace={trace}" / f"rank={rank}" / f"{file_id}.parquet"
+    def new_data_path(self, table: str, trace: str, stem: str) -> str:
+        """A fresh name (relative to the root) for a data file: never one used before."""
+        return f"{table}/{trace_folder(trace)}/{stem}.{uuid.uuid4().hex[:12]}.parquet"
 
-    def events_glob(self) -> str:
-        return str(self.events_dir / "*" / "*" / "*.parquet")
+    # -- reading --------------------------------------------------------------
+    def current_id(self) -> str:
+        return (self.root / CURRENT).read_text().strip()
 
-    def has_events(self) -> bool:
-        return any(self.events_dir.glob("*/*/*.parquet"))
+    def open_snapshot(self, timeout_s: float = 30.0) -> Snapshot:
+        """The current snapshot, locked against garbage collection until ``close``.
 
-    # -- catalog --------------------------------------------------------------
-    def read_catalog(self) -> dict[str, dict]:
-        """file_id -> files row (as a dict); a per-file row wins over the compacted one."""
-        rows: dict[str, dict] = {}
-        compacted = self.files_dir / COMPACTED
-        paths = ([compacted] if compacted.exists() else []) + sorted(
-            p for p in self.files_dir.glob("*.parquet") if p.name != COMPACTED
-        )
-        for p in paths:
-            for row in pq.read_table(p).to_pylist():
-                rows[row["file_id"]] = row
-        return rows
-
-    def compact_catalog(self, catalog: dict[str, dict], force: bool = False) -> None:
-        """Rewrites the catalog as one file per table (call under the lock).
-
-        Per-file rows make each commit atomic; thousands of tiny files make every
-        reader slow, so the end of an ingest folds them into ``_all.parquet``. The
-        compacted file is renamed into place before the per-file ones are deleted,
-        and readers let a per-file row win, so a kill at any point is harmless.
+        Between reading ``CURRENT`` and locking, a writer may commit and collect the
+        snapshot read; then the lock lands on a deleted file (no links left) and the
+        current one is tried again.
         """
-        import pyarrow.compute as pc
+        self.require()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            snap_id = self.current_id()
+            path = self.catalog_dir / snap_id / "files.parquet"
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                fd = None
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    locked = os.fstat(fd).st_nlink > 0
+                except BlockingIOError:  # a collector holds it for a moment
+                    locked = False
+                if locked:
+                    try:
+                        tables = {name: _read_catalog_table(self.catalog_dir / snap_id / f"{name}.parquet", schema)
+                                  for name, schema in CATALOG_SCHEMAS.items()}
+                    except BaseException:
+                        os.close(fd)
+                        raise
+                    return Snapshot(self, snap_id, tables, fd)
+                os.close(fd)
+            if time.monotonic() > deadline:
+                raise UsageError(f"{self.root}: could not open the current catalog snapshot {snap_id}")
+            time.sleep(0.01)
 
-        per_file_files = [p for p in self.files_dir.glob("*.parquet") if p.name != COMPACTED]
-        per_file_stats = [p for p in self.stats_dir.glob("*.parquet") if p.name != COMPACTED]
-        if not per_file_files and not per_file_stats and not force:
-            return
-        # with the schema: rows of an older cclq may lack newer keys (NULL), and a column
-        # that is NULL in every row keeps its type
-        files = pa.Table.from_pylist(list(catalog.values()), schema=FILES_SCHEMA) if catalog else None
-        if files is not None:
-            self._write_table(files, self.files_dir / COMPACTED)
-        else:
-            (self.files_dir / COMPACTED).unlink(missing_ok=True)
-        # stats: a file's per-file table (even an empty one) replaces its compacted rows
-        fresh = {p.stem for p in per_file_stats}
-        parts = [pq.read_table(p) for p in per_file_stats]
-        old_stats = self.stats_dir / COMPACTED
-        if old_stats.exists():
-            old = pq.read_table(old_stats)
-            keep_ids = pa.array(sorted(set(catalog) - fresh), pa.string())
-            parts.append(old.filter(pc.is_in(old.column("file_id"), value_set=keep_ids)))
-        parts = [t.filter(pc.is_in(t.column("file_id"), value_set=pa.array(sorted(catalog), pa.string())))
-                 for t in parts if t.num_rows]
-        if parts:
-            stats = pa.concat_tables([_conform(t, STATS_SCHEMA) for t in parts])
-            self._write_table(stats, self.stats_dir / COMPACTED)
-        else:
-            old_stats.unlink(missing_ok=True)
-        for p in per_file_files + per_file_stats:
-            p.unlink(missing_ok=True)
+    def read_state(self) -> CatalogState:
+        """The current snapshot as an editable state (writers, under the lock)."""
+        with self.open_snapshot() as snap:
+            return CatalogState.from_tables(snap.tables)
 
-    def commit_file(
-        self,
-        events_tmp: Path | None,
-        files_row: pa.Table,
-        stats: pa.Table,
-        previous: dict | None,
-    ) -> None:
-        """Makes one ingested file visible: events, then stats, then its catalog row."""
-        row = files_row.to_pylist()[0]
-        file_id = row["file_id"]
-        target = self.partition_file(row["trace"], row["rank"], file_id)
-        if events_tmp is not None:
+    # -- committing -----------------------------------------------------------
+    def commit(self, state: CatalogState, moves: list[tuple[Path, str]] = ()) -> str:
+        """Publishes ``state`` as the new current snapshot (call under the lock).
+
+        ``moves`` are (temp file, relative data path) pairs: the data files the new rows
+        name. They are renamed into place first (invisible until the snapshot that names
+        them is current), then the snapshot is written, then ``CURRENT`` is replaced. If
+        anything fails before that last step, the previous snapshot stays current and the
+        half-done work is garbage for ``collect_garbage``.
+        """
+        for tmp, rel in moves:
+            target = self.root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(events_tmp, target)
-        if previous is not None:
-            old = self.partition_file(previous["trace"], previous["rank"], file_id)
-            if old != target:
-                _unlink_and_prune(old, self.events_dir)
-        self._write_table(stats, self.stats_dir / f"{file_id}.parquet")
-        self._write_table(files_row, self.files_dir / f"{file_id}.parquet")
+            os.replace(tmp, target)
+        previous = self.current_id() if self.exists() else None
+        snap_id = _next_id(previous)
+        staging = self.tmp_dir / f"snapshot-{snap_id}-{uuid.uuid4().hex[:8]}"
+        staging.mkdir(parents=True)
+        for name, table in state.to_tables().items():
+            pq.write_table(table, staging / f"{name}.parquet")
+        os.replace(staging, self.catalog_dir / snap_id)
+        pointer = self.tmp_path(".current")
+        pointer.write_text(snap_id + "\n")
+        os.replace(pointer, self.root / CURRENT)
+        return snap_id
 
-    def discard_commit(self, file_id: str, partitions: list[Path]) -> None:
-        """Deletes a file's per-file catalog rows and the given event partitions: undoes
-        a ``commit_file`` that failed half-way, or (``remove_file``) forgets a file. The
-        caller drops its compacted catalog row."""
-        (self.files_dir / f"{file_id}.parquet").unlink(missing_ok=True)
-        (self.stats_dir / f"{file_id}.parquet").unlink(missing_ok=True)
-        for p in partitions:
-            _unlink_and_prune(p, self.events_dir)
-
-    def remove_file(self, row: dict) -> None:
-        """Forgets a file that disappeared from its workload folder (the compacted
-        catalog drops it at the end of the ingest)."""
-        self.discard_commit(row["file_id"], [self.partition_file(row["trace"], row["rank"], row["file_id"])])
-
-    def write_cards(self, cards: dict[str, pa.Table | None]) -> None:
-        """Sets (or, with ``None``, removes) the cards of some traces (call under the lock).
-
-        All cards live in one table, ``catalog/cards/_all.parquet``, rewritten once per
-        ingest: a file per trace made every connection open hundreds of tiny files.
-        Cards written by older versions (``<trace>.parquet``) are folded in here.
-        """
-        import pyarrow.compute as pc
-
-        target = self.cards_dir / COMPACTED
-        legacy = [p for p in self.cards_dir.glob("*.parquet") if p.name != COMPACTED]
-        if not cards and not legacy:
-            return
-        parts = [pq.read_table(p) for p in ([target] if target.exists() else []) + sorted(legacy)]
-        if not legacy and _cards_unchanged(parts[0] if parts else None, cards):
-            return  # a re-ingest of unchanged workloads writes nothing
-        replaced = pa.array(sorted(cards), pa.string())
-        parts = [t.filter(pc.invert(pc.is_in(t.column("trace"), value_set=replaced))) for t in parts]
-        parts += [t for t in cards.values() if t is not None]
-        parts = [t for t in parts if t.num_rows]
-        if parts:
-            # a legacy file of an older cclq may lack newer card columns
-            merged = pa.concat_tables(parts, promote_options="default")
-            # the last row per trace wins: legacy per-trace files come after the old table
-            last = {trace: i for i, trace in enumerate(merged.column("trace").to_pylist())}
-            self._write_table(merged.take(sorted(last.values())), target)
-        else:
-            target.unlink(missing_ok=True)
-        for p in legacy:
-            p.unlink(missing_ok=True)
-
-    def sweep_orphans(self, catalog: dict[str, dict]) -> int:
-        """Deletes event partitions that no catalog row points at."""
+    # -- garbage --------------------------------------------------------------
+    def collect_garbage(self) -> int:
+        """Deletes snapshots no reader holds and data files no snapshot names (call under
+        the lock). Returns how many data files went."""
+        current = self.current_id()
+        live: list[str] = [current]
+        for folder in sorted(p for p in self.catalog_dir.iterdir() if p.is_dir()) if self.catalog_dir.is_dir() else []:
+            if folder.name == current:
+                continue
+            if not _try_delete_snapshot(folder):
+                live.append(folder.name)
+        referenced: set[str] = set()
+        for snap_id in live:
+            try:
+                parts = pq.read_table(self.catalog_dir / snap_id / "parts.parquet", columns=["path"])
+            except OSError:
+                continue
+            referenced.update(parts.column("path").to_pylist())
         removed = 0
-        for p in self.events_dir.glob("*/*/*.parquet"):
-            row = catalog.get(p.stem)
-            if row is None or p != self.partition_file(row["trace"], row["rank"], p.stem):
-                _unlink_and_prune(p, self.events_dir)
-                removed += 1
+        for table_dir in (p for p in self.root.iterdir() if p.is_dir() and p.name not in _NOT_DATA):
+            for path in table_dir.rglob("*.parquet"):
+                rel = path.relative_to(self.root).as_posix()
+                if rel not in referenced:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+            _prune_empty_dirs(table_dir)
         return removed
 
-    def _write_table(self, table: pa.Table, path: Path) -> None:
-        tmp = self.tmp_path()
-        pq.write_table(table, tmp)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, path)
+
+_NOT_DATA = {"catalog", "cache", "tmp"}
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns: missing ones NULL (an older cclq
-    wrote it), NULL-typed ones given their type."""
-    columns = [
+def read_only_error(root: Path, e: OSError) -> UsageError:
+    return UsageError(f"{root}: the warehouse is not writable ({e.strerror or e}); cclq ingest cannot write it",
+                      hint="point --warehouse at a writable folder; reading commands work on a read-only warehouse")
+
+
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _next_id(previous: str | None) -> str:
+    return f"{(int(previous) + 1) if previous else 1:010d}"
+
+
+def _read_catalog_table(path: Path, schema: pa.Schema) -> pa.Table:
+    """A catalog table with exactly ``schema``'s columns: missing ones NULL (an older
+    cclq wrote it), NULL-typed ones given their type."""
+    table = pq.read_table(path)
+    columns: list[Any] = [
         table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
         for f in schema
     ]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _cards_unchanged(stored: pa.Table | None, cards: dict[str, pa.Table | None]) -> bool:
-    """Whether writing ``cards`` over the stored table would change nothing.
+def _try_delete_snapshot(folder: Path) -> bool:
+    """Deletes an old snapshot unless a reader holds it. The file is unlinked while the
+    exclusive lock is held, so a reader that locks it afterwards sees no links left."""
+    files = folder / "files.parquet"
+    try:
+        fd = os.open(files, os.O_RDONLY)
+    except FileNotFoundError:
+        shutil.rmtree(folder, ignore_errors=True)  # a snapshot folder left half-deleted
+        return True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        files.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
 
-    Rows are compared without their NULL fields: the stored table has the columns of
-    every trace's card, a fresh card only its own.
-    """
-    def rows_by_trace(table: pa.Table | None) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
-        for row in table.to_pylist() if table is not None else []:
-            out.setdefault(row["trace"], []).append({k: v for k, v in row.items() if v is not None})
-        return out
 
-    stored_rows = rows_by_trace(stored)
-    return all(rows_by_trace(new).get(trace, []) == stored_rows.get(trace, []) for trace, new in cards.items())
-
-
-def _unlink_and_prune(path: Path, stop: Path) -> None:
-    path.unlink(missing_ok=True)
-    parent = path.parent
-    while parent != stop and parent.is_dir() and not any(parent.iterdir()):
-        parent.rmdir()
-        parent = parent.parent
+def _prune_empty_dirs(top: Path) -> None:
+    for dirpath, _dirnames, _files in sorted(os.walk(top, topdown=False), key=lambda t: -len(t[0])):
+        d = Path(dirpath)
+        if d != top and not any(d.iterdir()):
+            d.rmdir()

@@ -1,8 +1,9 @@
 """Writes a reader's record batches to one zstd Parquet file under ``tmp/``.
 
-The file only becomes visible when the warehouse renames it into its partition,
+The file only becomes visible when a catalog snapshot names it (``Warehouse.commit``),
 so a crash or a parse error midway leaves nothing behind but a temp file that the
-next ingest sweeps away.
+next ingest sweeps away. Every row gets the ``trace`` and ``rank`` it belongs to as
+its first two columns (``schema.data_file_schema``).
 """
 
 from __future__ import annotations
@@ -11,57 +12,75 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cclq.schema import EVENT_SCHEMA
+from cclq.schema import EVENT_SCHEMA, data_file_schema
 
 COMPRESSION = "zstd"
-# Dictionary-encode text only. Timestamps, ids and sizes are nearly all distinct, so a
-# dictionary for them is as big as the data and adds a page per column that every scan
-# decompresses. Measured: event files 40-45% smaller on real Kineto traces.
-DICTIONARY_COLUMNS = [f.name for f in EVENT_SCHEMA if f.type == pa.string()]
 # zstd everywhere except the low-cardinality columns that every query filters on: their
 # pages are a few dictionary indices, zstd saves nothing on them (files within 0.5%),
 # and its per-page setup was the largest single cost of scanning a warehouse of many
 # small files (one per rank). LZ4 decompresses those pages for nearly nothing.
-_LZ4_COLUMNS = {"file_id", "ph", "cat", "cat_raw", "bp", "scope"}
-COLUMN_COMPRESSION = {
-    f.name + (".list.element" if pa.types.is_list(f.type) else ""): "lz4" if f.name in _LZ4_COLUMNS else COMPRESSION
-    for f in EVENT_SCHEMA
-}
+_LZ4_COLUMNS = {"trace", "rank", "file_id", "ph", "cat", "cat_raw", "bp", "scope"}
 
 
-class EventFileWriter:
+def _column_options(schema: pa.Schema) -> tuple[dict[str, str], list[str]]:
+    """(compression per column, columns to dictionary-encode) for a data file schema.
+
+    Dictionaries for text only (and the constant rank): timestamps, ids and sizes are
+    nearly all distinct, so a dictionary for them is as big as the data and adds a page
+    per column that every scan decompresses. Measured: event files 40-45% smaller on
+    real Kineto traces.
+    """
+    compression = {
+        f.name + (".list.element" if pa.types.is_list(f.type) else ""): "lz4" if f.name in _LZ4_COLUMNS else COMPRESSION
+        for f in schema
+    }
+    dictionary = [f.name for f in schema if f.type == pa.string() or f.name == "rank"]
+    return compression, dictionary
+
+
+class DataFileWriter:
     """Encodes and compresses on a background thread while the parser goes on.
 
     pyarrow releases the GIL while it encodes a row group, so the zstd work overlaps
-    with the (GIL-bound) JSON parsing. At most one batch waits, which keeps memory
-    bounded by two batches.
+    with the (GIL-bound) parsing. At most one batch waits, which keeps memory bounded
+    by two batches. ``rows`` counts what was written.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, trace: str, rank: int, schema: pa.Schema = EVENT_SCHEMA) -> None:
         self.path = path
+        self.trace = trace
+        self.rank = rank
+        self.schema = data_file_schema(schema)
+        self.rows = 0
         self._writer: pq.ParquetWriter | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cclq-parquet")
         self._pending: Future[None] | None = None
 
     def _write(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
-            self._writer = _open_writer(self.path)
-        self._writer.write_batch(batch)
+            self._writer = _open_writer(self.path, self.schema)
+        n = batch.num_rows
+        keys = [pc.fill_null(pa.nulls(n, pa.string()), self.trace), pc.fill_null(pa.nulls(n, pa.int32()), self.rank)]
+        self._writer.write_batch(pa.RecordBatch.from_arrays(keys + batch.columns, schema=self.schema))
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self._pending is not None:
             self._pending.result()  # surfaces write errors and bounds the queue
+        self.rows += batch.num_rows
         self._pending = self._pool.submit(self._write, batch)
 
     def close(self) -> None:
-        if self._pending is not None:
-            self._pending.result()
-            self._pending = None
-        self._pool.shutdown()
+        try:
+            if self._pending is not None:
+                self._pending.result()
+                self._pending = None
+        finally:
+            self._pool.shutdown()
         if self._writer is None:  # no rows: still write a valid, empty file
-            self._writer = _open_writer(self.path)
+            self._writer = _open_writer(self.path, self.schema)
         self._writer.close()
 
     def discard(self) -> None:
@@ -79,9 +98,9 @@ class EventFileWriter:
         self.path.unlink(missing_ok=True)
 
 
-def _open_writer(path: Path) -> pq.ParquetWriter:
+def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     # store_schema=False: no base64 copy of the Arrow schema in every footer (4 KB of the
     # 11 KB footer of a 57-column file). The Parquet types say everything (string, int64,
     # double, list<int64>), and footers are what a scan of many small files pays for.
-    return pq.ParquetWriter(path, EVENT_SCHEMA, compression=COLUMN_COMPRESSION,
-                            use_dictionary=DICTIONARY_COLUMNS, store_schema=False)
+    compression, dictionary = _column_options(schema)
+    return pq.ParquetWriter(path, schema, compression=compression, use_dictionary=dictionary, store_schema=False)

@@ -222,13 +222,9 @@ def test_workload_card_is_flattened_into_traces(tmp_path, wh):
     assert rows == [("llama_tp4", 4, "training", "llama-3.1-8b", 4, 4, 2000.0, True)]
 
 
-def test_cards_live_in_one_table_that_follows_the_folders(tmp_path, wh):
-    """One card table for every trace (not a file per trace); a changed card replaces
-    its row, a deleted card removes it, a card left by an older cclq is folded in."""
-    import pyarrow.parquet as pq
-
-    from cclq.cards import card_table
-
+def test_cards_follow_the_folders(tmp_path, wh):
+    """One card row per trace in the catalog snapshot; a changed card replaces its row,
+    a deleted card removes it, and a card of a trace not ingested this time stays."""
     def workload(name: str, count: int | None) -> None:
         write_trace(tmp_path / "in" / name / "rank0.json",
                     [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
@@ -240,19 +236,15 @@ def test_cards_live_in_one_table_that_follows_the_folders(tmp_path, wh):
 
     workload("a", 2)
     workload("b", 4)
+    workload("c", 16)
     run_ingest([tmp_path / "in"], wh)
-    assert sorted(p.name for p in wh.cards_dir.iterdir()) == ["_all.parquet"]
-    assert query(wh, "SELECT trace, total_count FROM cards ORDER BY trace") == [("a", 2), ("b", 4)]
+    assert query(wh, "SELECT trace, total_count FROM cards ORDER BY trace") == [("a", 2), ("b", 4), ("c", 16)]
 
     workload("a", 8)
     workload("b", None)
-    # a per-trace card file as cclq wrote them before cards were one table
-    pq.write_table(card_table("legacy", {"workload": {"hardware": {"xpu_spec": {"total_count": 16}}}}),
-                   wh.cards_dir / "legacy.parquet")
-    assert query(wh, "SELECT trace, total_count FROM cards ORDER BY trace") == [("a", 2), ("b", 4), ("legacy", 16)]
-    run_ingest([tmp_path / "in"], wh)
-    assert sorted(p.name for p in wh.cards_dir.iterdir()) == ["_all.parquet"]
-    assert query(wh, "SELECT trace, total_count FROM cards ORDER BY trace") == [("a", 8), ("legacy", 16)]
+    run_ingest([tmp_path / "in" / "a"], wh)
+    run_ingest([tmp_path / "in" / "b"], wh)
+    assert query(wh, "SELECT trace, total_count FROM cards ORDER BY trace") == [("a", 8), ("c", 16)]
 
 
 def test_loose_file_gets_a_stable_trace_id(tmp_path, wh):

@@ -28,6 +28,11 @@ def _visible_parquet(wh_root: Path) -> list[Path]:
     return sorted(p for p in wh_root.rglob("*.parquet") if "tmp" not in p.relative_to(wh_root).parts)
 
 
+def _data_files(wh: Warehouse) -> list[str]:
+    """The data files the current snapshot names (what readers read)."""
+    return [r[0] for r in query(wh, "SELECT path FROM parts ORDER BY path")]
+
+
 def _make_bad(kind: str, root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     if kind == "truncated json":
@@ -77,10 +82,10 @@ def test_bad_file_fails_alone_with_one_clear_line(kind, tmp_path):
     assert len(errors) == 1, result.stderr
     assert str(bad) in errors[0] and BAD_KINDS[kind] in errors[0], errors[0]
     assert "Traceback" not in result.stderr
-    # the good file is in, the bad one left nothing visible behind
+    # the good file is in, the bad one left nothing behind
     visible = [p.relative_to(wh_root).as_posix() for p in _visible_parquet(wh_root)]
     assert len([v for v in visible if v.startswith("events/")]) == 1
-    assert len([v for v in visible if v.startswith("catalog/files/")]) == 1
+    assert query(Warehouse(wh_root), "SELECT relpath FROM files") == [("rank0.json",)]
 
 
 def test_truncated_json_error_gives_the_byte_offset(tmp_path):
@@ -142,14 +147,15 @@ def test_changed_file_replaces_only_its_own_partition(tmp_path, wh):
     _good(root, "rank0.json", 0)
     _good(root, "rank1.json", 1)
     run_ingest([root], wh)
-    part = {r: next((wh.events_dir / "trace=work" / f"rank={r}").glob("*.parquet")) for r in (0, 1)}
-    mtimes = {r: p.stat().st_mtime_ns for r, p in part.items()}
+    part = dict(query(wh, "SELECT rank, path FROM parts"))
+    mtime0 = (wh.root / part[0]).stat().st_mtime_ns
     time.sleep(0.01)
     write_trace(root / "rank1.json", GOOD_EVENTS * 3, distributedInfo={"rank": 1, "world_size": 2})
     report = run_ingest([root], wh)
     assert sorted(o.status for o in report.outcomes) == ["ingested", "unchanged"]
-    assert part[0].stat().st_mtime_ns == mtimes[0]
-    assert part[1].stat().st_mtime_ns != mtimes[1]
+    after = dict(query(wh, "SELECT rank, path FROM parts"))
+    assert after[0] == part[0] and (wh.root / part[0]).stat().st_mtime_ns == mtime0  # untouched
+    assert after[1] != part[1] and not (wh.root / part[1]).exists()  # a new file; the old one collected
     assert query(wh, "SELECT rank, count(*) FROM events GROUP BY rank ORDER BY rank") == [(0, 1), (1, 3)]
 
 
@@ -250,14 +256,13 @@ def test_parallel_jobs_give_the_same_warehouse_as_one_job(tmp_path):
     assert results[0] == results[1] == [(0, 1, 1000), (1, 2, 2000), (2, 3, 3000), (3, 4, 4000)]
 
 
-def test_catalog_is_compacted_and_stays_right(tmp_path, wh):
+def test_one_snapshot_per_commit_and_old_ones_are_collected(tmp_path, wh):
     root = tmp_path / "work"
     write_trace(root / "rank0.json", GOOD_EVENTS + [{"ph": "E", "pid": 1, "tid": 1, "ts": 9}],
                 distributedInfo={"rank": 0, "world_size": 2})
     _good(root, "rank1.json", 1)
     run_ingest([root], wh)
-    assert sorted(p.name for p in wh.files_dir.iterdir()) == ["_all.parquet"]
-    assert sorted(p.name for p in wh.stats_dir.iterdir()) == ["_all.parquet"]
+    assert [p.name for p in (wh.root / "catalog").iterdir()] == [wh.current_id()]
     assert query(wh, "SELECT rank, stat FROM ingest_stats") == [(0, "E without B")]
     # rank 0 fixed (no more stray E), rank 1 removed: both show after the next run
     write_trace(root / "rank0.json", GOOD_EVENTS, distributedInfo={"rank": 0, "world_size": 2})
@@ -265,6 +270,8 @@ def test_catalog_is_compacted_and_stays_right(tmp_path, wh):
     run_ingest([root], wh)
     assert query(wh, "SELECT rank, events_dropped FROM files") == [(0, 0)]
     assert query(wh, "SELECT count(*) FROM ingest_stats") == [(0,)]
+    assert [p.name for p in (wh.root / "catalog").iterdir()] == [wh.current_id()]
+    assert sorted(p.relative_to(wh.root).as_posix() for p in (wh.root / "events").rglob("*.parquet")) == _data_files(wh)
 
 
 def test_a_second_pass_with_decimals_does_not_count_the_file_twice(tmp_path, wh):
@@ -295,28 +302,30 @@ def test_a_second_pass_with_decimals_does_not_count_the_file_twice(tmp_path, wh)
     assert Recorder.advanced == path.stat().st_size
 
 
-def test_a_commit_that_fails_half_way_fails_that_file_alone(tmp_path, wh, monkeypatch):
-    """The catalog row of rank1 cannot be written (disk full): its events, already renamed
-    into place, go again; the files after it are still committed; a later run takes it."""
+def test_a_commit_that_fails_fails_that_file_alone(tmp_path, wh, monkeypatch):
+    """The snapshot holding rank1's rows cannot be written (an I/O error): the batch is
+    committed again file by file, rank1 fails, the files around it are committed, its data
+    file is collected, and a later run takes it."""
+    import cclq.warehouse as warehouse_module
+
     root = tmp_path / "work"
     for r in range(3):
         _good(root, f"rank{r}.json", r)
-    real_write = Warehouse._write_table
+    real_write = warehouse_module.pq.write_table
 
-    def write_table(self, table, path):
-        if path.parent == self.files_dir and table.column_names[0] == "file_id" and \
-                table.column("relpath").to_pylist() == ["rank1.json"]:
-            raise OSError(28, "No space left on device")
-        return real_write(self, table, path)
+    def write_table(table, path, *args, **kwargs):
+        if "relpath" in table.column_names and "rank1.json" in table.column("relpath").to_pylist():
+            raise OSError(5, "Input/output error")
+        return real_write(table, path, *args, **kwargs)
 
-    monkeypatch.setattr(Warehouse, "_write_table", write_table)
+    monkeypatch.setattr(warehouse_module.pq, "write_table", write_table)
     report = run_ingest([root], wh)
     assert [o.status for o in report.outcomes] == ["ingested", "failed", "ingested"]
     assert report.failed[0].message == (f"{root / 'rank1.json'}: could not be written to the warehouse: "
-                                        "OSError: [Errno 28] No space left on device")
+                                        "OSError: [Errno 5] Input/output error")
     assert query(wh, "SELECT rank FROM files ORDER BY rank") == [(0,), (2,)]
     assert query(wh, "SELECT DISTINCT rank FROM events ORDER BY rank") == [(0,), (2,)]
-    assert query(wh, "SELECT DISTINCT rank FROM ingest_stats") == []
+    assert len(list((wh.root / "events").rglob("*.parquet"))) == 2
     monkeypatch.undo()
     report = run_ingest([root], wh)
     assert sorted((Path(o.path).name, o.status) for o in report.outcomes) == [
@@ -346,32 +355,29 @@ def test_a_catalog_row_that_cannot_be_built_fails_that_file_alone(tmp_path, wh, 
     assert report.failed[0].message == (f"{root / 'rank0.json'}: could not be written to the warehouse: "
                                         "ArrowInvalid: Integer value 1694128201545 not in range")
     assert query(wh, "SELECT rank FROM files") == [(1,)]
-    assert len([p for p in _visible_parquet(wh.root) if "events" in p.parts]) == 1
+    assert len(list((wh.root / "events").rglob("*.parquet"))) == 1
     assert not any(wh.tmp_dir.iterdir())
 
 
-def test_compacted_catalog_keeps_the_types_of_all_null_columns(tmp_path, wh):
-    import pyarrow as pa
+def test_catalog_keeps_the_types_of_all_null_columns(tmp_path, wh):
     import pyarrow.parquet as pq
 
-    from cclq.warehouse import COMPACTED, FILES_SCHEMA, STATS_SCHEMA
+    from cclq.warehouse import FILES_SCHEMA, STATS_SCHEMA
 
     _good(tmp_path / "work")  # nothing dropped: drop_reasons is NULL in every row
     run_ingest([tmp_path / "work"], wh)
-    assert pq.read_schema(wh.files_dir / COMPACTED) == FILES_SCHEMA
+    snapshot = wh.root / "catalog" / wh.current_id()
+    assert pq.read_schema(snapshot / "files.parquet") == FILES_SCHEMA
+    assert pq.read_schema(snapshot / "stats.parquet") == STATS_SCHEMA
     assert query(wh, "SELECT count(*) FROM files WHERE drop_reasons LIKE '%E%'") == [(0,)]
-    # rows written by an older cclq may lack columns: those are NULL, with their type
-    old = pq.read_table(wh.files_dir / COMPACTED).drop_columns(["drop_reasons", "ingest_seconds"])
-    pq.write_table(old, wh.files_dir / COMPACTED)
-    pq.write_table(pa.table({"file_id": ["x"], "stat": ["E without B"]}), wh.stats_dir / COMPACTED)
-    wh.compact_catalog(wh.read_catalog(), force=True)
-    assert pq.read_schema(wh.files_dir / COMPACTED) == FILES_SCHEMA
-    assert pq.read_table(wh.files_dir / COMPACTED).column("ingest_seconds").to_pylist() == [None]
-    assert not (wh.stats_dir / COMPACTED).exists()  # "x" is no file of the catalog
+    # a snapshot written by an older cclq may lack columns: they read as NULL, with their type
+    old = pq.read_table(snapshot / "files.parquet").drop_columns(["drop_reasons", "ingest_seconds"])
+    pq.write_table(old, snapshot / "files.parquet")
+    assert wh.read_state().files[old.column("file_id")[0].as_py()]["ingest_seconds"] is None
     write_trace(tmp_path / "work" / "rank1.json", GOOD_EVENTS + [{"ph": "E", "pid": 1, "tid": 1, "ts": 9}],
                 distributedInfo={"rank": 1, "world_size": 2})
     run_ingest([tmp_path / "work"], wh)
-    assert pq.read_schema(wh.stats_dir / COMPACTED) == STATS_SCHEMA
+    assert pq.read_schema(wh.root / "catalog" / wh.current_id() / "files.parquet") == FILES_SCHEMA
     assert query(wh, "SELECT count(*) FROM files WHERE drop_reasons LIKE '%E%'") == [(1,)]
 
 
@@ -410,10 +416,9 @@ def test_reingest_of_an_unchanged_workload_does_not_rewrite_its_card(tmp_path, w
     _good(root)
     (root / "workload_card.yaml").write_text("version: 1\nworkload:\n  model:\n    model_family: llama\n")
     run_ingest([root], wh)
-    cards = wh.cards_dir / "_all.parquet"
-    before = (cards.stat().st_ino, cards.stat().st_mtime_ns)
+    before = wh.current_id()
     assert [o.status for o in run_ingest([root], wh).outcomes] == ["unchanged"]
-    assert (cards.stat().st_ino, cards.stat().st_mtime_ns) == before  # a rewrite is a new file (os.replace)
+    assert wh.current_id() == before  # nothing changed: no new snapshot
     (root / "workload_card.yaml").write_text("version: 1\nworkload:\n  model:\n    model_family: gpt\n")
     run_ingest([root], wh)
     assert query(wh, "SELECT model_family FROM traces") == [("gpt",)]

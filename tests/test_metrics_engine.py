@@ -263,10 +263,10 @@ def test_cli_no_cache_computes_again(two):
     assert result.returncode == 0 and result.stdout.splitlines()[1] == "a,0,,4e-06,s,,1"
 
 
-def test_connections_list_the_event_files_and_the_shell_globs_them(tmp_path, wh):
-    """A connection names the files it found (no directory listing per view bind or
-    query); the shell's script globs, so it sees what is ingested while it is open. Both
-    read the same rows, for all traces and for a selection."""
+def test_connections_and_the_shell_read_the_files_of_one_snapshot(tmp_path, wh):
+    """A connection and the shell's script name exactly the data files of the current
+    snapshot (no directory listing, no glob): both read the same rows, for all traces
+    and for a selection, and a connection keeps reading its snapshot after more ingests."""
     import duckdb
 
     from cclq.engine import setup_script
@@ -275,12 +275,19 @@ def test_connections_list_the_event_files_and_the_shell_globs_them(tmp_path, wh)
     run_ingest([tmp_path / "in"], wh)
     count = "SELECT trace, rank, count(*) FROM events GROUP BY ALL ORDER BY ALL"
     for traces in (None, ["a"]):
-        listed = setup_script(wh, traces, listed=True)
-        globbed = setup_script(wh, traces)
-        events_listed = next(line for line in listed.splitlines() if "VIEW events" in line)
-        events_globbed = next(line for line in globbed.splitlines() if "VIEW events" in line)
-        assert "*" not in events_listed.split("EXCLUDE")[1] and events_listed.count(".parquet'") == (3 if traces is None else 2)
-        assert "*.parquet" in events_globbed
-        rows = duckdb.connect().execute(globbed).execute(count).fetchall()
+        with wh.open_snapshot() as snap:
+            script = setup_script(snap, traces)
+            events = next(line for line in script.splitlines() if "VIEW events" in line)
+            assert "*" not in events.split("read_parquet")[1] and events.count(".parquet'") == (3 if traces is None else 2)
+            rows = duckdb.connect().execute(script).execute(count).fetchall()
         assert connect(wh, traces=traces).execute(count).fetchall() == rows
         assert {r[0] for r in rows} == ({"a", "b"} if traces is None else {"a"})
+    old = connect(wh)
+    before = old.execute(count).fetchall()
+    b = KinetoTraceBuilder(rank=0, world_size=1)
+    for i in range(5):
+        b.kernel("gemm", ts=i * 3_000, dur=1_000)
+    b.write(tmp_path / "in" / "b" / "rank0.json")
+    run_ingest([tmp_path / "in"], wh)
+    assert old.execute(count).fetchall() == before  # its snapshot's files are still there
+    assert connect(wh).execute(count).fetchall() != before

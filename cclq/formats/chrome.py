@@ -41,7 +41,6 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -51,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cclq.errors import TraceFileError
+from cclq.formats.base import BatchSink, Prepared, ProgressFn, ReadAgain, ReadResult
 from cclq.formats.detect import Detected
 from cclq.formats.source import Source, gzip_errors, read_tail
 from cclq.schema import (
@@ -59,8 +59,6 @@ from cclq.schema import (
     PROMOTED_ARGS,
     promoted_columns,
 )
-
-BatchSink = Callable[[pa.RecordBatch], None]
 
 # The note for the empty event that ends every xprof trace-viewer array. It is neither
 # written nor dropped, so for such a file events_read = written + dropped + merged E + 1.
@@ -90,21 +88,6 @@ def _encode_json(obj: Any) -> str:
         return _orjson_dumps(obj, default=_json_default).decode()
     except TypeError:
         return "".join(_c_encoder(obj, 0))
-
-
-@dataclass
-class ReadResult:
-    """What one file yielded, besides its rows."""
-
-    events_read: int = 0  # entries of the event array, including dropped ones
-    rows_written: int = 0
-    drops: Counter[tuple[str, str]] = field(default_factory=Counter)  # (reason, ph) -> n
-    notes: Counter[str] = field(default_factory=Counter)  # kept but noteworthy
-    metadata: dict[str, Any] = field(default_factory=dict)  # top-level keys we read
-    base_time_ns: int = 0
-    ts_min_ns: int | None = None  # min(ts) over the timed events (not ``M`` metadata)
-    ts_max_ns: int | None = None  # max(ts + dur)
-    decompressed_bytes: int = 0
 
 
 # Top-level keys worth reading besides the event array, and how to find them.
@@ -433,6 +416,7 @@ def read_chrome_json(
     sink: BatchSink,
     batch_rows: int = 32768,
     exact: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> ReadResult:
     """Streams the events of ``source`` into ``sink`` as record batches.
 
@@ -441,11 +425,7 @@ def read_chrome_json(
     ``NeedExactDecimals`` and the caller re-reads with ``exact=True``.
     """
     result = ReadResult()
-    head_meta = scan_top_level_keys(_head_before_events(detected.head), last=False)
-    if "baseTimeNanoseconds" not in head_meta:
-        # Kineto writes its base after the events: find it before the first batch
-        head_meta.update({k: v for k, v in scan_top_level_keys(read_tail(source.path), last=True).items()
-                          if k == "baseTimeNanoseconds"})
+    head_meta = dict(metadata) if metadata is not None else file_metadata(source.path, detected)
     base_ns = _base_ns(head_meta)
 
     drops = result.drops
@@ -557,6 +537,59 @@ def read_chrome_json(
         problem = "no traceEvents array" if not detected.array_form and b'"traceEvents"' not in detected.head else "no trace events"
         raise TraceFileError(source.path, f"not a trace: {problem}")
     return result
+
+
+def file_metadata(path: str, detected: Detected) -> dict[str, Any]:
+    """The top-level keys a file states before its events, and those after them that
+    must be known before the first row is written: ``baseTimeNanoseconds`` (added to
+    every timestamp) and ``distributedInfo`` (the rank every row carries). Kineto writes
+    either after the event array on some paths, so the tail is read when the head lacks
+    one of them (a seek for plain JSON; gzip must be decompressed to its end).
+    """
+    meta = scan_top_level_keys(_head_before_events(detected.head), last=False)
+    wants_tail = "baseTimeNanoseconds" not in meta or ("distributedInfo" not in meta and detected.flavor == "kineto")
+    if wants_tail:
+        tail = scan_top_level_keys(read_tail(path), last=True)
+        meta.update({k: v for k, v in tail.items() if k in ("baseTimeNanoseconds", "distributedInfo") and k not in meta})
+    return meta
+
+
+class ChromeReader:
+    """Kineto, generic Chrome and xprof trace-viewer JSON (``detect`` kind ``chrome_json``)."""
+
+    name = f"chrome_json/ijson-{ijson.backend}"
+    tables = ("events",)
+
+    def prepare(self, path: str, detected: Detected) -> Prepared:
+        meta = file_metadata(path, detected)
+        prepared = Prepared(metadata={"top_level": meta, "exact": needs_exact_decimals(detected.head)})
+        info = meta.get("distributedInfo")
+        if isinstance(info, dict):
+            if _is_int32(info.get("rank")) and info["rank"] >= 0:
+                prepared.rank, prepared.rank_source = info["rank"], "distributedInfo"
+            if _is_int32(info.get("world_size")):
+                prepared.world_size = info["world_size"]
+        return prepared
+
+    def read(self, path: str, detected: Detected, prepared: Prepared, file_id: str,
+             sinks: dict[str, BatchSink], progress: ProgressFn | None) -> ReadResult:
+        exact = prepared.metadata["exact"]
+        try:
+            with Source(path, progress) as source:
+                result = read_chrome_json(source, detected, file_id, sinks["events"], exact=exact,
+                                          metadata=prepared.metadata["top_level"])
+                result.content_hash = source.finish_hash()
+        except NeedExactDecimals:
+            if exact:
+                raise
+            # a float could not carry a timestamp exactly: start over with Decimals
+            prepared.metadata["exact"] = True
+            raise ReadAgain("a timestamp needs exact decimals") from None
+        return result
+
+
+def _is_int32(value: Any) -> bool:
+    return type(value) is int and -(2**31) <= value < 2**31
 
 
 def _count_down(counter: Counter[Any], key: Any) -> None:
