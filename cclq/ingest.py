@@ -54,7 +54,7 @@ import cclq
 from cclq.cards import CARD_FILE, card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError, show_path
 from cclq.formats import xplane
-from cclq.formats.base import Prepared, ReadAgain, ReadResult
+from cclq.formats.base import MAX_RANK_IN_NAME, Prepared, ReadAgain, ReadResult, rank_from_name  # noqa: F401
 from cclq.formats.detect import detect, is_candidate
 from cclq.formats.readers import reader_for
 from cclq.formats.source import content_hash
@@ -67,21 +67,9 @@ from cclq.warehouse import (  # noqa: F401  (FILES_SCHEMA, STATS_SCHEMA re-expor
     Warehouse,
     is_disk_full,
 )
-from cclq.writer import DataFileWriter
+from cclq.writer import DataFileWriter, rewrite_rank
 
 _TRACE_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
-# A number in a file name is a rank only below this bound: bigger ones are timestamps
-# (``trace_1694128201545.json``) or pids, and ranks are int32 in the catalog.
-MAX_RANK_IN_NAME = 1_000_000
-# Tried in order; the first rule that finds a plausible number wins.
-_RANK_IN_NAME = (
-    re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE),
-    re.compile(r"[-_](\d+)(?:\.pt\.trace)?\.(?:json(?:\.gz)?|sqlite)$", re.IGNORECASE),
-    # xprof writes one file per host: t1v-n-abc-w-1.trace.json.gz, host1.xplane.pb. The
-    # lookahead leaves out "<ip>_<port>.xplane.pb", whose number is a port, not a rank.
-    re.compile(r"^(?!\d+\.\d+\.\d+\.\d+_\d+\.)(?:.*[-_A-Za-z])(\d+)\.(?:trace\.json(?:\.gz)?|xplane\.pb)$",
-               re.IGNORECASE),
-)
 PARSER_DIED = "the parser process died while reading it (out of memory?)"
 DISK_FULL = "no space left on device"
 # A batch of parsed files is committed once it is this old (or at the end): one snapshot
@@ -263,8 +251,8 @@ def _file_id(trace: str, relpath: str) -> str:
 class ParsedFile:
     """What a worker hands back to the committing process (picklable)."""
 
-    parts: dict[str, tuple[str, int]]  # table -> (temp data file, rows)
-    rank: int
+    parts: list[tuple[str, int, str, int]]  # (table, rank, temp data file, rows)
+    rank: int  # the file's rank (the lowest, for a file holding several)
     rank_source: str
     parser: str
     flavor: str
@@ -283,9 +271,49 @@ class ParsedFile:
     seconds: float
     warnings: list[str]
 
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({rank for _table, rank, _tmp, _rows in self.parts} or {self.rank})
+
     def discard(self) -> None:
-        for tmp, _rows in self.parts.values():
+        for _table, _rank, tmp, _rows in self.parts:
             Path(tmp).unlink(missing_ok=True)
+
+
+class _TableSink:
+    """Writes a reader's batches of one table to temp data files: one file, or one per
+    rank when the reader's file holds several (its batches then lead with ``rank``)."""
+
+    def __init__(self, table: str, tmp_dir: str, file_id: str, trace: str, rank: int, multi_rank: bool) -> None:
+        self.table = table
+        self.multi_rank = multi_rank
+        self._new = lambda r: DataFileWriter(
+            Path(tmp_dir) / f"{file_id}.{os.getpid()}.{time.monotonic_ns()}.{table}.{r}.parquet",
+            trace, r, TABLE_SCHEMAS[table])
+        self.writers: dict[int, DataFileWriter] = {} if multi_rank else {rank: self._new(rank)}
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if not self.multi_rank:
+            next(iter(self.writers.values())).write(batch)
+            return
+        import pyarrow.compute as pc
+
+        ranks = batch.column(0)
+        rest = pa.RecordBatch.from_arrays(batch.columns[1:], schema=batch.schema.remove(0))
+        for r in pc.unique(ranks).to_pylist():
+            writer = self.writers.get(r)
+            if writer is None:
+                writer = self.writers[r] = self._new(r)
+            writer.write(rest.filter(pc.equal(ranks, r)))
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+
+    def discard(self) -> None:
+        for w in self.writers.values():
+            w.discard()
+        self.writers.clear()
 
 
 _progress_queue: Any = None  # set in worker processes by _init_worker
@@ -329,16 +357,6 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def rank_from_name(name: str) -> int | None:
-    """The rank a file name gives: the first rule with a plausible number wins."""
-    for pattern in _RANK_IN_NAME:
-        for m in pattern.finditer(name):
-            rank = int(m.group(1))
-            if rank < MAX_RANK_IN_NAME:
-                return rank
-    return None
-
-
 def _identity(path: str) -> tuple[int, int, int, int]:
     """What changes when a file is rewritten: (device, inode, size, mtime)."""
     st = os.stat(path)
@@ -372,7 +390,7 @@ def parse_file(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile 
 
 
 def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile | TraceFileError:
-    writers: list[DataFileWriter] = []
+    writers: list[_TableSink] = []
     pending = 0
     # The bar counts bytes of the file as planned (its size on disk). What is read can be
     # more: the JSON xprof converts an xplane.pb into, or a second pass with Decimals.
@@ -412,9 +430,9 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile
         prepared = reader.prepare(read_path, detected)
         rank, rank_source = _rank_of(path, prepared)
         for attempt in range(2):
-            writers[:] = [DataFileWriter(Path(tmp_dir) / f"{file_id}.{os.getpid()}.{time.monotonic_ns()}.{table}.parquet",
-                                         trace, rank, TABLE_SCHEMAS[table]) for table in reader.tables]
-            sinks = {table: w.write for table, w in zip(reader.tables, writers)}
+            writers[:] = [_TableSink(table, tmp_dir, file_id, trace, rank, prepared.ranks is not None)
+                          for table in reader.tables]
+            sinks = {w.table: w.write for w in writers}
             try:
                 result = reader.read(read_path, detected, prepared, file_id, sinks, progress)
                 break
@@ -454,9 +472,10 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile
     elif detected.flavor == "xprof" and result.events_read >= xplane.TRACE_VIEWER_MAX_EVENTS:
         warnings.append(xplane.truncation_warning(path, result.events_read))
     info = result.metadata.get("distributedInfo")
+    parts = [(w.table, r, str(f.path), f.rows) for w in writers for r, f in sorted(w.writers.items())]
     return ParsedFile(
-        parts={table: (str(w.path), w.rows) for table, w in zip(reader.tables, writers)},
-        rank=rank,
+        parts=parts,
+        rank=min([r for _t, r, _p, _n in parts], default=rank),
         rank_source=rank_source,
         parser=reader.name,
         flavor=detected.flavor,
@@ -480,6 +499,8 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile
 def _rank_of(path: str, prepared: Prepared) -> tuple[int, str]:
     """The file's own word first, then a number in its name, else 0 (``ingest`` warns
     when two files of a workload end up there)."""
+    if prepared.ranks:
+        return min(prepared.ranks), prepared.rank_source or "file content"
     if prepared.rank is not None:
         return prepared.rank, prepared.rank_source or "file content"
     rank = rank_from_name(Path(path).name)
@@ -593,13 +614,13 @@ def ingest(
         tasks = committer.plan(workloads, force)
         committer.flush()  # files that left their folders, new cards: before any parse
         todo: list[FileTask] = []
-        default_rank: dict[str, list[str]] = {}  # trace -> files that got rank 0 for want of one
+        rankless: dict[str, list[str]] = {}  # trace -> files that state no rank (unchanged ones)
         for task in tasks:
             if _unchanged(task, force, checksum):
                 report.outcomes.append(FileOutcome(str(task.path), task.trace, "unchanged", rank=task.previous["rank"],
                                                    size_bytes=task.size))
                 if task.previous.get("rank_source") == "default":
-                    default_rank.setdefault(task.trace, []).append(str(task.path))
+                    rankless.setdefault(task.trace, []).append(str(task.path))
             else:
                 todo.append(task)
         reporter.start(sum(t.size for t in todo), len(todo))
@@ -610,10 +631,10 @@ def ingest(
                 if item is not None:
                     task, parsed = item
                     done += 1
-                    outcome = committer.stage(task, parsed)
-                    reporter.file_done(outcome)
                     if isinstance(parsed, ParsedFile) and parsed.rank_source == "default":
-                        default_rank.setdefault(task.trace, []).append(str(task.path))
+                        committer.rankless.append((task, parsed))  # ranked after the files that state theirs
+                        continue
+                    reporter.file_done(committer.stage(task, parsed))
                 if committer.due():
                     committer.flush()
                 if committer.stopped:
@@ -624,14 +645,18 @@ def ingest(
             report.outcomes.append(FileOutcome(str(task.path), task.trace, "failed",
                                                f"{show_path(task.path)}: not ingested: {committer.stopped}",
                                                size_bytes=task.size))
+        for task, outcome in committer.stage_rankless():
+            reporter.file_done(outcome)
+            if outcome.status == "ingested":
+                rankless.setdefault(task.trace, []).append(f"{show_path(task.path)}: no rank in the file and none "
+                                                           f"in its name; guessed rank {outcome.rank}")
         committer.flush()
         reporter.finish()
-        # Rank 0 by default is noise for a workload of one file; with two or more, all
-        # but one fail on the rank and this says why.
-        for paths in default_rank.values():
-            if len(paths) > 1:
-                report.warnings.extend(
-                    f"{show_path(p)}: no rank in the file and none in its name; using rank 0" for p in paths)
+        # A guessed rank is noise for a workload of one file (rank 0 is the obvious
+        # choice); with two or more, say which rank each got.
+        for lines in rankless.values():
+            if len(lines) > 1:
+                report.warnings.extend(line for line in lines if "guessed rank" in line)
         warehouse.collect_garbage()
         warehouse.clean_tmp()  # what a dead parser process left behind
     for w in report.warnings:
@@ -690,6 +715,8 @@ class _Committer:
         self.stopped: str | None = None
         # trace -> changes that wait for the workload's first committed file (--force)
         self.deferred: dict[str, Callable[[CatalogState], None]] = {}
+        self._claims_index: dict[tuple[str, int], str] | None = None
+        self.rankless: list[tuple[FileTask, ParsedFile]] = []  # parsed files that state no rank
 
     # -- planning -------------------------------------------------------------
     def plan(self, workloads: list[Workload], force: bool) -> list[FileTask]:
@@ -737,6 +764,7 @@ class _Committer:
                 for fid, row in list(files.items()):
                     if row["trace"] == w.trace and fid not in seen_ids:
                         self.working.drop_file(fid)
+                        self._claims_index = None
                         self.dirty = True
                         self.report.outcomes.append(FileOutcome(row["path"], row["trace"], "removed",
                                                                 "no longer in the folder"))
@@ -782,6 +810,34 @@ class _Committer:
         return apply
 
     # -- staging --------------------------------------------------------------
+    def stage_rankless(self) -> list[tuple[FileTask, FileOutcome]]:
+        """Stages the files that state no rank, once every file that states one is staged:
+        each gets the rank it had before if that is still free, else the lowest free rank
+        of its trace (its data is rewritten with it when that is not the parse's 0)."""
+        staged = []
+        for task, parsed in sorted(self.rankless, key=lambda item: str(item[0].path)):
+            if self.stopped:
+                parsed.discard()
+                outcome = FileOutcome(str(task.path), task.trace, "failed",
+                                      f"{show_path(task.path)}: not ingested: {self.stopped}", size_bytes=task.size)
+                self.report.outcomes.append(outcome)
+                staged.append((task, outcome))
+                continue
+            taken = {r for (t, r), fid in self._claims().items() if t == task.trace and fid != task.file_id}
+            rank = task.previous["rank"] if task.previous and task.previous["rank"] not in taken else 0
+            while rank in taken:
+                rank += 1
+            if rank != parsed.rank:
+                try:
+                    parsed.parts = [(t, rank, str(rewrite_rank(Path(tmp), rank)), n) for t, _r, tmp, n in parsed.parts]
+                    parsed.rank = rank
+                except Exception as e:
+                    parsed = DiskFullError(str(task.path), DISK_FULL) if is_disk_full(e) else TraceFileError(
+                        str(task.path), f"could not be written to the warehouse: {type(e).__name__}: {e}")
+            staged.append((task, self.stage(task, parsed)))
+        self.rankless.clear()
+        return staged
+
     def stage(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome:
         """Checks one parse result and adds it to the batch (or fails it)."""
         path = str(task.path)
@@ -797,10 +853,10 @@ class _Committer:
             row = _files_row(task, parsed)
             moves: list[tuple[Path, str]] = []
             parts: list[dict] = []
-            for table, (tmp, rows) in sorted(parsed.parts.items()):
+            for table, rank, tmp, rows in parsed.parts:
                 rel = self.warehouse.new_data_path(table, task.trace, task.file_id)
                 moves.append((Path(tmp), rel))
-                parts.append({"file_id": task.file_id, "trace": task.trace, "rank": parsed.rank,
+                parts.append({"file_id": task.file_id, "trace": task.trace, "rank": rank,
                               "table_name": table, "path": rel, "rows": rows})
             stats = _stats_rows(task, parsed)
             _check_rows([row], FILES_SCHEMA)
@@ -821,6 +877,11 @@ class _Committer:
             state.put_file(row, parts, stats)
 
         apply(self.working)
+        self._claims_index = None if deferred is not None else self._claims_index
+        if self._claims_index is not None:
+            for key in [k for k, v in self._claims_index.items() if v == task.file_id]:
+                del self._claims_index[key]
+            self._claims_index.update({(p["trace"], p["rank"]): task.file_id for p in parts})
         outcome = FileOutcome(path, task.trace, "ingested", rank=parsed.rank, format=parsed.flavor,
                               events=parsed.events_written, dropped=sum(parsed.drops.values()),
                               size_bytes=task.size, seconds=parsed.seconds)
@@ -839,15 +900,24 @@ class _Committer:
             if isinstance(parsed, DiskFullError):
                 self.stopped = "the disk is full (no space left on device)"
             return FileOutcome(path, task.trace, "failed", parsed.message, size_bytes=task.size, detail=parsed.detail)
-        for fid, row in self.working.files.items():
-            if fid != task.file_id and row["trace"] == task.trace and row["rank"] == parsed.rank:
+        claims = self._claims()
+        for rank in parsed.ranks:
+            holder = claims.get((task.trace, rank))
+            if holder is not None and holder != task.file_id:
                 return FileOutcome(
                     path, task.trace, "failed",
-                    f"{show_path(path)}: rank {parsed.rank} of trace {task.trace!r} is already taken by "
-                    f"{show_path(row['path'])}",
+                    f"{show_path(path)}: rank {rank} of trace {task.trace!r} is already taken by "
+                    f"{show_path(self.working.files[holder]['path'])}",
                     size_bytes=task.size,
                 )
         return None
+
+    def _claims(self) -> dict[tuple[str, int], str]:
+        """(trace, rank) -> the file holding it, in ``working`` (built again after it is replaced)."""
+        if self._claims_index is None:
+            self._claims_index = {(p["trace"], p["rank"]): fid for fid, parts in self.working.parts.items()
+                                  for p in parts}
+        return self._claims_index
 
     # -- committing -----------------------------------------------------------
     def due(self) -> bool:
@@ -864,6 +934,7 @@ class _Committer:
             if is_disk_full(e) or not batch:
                 self._fail(batch, e)
                 self.working = _copy(self.committed)
+                self._claims_index = None
                 if is_disk_full(e):
                     self.stopped = "the disk is full (no space left on device)"
                 elif self.dirty:
@@ -891,6 +962,7 @@ class _Committer:
             base = trial
         self.committed = _copy(base)
         self.working = _copy(base)
+        self._claims_index = None
         self.dirty = False
 
     def _fail(self, batch: list[_Staged], e: Exception) -> None:

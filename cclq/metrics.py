@@ -289,7 +289,7 @@ def run_metric(
     uses are created here, and only when the result is not cached.
     """
     params = params or {}
-    con.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM files")
+    con.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM parts")
     con.execute(_params_relation(spec, params))
     cached: Path | None = None
     if cache_dir is not None:

@@ -104,3 +104,20 @@ def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     # double, list<int64>), and footers are what a scan of many small files pays for.
     compression, dictionary = _column_options(schema)
     return pq.ParquetWriter(path, schema, compression=compression, use_dictionary=dictionary, store_schema=False)
+
+
+def rewrite_rank(path: Path, rank: int) -> Path:
+    """A copy of a temp data file with every row's ``rank`` set to ``rank`` (for a file
+    whose rank was a guess that had to move); the original is removed."""
+    table = pq.read_table(path)
+    n = table.num_rows
+    i = table.schema.get_field_index("rank")
+    table = table.set_column(i, table.schema.field(i), pc.fill_null(pa.nulls(n, pa.int32()), rank))
+    target = path.with_name(f"{path.stem}.r{rank}.parquet")
+    writer = _open_writer(target, table.schema)
+    try:
+        writer.write_table(table)
+    finally:
+        writer.close()
+    path.unlink()
+    return target

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 from conftest import query, run_ingest, write_trace
 
@@ -194,17 +195,25 @@ def test_rank_from_distributed_info_anywhere_else_file_name_else_zero(tmp_path, 
     assert query(wh, "SELECT world_size, ranks_seen FROM traces") == [(8, 5)]
 
 
-def test_missing_rank_defaults_to_zero_and_warns_only_when_two_files_need_it(tmp_path, wh):
+def test_missing_ranks_are_guessed_after_the_stated_ones_and_said(tmp_path, wh):
+    """A file that states no rank (content or name) gets the lowest rank of its trace that
+    no file states, after every file that states one; a guess beside other guesses warns."""
     ev = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]
     write_trace(tmp_path / "w" / "trace.json", ev)
     report = run_ingest([tmp_path / "w"], wh)
     assert query(wh, "SELECT rank, rank_source FROM files") == [(0, "default")]
     assert not report.warnings  # a one-file workload: rank 0 is the obvious choice
     write_trace(tmp_path / "w" / "zzz.json", ev)  # a second file without a rank
+    write_trace(tmp_path / "w" / "aaa.json", ev, distributedInfo={"rank": 1})  # states rank 1
     report = run_ingest([tmp_path / "w"], wh)
-    assert [o.status for o in report.outcomes] == ["unchanged", "failed"]
-    assert sorted(w.split(":")[0].rsplit("/", 1)[-1] for w in report.warnings if "using rank 0" in w) == [
-        "trace.json", "zzz.json"]
+    assert sorted((Path(o.path).name, o.status, o.rank) for o in report.outcomes) == [
+        ("aaa.json", "ingested", 1), ("trace.json", "unchanged", 0), ("zzz.json", "ingested", 2)]
+    assert query(wh, "SELECT relpath, rank FROM files ORDER BY rank") == [
+        ("trace.json", 0), ("aaa.json", 1), ("zzz.json", 2)]
+    assert query(wh, "SELECT DISTINCT rank FROM events WHERE file_id = (SELECT file_id FROM files "
+                     "WHERE relpath = 'zzz.json')") == [(2,)]  # its rows carry the guessed rank
+    assert [w.rsplit("/", 1)[-1] for w in report.warnings] == [
+        "zzz.json: no rank in the file and none in its name; guessed rank 2"]
 
 
 def test_workload_card_is_flattened_into_traces(tmp_path, wh):

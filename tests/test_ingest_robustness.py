@@ -183,15 +183,23 @@ def test_two_files_claiming_one_rank_fail_the_second(tmp_path, wh):
     assert [o.status for o in report.outcomes] == ["unchanged", "failed"]
 
 
-def test_format_not_supported_yet_is_reported_not_failed(tmp_path, wh):
+def test_sqlite_files_that_are_no_nsys_export(tmp_path, wh):
+    """A SQLite database of something else is skipped, saying so; a damaged one fails."""
+    import sqlite3
+
     root = tmp_path / "work"
     _good(root)
-    (root / "et_0.json").write_text(json.dumps({"schema": "1.0.2-chakra.0.0.4", "pid": 1, "nodes": []}))
-    (root / "nsys.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    con = sqlite3.connect(root / "other.sqlite")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    (root / "broken.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
     report = run_ingest([root], wh)
-    assert sorted(o.status for o in report.outcomes) == ["ingested", "skipped", "skipped"]
-    assert not report.failed
-    assert all("format not supported yet" in o.message for o in report.outcomes if o.status == "skipped")
+    assert sorted((Path(o.path).name, o.status) for o in report.outcomes) == [
+        ("broken.sqlite", "failed"), ("other.sqlite", "skipped"), ("rank0.json", "ingested")]
+    by_name = {Path(o.path).name: o.message for o in report.outcomes}
+    assert by_name["other.sqlite"] == "a SQLite database, but not an Nsight Systems export (no StringIds and nsys tables)"
+    assert "not a readable SQLite database" in by_name["broken.sqlite"]
 
 
 def _big_trace(path: Path, n_events: int) -> Path:
@@ -408,7 +416,7 @@ def test_documents_images_and_archives_in_a_workload_are_ignored(tmp_path, wh):
     report = run_ingest([root], wh)
     assert [(Path(o.path).name, o.status) for o in report.outcomes] == [
         ("profile.nsys-rep", "skipped"), ("rank0.json", "ingested")]
-    assert report.outcomes[0].message == "Nsight Systems report: format not supported yet"
+    assert report.outcomes[0].message.startswith("Nsight Systems report (binary): export it to SQLite first")
 
 
 def test_reingest_of_an_unchanged_workload_does_not_rewrite_its_card(tmp_path, wh):

@@ -49,7 +49,7 @@ def shared_warehouse(tmp_path_factory) -> tuple[Warehouse, list]:
 
 def test_every_chrome_json_workload_is_ingested(shared_warehouse):
     wh, files = shared_warehouse
-    ingested = {(t, p) for t, p in query(wh, "SELECT trace, path FROM files")}
+    ingested = {(t, p) for t, p in query(wh, "SELECT trace, path FROM files WHERE format <> 'nsys'")}
     assert ingested == {(t, str(p.resolve())) for t, p, _ in files}
     assert len(files) >= 20
 
@@ -130,7 +130,7 @@ def test_dlrm_ranks_come_from_distributed_info(shared_warehouse):
 def test_unsupported_formats_are_skipped_not_failed(tmp_path):
     traces = require_shared()
     wh = Warehouse(tmp_path / "wh")
-    report = run_ingest([traces / "chakra_et", traces / "nsys_pipit_hpc"], wh)
+    report = run_ingest([traces / "chakra_et"], wh)
     assert {o.status for o in report.outcomes} == {"skipped"}
     assert all("format not supported yet" in o.message for o in report.outcomes)
 

@@ -16,8 +16,9 @@ ingest raises ``UnsupportedFormat``.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,12 +30,56 @@ BatchSink = Callable[[pa.RecordBatch], None]
 ProgressFn = Callable[[int], None]
 
 
+# A number in a file name is a rank only below this bound: bigger ones are timestamps
+# (``trace_1694128201545.json``) or pids, and ranks are int32 in the catalog.
+MAX_RANK_IN_NAME = 1_000_000
+# Tried in order; the first rule that finds a plausible number wins.
+_RANK_IN_NAME = (
+    re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE),
+    re.compile(r"[-_](\d+)(?:\.pt\.trace)?\.(?:json(?:\.gz)?|sqlite)$", re.IGNORECASE),
+    # xprof writes one file per host: t1v-n-abc-w-1.trace.json.gz, host1.xplane.pb. The
+    # lookahead leaves out "<ip>_<port>.xplane.pb", whose number is a port, not a rank.
+    re.compile(r"^(?!\d+\.\d+\.\d+\.\d+_\d+\.)(?:.*[-_A-Za-z])(\d+)\.(?:trace\.json(?:\.gz)?|xplane\.pb|sqlite)$",
+               re.IGNORECASE),
+)
+
+
+def rank_from_name(name: str) -> int | None:
+    """The rank a file name gives: the first rule with a plausible number wins."""
+    for pattern in _RANK_IN_NAME:
+        for m in pattern.finditer(name):
+            rank = int(m.group(1))
+            if rank < MAX_RANK_IN_NAME:
+                return rank
+    return None
+
+
+def record_batch(schema: pa.Schema, columns: dict[str, Sequence[Any] | pa.Array], n: int) -> pa.RecordBatch:
+    """A batch of ``schema`` from the columns a reader has; the others are NULL."""
+    arrays = []
+    for f in schema:
+        values = columns.get(f.name)
+        if values is None:
+            arrays.append(pa.nulls(n, f.type))
+        elif isinstance(values, pa.Array):
+            arrays.append(values if values.type == f.type else values.cast(f.type))
+        else:
+            arrays.append(pa.array(values, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 @dataclass
 class Prepared:
-    """What a file says about itself before it is read."""
+    """What a file says about itself before it is read.
+
+    A file normally holds one rank. A reader whose files may hold several (an Nsight
+    Systems export of a whole node) sets ``ranks``: its batches then start with a
+    ``rank`` column (int32) and ingest writes each rank's rows to a data file of its own.
+    """
 
     rank: int | None = None  # None: the file does not say (ingest tries the file name)
     rank_source: str | None = None  # where ``rank`` came from ("distributedInfo", "MPI rank", ...)
+    ranks: list[int] | None = None  # every rank a multi-rank file holds
     world_size: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # reader-specific, handed back to read()
     warnings: list[str] = field(default_factory=list)

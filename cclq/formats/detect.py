@@ -40,8 +40,8 @@ NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 @dataclass(frozen=True)
 class Detected:
-    kind: str  # "chrome_json" (Kineto, generic Chrome, xprof trace-viewer JSON) or "xplane" (to convert)
-    flavor: str  # "kineto", "xprof" or "chrome": decides the parser's details
+    kind: str  # the reader: "chrome_json" (Kineto, Chrome, xprof JSON), "nsys_sqlite", "xplane" (to convert)
+    flavor: str  # "kineto", "xprof", "chrome", "nsys": the format recorded in files.format
     array_form: bool  # bare ``[...]`` rather than ``{"traceEvents": [...]}``
     head: bytes
 
@@ -62,12 +62,17 @@ def detect(path: str) -> Detected:
     if os.path.isdir(path):
         raise TraceFileError(path, "is a directory")
     if path.lower().endswith(NSYS_REPORT_SUFFIXES):
-        raise UnsupportedFormat(path, "Nsight Systems report: format not supported yet")
-    head, _ = read_head(path)
+        raise UnsupportedFormat(path, "Nsight Systems report (binary): export it to SQLite first, "
+                                      "`nsys export --type sqlite --output <name>.sqlite <report>`, and ingest that")
+    head, compressed = read_head(path)
     if not head:
         raise TraceFileError(path, "empty file")
     if head.startswith(SQLITE_MAGIC):
-        raise UnsupportedFormat(path, "Nsight Systems SQLite export: format not supported yet")
+        if compressed:
+            raise TraceFileError(path, "a gzipped SQLite database: decompress it (gunzip) to ingest it")
+        from cclq.formats.nsys import detect_sqlite
+
+        return detect_sqlite(path)
     if xplane.is_xplane(path):
         xplane.check_xplane(path)  # skipped (UnsupportedFormat) unless it is to be converted
         return Detected("xplane", "xprof", False, head)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from cclq.errors import UnsupportedFormat
 from cclq.formats.base import Reader
 from cclq.formats.chrome import ChromeReader
 from cclq.formats.detect import Detected
+from cclq.formats.nsys import NsysReader
 
 READERS: dict[str, Reader] = {
     "chrome_json": ChromeReader(),
+    "nsys_sqlite": NsysReader(),
 }
 
 
 def reader_for(detected: Detected) -> Reader:
-    reader = READERS.get(detected.kind)
-    if reader is None:
-        raise UnsupportedFormat("?", f"no reader for {detected.kind}")
-    return reader
+    """The reader of a detected kind (``detect`` only returns kinds listed here)."""
+    return READERS[detected.kind]

@@ -1,6 +1,19 @@
 -- Catalog views: one row per trace, built from the `files` table (one row per
 -- ingested file) and the flattened workload cards in `cards`.
 
+-- One row per (trace, rank) the warehouse holds data of. A file holds one rank; an
+-- Nsight Systems export of a whole node holds one per GPU (or MPI rank): `parts`
+-- (one row per data file written for an input file) says which. Grain: rank.
+CREATE OR REPLACE VIEW trace_ranks AS
+SELECT DISTINCT trace, rank FROM parts;
+
+-- Every rank an input file holds, with the file's facts (base time, device
+-- properties, ...), for views that attach per-file facts to a rank's rows.
+CREATE OR REPLACE VIEW file_ranks AS
+SELECT f.*, p.rank AS data_rank
+FROM files AS f
+JOIN (SELECT DISTINCT file_id, rank FROM parts) AS p USING (file_id);
+
 -- One row per trace (workload). Grain: trace.
 -- `world_size` is the profiler's distributedInfo.world_size when any file has
 -- it, else the card's hardware.xpu_spec.total_count, else the ranks seen.
@@ -10,8 +23,6 @@ WITH per_trace AS (
     trace,
     string_agg(DISTINCT format, ',' ORDER BY format) AS format,
     count(*) AS files,
-    count(DISTINCT rank) AS ranks_seen,
-    list(DISTINCT rank ORDER BY rank) AS ranks,
     max(world_size) AS profiler_world_size,
     min(ts_min_ns) AS start_ns,
     max(ts_max_ns) AS end_ns,
@@ -20,13 +31,18 @@ WITH per_trace AS (
     sum(size_bytes) AS size_bytes
   FROM files
   GROUP BY trace
+),
+per_trace_ranks AS (
+  SELECT trace, count(*) AS ranks_seen, list(rank ORDER BY rank) AS ranks
+  FROM trace_ranks
+  GROUP BY trace
 )
 SELECT
   p.trace,
   p.format,
-  coalesce(p.profiler_world_size, c.total_count, p.ranks_seen) AS world_size,
-  p.ranks_seen,
-  p.ranks,
+  coalesce(p.profiler_world_size, c.total_count, r.ranks_seen) AS world_size,
+  r.ranks_seen,
+  r.ranks,
   p.files,
   p.events,
   p.events_dropped,
@@ -36,4 +52,5 @@ SELECT
   (p.end_ns - p.start_ns) / 1e9 AS span_s,
   c.* EXCLUDE (trace)
 FROM per_trace AS p
+LEFT JOIN per_trace_ranks AS r USING (trace)
 LEFT JOIN cards AS c USING (trace);

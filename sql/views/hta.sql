@@ -41,7 +41,8 @@ SELECT
   coalesce(base_time_ns, 0) AS base_time_ns,
   CAST(row_number() OVER (ORDER BY file_id) AS INTEGER) AS file_no,
   CAST(dense_rank() OVER (ORDER BY trace) AS INTEGER) AS trace_no
-FROM files;
+FROM files
+WHERE format <> 'nsys';  -- HTA reads Kineto JSON; an nsys file may hold several ranks
 
 -- HTA 0.5.0's kernel class of a GPU row name (hta/utils/utils.py; Python
 -- re.match, i.e. anchored at the start), tested in this order:

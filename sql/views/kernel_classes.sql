@@ -7,7 +7,7 @@
 -- they were defined on, so adding version-2 rows never moves a v1 metric; the
 -- plain views (`gpu_ops_classified`, `cpu_collectives`) are version 1, for ad-hoc
 -- queries and for views that classify once.
--- requires: gpu, slices
+-- requires: gpu, slices, catalog
 
 -- The rules. Columns:
 --   version       the rules version a row belongs to (a metric pins one)
@@ -126,7 +126,7 @@ SELECT * FROM gpu_ops_classified_with(1);
 -- One row per CPU-side slice (cat cpu_op or user_annotation) that a 'cpu_op' comm
 -- rule of `rules_version` matches: c10d ops, record_param_comms, nccl:* and gloo:*
 -- annotations, with the rule's `role` (call | backend), for the (trace, rank)
--- pairs of the relation `scope` (`files` for all; a metric passes the ranks it
+-- pairs of the relation `scope` (`trace_ranks` for all; a metric passes the ranks it
 -- needs, and an empty scope costs nothing). `coll_type` from the `Collective
 -- name` argument, else the name; NULL for a record_param_comms that only waits
 -- (`Collective name` wait, or none).
@@ -152,7 +152,7 @@ WHERE s.cat IN ('cpu_op', 'user_annotation') AND c.kernel_class = 'comm';
 
 -- Version 1 of cpu_collectives_with, every rank.
 CREATE OR REPLACE VIEW cpu_collectives AS
-SELECT * FROM cpu_collectives_with(1, files);
+SELECT * FROM cpu_collectives_with(1, trace_ranks);
 
 -- One row per CPU-side collective CALL of `rules_version`: the typed (coll_type
 -- not NULL: waits are no calls) 'call' ops that no other typed 'call' op of the

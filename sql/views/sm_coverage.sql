@@ -1,6 +1,6 @@
 -- SM coverage: how much of its GPU one kernel's grid can occupy at once, the
 -- launch-shape proxy behind mean_sm_coverage and compute_bound_fraction.
--- requires: gpu
+-- requires: gpu, catalog
 
 -- One row per (trace, rank, device) that the profiler described: the GPU's
 -- streaming-multiprocessor count from Kineto's `deviceProperties` (`numSms`;
@@ -9,10 +9,10 @@ CREATE OR REPLACE VIEW gpu_sm_counts AS
 WITH listed AS (
   SELECT
     f.trace,
-    f.rank,
+    f.data_rank AS rank,
     TRY_CAST(p.prop ->> 'id' AS INTEGER) AS device,
     coalesce(TRY_CAST(p.prop ->> 'numSms' AS INTEGER), TRY_CAST(p.prop ->> 'smCount' AS INTEGER)) AS sm_count
-  FROM files AS f,
+  FROM file_ranks AS f,
     unnest(TRY_CAST(f.device_properties AS JSON[])) AS p(prop)
 )
 SELECT trace, rank, device, max(sm_count) AS sm_count
