@@ -54,7 +54,7 @@ def _path_literal(path: Path) -> str:
 
 
 def _empty(name: str, schema: pa.Schema) -> str:
-    cols = [f"{f.name} {_DUCK_TYPES[f.type]}" for f in schema]
+    cols = [f'"{f.name}" {_DUCK_TYPES[f.type]}' for f in schema]
     return f"CREATE OR REPLACE TABLE {name} ({', '.join(cols)});"
 
 

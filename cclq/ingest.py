@@ -55,7 +55,7 @@ from cclq.cards import CARD_FILE, card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError, show_path
 from cclq.formats import xplane
 from cclq.formats.base import MAX_RANK_IN_NAME, Prepared, ReadAgain, ReadResult, rank_from_name  # noqa: F401
-from cclq.formats.detect import detect, is_candidate
+from cclq.formats.detect import detect, is_candidate, is_sqlite, is_trace_event_json
 from cclq.formats.readers import reader_for
 from cclq.formats.source import content_hash
 from cclq.schema import INGEST_VERSION, TABLE_SCHEMAS
@@ -106,6 +106,30 @@ class Workload:
     # ingested, but nothing is removed as "no longer in the folder" (it may be there)
     errors: list[tuple[Path, str]] = field(default_factory=list)
     failure: str | None = None  # the whole workload fails (a trace id clash in this run)
+    # files that go to another trace than ``trace`` (see ``_split_formats``)
+    file_traces: dict[Path, str] = field(default_factory=dict)
+
+    def trace_of(self, path: Path) -> str:
+        return self.file_traces.get(path, self.trace)
+
+    @property
+    def traces(self) -> set[str]:
+        """Every trace id this workload's files go to."""
+        return {self.trace, *self.file_traces.values()}
+
+
+NSYS_SIBLING = "+nsys"
+
+
+def _split_formats(w: Workload) -> None:
+    """A folder with both Kineto/Chrome JSON traces and Nsight Systems exports holds two
+    profiles of one run (CCL-Bench's ``metric_source.traces: [nsys, json]``). They go to
+    two traces, ``<id>`` and ``<id>+nsys``: in one, rank 0 would be claimed twice and
+    every kernel counted twice. (Execution traces and result files fill other tables
+    and stay with ``<id>``.)"""
+    sqlite = [p for p in w.files if is_sqlite(str(p))]
+    if sqlite and any(is_trace_event_json(str(p)) for p in w.files if p not in sqlite):
+        w.file_traces = {p: w.trace + NSYS_SIBLING for p in sqlite}
 
 
 @dataclass
@@ -200,7 +224,9 @@ def _is_workload_folder(folder: Path) -> bool:
 def _folder_workload(folder: Path) -> Workload:
     files, errors = _walk_files(folder)
     card = folder / CARD_FILE
-    return Workload(trace_id_for(folder.name), folder, files, card if card.is_file() else None, True, errors)
+    w = Workload(trace_id_for(folder.name), folder, files, card if card.is_file() else None, True, errors)
+    _split_formats(w)
+    return w
 
 
 def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
@@ -671,7 +697,7 @@ def _held_elsewhere(w: Workload, files: dict[str, dict]) -> list[dict]:
             return row["path"] == str(w.root / row["relpath"])
         return row["path"] == str(w.root)
 
-    return [row for row in files.values() if row["trace"] == w.trace and not mine(row)]
+    return [row for row in files.values() if row["trace"] in w.traces and not mine(row)]
 
 
 def _clash_message(w: Workload, rows: list[dict]) -> str:
@@ -735,14 +761,16 @@ class _Committer:
                 continue
             card_change = self._card_change(w) if (w.is_folder or elsewhere) else None
             if elsewhere:  # --force: the old files and card go with the first new file
-                self.deferred[w.trace] = self._replacement(w, elsewhere, card_change)
+                replacement = self._replacement(w, elsewhere, card_change)
+                self.deferred.update(dict.fromkeys(w.traces, replacement))
             elif card_change is not None:
                 card_change(self.working)
                 self.dirty = True
             seen_ids: set[str] = set()
             for path in w.files:
                 relpath = str(path.relative_to(w.root)) if w.is_folder else path.name
-                fid = _file_id(w.trace, relpath)
+                trace = w.trace_of(path)
+                fid = _file_id(trace, relpath)
                 seen_ids.add(fid)
                 try:
                     st = path.stat()
@@ -757,12 +785,12 @@ class _Committer:
                 previous = files.get(fid)
                 if previous is not None and previous["path"] != str(path):
                     previous = None  # held by the place --force replaces: read it anew
-                tasks.append(FileTask(path, w.trace, relpath, fid, st.st_size, st.st_mtime_ns, previous))
+                tasks.append(FileTask(path, trace, relpath, fid, st.st_size, st.st_mtime_ns, previous))
             # files that left the folder leave the warehouse; not when part of the folder
             # could not be read (they may be in there), nor for a --force replacement
             if w.is_folder and not w.errors and not elsewhere:
                 for fid, row in list(files.items()):
-                    if row["trace"] == w.trace and fid not in seen_ids:
+                    if row["trace"] in w.traces and fid not in seen_ids:
                         self.working.drop_file(fid)
                         self._claims_index = None
                         self.dirty = True
@@ -771,26 +799,28 @@ class _Committer:
         return tasks
 
     def _card_change(self, w: Workload) -> Callable[[CatalogState], None] | None:
-        """How the workload's card changes the catalog (None: it does not)."""
+        """How the workload's card changes the catalog (None: it does not). The card is
+        every trace's the workload fills (``<id>`` and ``<id>+nsys``)."""
         if not w.is_folder:
             return lambda state: state.cards.pop(w.trace, None)  # a loose file replacing a folder
         if w.card is None:
-            new = None
+            new: dict[str, dict | None] = dict.fromkeys(w.traces)
         else:
             try:
-                new = card_table(w.trace, load_card(w.card)).to_pylist()[0]
+                card = load_card(w.card)
+                new = {t: card_table(t, card).to_pylist()[0] for t in w.traces}
             except ValueError as e:  # a bad card: warn, keep what the warehouse has
                 self.report.warnings.append(f"{show_path(w.card)}: {e}; card ignored")
                 return None
-        old = self.working.cards.get(w.trace)
-        if new == old:
+        if all(self.working.cards.get(t) == row for t, row in new.items()):
             return None
 
         def change(state: CatalogState) -> None:
-            if new is None:
-                state.cards.pop(w.trace, None)
-            else:
-                state.cards[w.trace] = new
+            for t, row in new.items():
+                if row is None:
+                    state.cards.pop(t, None)
+                else:
+                    state.cards[t] = row
         return change
 
     def _replacement(self, w: Workload, elsewhere: list[dict],
@@ -823,7 +853,9 @@ class _Committer:
                 self.report.outcomes.append(outcome)
                 staged.append((task, outcome))
                 continue
-            taken = {r for (t, r), fid in self._claims().items() if t == task.trace and fid != task.file_id}
+            tables = {table for table, _r, _tmp, _n in parsed.parts}
+            taken = {r for (t, r, table), fid in self._claims().items()
+                     if t == task.trace and table in tables and fid != task.file_id}
             rank = task.previous["rank"] if task.previous and task.previous["rank"] not in taken else 0
             while rank in taken:
                 rank += 1
@@ -881,7 +913,7 @@ class _Committer:
         if self._claims_index is not None:
             for key in [k for k, v in self._claims_index.items() if v == task.file_id]:
                 del self._claims_index[key]
-            self._claims_index.update({(p["trace"], p["rank"]): task.file_id for p in parts})
+            self._claims_index.update({(p["trace"], p["rank"], p["table_name"]): task.file_id for p in parts})
         outcome = FileOutcome(path, task.trace, "ingested", rank=parsed.rank, format=parsed.flavor,
                               events=parsed.events_written, dropped=sum(parsed.drops.values()),
                               size_bytes=task.size, seconds=parsed.seconds)
@@ -901,8 +933,8 @@ class _Committer:
                 self.stopped = "the disk is full (no space left on device)"
             return FileOutcome(path, task.trace, "failed", parsed.message, size_bytes=task.size, detail=parsed.detail)
         claims = self._claims()
-        for rank in parsed.ranks:
-            holder = claims.get((task.trace, rank))
+        for table, rank, _tmp, _rows in parsed.parts:
+            holder = claims.get((task.trace, rank, table))
             if holder is not None and holder != task.file_id:
                 return FileOutcome(
                     path, task.trace, "failed",
@@ -912,11 +944,13 @@ class _Committer:
                 )
         return None
 
-    def _claims(self) -> dict[tuple[str, int], str]:
-        """(trace, rank) -> the file holding it, in ``working`` (built again after it is replaced)."""
+    def _claims(self) -> dict[tuple[str, int, str], str]:
+        """(trace, rank, table) -> the file holding it, in ``working`` (built again after it
+        is replaced). A rank is claimed per table: a rank's Kineto trace and its execution
+        trace fill different tables."""
         if self._claims_index is None:
-            self._claims_index = {(p["trace"], p["rank"]): fid for fid, parts in self.working.parts.items()
-                                  for p in parts}
+            self._claims_index = {(p["trace"], p["rank"], p["table_name"]): fid
+                                  for fid, parts in self.working.parts.items() for p in parts}
         return self._claims_index
 
     # -- committing -----------------------------------------------------------

@@ -133,9 +133,65 @@ def data_file_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema(PARTITION_FIELDS + list(schema))
 
 
+# PyTorch execution traces (cclq/formats/et.py): a row per graph node, a row per tensor.
+ET_NODE_SCHEMA = pa.schema([
+    ("file_id", pa.string()),
+    ("node_idx", pa.int64()),  # position in the nodes array
+    ("node_id", pa.int64()),
+    ("parent_id", pa.int64()),  # parent (1.0.1) / ctrl_deps (1.0.2+)
+    ("name", pa.string()),
+    ("op_schema", pa.string()),
+    ("rf_id", pa.int64()),  # = Kineto's `Record function id` on the same op
+    ("fw_parent", pa.int64()),
+    ("seq_id", pa.int64()),
+    ("scope", pa.int64()),
+    ("tid", pa.int64()),
+    ("fw_tid", pa.int64()),
+    ("inputs", pa.string()),  # JSON: the input values
+    ("input_shapes", pa.string()),
+    ("input_types", pa.string()),
+    ("outputs", pa.string()),
+    ("output_shapes", pa.string()),
+    ("output_types", pa.string()),
+    ("attrs", pa.string()),  # JSON: every attribute not in a column
+    ("input_bytes", pa.int64()),  # sum of numel x itemsize over the input tensors
+    ("output_bytes", pa.int64()),
+    ("collective_name", pa.string()),  # record_param_comms: the collective
+    ("dtype", pa.string()),
+    ("in_msg_nelems", pa.int64()),
+    ("out_msg_nelems", pa.int64()),
+    ("in_split_size", pa.string()),
+    ("out_split_size", pa.string()),
+    ("pg_name", pa.string()),
+    ("pg_desc", pa.string()),
+    ("pg_size", pa.int64()),
+    ("comm_rank", pa.int64()),  # the rank a 1.0.1 record_param_comms names
+])
+
+ET_TENSOR_SCHEMA = pa.schema([
+    ("file_id", pa.string()),
+    ("node_id", pa.int64()),
+    ("role", pa.string()),  # input | output
+    ("position", pa.int32()),  # argument position (0-based)
+    ("list_index", pa.int32()),  # index within a tensor list, NULL for a single tensor
+    ("tensor_id", pa.int64()),
+    ("storage_id", pa.int64()),
+    ("storage_offset", pa.int64()),  # elements from the storage start
+    ("numel", pa.int64()),
+    ("itemsize", pa.int64()),
+    ("device", pa.string()),
+    ("shape", pa.list_(pa.int64())),
+    ("type", pa.string()),  # e.g. Tensor(float), Tensor(c10::BFloat16)
+])
+
+
 # Tables that readers fill, by name: the catalog's `parts` says which data file holds
-# which input file's rows of which table. Readers of other formats add their tables here.
-TABLE_SCHEMAS: dict[str, pa.Schema] = {"events": EVENT_SCHEMA}
+# which input file's rows of which table; engine.connect makes a view of each.
+TABLE_SCHEMAS: dict[str, pa.Schema] = {
+    "events": EVENT_SCHEMA,
+    "et_nodes": ET_NODE_SCHEMA,
+    "et_tensors": ET_TENSOR_SCHEMA,
+}
 
 # Kineto before ~2022 wrote capitalised categories; map them to today's names and
 # keep the original in ``cat_raw``.

@@ -49,7 +49,7 @@ def shared_warehouse(tmp_path_factory) -> tuple[Warehouse, list]:
 
 def test_every_chrome_json_workload_is_ingested(shared_warehouse):
     wh, files = shared_warehouse
-    ingested = {(t, p) for t, p in query(wh, "SELECT trace, path FROM files WHERE format <> 'nsys'")}
+    ingested = {(t, p) for t, p in query(wh, "SELECT trace, path FROM files WHERE format NOT IN ('nsys', 'pytorch_et')")}
     assert ingested == {(t, str(p.resolve())) for t, p, _ in files}
     assert len(files) >= 20
 
@@ -121,18 +121,24 @@ def test_dlrm_ranks_come_from_distributed_info(shared_warehouse):
     wh, files = shared_warehouse
     expected = {str(p.resolve()): doc["distributedInfo"]["rank"] for t, p, doc in files if t == "dlrm_param_8xV100"}
     got = {path: (rank, source) for path, rank, source in
-           query(wh, "SELECT path, rank, rank_source FROM files WHERE trace = 'dlrm_param_8xV100'")}
+           query(wh, "SELECT path, rank, rank_source FROM files WHERE trace = 'dlrm_param_8xV100' AND format = 'kineto'")}
     assert sorted(expected.values()) == list(range(8))
     assert got == {p: (r, "distributedInfo") for p, r in expected.items()}
     assert query(wh, "SELECT world_size, ranks_seen FROM traces WHERE trace = 'dlrm_param_8xV100'") == [(8, 8)]
 
 
-def test_unsupported_formats_are_skipped_not_failed(tmp_path):
+def test_every_input_of_the_shared_traces_is_taken(tmp_path):
+    """Every format in ../shared/traces is read: Kineto/Chrome and xprof JSON, Nsight
+    Systems exports, execution traces. Only an xplane.pb whose JSON sits beside it is
+    skipped (the JSON is read instead)."""
     traces = require_shared()
     wh = Warehouse(tmp_path / "wh")
-    report = run_ingest([traces / "chakra_et"], wh)
-    assert {o.status for o in report.outcomes} == {"skipped"}
-    assert all("format not supported yet" in o.message for o in report.outcomes)
+    report = run_ingest([traces], wh, jobs=2)
+    assert not report.failed, [o.message for o in report.failed]
+    skipped = [(Path(o.path).name, o.message) for o in report.outcomes if o.status == "skipped"]
+    assert [name for name, _ in skipped] == ["34.83.195.179_6003.xplane.pb"], skipped
+    formats = {f for (f,) in query(wh, "SELECT DISTINCT format FROM files")}
+    assert formats == {"kineto", "xprof", "nsys", "pytorch_et"}
 
 
 def test_xprof_end_marker_is_a_note_not_a_drop(shared_warehouse):

@@ -94,8 +94,9 @@ def _encode_json(obj: Any) -> str:
 _META_KEYS = ("distributedInfo", "baseTimeNanoseconds", "deviceProperties", "displayTimeUnit", "schemaVersion")
 
 
-def scan_top_level_keys(text: bytes, last: bool) -> dict[str, Any]:
-    """Finds ``_META_KEYS`` in a slice of JSON text and decodes their values.
+def scan_top_level_keys(text: bytes, last: bool, keys: Sequence[str] = _META_KEYS) -> dict[str, Any]:
+    """Finds ``keys`` (Kineto's ``_META_KEYS`` by default) in a slice of JSON text and
+    decodes their values.
 
     A key pattern ``"name":`` with an unescaped quote can only be a real key, so a
     regex plus ``raw_decode`` is safe on a slice that starts mid-document. With
@@ -104,7 +105,7 @@ def scan_top_level_keys(text: bytes, last: bool) -> dict[str, Any]:
     found: dict[str, Any] = {}
     decoder = json.JSONDecoder()
     s = text.decode("utf-8", errors="replace")
-    for key in _META_KEYS:
+    for key in keys:
         matches = list(re.finditer(r'"' + key + r'"\s*:\s*', s))
         if not matches:
             continue

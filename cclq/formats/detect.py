@@ -54,6 +54,26 @@ def is_candidate(path: str) -> bool:
     return not name.lower().endswith(IGNORED_SUFFIXES)
 
 
+def is_sqlite(path: str) -> bool:
+    """Whether a file starts as a SQLite database does (cheap: 16 bytes, no decompression)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def is_trace_event_json(path: str) -> bool:
+    """Whether a file looks like Chrome trace-event JSON (an object with ``traceEvents``, or
+    a bare array) from its first 64 KB: a quick look for planning, ``detect`` decides."""
+    try:
+        head, _ = read_head(path, 64 << 10)
+    except TraceFileError:
+        return False
+    text = head.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()
+    return text[:1] == b"[" or (text[:1] == b"{" and b'"traceEvents"' in head)
+
+
 def _top_key(head: bytes, key: str) -> bool:
     return re.search(rb'"' + re.escape(key.encode()) + rb'"\s*:', head) is not None
 
@@ -85,7 +105,7 @@ def detect(path: str) -> Detected:
         return Detected("chrome_json", "chrome", True, head)
     # Object form. Tell the JSON dialects apart by their top-level keys.
     if _top_key(head, "nodes") and _top_key(head, "schema") and not _top_key(head, "traceEvents"):
-        raise UnsupportedFormat(path, "PyTorch execution trace: format not supported yet")
+        return Detected("pytorch_et", "pytorch_et", False, head)
     flavor = "chrome"
     if re.search(rb'"displayTimeUnit"\s*:\s*"ns"', head) or b"/device:" in head or b"/host:" in head:
         flavor = "xprof"

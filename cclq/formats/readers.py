@@ -5,11 +5,13 @@ from __future__ import annotations
 from cclq.formats.base import Reader
 from cclq.formats.chrome import ChromeReader
 from cclq.formats.detect import Detected
+from cclq.formats.et import EtReader
 from cclq.formats.nsys import NsysReader
 
 READERS: dict[str, Reader] = {
     "chrome_json": ChromeReader(),
     "nsys_sqlite": NsysReader(),
+    "pytorch_et": EtReader(),
 }
 
 

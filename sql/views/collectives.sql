@@ -38,6 +38,9 @@
 --            record_param_comms, symm_mem::*, functional collectives): the
 --            tensors it was given, summed = the input only, so an all_gather's
 --            output is taken as input x group size.
+--         5. the rank's PyTorch execution trace: the `record_param_comms` node
+--            linked to a linked op (et_links), whose input and output tensors
+--            are exact (numel x itemsize); for when Kineto gives no size at all.
 --         Between ops of the same level, the innermost wins.
 --   group size n
 --         1. the kernel's `Group size`;
@@ -72,7 +75,7 @@
 --   size on one rank) keys it apart from them; the stream fallback assumes
 --   equal stream ids on every rank; and times are each rank's own clock (no
 --   cross-host alignment).
--- requires: kernel_classes, catalog
+-- requires: kernel_classes, catalog, execution_traces
 
 -- Bytes per element, the ONE dtype table: c10d dtype names (`Float`,
 -- `BFloat16`, kernel `dtype` arg) and the C++ type names of `Input type`
@@ -223,10 +226,26 @@ from_inputs AS (
   FROM _collective_cpu_op_tensors
   WHERE NOT output_listed_first
   GROUP BY trace, rank, file_id, event_idx
+),
+from_execution_trace AS (
+  -- the op's record_param_comms node in the execution trace: its tensors, exactly
+  SELECT
+    l.trace, l.rank, l.file_id, l.event_idx,
+    4 AS size_preference,
+    'execution trace tensors' AS size_kind,
+    NULL::BIGINT AS in_nelems,
+    NULL::BIGINT AS out_nelems,
+    nullif(n.input_bytes, 0) AS in_bytes,
+    nullif(n.output_bytes, 0) AS out_bytes,
+    n.dtype
+  FROM et_links AS l
+  JOIN et_nodes AS n ON n.trace = l.trace AND n.rank = l.rank AND n.file_id = l.et_file_id AND n.node_id = l.node_id
+  WHERE n.name = 'record_param_comms' AND n.input_bytes > 0
 )
 SELECT * FROM from_msg_nelems
 UNION ALL SELECT * FROM from_output_and_input
-UNION ALL SELECT * FROM from_inputs;
+UNION ALL SELECT * FROM from_inputs
+UNION ALL SELECT * FROM from_execution_trace;
 
 -- The size of each process group a rank names, from any event that states it:
 -- a `Group size` argument (kernel or CPU op), else the length of a
@@ -432,6 +451,8 @@ sized AS (
       WHEN kernel_sized THEN in_msg_nelems * kernel_dtype_bytes
       -- only the input is known: the gathered output is n x it
       WHEN size_kind = 'input tensors' AND coll_type_ = 'all_gather' THEN cpu_in_bytes * group_size_
+      WHEN size_kind = 'execution trace tensors' AND coll_type_ = 'all_gather'
+        THEN coalesce(cpu_out_bytes, cpu_in_bytes * group_size_)
       WHEN coll_type_ = 'all_gather' THEN cpu_out_bytes
       ELSE cpu_in_bytes
     END AS BIGINT) AS bytes_,
@@ -447,6 +468,12 @@ sized AS (
         THEN 'cpu ' || size_op || ' Input Dims x Input type x group_size'
       WHEN size_kind = 'input tensors' AND coll_type_ IS DISTINCT FROM 'all_gather'
         THEN 'cpu ' || size_op || ' Input Dims x Input type'
+      WHEN size_kind = 'execution trace tensors' AND coll_type_ = 'all_gather' AND cpu_out_bytes IS NOT NULL
+        THEN 'execution trace ' || size_op || ' output tensors'
+      WHEN size_kind = 'execution trace tensors' AND coll_type_ = 'all_gather' AND group_size_ IS NOT NULL
+        THEN 'execution trace ' || size_op || ' input tensors x group_size'
+      WHEN size_kind = 'execution trace tensors' AND coll_type_ IS DISTINCT FROM 'all_gather'
+        THEN 'execution trace ' || size_op || ' input tensors'
     END AS size_source
   FROM grouped
 ),
