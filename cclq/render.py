@@ -89,12 +89,14 @@ def write_table(table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, o
 def _rich_table(names: list[str], rows: list[dict[str, Any]], out: TextIO, title: str | None) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=title, show_lines=False, header_style="bold")
     for n in names:
-        t.add_column(n, overflow="fold")
+        t.add_column(Text(n), overflow="fold")
     for r in rows[:MAX_TABLE_ROWS]:
-        t.add_row(*(_cell(r[n]) for n in names))
+        # Text, not str: data is shown as it is, never read as rich markup ("[enforce fail at ...]")
+        t.add_row(*(Text(_cell(r[n])) for n in names))
     console = Console(file=out, width=None if out.isatty() else 200)
     console.print(t)
     if len(rows) > MAX_TABLE_ROWS:
