@@ -5,10 +5,13 @@ rank, as DDLB does, so each rank can compute the reference), does one iteration 
 ``run()``, and ``check()`` compares an output with the reference and says what is
 wrong, or None. Tolerances are the dtype's:
 
-* GEMMs (tp_columnwise, tp_rowwise): DDLB's, ``|out - ref| <= atol * k`` with atol
-  1e-3 for float16/bfloat16 and 1e-4 otherwise (the error grows with the length of
-  the dot products); exact for integer dtypes. The reference is computed in float64
-  from the same (already rounded) inputs.
+* GEMMs (tp_columnwise, tp_rowwise): DDLB's ``atol * k`` with atol 1e-3 for
+  float16/bfloat16 and 1e-4 otherwise (the error grows with the length of the dot
+  products), plus the dtype's rounding of the result, eps x |reference| (DDLB's
+  reference is itself rounded to the dtype; cclq's is computed in float64 from the
+  same inputs, so an output of 4.0 in bfloat16 is 0.016 off by rounding alone);
+  tp_rowwise rounds each rank's partial product too, so W + 1 roundings. Exact for
+  integer dtypes.
 * Plain collectives: inputs are small integers (-3..3), which every dtype holds
   exactly, and so do their sums over up to 64 ranks: the reference must match
   exactly. (The timed iterations of all_reduce run on a zero buffer, since an
@@ -58,21 +61,23 @@ def _small_ints(numel: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     return torch.randint(-3, 4, (numel,), generator=_generator(seed), dtype=torch.int64).to(dtype)
 
 
-def _compare(out: torch.Tensor, ref: torch.Tensor, atol: float, what: str) -> str | None:
-    """None when every element is within ``atol``; else the worst element, in words."""
+def _compare(out: torch.Tensor, ref: torch.Tensor, atol: float, what: str, rtol: float = 0.0) -> str | None:
+    """None when every element is within ``atol + rtol * |ref|``; else the worst
+    element, in words."""
     out64 = out.detach().to("cpu", torch.float64)
     ref64 = ref.detach().to("cpu", torch.float64)
     if out64.shape != ref64.shape:
         return f"{what}: shape {tuple(out64.shape)}, expected {tuple(ref64.shape)}"
-    diff = (out64 - ref64).abs()
-    if diff.numel() == 0:
+    if out64.numel() == 0:
         return None
-    bad = torch.isnan(diff) | (diff > atol)
+    excess = (out64 - ref64).abs() - (atol + rtol * ref64.abs())
+    bad = torch.isnan(excess) | (excess > 0)
     if not bool(bad.any()):
         return None
-    worst = int(torch.nan_to_num(diff, nan=float("inf")).argmax())
-    return (f"{what}: {int(bad.sum())} of {diff.numel()} elements differ from the reference by more than "
-            f"{atol:g} (worst: {float(out64.flatten()[worst]):g} vs {float(ref64.flatten()[worst]):g})")
+    worst = int(torch.nan_to_num(excess, nan=float("inf")).argmax())
+    bound = f"{atol:g}" + (f" + {rtol:g} x |reference|" if rtol else "")
+    return (f"{what}: {int(bad.sum())} of {excess.numel()} elements differ from the reference by more than "
+            f"{bound} (worst: {float(out64.flatten()[worst]):g} vs {float(ref64.flatten()[worst]):g})")
 
 
 class Primitive:
@@ -111,9 +116,13 @@ class _Gemm(Primitive):
     def reference(self) -> torch.Tensor:
         return self.a_full.to(torch.float64) @ self.b_full.to(torch.float64)
 
-    def atol(self) -> float:
+    def tolerance(self, roundings: int = 1) -> dict[str, float]:
+        """DDLB's ``atol * k`` for the dot products, plus the rounding of the result
+        to the dtype (``roundings`` times: the partial products of tp_rowwise are
+        each rounded before the ranks sum them) relative to its size."""
         base = _GEMM_ATOL.get(self.run_spec.dtype, 0.0)
-        return base * self.k
+        eps = torch.finfo(self.dtype).eps if self.dtype.is_floating_point else 0.0
+        return {"atol": base * self.k, "rtol": eps * roundings}
 
     def rows(self, t: torch.Tensor) -> torch.Tensor:
         """This rank's block of rows of an [m, ...] tensor."""
@@ -143,7 +152,7 @@ class TPColumnwise(_Gemm):
         return self.gathered
 
     def check(self, out: torch.Tensor) -> str | None:
-        return _compare(out, self.reference(), self.atol(), "C = A @ B")
+        return _compare(out, self.reference(), what="C = A @ B", **self.tolerance())
 
 
 class TPRowwise(_Gemm):
@@ -172,7 +181,8 @@ class TPRowwise(_Gemm):
 
     def check(self, out: torch.Tensor) -> str | None:
         ref = self.reference()
-        return _compare(out, self.rows(ref) if self.scatter else ref, self.atol(), "C = A @ B")
+        return _compare(out, self.rows(ref) if self.scatter else ref, what="C = A @ B",
+                        **self.tolerance(roundings=self.world_size + 1))
 
 
 class GemmComputeOnly(_Gemm):
@@ -195,7 +205,7 @@ class GemmComputeOnly(_Gemm):
 
     def check(self, out: torch.Tensor) -> str | None:
         ref = self.a.to("cpu", torch.float64) @ self.b.to("cpu", torch.float64)
-        return _compare(out, ref, self.atol(), "local A @ B")
+        return _compare(out, ref, what="local A @ B", **self.tolerance())
 
 
 # ------------------------------------------------------------------ collectives

@@ -39,10 +39,11 @@ class RecordProgress:
 
     def run_done(self, outcome: Outcome) -> None:
         if outcome.status == "failed":
-            _stderr.print(f"cclq: error: {outcome.name}: {outcome.reason}", highlight=False, soft_wrap=True)
+            _stderr.print(f"cclq: error: {outcome.name}: {outcome.reason}", markup=False, highlight=False,
+                          soft_wrap=True)
         elif outcome.reason:
             _stderr.print(f"cclq: warning: {outcome.name}: invalid result: {outcome.reason}",
-                          highlight=False, soft_wrap=True)
+                          markup=False, highlight=False, soft_wrap=True)
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task)
 

@@ -196,10 +196,12 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 
 
 def _reason(e: BaseException) -> str:
-    if isinstance(e, torch.OutOfMemoryError):
-        return "out of memory: " + str(e).splitlines()[0]
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+    """One line: the exception's type and first line; memory exhaustion said plainly."""
+    lines = str(e).strip().splitlines()
+    text = f"{type(e).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    if isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in text or "out of memory" in text.lower():
+        return "out of memory: " + text
+    return text
 
 
 def _log_to(path: Path) -> None:
