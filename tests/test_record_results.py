@@ -91,6 +91,17 @@ def test_output_folder_csv_gathers_every_workload(tmp_path):
     assert list(rows[0]) == DDLB_COLUMNS[:-1]
 
 
+def test_ddlb_output_csv_is_appended_to_with_one_header(tmp_path):
+    run = one_run(tmp_path, {"primitive": "all_reduce", "message_bytes": 64,
+                             "implementations": {"pytorch": [{}]}})
+    path = tmp_path / "results" / "run.csv"
+    results.append_rows(path, [results.result_row(run, 2, [1.0], "h", True)])
+    results.append_rows(path, [results.result_row(run, 2, [3.0], "h", False)])
+    rows = results.read_rows(path)
+    assert [(r["mean_time (ms)"], r["valid"]) for r in rows] == [("1.0", "True"), ("3.0", "False")]
+    assert path.read_text().count("implementation,") == 1
+
+
 # ------------------------------------------------------------------------- card
 PHASES = {"training", "inference", "serving"}
 PRECISIONS = {"fp32", "bf16", "fp16", "fp64", "int32", "int64"}

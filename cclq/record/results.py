@@ -116,6 +116,25 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     tmp.replace(path)
 
 
+def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """DDLB's own CSV habit: rows appended, the header written only to an empty file
+    (so the columns are the first row's, as DDLB's)."""
+    if not rows:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = not path.exists() or path.stat().st_size == 0
+    columns = list(rows[0])
+    if not fresh:
+        with open(path, newline="") as f:
+            columns = next(csv.reader(f), columns)
+    with open(path, "a", newline="") as f:
+        w = csv.writer(f, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+        if fresh:
+            w.writerow(columns)
+        for r in rows:
+            w.writerow([_cell(r.get(c)) for c in columns])
+
+
 def read_rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))

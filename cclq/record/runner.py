@@ -27,6 +27,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,7 +37,7 @@ from cclq import __version__
 from cclq.errors import UsageError
 from cclq.record import CHECK_FILE, ERROR_FILE, RESULT_FILE, results
 from cclq.record.card import build_card, write_card
-from cclq.record.config import Run, expand, workload_name
+from cclq.record.config import Run, expand, load_config, workload_name
 
 RECORD_FILE = "record.yaml"
 FAILED_DIR = ".record-failed"
@@ -101,10 +102,10 @@ def machine_problem(run: Run, world_size: int) -> str | None:
     if backend is not None:
         available = {"gloo": dist.is_gloo_available, "nccl": dist.is_nccl_available,
                      "mpi": dist.is_mpi_available, "ucc": getattr(dist, "is_ucc_available", lambda: False)}
-        if not available[backend]():
-            return f"backend {backend} is not available in this PyTorch build"
         if backend == "nccl" and not cuda:
             return "backend nccl needs CUDA, and CUDA is not available here"
+        if not available[backend]():
+            return f"backend {backend} is not available in this PyTorch build"
         if backend == "nccl" and torch.cuda.device_count() < world_size:
             return f"backend nccl needs one GPU per rank: {world_size} ranks, {torch.cuda.device_count()} GPUs"
     if run.device == "cuda" and not cuda:
@@ -130,6 +131,7 @@ def record(config: Path, out_dir: Path, nproc: int, timeout_s: float = 600.0,
     outcomes: list[Outcome] = []
     ranks: RankProcesses | None = None
     reporter.start(len(runs))
+    finished = False
     try:
         for run, name in zip(runs, names):
             reporter.run_started(name)
@@ -145,12 +147,26 @@ def record(config: Path, out_dir: Path, nproc: int, timeout_s: float = 600.0,
                     ranks = None
             outcomes.append(outcome)
             reporter.run_done(outcome)
+        finished = True
     finally:
         if ranks is not None:
-            ranks.stop()
+            ranks.stop(kill=not finished)  # interrupted: stop the ranks now
         results.collect(out_dir)
         reporter.finish()
+    csv_path = ddlb_output_csv(config)
+    if csv_path is not None:
+        results.append_rows(csv_path, [o.row for o in outcomes if o.row is not None])
     return outcomes
+
+
+def ddlb_output_csv(config: Path) -> Path | None:
+    """DDLB's ``output_csv`` (``{timestamp}`` replaced, relative to the working
+    directory as DDLB has it), where the run's rows are also appended; None when the
+    config names none."""
+    target = load_config(config).get("output_csv")
+    if not target or not str(target).strip():
+        return None
+    return Path(str(target).replace("{timestamp}", datetime.now().strftime("%Y%m%d_%H%M%S")))
 
 
 def _unique_names(runs: list[Run], world_size: int) -> list[str]:

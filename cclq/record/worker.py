@@ -89,7 +89,8 @@ def machine_facts(device: torch.device) -> dict[str, Any]:
         facts["gpu_count"] = torch.cuda.device_count()
         facts["gpu_name"] = torch.cuda.get_device_name(device if device.type == "cuda" else 0)
         try:
-            facts["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+            version = torch.cuda.nccl.version()  # (2, 21, 5); an int such as 2708 in old torch
+            facts["nccl"] = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
         except Exception:  # a build without NCCL
             facts["nccl"] = None
     return facts
