@@ -246,6 +246,20 @@ def test_a_failing_rank_is_reported_and_the_next_configuration_runs(tmp_path):
 
 
 @needs_torch
+def test_a_configuration_past_its_timeout_is_stopped(tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"benchmark": {"primitive": "all_reduce", "message_bytes": 64,
+                                             "implementations": {"pytorch": [{"backend": "gloo"}]}}}))
+    out = tmp_path / "out"
+    # one second does not even start a rank (importing torch takes longer)
+    rec = run_cli("record", str(cfg), "-o", str(out), "--nproc", "2", "--timeout", "1", "-f", "json")
+    assert rec.returncode == 1
+    (row,) = json.loads(rec.stdout)
+    assert row["status"] == "failed" and row["reason"].startswith("timed out after 1 s")
+    assert [p.name for p in out.iterdir()] == [FAILED_DIR]
+
+
+@needs_torch
 def test_dp_mlp_all_reduces_one_bucket_at_a_time(tmp_path):
     m, n, k, layers = 4, 64, 32, 2
     bucket_mb = 0.01  # 10485.76 bytes

@@ -12,8 +12,8 @@ tp_columnwise / tp_rowwise are one tensor-parallel layer (``tp`` = W); all_reduc
 data parallelism's gradient reduction (``dp_replicate`` = W); all_gather and
 reduce_scatter are sharded data parallelism's (``dp_shard`` = W); all_to_all is
 expert parallelism's token exchange (``ep`` = W within ``dp_shard`` = W, torchtitan's
-convention that experts are sharded over the data-parallel ranks); dp_mlp is
-``dp_replicate`` = W.
+convention that experts are sharded over the data-parallel ranks; ``moe`` true); dp_mlp
+is ``dp_replicate`` = W.
 """
 
 from __future__ import annotations
