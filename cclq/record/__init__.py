@@ -13,4 +13,5 @@ collecting), ``progress`` (what the command shows). PyTorch is the optional extr
 TRACE_NAME = "kineto_trace_{rank}.json"
 RESULT_FILE = "result.json"
 CHECK_FILE = "check-{rank}.json"
+READY_FILE = "ready-{rank}"  # the rank has torn the configuration down and waits for the next
 ERROR_FILE = "error-{rank}.json"

@@ -35,7 +35,7 @@ import yaml
 
 from cclq import __version__
 from cclq.errors import UsageError
-from cclq.record import CHECK_FILE, ERROR_FILE, RESULT_FILE, results
+from cclq.record import CHECK_FILE, ERROR_FILE, READY_FILE, RESULT_FILE, results
 from cclq.record.card import build_card, write_card
 from cclq.record.config import Run, expand, load_config, workload_name
 
@@ -142,7 +142,7 @@ def record(config: Path, out_dir: Path, nproc: int, timeout_s: float = 600.0,
                 if ranks is None:
                     ranks = RankProcesses(nproc, out_dir)
                 outcome = _record_one(ranks, run, name, out_dir, timeout_s, config)
-                if outcome.status == "failed":  # its ranks may hang in a collective
+                if outcome.status == "failed" or not ranks.healthy:  # they may hang in a collective
                     ranks.stop(kill=True)
                     ranks = None
             outcomes.append(outcome)
@@ -185,6 +185,7 @@ class RankProcesses:
 
     def __init__(self, nproc: int, out_dir: Path) -> None:
         self.threads = max(1, (os.cpu_count() or 1) // nproc)
+        self.healthy = True  # False: a rank died or stalled between configurations
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "PYTHONUNBUFFERED": "1"}
         loopback = _loopback_interface()
         if loopback and "GLOO_SOCKET_IFNAME" not in env:
@@ -258,6 +259,7 @@ def _record_one(ranks: RankProcesses, run: Run, name: str, out_dir: Path, timeou
         ranks.submit(spec)
         reason = _wait(ranks, scratch, timeout_s)
         if reason is None:
+            _wait_ready(ranks, scratch)
             try:
                 outcome = _finish(run, name, scratch, workload, out_dir, nproc, config)
             except OSError as e:  # a full disk, a folder that cannot be replaced
@@ -288,6 +290,18 @@ def _wait(ranks: RankProcesses, scratch: Path, timeout_s: float) -> str | None:
             return _failure_reason(ranks, scratch)
         if time.monotonic() > deadline:
             return f"timed out after {timeout_s:g} s (a rank hung; see the logs)"
+        time.sleep(0.02)
+
+
+def _wait_ready(ranks: RankProcesses, scratch: Path, limit_s: float = 60.0) -> None:
+    """After a configuration's results are in, waits until every rank has torn it
+    down (its process group destroyed). A rank that dies or stalls there leaves the
+    results standing, but the processes are not trusted with the next configuration."""
+    deadline = time.monotonic() + limit_s
+    while not all((scratch / READY_FILE.format(rank=r)).is_file() for r in range(len(ranks.procs))):
+        if any(code is not None for code in ranks.codes()) or time.monotonic() > deadline:
+            ranks.healthy = False
+            return
         time.sleep(0.02)
 
 

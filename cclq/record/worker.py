@@ -24,7 +24,9 @@ For each configuration the rank:
 4. takes each iteration's MAX over ranks, and runs one more iteration on the real
    inputs to validate it (outside the profiler);
 5. writes its verdict to ``check-<rank>.json``; rank 0 also writes ``result.json``:
-   the times and facts about the machine for the workload card.
+   the times and facts about the machine for the workload card;
+6. destroys the process group, frees memory and touches ``ready-<rank>``: the launcher
+   hands out the next configuration only to ranks that all got this far.
 
 Any exception ends the process with ``error-<rank>.json`` (one line of reason) and
 exit status 1; the launcher stops the other ranks, reports the reason and starts
@@ -56,7 +58,7 @@ import torch  # noqa: E402 - this module runs only in the rank processes
 import torch.distributed as dist  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
 
-from cclq.record import CHECK_FILE, ERROR_FILE, RESULT_FILE, TRACE_NAME  # noqa: E402
+from cclq.record import CHECK_FILE, ERROR_FILE, READY_FILE, RESULT_FILE, TRACE_NAME  # noqa: E402
 from cclq.record.config import Run  # noqa: E402
 from cclq.record.primitives import Primitive, build  # noqa: E402
 
@@ -236,6 +238,7 @@ def main(argv: list[str]) -> int:
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+        (scratch / READY_FILE.format(rank=rank)).touch()
     return 0
 
 
