@@ -1,16 +1,17 @@
 """Runs every configuration of a config: one process per rank, one workload folder each.
 
-For each configuration the runner writes a spec into a scratch folder
-(``OUT_DIR/.record-<name>``, hidden, so ``cclq ingest`` passes it by), starts
-``--nproc`` rank processes (``python -m cclq.record.worker``, one per rank as
-torchrun does; they meet through a file store there), and waits. When every rank
-ends well it adds the results CSV, the workload card and ``record.yaml`` to the
-traces and renames the folder into place (replacing an earlier recording of the
-same configuration); the output folder's ``ddlb_results.csv`` is then rebuilt from
-every workload in it. When a rank fails, times out or dies, the others are stopped,
-the configuration is reported with the first failing rank's reason, its logs are
-kept under ``OUT_DIR/.record-failed/<name>/``, and the next configuration runs.
-Nothing half-written is left where ingest would read it.
+The runner starts ``--nproc`` rank processes (``python -m cclq.record.worker RANK``,
+one per rank as torchrun does) and hands them the configurations one after another:
+each gets a scratch folder (``OUT_DIR/.record-<name>``, hidden, so ``cclq ingest``
+passes it by) where its ranks meet through a file store and leave their traces,
+verdicts and logs. When every rank has written its results, the runner adds the
+results CSV, the workload card and ``record.yaml`` to the traces and renames the
+folder into place (replacing an earlier recording of the same configuration); the
+output folder's ``ddlb_results.csv`` is rebuilt from every workload in it at the end.
+When a rank fails, times out or dies, the configuration is reported with the first
+failing rank's reason, its logs are kept under ``OUT_DIR/.record-failed/<name>/``,
+the ranks are stopped (the others may wait in a collective forever) and fresh ones
+take the next configuration. Nothing half-written is left where ingest would read it.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ The rank's output goes to ``rank<r>.log`` in the configuration's scratch folder.
 For each configuration the rank:
 
 1. joins the process group (the implementation's backend; a compute-only run
-   joins a gloo group only to gather its times and verdicts afterwards);
+   joins a gloo group for its barriers and to take the MAX of its times);
 2. runs ``num_warmups`` untimed and ``num_iterations`` timed iterations under the
    PyTorch profiler, calling ``prof.step()`` after each, so every iteration is a
    ``ProfilerStep#N`` in the trace; the profiler records the timed iterations only
@@ -126,7 +126,7 @@ def run_rank(spec: dict[str, Any], rank: int) -> None:
     )
     try:
         prim = build(run, rank, world_size, device)
-        _measure(prim, spec, rank, world_size, device, scratch)
+        _measure(prim, spec, rank, device, scratch)
         del prim
     finally:
         dist.destroy_process_group()
@@ -140,8 +140,7 @@ def _barrier(device: torch.device) -> None:
     _sync(device)
 
 
-def _measure(prim: Primitive, spec: dict[str, Any], rank: int, world_size: int, device: torch.device,
-             scratch: Path) -> None:
+def _measure(prim: Primitive, spec: dict[str, Any], rank: int, device: torch.device, scratch: Path) -> None:
     run = prim.run_spec
     warmups, iterations = run.num_warmups, run.num_iterations
     trace_path = Path(spec["trace_dir"]) / TRACE_NAME.format(rank=rank)
