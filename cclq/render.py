@@ -88,15 +88,16 @@ def write_table(table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, o
 
 def _rich_table(names: list[str], rows: list[dict[str, Any]], out: TextIO, title: str | None) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    # escape: data such as "[pytorch|profiler|execution_trace|thread]" is not rich markup
-    t = Table(title=escape(title) if title else None, show_lines=False, header_style="bold")
+    t = Table(title=Text(title) if title else None, show_lines=False, header_style="bold")
     for n in names:
-        t.add_column(escape(n), overflow="fold")
+        t.add_column(Text(n), overflow="fold")
     for r in rows[:MAX_TABLE_ROWS]:
-        t.add_row(*(escape(_cell(r[n])) for n in names))
+        # Text, not str: data is shown as it is, never read as rich markup
+        # ("[pytorch|profiler|execution_trace|thread]", "[enforce fail at ...]")
+        t.add_row(*(Text(_cell(r[n])) for n in names))
     console = Console(file=out, width=None if out.isatty() else 200)
     console.print(t)
     if len(rows) > MAX_TABLE_ROWS:

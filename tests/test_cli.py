@@ -61,6 +61,13 @@ def test_traces_table_is_the_default(small_wh):
     assert "work" in result.stdout and "world_size" in result.stdout
 
 
+def test_table_shows_text_as_it_is_not_as_rich_markup(small_wh):
+    text = "[bold]x[/bold] [enforce fail at alloc_cpu.cpp:127] y"
+    result = run_cli("sql", f"SELECT '{text}' AS s", "-w", str(small_wh))
+    assert result.returncode == 0, result.stderr
+    assert text in result.stdout
+
+
 def test_missing_warehouse_is_a_usage_error(tmp_path):
     result = run_cli("traces", "-w", str(tmp_path / "nowhere"))
     assert result.returncode == 2
