@@ -60,6 +60,9 @@ from cclq.schema import (
     promoted_columns,
 )
 
+# Notes for a Horovod timeline that ends without its closing "]".
+HOROVOD_UNTERMINATED = "timeline not closed (no final ']', as Horovod <= 0.20 writes it); every event kept"
+HOROVOD_TRUNCATED = "timeline cut off inside its last event (a killed job?); the events before it kept"
 # The note for the empty event that ends every xprof trace-viewer array. It is neither
 # written nor dropped, so for such a file events_read = written + dropped + merged E + 1.
 XPROF_END_MARKER = "xprof end marker {}"
@@ -505,7 +508,12 @@ def read_chrome_json(
         if not exact and "integer overflow" in str(e):
             # yajl's float mode holds integers in 64 bits; the Decimal mode takes any size
             raise NeedExactDecimals from e
-        raise TraceFileError(source.path, _parse_error_message(e, source)) from e
+        if detected.flavor != "horovod" or "premature EOF" not in str(e):
+            raise TraceFileError(source.path, _parse_error_message(e, source)) from e
+        # Horovod <= 0.20.0 never closes its array (each event ends "},\n"), and a killed
+        # job cuts the last event short: keep every complete event, and say which it was
+        end = source.stream.tail().rstrip()
+        result.notes[HOROVOD_UNTERMINATED if end.endswith((b"}", b"},")) else HOROVOD_TRUNCATED] += 1
     except gzip_errors() as e:
         raise TraceFileError(source.path, f"corrupt gzip stream: {e}") from e
 
@@ -548,6 +556,10 @@ def file_metadata(path: str, detected: Detected) -> dict[str, Any]:
     one of them (a seek for plain JSON; gzip must be decompressed to its end).
     """
     meta = scan_top_level_keys(_head_before_events(detected.head), last=False)
+    if detected.flavor == "horovod":
+        # Horovod >= 0.20.1 opens its timeline with the epoch time of its ts 0
+        m = re.search(rb'"start_time_since_epoch_in_micros"\s*:\s*(\d+)', detected.head)
+        return {"baseTimeNanoseconds": int(m.group(1)) * 1000} if m else {}
     wants_tail = "baseTimeNanoseconds" not in meta or ("distributedInfo" not in meta and detected.flavor == "kineto")
     if wants_tail:
         tail = scan_top_level_keys(read_tail(path), last=True)

@@ -46,6 +46,9 @@ class Detected:
     head: bytes
 
 
+_HOROVOD = re.compile(rb'"name"\s*:\s*"(?:NEGOTIATE_[A-Z_]+|CYCLE_START)"|"start_time_since_epoch_in_micros"')
+
+
 def is_candidate(path: str) -> bool:
     """Whether a file found while walking a folder should be looked at at all."""
     name = os.path.basename(path)
@@ -102,6 +105,10 @@ def detect(path: str) -> Detected:
     if not text[:1] in (b"{", b"["):
         raise TraceFileError(path, f"not a recognised trace format (starts with {head[:8]!r})")
     if text[:1] == b"[":
+        # Horovod's timeline (HOROVOD_TIMELINE): a bare array of negotiation and
+        # operation phases, from rank 0 for the whole job (cclq/formats/chrome.py)
+        if _HOROVOD.search(head):
+            return Detected("chrome_json", "horovod", True, head)
         return Detected("chrome_json", "chrome", True, head)
     # Object form. Tell the JSON dialects apart by their top-level keys.
     if _top_key(head, "nodes") and _top_key(head, "schema") and not _top_key(head, "traceEvents"):

@@ -75,27 +75,7 @@
 --   size on one rank) keys it apart from them; the stream fallback assumes
 --   equal stream ids on every rank; and times are each rank's own clock (no
 --   cross-host alignment).
--- requires: kernel_classes, catalog, execution_traces
-
--- Bytes per element, the ONE dtype table: c10d dtype names (`Float`,
--- `BFloat16`, kernel `dtype` arg) and the C++ type names of `Input type`
--- (`float`, `long int`, `c10::Half`), keyed by `dtype_key()`.
-CREATE OR REPLACE VIEW dtype_sizes AS
-SELECT * FROM (VALUES
-  ('float', 4), ('float32', 4), ('int', 4), ('int32', 4), ('uint32', 4), ('unsigned int', 4),
-  ('double', 8), ('float64', 8), ('long', 8), ('long int', 8), ('long long', 8),
-  ('int64', 8), ('uint64', 8), ('unsigned long', 8), ('complexfloat', 8), ('complex<float>', 8),
-  ('half', 2), ('float16', 2), ('bfloat16', 2), ('bf16', 2), ('short', 2), ('short int', 2),
-  ('int16', 2), ('uint16', 2), ('unsigned short', 2), ('complexhalf', 4), ('complex<half>', 4),
-  ('byte', 1), ('char', 1), ('bool', 1), ('int8', 1), ('uint8', 1), ('signed char', 1),
-  ('unsigned char', 1), ('float8_e4m3fn', 1), ('float8_e5m2', 1), ('float8_e4m3fnuz', 1),
-  ('float8_e5m2fnuz', 1),
-  ('complexdouble', 16), ('complex<double>', 16)
-) AS t(dtype_key, dtype_bytes);
-
--- 'c10::BFloat16' -> 'bfloat16', 'Float' -> 'float', 'long int' -> 'long int'.
-CREATE OR REPLACE MACRO dtype_key(t) AS
-lower(trim(regexp_replace(t, '^(c10::|at::|torch\.)', '')));
+-- requires: kernel_classes, catalog, execution_traces, dtypes, horovod
 
 -- nccl-tests' bus-bandwidth factor for a collective over n ranks
 -- (doc/PERFORMANCE.md): all_reduce 2(n-1)/n; all_gather, reduce_scatter,
@@ -379,7 +359,7 @@ GROUP BY trace, rank, file_id, event_idx;
 --               factor (coll_busbw_factor)
 --   match_id    the cross-rank key (see the header)
 --   reason      why coll_type, bytes or group_size is missing (NULL when none is)
-CREATE OR REPLACE VIEW collectives AS
+CREATE OR REPLACE VIEW _collectives_from_kernels AS
 WITH joined AS (
   SELECT
     k.*,
@@ -553,44 +533,29 @@ SELECT
   event_idx
 FROM ordinals;
 
--- One row per matched collective (trace, match_id, coll_type) over the ranks of
--- `scope` (a relation with trace, rank: pass `metric_scope` in a metric).
--- Per rank, an instance starts at its first kernel's start and ends at its last
--- kernel's end (Seq-matched collectives may launch several kernels).
---   start_skew_ns  latest start - earliest start across the ranks that ran it
---   end_skew_ns    latest end - earliest end
---   straggler_rank the rank that started last (ties: the lowest rank)
---   min_dur_ns     the shortest instance: the collective's own latency once
---                  every rank has arrived (TraceLens' comm_latency)
-CREATE OR REPLACE MACRO collective_matches(scope) AS TABLE
-WITH per_rank AS (
-  SELECT
-    c.trace, c.match_id, c.coll_type, c.rank,
-    min(c.ts_ns) AS start_ns,
-    max(c.end_ns) AS end_ns,
-    max(c.bytes) AS bytes,
-    max(c.group_size) AS group_size
-  FROM collectives AS c
-  JOIN query_table(scope) AS s ON s.trace = c.trace AND s.rank = c.rank
-  GROUP BY c.trace, c.match_id, c.coll_type, c.rank
-),
-ranked AS (
-  SELECT
-    *,
-    row_number() OVER (PARTITION BY trace, match_id, coll_type ORDER BY start_ns DESC, rank) AS late_order
-  FROM per_rank
-)
+-- Every collective: the GPU communication kernels above, and the tensor operations of
+-- Horovod timelines (horovod_ops: coll_type from the operation, `collective_name` the
+-- tensor, ts/dur the operation's span, bytes from its output dtype and shape, group size
+-- the workers that negotiated it; matched across ranks by tensor and operation number,
+-- though a timeline is one file for the whole job).
+CREATE OR REPLACE VIEW collectives AS
+SELECT * FROM _collectives_from_kernels
+UNION ALL BY NAME
 SELECT
-  trace,
-  match_id,
-  coll_type,
-  count(*) AS ranks_seen,
-  max(group_size) AS group_size,
-  max(bytes) AS bytes,
-  min(start_ns) AS first_start_ns,
-  max(start_ns) - min(start_ns) AS start_skew_ns,
-  max(end_ns) - min(end_ns) AS end_skew_ns,
-  min(end_ns - start_ns) AS min_dur_ns,
-  max(rank) FILTER (WHERE late_order = 1) AS straggler_rank
-FROM ranked
-GROUP BY trace, match_id, coll_type;
+  trace, rank, coll_type, ts_ns, dur_ns, end_ns, bytes,
+  workers AS group_size,
+  bytes / nullif(dur_ns, 0) AS algbw_gbps,
+  bytes / nullif(dur_ns, 0) * coll_busbw_factor(coll_type, workers) AS busbw_gbps,
+  'horovod/' || tensor || ' #' || op_seq AS match_id,
+  'horovod ' || op || ' span' AS type_source,
+  CASE WHEN bytes IS NOT NULL THEN 'horovod output dtype x shape' END AS size_source,
+  CASE WHEN workers IS NOT NULL THEN 'horovod negotiation ticks' END AS group_size_source,
+  nullif(concat_ws('; ',
+    CASE WHEN coll_type IS NULL THEN 'type unknown: horovod ' || op END,
+    CASE WHEN bytes IS NULL THEN 'size unknown: no output dtype and shape' END
+  ), '') AS reason,
+  dtype,
+  tensor AS collective_name,
+  file_id,
+  event_idx
+FROM horovod_ops;
