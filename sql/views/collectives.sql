@@ -559,3 +559,45 @@ SELECT
   file_id,
   event_idx
 FROM horovod_ops;
+
+-- One row per matched collective (trace, match_id, coll_type) over the ranks of
+-- `scope` (a relation with trace, rank: pass `metric_scope` in a metric).
+-- Per rank, an instance starts at its first kernel's start and ends at its last
+-- kernel's end (Seq-matched collectives may launch several kernels).
+--   start_skew_ns  latest start - earliest start across the ranks that ran it
+--   end_skew_ns    latest end - earliest end
+--   straggler_rank the rank that started last (ties: the lowest rank)
+--   min_dur_ns     the shortest instance: the collective's own latency once
+--                  every rank has arrived (TraceLens' comm_latency)
+CREATE OR REPLACE MACRO collective_matches(scope) AS TABLE
+WITH per_rank AS (
+  SELECT
+    c.trace, c.match_id, c.coll_type, c.rank,
+    min(c.ts_ns) AS start_ns,
+    max(c.end_ns) AS end_ns,
+    max(c.bytes) AS bytes,
+    max(c.group_size) AS group_size
+  FROM collectives AS c
+  JOIN query_table(scope) AS s ON s.trace = c.trace AND s.rank = c.rank
+  GROUP BY c.trace, c.match_id, c.coll_type, c.rank
+),
+ranked AS (
+  SELECT
+    *,
+    row_number() OVER (PARTITION BY trace, match_id, coll_type ORDER BY start_ns DESC, rank) AS late_order
+  FROM per_rank
+)
+SELECT
+  trace,
+  match_id,
+  coll_type,
+  count(*) AS ranks_seen,
+  max(group_size) AS group_size,
+  max(bytes) AS bytes,
+  min(start_ns) AS first_start_ns,
+  max(start_ns) - min(start_ns) AS start_skew_ns,
+  max(end_ns) - min(end_ns) AS end_skew_ns,
+  min(end_ns - start_ns) AS min_dur_ns,
+  max(rank) FILTER (WHERE late_order = 1) AS straggler_rank
+FROM ranked
+GROUP BY trace, match_id, coll_type;
