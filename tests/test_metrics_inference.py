@@ -129,12 +129,35 @@ def build_decode_only(folder: Path) -> None:
     b.write(folder / "rank0.json")
 
 
+def build_sglang_forward_only(folder: Path) -> None:
+    """`sglang_forward`: no run_batch frames, only the worker's forward_batch_generation
+    with forward_decode inside: [0,8) [10,19) us."""
+    b = KinetoTraceBuilder(rank=0, world_size=1)
+    for ts, dur in ((0, 8), (10, 9)):
+        b.python_function(FORWARD_BATCH, ts * US, dur * US)
+        b.python_function(DECODE, ts * US + 100, dur * US - 200)
+    b.write(folder / "rank0.json")
+
+
+def build_vllm_tpu(folder: Path) -> None:
+    """`vllm_tpu`: an xprof-style host plane (no categories) with vLLM-TPU's engine core
+    step frames `$core.py:331 step`: [1000,1030) [1040,1050) [1060,1072) us, and a
+    `$core.py:90 step_with_batch_queue`-like frame that is not one."""
+    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+              {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}}]
+    for ts, dur in ((1000, 30), (1040, 10), (1060, 12)):
+        events.append({"ph": "X", "pid": 1, "tid": 1, "ts": ts, "dur": dur, "name": "$core.py:331 step"})
+    events.append({"ph": "X", "pid": 1, "tid": 1, "ts": 990, "dur": 100, "name": "$core.py:90 step_with_batch_queue"})
+    (folder / "host0.trace.json").write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": events}))
+
+
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     root = tmp_path_factory.mktemp("inference")
     for name, build in (("vllm_tp2", build_vllm), ("sglang", build_sglang), ("runner_only", build_runner_only),
                         ("with_profiler_steps", build_profiler_steps_too), ("training", build_training),
-                        ("decode_only", build_decode_only)):
+                        ("decode_only", build_decode_only), ("sglang_forward", build_sglang_forward_only),
+                        ("vllm_tpu", build_vllm_tpu)):
         (root / "in" / name).mkdir(parents=True)
         build(root / "in" / name)
     warehouse = Warehouse(root / "wh")
@@ -187,6 +210,19 @@ def test_engine_iterations_sglang_phase_from_forward_frames(con) -> None:
                       "WHERE trace = 'runner_only' ORDER BY iteration").fetchall()
     assert got == [(1, 29_800, "vllm_execute_model", None), (2, 9_800, "vllm_execute_model", None),
                    (3, 11_800, "vllm_execute_model", None), (4, 7_800, "vllm_execute_model", None)]
+
+
+def test_every_engine_marker_rule_finds_its_marker(con) -> None:
+    """Each engine source of step_marker_rules v2 is found (the scan's cheap prefilter
+    must let every rule's markers through)."""
+    got = con.execute("SELECT DISTINCT source FROM engine_iterations ORDER BY 1").fetchall()
+    rules = con.execute("SELECT source FROM step_marker_rules WHERE version = 2 AND preference >= 3 "
+                        "ORDER BY 1").fetchall()
+    assert got == rules
+    assert con.execute("SELECT iteration, dur_ns, phase FROM engine_iterations WHERE trace = 'sglang_forward' "
+                       "ORDER BY 1").fetchall() == [(1, 8 * US, "decode"), (2, 9 * US, "decode")]
+    assert con.execute("SELECT iteration, dur_ns FROM engine_iterations WHERE trace = 'vllm_tpu' "
+                       "ORDER BY 1").fetchall() == [(1, 30 * US), (2, 10 * US), (3, 12 * US)]
 
 
 def test_steps_version_2_uses_engine_iterations_without_profiler_steps(con) -> None:

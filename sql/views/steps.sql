@@ -45,18 +45,29 @@ SELECT * FROM (VALUES
 ) AS t(version, preference, source, cats, pattern);
 
 -- Every slice a step_marker_rules row of `rules_version` matches, with the rule's
--- source and preference (the first matching rule). The regexes run once per
--- distinct (name, cat), not per event (the LATERAL is a delim join, as in
--- gpu_ops_classified_with); only the categories any rule names are read, and
--- category-less slices (xprof) only when their name starts with `$` (a Python frame).
+-- source and preference (the first matching rule). The rules decide; the WHERE
+-- below is only a cheap superset of them that keeps the scan as fast as a plain
+-- ProfilerStep filter (a prefix test per event instead of hashing every CPU op
+-- name for the rules; engine markers are looked for from version 2 only, so the
+-- version-1 steps cost what they did before): a new rule must pass it
+-- (tests/test_metrics_inference.py checks the shipped ones do). The regexes then
+-- run once per distinct (name, cat), not per event (the LATERAL is a delim
+-- join, as in gpu_ops_classified_with).
 CREATE OR REPLACE MACRO _step_markers_with(rules_version) AS TABLE
 SELECT s.trace, s.rank, s.pid, s.tid, s.cat, s.name, s.ts_ns, s.end_ns, s.dur_ns, m.source, m.preference
 FROM (
   SELECT trace, rank, pid, tid, cat, name, ts_ns, end_ns, dur_ns
   FROM slices
-  WHERE (cat IN ('user_annotation', 'cpu_op', 'gpu_user_annotation', 'python_function')
-         OR (cat IS NULL AND starts_with(name, '$')))
-    AND dur_ns IS NOT NULL
+  WHERE dur_ns IS NOT NULL
+    AND (
+      (cat IN ('user_annotation', 'cpu_op', 'gpu_user_annotation') AND starts_with(name, 'ProfilerStep'))
+      OR (rules_version >= 2 AND (
+        (cat = 'user_annotation' AND starts_with(name, 'execute_context_'))
+        OR (cat = 'python_function'
+            AND (suffix(name, 'execute_model') OR suffix(name, 'run_batch') OR suffix(name, 'forward_batch_generation')))
+        OR (cat IS NULL AND starts_with(name, '$') AND suffix(name, ' step'))
+      ))
+    )
 ) AS s,
 LATERAL (
   SELECT arg_min(r.source, r.preference) AS source, min(r.preference) AS preference
