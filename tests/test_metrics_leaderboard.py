@@ -160,13 +160,28 @@ def build_no_card(folder: Path) -> None:
         b.write(folder / f"rank{rank}.json")
 
 
+def build_one_node(folder: Path) -> None:
+    """`one_node`: 2 ranks on one node (card: 2 per node, scale-up 800 Gbit/s = 100 GB/s).
+    Each rank: a reduce_scatter of 1e6 bf16 elements per rank (input 2e6 elements = 4e6 B)
+    in 40 us; rank 0 sends 5e5 bf16 (1e6 B) to rank 1 in 20 us, rank 1 receives it in 25 us."""
+    for rank in range(2):
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        b.nccl_kernel("reduce_scatter", 0, 40 * US, nelems=1_000_000, dtype="BFloat16")
+        b.nccl_kernel("send" if rank == 0 else "recv", 100 * US, (20 if rank == 0 else 25) * US,
+                      nelems=500_000, dtype="BFloat16", pg_name="p2p", pg_desc="p2p", pg_ranks=[0, 1])
+        b.write(folder / f"rank{rank}.json")
+    (folder / "workload_card.yaml").write_text(
+        "workload:\n  hardware:\n    network_topo: {bandwidth_gbps: [100, 800]}\n"
+        "    xpu_spec: {type: GPU, total_count: 2, count_per_node: 2}\n")
+
+
 # --------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     root = tmp_path_factory.mktemp("leaderboard")
     inputs = root / "in"
     for name, build in (("two_nodes", build_two_nodes), ("mfu_train", build_mfu_train),
-                        ("mfu_infer", build_mfu_infer), ("no_card", build_no_card)):
+                        ("mfu_infer", build_mfu_infer), ("no_card", build_no_card), ("one_node", build_one_node)):
         (inputs / name).mkdir(parents=True)
         build(inputs / name)
     build_mfu_variants(inputs)
@@ -282,6 +297,20 @@ def test_bandwidth_utilization(con) -> None:
     row = one(con, "bandwidth_utilization_allreduce_group_6", "no_card")
     assert row["value"] is None
     assert row["reason"] == "group placement unknown: the card gives no count_per_node"
+
+
+def test_bandwidth_utilization_reduce_scatter_and_point_to_point(con) -> None:
+    # reduce_scatter, n = 2: 4e6 B / 40 us = 100 GB/s algbw, x 1/2 = 50 GB/s over 100 GB/s
+    row = one(con, "bandwidth_utilization_reducescatter_group_6", "one_node")
+    assert row["value"] == pytest.approx(0.5, abs=TOL) and row["scale_up_collectives"] == 2
+    # send 1e6 B / 20 us = 50 GB/s (factor 1) -> 0.5; recv / 25 us = 40 GB/s -> 0.4; median 0.45
+    row = one(con, "bandwidth_utilization_peertopeer_group_6", "one_node")
+    assert row["value"] == pytest.approx(0.45, abs=TOL) and row["scale_up_collectives"] == 2
+    # volumes: reduce_scatter moves its input (4e6 B); the total adds the 1e6 B point-to-point
+    got = by_rank(con, "collective_vol_reducescatter_gb", "one_node")
+    assert [got[r]["value"] for r in (0, 1)] == [pytest.approx(0.004, abs=TOL)] * 2
+    got = by_rank(con, "collective_vol_total_gb", "one_node")
+    assert got[0]["value"] == pytest.approx(0.005, abs=TOL) and got[0]["four_types_gb"] == pytest.approx(0.004)
 
 
 def test_compute_comm_overlap_and_its_v1_v2_neighbours(con) -> None:

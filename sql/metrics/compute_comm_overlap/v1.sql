@@ -26,9 +26,10 @@
 -- Summary: the mean over ranks, as CCL-Bench.
 -- Differs from CCL-Bench (tools/compute_comm_overlap): CCL-Bench reports
 -- percent; its comm regex (`nccl|all[_-]?reduce|...|broadcast|collective`) calls
--- any kernel with those words in its name comm (e.g. a `reduce_kernel` of a
--- broadcast-add, cuDNN's `...collective...` names) and misses DeepEP's
--- dispatch/combine; it reads timestamps as float64 microseconds, samples at most
+-- any kernel with one of those words in its name comm: CUTLASS 3 GEMMs, whose
+-- names carry `cutlass::gemm::collective::CollectiveMma<...>`, count as
+-- communication, and DeepEP's dispatch/combine do not; it reads timestamps as
+-- float64 microseconds, samples at most
 -- 16 rank files, and on XLA reads only the first JSON file and classifies every
 -- X event by name, host Python frames included. Here one classification table,
 -- exact integer nanoseconds, every rank, XLA ops per device plane.
