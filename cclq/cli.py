@@ -150,7 +150,7 @@ def sql(
 # ----------------------------------------------------------------------- metrics
 @app.command(epilog="Example: cclq metrics --format csv")
 def metrics(fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
-    """List every metric: versions, unit, grain, parameters and what it measures."""
+    """List every metric: versions, unit, grain, category, how `python -m cclq.main` summarises it, parameters and what it measures."""
     from cclq.metrics import catalog_table
 
     write_table(catalog_table(), fmt, output=output)

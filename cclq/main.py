@@ -4,8 +4,14 @@ It ingests DIR (a workload folder or one trace file) if needed, runs the metric
 for that trace, and prints one number as the last line of stdout, which is what
 CCL-Bench's website scripts read. A trace the metric does not apply to prints
 ``nan`` (the reason goes to stderr), the value CCL-Bench already treats as missing.
-Per-rank and per-step metrics are reduced to one number by the metric's declared
-``summary`` (usually the mean over ranks, as CCL-Bench's tools do).
+Per-rank and per-step metrics are reduced to one number by the rule each metric
+declares in its header (``summary:``; ``cclq metrics`` shows it in words): the mean
+over its rows, their sum, max or min, the single value of a trace-grain metric, or
+``ratio A / B``, ΣA / ΣB over the rows. CCL-Bench's tools mostly average per-rank
+values, but pool the kernels of every rank file for some metrics; where cclq's
+rule differs from CCL-Bench's reduction, the metric's header says so (version 2 of
+mean_sm_coverage, memory_bound_fraction and average_memory_bandwidth pools as
+CCL-Bench does; version 1 averaged ranks).
 """
 
 from __future__ import annotations

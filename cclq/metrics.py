@@ -10,8 +10,10 @@ step), ``category`` (the group reports and boards show it in: ``CATEGORIES``),
 under, ``LEADERBOARD_CATEGORIES``), ``description`` (one line), ``needs`` (what a
 trace must have; shown by ``cclq metrics``), ``params`` (``name = card.<column>``
 or ``name default <value>``, comma-separated), ``summary`` (how ``python -m
-cclq.main`` reduces the rows of one trace to one number: mean | sum | max | min |
-value).
+cclq.main`` reduces the rows of one trace to one number: ``mean`` of the values,
+``sum``, ``max``, ``min``, ``value`` (the single row's), or ``ratio A / B``: ΣA / ΣB
+over the rows, two detail columns pooled across ranks, as CCL-Bench pools kernels
+of every rank file for some metrics; default mean, or value for trace grain).
 
 The SELECT reads the views of ``sql/views`` plus two relations the runner defines:
 ``metric_scope`` (one row per selected (trace, rank)) and ``metric_params`` (one
@@ -63,8 +65,11 @@ LEADERBOARD_CATEGORIES: dict[str, str] = {
     "gpu_efficiency": "GPU Efficiency",
     "memory": "Memory",
     "communication": "Communication",
+    "what_if": "What-If Simulation",
 }
-SUMMARIES = ("mean", "sum", "max", "min", "value")
+SUMMARIES = ("mean", "sum", "max", "min", "value", "ratio")
+# `ratio <numerator column> / <denominator column>`
+_RATIO = re.compile(r"^ratio\s+(?P<num>[a-z_][a-z0-9_]*)\s*/\s*(?P<den>[a-z_][a-z0-9_]*)$")
 _HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*?)\s*$")
 _PARAM = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*)\s*(?:=\s*card\.(?P<card>[a-z_0-9]+))?\s*(?:default\s+(?P<default>\S+))?$")
 
@@ -87,11 +92,13 @@ class MetricSpec:
     leaderboard: str | None
     description: str
     needs: str
-    summary: str
+    summary: str  # mean | sum | max | min | value | ratio
     params: tuple[Param, ...]
     sql: str
     path: Path
     text: str  # the whole file: header and SQL (part of the result cache key)
+
+    summary_columns: tuple[str, str] | None  # (numerator, denominator) of a ratio summary
 
     @property
     def label(self) -> str:
@@ -142,12 +149,16 @@ def parse_metric_file(path: Path) -> MetricSpec:
     if leaderboard is not None and leaderboard not in LEADERBOARD_CATEGORIES:
         raise ValueError(f"{path}: leaderboard must be one of {tuple(LEADERBOARD_CATEGORIES)}")
     summary = header.get("summary", "mean" if header["grain"] != "trace" else "value")
-    if summary not in SUMMARIES:
-        raise ValueError(f"{path}: summary must be one of {SUMMARIES}")
+    summary_columns: tuple[str, str] | None = None
+    ratio = _RATIO.match(summary)
+    if ratio:
+        summary, summary_columns = "ratio", (ratio["num"], ratio["den"])
+    elif summary not in SUMMARIES or summary == "ratio":
+        raise ValueError(f"{path}: summary must be one of {SUMMARIES[:-1]} or `ratio <column> / <column>`")
     sql = "\n".join(body).strip().rstrip(";")
     return MetricSpec(name, version, header["unit"], header["grain"], header["category"], header["polarity"],
                       leaderboard, header["description"], header.get("needs", ""), summary,
-                      _parse_params(header.get("params", ""), path), sql, path, text)
+                      _parse_params(header.get("params", ""), path), sql, path, text, summary_columns)
 
 
 @lru_cache(maxsize=1)
@@ -185,6 +196,7 @@ def catalog_table() -> pa.Table:
             "unit": latest.unit,
             "grain": latest.grain,
             "category": latest.category,
+            "summary": summary_rule(latest),
             "params": ",".join(p.name for p in latest.params),
             "description": latest.description,
         })
@@ -369,10 +381,28 @@ def summarize(spec: MetricSpec, table: pa.Table) -> tuple[float | None, str | No
         return float(min(values)), None
     if spec.summary == "value":
         return float(values[0]), None
+    if spec.summary == "ratio" and spec.summary_columns is not None:
+        num, den = spec.summary_columns
+        pairs = [(r.get(num), r.get(den)) for r in rows if r["value"] is not None]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        total = sum(b for _, b in pairs)
+        if not pairs or total == 0:
+            return None, f"no rows with {num} and a non-zero {den}"
+        return float(sum(a for a, _ in pairs) / total), None
     return float(sum(values) / len(values)), None
 
 
 def describe_metric(spec: MetricSpec) -> dict[str, Any]:
     return {"metric": spec.name, "version": spec.version, "unit": spec.unit, "grain": spec.grain,
             "category": spec.category, "polarity": spec.polarity, "leaderboard": spec.leaderboard,
-            "needs": spec.needs, "description": spec.description}
+            "summary": summary_rule(spec), "needs": spec.needs, "description": spec.description}
+
+
+def summary_rule(spec: MetricSpec) -> str:
+    """The summary as words: how one trace's rows become the one number of ``cclq.main``."""
+    over = {"rank": "ranks", "step": "ranks and steps", "trace": "rows"}[spec.grain]
+    if spec.summary == "ratio" and spec.summary_columns is not None:
+        num, den = spec.summary_columns
+        return f"Σ{num} / Σ{den} over {over} (pooled)"
+    return {"mean": f"mean over {over}", "sum": f"sum over {over}", "max": f"max over {over}",
+            "min": f"min over {over}", "value": "the trace's value"}[spec.summary]

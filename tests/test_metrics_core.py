@@ -15,6 +15,8 @@ from cclq.synth import KinetoTraceBuilder
 from conftest import require_shared, run_ingest
 
 NO_STEPS = "no steps (no ProfilerStep#N annotations, no XLA steps)"
+# version 2 of the step metrics also knows inference engine iterations, and says so
+NO_STEPS_V2 = "no steps (no ProfilerStep#N annotations, no inference engine iterations, no XLA steps)"
 
 
 def _build(root: Path) -> None:
@@ -52,8 +54,8 @@ def con(tmp_path_factory):
     return connect(wh)
 
 
-def _rows(con, name: str) -> dict:
-    return {(r["trace"], r["rank"], r["step"]): r for r in run_metric(con, resolve(name)).to_pylist()}
+def _rows(con, name: str, version: int | None = None) -> dict:
+    return {(r["trace"], r["rank"], r["step"]): r for r in run_metric(con, resolve(name, version)).to_pylist()}
 
 
 def test_communication_overlap_ratio_by_hand(con):
@@ -76,26 +78,28 @@ def test_total_kernel_time_by_hand(con):
     assert rows["cpu_only", 0, None]["reason"] == "no GPU kernels"
 
 
-def test_avg_step_time_drops_first_and_last_step(con):
-    rows = _rows(con, "avg_step_time")
+@pytest.mark.parametrize("version,no_steps", [(1, NO_STEPS), (2, NO_STEPS_V2)])
+def test_avg_step_time_drops_first_and_last_step(con, version, no_steps):
+    rows = _rows(con, "avg_step_time", version)
     # steps of 10000, 10000, 12000 ns: only the inner one (step 2) is averaged
     assert rows["mixed", 0, None]["value"] == pytest.approx(10_000e-9, abs=1e-18)
     assert (rows["mixed", 0, None]["steps_used"], rows["mixed", 0, None]["steps_seen"]) == (1, 3)
-    assert rows["mixed", 1, None]["reason"] == NO_STEPS
+    assert rows["mixed", 1, None]["reason"] == no_steps
     assert rows["mixed", 0, None]["source"] == "cpu_annotation"
 
 
-def test_coll_call_num_counts_per_step_by_launch(con):
-    rows = _rows(con, "coll_call_num")
+@pytest.mark.parametrize("version,no_steps", [(1, NO_STEPS), (2, NO_STEPS_V2)])
+def test_coll_call_num_counts_per_step_by_launch(con, version, no_steps):
+    rows = _rows(con, "coll_call_num", version)
     assert {k: v["value"] for k, v in rows.items() if k[0] == "mixed" and k[1] == 0} == {
         ("mixed", 0, 1): 1,  # launched at 3.5 us, inside step 1
         ("mixed", 0, 2): 1,  # launched at 11.5 us
         ("mixed", 0, 3): 1,  # the all-gather launched at 21 us
     }
-    assert rows["mixed", 1, None]["reason"] == NO_STEPS
+    assert rows["mixed", 1, None]["reason"] == no_steps
     assert {v["source"] for k, v in rows.items() if k[0] == "mixed"} == {"gpu_kernels"}
     # the CPU-only trace has a collective but no steps
-    assert rows["cpu_only", 0, None]["reason"] == NO_STEPS and rows["cpu_only", 0, None]["source"] == "cpu_ops"
+    assert rows["cpu_only", 0, None]["reason"] == no_steps and rows["cpu_only", 0, None]["source"] == "cpu_ops"
 
 
 # --------------------------------------------------------------------- real trace

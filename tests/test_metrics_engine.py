@@ -202,7 +202,7 @@ def test_cclbench_entry_point_prints_the_number_last(tmp_path):
     assert float(result.stdout.strip().splitlines()[-1]) == pytest.approx(8e-06)  # summary: sum of 2 ranks
     result = run("--trace", str(tmp_path / "in" / "a"), "--metric", "avg_step_time")
     assert result.stdout.strip().splitlines()[-1] == "nan"
-    assert "no steps (no ProfilerStep#N annotations, no XLA steps)" in result.stderr
+    assert "no steps (no ProfilerStep#N annotations, no inference engine iterations, no XLA steps)" in result.stderr
     result = run("--trace", str(tmp_path / "in"), "--metric", "total_kernel_time")  # two workloads
     assert result.returncode == 2 and "holds 2 workloads" in result.stderr
 

@@ -293,7 +293,7 @@ def test_break_down_steps(suite_wh: Warehouse) -> None:
 
 def test_break_down_steps_not_applicable(suite_wh: Warehouse) -> None:
     (row,) = rows(suite_wh, "break_down_steps", "suite_no_steps")
-    assert_not_applicable(row, "no steps (no ProfilerStep#N annotations, no XLA steps)")
+    assert_not_applicable(row, "no steps (no ProfilerStep#N annotations, no inference engine iterations, no XLA steps)")
     assert row["step"] is None
     ranks = by_rank(suite_wh, "break_down_steps", "suite_no_coverage")
     assert_not_applicable(ranks[1], "no GPU kernels")
@@ -524,3 +524,30 @@ def test_dlrm_param_8xV100_from_raw_json(wh: Warehouse) -> None:
     for r, ks in kernels.items():
         expected = _union_ns([(s, e) for n, s, e in ks if is_comm(n)]) / 1e9
         assert comm_time[r]["value"] == pytest.approx(expected, abs=1e-12), r
+
+
+# --------------------------------------------------------------------------------------
+# Versions: where a trace has no DeepEP kernels and no inference engine iterations, a
+# metric's version 2 gives version 1's numbers (the new rules only add those)
+# --------------------------------------------------------------------------------------
+
+VERSIONED = ["avg_step_time", "break_down_steps", "coll_call_num", "communication_overlap_ratio",
+             "communication_fraction", "communication_ratio", "total_communication_time", "moe_fraction",
+             "mean_sm_coverage", "memory_bound_fraction", "average_memory_bandwidth"]
+
+
+@pytest.mark.parametrize("metric", VERSIONED)
+def test_version_2_keeps_version_1_numbers_on_these_traces(suite_wh: Warehouse, metric: str) -> None:
+    assert resolve(metric, 1).version == 1 and resolve(metric, 2).version == 2
+    con = connect(suite_wh)
+    try:
+        got = {}
+        for version in (1, 2):
+            got[version] = {(r["trace"], r["rank"], r["step"]): (r["value"], r["reason"] is None)
+                            for r in run_metric(con, resolve(metric, version)).to_pylist()}
+    finally:
+        con.close()
+    assert got[1].keys() == got[2].keys()
+    for key, (value, applies) in got[1].items():
+        assert got[2][key][1] == applies, (metric, key)
+        assert got[2][key][0] == pytest.approx(value, abs=1e-15), (metric, key)

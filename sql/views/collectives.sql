@@ -248,8 +248,9 @@ SELECT
 FROM stated
 GROUP BY trace, rank, pg_name;
 
--- The GPU communication kernels with every collective argument they carry.
-CREATE OR REPLACE VIEW _collective_kernels AS
+-- The GPU communication kernels of kernel_class_rules `rules_version` with every
+-- collective argument they carry.
+CREATE OR REPLACE MACRO _collective_kernels_with(rules_version) AS TABLE
 SELECT
   g.trace, g.rank, g.file_id, g.event_idx,
   g.name AS kernel_name, g.device, g.stream, g.ts_ns, g.dur_ns, g.end_ns,
@@ -259,7 +260,7 @@ SELECT
   CASE WHEN coll_type_of(g.collective_name) IS NULL THEN g.coll_type END AS name_coll_type,
   e.in_msg_nelems, e.out_msg_nelems, e.dtype, e.group_size,
   e.pg_name, e.pg_desc, e.pg_ranks, e.seq, e.in_split_size, e.out_split_size
-FROM gpu_ops_classified AS g
+FROM gpu_ops_classified_with(rules_version) AS g
 JOIN events AS e USING (trace, rank, file_id, event_idx)
 WHERE g.kind = 'kernel' AND g.kernel_class = 'comm';
 
@@ -268,14 +269,14 @@ WHERE g.kind = 'kernel' AND g.kernel_class = 'comm';
 -- process and thread); 'External id': the launch is not in the trace and the
 -- kernel's External id names the op. `depth_key` orders ops outermost ->
 -- innermost (later start, then earlier end).
-CREATE OR REPLACE VIEW _collective_kernel_ops AS
+CREATE OR REPLACE MACRO _collective_kernel_ops_with(rules_version) AS TABLE
 WITH launches AS (
   SELECT
     k.trace, k.rank, k.file_id, k.event_idx,
     arg_min(r.pid, r.ts_ns) AS pid,
     arg_min(r.tid, r.ts_ns) AS tid,
     min(r.ts_ns) AS launch_ns
-  FROM _collective_kernels AS k
+  FROM _collective_kernels_with(rules_version) AS k
   JOIN slices AS r
     ON r.trace = k.trace AND r.rank = k.rank AND r.file_id = k.file_id
     AND r.correlation = k.correlation
@@ -294,7 +295,7 @@ by_launch AS (
 by_external_id AS (
   SELECT k.trace, k.rank, k.file_id, k.event_idx, NULL::BIGINT AS launch_ns, 'External id' AS via, o.event_idx AS op_idx,
          o.name AS op_name, o.coll_type, o.group_size, o.pg_name, o.seq, [o.ts_ns, -o.end_ns] AS depth_key
-  FROM _collective_kernels AS k
+  FROM _collective_kernels_with(rules_version) AS k
   JOIN _collective_cpu_ops AS o
     ON o.trace = k.trace AND o.rank = k.rank AND o.file_id = k.file_id AND o.external_id = k.external_id
   WHERE NOT EXISTS (
@@ -316,13 +317,13 @@ UNION ALL SELECT * FROM no_op;
 -- group and Seq come from the innermost op that has them; the size from the
 -- op with the best size_preference, innermost among equals (`size_key` sorts
 -- that way under max_by: a higher -preference first, then depth_key).
-CREATE OR REPLACE VIEW _collective_kernel_cpu AS
+CREATE OR REPLACE MACRO _collective_kernel_cpu_with(rules_version) AS TABLE
 WITH linked AS (
   SELECT
     l.*,
     s.size_kind, s.in_nelems, s.out_nelems, s.in_bytes, s.out_bytes, s.dtype,
     list_prepend(-s.size_preference, l.depth_key) AS size_key
-  FROM _collective_kernel_ops AS l
+  FROM _collective_kernel_ops_with(rules_version) AS l
   LEFT JOIN _collective_cpu_op_sizes AS s
     ON s.trace = l.trace AND s.rank = l.rank AND s.file_id = l.file_id AND s.event_idx = l.op_idx
 )
@@ -359,7 +360,10 @@ GROUP BY trace, rank, file_id, event_idx;
 --               factor (coll_busbw_factor)
 --   match_id    the cross-rank key (see the header)
 --   reason      why coll_type, bytes or group_size is missing (NULL when none is)
-CREATE OR REPLACE VIEW _collectives_from_kernels AS
+-- The communication kernels are those kernel_class_rules `rules_version` calls
+-- comm: version 2 adds DeepEP's dispatch/combine/notify kernels (all_to_all-like,
+-- their barrier a barrier; no collective arguments, so no size) to version 1's.
+CREATE OR REPLACE MACRO _collectives_from_kernels_with(rules_version) AS TABLE
 WITH joined AS (
   SELECT
     k.*,
@@ -371,8 +375,8 @@ WITH joined AS (
     coalesce(c.has_op, false) AS has_op,
     d.dtype_bytes AS kernel_dtype_bytes,
     t.world_size
-  FROM _collective_kernels AS k
-  LEFT JOIN _collective_kernel_cpu AS c USING (trace, rank, file_id, event_idx)
+  FROM _collective_kernels_with(rules_version) AS k
+  LEFT JOIN _collective_kernel_cpu_with(rules_version) AS c USING (trace, rank, file_id, event_idx)
   LEFT JOIN dtype_sizes AS d ON d.dtype_key = dtype_key(k.dtype)
   LEFT JOIN traces AS t USING (trace)
 ),
@@ -533,13 +537,14 @@ SELECT
   event_idx
 FROM ordinals;
 
--- Every collective: the GPU communication kernels above, and the tensor operations of
--- Horovod timelines (horovod_ops: coll_type from the operation, `collective_name` the
--- tensor, ts/dur the operation's span, bytes from its output dtype and shape, group size
--- the workers that negotiated it; matched across ranks by tensor and operation number,
--- though a timeline is one file for the whole job).
-CREATE OR REPLACE VIEW collectives AS
-SELECT * FROM _collectives_from_kernels
+-- Every collective: the GPU communication kernels above (classified by
+-- kernel_class_rules `rules_version`), and the tensor operations of Horovod timelines
+-- (horovod_ops: coll_type from the operation, `collective_name` the tensor, ts/dur the
+-- operation's span, bytes from its output dtype and shape, group size the workers that
+-- negotiated it; matched across ranks by tensor and operation number, though a
+-- timeline is one file for the whole job).
+CREATE OR REPLACE MACRO collectives_with(rules_version) AS TABLE
+SELECT * FROM _collectives_from_kernels_with(rules_version)
 UNION ALL BY NAME
 SELECT
   trace, rank, coll_type, ts_ns, dur_ns, end_ns, bytes,
@@ -560,8 +565,13 @@ SELECT
   event_idx
 FROM horovod_ops;
 
--- One row per matched collective (trace, match_id, coll_type) over the ranks of
--- `scope` (a relation with trace, rank: pass `metric_scope` in a metric).
+-- Version 1 of collectives_with: what the released collective metrics read.
+CREATE OR REPLACE VIEW collectives AS
+SELECT * FROM collectives_with(1);
+
+-- One row per matched collective (trace, match_id, coll_type) of collectives_with(
+-- `rules_version`) over the ranks of `scope` (a relation with trace, rank: pass
+-- `metric_scope` in a metric).
 -- Per rank, an instance starts at its first kernel's start and ends at its last
 -- kernel's end (Seq-matched collectives may launch several kernels).
 --   start_skew_ns  latest start - earliest start across the ranks that ran it
@@ -569,7 +579,7 @@ FROM horovod_ops;
 --   straggler_rank the rank that started last (ties: the lowest rank)
 --   min_dur_ns     the shortest instance: the collective's own latency once
 --                  every rank has arrived (TraceLens' comm_latency)
-CREATE OR REPLACE MACRO collective_matches(scope) AS TABLE
+CREATE OR REPLACE MACRO collective_matches_with(rules_version, scope) AS TABLE
 WITH per_rank AS (
   SELECT
     c.trace, c.match_id, c.coll_type, c.rank,
@@ -577,7 +587,7 @@ WITH per_rank AS (
     max(c.end_ns) AS end_ns,
     max(c.bytes) AS bytes,
     max(c.group_size) AS group_size
-  FROM collectives AS c
+  FROM collectives_with(rules_version) AS c
   JOIN query_table(scope) AS s ON s.trace = c.trace AND s.rank = c.rank
   GROUP BY c.trace, c.match_id, c.coll_type, c.rank
 ),
@@ -601,3 +611,7 @@ SELECT
   max(rank) FILTER (WHERE late_order = 1) AS straggler_rank
 FROM ranked
 GROUP BY trace, match_id, coll_type;
+
+-- Version 1 of collective_matches_with (collective_skew v1, straggler_rank v1).
+CREATE OR REPLACE MACRO collective_matches(scope) AS TABLE
+SELECT * FROM collective_matches_with(1, scope);

@@ -18,8 +18,8 @@
 --                   'cpu_op'        the name of a CPU-side slice (cat cpu_op or
 --                                   user_annotation)
 --   pattern       a DuckDB (RE2) regular expression, partial match unless anchored
---   kernel_class  comm | sync | memcpy | memset (no match: compute on the GPU side,
---                 not a collective on the CPU side)
+--   kernel_class  comm | sync | memcpy | memset | compute (no match: compute on the
+--                 GPU side, not a collective on the CPU side)
 --   coll_type     the collective a comm rule implies (NULL: from the activity's
 --                 `Collective name` argument, or for CPU ops from the op's name)
 --   role          'cpu_op' rules only: 'call' = the record of a collective CALL
@@ -28,7 +28,28 @@
 --                 same thread (NCCL) or on a worker thread after the call
 --                 returned (Gloo), so never a call of its own where calls are
 --                 recorded. NULL for 'gpu_activity' rules.
+--   family        what the activity does for the model when the class alone does not
+--                 say it (version 2 on; NULL otherwise): 'moe_exchange' = expert-
+--                 parallel token exchange (a comm kernel that is also MoE time),
+--                 'moe_route' = MoE routing compute. kernel_families.sql reads it, so
+--                 a kernel carries both a class (comm) and a family (MoE).
+--
+-- Versions:
+--   1  NCCL/RCCL, symmetric-memory and custom all-reduce, a loose expert-parallel
+--      dispatch/combine pattern, sync, memcpy, memset; CPU-side collectives.
+--   2  every rule of version 1, plus DeepEP's kernels by namespace (deep_ep::,
+--      dpsk::ep::, also under primus_turbo::): dispatch, combine, their notify and
+--      cached-notify kernels and barrier are comm (all_to_all-like; barrier a
+--      barrier) and MoE exchange; get_dispatch_layout is compute and MoE routing.
+--      In version 1 the loose pattern called get_dispatch_layout comm (its name
+--      has `dispatch`), missed internode::cached_notify and dpsk::ep::cuda::
+--      names, and no kernel of it counted as MoE. The namespace must start a
+--      name part: `cdpsk::ep::` (CUB scan kernels) is not DeepEP. Version 2 also
+--      takes coll_type and family from the first matching rule even when that
+--      rule leaves them NULL (version 1's arg_min skipped NULLs and could take a
+--      later rule's type).
 CREATE OR REPLACE VIEW kernel_class_rules AS
+WITH version_1 AS (
 SELECT * FROM (VALUES
   -- NCCL >= 2.19 (ncclDevKernel_*) and older (ncclKernel_*) device kernels
   (1, 10, 'gpu_activity', '^nccl(Dev)?Kernel_AllReduce', 'comm', 'all_reduce', NULL),
@@ -63,7 +84,32 @@ SELECT * FROM (VALUES
   (1, 101, 'cpu_op', '^record_param_comms$', 'comm', NULL, 'call'),
   (1, 102, 'cpu_op', '^nccl:', 'comm', NULL, 'backend'),
   (1, 103, 'cpu_op', '^gloo:', 'comm', NULL, 'backend')
-) AS rules(version, priority, applies_to, pattern, kernel_class, coll_type, role);
+) AS rules(version, priority, applies_to, pattern, kernel_class, coll_type, role)
+),
+version_2_deep_ep AS (
+  SELECT * FROM (VALUES
+    -- the namespace must begin a name part (start, space, `::` of primus_turbo::):
+    -- `cdpsk::ep::` is CUB's scan kernels
+    (2, 26, 'gpu_activity', '(^|[^A-Za-z0-9_])(deep_ep|dpsk::ep)::(\w+::)*get_dispatch_layout\b',
+       'compute', NULL, NULL, 'moe_route'),
+    (2, 27, 'gpu_activity', '(^|[^A-Za-z0-9_])(deep_ep|dpsk::ep)::(intranode|internode|internode_ll)::barrier\b',
+       'comm', 'barrier', NULL, 'moe_exchange'),
+    (2, 28, 'gpu_activity',
+       '(^|[^A-Za-z0-9_])(deep_ep|dpsk::ep)::(intranode|internode|internode_ll)::'
+       || '(notify_dispatch|cached_notify_dispatch|notify_combine|cached_notify_combine|cached_notify'
+       || '|dispatch_ll|combine_ll|dispatch|combine)\b',
+       'comm', 'all_to_all', NULL, 'moe_exchange')
+  ) AS rules(version, priority, applies_to, pattern, kernel_class, coll_type, role, family)
+)
+SELECT *, NULL::VARCHAR AS family FROM version_1
+UNION ALL
+-- version 2 keeps every version-1 rule; the loose expert-parallel exchange rules
+-- (30, 31: pplx and other dispatchKernel/combineKernel libraries) are MoE exchange
+SELECT 2, priority, applies_to, pattern, kernel_class, coll_type, role,
+  CASE WHEN priority IN (30, 31) THEN 'moe_exchange' END
+FROM version_1
+UNION ALL
+SELECT * FROM version_2_deep_ep;
 
 -- The collective type for a c10d `Collective name` (kernel arg) or CPU op name.
 CREATE OR REPLACE MACRO coll_type_of(collective) AS
@@ -91,7 +137,8 @@ END;
 -- only): all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce,
 -- send, recv, send_recv, ...; the kernel's `Collective name` argument wins over
 -- its name (RCCL's generic kernel, NCCL SendRecv kernels that implement
--- all_to_all).
+-- all_to_all). `family` (kernels only): the matching rule's family (moe_exchange,
+-- moe_route; version 2 on), NULL otherwise.
 --
 -- The rules are a correlated (LATERAL) subquery on purpose: DuckDB runs it once
 -- per DISTINCT name (a delim join: names repeat millions of times, the regexes
@@ -107,14 +154,22 @@ SELECT
   END AS kernel_class,
   CASE
     WHEN o.kind = 'kernel' AND coalesce(c.kernel_class, '') = 'comm'
-      THEN coalesce(coll_type_of(o.collective_name), c.coll_type)
-  END AS coll_type
+      THEN coalesce(
+        coll_type_of(o.collective_name),
+        CASE WHEN rules_version = 1 THEN c.coll_type_v1 ELSE c.coll_type END
+      )
+  END AS coll_type,
+  CASE WHEN o.kind = 'kernel' THEN c.family END AS family
 FROM gpu_ops AS o,
 LATERAL (
-  -- the first rule (lowest priority number) that matches; NULLs when none does
+  -- the first rule (lowest priority number) that matches; NULLs when none does.
+  -- Version 1 keeps arg_min, which skips a NULL coll_type and can take a later
+  -- matching rule's; from version 2 the first match decides (arg_min_null).
   SELECT
     arg_min(r.kernel_class, r.priority) AS kernel_class,
-    arg_min(r.coll_type, r.priority) AS coll_type
+    arg_min(r.coll_type, r.priority) AS coll_type_v1,
+    arg_min_null(r.coll_type, r.priority) AS coll_type,
+    arg_min_null(r.family, r.priority) AS family
   FROM kernel_class_rules AS r
   WHERE r.version = rules_version AND r.applies_to = 'gpu_activity' AND regexp_matches(o.name, r.pattern)
 ) AS c;

@@ -4,6 +4,10 @@
 -- classification (kernel_classes.sql, `kernel_class = 'comm'`) and always wins.
 -- Metrics read the table through `kernel_name_families(<version>)` with the rules
 -- version they were defined on, so adding version-2 rows never moves a v1 metric.
+-- Family rules version N is paired with kernel_class_rules version N: version 2
+-- has the same patterns as version 1 and differs only through the class rules
+-- (DeepEP kernels are comm; the class rules' `family` makes DeepEP's exchange
+-- and layout kernels MoE, and get_dispatch_layout MOE_ROUTE).
 -- requires: kernel_classes
 
 -- The rules. `taxonomies` says which classification a rule takes part in:
@@ -18,6 +22,7 @@
 -- `reduce(?!scatter)` is plain `reduce`: reduce-scatter kernels are comm and are
 -- taken before any family rule is consulted.
 CREATE OR REPLACE VIEW kernel_family_rules AS
+WITH version_1 AS (
 SELECT * FROM (VALUES
   -- attention: CCL-Bench's ATTN list with `flash` narrowed to attention kernel
   -- names (bare `flash` also hit `flashinfer::QuantizationSFLayout` template
@@ -60,30 +65,37 @@ SELECT * FROM (VALUES
   (1, 90, 'reduction', ['boundness'], '(?i)reduce|sum_kernel|mean_kernel'),
   -- mixture of experts, for moe_fraction (one pattern; see its header)
   (1, 100, 'moe', ['moe'], '(?i)moe|expert|router|routing|gating|topk|grouped_gemm|dispatchkernel|combinekernel')
-) AS rules(version, priority, family, taxonomies, pattern);
+) AS rules(version, priority, family, taxonomies, pattern)
+)
+SELECT * FROM version_1
+UNION ALL
+SELECT 2, priority, family, taxonomies, pattern FROM version_1;
 
 -- One row per distinct GPU kernel name with its family in each taxonomy, for the
--- rules of `rules_version`. The regexes run once per distinct name, not per event.
+-- family rules and the class rules of `rules_version`. The regexes run once per
+-- distinct name, not per event.
 --   kernel_class    the shared class (comm | compute | memcpy | memset | sync)
---   breakdown       COMM | ATTN | MOE_ROUTE | MOE_EXPERT | DENSE_GEMM | OTHER
+--   class_family    the class rules' family (moe_exchange | moe_route | NULL)
+--   breakdown       COMM | ATTN | MOE_ROUTE | MOE_EXPERT | DENSE_GEMM | OTHER; a
+--                   compute kernel whose class family is moe_route is MOE_ROUTE
 --   boundness       communication | memory_transfer | gemm | softmax |
 --                   normalization | elementwise | reduction | other
 --   memory_bound    boundness in (memory_transfer, softmax, normalization,
 --                   elementwise, reduction)
---   is_moe          the name matches the 'moe' pattern (comm kernels included:
+--   is_moe          the name matches the 'moe' pattern, or (version 2 on) the class
+--                   rules give it a MoE family (comm kernels included:
 --                   expert-parallel dispatch/combine exchanges are MoE time)
 CREATE OR REPLACE MACRO kernel_name_families(rules_version) AS TABLE
 WITH kernel_names AS (
-  -- family rules v1 are defined on kernel_class_rules v1 (a later family version
-  -- that needs other class rules names them here)
-  SELECT DISTINCT name, kernel_class
-  FROM gpu_ops_classified_with(1)
+  SELECT DISTINCT name, kernel_class, family AS class_family
+  FROM gpu_ops_classified_with(rules_version)
   WHERE kind = 'kernel'
 ),
 matched AS (
   SELECT
     n.name,
     any_value(n.kernel_class) AS kernel_class,
+    any_value(n.class_family) AS class_family,
     arg_min(r.family, r.priority) FILTER (WHERE list_contains(r.taxonomies, 'breakdown')) AS breakdown_family,
     arg_min(r.family, r.priority) FILTER (WHERE list_contains(r.taxonomies, 'boundness')) AS boundness_family,
     coalesce(bool_or(list_contains(r.taxonomies, 'moe')), false) AS is_moe
@@ -95,8 +107,10 @@ matched AS (
 SELECT
   name,
   kernel_class,
+  class_family,
   CASE
     WHEN kernel_class = 'comm' THEN 'COMM'
+    WHEN class_family = 'moe_route' THEN 'MOE_ROUTE'
     WHEN breakdown_family = 'attention' THEN 'ATTN'
     WHEN breakdown_family = 'moe_route' THEN 'MOE_ROUTE'
     WHEN breakdown_family = 'moe_expert' THEN 'MOE_EXPERT'
@@ -113,5 +127,5 @@ SELECT
     WHEN kernel_class IN ('memcpy', 'memset') THEN true
     ELSE coalesce(boundness_family IN ('memory_transfer', 'softmax', 'normalization', 'elementwise', 'reduction'), false)
   END AS memory_bound,
-  is_moe
+  is_moe OR coalesce(class_family IN ('moe_exchange', 'moe_route'), false) AS is_moe
 FROM matched;

@@ -2,11 +2,187 @@
 -- each GPU activity belongs to.
 -- requires: kernel_classes, xla
 
--- One row per (trace, rank, step). Per (trace, rank) the first source it has wins:
+-- The records that mark a step, ONE versioned table (`step_marker_rules`). Per
+-- (trace, rank) the source with the lowest `preference` that the rank has wins.
+-- Columns: version, preference, source, cats (the event categories the pattern
+-- applies to; NULL = any, for the category-less host events of xprof traces),
+-- pattern (RE2, partial match unless anchored).
+--   version 1  ProfilerStep#N only (CPU track, else GPU track), then XLA steps.
+--   version 2  version 1, and when a rank has no ProfilerStep: the engine
+--              iterations of inference servers (`engine_iterations_with`):
+--                vllm_execute_context  vLLM's `execute_context_<n>(<tokens>)_
+--                                      generation_<m>(<tokens>)` user annotation
+--                                      (GPU worker, one per scheduler iteration)
+--                vllm_execute_model    the model runner's execute_model Python
+--                                      frame (with_stack traces without the
+--                                      annotation)
+--                sglang_run_batch      SGLang Scheduler.run_batch Python frame
+--                sglang_forward_batch  SGLang TpModelWorker.forward_batch_generation
+--                vllm_tpu_core_step    vLLM-TPU's EngineCore.step host frame
+--                                      (`$core.py:<line> step` in xprof traces)
+--              then XLA steps. Idle engine iterations (vLLM
+--              execute_context_0(0)_generation_0(0): nothing scheduled, e.g.
+--              a KV-connector poll) are not steps.
+-- A metric pins the version it was defined with (`steps_with(<version>)`), so
+-- new markers never move a released number; the plain `steps` view is the latest.
+CREATE OR REPLACE VIEW step_marker_rules AS
+WITH profiler_steps AS (
+  SELECT * FROM (VALUES
+    (1, 'cpu_annotation', ['user_annotation', 'cpu_op'], '^ProfilerStep\s*#\s*\d+'),
+    (2, 'gpu_annotation', ['gpu_user_annotation'], '^ProfilerStep\s*#\s*\d+')
+  ) AS t(preference, source, cats, pattern)
+)
+SELECT 1 AS version, * FROM profiler_steps
+UNION ALL
+SELECT 2, * FROM profiler_steps
+UNION ALL
+SELECT * FROM (VALUES
+  (2, 3, 'vllm_execute_context', ['user_annotation'], '^execute_context_\d+\('),
+  (2, 4, 'vllm_execute_model', ['python_function'], '(^|/)[A-Za-z0-9_]*model_runner\.py\(\d+\): execute_model$'),
+  (2, 5, 'sglang_run_batch', ['python_function'], '(^|: )run_batch$'),
+  (2, 6, 'sglang_forward_batch', ['python_function'], '(^|: )forward_batch_generation$'),
+  (2, 7, 'vllm_tpu_core_step', NULL::VARCHAR[], '^\$core\.py:\d+ step$')
+) AS t(version, preference, source, cats, pattern);
+
+-- Every slice a step_marker_rules row of `rules_version` matches, with the rule's
+-- source and preference (the first matching rule). The rules decide; the WHERE
+-- below is only a cheap superset of them that keeps the scan as fast as a plain
+-- ProfilerStep filter (a prefix test per event instead of hashing every CPU op
+-- name for the rules; engine markers are looked for from version 2 only, so the
+-- version-1 steps cost what they did before): a new rule must pass it
+-- (tests/test_metrics_inference.py checks the shipped ones do). The regexes then
+-- run once per distinct (name, cat), not per event (the LATERAL is a delim
+-- join, as in gpu_ops_classified_with).
+CREATE OR REPLACE MACRO _step_markers_with(rules_version) AS TABLE
+SELECT s.trace, s.rank, s.pid, s.tid, s.cat, s.name, s.ts_ns, s.end_ns, s.dur_ns, m.source, m.preference
+FROM (
+  SELECT trace, rank, pid, tid, cat, name, ts_ns, end_ns, dur_ns
+  FROM slices
+  WHERE dur_ns IS NOT NULL
+    AND (
+      (cat IN ('user_annotation', 'cpu_op', 'gpu_user_annotation') AND starts_with(name, 'ProfilerStep'))
+      OR (rules_version >= 2 AND (
+        (cat = 'user_annotation' AND starts_with(name, 'execute_context_'))
+        OR (cat = 'python_function'
+            AND (suffix(name, 'execute_model') OR suffix(name, 'run_batch') OR suffix(name, 'forward_batch_generation')))
+        OR (cat IS NULL AND starts_with(name, '$') AND suffix(name, ' step'))
+      ))
+    )
+) AS s,
+LATERAL (
+  SELECT arg_min(r.source, r.preference) AS source, min(r.preference) AS preference
+  FROM step_marker_rules AS r
+  WHERE r.version = rules_version
+    AND (r.cats IS NULL OR list_contains(r.cats, s.cat))
+    AND regexp_matches(s.name, r.pattern)
+) AS m
+WHERE m.source IS NOT NULL;
+
+-- One row per engine iteration of an inference server, per rank, from the engine
+-- sources of step_marker_rules `rules_version` (preference 3 and up; none in
+-- version 1). Per rank the first source it has wins (its lowest preference).
+--   iteration       1, 2, ... in start order
+--   phase           prefill | decode | mixed | idle | NULL (not recorded):
+--                     vLLM: from the annotation's request counts (context
+--                     requests: prompts being prefilled; generation requests:
+--                     sequences decoding one token); idle when both are 0.
+--                     SGLang: from the model runner frames that start inside the
+--                     iteration on the rank, forward_extend (prefill),
+--                     forward_decode (decode), forward_idle (idle).
+--   context_requests, context_tokens, generation_requests, generation_tokens
+--                   vLLM's annotation numbers (the first number in each
+--                   parenthesis is the token count); NULL elsewhere.
+CREATE OR REPLACE MACRO engine_iterations_with(rules_version) AS TABLE
+WITH marked AS (
+  SELECT * FROM _step_markers_with(rules_version) WHERE preference >= 3
+),
+chosen AS (
+  SELECT trace, rank, min(preference) AS preference FROM marked GROUP BY ALL
+),
+iterations AS (
+  SELECT
+    m.*,
+    row_number() OVER (PARTITION BY m.trace, m.rank ORDER BY m.ts_ns, m.end_ns) AS iteration,
+    regexp_extract(
+      m.name, '^execute_context_(\d+)\(([^)]*)\)_generation_(\d+)\(([^)]*)\)',
+      ['context_requests', 'context_counts', 'generation_requests', 'generation_counts']
+    ) AS vllm
+  FROM marked AS m
+  JOIN chosen AS c USING (trace, rank, preference)
+),
+sglang_frames AS (
+  -- the model runner's per-mode forward frames, for SGLang iterations' phase
+  SELECT s.trace, s.rank, s.ts_ns, regexp_extract(s.name, '(^|: )forward_(extend|decode|idle)$', 2) AS mode
+  FROM slices AS s
+  SEMI JOIN (SELECT DISTINCT trace, rank FROM iterations WHERE source LIKE 'sglang%') AS g USING (trace, rank)
+  WHERE s.cat = 'python_function' AND regexp_matches(s.name, '(^|: )forward_(extend|decode|idle)$')
+),
+sglang_phases AS (
+  SELECT
+    i.trace, i.rank, i.iteration,
+    CASE
+      WHEN bool_or(f.mode = 'extend') AND bool_or(f.mode = 'decode') THEN 'mixed'
+      WHEN bool_or(f.mode = 'extend') THEN 'prefill'
+      WHEN bool_or(f.mode = 'decode') THEN 'decode'
+      WHEN bool_or(f.mode = 'idle') THEN 'idle'
+    END AS phase
+  FROM iterations AS i
+  JOIN sglang_frames AS f
+    ON f.trace = i.trace AND f.rank = i.rank AND f.ts_ns >= i.ts_ns AND f.ts_ns < i.end_ns
+  WHERE i.source LIKE 'sglang%'
+  GROUP BY ALL
+),
+numbers AS (
+  SELECT
+    *,
+    TRY_CAST(nullif(vllm.context_requests, '') AS BIGINT) AS context_requests,
+    TRY_CAST(nullif(regexp_extract(vllm.context_counts, '(\d+)', 1), '') AS BIGINT) AS context_tokens,
+    TRY_CAST(nullif(vllm.generation_requests, '') AS BIGINT) AS generation_requests,
+    TRY_CAST(nullif(regexp_extract(vllm.generation_counts, '(\d+)', 1), '') AS BIGINT) AS generation_tokens
+  FROM iterations
+)
+SELECT
+  n.trace,
+  n.rank,
+  n.iteration,
+  n.ts_ns,
+  n.end_ns,
+  n.dur_ns,
+  n.source,
+  CASE
+    WHEN n.source = 'vllm_execute_context' THEN
+      CASE
+        WHEN n.context_requests > 0 AND n.generation_requests > 0 THEN 'mixed'
+        WHEN n.context_requests > 0 THEN 'prefill'
+        WHEN n.generation_requests > 0 THEN 'decode'
+        WHEN n.context_requests = 0 AND n.generation_requests = 0 THEN 'idle'
+      END
+    ELSE p.phase
+  END AS phase,
+  n.context_requests,
+  n.context_tokens,
+  n.generation_requests,
+  n.generation_tokens,
+  n.name,
+  n.pid,
+  n.tid
+FROM numbers AS n
+LEFT JOIN sglang_phases AS p USING (trace, rank, iteration);
+
+-- The engine iterations of the latest rules (version 2).
+CREATE OR REPLACE VIEW engine_iterations AS
+SELECT * FROM engine_iterations_with(2);
+
+-- One row per (trace, rank, step) by step_marker_rules `rules_version`. Per
+-- (trace, rank) the first source it has wins:
 --   cpu_annotation       `ProfilerStep#N` on the CPU track (what `prof.step()`
 --                        records: a user_annotation, a cpu_op in older PyTorch)
 --   gpu_annotation       `ProfilerStep#N` on the GPU annotation track
 --                        (gpu_user_annotation), for ranks without CPU-track steps
+--   vllm_execute_context, vllm_execute_model, sglang_run_batch,
+--   sglang_forward_batch, vllm_tpu_core_step
+--                        (version 2) engine iterations (`engine_iterations_with`),
+--                        idle ones left out; `step` = the iteration number
 --   xla_device_steps, xla_host_annotation, xla_step_markers, xla_module_runs
 --                        the steps of an XLA profile (`xla_steps`, whose own
 --                        precedence picks one of these per rank)
@@ -14,31 +190,39 @@
 -- streams, XLA device planes) is ONE row from its first start to its last end:
 -- an XLA step ends when its slowest device ends. `records` = how many step
 -- records were merged into the row (one per thread, stream or device plane).
-CREATE OR REPLACE VIEW steps AS
+-- `phase` (engine iterations only): prefill | decode | mixed | NULL.
+CREATE OR REPLACE MACRO steps_with(rules_version) AS TABLE
 WITH kineto AS (
   SELECT
     trace,
     rank,
-    CASE WHEN cat = 'gpu_user_annotation' THEN 'gpu_annotation' ELSE 'cpu_annotation' END AS source,
+    source,
+    preference,
     TRY_CAST(regexp_extract(name, 'ProfilerStep\s*#\s*(\d+)', 1) AS BIGINT) AS step,
     ts_ns,
     end_ns
-  FROM slices
-  WHERE cat IN ('user_annotation', 'cpu_op', 'gpu_user_annotation')
-    AND regexp_matches(name, '^ProfilerStep\s*#\s*\d+')
-    AND dur_ns IS NOT NULL
+  FROM _step_markers_with(rules_version)
+  WHERE preference < 3
 ),
 candidates AS (
   SELECT
     trace, rank, source, step, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns,
-    count(*) AS records,
-    CASE source WHEN 'cpu_annotation' THEN 1 ELSE 2 END AS preference
+    count(*) AS records, preference, NULL::VARCHAR AS phase
   FROM kineto
   GROUP BY ALL
   UNION ALL
   SELECT
+    trace, rank, source, iteration AS step, ts_ns, end_ns, 1 AS records,
+    -- the rule's preference: engine sources rank after ProfilerStep, before XLA
+    (SELECT min(r.preference) FROM step_marker_rules AS r
+     WHERE r.version = rules_version AND r.source = e.source) AS preference,
+    phase
+  FROM engine_iterations_with(rules_version) AS e
+  WHERE phase IS DISTINCT FROM 'idle'
+  UNION ALL
+  SELECT
     trace, rank, 'xla_' || any_value(source) AS source, step, min(ts_ns), max(end_ns),
-    count(*) AS records, 3 AS preference
+    count(*) AS records, 1000 AS preference, NULL::VARCHAR AS phase
   FROM xla_steps
   WHERE step IS NOT NULL
   GROUP BY trace, rank, step
@@ -48,9 +232,13 @@ chosen AS (
   FROM candidates
   GROUP BY ALL
 )
-SELECT c.trace, c.rank, c.step, c.ts_ns, c.end_ns, c.end_ns - c.ts_ns AS dur_ns, c.source, c.records
+SELECT c.trace, c.rank, c.step, c.ts_ns, c.end_ns, c.end_ns - c.ts_ns AS dur_ns, c.source, c.records, c.phase
 FROM candidates AS c
 JOIN chosen AS h ON h.trace = c.trace AND h.rank = c.rank AND h.preference = c.preference;
+
+-- The steps of the latest rules (version 2). Metrics name their version.
+CREATE OR REPLACE VIEW steps AS
+SELECT * FROM steps_with(2);
 
 -- The runtime call (cudaLaunchKernel, cudaMemcpyAsync, ...) that launched each
 -- GPU activity, matched on the CUPTI correlation id within one rank.
@@ -61,36 +249,46 @@ WHERE cat IN ('cuda_runtime', 'cuda_driver', 'hip_runtime', 'mtia_runtime', 'xpu
   AND correlation IS NOT NULL
 GROUP BY ALL;
 
--- Every GPU activity classified by kernel_class_rules `rules_version`, with the
--- step it belongs to (NULL when none, or the rank has no steps):
---   * CPU-track steps (cpu_annotation): the step whose CPU span contains the
---     activity's LAUNCH (the runtime call with its correlation id), as HTA does: a
---     kernel that runs after its step ended still belongs to the step that issued
---     it; NULL when the launch is not in the trace.
+-- Every GPU activity classified by kernel_class_rules `class_rules_version`, with
+-- the step of step_marker_rules `step_rules_version` it belongs to (NULL when none,
+-- or the rank has no steps):
+--   * CPU-side steps (cpu_annotation, and the engine iterations of version 2,
+--     which are CPU-side annotations and Python frames): the step whose CPU span
+--     contains the activity's LAUNCH (the runtime call with its correlation id),
+--     as HTA does: a kernel that runs after its step ended still belongs to the
+--     step that issued it; NULL when the launch is not in the trace.
 --   * GPU-track steps (gpu_annotation): the step whose GPU span contains the
 --     activity's START (the annotation is on the GPU timeline already).
+--   * XLA steps: no GPU activity is attributed (XLA ops have their own views).
 -- `launch_ns` is the launch time when known. (One equality join with the time
 -- compared as a residual, as before GPU-track steps: an ASOF join sorted every
 -- activity with all its columns, a time picked per step in the join condition
 -- defeated the plan, and a MATERIALIZED CTE of the steps stopped DuckDB from
 -- pruning the activities' columns; so the rank's step source is looked up first,
--- from `steps` itself.)
-CREATE OR REPLACE MACRO gpu_ops_steps_with(rules_version) AS TABLE
+-- from the steps themselves.)
+CREATE OR REPLACE MACRO gpu_ops_steps_of(class_rules_version, step_rules_version) AS TABLE
 SELECT a.* EXCLUDE (_step_time_ns), s.step
 FROM (
   SELECT
     o.*,
     l.launch_ns,
     CASE WHEN b.source = 'gpu_annotation' THEN o.ts_ns ELSE l.launch_ns END AS _step_time_ns
-  FROM gpu_ops_classified_with(rules_version) AS o
+  FROM gpu_ops_classified_with(class_rules_version) AS o
   LEFT JOIN gpu_launches AS l USING (trace, rank, correlation)
-  LEFT JOIN (SELECT DISTINCT trace, rank, source FROM steps) AS b
+  LEFT JOIN (SELECT DISTINCT trace, rank, source FROM steps_with(step_rules_version)) AS b
     ON b.trace = o.trace AND b.rank = o.rank
 ) AS a
-LEFT JOIN steps AS s
-  ON s.trace = a.trace AND s.rank = a.rank AND s.source IN ('cpu_annotation', 'gpu_annotation')
+LEFT JOIN steps_with(step_rules_version) AS s
+  ON s.trace = a.trace AND s.rank = a.rank AND NOT starts_with(s.source, 'xla_')
   AND a._step_time_ns >= s.ts_ns AND a._step_time_ns < s.end_ns;
 
--- Version 1 of gpu_ops_steps_with, for ad-hoc queries.
+-- GPU activities by kernel_class_rules `rules_version` in the steps of
+-- step_marker_rules version 1 (ProfilerStep#N only): what the metrics defined
+-- before engine iterations were steps read.
+CREATE OR REPLACE MACRO gpu_ops_steps_with(rules_version) AS TABLE
+SELECT * FROM gpu_ops_steps_of(rules_version, 1);
+
+-- Class rules version 1 (as gpu_ops_classified), steps of the latest step rules
+-- (as `steps`), for ad-hoc queries.
 CREATE OR REPLACE VIEW gpu_ops_steps AS
-SELECT * FROM gpu_ops_steps_with(1);
+SELECT * FROM gpu_ops_steps_of(1, 2);

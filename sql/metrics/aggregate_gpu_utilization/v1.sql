@@ -4,6 +4,7 @@
 -- grain: rank
 -- category: compute
 -- polarity: higher
+-- leaderboard: gpu_efficiency
 -- summary: mean
 -- description: Share of the rank's kernel span during which at least one GPU kernel runs, |U(kernels)| / (last kernel end - first kernel start) per rank, 0..1.
 -- needs: GPU kernels

@@ -9,7 +9,7 @@
 -- description: Mean step duration per rank in seconds (ProfilerStep#N, or the steps of an XLA profile), first and last step dropped when there are more than two.
 -- needs: steps: ProfilerStep#N annotations (CPU or GPU track) or XLA steps
 -- params: none
--- Definition: the rank's steps from the `steps` view (`source` says which record:
+-- Definition: the rank's steps from `steps_with(1)` (`source` says which record:
 -- cpu_annotation, gpu_annotation, or xla_device_steps / xla_host_annotation /
 -- xla_step_markers / xla_module_runs), ordered by step number. With three or more
 -- steps the first (warm-up effects) and the last (cut by the profiler window)
@@ -24,7 +24,7 @@ WITH numbered AS (
     trace, rank, step, dur_ns, source,
     row_number() OVER (PARTITION BY trace, rank ORDER BY step) AS i,
     count(*) OVER (PARTITION BY trace, rank) AS n
-  FROM steps
+  FROM steps_with(1)
 ),
 inner_steps AS (
   SELECT

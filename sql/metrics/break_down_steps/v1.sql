@@ -52,7 +52,7 @@ per_step AS (
     coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'MOE_EXPERT'), 0) AS moe_expert_ns,
     coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'DENSE_GEMM'), 0) AS dense_gemm_ns,
     coalesce(sum(k.dur_ns) FILTER (WHERE k.breakdown = 'OTHER'), 0) AS other_ns
-  FROM steps AS s
+  FROM steps_with(1) AS s
   LEFT JOIN step_kernels AS k
     ON k.trace = s.trace AND k.rank = s.rank AND k.step = s.step
   GROUP BY ALL

@@ -36,7 +36,7 @@
 -- Broadcast/Reduce/SendRecv only, not ncclKernel_*), not per step, and has no CPU
 -- or XLA variant; here every rank, per step, with the shared classification.
 WITH step_list AS (
-  SELECT trace, rank, step, ts_ns, end_ns, source FROM steps
+  SELECT trace, rank, step, ts_ns, end_ns, source FROM steps_with(1)
 ),
 gpu_ranks AS (
   SELECT DISTINCT trace, rank FROM gpu_ops WHERE kind = 'kernel'

@@ -4,6 +4,7 @@
 -- grain: rank
 -- category: compute
 -- polarity: neutral
+-- leaderboard: gpu_efficiency
 -- summary: mean
 -- description: Share of kernel time in long, GPU-filling kernels: Σdur(kernels with SM coverage > 0.7 and dur > 10 µs) / Σdur(kernels with a coverage) per rank, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties

@@ -1,0 +1,102 @@
+-- metric: compute_comm_overlap
+-- version: 1
+-- unit: ratio
+-- grain: rank
+-- category: communication
+-- polarity: higher
+-- leaderboard: communication
+-- summary: mean
+-- description: Share of communication time that runs under compute inside the inner steps, Σ_steps |U(comm) ∩ U(compute)| / Σ_steps |U(comm)| per rank, kernels clipped to each step, 0..1.
+-- needs: steps (ProfilerStep#N, inference engine iterations or XLA steps), and communication kernels or XLA collective ops inside them
+-- params: none
+-- Definition: the rank's steps of step_marker_rules v2 (`steps_with(2)`), the
+-- first and last dropped when there are more than two (as avg_step_time). In
+-- each inner step window every GPU kernel is clipped to the window; comm = the
+-- kernels kernel_class_rules v2 calls comm (NCCL/RCCL, DeepEP exchange, ...),
+-- compute = every other kernel (memcpy/memset/sync activities are no kernels);
+-- U = union over all streams. XLA ranks: the collective and compute XLA ops
+-- (xla_ops op_kind comm / compute; other ops on neither side), one timeline per
+-- device plane. value = Σ over windows (and planes) of the overlap over Σ of
+-- |U(comm)|; `steps_used`, `comm_s`, `overlapped_s` are the sums. A rank
+-- without steps is not applicable (communication_overlap_ratio covers the whole
+-- trace), and so is one without communication in its inner steps.
+-- Differs from communication_overlap_ratio: that metric is the whole trace,
+-- every step and the time between them; this one is CCL-Bench's inner-step
+-- window, so warm-up and the profiler's cut last step stay out.
+-- Summary: the mean over ranks, as CCL-Bench.
+-- Differs from CCL-Bench (tools/compute_comm_overlap): CCL-Bench reports
+-- percent; its comm regex (`nccl|all[_-]?reduce|...|broadcast|collective`) calls
+-- any kernel with one of those words in its name comm: CUTLASS 3 GEMMs, whose
+-- names carry `cutlass::gemm::collective::CollectiveMma<...>`, count as
+-- communication, and DeepEP's dispatch/combine do not; it reads timestamps as
+-- float64 microseconds, samples at most
+-- 16 rank files, and on XLA reads only the first JSON file and classifies every
+-- X event by name, host Python frames included. Here one classification table,
+-- exact integer nanoseconds, every rank, XLA ops per device plane.
+WITH numbered AS (
+  SELECT
+    trace, rank, step, ts_ns, end_ns,
+    row_number() OVER (PARTITION BY trace, rank ORDER BY step) AS i,
+    count(*) OVER (PARTITION BY trace, rank) AS n
+  FROM steps_with(2)
+  SEMI JOIN metric_scope USING (trace, rank)
+),
+windows AS (
+  SELECT trace, rank, step, ts_ns AS window_start, end_ns AS window_end
+  FROM numbered
+  WHERE n <= 2 OR (i > 1 AND i < n)
+),
+device_work AS (
+  SELECT trace, rank, '' AS plane, ts_ns, end_ns, kernel_class = 'comm' AS is_comm, 'gpu' AS source
+  FROM gpu_ops_classified_with(2)
+  WHERE kind = 'kernel'
+  UNION ALL
+  SELECT trace, rank, pid || '/' || coalesce(device, -1) AS plane, ts_ns, end_ns, op_kind = 'comm' AS is_comm, 'xla'
+  FROM xla_ops
+  WHERE op_kind IN ('comm', 'compute')
+),
+clipped AS MATERIALIZED (
+  -- one timeline per (step, device plane): `key`
+  SELECT
+    d.trace, d.rank, w.step || '/' || d.plane AS key,
+    greatest(d.ts_ns, w.window_start) AS ts_ns,
+    least(d.end_ns, w.window_end) AS end_ns,
+    d.is_comm
+  FROM device_work AS d
+  JOIN windows AS w
+    ON w.trace = d.trace AND w.rank = d.rank AND d.ts_ns < w.window_end AND d.end_ns > w.window_start
+),
+comm AS (SELECT * FROM clipped WHERE is_comm),
+compute AS (SELECT * FROM clipped WHERE NOT is_comm),
+per_rank AS (
+  SELECT
+    trace,
+    rank,
+    sum(end_ns - ts_ns) FILTER (WHERE in_a) AS comm_ns,
+    coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND in_b), 0) AS overlap_ns
+  FROM intervals_overlay(comm, compute)
+  GROUP BY ALL
+),
+stepped AS (
+  SELECT trace, rank, count(*) AS steps_used FROM windows GROUP BY ALL
+),
+sources AS (
+  SELECT trace, rank, min(source) AS source FROM device_work GROUP BY ALL
+)
+SELECT
+  m.trace,
+  m.rank,
+  p.overlap_ns / nullif(p.comm_ns, 0) AS value,
+  CASE
+    WHEN d.rank IS NULL THEN 'no GPU kernels and no XLA ops'
+    WHEN s.rank IS NULL THEN 'no steps (no ProfilerStep#N annotations, no inference engine iterations, no XLA steps)'
+    WHEN coalesce(p.comm_ns, 0) = 0 THEN 'no communication in the inner steps'
+  END AS reason,
+  s.steps_used,
+  p.comm_ns / 1e9 AS comm_s,
+  p.overlap_ns / 1e9 AS overlapped_s,
+  d.source
+FROM metric_scope AS m
+LEFT JOIN sources AS d USING (trace, rank)
+LEFT JOIN stepped AS s USING (trace, rank)
+LEFT JOIN per_rank AS p USING (trace, rank)

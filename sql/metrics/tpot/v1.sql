@@ -1,0 +1,96 @@
+-- metric: tpot
+-- version: 1
+-- unit: s
+-- grain: rank
+-- category: inference
+-- polarity: lower
+-- leaderboard: model_execution
+-- summary: mean
+-- description: Time per output token per rank from the trace: the mean duration of the decode engine iterations, in seconds.
+-- needs: inference engine-iteration annotations with decode iterations; not a training workload; card output_len > 1 when given
+-- params: output_len = card.output_len
+-- Definition: a decode iteration gives every running sequence one token, so a
+-- request's time per output token is the duration of the decode iterations it
+-- runs in. Over the rank's engine iterations (`engine_iterations_with(2)`,
+-- sql/views/steps.sql): where the trace records each iteration's phase (vLLM's
+-- execute_context_<n>(..)_generation_<m>(..) annotation, SGLang's forward_decode
+-- frames), value = the mean duration of the decode-only iterations (mixed
+-- iterations that also prefill are left out: they are not one token's time).
+-- Where no iteration records a phase, CCL-Bench's rule: the iterations after the
+-- first (taken as the prefill), without the last when there are more than two
+-- (durations[1:-1], or [1:] for two). `basis` says which, `decode_iterations`
+-- how many were averaged.
+-- Not applicable: no engine iterations; phases recorded but no decode-only
+-- iteration; phases not recorded and a single iteration; the card's output_len
+-- <= 1 (no token after the first); the card's phase is neither inference nor
+-- serving.
+-- A benchmark's own TPOT (vLLM/SGLang bench results: (latency - TTFT) /
+-- (output tokens - 1) per request) also counts scheduling gaps between
+-- iterations; when the `results` table (issue 10) holds it for the trace, a
+-- later version takes its median first (in seconds) and keeps this value as the
+-- fallback.
+-- Summary: the mean over ranks, as CCL-Bench's tool averages its rank files.
+-- Differs from CCL-Bench (tools/inference_latency): CCL-Bench always drops the
+-- first and last iteration and averages the rest, idle and prefill iterations
+-- included; here the phase decides where the trace records it.
+WITH iterations AS (
+  SELECT * FROM engine_iterations_with(2)
+),
+numbered AS (
+  SELECT
+    *,
+    count(*) OVER (PARTITION BY trace, rank) AS n,
+    count(phase) OVER (PARTITION BY trace, rank) AS with_phase
+  FROM iterations
+),
+decode AS (
+  SELECT
+    trace,
+    rank,
+    any_value(with_phase > 0) AS phased,
+    avg(dur_ns) FILTER (WHERE phase = 'decode') AS phased_ns,
+    count(*) FILTER (WHERE phase = 'decode') AS phased_count,
+    avg(dur_ns) FILTER (WHERE iteration > 1 AND (n <= 2 OR iteration < n)) AS unphased_ns,
+    count(*) FILTER (WHERE iteration > 1 AND (n <= 2 OR iteration < n)) AS unphased_count,
+    max(n) AS iterations,
+    any_value(source) AS source
+  FROM numbered
+  GROUP BY ALL
+),
+card_phase AS (
+  SELECT trace, lower(phase) AS card_phase FROM cards
+),
+valued AS (
+  SELECT
+    m.trace,
+    m.rank,
+    CASE WHEN d.phased THEN d.phased_ns ELSE d.unphased_ns END AS decode_ns,
+    CASE WHEN d.phased THEN d.phased_count ELSE d.unphased_count END AS decode_iterations,
+    CASE WHEN d.phased THEN 'decode iterations' ELSE 'iterations after the first (phase not recorded)' END AS basis,
+    d.iterations,
+    d.source,
+    coalesce(c.card_phase, 'inference') IN ('inference', 'serving') AS is_inference,
+    c.card_phase,
+    p.output_len
+  FROM metric_scope AS m
+  LEFT JOIN decode AS d USING (trace, rank)
+  LEFT JOIN card_phase AS c ON c.trace = m.trace
+  LEFT JOIN metric_params AS p ON p.trace = m.trace
+)
+SELECT
+  trace,
+  rank,
+  CASE WHEN is_inference AND coalesce(output_len, 2) > 1 THEN decode_ns / 1e9 END AS value,
+  CASE
+    WHEN NOT is_inference THEN 'the workload card says phase ' || card_phase || ' (tpot is for inference)'
+    WHEN output_len <= 1 THEN 'the card''s output_len is ' || output_len || ': no output token after the first'
+    WHEN iterations IS NULL
+      THEN 'no inference engine iterations (vLLM execute_context_*/execute_model, SGLang run_batch/forward_batch_generation)'
+    WHEN decode_ns IS NULL AND basis = 'decode iterations' THEN 'no decode-only iteration in the profiled window'
+    WHEN decode_ns IS NULL THEN 'a single engine iteration and no phase recorded: no decode iteration to time'
+  END AS reason,
+  CASE WHEN iterations IS NOT NULL THEN basis END AS basis,
+  decode_iterations,
+  iterations,
+  source
+FROM valued

@@ -1,0 +1,58 @@
+-- Bytes moved by collectives, per rank and collective type, from GPU traces (the
+-- `collectives` chain) and XLA profiles (`xla_ops`), for the collective_vol_*
+-- metrics.
+-- requires: collectives, xla, gpu
+
+-- One row per (trace, rank, coll_type) of the ranks in `scope` (a relation of
+-- trace, rank) that ran collectives of that type:
+--   collectives   how many (GPU: comm kernels of kernel_class_rules
+--                 `rules_version`, collectives_with; XLA: collective ops, an async
+--                 start/done pair once)
+--   sized         how many of them have a known message size
+--   bytes         Σ message bytes of the sized ones. GPU: nccl-tests' size
+--                 (collectives_with: all_gather its gathered output,
+--                 reduce_scatter its input, others their input). XLA: the op's
+--                 result shape (xla_ops.message_bytes).
+--   devices       1 for a GPU rank; the number of device planes of an XLA rank
+--                 (one profile file covers every device of its host), so
+--                 bytes / devices is what one device moved
+--   source        gpu collectives | xla collective ops
+CREATE OR REPLACE MACRO collective_volumes_with(rules_version, scope) AS TABLE
+WITH gpu AS (
+  SELECT
+    c.trace, c.rank, c.coll_type,
+    count(*) AS collectives, count(c.bytes) AS sized, coalesce(sum(c.bytes), 0) AS bytes,
+    1 AS devices, 'gpu collectives' AS source
+  FROM collectives_with(rules_version) AS c
+  SEMI JOIN query_table(scope) AS s USING (trace, rank)
+  WHERE c.coll_type IS NOT NULL
+  GROUP BY ALL
+),
+xla_devices AS (
+  SELECT trace, rank, count(DISTINCT (pid, device)) AS devices
+  FROM xla_ops
+  SEMI JOIN query_table(scope) AS s USING (trace, rank)
+  GROUP BY ALL
+),
+xla AS (
+  SELECT
+    o.trace, o.rank, o.coll_type,
+    count(*) AS collectives, count(o.message_bytes) AS sized,
+    coalesce(sum(o.message_bytes), 0) AS bytes,
+    any_value(d.devices) AS devices, 'xla collective ops' AS source
+  FROM xla_ops AS o
+  JOIN xla_devices AS d USING (trace, rank)
+  WHERE o.op_kind = 'comm' AND o.coll_type IS NOT NULL
+  GROUP BY o.trace, o.rank, o.coll_type
+)
+SELECT * FROM gpu
+UNION ALL
+SELECT * FROM xla;
+
+-- The (trace, rank) pairs with device work a collective could run beside: GPU
+-- kernels or XLA ops. A rank outside it (CPU-only) has no collective volume to
+-- report (NULL), a rank inside it without collectives of a type moved 0 bytes.
+CREATE OR REPLACE VIEW device_ranks AS
+SELECT DISTINCT trace, rank, 'gpu' AS device_source FROM gpu_ops WHERE kind = 'kernel'
+UNION
+SELECT DISTINCT trace, rank, 'xla' AS device_source FROM xla_ops;
