@@ -55,10 +55,10 @@ from cclq.cards import CARD_FILE, card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError, show_path
 from cclq.formats import xplane
 from cclq.formats.base import MAX_RANK_IN_NAME, Prepared, ReadAgain, ReadResult, rank_from_name  # noqa: F401
-from cclq.formats.detect import detect, is_candidate, is_sqlite, is_trace_event_json
+from cclq.formats.detect import detect, is_candidate, is_sqlite, is_trace_event_json, may_be_trace
 from cclq.formats.readers import reader_for
 from cclq.formats.source import content_hash
-from cclq.schema import INGEST_VERSION, TABLE_SCHEMAS
+from cclq.schema import INGEST_VERSION, RANKED_TABLES, TABLE_SCHEMAS
 from cclq.warehouse import (  # noqa: F401  (FILES_SCHEMA, STATS_SCHEMA re-exported)
     FILES_SCHEMA,
     PARTS_SCHEMA,
@@ -215,10 +215,16 @@ def _walk_files(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
 
 
 def _is_workload_folder(folder: Path) -> bool:
-    """A folder with a card or a candidate file in it (raises OSError if unreadable)."""
+    """A folder with a card or a file that may be a trace in it, or only files (raises
+    OSError if unreadable). Result files beside workload folders (``cclq record``'s CSV
+    of every run) do not make their folder a workload."""
     if (folder / CARD_FILE).is_file():
         return True
-    return any(p.is_file() and is_candidate(str(p)) for p in folder.iterdir())
+    entries = list(folder.iterdir())
+    if any(p.is_file() and may_be_trace(str(p)) for p in entries):
+        return True
+    subfolders = any(p.is_dir() and not p.name.startswith(".") for p in entries)
+    return not subfolders and any(p.is_file() and is_candidate(str(p)) for p in entries)
 
 
 def _folder_workload(folder: Path) -> Workload:
@@ -913,7 +919,8 @@ class _Committer:
         if self._claims_index is not None:
             for key in [k for k, v in self._claims_index.items() if v == task.file_id]:
                 del self._claims_index[key]
-            self._claims_index.update({(p["trace"], p["rank"], p["table_name"]): task.file_id for p in parts})
+            self._claims_index.update({(p["trace"], p["rank"], p["table_name"]): task.file_id for p in parts
+                                       if p["table_name"] in RANKED_TABLES})
         outcome = FileOutcome(path, task.trace, "ingested", rank=parsed.rank, format=parsed.flavor,
                               events=parsed.events_written, dropped=sum(parsed.drops.values()),
                               size_bytes=task.size, seconds=parsed.seconds)
@@ -934,6 +941,8 @@ class _Committer:
             return FileOutcome(path, task.trace, "failed", parsed.message, size_bytes=task.size, detail=parsed.detail)
         claims = self._claims()
         for table, rank, _tmp, _rows in parsed.parts:
+            if table not in RANKED_TABLES:
+                continue
             holder = claims.get((task.trace, rank, table))
             if holder is not None and holder != task.file_id:
                 return FileOutcome(
@@ -950,7 +959,8 @@ class _Committer:
         trace fill different tables."""
         if self._claims_index is None:
             self._claims_index = {(p["trace"], p["rank"], p["table_name"]): fid
-                                  for fid, parts in self.working.parts.items() for p in parts}
+                                  for fid, parts in self.working.parts.items() for p in parts
+                                  if p["table_name"] in RANKED_TABLES}
         return self._claims_index
 
     # -- committing -----------------------------------------------------------

@@ -185,13 +185,40 @@ ET_TENSOR_SCHEMA = pa.schema([
 ])
 
 
+# Benchmark result files (cclq/formats/results.py): one row per measurement and metric.
+RESULTS_SCHEMA = pa.schema([
+    ("file_id", pa.string()),
+    ("row_idx", pa.int64()),
+    ("source_format", pa.string()),  # ddlb_csv | ddl_benchmarks_log | vllm_bench_json | sglang_bench_jsonl
+    ("benchmark", pa.string()),  # ddlb, the model of a ddl-benchmarks run, vllm bench latency, the serving backend
+    ("implementation", pa.string()),  # DDLB's implementation label, the served model
+    ("metric", pa.string()),  # mean_time_ms, total_samples_per_s, median_ttft_ms, ttft_s, ...
+    ("value", pa.float64()),
+    ("unit", pa.string()),  # ms, s, TFLOPS, img/s, tokens/s, tokens, ... (NULL: a count or unknown)
+    ("run", pa.int64()),  # the measurement it belongs to: a CSV row, a log's try, a JSONL line
+    ("item", pa.int64()),  # within the run: the iteration or request; NULL for an aggregate
+    ("dtype", pa.string()),
+    ("world_size", pa.int64()),
+    ("batch_size", pa.int64()),
+    ("m", pa.int64()),
+    ("n", pa.int64()),
+    ("k", pa.int64()),
+    ("valid", pa.bool_()),  # DDLB's validation verdict
+    ("config_json", pa.string()),  # every configuration field of the source, as JSON
+])
+
+
 # Tables that readers fill, by name: the catalog's `parts` says which data file holds
 # which input file's rows of which table; engine.connect makes a view of each.
 TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "events": EVENT_SCHEMA,
     "et_nodes": ET_NODE_SCHEMA,
     "et_tensors": ET_TENSOR_SCHEMA,
+    "results": RESULTS_SCHEMA,
 }
+# Tables whose rows belong to one rank: two files may not claim a (trace, rank) of one.
+# Result files describe a whole workload and claim no rank.
+RANKED_TABLES = ("events", "et_nodes", "et_tensors")
 
 # Kineto before ~2022 wrote capitalised categories; map them to today's names and
 # keep the original in ``cat_raw``.

@@ -267,47 +267,56 @@ def test_avg_step_time_v2_on_engine_iterations(con) -> None:
 
 
 def test_ttft(con) -> None:
-    got = rows(con, "ttft", "vllm_tp2")
+    got = rows(con, "ttft", "vllm_tp2", 1)
     # the first prefill iteration (iteration 2: the idle iteration 1 is not it)
     assert got[0]["value"] == pytest.approx(50e-6, abs=TOL)
     assert got[1]["value"] == pytest.approx(60e-6, abs=TOL)
     assert (got[0]["iteration"], got[0]["basis"], got[0]["context_tokens"]) == (2, "first prefill iteration", 256)
-    assert rows(con, "ttft", "sglang")[0]["value"] == pytest.approx(40e-6, abs=TOL)
+    assert rows(con, "ttft", "sglang", 1)[0]["value"] == pytest.approx(40e-6, abs=TOL)
     # phase not recorded: the first iteration, as CCL-Bench
-    row = rows(con, "ttft", "runner_only")[0]
+    row = rows(con, "ttft", "runner_only", 1)[0]
     assert row["value"] == pytest.approx(29.8e-6, abs=TOL)
     assert row["basis"] == "first iteration (phase not recorded)"
     # ProfilerStep does not hide the engine iterations from ttft
-    assert rows(con, "ttft", "with_profiler_steps")[0]["value"] == pytest.approx(40e-6, abs=TOL)
+    assert rows(con, "ttft", "with_profiler_steps", 1)[0]["value"] == pytest.approx(40e-6, abs=TOL)
 
 
 def test_ttft_not_applicable(con) -> None:
-    row = rows(con, "ttft", "training")[0]
+    row = rows(con, "ttft", "training", 1)[0]
     assert row["value"] is None and row["reason"] == "the workload card says phase training (ttft is for inference)"
-    row = rows(con, "ttft", "decode_only")[0]
+    row = rows(con, "ttft", "decode_only", 1)[0]
     assert row["value"] is None and row["reason"] == "no prefill iteration in the profiled window"
 
 
 def test_tpot(con) -> None:
-    got = rows(con, "tpot", "vllm_tp2")
+    got = rows(con, "tpot", "vllm_tp2", 1)
     # decode-only iterations: rank 0 (12 + 10 + 8) / 3; rank 1 (14 + 12 + 10) / 3
     assert got[0]["value"] == pytest.approx(10e-6, abs=TOL)
     assert got[1]["value"] == pytest.approx(12e-6, abs=TOL)
     assert (got[0]["decode_iterations"], got[0]["basis"]) == (3, "decode iterations")
-    assert rows(con, "tpot", "sglang")[0]["value"] == pytest.approx(31e-6 / 3, abs=TOL)
+    assert rows(con, "tpot", "sglang", 1)[0]["value"] == pytest.approx(31e-6 / 3, abs=TOL)
     # phase not recorded: iterations [1:-1] = 9.8 and 11.8 us
-    row = rows(con, "tpot", "runner_only")[0]
+    row = rows(con, "tpot", "runner_only", 1)[0]
     assert row["value"] == pytest.approx(10.8e-6, abs=TOL)
     assert row["basis"] == "iterations after the first (phase not recorded)"
     # the window starts mid-decode: both decode iterations count
-    assert rows(con, "tpot", "decode_only")[0]["value"] == pytest.approx(10e-6, abs=TOL)
+    assert rows(con, "tpot", "decode_only", 1)[0]["value"] == pytest.approx(10e-6, abs=TOL)
 
 
 def test_tpot_not_applicable(con) -> None:
-    row = rows(con, "tpot", "with_profiler_steps")[0]
+    row = rows(con, "tpot", "with_profiler_steps", 1)[0]
     assert row["value"] is None and row["reason"] == "the card's output_len is 1.0: no output token after the first"
-    row = rows(con, "tpot", "training")[0]
+    row = rows(con, "tpot", "training", 1)[0]
     assert row["value"] is None and row["reason"] == "the workload card says phase training (tpot is for inference)"
+
+
+def test_ttft_and_tpot_v2_fall_back_to_the_trace_without_benchmark_results(con) -> None:
+    """No result files here: version 2 gives version 1's numbers, saying they come from the trace."""
+    for metric in ("ttft", "tpot"):
+        for trace in ("vllm_tp2", "sglang", "runner_only"):
+            v1, v2 = rows(con, metric, trace, 1), rows(con, metric, trace, 2)
+            assert {r: row["value"] for r, row in v2.items()} == {r: row["value"] for r, row in v1.items()}
+            assert all(row["source"] == "trace: " + v1[r]["basis"] for r, row in v2.items())
 
 
 def test_break_down_steps_and_coll_call_num_v2_per_engine_iteration(con) -> None:
@@ -337,10 +346,10 @@ def test_real_vllm_trace_from_raw_json(tmp_path: Path) -> None:
     dur_s = float(Decimal(only["dur"]) / Decimal(1_000_000))
     c = connect(wh)
     try:
-        ttft = rows(c, "ttft", "tracelens_b200_vllm_tp8")[0]
+        ttft = rows(c, "ttft", "tracelens_b200_vllm_tp8", 1)[0]
         assert ttft["value"] == pytest.approx(dur_s, abs=1e-12)
         assert (ttft["phase"], ttft["context_tokens"]) == ("prefill", 888)
-        tpot = rows(c, "tpot", "tracelens_b200_vllm_tp8")[0]
+        tpot = rows(c, "tpot", "tracelens_b200_vllm_tp8", 1)[0]
         assert tpot["value"] is None and tpot["reason"] == "no decode-only iteration in the profiled window"
         assert rows(c, "avg_step_time", "tracelens_b200_vllm_tp8", 2)[0]["value"] == pytest.approx(dur_s, abs=1e-12)
         assert rows(c, "avg_step_time", "tracelens_b200_vllm_tp8", 1)[0]["value"] is None

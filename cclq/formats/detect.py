@@ -20,9 +20,9 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 # Files in a workload folder that are never traces: walking a folder passes them by.
 # Everything else is a candidate and ``detect`` decides by content.
 IGNORED_SUFFIXES = (
-    # cards, notes, scripts, configs, logs
-    ".yaml", ".yml", ".md", ".txt", ".rst", ".py", ".sh", ".toml", ".cfg", ".ini",
-    ".csv", ".tsv", ".log", ".html", ".htm", ".ipynb", ".lock",
+    # cards, notes, scripts, configs
+    ".yaml", ".yml", ".md", ".rst", ".py", ".sh", ".toml", ".cfg", ".ini",
+    ".html", ".htm", ".ipynb", ".lock",
     # documents
     ".pdf", ".doc", ".docx", ".ppt", ".pptx", ".xls", ".xlsx", ".odt", ".ods", ".odp", ".rtf", ".tex",
     # images and videos
@@ -33,6 +33,10 @@ IGNORED_SUFFIXES = (
     ".parquet", ".arrow", ".feather", ".npy", ".npz", ".h5", ".hdf5", ".pkl", ".pickle",
     ".pth", ".ckpt", ".safetensors",
 )
+# Files that may hold benchmark results (cclq/formats/results.py decides by content) and
+# never traces: read inside a workload, but they do not make a folder a workload, and
+# one that is not a results file is skipped, not failed.
+RESULT_SUFFIXES = (".csv", ".tsv", ".log", ".txt", ".out", ".jsonl")
 # Nsight Systems reports, recognised by name: skipped as not supported yet, rather than
 # failed as "not a recognised trace format".
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -57,6 +61,11 @@ def is_candidate(path: str) -> bool:
     return not name.lower().endswith(IGNORED_SUFFIXES)
 
 
+def may_be_trace(path: str) -> bool:
+    """A candidate that could be a trace, not only a results file (makes a workload)."""
+    return is_candidate(path) and not path.lower().endswith(RESULT_SUFFIXES)
+
+
 def is_sqlite(path: str) -> bool:
     """Whether a file starts as a SQLite database does (cheap: 16 bytes, no decompression)."""
     try:
@@ -77,6 +86,31 @@ def is_trace_event_json(path: str) -> bool:
     return text[:1] == b"[" or (text[:1] == b"{" and b'"traceEvents"' in head)
 
 
+_RESULTS_JSON = re.compile(rb'^\s*\{\s*"(?:avg_latency|date|backend|ttfts|latencies)"')
+_SERVING = re.compile(rb'"(?:avg_latency|mean_ttft_ms|median_ttft_ms|mean_tpot_ms|median_tpot_ms)"\s*:')
+
+
+def _detect_results(path: str, head: bytes) -> Detected | None:
+    """Benchmark result files, by what their first lines say."""
+    from cclq.formats.results import DDLB_COLUMNS, LOG_MARKERS
+
+    text = head.lstrip(b"\xef\xbb\xbf")
+    first_line = text.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    if DDLB_COLUMNS <= {c.strip() for c in first_line.split(",")}:
+        return Detected("results", "ddlb_csv", False, head)
+    if LOG_MARKERS.search(text):
+        return Detected("results", "ddl_benchmarks_log", False, head)
+    if _SERVING.search(text) and b'"traceEvents"' not in text:
+        stripped = text.lstrip()
+        lines = [ln for ln in stripped.split(b"\n") if ln.strip()]
+        if path.lower().endswith(".jsonl") or (len(lines) > 1 and lines[0].rstrip().endswith(b"}")
+                                               and lines[1].lstrip().startswith(b"{")):
+            return Detected("results", "sglang_bench_jsonl", False, head)
+        if stripped[:1] == b"{":
+            return Detected("results", "vllm_bench_json", False, head)
+    return None
+
+
 def _top_key(head: bytes, key: str) -> bool:
     return re.search(rb'"' + re.escape(key.encode()) + rb'"\s*:', head) is not None
 
@@ -90,6 +124,13 @@ def detect(path: str) -> Detected:
     head, compressed = read_head(path)
     if not head:
         raise TraceFileError(path, "empty file")
+    if path.lower().endswith(RESULT_SUFFIXES) or _RESULTS_JSON.search(head[:4096]) or _SERVING.search(head):
+        results = _detect_results(path, head)
+        if results is not None:
+            return results
+        if path.lower().endswith(RESULT_SUFFIXES):
+            raise UnsupportedFormat(path, "not a trace, nor a results file cclq knows (DDLB CSV, ddl-benchmarks log, "
+                                          "vLLM / SGLang benchmark JSON)")
     if head.startswith(SQLITE_MAGIC):
         if compressed:
             raise TraceFileError(path, "a gzipped SQLite database: decompress it (gunzip) to ingest it")

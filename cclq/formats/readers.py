@@ -7,11 +7,13 @@ from cclq.formats.chrome import ChromeReader
 from cclq.formats.detect import Detected
 from cclq.formats.et import EtReader
 from cclq.formats.nsys import NsysReader
+from cclq.formats.results import ResultsReader
 
 READERS: dict[str, Reader] = {
     "chrome_json": ChromeReader(),
     "nsys_sqlite": NsysReader(),
     "pytorch_et": EtReader(),
+    "results": ResultsReader(),
 }
 
 

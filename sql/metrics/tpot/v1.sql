@@ -9,7 +9,8 @@
 -- description: Time per output token per rank from the trace: the mean duration of the decode engine iterations, in seconds.
 -- needs: inference engine-iteration annotations with decode iterations; not a training workload; card output_len > 1 when given
 -- params: output_len = card.output_len
--- Definition: a decode iteration gives every running sequence one token, so a
+-- Definition (view tpot_per_rank, sql/views/inference.sql): a decode iteration
+-- gives every running sequence one token, so a
 -- request's time per output token is the duration of the decode iterations it
 -- runs in. Over the rank's engine iterations (`engine_iterations_with(2)`,
 -- sql/views/steps.sql): where the trace records each iteration's phase (vLLM's
@@ -33,47 +34,23 @@
 -- Differs from CCL-Bench (tools/inference_latency): CCL-Bench always drops the
 -- first and last iteration and averages the rest, idle and prefill iterations
 -- included; here the phase decides where the trace records it.
-WITH iterations AS (
-  SELECT * FROM engine_iterations_with(2)
-),
-numbered AS (
-  SELECT
-    *,
-    count(*) OVER (PARTITION BY trace, rank) AS n,
-    count(phase) OVER (PARTITION BY trace, rank) AS with_phase
-  FROM iterations
-),
-decode AS (
-  SELECT
-    trace,
-    rank,
-    any_value(with_phase > 0) AS phased,
-    avg(dur_ns) FILTER (WHERE phase = 'decode') AS phased_ns,
-    count(*) FILTER (WHERE phase = 'decode') AS phased_count,
-    avg(dur_ns) FILTER (WHERE iteration > 1 AND (n <= 2 OR iteration < n)) AS unphased_ns,
-    count(*) FILTER (WHERE iteration > 1 AND (n <= 2 OR iteration < n)) AS unphased_count,
-    max(n) AS iterations,
-    any_value(source) AS source
-  FROM numbered
-  GROUP BY ALL
-),
-card_phase AS (
+WITH card_phase AS (
   SELECT trace, lower(phase) AS card_phase FROM cards
 ),
 valued AS (
   SELECT
     m.trace,
     m.rank,
-    CASE WHEN d.phased THEN d.phased_ns ELSE d.unphased_ns END AS decode_ns,
-    CASE WHEN d.phased THEN d.phased_count ELSE d.unphased_count END AS decode_iterations,
-    CASE WHEN d.phased THEN 'decode iterations' ELSE 'iterations after the first (phase not recorded)' END AS basis,
+    d.decode_ns,
+    d.decode_iterations,
+    d.basis,
     d.iterations,
     d.source,
     coalesce(c.card_phase, 'inference') IN ('inference', 'serving') AS is_inference,
     c.card_phase,
     p.output_len
   FROM metric_scope AS m
-  LEFT JOIN decode AS d USING (trace, rank)
+  LEFT JOIN tpot_per_rank AS d USING (trace, rank)
   LEFT JOIN card_phase AS c ON c.trace = m.trace
   LEFT JOIN metric_params AS p ON p.trace = m.trace
 )

@@ -9,8 +9,8 @@
 -- description: Time to first token per rank from the trace: the duration of the first engine iteration that runs a prefill, in seconds.
 -- needs: inference engine-iteration annotations (vLLM execute_context_* / execute_model, SGLang run_batch / forward_batch_generation, vLLM-TPU core step); not a training workload
 -- params: none
--- Definition: the rank's engine iterations (`engine_iterations_with(2)`,
--- sql/views/steps.sql) in start order. Where the trace records each iteration's
+-- Definition (view ttft_per_rank, sql/views/inference.sql): the rank's engine
+-- iterations (`engine_iterations_with(2)`, sql/views/steps.sql) in start order. Where the trace records each iteration's
 -- phase (vLLM's execute_context_<prefill requests>(..)_generation_<decode
 -- requests>(..) annotation; SGLang's forward_extend / forward_decode frames inside
 -- the iteration), value = the duration of the first iteration that prefills
@@ -34,47 +34,26 @@
 -- trace that starts with idle (execute_context_0(0)_generation_0(0)) or decode
 -- iterations reports one of those as TTFT; here the first prefill iteration
 -- where the phase is recorded. It also samples at most 16 rank files.
-WITH iterations AS (
-  SELECT * FROM engine_iterations_with(2)
-),
-per_rank AS (
-  SELECT
-    trace,
-    rank,
-    count(*) AS iterations,
-    count(phase) AS with_phase,
-    min(iteration) FILTER (WHERE phase IN ('prefill', 'mixed')) AS first_prefill
-  FROM iterations
-  GROUP BY ALL
-),
-picked AS (
-  SELECT
-    p.trace, p.rank, p.iterations, p.with_phase,
-    CASE WHEN p.with_phase > 0 THEN p.first_prefill ELSE 1 END AS iteration,
-    CASE WHEN p.with_phase > 0 THEN 'first prefill iteration' ELSE 'first iteration (phase not recorded)' END AS basis
-  FROM per_rank AS p
-),
-card_phase AS (
+WITH card_phase AS (
   SELECT trace, lower(phase) AS card_phase FROM cards
 )
 SELECT
   m.trace,
   m.rank,
-  CASE WHEN coalesce(c.card_phase, 'inference') IN ('inference', 'serving') THEN i.dur_ns / 1e9 END AS value,
+  CASE WHEN coalesce(c.card_phase, 'inference') IN ('inference', 'serving') THEN t.ttft_ns / 1e9 END AS value,
   CASE
     WHEN coalesce(c.card_phase, 'inference') NOT IN ('inference', 'serving')
       THEN 'the workload card says phase ' || c.card_phase || ' (ttft is for inference)'
-    WHEN p.iterations IS NULL
+    WHEN t.iterations IS NULL
       THEN 'no inference engine iterations (vLLM execute_context_*/execute_model, SGLang run_batch/forward_batch_generation)'
-    WHEN i.iteration IS NULL THEN 'no prefill iteration in the profiled window'
+    WHEN t.iteration IS NULL THEN 'no prefill iteration in the profiled window'
   END AS reason,
-  p.basis,
-  i.iteration,
-  i.source,
-  i.phase,
-  i.context_tokens,
-  p.iterations
+  t.basis,
+  t.iteration,
+  t.source,
+  t.phase,
+  t.context_tokens,
+  t.iterations
 FROM metric_scope AS m
-LEFT JOIN picked AS p USING (trace, rank)
-LEFT JOIN iterations AS i ON i.trace = p.trace AND i.rank = p.rank AND i.iteration = p.iteration
+LEFT JOIN ttft_per_rank AS t USING (trace, rank)
 LEFT JOIN card_phase AS c ON c.trace = m.trace
