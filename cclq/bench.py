@@ -178,53 +178,62 @@ class MetricBenchRow:
     cli_speedup: float
 
 
-def _clone_trace(wh_root: Path, source: str, target: str) -> None:
-    """Copies an ingested trace under a new trace id: partitions, catalog rows, card."""
+def clone_traces(wh_root: Path, source: str, targets: list[str]) -> None:
+    """Copies an ingested trace under new trace ids: event files, catalog rows, card.
+
+    The benchmarks' way to make a warehouse of many workloads from one ingested trace.
+    Each copy gets file ids of its own, as an ingest of another folder would (views
+    such as HTA's join on the file id alone, so shared ids would pair every copy with
+    every other one). It is the one place outside ``cclq.warehouse`` that knows the
+    on-disk layout (event partitions, catalog tables, the cards table), so a new layout
+    needs changes here only. The catalog ends up compacted, as after an ingest.
+    """
+    import hashlib
+
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from cclq.schema import EVENT_SCHEMA
     from cclq.warehouse import COMPACTED, Warehouse
+    from cclq.writer import EventFileWriter
+
+    def new_id(target: str, file_id: str) -> str:
+        return hashlib.blake2b(f"{target}/{file_id}".encode(), digest_size=8).hexdigest()
+
+    def with_column(table: pa.Table, name: str, values: list[str]) -> pa.Table:
+        return table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
 
     wh = Warehouse(wh_root)
-    shutil.copytree(wh.events_dir / f"trace={source}", wh.events_dir / f"trace={target}")
-    for folder in (wh.files_dir, wh.stats_dir):
-        for p in folder.glob("*.parquet"):
-            table = pq.read_table(p)
-            if table.num_rows and table.column("trace")[0].as_py() == source:
-                idx = table.schema.get_field_index("trace")
-                table = table.set_column(idx, "trace", pc.if_else(pc.equal(table.column("trace"), source),
-                                                                  target, table.column("trace")))
-                # the file id keys the partition file name, so keep it and vary the catalog file name
-                pq.write_table(table, p.with_name(f"{p.stem}-{target}.parquet"))
-    card = wh.cards_dir / COMPACTED
-    if card.exists():
-        table = pq.read_table(card)
-        table = table.filter(pc.equal(table.column("trace"), source))
-        wh.write_cards({target: table.set_column(0, "trace", pa_array([target] * table.num_rows))})
-
-
-def _compact_clones(wh_root: Path) -> None:
-    """Folds the cloned catalog rows into one table per folder, as an ingest would."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from cclq.warehouse import COMPACTED, Warehouse
-
-    wh = Warehouse(wh_root)
+    for part in sorted((wh.events_dir / f"trace={source}").glob("rank=*/*.parquet")):
+        events = pq.read_table(part).cast(EVENT_SCHEMA)  # one file: no hive columns
+        for target in targets:
+            fid = new_id(target, part.stem)
+            dest = wh.events_dir / f"trace={target}" / part.parent.name / f"{fid}.parquet"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            writer = EventFileWriter(dest)
+            for batch in with_column(events, "file_id", [fid] * events.num_rows).to_batches():
+                writer.write(batch)
+            writer.close()
     for folder in (wh.files_dir, wh.stats_dir):
         paths = sorted(folder.glob("*.parquet"))
-        tables = [pq.read_table(p) for p in paths]
-        tables = [t for t in tables if t.num_rows]
+        tables = [t for t in (pq.read_table(p) for p in paths) if t.num_rows]
+        if not tables:
+            continue
+        table = pa.concat_tables(tables, promote_options="default")
+        rows = table.filter(pc.equal(table.column("trace"), source))
+        ids = rows.column("file_id").to_pylist()
+        clones = [with_column(with_column(rows, "trace", [t] * rows.num_rows), "file_id",
+                              [new_id(t, f) for f in ids]) for t in targets]
         for p in paths:
             p.unlink()
-        if tables:
-            pq.write_table(pa.concat_tables(tables, promote_options="default"), folder / COMPACTED)
-
-
-def pa_array(values: list) -> object:
-    import pyarrow as pa
-
-    return pa.array(values, pa.string())
+        pq.write_table(pa.concat_tables([table, *clones]), folder / COMPACTED)
+    cards_path = wh.cards_dir / COMPACTED
+    if cards_path.exists():
+        card = pq.read_table(cards_path)
+        card = card.filter(pc.equal(card.column("trace"), source))
+        if card.num_rows:
+            wh.write_cards({t: with_column(card, "trace", [t] * card.num_rows) for t in targets})
 
 
 def _time_one_query(wh_root: Path, metric: str) -> float:
@@ -314,9 +323,7 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
             wh_root = scratch / f"copies_{n}"
             shutil.copytree(base.root, wh_root)
             names = ["synthetic_8rank"] + [f"synthetic_8rank_c{i:03d}" for i in range(1, n)]
-            for name in names[1:]:
-                _clone_trace(wh_root, "synthetic_8rank", name)
-            _compact_clones(wh_root)
+            clone_traces(wh_root, "synthetic_8rank", names[1:])
             # interleaved, best of each: the machine's speed drifts between minutes
             best = dict.fromkeys(("one", "loop", "cli_all", "cli_loop"), float("inf"))
             for _ in range(max(repeats, 1)):
