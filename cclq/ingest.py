@@ -44,7 +44,7 @@ import ijson
 import pyarrow as pa
 
 import cclq
-from cclq.cards import CARD_FILE, card_table, load_card
+from cclq.cards import card_table, find_card, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError
 from cclq.formats import xplane
 from cclq.formats.chrome import NeedExactDecimals, needs_exact_decimals, read_chrome_json
@@ -170,7 +170,7 @@ def _walk_files(folder: Path) -> list[Path]:
 
 
 def _is_workload_folder(folder: Path) -> bool:
-    if (folder / CARD_FILE).is_file():
+    if find_card(folder) is not None:
         return True
     return any(p.is_file() and is_candidate(str(p)) for p in folder.iterdir())
 
@@ -189,16 +189,25 @@ def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
             p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
         )
         for folder in folders:
-            card = folder / CARD_FILE
-            workloads.append(
-                Workload(trace_id_for(folder.name), folder, _walk_files(folder), card if card.is_file() else None, True)
-            )
+            workloads.append(Workload(trace_id_for(folder.name), folder, _walk_files(folder), find_card(folder), True))
     seen: dict[str, Path] = {}
     for w in workloads:
         if w.trace in seen and seen[w.trace] != w.root:
             raise UsageError(f"two inputs map to the same trace id {w.trace!r}: {seen[w.trace]} and {w.root}")
         seen[w.trace] = w.root
     return workloads
+
+
+def _card_warning(w: Workload) -> list[str]:
+    """One warning for a card with template problems (``cclq cards check`` lists them)."""
+    from cclq.card_check import check_card_file
+
+    problems = check_card_file(w.card) if w.card is not None else []
+    if not problems:
+        return []
+    first = problems[0]
+    return [f"{w.card}: {len(problems)} card problem(s), first {first.field}: {first.problem} "
+            f"(`cclq cards check {w.root}` lists them)"]
 
 
 def _file_id(trace: str, relpath: str) -> str:
@@ -508,6 +517,8 @@ def ingest(
                     cards[w.trace] = None if w.card is None else card_table(w.trace, load_card(w.card))
                 except ValueError as e:  # a bad card: warn, keep what the warehouse has
                     report.warnings.append(f"{w.card}: {e}; card ignored")
+                else:  # a card that breaks the template is kept, and said so
+                    report.warnings.extend(_card_warning(w))
             elif elsewhere:
                 cards[w.trace] = None  # the card of the folder it replaced
             seen_ids: set[str] = set()
