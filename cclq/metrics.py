@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -308,6 +309,54 @@ def run_metric(
     return table
 
 
+@dataclass
+class MetricRun:
+    """One metric's outcome in a batch: its result table, or why there is none."""
+
+    spec: MetricSpec
+    table: pa.Table | None
+    error: str | None = None  # the metric failed as a whole (its SQL did not run)
+
+
+def params_for(spec: MetricSpec, params: dict[str, str]) -> dict[str, str]:
+    """The parameters ``spec`` declares, out of a set given for many metrics at once."""
+    declared = {p.name for p in spec.params}
+    return {k: v for k, v in params.items() if k in declared}
+
+
+def run_metrics(
+    con: duckdb.DuckDBPyConnection,
+    specs: list[MetricSpec],
+    params: dict[str, str] | None = None,
+    cache_dir: Path | None = None,
+    on_done: Callable[[MetricRun], None] | None = None,
+) -> dict[str, MetricRun]:
+    """Runs several metrics over every trace the connection sees, on that one connection.
+
+    What report, diff and board share: each metric is one query over all the traces (or a
+    cached result, see ``run_metric``), and a metric whose SQL fails is recorded with the
+    error instead of ending the batch, so one broken metric cannot hide the others.
+    ``params`` may hold parameters for many metrics; each gets the ones it declares.
+    ``on_done`` is called after each metric (progress bars).
+    """
+    params = params or {}
+    runs: dict[str, MetricRun] = {}
+    for spec in specs:
+        try:
+            run = MetricRun(spec, run_metric(con, spec, params_for(spec, params), cache_dir))
+        except QueryError as e:
+            run = MetricRun(spec, None, e.message)
+        runs[spec.name] = run
+        if on_done is not None:
+            on_done(run)
+    return runs
+
+
+def latest_specs() -> list[MetricSpec]:
+    """The latest version of every metric, by name."""
+    return [versions[max(versions)] for _, versions in sorted(registry().items())]
+
+
 def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
     try:
         described = con.execute(f"DESCRIBE ({spec.sql})").fetchall()
@@ -335,7 +384,11 @@ def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
 
 def summarize(spec: MetricSpec, table: pa.Table) -> tuple[float | None, str | None]:
     """One number for one trace (CCL-Bench's interface), and the reason if there is none."""
-    rows = table.to_pylist()
+    return summarize_rows(spec, table.to_pylist())
+
+
+def summarize_rows(spec: MetricSpec, rows: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+    """``summarize`` over one trace's rows as dicts (``value`` and ``reason`` keys)."""
     values = [r["value"] for r in rows if r["value"] is not None]
     if not values:
         reasons = sorted({r["reason"] for r in rows if r["reason"]})
