@@ -439,6 +439,10 @@ def bench(
         typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
     ] = None,
     repeats: Annotated[int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")] = 2,
+    board_workloads: Annotated[
+        int, typer.Option("--board", min=0, help="Also time `cclq board` over this many workloads (copies of an "
+                                                  "8-rank trace): cold, cached metrics, no change, one card changed.")
+    ] = 0,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
@@ -462,6 +466,11 @@ def bench(
             write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
         write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
                     title="one query over all traces vs a loop trace by trace (seconds)")
+    if board_workloads:
+        from cclq.bench import run_board_bench
+
+        rows = run_board_bench(board_workloads, repeats=repeats)
+        write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq board over {board_workloads} workloads (seconds)")
     if hta_python:
         from cclq.bench_hta import run_hta_bench
 

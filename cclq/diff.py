@@ -22,6 +22,7 @@ import fnmatch
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -143,7 +144,7 @@ def diff(
     a: list[str],
     b: list[str],
     params: dict[str, str] | None = None,
-    cache_dir: Any = None,
+    cache_dir: Path | None = None,
     rank: int | None = None,
     on_metric: Callable[[MetricRun], None] | None = None,
 ) -> DiffResult:
@@ -164,7 +165,7 @@ def diff(
     metrics = _metric_rows(specs, per_trace, a, b, same_ranks or rank is not None)
     if rank is not None:  # per-rank metrics of that rank only
         metrics = [m for m in metrics if m["rank"] in (None, rank)]
-    stats = op_stats(con)
+    stats = op_stats(con, cache_dir)
     side_a = [s for t in a for s in stats.get(t, []) if rank is None or s.rank == rank]
     side_b = [s for t in b for s in stats.get(t, []) if rank is None or s.rank == rank]
     if rank is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 import duckdb
@@ -86,7 +87,7 @@ def collect_reports(
     con: duckdb.DuckDBPyConnection,
     specs: list[MetricSpec],
     params: dict[str, str] | None = None,
-    cache_dir: Any = None,
+    cache_dir: Path | None = None,
     on_metric: Callable[[MetricRun], None] | None = None,
 ) -> dict[str, WorkloadReport]:
     """trace -> WorkloadReport for every trace the connection sees."""
@@ -94,8 +95,8 @@ def collect_reports(
     traces = sorted(workloads)
     runs = run_metrics(con, specs, params, cache_dir, on_done=on_metric)
     outcomes = split_by_trace(runs, traces)
-    steps = step_durations(con)
-    ops = op_stats(con)
+    steps = step_durations(con, cache_dir)
+    ops = op_stats(con, cache_dir)
     return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
                                                                       top_ops(ops.get(t, []))))
             for t in traces}

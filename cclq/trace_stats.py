@@ -11,11 +11,12 @@ connection and is split by trace in Python.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from cclq.engine import define_views
+from cclq.metrics import run_cached_query
 
 # One row per (trace, rank, op name, class): the building block of both users. GPU ops
 # win; XLA device ops only for traces with no GPU op (a TensorFlow GPU profile has both
@@ -54,13 +55,15 @@ class OpStat:
     total_ns: int
 
 
-def op_stats(con: duckdb.DuckDBPyConnection) -> dict[str, list[OpStat]]:
-    """trace -> every (rank, op name) with its call count and summed duration."""
-    define_views(con, _OP_STATS_SQL)
+def op_stats(con: duckdb.DuckDBPyConnection, cache_dir: Path | None = None) -> dict[str, list[OpStat]]:
+    """trace -> every (rank, op name) with its call count and summed duration (through the
+    metric result cache when ``cache_dir`` is given)."""
+    table = run_cached_query(con, "op_stats", _OP_STATS_SQL + " ORDER BY trace, rank, total_ns DESC, name",
+                             cache_dir)
     out: dict[str, list[OpStat]] = {}
-    rows = con.execute(_OP_STATS_SQL + " ORDER BY trace, rank, total_ns DESC, name").fetchall()
-    for source, trace, rank, name, op_class, coll_type, calls, total_ns in rows:
-        out.setdefault(trace, []).append(OpStat(source, rank, name, op_class, coll_type, int(calls), int(total_ns)))
+    for r in table.to_pylist():
+        out.setdefault(r["trace"], []).append(OpStat(r["source"], r["rank"], r["name"], r["op_class"],
+                                                     r["coll_type"], int(r["calls"]), int(r["total_ns"])))
     return out
 
 
@@ -82,11 +85,12 @@ def top_ops(stats: list[OpStat], n: int = 12) -> dict[str, Any]:
     }
 
 
-def step_durations(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[int, int, float]]]:
+def step_durations(con: duckdb.DuckDBPyConnection,
+                   cache_dir: Path | None = None) -> dict[str, list[tuple[int, int, float]]]:
     """trace -> (rank, step, seconds) of every step (the ``steps`` view)."""
-    sql = "SELECT trace, rank, step, dur_ns FROM steps WHERE dur_ns IS NOT NULL ORDER BY trace, rank, step"
-    define_views(con, sql)
+    sql = ("SELECT trace, rank, step, dur_ns FROM steps WHERE dur_ns IS NOT NULL AND step IS NOT NULL "
+           "ORDER BY trace, rank, step")
     out: dict[str, list[tuple[int, int, float]]] = {}
-    for trace, rank, step, dur_ns in con.execute(sql).fetchall():
-        out.setdefault(trace, []).append((int(rank), int(step), dur_ns / 1e9))
+    for r in run_cached_query(con, "step_durations", sql, cache_dir).to_pylist():
+        out.setdefault(r["trace"], []).append((int(r["rank"]), int(r["step"]), r["dur_ns"] / 1e9))
     return out
