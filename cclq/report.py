@@ -112,6 +112,8 @@ def metric_entry(outcome: Outcome, rows: bool) -> dict[str, Any]:
         "summary": spec.summary, "description": spec.description,
         "value": _clean(outcome.value), "reason": outcome.reason, "failed": outcome.failed,
         "rows_with_value": len(values), "rows_total": len(outcome.rows),
+        # distinct (rank, step) among the rows with a value: tells "8 ranks" from "32 rows"
+        "keys_with_value": len({(r.get("rank"), r.get("step")) for r in outcome.rows if r["value"] is not None}),
         "min": _clean(min(values)) if values else None, "max": _clean(max(values)) if values else None,
     }
     if spec.grain == "rank":
@@ -151,7 +153,8 @@ def spread(entry: dict[str, Any]) -> str:
     n = entry["rows_with_value"]
     if entry["value"] is None or n <= 1:
         return ""
-    what = {"rank": "ranks", "step": "rank-steps"}.get(entry["grain"], "rows")
+    one_per_key = entry.get("keys_with_value") == n
+    what = {"rank": "ranks", "step": "rank-steps"}.get(entry["grain"], "rows") if one_per_key else "rows"
     how = {"mean": "mean", "sum": "sum", "max": "max", "min": "min", "value": "first"}[entry["summary"]]
     text = f"{how} of {n} {what}"
     if entry["min"] is not None and entry["min"] != entry["max"]:

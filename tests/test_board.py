@@ -167,6 +167,8 @@ def test_rebuild_recomputes_only_what_changed(tmp_path: Path):
     wh = Warehouse(tmp_path / "wh")
     assert not run_ingest([inputs], wh).failed
     site = tmp_path / "site"
+    (site / "w").mkdir(parents=True)
+    (site / "w" / "notes.html").write_text("mine")  # not the board's: never removed
     first = build_board(wh, site)
     assert first.computed == ["run_a", "run_b", "run_c"]
     again = build_board(wh, site)
@@ -188,6 +190,15 @@ def test_rebuild_recomputes_only_what_changed(tmp_path: Path):
     assert not (site / "w" / "run_c.html").exists() and not (site / "data" / "run_c.json").exists()
     assert sorted(parse_index(site).rows) == ["run_a", "run_b", "run_e"]
     assert build_board(wh, site, force=True).computed == ["run_a", "run_b", "run_e"]
+    assert (site / "w" / "notes.html").read_text() == "mine"
+
+
+def test_a_warehouse_without_traces_gives_an_empty_board(tmp_path: Path):
+    wh = Warehouse(tmp_path / "wh")
+    wh.create()
+    result = build_board(wh, tmp_path / "site")
+    assert result.workloads == 0 and "holds no traces yet" in (tmp_path / "site" / "index.html").read_text()
+    assert json.loads((tmp_path / "site" / "benchmark_data.json").read_text())["rows"] == []
 
 
 def test_a_failing_metric_is_na_with_its_reason_not_a_broken_page(tmp_path: Path, monkeypatch):

@@ -226,7 +226,8 @@ def _trace_box(data: dict[str, Any]) -> str:
              ("world size", i.get("world_size")), ("files", i.get("files")),
              ("events", f"{i['events']:,}" if isinstance(i.get("events"), int) else i.get("events")),
              ("span", f"{format_number(i['span_s'])} s" if i.get("span_s") is not None else None),
-             ("metrics", f"{data['metrics_applied']} apply, {data['metrics_not_applicable']} do not")]
+             ("metrics", f"{data['metrics_applied']} of the "
+                         f"{data['metrics_applied'] + data['metrics_not_applicable']} computed apply")]
     return f'<div class="box"><h2>Trace</h2>{_kv(pairs)}</div>'
 
 
@@ -251,8 +252,35 @@ def _metric_tables(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def workload_page(data: dict[str, Any], standalone: bool = False) -> str:
-    """A workload's page: card, trace facts, plots, then every computed metric by category."""
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _tiles(data: dict[str, Any], columns: list[MetricColumn], standing: dict[str, tuple[int, int]]) -> str:
+    """The leaderboard numbers of this workload, with its place among the board's workloads."""
+    lookup = metric_lookup(data)
+    tiles = []
+    for c in columns:
+        e = lookup.get(c.name)
+        if e is None:
+            continue
+        if e["value"] is None:
+            value = f'<span class="na" title="{_e(e["reason"] or "no value")}">n/a</span>'
+        else:
+            value = f'{format_number(e["value"])} <span class="unit">{_e(c.unit)}</span>'
+        place = ""
+        if c.name in standing and e["value"] is not None:
+            k, n = standing[c.name]
+            place = f'<div class="place">{_ordinal(k)} of {n}, {c.polarity} is better</div>'
+        tiles.append(f'<div class="tile" data-metric="{_e(c.name)}" title="{_e(c.description)}">'
+                     f'<div class="name">{_e(c.name)}</div><div class="value">{value}</div>{place}</div>')
+    return f'<div class="tiles">{"".join(tiles)}</div>' if tiles else ""
+
+
+def workload_page(data: dict[str, Any], standalone: bool = False, columns: list[MetricColumn] | None = None,
+                  standing: dict[str, tuple[int, int]] | None = None) -> str:
+    """A workload's page: card, trace facts, the leaderboard numbers (``columns``, with the
+    place among all workloads in ``standing``), plots, then every computed metric."""
     figures = []
     for f in workload_figures(data):
         picture = f.svg if f.svg is not None else f'<div class="unavailable">{_e(f.caption)}</div>'
@@ -267,6 +295,7 @@ def workload_page(data: dict[str, Any], standalone: bool = False) -> str:
 {f'<p class="desc">{_e(description)}</p>' if description else ""}
 </header>
 <main>
+{_tiles(data, columns or [], standing or {})}
 <div class="facts">{_card_box(data)}{_trace_box(data)}</div>
 <section><h2>Plots</h2><div class="figures">
 {"".join(figures)}

@@ -117,7 +117,7 @@ class _Frame:
     def svg(self, label: str) -> str:
         return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_n(self.width)} {_n(self.height)}" '
                 f'width="{_n(self.width)}" height="{_n(self.height)}" role="img" aria-label="{_x(label)}" '
-                f'style="{FONT};max-width:100%;height:auto">' + "".join(self.parts) + "</svg>")
+                f'style="{FONT};width:100%;height:auto">' + "".join(self.parts) + "</svg>")
 
 
 def _color(i: int, series: Series) -> str:
