@@ -218,15 +218,16 @@ def report(
     """Every metric of one trace at once, grouped by category, with the reason for each one
     that does not apply (table; `--format json` for machines, `html` for a page with plots)."""
     from cclq.engine import connect
-    from cclq.metrics import latest_specs, parse_param_args
+    from cclq.metrics import check_batch_params, latest_specs, parse_param_args
     from cclq.progress import StepProgress
     from cclq.report import collect_reports, print_report, report_dict
 
     wh = _warehouse(warehouse)
     params = parse_param_args(param or [])
+    specs = latest_specs()
+    check_batch_params(specs, params)
     con = connect(wh, traces=[trace], views=False)
     _require_traces(con, wh, [trace])
-    specs = latest_specs()
     with StepProgress("metrics", len(specs)) as bar:
         reports = collect_reports(con, specs, params, None if no_cache else wh.cache_dir,
                                   on_metric=lambda run: bar.advance(run.spec.name))
@@ -271,9 +272,11 @@ def diff(
 
     from cclq.diff import DIFF_COLUMNS, diff as run_diff, diff_dict, long_rows, print_diff, resolve_side
     from cclq.engine import connect
-    from cclq.metrics import latest_specs, parse_param_args
+    from cclq.metrics import check_batch_params, latest_specs, parse_param_args
     from cclq.progress import StepProgress
 
+    params = parse_param_args(param or [])
+    check_batch_params(latest_specs(), params)
     wh = _warehouse(warehouse)
     wh.require()
     con = connect(wh, views=False)
@@ -283,7 +286,7 @@ def diff(
     con = connect(wh, traces=side_a + side_b, views=False)
     specs = latest_specs()
     with StepProgress("metrics", len(specs)) as bar:
-        result = run_diff(con, specs, side_a, side_b, parse_param_args(param or []),
+        result = run_diff(con, specs, side_a, side_b, params,
                           None if no_cache else wh.cache_dir, rank=rank,
                           on_metric=lambda run: bar.advance(run.spec.name))
     if fmt is OutputFormat.table:
@@ -322,10 +325,12 @@ def board(
 ) -> None:
     """Build the static leaderboard site: one row per workload, a page per workload with plots,
     and benchmark_data.json in CCL-Bench's format. A rebuild recomputes only changed workloads."""
-    from cclq.board.build import build_board
-    from cclq.metrics import parse_param_args
+    from cclq.board.build import board_specs, build_board
+    from cclq.metrics import check_batch_params, parse_param_args
     from cclq.progress import StepProgress
 
+    params = parse_param_args(param or [])
+    check_batch_params(board_specs(all_metrics), params)
     wh = _warehouse(warehouse)
     bar: list[StepProgress] = []
 
@@ -334,7 +339,7 @@ def board(
             bar.append(StepProgress(f"metrics over {traces} workload(s)", metrics).__enter__())
 
     try:
-        result = build_board(wh, out_dir, parse_param_args(param or []), all_metrics=all_metrics,
+        result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
                              on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
     finally:

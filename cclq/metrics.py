@@ -357,6 +357,15 @@ class MetricRun:
     error: str | None = None  # the metric failed as a whole (its SQL did not run)
 
 
+def check_batch_params(specs: list[MetricSpec], params: dict[str, str]) -> None:
+    """A ``--param`` that no metric of a batch takes is a typo: a usage error, not ignored."""
+    known = {p.name for s in specs for p in s.params}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise UsageError(f"no metric here takes the parameter {', '.join(unknown)} "
+                         f"(they take: {', '.join(sorted(known)) or 'none'})")
+
+
 def params_for(spec: MetricSpec, params: dict[str, str]) -> dict[str, str]:
     """The parameters ``spec`` declares, out of a set given for many metrics at once."""
     declared = {p.name for p in spec.params}

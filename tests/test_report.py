@@ -123,3 +123,12 @@ def test_report_table_and_html(run_a: Path, tmp_path: Path):
 def test_report_of_an_unknown_trace_is_a_usage_error(run_a: Path):
     done = run_cli("report", "nope", "--warehouse", str(run_a))
     assert done.returncode == 2 and "no trace 'nope'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_params_reach_the_metrics_that_take_them_and_a_typo_is_an_error(run_a: Path):
+    done = run_cli("report", "run_a", "-f", "json", "--param", "model_params=7e9", "--warehouse", str(run_a))
+    assert done.returncode == 0, done.stderr
+    m = entries(json.loads(done.stdout))
+    assert m["flops_per_token_used"]["value"] == pytest.approx(6 * 7e9)  # training: 6 x params per token
+    typo = run_cli("report", "run_a", "--param", "model_parms=7e9", "--warehouse", str(run_a))
+    assert typo.returncode == 2 and "no metric here takes the parameter model_parms" in typo.stderr
