@@ -277,6 +277,15 @@ def _tiles(data: dict[str, Any], columns: list[MetricColumn], standing: dict[str
     return f'<div class="tiles">{"".join(tiles)}</div>' if tiles else ""
 
 
+def _columns_of(data: dict[str, Any]) -> list[MetricColumn]:
+    """The leaderboard metrics of one workload's data, in leaderboard order (a page
+    without a board around it, such as ``cclq report --format html``)."""
+    order = list(LEADERBOARD_CATEGORIES)
+    entries = [e for e in metric_lookup(data).values() if e.get("leaderboard") in LEADERBOARD_CATEGORIES]
+    entries.sort(key=lambda e: (order.index(e["leaderboard"]), e["metric"]))
+    return [MetricColumn(e["metric"], e["unit"], e["polarity"], e["leaderboard"], e["description"]) for e in entries]
+
+
 def workload_page(data: dict[str, Any], standalone: bool = False, columns: list[MetricColumn] | None = None,
                   standing: dict[str, tuple[int, int]] | None = None) -> str:
     """A workload's page: card, trace facts, the leaderboard numbers (``columns``, with the
@@ -295,7 +304,7 @@ def workload_page(data: dict[str, Any], standalone: bool = False, columns: list[
 {f'<p class="desc">{_e(description)}</p>' if description else ""}
 </header>
 <main>
-{_tiles(data, columns or [], standing or {})}
+{_tiles(data, columns if columns is not None else _columns_of(data), standing or {})}
 <div class="facts">{_card_box(data)}{_trace_box(data)}</div>
 <section><h2>Plots</h2><div class="figures">
 {"".join(figures)}
