@@ -109,6 +109,14 @@ def test_leaderboard_sorts_and_filters(browser, board_site, tmp_path: Path):
     box.clear()
     box.send_keys(" ")  # an input event with no words shows everything again
     assert len(visible_rows(browser)) == 6
+    # a category's checkbox hides and shows its metric columns
+    memory_header = browser.find_element(By.CSS_SELECTOR, 'th[data-metric="average_memory_bandwidth"]')
+    toggle = browser.find_element(By.CSS_SELECTOR, '#groups input[data-group="memory"]')
+    toggle.click()
+    assert not memory_header.is_displayed()
+    assert all(not td.is_displayed() for td in browser.find_elements(By.CSS_SELECTOR, "#leaderboard td.g-memory"))
+    toggle.click()
+    assert memory_header.is_displayed()
     assert console_errors(browser) == []
 
 

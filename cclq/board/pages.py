@@ -105,16 +105,18 @@ def _card_cells(w: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str | None) -> str:
+    group = f"g-{_e(col.group)}"
     if entry is None:
-        return '<td class="num" data-sort=""><span class="na" title="not computed for this workload">n/a</span></td>'
+        return (f'<td class="num {group}" data-sort=""><span class="na" title="not computed for this workload">'
+                "n/a</span></td>")
     if entry["value"] is None:
-        return (f'<td class="num" data-sort=""><span class="na" title="{_e(entry["reason"] or "no value")}">n/a</span>'
-                "</td>")
+        return (f'<td class="num {group}" data-sort=""><span class="na" title="{_e(entry["reason"] or "no value")}">'
+                "n/a</span></td>")
     value = entry["value"]
     tip = f"{col.name} = {format_number(value)} {col.unit}"
     if extra := spread(entry):
         tip += f" ({extra})"
-    cls = f"num {quality}" if quality else "num"
+    cls = f"num {group} {quality}" if quality else f"num {group}"
     return f'<td class="{cls}" data-sort="{value!r}" title="{_e(tip)}"><span class="v">{format_number(value)}</span></td>'
 
 
@@ -170,6 +172,8 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
     if not workloads:
         table = '<div class="empty">The warehouse holds no traces yet: <code>cclq ingest DIR</code> first.</div>'
     n_metrics = len(columns)
+    toggles = "".join(f'<label><input type="checkbox" data-group="{_e(gid)}" checked> {_e(title)}</label>'
+                      for gid, title, _ in groups[1:])
     body = f"""<header class="top">
 <h1>cclq benchmark board</h1>
 <div class="sub">{len(workloads)} workloads &middot; {n_metrics} leaderboard metrics &middot; generated {_e(generated_at)}
@@ -179,6 +183,7 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
 <div class="toolbar">
 <input type="search" id="filter" placeholder="Filter: model, phase, hardware, framework ..." aria-label="Filter workloads">
 <span class="count" id="count">{len(workloads)} workloads</span>
+<span class="groups" id="groups">{toggles}</span>
 <span class="legend">Click a column to sort (best first). <span style="background:var(--good-bg)">best quarter</span>
 <span style="background:var(--poor-bg)">worst quarter</span> n/a: hover for the reason</span>
 </div>
@@ -273,7 +278,8 @@ def _tiles(data: dict[str, Any], columns: list[MetricColumn], standing: dict[str
             k, n = standing[c.name]
             place = f'<div class="place">{_ordinal(k)} of {n}, {c.polarity} is better</div>'
         tiles.append(f'<div class="tile" data-metric="{_e(c.name)}" title="{_e(c.description)}">'
-                     f'<div class="name">{_e(c.name)}</div><div class="value">{value}</div>{place}</div>')
+                     f'<div class="name">{_e(c.name).replace("_", "_<wbr>")}</div><div class="value">{value}</div>'
+                     f'{place}</div>')
     return f'<div class="tiles">{"".join(tiles)}</div>' if tiles else ""
 
 

@@ -62,5 +62,11 @@
     if (button) { button.addEventListener('click', function () { sortBy(th); }); }
   });
   if (filter) { filter.addEventListener('input', applyFilter); }
+  // one checkbox per metric category: unticked hides its columns
+  Array.prototype.forEach.call(document.querySelectorAll('#groups input[data-group]'), function (box) {
+    box.addEventListener('change', function () {
+      table.classList.toggle('hide-' + box.getAttribute('data-group'), !box.checked);
+    });
+  });
   applyFilter();
 }());
