@@ -11,8 +11,6 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
-
 from cclq.board.build import board_specs, build_board
 from cclq.board.svg import Series, bar_chart, line_chart, nice_ticks
 from cclq.engine import connect
