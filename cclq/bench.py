@@ -178,10 +178,15 @@ class MetricBenchRow:
     cli_speedup: float
 
 
-def clone_trace(wh_root: Path, source: str, targets: list[str]) -> None:
+def clone_traces(wh_root: Path, source: str, targets: list[str]) -> None:
     """Copies an ingested trace under new trace ids, as if the same workload had been
     ingested from other folders: its data files (with the new trace and file ids in
-    their rows), catalog rows and card, committed as one snapshot."""
+    their rows), catalog rows and card, committed as one snapshot.
+
+    The benchmarks' way to make a warehouse of many workloads from one ingested trace.
+    Each copy gets file ids of its own, as an ingest of another folder would (views such
+    as HTA's join on the file id, so shared ids would pair every copy with every other).
+    """
     import hashlib
 
     import pyarrow as pa
@@ -309,7 +314,7 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
             wh_root = scratch / f"copies_{n}"
             shutil.copytree(base.root, wh_root)
             names = ["synthetic_8rank"] + [f"synthetic_8rank_c{i:03d}" for i in range(1, n)]
-            clone_trace(wh_root, "synthetic_8rank", names[1:])
+            clone_traces(wh_root, "synthetic_8rank", names[1:])
             # interleaved, best of each: the machine's speed drifts between minutes
             best = dict.fromkeys(("one", "loop", "cli_all", "cli_loop"), float("inf"))
             for _ in range(max(repeats, 1)):
@@ -326,3 +331,69 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return rows, per_metric
+
+
+# ------------------------------------------------------------------------ board
+def board_warehouse(root: Path, workloads: int) -> Path:
+    """A warehouse of ``workloads`` copies of a generated 8-rank trace (the metric
+    benchmark's trace), made by ``clone_traces``; returns its root."""
+    from cclq.ingest import ingest
+    from cclq.synth import generate_workload
+    from cclq.warehouse import Warehouse
+
+    seed = root / "seed_in" / "synthetic_8rank"
+    generate_workload(seed, ranks=8, steps=5, layers=4, seed=1)
+    wh = Warehouse(root / "wh")
+    ingest([seed], wh, jobs=2)
+    clone_traces(wh.root, "synthetic_8rank", [f"synthetic_8rank_c{i:03d}" for i in range(1, workloads)])
+    return wh.root
+
+
+def run_board_bench(workloads: int, repeats: int = 1) -> list[dict]:
+    """``cclq board`` over a warehouse of ``workloads`` workloads, four ways:
+
+    * cold: nothing cached, no site: every board metric and plot query over all workloads;
+    * cached metrics, new site: the metric results are in the cache, the site is empty
+      (what a second site, or a deleted one, costs: results read back, pages written);
+    * no change: the site is up to date (fingerprints compared, pages and index rewritten);
+    * one card changed: one workload computed again, every page rewritten.
+    Each case runs ``repeats`` times and the best time is kept.
+    """
+    from cclq.board.build import build_board
+    from cclq.cards import card_table
+    from cclq.warehouse import Warehouse
+
+    scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-board-"))
+    rows: list[dict] = []
+    try:
+        wh = Warehouse(board_warehouse(scratch, workloads))
+        site = scratch / "site"
+
+        def timed(case: str, prepare) -> None:  # noqa: ANN001 - a callable run before each repeat
+            best, result = float("inf"), None
+            for _ in range(max(repeats, 1)):
+                prepare()
+                start = time.perf_counter()
+                result = build_board(wh, site)
+                best = min(best, time.perf_counter() - start)
+            assert result is not None
+            rows.append({"case": case, "workloads": result.workloads, "computed": len(result.computed),
+                         "metrics": result.metrics, "seconds": round(best, 2)})
+
+        def cold() -> None:
+            wh.clear_cache()
+            shutil.rmtree(site, ignore_errors=True)
+
+        changed = iter(range(10**6))
+
+        def change_one_card() -> None:
+            n = next(changed)
+            wh.write_cards({"synthetic_8rank_c001": card_table("synthetic_8rank_c001", {"description": f"edit {n}"})})
+
+        timed("cold: no cache, no site", cold)
+        timed("cached metrics, new site", lambda: shutil.rmtree(site, ignore_errors=True))
+        timed("no change", lambda: None)
+        timed("one card changed", change_one_card)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return rows

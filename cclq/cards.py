@@ -1,4 +1,11 @@
-"""Workload cards (CCL-Bench ``workload_card.yaml``): loading and flattening.
+"""Workload cards (CCL-Bench ``workload_card.yaml``): finding, loading and flattening.
+
+A workload folder's card is, first found: ``workload_card.yaml``; the card named after
+the folder (``<folder>.yaml``, as CCL-Bench's ``trace_collection`` names them); or
+``workload.toml``. That TOML is either a card written in TOML (the template's tables:
+``[workload.model]`` ...) or, as in CCL-Bench's newer torchtitan workloads, the
+torchtitan job config, whose description, model, batch and parallelism degrees are
+mapped onto the card's fields (``card_from_torchtitan``).
 
 The flattened column names follow the CCL-Bench website's metadata keys
 (``model_family``, ``phase``, ``total_count``, ``tp``, ...), so a metric or a user
@@ -17,6 +24,7 @@ import pyarrow as pa
 import yaml
 
 CARD_FILE = "workload_card.yaml"
+TOML_CARD_FILE = "workload.toml"
 
 # column, path in the card, type
 CARD_FIELDS: list[tuple[str, tuple[Any, ...], str]] = [
@@ -127,8 +135,78 @@ class _CardLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def load_card(path: Path) -> dict[str, Any]:
-    """Parses a card; raises ``ValueError`` with a readable reason if it is not one."""
+def find_card(folder: Path) -> Path | None:
+    """The card of a workload folder (see the module docstring for the order), or None."""
+    for name in (CARD_FILE, f"{folder.name}.yaml", f"{folder.name}.yml", TOML_CARD_FILE):
+        path = folder / name
+        if path.is_file():
+            return path
+    return None
+
+
+def _read_toml(text: str) -> dict[str, Any]:
+    try:
+        import tomllib  # Python >= 3.11
+    except ImportError:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError as e:
+            raise ValueError("reading a TOML card needs Python 3.11+ or `pip install tomli` "
+                             "(the `toml` extra)") from e
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"invalid TOML: {e}") from e
+
+
+def is_torchtitan_config(doc: dict[str, Any]) -> bool:
+    """Whether a TOML document is a torchtitan job config rather than a card."""
+    return not ({"workload", "Model-executor"} & doc.keys()) and bool({"parallelism", "job", "training"} & doc.keys())
+
+
+# torchtitan [parallelism] key -> the card's model_plan_parallelization key
+TORCHTITAN_PARALLELISM = {
+    "data_parallel_replicate_degree": "dp_replicate",
+    "data_parallel_shard_degree": "dp_shard",
+    "tensor_parallel_degree": "tp",
+    "pipeline_parallel_degree": "pp",
+    "context_parallel_degree": "cp",
+    "expert_parallel_degree": "ep",
+    "pipeline_parallel_microbatch_size": "pp_mb",
+}
+_TORCH_DTYPES = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16", "float8": "fp8"}
+
+
+def card_from_torchtitan(doc: dict[str, Any]) -> dict[str, Any]:
+    """The card fields a torchtitan job config states, in the card template's structure.
+
+    A degree of -1 ("whatever is left", torchtitan's default for data_parallel_shard) says
+    nothing by itself and is left out; the global batch is ``training.global_batch_size``,
+    else the local batch times the data-parallel degrees when they are all known.
+    """
+    job, model, training = (doc.get(k) or {} for k in ("job", "model", "training"))
+    degrees = {card_key: v for key, card_key in TORCHTITAN_PARALLELISM.items()
+               if isinstance(v := (doc.get("parallelism") or {}).get(key), int) and v >= 1}
+    batch = training.get("global_batch_size")
+    if not (isinstance(batch, int) and batch > 0):
+        local = training.get("local_batch_size", training.get("batch_size"))
+        batch = (local * degrees.get("dp_replicate", 1) * degrees["dp_shard"]
+                 if isinstance(local, int) and "dp_shard" in degrees else None)
+    family = "-".join(str(x) for x in (model.get("name"), model.get("flavor")) if x) or None
+    model_card = {"phase": "training", "model_family": family.lower() if family else None,
+                  "precision": _TORCH_DTYPES.get(str(training.get("mixed_precision_param", "")).lower())}
+    data = {"batch_size": batch, "seq_len": training.get("seq_len"), "dataset": training.get("dataset")}
+    return {
+        "description": job.get("description"),
+        "workload": {"model": {k: v for k, v in model_card.items() if v is not None},
+                     "data": {k: v for k, v in data.items() if v is not None}},
+        "Model-executor": {"framework": {"name": "torchtitan"}, "model_plan_parallelization": degrees},
+    }
+
+
+def read_card_document(path: Path) -> dict[str, Any]:
+    """The card file as written (YAML or TOML), before any mapping: at most
+    ``MAX_CARD_BYTES``, YAML without aliases."""
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_CARD_BYTES + 1)
@@ -137,7 +215,13 @@ def load_card(path: Path) -> dict[str, Any]:
     if len(data) > MAX_CARD_BYTES:
         raise ValueError(f"larger than {MAX_CARD_BYTES >> 20} MB: not a workload card")
     try:
-        card = yaml.load(data, Loader=_CardLoader)  # noqa: S506 - a SafeLoader subclass
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text: {e.reason} at byte {e.start}") from e
+    if path.suffix == ".toml":
+        return _read_toml(text)
+    try:
+        card = yaml.load(text, Loader=_CardLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         raise ValueError(f"invalid YAML: {str(e).splitlines()[0]}") from e
     except RecursionError as e:
@@ -159,6 +243,15 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
+
+
+def load_card(path: Path) -> dict[str, Any]:
+    """Parses a card (YAML, or TOML in either form); raises ``ValueError`` with a
+    readable reason if it is not one."""
+    doc = read_card_document(path)
+    if path.suffix == ".toml" and is_torchtitan_config(doc):
+        return card_from_torchtitan(doc)
+    return doc
 
 
 def card_table(trace: str, card: dict[str, Any]) -> pa.Table:

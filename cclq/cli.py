@@ -7,11 +7,13 @@ its ``ExitCode``; ``--debug`` (or ``CCLQ_DEBUG=1``) shows the traceback instead.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -196,6 +198,217 @@ def metric(
     write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
 
 
+# ------------------------------------------------------------------------ report
+class ReportFormat(str, Enum):
+    table = "table"
+    json = "json"
+    html = "html"
+
+
+ParamOpt = Annotated[
+    Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE for the metrics that take it (repeatable).")
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")]
+
+
+def _require_traces(con: object, wh: Warehouse, wanted: list[str]) -> None:
+    known = {row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall()}  # type: ignore[attr-defined]
+    missing = [t for t in wanted if t not in known]
+    if missing:
+        raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+
+
+@app.command(epilog="Example: cclq report dlrm_param_8xV100 --format html -o dlrm.html")
+def report(
+    trace: Annotated[str, typer.Argument(help="Trace id (see `cclq traces`).")],
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.table,
+    output: OutputOpt = None,
+    param: ParamOpt = None,
+    no_cache: NoCacheOpt = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Every metric of one trace at once, grouped by category, with the reason for each one
+    that does not apply (table; `--format json` for machines, `html` for a page with plots)."""
+    from cclq.engine import connect
+    from cclq.metrics import check_batch_params, latest_specs, parse_param_args
+    from cclq.progress import StepProgress
+    from cclq.report import collect_reports, print_report, report_dict
+
+    wh = _warehouse(warehouse)
+    params = parse_param_args(param or [])
+    specs = latest_specs()
+    check_batch_params(specs, params)
+    con = connect(wh, traces=[trace], views=False)
+    _require_traces(con, wh, [trace])
+    with StepProgress("metrics", len(specs)) as bar:
+        reports = collect_reports(con, specs, params, None if no_cache else wh.cache_dir,
+                                  on_metric=lambda run: bar.advance(run.spec.name))
+    data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
+    out = open(output, "w") if output else sys.stdout
+    try:
+        if fmt is ReportFormat.json:
+            json.dump(data, out, indent=1, default=str)
+            out.write("\n")
+        elif fmt is ReportFormat.html:
+            from cclq.board.pages import workload_page
+
+            out.write(workload_page(data, standalone=True))
+        else:
+            print_report(data, out)
+    finally:
+        if output:
+            out.close()
+
+
+# -------------------------------------------------------------------------- diff
+@app.command(epilog="Example: cclq diff llama_tp4 llama_tp8   (sets: cclq diff 'run1_*' 'run2_*' --format csv)")
+def diff(
+    a: Annotated[str, typer.Argument(help="Side A: a trace id, ids separated by commas, or a glob pattern.")],
+    b: Annotated[str, typer.Argument(help="Side B, the same way.")],
+    rank: Annotated[Optional[int], typer.Option("--rank", "-r", help="Compare this rank alone on both sides.")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Ops shown in the table (CSV/JSON list all).")] = 30,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+    param: ParamOpt = None,
+    no_cache: NoCacheOpt = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Compare two traces (or two sets): every applicable metric with its absolute and relative
+    change, and per kernel name / class / collective type the calls and time on each side.
+
+    Traces of different rank counts compare as per-rank means; per-rank metrics are
+    compared rank by rank when both sides have the same ranks. `--format csv` gives one
+    long table with a `part` column (metric, op_group, op); `json` an object.
+    """
+    import pyarrow as pa
+
+    from cclq.diff import DIFF_COLUMNS, diff as run_diff, diff_dict, long_rows, print_diff, resolve_side
+    from cclq.engine import connect
+    from cclq.metrics import check_batch_params, latest_specs, parse_param_args
+    from cclq.progress import StepProgress
+
+    params = parse_param_args(param or [])
+    check_batch_params(latest_specs(), params)
+    wh = _warehouse(warehouse)
+    wh.require()
+    con = connect(wh, views=False)
+    known = sorted(row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall())
+    con.close()
+    side_a, side_b = resolve_side(a, known), resolve_side(b, known)
+    con = connect(wh, traces=side_a + side_b, views=False)
+    specs = latest_specs()
+    with StepProgress("metrics", len(specs)) as bar:
+        result = run_diff(con, specs, side_a, side_b, params,
+                          None if no_cache else wh.cache_dir, rank=rank,
+                          on_metric=lambda run: bar.advance(run.spec.name))
+    if fmt is OutputFormat.table:
+        out = open(output, "w") if output else sys.stdout
+        try:
+            print_diff(result, out, top=top)
+        finally:
+            if output:
+                out.close()
+    elif fmt is OutputFormat.json:
+        text = json.dumps(diff_dict(result), indent=1, default=str) + "\n"
+        if output:
+            output.write_text(text)
+        else:
+            sys.stdout.write(text)
+    else:
+        types = {"rank": pa.int64(), "a": pa.float64(), "b": pa.float64(), "delta": pa.float64(), "rel": pa.float64(),
+                 "calls_a": pa.float64(), "calls_b": pa.float64()}
+        schema = pa.schema([(c, types.get(c, pa.string())) for c in DIFF_COLUMNS])
+        write_table(pa.Table.from_pylist(long_rows(result), schema=schema), fmt, output=output)
+
+
+# ------------------------------------------------------------------------- board
+@app.command(epilog="Example: cclq board site/ && python -m http.server -d site   (or open site/index.html)")
+def board(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the site to (created; updated in place).")],
+    param: ParamOpt = None,
+    all_metrics: Annotated[
+        bool, typer.Option("--all-metrics", help="Compute every metric for the workload pages, not only the "
+                                                 "leaderboard's and the plots'.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Recompute every workload, not only the changed ones.")] = False,
+    no_cache: NoCacheOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Build the static leaderboard site: one row per workload, a page per workload with plots,
+    and benchmark_data.json in CCL-Bench's format. A rebuild recomputes only changed workloads."""
+    from cclq.board.build import board_specs, build_board
+    from cclq.metrics import check_batch_params, parse_param_args
+    from cclq.progress import StepProgress
+
+    params = parse_param_args(param or [])
+    check_batch_params(board_specs(all_metrics), params)
+    wh = _warehouse(warehouse)
+    bar: list[StepProgress] = []
+
+    def start(traces: int, metrics: int) -> None:
+        if traces and not quiet:
+            bar.append(StepProgress(f"metrics over {traces} workload(s)", metrics).__enter__())
+
+    try:
+        result = build_board(wh, out_dir, params, all_metrics=all_metrics,
+                             use_cache=not no_cache, force=force or no_cache, on_start=start,
+                             on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
+    finally:
+        for b in bar:
+            b.__exit__(None, None, None)
+    if not quiet:
+        print(f"board: {result.workloads} workload(s), {len(result.computed)} computed, {result.reused} unchanged"
+              + (f", {result.removed} removed" if result.removed else "")
+              + f" -> {out_dir / 'index.html'} ({result.seconds:.1f} s)", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------- cards
+cards_app = typer.Typer(help="Workload cards: check them against CCL-Bench's template.", no_args_is_help=True,
+                        rich_markup_mode=None)
+app.add_typer(cards_app, name="cards")
+
+
+@cards_app.command("check", epilog="Example: cclq cards check trace_collection ../shared/traces")
+def cards_check(
+    paths: Annotated[
+        Optional[list[Path]],
+        typer.Argument(help="Card files, workload folders or folders of workloads [default: .].", show_default=False),
+    ] = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+) -> None:
+    """Check workload cards against CCL-Bench's template: one line per problem (file: field: problem).
+
+    Required fields, types of counts, known phase / precision / granularity values,
+    parallelism factors that multiply to the device count, misspelled keys. Exit status 1
+    if any card has a problem. `--format csv|json` gives the problems as rows.
+    """
+    import pyarrow as pa
+
+    from cclq.card_check import check_paths
+
+    report = check_paths(paths or [Path(".")])
+    if fmt is OutputFormat.table:
+        out = open(output, "w") if output else sys.stdout
+        try:
+            for problem in report.problems:
+                print(problem.line(), file=out)
+        finally:
+            if output:
+                out.close()
+    else:
+        rows = [{"file": p.path, "field": p.field, "problem": p.problem} for p in report.problems]
+        schema = pa.schema([("file", pa.string()), ("field", pa.string()), ("problem", pa.string())])
+        write_table(pa.Table.from_pylist(rows, schema=schema), fmt, output=output)
+    bad = len({p.path for p in report.problems})
+    print(f"{len(report.cards)} card(s) checked: {len(report.problems)} problem(s) in {bad} card(s)"
+          + (f"; {len(report.without_card)} workload(s) without a card" if report.without_card else ""),
+          file=sys.stderr)
+    if report.problems:
+        raise typer.Exit(ExitCode.FAILED)
+
+
 # ------------------------------------------------------------------------- shell
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
@@ -284,6 +497,10 @@ def bench(
         typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
     ] = None,
     repeats: Annotated[int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")] = 2,
+    board_workloads: Annotated[
+        int, typer.Option("--board", min=0, help="Also time `cclq board` over this many workloads (copies of an "
+                                                  "8-rank trace): cold, cached metrics, no change, one card changed.")
+    ] = 0,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
@@ -307,6 +524,11 @@ def bench(
             write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
         write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
                     title="one query over all traces vs a loop trace by trace (seconds)")
+    if board_workloads:
+        from cclq.bench import run_board_bench
+
+        rows = run_board_bench(board_workloads, repeats=repeats)
+        write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq board over {board_workloads} workloads (seconds)")
     if hta_python:
         from cclq.bench_hta import run_hta_bench
 

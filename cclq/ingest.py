@@ -51,7 +51,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 import cclq
-from cclq.cards import CARD_FILE, card_table, load_card
+from cclq.cards import card_table, find_card, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError, show_path
 from cclq.formats import xplane
 from cclq.formats.base import MAX_RANK_IN_NAME, Prepared, ReadAgain, ReadResult, rank_from_name  # noqa: F401
@@ -218,7 +218,7 @@ def _is_workload_folder(folder: Path) -> bool:
     """A folder with a card or a file that may be a trace in it, or only files (raises
     OSError if unreadable). Result files beside workload folders (``cclq record``'s CSV
     of every run) do not make their folder a workload."""
-    if (folder / CARD_FILE).is_file():
+    if find_card(folder) is not None:
         return True
     entries = list(folder.iterdir())
     if any(p.is_file() and may_be_trace(str(p)) for p in entries):
@@ -229,8 +229,7 @@ def _is_workload_folder(folder: Path) -> bool:
 
 def _folder_workload(folder: Path) -> Workload:
     files, errors = _walk_files(folder)
-    card = folder / CARD_FILE
-    w = Workload(trace_id_for(folder.name), folder, files, card if card.is_file() else None, True, errors)
+    w = Workload(trace_id_for(folder.name), folder, files, find_card(folder), True, errors)
     _split_formats(w)
     return w
 
@@ -272,6 +271,18 @@ def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
             w.failure = (f"{show_path(w.root)}: its trace id {w.trace!r} is already taken by {show_path(first)} "
                          "in this run (both names map to it); rename one of them")
     return workloads
+
+
+def _card_warning(w: Workload) -> list[str]:
+    """One warning for a card with template problems (``cclq cards check`` lists them)."""
+    from cclq.card_check import check_card_file
+
+    problems = check_card_file(w.card) if w.card is not None else []
+    if not problems:
+        return []
+    first = problems[0]
+    return [f"{show_path(w.card)}: {len(problems)} card problem(s), first {first.field}: {first.problem} "
+            f"(`cclq cards check {show_path(w.root)}` lists them)"]
 
 
 def _file_id(trace: str, relpath: str) -> str:
@@ -818,6 +829,7 @@ class _Committer:
             except ValueError as e:  # a bad card: warn, keep what the warehouse has
                 self.report.warnings.append(f"{show_path(w.card)}: {e}; card ignored")
                 return None
+            self.report.warnings.extend(_card_warning(w))  # a card that breaks the template is kept, and said so
         if all(self.working.cards.get(t) == row for t, row in new.items()):
             return None
 

@@ -34,6 +34,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -269,12 +270,18 @@ def cache_key(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str
     """What a metric's result depends on: its SQL, every view's SQL, the parameters, the
     cards, and the content of every input file (hash and ingest version). Equal keys mean
     equal results, so a cached result is never stale."""
+    # the whole file, header included: a new unit or description is a new result table
+    return _inputs_key(con, (spec.label, spec.text, json.dumps(params, sort_keys=True)))
+
+
+def _inputs_key(con: duckdb.DuckDBPyConnection, parts: tuple[str, ...]) -> str:
+    """A key of ``parts``, the cclq version, every view's SQL and every input of the
+    connection (files by content hash and ingest version, and the cards)."""
     from cclq import __version__
     from cclq.sqlfiles import view_modules
 
     h = hashlib.blake2b(digest_size=16)
-    # the whole file, header included: a new unit or description is a new result table
-    for part in (__version__, spec.label, spec.text, json.dumps(params, sort_keys=True)):
+    for part in (__version__, *parts):
         h.update(part.encode())
         h.update(b"\0")
     for module in view_modules():
@@ -285,6 +292,39 @@ def cache_key(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str
     cards = con.execute("SELECT trace, card_json FROM cards ORDER BY ALL").fetchall()
     h.update(repr((inputs, cards)).encode())
     return h.hexdigest()
+
+
+def run_cached_query(con: duckdb.DuckDBPyConnection, label: str, sql: str, cache_dir: Path | None) -> pa.Table:
+    """A query over the views, through the same result cache as the metrics.
+
+    For the fixed queries that report, diff and board read besides the metrics (op
+    statistics, step durations): ``label`` names it in the cache, and its key covers the
+    SQL, the views and every input, as a metric's does.
+    """
+    path = None
+    if cache_dir is not None:
+        path = cache_dir / f"query.{label}.{_inputs_key(con, ('query', label, sql))}.parquet"
+        if path.exists():
+            try:
+                return pq.read_table(path)
+            except (OSError, pa.ArrowException):
+                pass
+    define_views(con, sql)
+    try:
+        table = con.execute(sql).to_arrow_table()
+    except duckdb.Error as e:
+        raise QueryError(f"{label}: {str(e).splitlines()[0]}") from e
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    return table
+
+
+def result_path(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str, str], cache_dir: Path) -> Path:
+    """Where the cached result of ``spec`` over the connection's traces is (or would be)."""
+    return cache_dir / f"{spec.name}.v{spec.version}.{cache_key(con, spec, params)}.parquet"
 
 
 def run_metric(
@@ -305,7 +345,7 @@ def run_metric(
     con.execute(_params_relation(spec, params))
     cached: Path | None = None
     if cache_dir is not None:
-        cached = cache_dir / f"{spec.name}.v{spec.version}.{cache_key(con, spec, params)}.parquet"
+        cached = result_path(con, spec, params, cache_dir)
         if cached.exists():
             try:
                 return pq.read_table(cached)
@@ -341,6 +381,100 @@ def _store(table: pa.Table, cached: Path) -> None:
                   "computed without the cache", file=sys.stderr)
 
 
+@dataclass
+class MetricRun:
+    """One metric's outcome in a batch: its result table, or why there is none."""
+
+    spec: MetricSpec
+    table: pa.Table | None
+    error: str | None = None  # the metric failed as a whole (its SQL did not run)
+
+
+def check_batch_params(specs: list[MetricSpec], params: dict[str, str]) -> None:
+    """A ``--param`` that no metric of a batch takes is a typo: a usage error, not ignored."""
+    known = {p.name for s in specs for p in s.params}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise UsageError(f"no metric here takes the parameter {', '.join(unknown)} "
+                         f"(they take: {', '.join(sorted(known)) or 'none'})")
+
+
+def params_for(spec: MetricSpec, params: dict[str, str]) -> dict[str, str]:
+    """The parameters ``spec`` declares, out of a set given for many metrics at once."""
+    declared = {p.name for p in spec.params}
+    return {k: v for k, v in params.items() if k in declared}
+
+
+def run_metrics(
+    con: duckdb.DuckDBPyConnection,
+    specs: list[MetricSpec],
+    params: dict[str, str] | None = None,
+    cache_dir: Path | None = None,
+    on_done: Callable[[MetricRun], None] | None = None,
+) -> dict[str, MetricRun]:
+    """Runs several metrics over every trace the connection sees, on that one connection.
+
+    What report, diff and board share: each metric is one query over all the traces (or a
+    cached result, see ``run_metric``), and a metric whose SQL fails is recorded with the
+    error instead of ending the batch, so one broken metric cannot hide the others.
+    ``params`` may hold parameters for many metrics; each gets the ones it declares.
+    ``on_done`` is called after each metric (progress bars).
+    """
+    params = params or {}
+    pending = [s for s in specs
+               if cache_dir is None or not result_path(con, s, params_for(s, params), cache_dir).exists()]
+    shared = _share_views(con, pending)
+    runs: dict[str, MetricRun] = {}
+    try:
+        for spec in specs:
+            try:
+                run = MetricRun(spec, run_metric(con, spec, params_for(spec, params), cache_dir))
+            except QueryError as e:
+                run = MetricRun(spec, None, e.message)
+            runs[spec.name] = run
+            if on_done is not None:
+                on_done(run)
+    finally:
+        for view in shared:
+            con.execute(f"DROP TABLE IF EXISTS temp.{view}")
+    return runs
+
+
+# Views that several metrics read and that cost much more than their result holds:
+# ``collectives`` matches every communication kernel with the CPU ops around it (most of
+# the time of collective_skew, collective_busbw and straggler_rank), and its result is
+# one row per collective per rank. When two or more metrics of a batch will compute it,
+# it is computed once into a temporary table of the same name, which DuckDB resolves
+# before the view, so each metric reads the stored rows (the same rows: the result and
+# its cache key do not change).
+SHARED_VIEWS = ("collectives",)
+
+
+def _share_views(con: duckdb.DuckDBPyConnection, pending: list[MetricSpec]) -> list[str]:
+    """Materializes the SHARED_VIEWS that two or more ``pending`` metrics use; their names."""
+    from cclq.sqlfiles import defined_names, modules_for
+
+    done = []
+    for view in SHARED_VIEWS:
+        users = [s for s in pending if any(view in defined_names(m) for m in modules_for(s.sql))]
+        if len(users) < 2:
+            continue
+        try:
+            define_views(con, f"SELECT * FROM {view}")
+            con.execute(f"CREATE TEMP TABLE {view} AS SELECT * FROM main.{view}")
+        except duckdb.Error:
+            continue  # the metrics then run on the view, and report their own error
+        done.append(view)
+    return done
+
+
+
+
+def latest_specs() -> list[MetricSpec]:
+    """The latest version of every metric, by name."""
+    return [versions[max(versions)] for _, versions in sorted(registry().items())]
+
+
 def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
     try:
         described = con.execute(f"DESCRIBE ({spec.sql})").fetchall()
@@ -368,7 +502,11 @@ def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
 
 def summarize(spec: MetricSpec, table: pa.Table) -> tuple[float | None, str | None]:
     """One number for one trace (CCL-Bench's interface), and the reason if there is none."""
-    rows = table.to_pylist()
+    return summarize_rows(spec, table.to_pylist())
+
+
+def summarize_rows(spec: MetricSpec, rows: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+    """``summarize`` over one trace's rows as dicts (``value`` and ``reason`` keys)."""
     values = [r["value"] for r in rows if r["value"] is not None]
     if not values:
         reasons = sorted({r["reason"] for r in rows if r["reason"]})

@@ -92,3 +92,36 @@ def print_summary(report: IngestReport) -> None:
     total_mb = sum(o.size_bytes for o in report.outcomes if o.status == "ingested") / 1e6
     _stderr.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
                   highlight=False)
+
+
+class StepProgress:
+    """A bar over a known number of steps (metrics, pages) on stderr, gone when done.
+
+    ``advance(label)`` moves it on and shows what was just finished.
+    """
+
+    def __init__(self, title: str, total: int, enabled: bool = True) -> None:
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._title = title
+        self._total = total
+        self._enabled = enabled and total > 0
+
+    def __enter__(self) -> "StepProgress":
+        if self._enabled:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                      TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
+                                      console=_stderr, transient=True)
+            self._task = self._progress.add_task(self._title, total=self._total)
+            self._progress.start()
+        return self
+
+    def advance(self, label: str = "") -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, advance=1,
+                                  description=f"{self._title} {label}" if label else self._title)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

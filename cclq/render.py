@@ -46,13 +46,19 @@ def _clean_float(v: Any) -> Any:
     return None if isinstance(v, float) and (math.isnan(v) or math.isinf(v)) else v
 
 
+def format_number(v: float) -> str:
+    """A float as every cclq table prints it: 6 significant digits (report and board
+    print with this too, so their numbers equal ``cclq metric``'s to the digit)."""
+    if math.isnan(v):
+        return "NaN"
+    return f"{v:.6g}" if abs(v) < 1e15 else repr(v)
+
+
 def _cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
-        if math.isnan(v):
-            return "NaN"
-        return f"{v:.6g}" if abs(v) < 1e15 else repr(v)
+        return format_number(v)
     if isinstance(v, (list, dict)):
         return json.dumps(v, default=_json_default)
     return str(v)

@@ -1083,6 +1083,8 @@ def generate_rank_trace(path: Path | str, rank: int, world_size: int, steps: int
 
 
 def _card_text(ranks: int, steps: int, layers: int, seed: int) -> str:
+    # GPUs per node: up to 8 (an H100 node), and a divisor of the job's GPU count
+    per_node = max(d for d in range(1, min(ranks, 8) + 1) if ranks % d == 0)
     return f"""version: 1
 description: >
   Synthetic {layers}-layer MLP (hidden {_HIDDEN}) trained with DDP on {ranks} ranks, {steps}
@@ -1113,7 +1115,7 @@ workload:
       type: GPU
       model: nvidia_h100
       total_count: {ranks}
-      count_per_node: 8
+      count_per_node: {per_node}
 Model-executor:
   framework:
     name: pytorch

@@ -70,3 +70,18 @@ def write_trace(path: Path, events: list, **top) -> Path:
     doc = {"schemaVersion": 1, **top, "traceEvents": events}
     path.write_text(json.dumps(doc))
     return path
+
+
+@pytest.fixture(scope="session")
+def board_site(tmp_path_factory: pytest.TempPathFactory):
+    """A warehouse of six workloads and the board built from it (once per session):
+    (warehouse root, site folder, the BoardResult)."""
+    from cclq.board.build import build_board
+    from presentation_traces import board_workloads
+
+    root = tmp_path_factory.mktemp("board")
+    wh = Warehouse(root / "wh")
+    report = ingest([board_workloads(root / "in")], wh, jobs=1)
+    assert not report.failed, [o.message for o in report.failed]
+    result = build_board(wh, root / "site")
+    return wh.root, root / "site", result

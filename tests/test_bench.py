@@ -49,3 +49,32 @@ def test_metric_bench_runs_one_query_and_the_loop_over_the_same_copies():
     for r in rows:
         assert float(r["one_query_s"]) > 0 and float(r["loop_s"]) > 0
         assert float(r["cli_all_s"]) > 0 and float(r["cli_loop_s"]) > 0
+
+
+def test_board_bench_times_the_four_cases_over_the_copies():
+    result = run_cli("bench", "--no-ingest", "--no-metrics", "--board", "3", "--repeats", "1", "-f", "csv")
+    assert result.returncode == 0, result.stderr
+    (rows,) = _tables(result.stdout)
+    assert [(r["case"], r["workloads"], r["computed"]) for r in rows] == [
+        ("cold: no cache, no site", "3", "3"),
+        ("cached metrics, new site", "3", "3"),
+        ("no change", "3", "0"),
+        ("one card changed", "3", "1"),
+    ]
+    assert all(float(r["seconds"]) > 0 for r in rows)
+
+
+def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
+    """Copies must not share file ids: HTA's views join on the file id alone."""
+    from cclq.bench import board_warehouse
+    from cclq.warehouse import Warehouse
+    from conftest import query
+
+    wh = Warehouse(board_warehouse(tmp_path, 3))
+    rows = query(wh, "SELECT trace, count(DISTINCT file_id), count(*) FROM files GROUP BY trace ORDER BY trace")
+    assert rows == [("synthetic_8rank", 8, 8), ("synthetic_8rank_c001", 8, 8), ("synthetic_8rank_c002", 8, 8)]
+    assert query(wh, "SELECT count(DISTINCT file_id) FROM files") == [(24,)]
+    per_trace = query(wh, "SELECT trace, count(*) FROM events GROUP BY trace ORDER BY trace")
+    assert len({n for _, n in per_trace}) == 1  # every copy has all the events
+    assert query(wh, "SELECT count(*) FROM events e JOIN files f USING (trace, rank, file_id)") == [
+        (sum(n for _, n in per_trace),)]

@@ -51,3 +51,9 @@ def test_installed_wheel_finds_its_sql(wheel, tmp_path):
     root, *files = json.loads(result.stdout)
     assert root.startswith(str(target))
     assert set(files) == _repo_sql_files()
+
+
+def test_wheel_contains_the_board_assets(wheel):
+    """The board's stylesheet and script are read with importlib.resources from the package."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"cclq/board/assets/board.css", "cclq/board/assets/board.js"} <= names

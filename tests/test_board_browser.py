@@ -1,0 +1,164 @@
+"""The board in a real headless browser: Debian's chromium driven by Selenium.
+
+Nothing is downloaded: the browser and its driver are the system's (/usr/bin/chromium,
+/usr/bin/chromedriver; `apt-get install chromium chromium-driver`) and Selenium's own
+driver manager is switched off. Skipped when either is absent or Selenium is not
+installed (`pip install -e '.[board-test]'`). Screenshots of the leaderboard and a
+workload page are written to the test's temporary folder, and also to
+$CCLQ_SCREENSHOT_DIR when it is set, so a person can look at them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path(os.environ.get("CCLQ_CHROMIUM", "/usr/bin/chromium"))
+CHROMEDRIVER = Path(os.environ.get("CCLQ_CHROMEDRIVER", "/usr/bin/chromedriver"))
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--window-size=1600,1000", "--force-device-scale-factor=1")
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the board-test extra)")
+if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+    pytest.skip(f"no system chromium ({CHROMIUM}) and chromedriver ({CHROMEDRIVER})", allow_module_level=True)
+
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser():
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must not fetch anything
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    profile = tempfile.mkdtemp(prefix="cclq-chromium-")
+    for flag in (*FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def console_errors(driver) -> list[dict]:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def screenshot(driver, tmp_path: Path, name: str) -> Path:
+    """A full-page screenshot: the window grows to the page's height first."""
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1600, min(max(height, 600), 8000))
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    if os.environ.get("CCLQ_SCREENSHOT_DIR"):
+        Path(os.environ["CCLQ_SCREENSHOT_DIR"]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(os.environ["CCLQ_SCREENSHOT_DIR"]) / name)
+    driver.set_window_size(1600, 1000)
+    return path
+
+
+def row_order(driver) -> list[str]:
+    return [r.get_attribute("data-trace") for r in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+
+
+def visible_rows(driver) -> list[str]:
+    return [r.get_attribute("data-trace") for r in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+            if r.is_displayed()]
+
+
+def test_leaderboard_sorts_and_filters(browser, board_site, tmp_path: Path):
+    _, site, _ = board_site
+    browser.get((site / "index.html").as_uri())
+    before = row_order(browser)
+    assert sorted(before) == ["run_a", "run_b", "run_c", "synthetic_dp4", "synthetic_dp8", "tpu_xla"]
+    values = {r["trace"]: r["metrics"]["avg_step_time"]
+              for r in json.loads((site / "benchmark_data.json").read_text())["rows"]}
+    header = browser.find_element(By.CSS_SELECTOR, 'th[data-metric="avg_step_time"] button')
+    header.click()  # lower is better: fastest first
+    fastest_first = sorted((t for t in values if values[t] is not None), key=lambda t: (values[t], before.index(t)))
+    after = row_order(browser)
+    assert after == fastest_first + [t for t in before if values[t] is None]
+    assert after != before
+    assert browser.find_element(By.CSS_SELECTOR, 'th[data-metric="avg_step_time"]').get_attribute(
+        "aria-sort") == "ascending"
+    header.click()  # and back: slowest first, n/a still last
+    slowest_first = row_order(browser)
+    assert [values[t] for t in slowest_first] == sorted((values[t] for t in fastest_first), reverse=True) + [
+        None] * (len(before) - len(fastest_first))
+    screenshot(browser, tmp_path, "leaderboard.png")
+
+    box = browser.find_element(By.ID, "filter")
+    box.send_keys("synthetic-mlp")  # the generated DDP runs' model family
+    assert sorted(visible_rows(browser)) == ["synthetic_dp4", "synthetic_dp8"]
+    assert browser.find_element(By.ID, "count").text == "2 of 6 workloads"
+    box.clear()
+    box.send_keys("tiny-xla inference")  # every word must match: the TPU card
+    assert visible_rows(browser) == ["tpu_xla"]
+    box.clear()
+    box.send_keys(" ")  # an input event with no words shows everything again
+    assert len(visible_rows(browser)) == 6
+    # a category's checkbox hides and shows its metric columns
+    memory_header = browser.find_element(By.CSS_SELECTOR, 'th[data-metric="average_memory_bandwidth"]')
+    toggle = browser.find_element(By.CSS_SELECTOR, '#groups input[data-group="memory"]')
+    toggle.click()
+    assert not memory_header.is_displayed()
+    assert all(not td.is_displayed() for td in browser.find_elements(By.CSS_SELECTOR, "#leaderboard td.g-memory"))
+    toggle.click()
+    assert memory_header.is_displayed()
+    assert console_errors(browser) == []
+
+
+def test_workload_page_shows_its_plots(browser, board_site, tmp_path: Path):
+    _, site, _ = board_site
+    browser.get((site / "w" / "synthetic_dp8.html").as_uri())
+    figures = browser.find_elements(By.CSS_SELECTOR, "figure.plot")
+    assert len(figures) == 7
+    for fig in figures:
+        svg = fig.find_element(By.TAG_NAME, "svg")
+        size = svg.size
+        assert size["width"] > 300 and size["height"] > 150, fig.get_attribute("id")
+        marks = svg.find_elements(By.CSS_SELECTOR, "rect, circle, path")
+        assert marks, fig.get_attribute("id")
+    # the straggler is rank-coloured and the per-rank bars show one bar per rank
+    bars = browser.find_elements(By.CSS_SELECTOR, "#fig-rank_step_time svg rect")
+    assert len(bars) == 8
+    screenshot(browser, tmp_path, "workload_synthetic_dp8.png")
+    browser.get((site / "w" / "run_c.html").as_uri())  # one rank: some plots say why they are missing
+    missing = browser.find_elements(By.CSS_SELECTOR, 'figure.plot[data-available="false"] .unavailable')
+    assert missing and all(m.text.startswith("n/a") for m in missing)
+    assert console_errors(browser) == []
+
+
+def test_site_works_from_a_static_http_server(browser, board_site, tmp_path: Path):
+    _, site, _ = board_site
+    handler = partial(SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a, **k: None  # type: ignore[method-assign]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        browser.get(base + "index.html")
+        assert len(row_order(browser)) == 6
+        browser.find_element(By.LINK_TEXT, "synthetic_dp4").click()
+        assert browser.current_url.endswith("/w/synthetic_dp4.html")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "figure.plot svg")) == 7
+        # the stylesheet loaded (relative link), so the figure cards have their border
+        border = browser.find_element(By.CSS_SELECTOR, "figure.plot").value_of_css_property("border-top-style")
+        assert border == "solid"
+        assert console_errors(browser) == []  # no 404 for a script, stylesheet or favicon
+    finally:
+        server.shutdown()
+        server.server_close()

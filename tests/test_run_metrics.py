@@ -1,0 +1,86 @@
+"""run_metrics: several metrics on one connection, a shared view computed once, a failing
+metric recorded instead of ending the batch; cached view queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cclq import metrics
+from cclq.engine import connect
+from cclq.metrics import parse_metric_file, resolve, run_cached_query, run_metric, run_metrics
+from cclq.synth import generate_workload
+from cclq.warehouse import Warehouse
+from conftest import run_ingest
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    root = tmp_path_factory.mktemp("runm")
+    generate_workload(root / "in" / "dp4", ranks=4, steps=3, layers=2, seed=4)
+    generate_workload(root / "in" / "dp2", ranks=2, steps=3, layers=2, seed=9)
+    warehouse = Warehouse(root / "wh")
+    assert not run_ingest([root / "in"], warehouse).failed
+    return warehouse
+
+
+def sorted_rows(table) -> list[dict]:
+    """Rows in a fixed order, floats compared to 1e-12: a mean summed in another order
+    (parallel aggregation over a table instead of the view) may differ in the last bit."""
+    rows = sorted(table.to_pylist(), key=lambda r: repr({k: v for k, v in r.items() if not isinstance(v, float)}))
+    return [{k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
+def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monkeypatch):
+    names = ("collective_skew", "collective_busbw", "straggler_rank", "total_kernel_time")
+    specs = [resolve(n) for n in names]
+    alone = {}
+    for spec in specs:
+        con = connect(wh, views=False)
+        alone[spec.name] = sorted_rows(run_metric(con, spec))
+        con.close()
+    shared: list[list[str]] = []
+    real = metrics._share_views
+    monkeypatch.setattr(metrics, "_share_views", lambda con, pending: shared.append(real(con, pending)) or shared[-1])
+    con = connect(wh, views=False)
+    runs = run_metrics(con, specs)
+    assert shared == [["collectives"]]  # three of the four read it
+    for spec in specs:
+        assert runs[spec.name].error is None and sorted_rows(runs[spec.name].table) == alone[spec.name], spec.name
+    # the temporary copy is gone afterwards: the name is the view again
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'collectives'").fetchone() == (0,)
+    # with every result cached nothing is computed, so nothing is shared
+    cache = wh.root / "cache" / "metrics"
+    run_metrics(con, specs, cache_dir=cache)
+    run_metrics(con, specs, cache_dir=cache)
+    assert shared[-1] == []
+    con.close()
+
+
+def test_a_failing_metric_is_recorded_and_the_others_still_run(wh: Warehouse, tmp_path: Path):
+    folder = tmp_path / "metrics" / "broken"
+    folder.mkdir(parents=True)
+    (folder / "v1.sql").write_text("-- metric: broken\n-- version: 1\n-- unit: s\n-- grain: trace\n"
+                                   "-- category: compute\n-- polarity: neutral\n-- description: fails\n"
+                                   "SELECT trace, no_such_column AS value FROM metric_scope\n")
+    con = connect(wh, views=False)
+    done: list[str] = []
+    runs = run_metrics(con, [parse_metric_file(folder / "v1.sql"), resolve("total_kernel_time")],
+                       on_done=lambda run: done.append(run.spec.name))
+    assert done == ["broken", "total_kernel_time"]
+    assert runs["broken"].table is None and "does not compile" in runs["broken"].error
+    assert runs["total_kernel_time"].table.num_rows == 6  # 4 + 2 ranks
+    con.close()
+
+
+def test_cached_query_is_read_back_and_keyed_by_its_sql(wh: Warehouse, tmp_path: Path):
+    con = connect(wh, views=False)
+    sql = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace ORDER BY trace"
+    first = run_cached_query(con, "kernel_counts", sql, tmp_path)
+    (path,) = tmp_path.glob("query.kernel_counts.*.parquet")
+    assert run_cached_query(con, "kernel_counts", sql, tmp_path).equals(first)
+    other = run_cached_query(con, "kernel_counts", sql.replace("count(*)", "count(*) + 1"), tmp_path)
+    assert [r["kernels"] for r in other.to_pylist()] == [r["kernels"] + 1 for r in first.to_pylist()]
+    assert len(list(tmp_path.glob("query.kernel_counts.*.parquet"))) == 2 and path.exists()
+    con.close()
