@@ -388,7 +388,11 @@ def run_board_bench(workloads: int, repeats: int = 1) -> list[dict]:
 
         def change_one_card() -> None:
             n = next(changed)
-            wh.write_cards({"synthetic_8rank_c001": card_table("synthetic_8rank_c001", {"description": f"edit {n}"})})
+            with wh.lock():
+                state = wh.read_state()
+                state.cards["synthetic_8rank_c001"] = card_table("synthetic_8rank_c001",
+                                                                 {"description": f"edit {n}"}).to_pylist()[0]
+                wh.commit(state)
 
         timed("cold: no cache, no site", cold)
         timed("cached metrics, new site", lambda: shutil.rmtree(site, ignore_errors=True))

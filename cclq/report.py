@@ -155,7 +155,8 @@ def spread(entry: dict[str, Any]) -> str:
         return ""
     one_per_key = entry.get("keys_with_value") == n
     what = {"rank": "ranks", "step": "rank-steps"}.get(entry["grain"], "rows") if one_per_key else "rows"
-    how = {"mean": "mean", "sum": "sum", "max": "max", "min": "min", "value": "first"}[entry["summary"]]
+    how = {"mean": "mean", "sum": "sum", "max": "max", "min": "min", "value": "first",
+           "ratio": "pooled ratio"}[entry["summary"]]
     text = f"{how} of {n} {what}"
     if entry["min"] is not None and entry["min"] != entry["max"]:
         text += f" ({format_number(entry['min'])} .. {format_number(entry['max'])})"

@@ -294,6 +294,10 @@ class Warehouse:
                 self.lock_fd = None
                 fcntl.flock(f, fcntl.LOCK_UN)
 
+    def clear_cache(self) -> None:
+        """Drops cached metric results (keys make them safe; this only frees space)."""
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
+
     def clean_tmp(self) -> None:
         """Removes leftovers of killed runs. Only call while holding the lock."""
         shutil.rmtree(self.tmp_dir, ignore_errors=True)

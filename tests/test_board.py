@@ -68,10 +68,16 @@ def parse_index(site: Path) -> Cells:
     return cells
 
 
-def summary(spec_summary: str, values: list[float]) -> float:
-    """A metric's one number for a trace, computed here from its rows (the test's own code)."""
+def summary(spec, rows: list[dict]) -> float:
+    """A metric's one number for a trace, computed here from its rows (the test's own code):
+    a `ratio A / B` summary pools A and B over the rows with a value."""
+    values = [r["value"] for r in rows if r["value"] is not None]
+    if spec.summary == "ratio":
+        num, den = spec.summary_columns
+        kept = [r for r in rows if r["value"] is not None and r[num] is not None and r[den] is not None]
+        return sum(r[num] for r in kept) / sum(r[den] for r in kept)
     return {"mean": lambda v: sum(v) / len(v), "sum": sum, "max": max, "min": min,
-            "value": lambda v: v[0]}[spec_summary](values)
+            "value": lambda v: v[0]}[spec.summary](values)
 
 
 def test_one_row_per_workload_and_the_leaderboard_columns_come_from_the_headers(board_site):
@@ -102,7 +108,7 @@ def test_values_equal_cclq_metric_output_to_the_printed_digits(board_site):
                 values = [r["value"] for r in mine if r["value"] is not None]
                 text, title = row_cells[n_card + j]
                 if values:
-                    assert text == format_number(summary(spec.summary, values)), (trace, name)
+                    assert text == format_number(summary(spec, mine)), (trace, name)
                 else:
                     assert text == "n/a"
                     assert title == "; ".join(sorted({r["reason"] for r in mine if r["reason"]})), (trace, name)

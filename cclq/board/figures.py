@@ -68,7 +68,8 @@ def _per_rank(data: dict[str, Any], name: str, title: str, key: str) -> Figure:
         reference = (entry["value"], f"{how} {format_number(entry['value'])}") if how == "mean" else None
         svg = bar_chart([str(r) for r in ranks], [Series(name, values)], value_label=f"{name} ({entry['unit']})",
                         category_label="rank", highlight=highlight, reference=reference)
-    caption = (f"{name} per rank; the workload's value is the {entry['summary']} over ranks, "
+    how_words = "pooled ratio" if entry["summary"] == "ratio" else entry["summary"]
+    caption = (f"{name} per rank; the workload's value is the {how_words} over ranks, "
                f"{format_number(entry['value'])} {entry['unit']}.")
     if highlight:
         caption += f" In red: rank {straggler}, the straggler."
