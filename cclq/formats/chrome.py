@@ -107,14 +107,23 @@ def scan_top_level_keys(text: bytes, last: bool, keys: Sequence[str] = _META_KEY
     """
     found: dict[str, Any] = {}
     decoder = json.JSONDecoder()
-    s = text.decode("utf-8", errors="replace")
     for key in keys:
-        matches = list(re.finditer(r'"' + key + r'"\s*:\s*', s))
-        if not matches:
+        # bytes.find / rfind (C, memchr-fast) to the candidate, the regex only there: a
+        # finditer over the 4 MB tail for each key was a tenth of a small file's ingest
+        needle = b'"' + key.encode() + b'"'
+        pattern = re.compile(re.escape(needle) + rb"\s*:\s*")
+        pos = text.rfind(needle) if last else text.find(needle)
+        while pos >= 0:
+            m = pattern.match(text, pos)
+            if m:
+                break
+            pos = text.rfind(needle, 0, pos) if last else text.find(needle, pos + 1)
+        else:
             continue
-        m = matches[-1] if last else matches[0]
+        value_start = m.end()
         try:
-            found[key], _ = decoder.raw_decode(s, m.end())
+            # decode from the value on: at most what one value can span of the slice
+            found[key], _ = decoder.raw_decode(text[value_start:].decode("utf-8", errors="replace"))
         except ValueError:
             continue  # cut off by the slice boundary
     return found
@@ -229,11 +238,15 @@ _FRACTIONAL_TIME = re.compile(rb'"(?:ts|dur)"\s*:\s*(-?\d+\.\d+)')
 
 
 def needs_exact_decimals(head: bytes) -> bool:
-    """Whether the first MB already shows timestamps that floats cannot hold."""
-    for i, m in enumerate(_FRACTIONAL_TIME.finditer(head)):
+    """Whether the start of the file already shows timestamps that floats cannot hold.
+
+    The first 256 timestamps of the first 256 KB decide; a later one that needs decimals
+    makes the reader start over (``NeedExactDecimals``), which is rare and only costs time.
+    """
+    for i, m in enumerate(_FRACTIONAL_TIME.finditer(head, 0, 256 << 10)):
         if abs(float(m.group(1))) >= _FLOAT_EXACT_LIMIT:
             return True
-        if i > 2000:
+        if i > 256:
             break
     return False
 
@@ -536,8 +549,9 @@ def read_chrome_json(
         _count_down(drops, ("empty object", ""))
         result.notes[XPROF_END_MARKER] += 1
     result.decompressed_bytes = source.stream.offset
-    tail_meta = scan_top_level_keys(source.stream.tail(), last=True)
-    meta = {**head_meta, **{k: v for k, v in tail_meta.items() if k not in head_meta}}
+    missing = [k for k in _META_KEYS if k not in head_meta]  # keys Kineto may write after the events
+    tail_meta = scan_top_level_keys(source.stream.tail(), last=True, keys=missing) if missing else {}
+    meta = {**head_meta, **tail_meta}
     result.metadata = meta
     result.base_time_ns = base_ns
     result.ts_min_ns = min(ts_bounds) + base_ns if ts_bounds else None
@@ -560,10 +574,16 @@ def file_metadata(path: str, detected: Detected) -> dict[str, Any]:
         # Horovod >= 0.20.1 opens its timeline with the epoch time of its ts 0
         m = re.search(rb'"start_time_since_epoch_in_micros"\s*:\s*(\d+)', detected.head)
         return {"baseTimeNanoseconds": int(m.group(1)) * 1000} if m else {}
-    wants_tail = "baseTimeNanoseconds" not in meta or ("distributedInfo" not in meta and detected.flavor == "kineto")
-    if wants_tail:
-        tail = scan_top_level_keys(read_tail(path), last=True)
-        meta.update({k: v for k, v in tail.items() if k in ("baseTimeNanoseconds", "distributedInfo") and k not in meta})
+    wanted = [k for k in ("baseTimeNanoseconds", "distributedInfo") if k not in meta
+              and (k == "baseTimeNanoseconds" or detected.flavor == "kineto")]
+    # what comes after the events is small: the last 256 KB, then the last 4 MB if a key
+    # is still missing (a distributedInfo listing thousands of ranks)
+    for limit in (256 << 10, None):
+        if not wanted:
+            break
+        tail = scan_top_level_keys(read_tail(path) if limit is None else read_tail(path, limit), last=True, keys=wanted)
+        meta.update(tail)
+        wanted = [k for k in wanted if k not in tail]
     return meta
 
 

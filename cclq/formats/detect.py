@@ -90,6 +90,15 @@ _RESULTS_JSON = re.compile(rb'^\s*\{\s*"(?:avg_latency|date|backend|ttfts|latenc
 _SERVING = re.compile(rb'"(?:avg_latency|mean_ttft_ms|median_ttft_ms|mean_tpot_ms|median_tpot_ms)"\s*:')
 
 
+def _maybe_results_json(head: bytes) -> bool:
+    """A JSON object that may be a benchmark's results: not a trace (no traceEvents in
+    its first 64 KB, which a trace has) and naming a serving or latency metric."""
+    start = head[:64 << 10]
+    if b'"traceEvents"' in start or start.lstrip()[:1] != b"{":
+        return False
+    return _RESULTS_JSON.search(start[:4096]) is not None or _SERVING.search(head) is not None
+
+
 def _detect_results(path: str, head: bytes) -> Detected | None:
     """Benchmark result files, by what their first lines say."""
     from cclq.formats.results import DDLB_COLUMNS, LOG_MARKERS
@@ -124,7 +133,7 @@ def detect(path: str) -> Detected:
     head, compressed = read_head(path)
     if not head:
         raise TraceFileError(path, "empty file")
-    if path.lower().endswith(RESULT_SUFFIXES) or _RESULTS_JSON.search(head[:4096]) or _SERVING.search(head):
+    if path.lower().endswith(RESULT_SUFFIXES) or _maybe_results_json(head):
         results = _detect_results(path, head)
         if results is not None:
             return results
