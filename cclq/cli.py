@@ -61,6 +61,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    memory_limit: Annotated[
+        Optional[str],
+        typer.Option("--memory-limit", help="Memory for queries (500MB, 4GiB, 25%); beyond it DuckDB spills to "
+                     "<warehouse>/spill [default: $CCLQ_MEMORY_LIMIT, else half the RAM]. May go anywhere on the line.",
+                     show_default=False),
+    ] = None,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
@@ -107,6 +113,37 @@ def ingest(
                 print(outcome.detail, file=sys.stderr, end="")
     if report.failed:
         raise typer.Exit(ExitCode.FAILED)
+
+
+# ----------------------------------------------------------------------- compact
+@app.command(epilog="Example: cclq compact   (every trace whose data files are many and small)")
+def compact(
+    trace: Annotated[
+        Optional[list[str]], typer.Option("--trace", "-t", help="Compact only this trace (repeatable).")
+    ] = None,
+    warehouse: WarehouseOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Rewrite each trace's many small data files as a few large ones.
+
+    Queries pay per file (a footer, a page per column); a trace of small rank files is
+    cheaper to read as one file. Rows and query results stay exactly the same; the
+    rewrite is one commit, so readers see the old files or the new, never a mix. Ingest
+    does this by itself for the traces it writes when their files are many and small.
+    """
+    import pyarrow as pa
+
+    from cclq.compaction import compact as run_compact
+
+    wh = _warehouse(warehouse)
+    wh.require()
+    done = run_compact(wh, traces=list(trace) if trace else None)
+    rows = [{"trace": c.trace, "table": c.table, "files_before": c.files_before, "files_after": c.files_after,
+             "rows": c.rows} for c in done]
+    if not rows:
+        print("nothing to compact", file=sys.stderr)
+        return
+    write_table(pa.Table.from_pylist(rows), fmt, title="compacted")
 
 
 # ------------------------------------------------------------------------ traces
@@ -158,12 +195,21 @@ def metrics(fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> No
     write_table(catalog_table(), fmt, output=output)
 
 
-@app.command(epilog="Example: cclq metric communication_overlap_ratio --all --format csv")
+@app.command(epilog="Examples: cclq metric communication_overlap_ratio --all --format csv\n\n"
+             "cclq metric total_kernel_time avg_step_time --trace dlrm_param_8xV100\n\n"
+             "cclq metric --category communication --all -o results/   (one CSV per metric)")
 def metric(
-    name: Annotated[str, typer.Argument(help="Metric name (see `cclq metrics`).")],
+    names: Annotated[
+        Optional[list[str]], typer.Argument(help="Metric names (see `cclq metrics`); several run on one connection.")
+    ] = None,
     all_traces: Annotated[bool, typer.Option("--all", help="Run over every trace in the warehouse.")] = False,
     trace: Annotated[
         Optional[list[str]], typer.Option("--trace", "-t", help="Run over this trace (repeatable).")
+    ] = None,
+    category: Annotated[
+        Optional[list[str]],
+        typer.Option("--category", "-c", help="Every metric of this category (repeatable): step_time, communication, "
+                     "compute, memory, collectives, inference, hta."),
     ] = None,
     version: Annotated[Optional[int], typer.Option("--version", "-v", help="Pin a metric version [default: latest].")] = None,
     param: Annotated[
@@ -172,30 +218,109 @@ def metric(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")] = False,
     warehouse: WarehouseOpt = None,
     fmt: FormatOpt = OutputFormat.table,
-    output: OutputOpt = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="Write to this file instead of stdout; with several metrics, a folder "
+                     "(existing, or a name without a suffix) gets one file per metric."),
+    ] = None,
 ) -> None:
-    """Compute one metric for every selected trace in a single DuckDB query.
+    """Compute metrics for every selected trace, each in a single DuckDB query.
 
-    Results are cached in the warehouse under a key of the metric's SQL, the views, the
-    parameters and the content hash of every input file, so a repeat is read back and a
-    changed input or definition is computed again.
+    One metric prints its rows; several (names, or --category) run on one connection,
+    sharing the views they build, and print one long table with a `metric` column and
+    each metric's own columns folded into `details` (or one file per metric with -o DIR).
+    Results are cached in the warehouse under a key of the metric's file, the views, the
+    parameters and the content hash of every input file, so a repeat is read back (without
+    starting the query engine) and a changed input or definition is computed again.
     """
-    from cclq.engine import connect
-    from cclq.metrics import parse_param_args, resolve, run_metric
+    from cclq.metrics import CATEGORIES, check_batch_params, latest_specs, parse_param_args, resolve
 
     if all_traces == bool(trace):
         raise UsageError("say which traces: --all, or --trace T (repeatable)")
-    spec = resolve(name, version)
+    unknown = sorted(set(category or []) - set(CATEGORIES))
+    if unknown:
+        raise UsageError(f"no category {', '.join(unknown)}", hint=f"categories: {', '.join(CATEGORIES)}")
+    specs = [resolve(n, version) for n in names or []]
+    specs += [s for s in latest_specs() if s.category in (category or []) and s.name not in {x.name for x in specs}]
+    if not specs:
+        raise UsageError("say which metrics: names, or --category C", hint="`cclq metrics` lists them")
+    if version is not None and len(specs) > 1:
+        raise UsageError("--version pins one metric; give one name with it")
     params = parse_param_args(param or [])
     wh = _warehouse(warehouse)
-    con = connect(wh, traces=None if all_traces else list(trace or []), views=False)
-    if trace:
-        known = {row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall()}
-        missing = [t for t in trace if t not in known]
-        if missing:
-            raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
-    table = run_metric(con, spec, params, cache_dir=None if no_cache else wh.cache_dir)
+    selection = None if all_traces else list(trace or [])
+    _check_traces(wh, selection)
+    if len(specs) == 1:
+        _one_metric(wh, specs[0], params, selection, no_cache, fmt, output)
+        return
+    check_batch_params(specs, params)
+    _several_metrics(wh, specs, params, selection, no_cache, fmt, output)
+
+
+def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
+    if not selection:
+        return
+    with wh.open_snapshot() as snapshot:
+        known = set(snapshot.tables["files"].column("trace").to_pylist())
+    missing = [t for t in selection if t not in known]
+    if missing:
+        raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+
+
+def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str] | None,  # noqa: ANN001
+                no_cache: bool, fmt: OutputFormat, output: Path | None) -> None:
+    from cclq.metrics import cached_result, run_metric
+
+    table = None if no_cache else cached_result(wh, spec, params, selection)  # no DuckDB for a repeat
+    if table is None:
+        from cclq.engine import connect
+
+        con = connect(wh, traces=selection, views=False)
+        table = run_metric(con, spec, params, cache_dir=None if no_cache else wh.cache_dir)
     write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
+
+
+def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selection: list[str] | None,
+                     no_cache: bool, fmt: OutputFormat, output: Path | None) -> None:
+    import json
+
+    import pyarrow as pa
+
+    from cclq.engine import connect
+    from cclq.metrics import MetricRun, run_metrics
+    from cclq.progress import StepProgress
+
+    con = connect(wh, traces=selection, views=False)
+    with StepProgress("metrics", len(specs)) as progress:
+        def done(run: MetricRun) -> None:
+            progress.advance(run.spec.name)
+
+        runs = run_metrics(con, specs, params, cache_dir=None if no_cache else wh.cache_dir, on_done=done)
+    failed = [r for r in runs.values() if r.error]
+    ok = [r for r in runs.values() if r.table is not None]
+    if output is not None and (output.is_dir() or not output.suffix):
+        output.mkdir(parents=True, exist_ok=True)
+        suffix = {"table": "txt", "csv": "csv", "json": "json", "parquet": "parquet"}[fmt.value]
+        for run in ok:
+            write_table(run.table, fmt, output=output / f"{run.spec.name}.{suffix}",
+                        title=f"{run.spec.label} ({run.spec.unit})")
+    else:
+        fixed = ("trace", "rank", "step", "value", "unit", "reason")
+        rows = []
+        for run in ok:
+            for row in run.table.to_pylist():
+                details = {k: v for k, v in row.items() if k not in fixed}
+                rows.append({"metric": run.spec.name, "version": run.spec.version, **{k: row[k] for k in fixed},
+                             "details": json.dumps(details, default=str) if details else None})
+        schema = pa.schema([("metric", pa.string()), ("version", pa.int32()), ("trace", pa.string()),
+                            ("rank", pa.int32()), ("step", pa.int64()), ("value", pa.float64()), ("unit", pa.string()),
+                            ("reason", pa.string()), ("details", pa.string())])
+        write_table(pa.Table.from_pylist(rows, schema=schema), fmt, output=output,
+                    title=f"{len(ok)} metrics (long form; `details` holds each metric's own columns)")
+    for run in failed:
+        print(f"cclq: error: {run.spec.label}: {run.error}", file=sys.stderr)
+    if failed:
+        raise typer.Exit(ExitCode.QUERY)
 
 
 # ------------------------------------------------------------------------ report
@@ -536,6 +661,26 @@ def bench(
         write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
 
 
+def _take_memory_limit(args: list[str]) -> list[str]:
+    """``--memory-limit SIZE`` (or ``=SIZE``) anywhere before ``--``: every command's
+    queries run under it (it goes to ``$CCLQ_MEMORY_LIMIT``, which connect reads)."""
+    end = args.index("--") if "--" in args else len(args)
+    kept: list[str] = []
+    i = 0
+    while i < end:
+        a = args[i]
+        if a == "--memory-limit" and i + 1 < end:
+            os.environ["CCLQ_MEMORY_LIMIT"] = args[i + 1]
+            i += 2
+            continue
+        if a.startswith("--memory-limit="):
+            os.environ["CCLQ_MEMORY_LIMIT"] = a.split("=", 1)[1]
+        else:
+            kept.append(a)
+        i += 1
+    return kept + args[end:]
+
+
 def _strip_debug(args: list[str]) -> tuple[list[str], bool]:
     """Takes ``--debug`` out of the arguments wherever it is (typer accepts it only
     before the subcommand); after a ``--`` everything is left alone."""
@@ -550,7 +695,7 @@ def _debug_enabled() -> bool:
 
 def main() -> None:
     """Entry point: maps user errors to one line on stderr and an exit code."""
-    args, debug_flag = _strip_debug(sys.argv[1:])
+    args, debug_flag = _strip_debug(_take_memory_limit(sys.argv[1:]))
     if debug_flag:
         os.environ["CCLQ_DEBUG"] = "1"  # also for what the commands print themselves
     debug = _debug_enabled()

@@ -16,13 +16,18 @@ metrics see.
 from __future__ import annotations
 
 import glob
+import os
+import re
+import shutil
+import socket
+import tempfile
 import weakref
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from cclq.errors import QueryError
+from cclq.errors import QueryError, UsageError
 from cclq.schema import TABLE_SCHEMAS, data_file_schema
 from cclq.sqlfiles import defined_names, modules_for, view_modules
 from cclq.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
@@ -40,7 +45,9 @@ _DUCK_TYPES = {
 CATALOG_RELATIONS = {"files": "files", "stats": "ingest_stats", "cards": "cards", "parts": "parts"}
 # Statements `cclq sql` runs when read-only (the default): queries, and EXPLAIN of them.
 _READ_ONLY_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-_SNAPSHOTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Snapshot] = weakref.WeakKeyDictionary()
+# connection -> (the snapshot it reads, the traces it selected; None: all)
+_SNAPSHOTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[Snapshot, list[str] | None]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _quote(s: str) -> str:
@@ -124,6 +131,62 @@ def _parquet_views(snapshot: Snapshot, traces: list[str] | None) -> list[str]:
     return [t for t in TABLE_SCHEMAS if snapshot.data_files(t, traces)]
 
 
+MEMORY_ENV = "CCLQ_MEMORY_LIMIT"
+# Without --memory-limit / CCLQ_MEMORY_LIMIT: this share of the machine's memory (DuckDB's
+# own default is 80%, which leaves too little to Python, pyarrow and a second process).
+DEFAULT_MEMORY_SHARE = 0.5
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|B)?\s*$", re.IGNORECASE)
+
+
+def memory_limit(value: str | None = None) -> str:
+    """The memory limit queries run under, as DuckDB takes it: ``value`` (``500MB``,
+    ``4GiB``, ``25%`` of RAM), else ``$CCLQ_MEMORY_LIMIT``, else half the machine's RAM."""
+    text = value or os.environ.get(MEMORY_ENV)
+    total = _physical_memory()
+    if not text:
+        return f"{int(total * DEFAULT_MEMORY_SHARE) >> 20}MiB" if total else "80%"
+    m = _MEMORY.match(text)
+    if not m:
+        raise UsageError(f"memory limit {text!r}: want a size such as 500MB or 4GiB, or a share of RAM such as 25%")
+    number, unit = float(m.group(1)), (m.group(2) or "B").upper()
+    if unit == "%":
+        if not 0 < number <= 100 or not total:
+            raise UsageError(f"memory limit {text!r}: a share of RAM is 1..100%")
+        return f"{int(total * number / 100) >> 20}MiB"
+    factor = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+              "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}[unit]
+    if number * factor < 64e6:
+        raise UsageError(f"memory limit {text!r}: DuckDB needs at least 64 MB")
+    return f"{int(number * factor) >> 20}MiB"
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _spill_directory(wh: Warehouse) -> Path:
+    """Where a connection's DuckDB spills what does not fit its memory limit: a folder of
+    its own inside the warehouse (``spill/<pid>@<host>-<random>``), removed when the
+    connection goes; writers collect the folders of this host's processes that died (a
+    warehouse on a shared file system has readers on other hosts). A warehouse that cannot be
+    written spills to the system's temp folder instead."""
+    for parent in (wh.root / "spill", Path(tempfile.gettempdir()) / "cclq-spill"):
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}@{socket.gethostname()}-", dir=parent))
+        except OSError:
+            continue
+    raise UsageError("no folder to spill query data to (the warehouse and the temp folder are not writable)")
+
+
+def _settings(wh: Warehouse) -> tuple[list[str], Path]:
+    spill = _spill_directory(wh)
+    return [f"SET memory_limit = '{memory_limit()}';", f"SET temp_directory = {_quote(str(spill))};"], spill
+
+
 def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None,
             for_sql: str | None = None, views: bool = True) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection over the warehouse's current snapshot.
@@ -132,20 +195,27 @@ def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None
     ``for_sql``: define only the view modules this SQL needs (``None``: all of them).
     ``views=False``: only the base relations; ``define_views`` adds modules when a query
     needs them (a metric whose result is cached never needs them).
+    Queries run under ``memory_limit()`` and spill to disk beyond it.
     """
     snapshot = wh.open_snapshot()
+    spill: Path | None = None
     try:
         con = duckdb.connect(":memory:")
+        settings, spill = _settings(wh)
+        con.execute("\n".join(settings))
         if views:
             con.execute(setup_script(snapshot, traces, for_sql))
         else:
             con.execute("\n".join(["SET parquet_metadata_cache = true;"] + base_relations(snapshot, traces)))
     except BaseException:
         snapshot.close()
+        if spill is not None:
+            shutil.rmtree(spill, ignore_errors=True)
         raise
     # the snapshot's files stay safe from garbage collection while the connection lives
     weakref.finalize(con, snapshot.close)
-    _SNAPSHOTS[con] = snapshot
+    weakref.finalize(con, shutil.rmtree, spill, True)
+    _SNAPSHOTS[con] = (snapshot, None if traces is None else list(traces))
     return con
 
 
@@ -195,15 +265,15 @@ def run_user_query(con: duckdb.DuckDBPyConnection, query: str, read_only: bool =
         raise QueryError(str(e).splitlines()[0]) from e
 
 
-def connection_snapshot(con: duckdb.DuckDBPyConnection) -> Snapshot:
-    """The snapshot a connection made by ``connect`` reads."""
+def connection_snapshot(con: duckdb.DuckDBPyConnection) -> tuple[Snapshot, list[str] | None]:
+    """The snapshot a connection made by ``connect`` reads, and the traces it selected."""
     return _SNAPSHOTS[con]
 
 
 def readable_files(con: duckdb.DuckDBPyConnection) -> list[Path]:
     """Every file a connection made by ``connect`` reads: its snapshot's catalog files
     and the data files of the traces it selected."""
-    snapshot = _SNAPSHOTS[con]
+    snapshot, _traces = _SNAPSHOTS[con]
     root = snapshot.warehouse.root
     data = [root / p for (p,) in con.execute("SELECT DISTINCT path FROM parts ORDER BY path").fetchall()]
     return [snapshot.catalog_file(name) for name in CATALOG_SCHEMAS] + data

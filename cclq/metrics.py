@@ -38,15 +38,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cclq.engine import define_views
 from cclq.errors import QueryError, UsageError
 from cclq.sqlfiles import sql_root
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from cclq.warehouse import Snapshot, Warehouse
 
 GRAINS = ("trace", "rank", "step")
 # Report groups, in the order reports show them (title for people, id in headers).
@@ -270,13 +273,28 @@ def cache_key(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str
     """What a metric's result depends on: its SQL, every view's SQL, the parameters, the
     cards, and the content of every input file (hash and ingest version). Equal keys mean
     equal results, so a cached result is never stale."""
+    from cclq.engine import connection_snapshot
+
+    return metric_key(*connection_snapshot(con), spec, params)
+
+
+def metric_key(snapshot: Snapshot, traces: list[str] | None, spec: MetricSpec, params: dict[str, str]) -> str:
+    """``cache_key`` from a catalog snapshot and a trace selection, without DuckDB: what
+    a repeat ``cclq metric`` computes to find its stored result."""
     # the whole file, header included: a new unit or description is a new result table
-    return _inputs_key(con, (spec.label, spec.text, json.dumps(params, sort_keys=True)))
+    return inputs_key(snapshot, traces, (spec.label, spec.text, json.dumps(params, sort_keys=True)))
 
 
 def _inputs_key(con: duckdb.DuckDBPyConnection, parts: tuple[str, ...]) -> str:
+    from cclq.engine import connection_snapshot
+
+    return inputs_key(*connection_snapshot(con), parts)
+
+
+def inputs_key(snapshot: Snapshot, traces: list[str] | None, parts: tuple[str, ...]) -> str:
     """A key of ``parts``, the cclq version, every view's SQL and every input of the
-    connection (files by content hash and ingest version, and the cards)."""
+    selection (its files by content hash and ingest version, and its cards), read from
+    the catalog snapshot the query reads: the key describes exactly what it read."""
     from cclq import __version__
     from cclq.sqlfiles import view_modules
 
@@ -286,12 +304,26 @@ def _inputs_key(con: duckdb.DuckDBPyConnection, parts: tuple[str, ...]) -> str:
         h.update(b"\0")
     for module in view_modules():
         h.update(module.sql.encode())
-    inputs = con.execute(
-        "SELECT trace, rank, file_id, content_hash, ingest_version FROM files ORDER BY ALL"
-    ).fetchall()
-    cards = con.execute("SELECT trace, card_json FROM cards ORDER BY ALL").fetchall()
-    h.update(repr((inputs, cards)).encode())
+    wanted = None if traces is None else set(traces)
+    files, cards = snapshot.tables["files"], snapshot.tables["cards"]
+    inputs = sorted(row for row in zip(*(files.column(c).to_pylist() for c in
+                                          ("trace", "rank", "file_id", "content_hash", "ingest_version")))
+                    if wanted is None or row[0] in wanted)
+    card_rows = sorted(row for row in zip(cards.column("trace").to_pylist(), cards.column("card_json").to_pylist())
+                       if wanted is None or row[0] in wanted)
+    h.update(repr((inputs, card_rows)).encode())
     return h.hexdigest()
+
+
+def cached_result(wh: Warehouse, spec: MetricSpec, params: dict[str, str], traces: list[str] | None) -> pa.Table | None:
+    """A stored result of ``spec`` for the current snapshot, if there is one: read without
+    DuckDB (a repeat call needs neither the engine nor the views)."""
+    with wh.open_snapshot() as snapshot:
+        path = wh.cache_dir / f"{spec.name}.v{spec.version}.{metric_key(snapshot, traces, spec, params)}.parquet"
+    try:
+        return pq.ParquetFile(path).read() if path.exists() else None
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def run_cached_query(con: duckdb.DuckDBPyConnection, label: str, sql: str, cache_dir: Path | None) -> pa.Table:
@@ -301,6 +333,10 @@ def run_cached_query(con: duckdb.DuckDBPyConnection, label: str, sql: str, cache
     statistics, step durations): ``label`` names it in the cache, and its key covers the
     SQL, the views and every input, as a metric's does.
     """
+    import duckdb
+
+    from cclq.engine import define_views
+
     path = None
     if cache_dir is not None:
         path = cache_dir / f"query.{label}.{_inputs_key(con, ('query', label, sql))}.parquet"
@@ -340,6 +376,8 @@ def run_metric(
     needs only the base relations (``connect(..., views=False)``): the views the metric
     uses are created here, and only when the result is not cached.
     """
+    from cclq.engine import define_views
+
     params = params or {}
     con.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM parts")
     con.execute(_params_relation(spec, params))
@@ -452,6 +490,9 @@ SHARED_VIEWS = ("collectives",)
 
 def _share_views(con: duckdb.DuckDBPyConnection, pending: list[MetricSpec]) -> list[str]:
     """Materializes the SHARED_VIEWS that two or more ``pending`` metrics use; their names."""
+    import duckdb
+
+    from cclq.engine import define_views
     from cclq.sqlfiles import defined_names, modules_for
 
     done = []
@@ -476,6 +517,8 @@ def latest_specs() -> list[MetricSpec]:
 
 
 def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
+    import duckdb
+
     try:
         described = con.execute(f"DESCRIBE ({spec.sql})").fetchall()
     except duckdb.Error as e:
@@ -484,6 +527,7 @@ def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
     if "trace" not in names or "value" not in names:
         raise QueryError(f"{spec.label}: the query must return `trace` and `value` columns")
     fixed = {"trace", "rank", "step", "value", "reason"}
+    extras = [f'm."{n}"' for n in names if n not in fixed]
     select = [
         "m.trace",
         "CAST(m.rank AS INTEGER) AS rank" if "rank" in names else "CAST(NULL AS INTEGER) AS rank",
@@ -491,8 +535,11 @@ def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
         "CAST(m.value AS DOUBLE) AS value",
         f"{_sql_literal(spec.unit)} AS unit",
         "CAST(m.reason AS VARCHAR) AS reason" if "reason" in names else "CAST(NULL AS VARCHAR) AS reason",
-    ] + [f'm."{n}"' for n in names if n not in fixed]
-    order = ["m.trace"] + (["m.rank"] if "rank" in names else []) + (["m.step"] if "step" in names else [])
+    ] + extras
+    # trace, rank, step, then the detail columns and the value: a total order, so the same
+    # inputs print the same rows in the same order however the data files are laid out
+    order = (["m.trace"] + (["m.rank"] if "rank" in names else []) + (["m.step"] if "step" in names else [])
+             + extras + ["m.value"] + (["m.reason"] if "reason" in names else []))
     query = f"SELECT {', '.join(select)} FROM ({spec.sql}) AS m ORDER BY {', '.join(order)}"
     try:
         return con.execute(query).to_arrow_table()

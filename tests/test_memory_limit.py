@@ -1,0 +1,91 @@
+"""Queries under a memory limit: parsed once, applied to every connection, spilling to a
+folder of the connection's own that goes away with it."""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from cclq.engine import connect, memory_limit
+from cclq.errors import UsageError
+from cclq.synth import generate_workload
+from conftest import run_cli, run_ingest
+
+
+def _phys() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+@pytest.mark.parametrize("text, mib", [
+    ("500MB", 500 * 10**6 >> 20), ("4GiB", 4096), ("2gb", 2 * 10**9 >> 20), ("1073741824", 1024),
+])
+def test_sizes(text, mib):
+    assert memory_limit(text) == f"{mib}MiB"
+
+
+def test_shares_the_environment_and_the_default(monkeypatch):
+    assert memory_limit("25%") == f"{int(_phys() * 0.25) >> 20}MiB"
+    monkeypatch.setenv("CCLQ_MEMORY_LIMIT", "300MB")
+    assert memory_limit() == f"{300 * 10**6 >> 20}MiB"
+    monkeypatch.delenv("CCLQ_MEMORY_LIMIT")
+    assert memory_limit() == f"{int(_phys() * 0.5) >> 20}MiB"
+
+
+@pytest.mark.parametrize("text", ["lots", "10MB", "0%", "150%", "-5GB"])
+def test_bad_limits_are_usage_errors(text):
+    with pytest.raises(UsageError, match="memory limit"):
+        memory_limit(text)
+
+
+def test_a_connection_runs_under_the_limit_and_its_spill_folder_goes_with_it(wh, tmp_path, monkeypatch):
+    generate_workload(tmp_path / "w", ranks=2, steps=2, layers=1, seed=3)
+    run_ingest([tmp_path / "w"], wh)
+    monkeypatch.setenv("CCLQ_MEMORY_LIMIT", "100MiB")
+    con = connect(wh)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "100.0 MiB"
+    spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+    assert os.path.dirname(spill) == str(wh.root / "spill") and os.path.isdir(spill)
+    # a sort of ~240 MB of rows fits only by spilling; the answer is still exact
+    n = 10_000_000
+    top = con.execute(f"SELECT max(i) FROM (SELECT row_number() OVER (ORDER BY hash(range)) AS i, "
+                      f"range * 2 AS x FROM range({n}))").fetchone()[0]
+    assert top == n
+    con.close()
+    del con
+    gc.collect()
+    assert not os.path.exists(spill)
+
+
+def test_writers_collect_the_spill_folders_of_dead_processes_of_this_host_only(wh, tmp_path):
+    generate_workload(tmp_path / "w", ranks=1, steps=1, layers=1, seed=4)
+    run_ingest([tmp_path / "w"], wh)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    host = socket.gethostname()
+    folders = {name: wh.root / "spill" / name for name in (
+        f"{dead}@{host}-abc", f"{os.getpid()}@{host}-def", f"{dead}@another-host-ghi", "notes")}
+    for folder in folders.values():
+        folder.mkdir(parents=True)
+    with wh.lock():
+        wh.collect_garbage()
+    assert sorted(p.name for p in (wh.root / "spill").iterdir()) == sorted(
+        [f"{os.getpid()}@{host}-def", f"{dead}@another-host-ghi", "notes"])
+
+
+def test_the_cli_takes_the_limit_anywhere_and_refuses_a_bad_one(wh, tmp_path):
+    generate_workload(tmp_path / "w", ranks=2, steps=2, layers=1, seed=5)
+    run_ingest([tmp_path / "w"], wh)
+    plain = run_cli("metric", "total_kernel_time", "--all", "-w", str(wh.root), "-f", "csv", "--no-cache")
+    limited = run_cli("metric", "total_kernel_time", "--all", "--memory-limit", "128MB", "-w", str(wh.root),
+                      "-f", "csv", "--no-cache")
+    assert plain.returncode == limited.returncode == 0 and plain.stdout == limited.stdout
+    shown = run_cli("--memory-limit=200MiB", "sql", "SELECT current_setting('memory_limit') AS m", "-w",
+                    str(wh.root), "-f", "csv")
+    assert shown.stdout.splitlines() == ["m", "200.0 MiB"]
+    bad = run_cli("sql", "SELECT 1", "-w", str(wh.root), "--memory-limit", "lots")
+    assert bad.returncode == 2 and bad.stderr.count("\n") <= 2 and "memory limit 'lots'" in bad.stderr
