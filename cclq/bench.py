@@ -194,31 +194,37 @@ def clone_traces(wh_root: Path, source: str, targets: list[str]) -> None:
     import pyarrow.parquet as pq
 
     from cclq.warehouse import Warehouse
-    from cclq.writer import _open_writer
+    from cclq.writer import open_data_writer
 
     wh = Warehouse(wh_root)
     with wh.lock():
         state = wh.read_state()
         rows = [r for r in state.files.values() if r["trace"] == source]
+        # data file -> its table; a compacted data file holds several input files' rows
+        data_files = sorted({(p["path"], p["table_name"]) for r in rows for p in state.parts[r["file_id"]]})
         moves: list[tuple[Path, str]] = []
         for target in targets:
+            new_id = {r["file_id"]: hashlib.blake2b(f"{target}/{r['relpath']}".encode(), digest_size=8).hexdigest()
+                      for r in rows}
+            new_path: dict[str, str] = {}
+            for path, table_name in data_files:
+                table = pq.read_table(wh.root / path)
+                coded = pc.dictionary_encode(table.column("file_id")).combine_chunks()
+                old_ids = coded.dictionary.to_pylist()
+                ids = pc.take(pa.array([new_id[f] for f in old_ids], pa.string()), coded.indices)
+                table = table.set_column(table.schema.get_field_index("file_id"), "file_id", ids)
+                i = table.schema.get_field_index("trace")
+                table = table.set_column(i, "trace", pc.fill_null(pa.nulls(table.num_rows, pa.string()), target))
+                tmp = wh.tmp_path()
+                writer = open_data_writer(tmp, table.schema)
+                writer.write_table(table)
+                writer.close()
+                new_path[path] = wh.new_data_path(table_name, target, new_id[old_ids[0]] if old_ids else "empty")
+                moves.append((tmp, new_path[path]))
             for row in rows:
-                old = row["file_id"]
-                fid = hashlib.blake2b(f"{target}/{row['relpath']}".encode(), digest_size=8).hexdigest()
-                parts = []
-                for part in state.parts[old]:
-                    table = pq.read_table(wh.root / part["path"])
-                    n = table.num_rows
-                    for name, value in (("trace", target), ("file_id", fid)):
-                        i = table.schema.get_field_index(name)
-                        table = table.set_column(i, name, pc.fill_null(pa.nulls(n, pa.string()), value))
-                    tmp = wh.tmp_path()
-                    writer = _open_writer(tmp, table.schema)
-                    writer.write_table(table)
-                    writer.close()
-                    rel = wh.new_data_path(part["table_name"], target, fid)
-                    moves.append((tmp, rel))
-                    parts.append({**part, "file_id": fid, "trace": target, "path": rel})
+                old, fid = row["file_id"], new_id[row["file_id"]]
+                parts = [{**part, "file_id": fid, "trace": target, "path": new_path[part["path"]]}
+                         for part in state.parts[old]]
                 stats = [{**r, "file_id": fid, "trace": target} for r in state.stats.get(old, [])]
                 state.put_file({**row, "file_id": fid, "trace": target, "path": f"{row['path']}#{target}"},
                                parts, stats)

@@ -163,6 +163,7 @@ class IngestReport:
     warehouse: Path
     outcomes: list[FileOutcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    compacted: list[Any] = field(default_factory=list)  # cclq.compaction.Compaction of the traces compacted
 
     @property
     def failed(self) -> list[FileOutcome]:
@@ -695,6 +696,8 @@ def ingest(
                                                            f"in its name; guessed rank {outcome.rank}")
         committer.flush()
         reporter.finish()
+        if not committer.stopped:
+            report.compacted = _compact_small_files(warehouse, committer, report)
         # A guessed rank is noise for a workload of one file (rank 0 is the obvious
         # choice); with two or more, say which rank each got.
         for lines in rankless.values():
@@ -705,6 +708,27 @@ def ingest(
     for w in report.warnings:
         reporter.warn(w)
     return report
+
+
+def _compact_small_files(warehouse: Warehouse, committer: _Committer, report: IngestReport) -> list[Any]:
+    """Compacts the traces this ingest wrote whose files are many and small (see
+    cclq/compaction.py), as one more commit; if that fails, the traces stay as ingested."""
+    from cclq import compaction
+
+    touched = {o.trace for o in report.outcomes if o.status == "ingested"}
+    groups = compaction.plan(committer.committed, touched) if touched else {}
+    if not groups:
+        return []
+    state = _copy(committer.committed)
+    try:
+        moves, done = compaction.rewrite(warehouse, state, groups)
+        warehouse.commit(state, moves)
+    except Exception as e:  # noqa: BLE001 - an optimisation: the ingest itself succeeded
+        report.warnings.append(f"compacting small files did not work ({type(e).__name__}: {e}); "
+                               "`cclq compact` tries again")
+        return []
+    committer.committed = state
+    return done
 
 
 def _held_elsewhere(w: Workload, files: dict[str, dict]) -> list[dict]:

@@ -89,6 +89,11 @@ def print_summary(report: IngestReport) -> None:
     counts: dict[str, int] = {}
     for o in report.outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
+    if report.compacted:
+        before = sum(c.files_before for c in report.compacted)
+        after = sum(c.files_after for c in report.compacted)
+        _stderr.print(f"compacted {len({c.trace for c in report.compacted})} trace(s) of small files: "
+                      f"{before} data files -> {after}", highlight=False)
     total_mb = sum(o.size_bytes for o in report.outcomes if o.status == "ingested") / 1e6
     _stderr.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
                   highlight=False)

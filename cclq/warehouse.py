@@ -11,6 +11,7 @@ Layout (everything is Parquet, so any tool can read it)::
       events/trace=<id>/<file_id>.<uniq>.parquet   data files (trace and rank are columns inside)
       cache/metrics/<name>.v<N>.<key>.parquet   metric results (see metrics.cache_key)
       tmp/                                      writes in progress (never read)
+      spill/<pid>-<n>/                          what a query spills beyond its memory limit
       .lock                                     held by a running writer (ingest, compact)
 
 Every file is written once and never changed. A commit writes its data files under
@@ -31,6 +32,7 @@ import errno
 import fcntl
 import os
 import shutil
+import socket
 import sys
 import time
 import uuid
@@ -42,10 +44,12 @@ from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cclq.cards import CARD_SCHEMA
 from cclq.errors import UsageError
+from cclq.writer import ROW_GROUP_ROWS, open_data_writer
 
 DEFAULT_WAREHOUSE = ".cclq/warehouse"
 WAREHOUSE_ENV = "CCLQ_WAREHOUSE"
@@ -365,6 +369,7 @@ class Warehouse:
         anything fails before that last step, the previous snapshot stays current and the
         half-done work is garbage for ``collect_garbage``.
         """
+        moves = list(moves) + self._split_shared(state)
         for tmp, rel in moves:
             target = self.root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -380,6 +385,43 @@ class Warehouse:
         pointer.write_text(snap_id + "\n")
         os.replace(pointer, self.root / CURRENT)
         return snap_id
+
+    def _split_shared(self, state: CatalogState) -> list[tuple[Path, str]]:
+        """Data files that hold several input files (compacted) and that some of those
+        files leave in ``state`` (changed, gone, replaced): rewritten with the rows of the
+        files that stay, which ``state`` then points at. Otherwise a changed file's old
+        rows would still be read from the shared file."""
+        if not self.exists():
+            return []
+        try:
+            current = pq.ParquetFile(self.catalog_dir / self.current_id() / "parts.parquet").read(
+                columns=["file_id", "path"])
+        except FileNotFoundError:
+            return []
+        holders: dict[str, set[str]] = {}
+        for fid, path in zip(current.column("file_id").to_pylist(), current.column("path").to_pylist()):
+            holders.setdefault(path, set()).add(fid)
+        moves: list[tuple[Path, str]] = []
+        for path, fids in holders.items():
+            if len(fids) < 2:
+                continue
+            staying = sorted(f for f in fids if any(p["path"] == path for p in state.parts.get(f, ())))
+            if len(staying) == len(fids) or not staying:
+                continue
+            table = pq.ParquetFile(self.root / path).read()
+            kept = table.filter(pc.is_in(table.column("file_id"), value_set=pa.array(staying, pa.string())))
+            tmp = self.tmp_path()
+            writer = open_data_writer(tmp, kept.schema)
+            try:
+                writer.write_table(kept, row_group_size=ROW_GROUP_ROWS)
+            finally:
+                writer.close()
+            some = next(p for f in staying for p in state.parts[f] if p["path"] == path)
+            rel = self.new_data_path(some["table_name"], some["trace"], "compact")
+            moves.append((tmp, rel))
+            for f in staying:
+                state.parts[f] = [dict(p, path=rel) if p["path"] == path else p for p in state.parts[f]]
+        return moves
 
     # -- garbage --------------------------------------------------------------
     def collect_garbage(self) -> int:
@@ -399,6 +441,7 @@ class Warehouse:
             except OSError:
                 continue
             referenced.update(parts.column("path").to_pylist())
+        _collect_spill(self.root / "spill")
         removed = 0
         for table_dir in (p for p in self.root.iterdir() if p.is_dir() and p.name not in _NOT_DATA):
             for path in table_dir.rglob("*.parquet"):
@@ -410,7 +453,29 @@ class Warehouse:
         return removed
 
 
-_NOT_DATA = {"catalog", "cache", "tmp"}
+_NOT_DATA = {"catalog", "cache", "tmp", "spill"}
+
+
+def _collect_spill(spill: Path) -> None:
+    """Removes the spill folders (``<pid>@<host>-<random>``) of this host's processes that
+    are no longer running; another host's folders are its own business."""
+    if not spill.is_dir():
+        return
+    host = socket.gethostname()
+    for folder in spill.iterdir():
+        pid, _, owner = folder.name.rpartition("-")[0].partition("@")
+        if owner == host and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_only_error(root: Path, e: OSError) -> UsageError:
@@ -429,7 +494,7 @@ def _next_id(previous: str | None) -> str:
 def _read_catalog_table(path: Path, schema: pa.Schema) -> pa.Table:
     """A catalog table with exactly ``schema``'s columns: missing ones NULL (an older
     cclq wrote it), NULL-typed ones given their type."""
-    table = pq.read_table(path)
+    table = pq.ParquetFile(path).read()  # not read_table: its dataset layer costs 30 ms to import
     columns: list[Any] = [
         table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
         for f in schema

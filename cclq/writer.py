@@ -18,6 +18,9 @@ import pyarrow.parquet as pq
 from cclq.schema import EVENT_SCHEMA, data_file_schema
 
 COMPRESSION = "zstd"
+# Row groups of rewritten (compacted, split) files: big enough for few footers and pages,
+# small enough for DuckDB to scan a file with several threads.
+ROW_GROUP_ROWS = 131_072
 # zstd everywhere except the low-cardinality columns that every query filters on: their
 # pages are a few dictionary indices, zstd saves nothing on them (files within 0.5%),
 # and its per-page setup was the largest single cost of scanning a warehouse of many
@@ -61,7 +64,7 @@ class DataFileWriter:
 
     def _write(self, batch: pa.RecordBatch) -> None:
         if self._writer is None:
-            self._writer = _open_writer(self.path, self.schema)
+            self._writer = open_data_writer(self.path, self.schema)
         n = batch.num_rows
         keys = [pc.fill_null(pa.nulls(n, pa.string()), self.trace), pc.fill_null(pa.nulls(n, pa.int32()), self.rank)]
         self._writer.write_batch(pa.RecordBatch.from_arrays(keys + batch.columns, schema=self.schema))
@@ -80,7 +83,7 @@ class DataFileWriter:
         finally:
             self._pool.shutdown()
         if self._writer is None:  # no rows: still write a valid, empty file
-            self._writer = _open_writer(self.path, self.schema)
+            self._writer = open_data_writer(self.path, self.schema)
         self._writer.close()
 
     def discard(self) -> None:
@@ -98,7 +101,7 @@ class DataFileWriter:
         self.path.unlink(missing_ok=True)
 
 
-def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+def open_data_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     # store_schema=False: no base64 copy of the Arrow schema in every footer (4 KB of the
     # 11 KB footer of a 57-column file). The Parquet types say everything (string, int64,
     # double, list<int64>), and footers are what a scan of many small files pays for.
@@ -114,7 +117,7 @@ def rewrite_rank(path: Path, rank: int) -> Path:
     i = table.schema.get_field_index("rank")
     table = table.set_column(i, table.schema.field(i), pc.fill_null(pa.nulls(n, pa.int32()), rank))
     target = path.with_name(f"{path.stem}.r{rank}.parquet")
-    writer = _open_writer(target, table.schema)
+    writer = open_data_writer(target, table.schema)
     try:
         writer.write_table(table)
     finally:

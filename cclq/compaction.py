@@ -1,0 +1,120 @@
+"""Compaction: a trace's many small data files rewritten as a few, query results unchanged.
+
+Ingest writes one data file per input file and table: a trace of 8 small rank files is
+8 files, and a warehouse of 400 such traces is 3,200 files, each with its footer and a
+page per column that every query opens and decompresses. Compaction concatenates a
+trace's files of one table into files of up to ``TARGET_ROWS`` rows, in row groups of
+``ROW_GROUP_ROWS``, ordered by rank and input file. Every row keeps all its columns (its
+trace, rank, file_id, event_idx ...), so no query result changes; the catalog's ``parts``
+then points several input files at one data file.
+
+It runs as ``cclq compact`` and, for the traces an ingest touched, at the end of that
+ingest when a trace has ``MIN_FILES`` or more data files of one table averaging under
+``SMALL_ROWS`` rows. Like every write it is one snapshot commit: readers see the old
+files or the new, never a mix, and the old files go when no reader holds them. When one
+input file of a compacted data file changes or leaves, ``Warehouse.commit`` rewrites
+that data file without it (``split_shared``), so rows of an old version never linger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cclq.warehouse import CatalogState, Warehouse
+from cclq.writer import ROW_GROUP_ROWS, open_data_writer
+
+MIN_FILES = 4  # a trace's data files of one table before an ingest compacts them
+SMALL_ROWS = 262_144  # ... when they average fewer rows than this
+TARGET_ROWS = 4_194_304  # rows per compacted file (a larger trace gets several)
+
+
+@dataclass
+class Compaction:
+    """One compacted group: the input files of one (trace, table) and what they became."""
+
+    trace: str
+    table: str
+    files_before: int  # data files
+    files_after: int
+    rows: int
+
+
+def plan(state: CatalogState, traces: set[str] | None = None, min_files: int = MIN_FILES,
+         small_rows: int = SMALL_ROWS) -> dict[tuple[str, str], list[str]]:
+    """(trace, table) -> its data files, for the groups worth compacting: ``min_files``
+    or more files averaging under ``small_rows`` rows (``traces``: only those)."""
+    rows_of: dict[tuple[str, str], dict[str, int]] = {}
+    for parts in state.parts.values():
+        for p in parts:
+            if traces is not None and p["trace"] not in traces:
+                continue
+            paths = rows_of.setdefault((p["trace"], p["table_name"]), {})
+            paths[p["path"]] = paths.get(p["path"], 0) + (p["rows"] or 0)
+    return {key: sorted(paths) for key, paths in rows_of.items()
+            if len(paths) >= min_files and sum(paths.values()) / len(paths) < small_rows}
+
+
+def rewrite(wh: Warehouse, state: CatalogState, groups: dict[tuple[str, str], list[str]],
+            target_rows: int = TARGET_ROWS) -> tuple[list[tuple[Path, str]], list[Compaction]]:
+    """Writes the compacted files of ``groups`` under ``tmp/`` and points ``state``'s parts
+    at them; returns the (temp file, data path) moves for ``Warehouse.commit``."""
+    moves: list[tuple[Path, str]] = []
+    done: list[Compaction] = []
+    wanted = {path for paths in groups.values() for path in paths}
+    owners: dict[str, list[dict]] = {}  # data file -> the parts rows (input files) in it
+    for parts in state.parts.values():
+        for p in parts:
+            if p["path"] in wanted:
+                owners.setdefault(p["path"], []).append(p)
+    for (trace, table), paths in sorted(groups.items()):
+        # in rank, input file order
+        ordered = sorted(paths, key=lambda path: min((p["rank"], p["file_id"]) for p in owners[path]))
+        bins: list[list[str]] = [[]]
+        rows = 0
+        for path in ordered:
+            n = sum(p["rows"] or 0 for p in owners[path])
+            if bins[-1] and rows + n > target_rows:
+                bins.append([])
+                rows = 0
+            bins[-1].append(path)
+            rows += n
+        total = 0
+        for members in bins:
+            tables = [pq.ParquetFile(wh.root / path).read() for path in members]
+            combined = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+            tmp = wh.tmp_path()
+            writer = open_data_writer(tmp, combined.schema)
+            try:
+                writer.write_table(combined, row_group_size=ROW_GROUP_ROWS)
+            finally:
+                writer.close()
+            rel = wh.new_data_path(table, trace, "compact")
+            moves.append((tmp, rel))
+            for path in members:
+                for p in owners[path]:
+                    state.parts[p["file_id"]] = [dict(q, path=rel) if q["path"] == path else q
+                                                 for q in state.parts[p["file_id"]]]
+            total += combined.num_rows
+        done.append(Compaction(trace, table, len(paths), len(bins), total))
+    return moves, done
+
+
+def compact(wh: Warehouse, traces: list[str] | None = None, min_files: int = 2,
+            small_rows: int = SMALL_ROWS, target_rows: int = TARGET_ROWS) -> list[Compaction]:
+    """``cclq compact``: compacts every trace (or ``traces``) whose data files of a table
+    are ``min_files`` or more and small, as one commit."""
+    with wh.lock():
+        wh.clean_tmp()
+        state = wh.read_state()
+        groups = plan(state, None if traces is None else set(traces), min_files, small_rows)
+        if not groups:
+            return []
+        moves, done = rewrite(wh, state, groups, target_rows)
+        wh.commit(state, moves)
+        wh.collect_garbage()
+        wh.clean_tmp()
+    return done
