@@ -19,21 +19,46 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cclq.engine import connect
-from cclq.errors import CclqError
-from cclq.ingest import ingest, plan_inputs
-from cclq.metrics import resolve, run_metric, summarize
-from cclq.warehouse import Warehouse, resolve_warehouse
+# Standard library only at import: the client half of a warm call (cclq/daemon.py) is
+# this module, and it must start in milliseconds. The work's imports are in run_here.
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cclq.main", description=__doc__.splitlines()[0])
     parser.add_argument("--trace", required=True, help="workload folder or trace file")
     parser.add_argument("--metric", required=True, help="metric name (cclq metrics lists them)")
     parser.add_argument("--model_params", type=float, help="model parameter count (overrides the card)")
     parser.add_argument("--n_chips", type=int, help="number of chips (overrides the card)")
     parser.add_argument("--warehouse", help="warehouse folder [default: $CCLQ_WAREHOUSE or ./.cclq/warehouse]")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the call in the warehouse's warm daemon (cclq/daemon.py), else right here."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from cclq import daemon
+
+    if daemon.enabled():
+        args, _ = _parser().parse_known_args(argv) if "-h" not in argv and "--help" not in argv else (None, None)
+        if args is not None:
+            from cclq.locations import resolve_warehouse
+
+            rc = daemon.call(argv, resolve_warehouse(args.warehouse))
+            if rc is not None:
+                return rc
+    return run_here(argv)
+
+
+def run_here(argv: list[str]) -> int:
+    """The call itself: ingest the folder if needed, run the metric, print one number."""
+    from cclq.engine import connect
+    from cclq.errors import CclqError
+    from cclq.ingest import ingest, plan_inputs
+    from cclq.metrics import resolve, run_metric, summarize
+    from cclq.warehouse import Warehouse, resolve_warehouse
+
+    args = _parser().parse_args(argv)
+    con = None
     try:
         spec = resolve(args.metric)
         wh = Warehouse(resolve_warehouse(args.warehouse))
@@ -53,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     except CclqError as e:
         print(f"cclq: error: {e.message}", file=sys.stderr)
         return int(e.exit_code)
+    finally:
+        if con is not None:
+            con.close()  # a daemon serves many calls: release the snapshot now
     if value is None:
         print(f"cclq: {spec.label} does not apply to {workload.trace}: {reason}", file=sys.stderr)
         print("nan")

@@ -49,10 +49,9 @@ import pyarrow.parquet as pq
 
 from cclq.cards import CARD_SCHEMA
 from cclq.errors import UsageError
+from cclq.locations import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, resolve_warehouse  # noqa: F401 (re-exported)
 from cclq.writer import ROW_GROUP_ROWS, open_data_writer
 
-DEFAULT_WAREHOUSE = ".cclq/warehouse"
-WAREHOUSE_ENV = "CCLQ_WAREHOUSE"
 CURRENT = "CURRENT"
 
 # The catalog tables. Every snapshot is written with these schemas, so a column that is
@@ -119,12 +118,6 @@ CATALOG_SCHEMAS: dict[str, pa.Schema] = {
 # Trace ids that hive-partition readers (DuckDB, Spark, Hive) turn into SQL NULL when they
 # are a folder name; ``trace_folder`` escapes them so that folder names stay faithful.
 _HIVE_NULLS = {"null", "__hive_default_partition__"}
-
-
-def resolve_warehouse(option: str | None) -> Path:
-    """``--warehouse`` first, then ``$CCLQ_WAREHOUSE``, then ``./.cclq/warehouse``."""
-    chosen = option or os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE
-    return Path(chosen).expanduser().resolve()
 
 
 def trace_folder(trace: str) -> str:

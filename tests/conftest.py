@@ -19,6 +19,10 @@ SHARED = Path(os.environ.get("CCLQ_SHARED", REPO.parent / "shared"))
 SHARED_TRACES = SHARED / "traces"
 GOLDEN = SHARED / "golden" / "hta"
 
+# `python -m cclq.main` would start a warm daemon per warehouse (cclq/daemon.py) that
+# outlives the test; tests/test_daemon.py turns it on where it is the subject.
+os.environ["CCLQ_DAEMON"] = "0"
+
 
 def require_shared() -> Path:
     if not SHARED_TRACES.is_dir():

@@ -1,0 +1,121 @@
+"""The warm daemon behind `python -m cclq.main`: same answers, and no answer ever depends
+on it (a dead, outdated or absent daemon falls back to the work in the caller)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cclq import daemon
+from cclq.synth import generate_workload
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """Two workloads, a warehouse, and an environment whose daemon home is the test's own."""
+    generate_workload(tmp_path / "in" / "a", ranks=2, steps=3, layers=2, seed=1)
+    generate_workload(tmp_path / "in" / "b", ranks=4, steps=2, layers=1, seed=2)
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "CCLQ_DAEMON": "1", "CCLQ_DAEMON_IDLE_S": "60",
+           "CCLQ_WAREHOUSE": str(tmp_path / "wh")}
+    yield tmp_path, env
+    subprocess.run([sys.executable, "-m", "cclq.daemon", "--stop"], env=env, capture_output=True)
+
+
+def _main(env: dict, *args: str, cwd: Path | None = None, daemon_on: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cclq.main", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**env, "CCLQ_DAEMON": "1" if daemon_on else "0"})
+
+
+def _paths(tmp_path: Path) -> dict[str, Path]:
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmp_path / "tmp")
+    import tempfile
+    tempfile.tempdir = None
+    try:
+        return daemon._paths((tmp_path / "wh").resolve())
+    finally:
+        if old is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = old
+        tempfile.tempdir = None
+
+
+CALLS = [("a", "total_kernel_time"), ("b", "avg_step_time"), ("a", "communication_fraction"),
+         ("b", "ttft"), ("a", "no_such_metric")]
+
+
+def test_the_daemon_answers_as_the_process_itself_would(setup):
+    tmp_path, env = setup
+    here = [_main(env, "--trace", str(tmp_path / "in" / w), "--metric", m, "--warehouse", str(tmp_path / "wh_here"),
+                  daemon_on=False) for w, m in CALLS]
+    warm = [_main(env, "--trace", str(tmp_path / "in" / w), "--metric", m) for w, m in CALLS]
+    assert _paths(tmp_path)["sock"].exists()  # a daemon served them
+    for (w, m), h, d in zip(CALLS, here, warm):
+        assert (d.returncode, d.stdout) == (h.returncode, h.stdout), (w, m)
+        assert d.stderr.replace(str(tmp_path / "wh"), "W") == h.stderr.replace(str(tmp_path / "wh_here"), "W")
+    assert here[0].stdout.strip() and here[0].stdout.strip() != "nan"
+    assert here[-1].returncode == 2 and "no_such_metric" in here[-1].stderr
+
+
+def test_a_warm_call_never_imports_duckdb_and_uses_the_callers_folder(setup):
+    tmp_path, env = setup
+    first = _main(env, "--trace", str(tmp_path / "in" / "a"), "--metric", "total_kernel_time")
+    assert first.returncode == 0, first.stderr
+    probe = ("import sys, runpy\nsys.argv = ['cclq.main', '--trace', 'in/a', '--metric', 'total_kernel_time']\n"
+             "from cclq.main import main\nrc = main()\n"
+             "print('duckdb' in sys.modules, 'pyarrow' in sys.modules, file=sys.stderr)\nsys.exit(rc)")
+    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout == first.stdout
+    assert warm.stderr.strip() == "False False"
+
+
+def test_a_killed_daemon_is_replaced_and_an_outdated_one_leaves(setup):
+    tmp_path, env = setup
+    args = ("--trace", str(tmp_path / "in" / "b"), "--metric", "total_kernel_time")
+    first = _main(env, *args)
+    paths = _paths(tmp_path)
+    pid = int(paths["log"].read_text().split()[2])
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    assert paths["sock"].exists()  # stale: nobody listens
+    again = _main(env, *args)
+    assert (again.returncode, again.stdout) == (first.returncode, first.stdout)
+    new_pid = int(paths["log"].read_text().splitlines()[-1].split()[2])
+    assert new_pid != pid
+    # a call from other code (an upgrade, an edited SQL file) makes it leave, not answer
+    reply = daemon._ask(paths["sock"], json.dumps({"argv": list(args), "cwd": str(tmp_path), "env": {},
+                                                   "code": "another version"}))
+    assert reply == {"restart": True}
+    deadline = time.time() + 10
+    while daemon._locked(paths["lock"]) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not daemon._locked(paths["lock"]) and not paths["sock"].exists()
+    third = _main(env, *args)
+    assert (third.returncode, third.stdout) == (first.returncode, first.stdout)
+
+
+def test_off_means_no_daemon(setup):
+    tmp_path, env = setup
+    result = _main(env, "--trace", str(tmp_path / "in" / "a"), "--metric", "total_kernel_time", daemon_on=False)
+    assert result.returncode == 0
+    assert not list((tmp_path / "tmp").rglob("*.sock"))
+
+
+def test_a_home_others_can_open_is_not_used(setup):
+    tmp_path, env = setup
+    home = tmp_path / "tmp" / f"cclq-{os.getuid()}"
+    home.mkdir(mode=0o777)
+    home.chmod(0o777)
+    result = _main(env, "--trace", str(tmp_path / "in" / "a"), "--metric", "total_kernel_time")
+    assert result.returncode == 0 and result.stdout.strip() not in ("", "nan")
+    assert not list(home.iterdir())  # answered in the caller's own process
