@@ -626,6 +626,15 @@ def bench(
         int, typer.Option("--board", min=0, help="Also time `cclq board` over this many workloads (copies of an "
                                                   "8-rank trace): cold, cached metrics, no change, one card changed.")
     ] = 0,
+    scale: Annotated[
+        Optional[Path], typer.Option("--scale", help="A workload folder: ingest N copies of it and time metrics and "
+                                                     "peak RSS at each N (--scale-copies), and under --memory-limit.")
+    ] = None,
+    scale_copies: Annotated[str, typer.Option(help="Copies for --scale, comma-separated.")] = "10,100,400",
+    main_loop: Annotated[
+        Optional[Path], typer.Option("--main-loop", help="Folder of workload folders: time CCL-Bench's loop of "
+                                                         "`python -m cclq.main` calls, per process and warm.")
+    ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
@@ -654,6 +663,20 @@ def bench(
 
         rows = run_board_bench(board_workloads, repeats=repeats)
         write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq board over {board_workloads} workloads (seconds)")
+    if scale is not None:
+        from cclq.bench_scale import run_scale_bench
+
+        try:
+            scale_list = [int(s) for s in scale_copies.split(",") if s.strip()]
+        except ValueError as e:
+            raise UsageError(f"--scale-copies takes comma-separated integers: {e}") from e
+        rows = run_scale_bench(scale, scale_list)
+        write_table(pa.Table.from_pylist(rows), fmt, title=f"copies of {scale.name}: seconds and peak RSS")
+    if main_loop is not None:
+        from cclq.bench_scale import run_main_loop_bench
+
+        rows = run_main_loop_bench(main_loop)
+        write_table(pa.Table.from_pylist(rows), fmt, title=f"python -m cclq.main per (folder, metric) over {main_loop}")
     if hta_python:
         from cclq.bench_hta import run_hta_bench
 

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 
+from cclq.synth import generate_workload
 from conftest import run_cli
 
 
@@ -78,3 +79,28 @@ def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
     assert len({n for _, n in per_trace}) == 1  # every copy has all the events
     assert query(wh, "SELECT count(*) FROM events e JOIN files f USING (trace, rank, file_id)") == [
         (sum(n for _, n in per_trace),)]
+
+
+def test_scale_bench_ingests_copies_and_checks_the_limited_run(tmp_path):
+    from cclq.bench_scale import run_scale_bench
+
+    generate_workload(tmp_path / "src", ranks=2, steps=2, layers=1, seed=9)
+    rows = run_scale_bench(tmp_path / "src", [1, 3], metrics=("total_kernel_time",), memory_limit="100MB",
+                           scratch=tmp_path / "scratch")
+    assert [(r["copies"], r["case"]) for r in rows] == [
+        (1, "ingest"), (1, "total_kernel_time"),
+        (3, "ingest"), (3, "total_kernel_time"), (3, "total_kernel_time --memory-limit 100MB")]
+    assert rows[-1]["same"] is True and all(r["peak_rss_mb"] > 0 for r in rows)
+    # three workloads of symlinks, each its own trace
+    assert sorted(p.name for p in (tmp_path / "scratch" / "in3").iterdir()) == ["src_c0000", "src_c0001", "src_c0002"]
+
+
+def test_main_loop_bench_runs_every_call_both_ways(tmp_path):
+    from cclq.bench_scale import run_main_loop_bench
+
+    for i in range(2):
+        generate_workload(tmp_path / "traces" / f"w{i}", ranks=2, steps=2, layers=1, seed=i)
+    rows = run_main_loop_bench(tmp_path / "traces", metrics=("total_kernel_time",))
+    assert [r["case"] for r in rows] == ["a process per call, results computed", "a process per call, results cached",
+                                         "warm daemon, results computed", "warm daemon, results cached"]
+    assert all(r["calls"] == 2 and r["failed"] == 0 for r in rows)
