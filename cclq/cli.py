@@ -546,20 +546,22 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     anything): unlike `cclq sql`, nothing is made read-only. It sees the warehouse as the
     last complete ingest left it when the shell started; start it again to see later ones.
     """
-    from cclq.engine import setup_script
+    from cclq.engine import query_settings, setup_script
 
     wh = _warehouse(warehouse)
     exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
     if not Path(exe).exists():
         raise UsageError("the duckdb CLI is not installed", hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
     with wh.open_snapshot() as snapshot:  # held for the session: its files stay
+        settings, spill = query_settings(wh)  # the memory limit, and a spill folder of the session's own
         with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
-            f.write(".bail on\n" + setup_script(snapshot) + ".bail off\n")
+            f.write(".bail on\n" + "\n".join(settings) + "\n" + setup_script(snapshot) + ".bail off\n")
             init = f.name
         try:
             code = subprocess.call([exe, "-init", init, *ctx.args])
         finally:
             os.unlink(init)
+            shutil.rmtree(spill, ignore_errors=True)
     raise typer.Exit(code)
 
 

@@ -182,7 +182,8 @@ def _spill_directory(wh: Warehouse) -> Path:
     raise UsageError("no folder to spill query data to (the warehouse and the temp folder are not writable)")
 
 
-def _settings(wh: Warehouse) -> tuple[list[str], Path]:
+def query_settings(wh: Warehouse) -> tuple[list[str], Path]:
+    """The SET statements of a session (memory limit, spill folder) and its spill folder."""
     spill = _spill_directory(wh)
     return [f"SET memory_limit = '{memory_limit()}';", f"SET temp_directory = {_quote(str(spill))};"], spill
 
@@ -201,7 +202,7 @@ def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None
     spill: Path | None = None
     try:
         con = duckdb.connect(":memory:")
-        settings, spill = _settings(wh)
+        settings, spill = query_settings(wh)
         con.execute("\n".join(settings))
         if views:
             con.execute(setup_script(snapshot, traces, for_sql))
