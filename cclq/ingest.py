@@ -40,14 +40,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-import ijson
 import pyarrow as pa
 
 import cclq
 from cclq.cards import CARD_FILE, card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError
 from cclq.formats import xplane
-from cclq.formats.chrome import NeedExactDecimals, needs_exact_decimals, read_chrome_json
+from cclq.formats.reading import FallbackToIjson, ReadOptions, fallback_note, parser_name, read_trace_file
 from cclq.formats.detect import detect, is_candidate
 from cclq.formats.source import Source, content_hash
 from cclq.schema import INGEST_VERSION
@@ -228,6 +227,7 @@ class ParsedFile:
     content_hash: str
     seconds: float
     warnings: list[str]
+    parser: str = ""  # files.parser: the reader that produced the rows
 
 
 _progress_queue: Any = None  # set in worker processes by _init_worker
@@ -281,7 +281,8 @@ def rank_from_name(name: str) -> int | None:
     return None
 
 
-def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileError:
+def parse_file(path: str, file_id: str, tmp_dir: str, options: ReadOptions = ReadOptions()
+               ) -> ParsedFile | TraceFileError:
     """Parses one file into a temp Parquet file. Runs in a worker process."""
     started = time.perf_counter()
     tmp = Path(tmp_dir) / f"{file_id}.{os.getpid()}.{time.monotonic_ns()}.parquet"
@@ -316,14 +317,15 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
             converted = read_path = xplane.convert(path, tmp_dir)
             detected = detect(read_path)
             scale = budget / max(os.path.getsize(read_path), 1)
-        exact = needs_exact_decimals(detected.head)
         try:
-            result, digest = _read(read_path, detected, file_id, writer, exact, progress)
-        except NeedExactDecimals:
-            # a float could not carry a timestamp exactly: start over with Decimals
+            result, digest = read_trace_file(read_path, detected, file_id, writer.write, options, progress)
+        except FallbackToIjson as fallback:
+            # the fast reader gave the file up: the reference reader reads it from the start
             writer.discard()
             writer = EventFileWriter(tmp)
-            result, digest = _read(read_path, detected, file_id, writer, True, progress)
+            result, digest = read_trace_file(read_path, detected, file_id, writer.write, options.for_fallback(),
+                                             progress)
+            result.notes[fallback_note(fallback)] += 1
         writer.close()
         if converted is not None:
             digest = content_hash(path)  # the catalog identifies the xplane.pb, not the JSON
@@ -382,18 +384,12 @@ def parse_file(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileE
         content_hash=digest,
         seconds=time.perf_counter() - started,
         warnings=warnings,
+        parser=parser_name(result),
     )
 
 
 def _is_int32(value: Any) -> bool:
     return type(value) is int and -(2**31) <= value < 2**31
-
-
-def _read(path: str, detected: Any, file_id: str, writer: EventFileWriter, exact: bool,
-          progress: Any) -> tuple[Any, str]:
-    with Source(path, progress) as source:
-        result = read_chrome_json(source, detected, file_id, writer.write, exact=exact)
-        return result, source.finish_hash()
 
 
 _local_progress_fn: Any = None
@@ -417,7 +413,7 @@ def _files_row(task: FileTask, parsed: ParsedFile) -> pa.Table:
         "mtime_ns": task.mtime_ns,
         "content_hash": parsed.content_hash,
         "format": parsed.flavor,
-        "parser": f"chrome_json/ijson-{ijson.backend}",
+        "parser": parsed.parser,
         "ingest_version": INGEST_VERSION,
         "cclq_version": cclq.__version__,
         "rank_source": parsed.rank_source,
@@ -473,11 +469,13 @@ def ingest(
     jobs: int | None = None,
     force: bool = False,
     reporter: Reporter | None = None,
+    options: ReadOptions = ReadOptions(),
 ) -> IngestReport:
     """Ingests every workload under ``inputs``; see the module docstring.
 
     ``force`` re-ingests unchanged files, and lets a workload replace a trace of the
-    same id that was ingested from another place.
+    same id that was ingested from another place. ``options`` chooses the reader and
+    the bounds a file must keep (``cclq.formats.reading.ReadOptions``).
     """
     reporter = reporter or SilentReporter()
     workloads = plan_inputs(inputs)
@@ -544,7 +542,7 @@ def ingest(
         reporter.start(sum(t.size for t in todo), len(todo))
         committer = _Committer(warehouse, report, removed_ids,
                                claims={(row["trace"], row["rank"]): fid for fid, row in catalog.items()})
-        for task, parsed in _run_parsers(todo, warehouse, jobs, reporter):
+        for task, parsed in _run_parsers(todo, warehouse, jobs, reporter, options):
             outcome = committer.commit(task, parsed)
             report.outcomes.append(outcome)
             reporter.file_done(outcome)
@@ -655,7 +653,8 @@ class _Committer:
 
 
 def _run_parsers(
-    todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter
+    todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter,
+    options: ReadOptions = ReadOptions(),
 ) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError]]:
     """Yields (task, result) in task order; parses in processes when jobs > 1.
 
@@ -671,7 +670,7 @@ def _run_parsers(
         _local_progress_fn = reporter.advance
         try:
             for task in todo:
-                yield task, parse_file(str(task.path), task.file_id, tmp_dir)
+                yield task, parse_file(str(task.path), task.file_id, tmp_dir, options)
         finally:
             _local_progress_fn = None
         return
@@ -697,7 +696,7 @@ def _run_parsers(
             initargs=(progress_q, warehouse.lock_fd, os.getpid()),
         ) as pool:
             for i in order:
-                futures[i] = pool.submit(_parse_in_worker, str(todo[i].path), todo[i].file_id, tmp_dir)
+                futures[i] = pool.submit(_parse_in_worker, str(todo[i].path), todo[i].file_id, tmp_dir, options)
             try:
                 for i in sorted(group):
                     ready[i] = futures[i].result()
@@ -759,12 +758,12 @@ def _inflight_marker(tmp_dir: str, file_id: str) -> Path:
     return Path(tmp_dir) / f"{file_id}.parsing"
 
 
-def _parse_in_worker(path: str, file_id: str, tmp_dir: str) -> ParsedFile | TraceFileError:
+def _parse_in_worker(path: str, file_id: str, tmp_dir: str, options: ReadOptions) -> ParsedFile | TraceFileError:
     """``parse_file`` in a pool process, leaving a marker file while it runs: if the
     process dies, the marker tells ``_run_parsers`` which file it was reading."""
     marker = _inflight_marker(tmp_dir, file_id)
     marker.touch()
     try:
-        return parse_file(path, file_id, tmp_dir)
+        return parse_file(path, file_id, tmp_dir, options)
     finally:
         marker.unlink(missing_ok=True)

@@ -88,7 +88,7 @@ _real_parse_file = ingest_module.parse_file
 _deadly: dict[str, Path | None] = {}  # file name -> None (always dies) or a flag file (dies once)
 
 
-def _parse_file_that_may_die(path: str, file_id: str, tmp_dir: str):
+def _parse_file_that_may_die(path: str, file_id: str, tmp_dir: str, *options):
     """Stands in for ``cclq.ingest.parse_file`` in the forked parser processes, which
     inherit the patch (a module-level function, so it also pickles by name)."""
     name = Path(path).name
@@ -98,7 +98,7 @@ def _parse_file_that_may_die(path: str, file_id: str, tmp_dir: str):
             if once is not None:
                 once.touch()
             os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does
-    return _real_parse_file(path, file_id, tmp_dir)
+    return _real_parse_file(path, file_id, tmp_dir, *options)
 
 
 def test_a_parser_process_that_dies_twice_fails_its_file_alone(tmp_path, wh, monkeypatch):
