@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Iterator
 from decimal import Decimal
 from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import Any, Union
 
 import msgspec
@@ -110,43 +111,42 @@ def _json_value(levels: int) -> Any:
 
 
 _NO_RAW = msgspec.Raw()  # a field that was not there
-# Chrome's optional keys that cclq does not store: known, so they need not send a chunk
-# to the slow lane (every event of a browser trace has "tts").
-_EXTRA_KEYS = ("tts", "tdur", "cname", "sf", "esf", "stack", "estack", "bind_id", "flow_in", "flow_out",
-               "use_async_tts", "tidelta")
 _FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "s", "args")
+_TIMES = ("ts", "dur")
 
 
-def _event_struct(levels: int | None) -> type:
-    """A struct for one event: its fields typed to at most ``levels`` nested levels (or
-    any JSON with ``None``); ``ts``/``dur`` raw text; unknown keys refused when bounded."""
+def _event_struct(levels: int | None, text_times: bool) -> type:
+    """A struct for one event: its fields typed to at most ``levels`` nested levels, or any
+    JSON with ``None`` (and then unknown keys allowed); ``ts``/``dur`` as raw text, or as
+    values when ``text_times`` is off (a float is only trusted where that is exact)."""
     value = Any if levels is None else _json_value(levels)
-    ns: dict[str, Any] = {"__annotations__": {}}
-    for name in _FIELDS + (_EXTRA_KEYS if levels is not None else ()):
-        raw = name in ("ts", "dur")
-        ns["__annotations__"][name] = msgspec.Raw if raw else value
-        ns[name] = _NO_RAW if raw else None
-    return msgspec.defstruct(  # type: ignore[no-any-return]
-        f"Event{levels}", [(k, t, ns[k]) for k, t in ns["__annotations__"].items()],
-        forbid_unknown_fields=levels is not None, gc=False)
+    fields = [(name, msgspec.Raw, _NO_RAW) if name in _TIMES and text_times else (name, value, None)
+              for name in _FIELDS]
+    return msgspec.defstruct(f"Event{levels}{'t' if text_times else 'v'}", fields,  # type: ignore[no-any-return]
+                             forbid_unknown_fields=levels is not None, gc=False)
 
 
-_DECODERS: dict[int, tuple[msgspec.json.Decoder, type]] = {}
+def _entries_of(struct: type, levels: int | None) -> Any:
+    """An entry of the event array: an event, or anything else (dropped, counted)."""
+    other_list = list if levels is None else list[_json_value(max(levels - 1, 0))] if levels else list[None]
+    return Union[struct, other_list, str, int, float, bool, None]
 
 
-def _fast_decoder(levels: int) -> tuple[msgspec.json.Decoder, type]:
-    if levels not in _DECODERS:
-        struct = _event_struct(levels)
-        entry = Union[struct, list[_json_value(max(levels - 1, 0))] if levels else list[None], str, int, float,
-                      bool, None]
-        _DECODERS[levels] = (msgspec.json.Decoder(list[entry]), struct)
+_DECODERS: dict[tuple[int | None, bool], msgspec.json.Decoder] = {}
+_ALL_STRUCTS: set[type] = set()
+
+
+def _decoder(levels: int | None, text_times: bool) -> msgspec.json.Decoder:
+    """The decoder for chunks: bounded ``levels`` (the fast lane) or any JSON (``None``,
+    the slow lane); built once per kind (bounded types take milliseconds to build)."""
+    key = (levels, text_times)
+    if key not in _DECODERS:
+        struct = _event_struct(levels, text_times)
         _ALL_STRUCTS.add(struct)
-    return _DECODERS[levels]
+        _DECODERS[key] = msgspec.json.Decoder(list[_entries_of(struct, levels)])
+    return _DECODERS[key]
 
 
-_ANY_EVENT = _event_struct(None)
-_ALL_STRUCTS: set[type] = {_ANY_EVENT}
-_SLOW_DECODER = msgspec.json.Decoder(list[Union[_ANY_EVENT, list, str, int, float, bool, None]])
 _GENERIC = msgspec.json.Decoder()
 
 # A cut guess: a '}' then a comma before the next '{' (any whitespace between).
@@ -185,9 +185,8 @@ class _Chunker:
         self.limits = limits
         self.depth = event_depth(detected)
         self.levels = min(max(limits.max_depth - self.depth, 0), CERTIFIED_LEVELS)
-        self.decoder, self.struct = _fast_decoder(self.levels)
-        # a decode at these levels proves the depth bound only if the bound is that tight
-        self.depth_certified_to = self.depth + self.levels
+        # ts/dur as values until a chunk shows one a float cannot carry (see _Times)
+        self.text_times = _needs_text_times(detected.head)
         self.buf = bytearray()
         self.base = 0  # absolute offset of buf[0]
         self.eof = False
@@ -303,7 +302,7 @@ class _Chunker:
             else:
                 buf[end] = saved
         try:
-            entries = self.decoder.decode(data)
+            entries = _decoder(self.levels, self.text_times).decode(data)
         except msgspec.ValidationError:
             return self._decode_slow(data, start), data
         except msgspec.DecodeError as e:
@@ -319,7 +318,7 @@ class _Chunker:
         is not an object): check the bounds exactly, then decode with plain types."""
         self.slow_chunks += 1
         try:
-            entries = _SLOW_DECODER.decode(data)
+            entries = _decoder(None, True).decode(data)
         except msgspec.DecodeError as e:
             self._classify(e, data, start)
         except RecursionError:
@@ -364,6 +363,15 @@ class _Chunker:
         chunk = _Chunk(entries, self.entries, text)
         self.entries += len(entries)
         return chunk
+
+    def redecode_with_text_times(self, chunk: _Chunk) -> None:
+        """A chunk whose times a float cannot carry exactly: decoded again with ts/dur
+        as text, as every later chunk of the file will be."""
+        self.text_times = True
+        try:
+            chunk.entries = _decoder(self.levels, True).decode(chunk.text)
+        except msgspec.ValidationError:
+            chunk.entries = _decoder(None, True).decode(chunk.text)
 
     def _after_value(self, end: int) -> int:
         """Past the comma that follows a chunk (or at the array's ']')."""
@@ -507,22 +515,193 @@ def _raw_value(raw: msgspec.Raw) -> Any:
     return _GENERIC.decode(b)
 
 
-def _raw_text_array(raws: tuple[msgspec.Raw, ...]) -> pa.Array:
-    """Raw JSON texts as one Arrow string array, built from their bytes without a copy each."""
+_GETTERS = [attrgetter(name) for name in _FIELDS]
+_NONE = type(None)
+Times = tuple[pa.Array, list[int], list[int]]  # (exact ns, rows without a value, rows unusable)
+
+
+def _times(values: list[Any]) -> Times | None:
+    """Exact ns of a chunk's ts or dur values, as ``events.time_ns`` defines them.
+
+    Raw texts (``msgspec.Raw``) are converted by pyarrow's decimal parser; numbers that
+    msgspec already made floats are used only where a float provably gives the exact
+    answer (``_exact_from_floats``); ``None`` asks for the chunk's text instead.
+    """
+    if values and type(values[0]) is msgspec.Raw:
+        return _times_from_text(values)
+    types = set(map(type, values))
+    try:
+        if types <= {int, _NONE}:
+            ns = pc.multiply_checked(pa.array(values, pa.int64()), pa.scalar(1000, pa.int64()))
+            return ns, _null_rows(ns) if _NONE in types else [], []
+        if types <= {float, int, _NONE}:
+            arr = pa.array(values, pa.float64())
+            ns, ok = _exact_from_floats(arr)
+            if not pc.all(ok).as_py():
+                return None
+            return ns, _null_rows(arr) if _NONE in types else [], []
+    except (pa.ArrowInvalid, OverflowError):
+        pass
+    return _times_one_by_one(values)
+
+
+def _null_rows(arr: pa.Array) -> list[int]:
+    return pc.indices_nonzero(pc.is_null(arr)).to_pylist()
+
+
+_TWO42, _TWO43 = pa.scalar(2.0**42), pa.scalar(2.0**43)
+_QUARTER, _HUNDREDTH, _THOUSAND = pa.scalar(0.25), pa.scalar(0.01), pa.scalar(1000.0)
+_K1000 = pa.scalar(1000, pa.int64())
+
+
+def _exact_from_floats(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(ns, ok): ns = whole*1000 + round(fraction*1000) where that is provably the exact
+    rounding of the decimal text the float came from; ok is false elsewhere.
+
+    A double within 2**43 us is within half its spacing (at most 0.49 ns) of its text.
+    If the fraction in ns is within d of an integer N, the text's value is within
+    d + 0.49 ns of N, and N is its rounding when that is below 0.5: d = 0.01 up to
+    2**43 us; d = 0.25 below 2**42 us (spacing 0.24 ns), where every 3-decimal text
+    passes. Nulls (absent values) count as ok.
+    """
+    whole = pc.trunc(arr)
+    frac_ns = pc.multiply(pc.subtract(arr, whole), _THOUSAND)  # the subtraction is exact
+    rounded = pc.round(frac_ns)
+    dev = pc.abs(pc.subtract(frac_ns, rounded))
+    size = pc.abs(arr)
+    ok = pc.or_(pc.and_(pc.less(size, _TWO42), pc.less_equal(dev, _QUARTER)),
+                pc.and_(pc.less(size, _TWO43), pc.less_equal(dev, _HUNDREDTH)))
+    ns = pc.add(pc.multiply(pc.cast(whole, pa.int64()), _K1000), pc.cast(rounded, pa.int64()))
+    return ns, pc.fill_null(ok, True)
+
+
+def _exact_from_float(f: float) -> int | None:
+    """``_exact_from_floats`` for one value (None: not provably exact)."""
+    import math
+
+    if not math.isfinite(f):
+        return None
+    whole = math.trunc(f)
+    frac_ns = (f - whole) * 1000.0
+    rounded = round(frac_ns)
+    dev = abs(frac_ns - rounded)
+    if (abs(f) < 2.0**42 and dev <= 0.25) or (abs(f) < 2.0**43 and dev <= 0.01):
+        return whole * 1000 + rounded
+    return None
+
+
+def _times_one_by_one(values: list[Any]) -> Times | None:
+    out: list[int | None] = []
+    missing: list[int] = []
+    bad: list[int] = []
+    for i, v in enumerate(values):
+        if v is None:
+            missing.append(i)
+            out.append(None)
+            continue
+        if type(v) is float:
+            ns = _exact_from_float(v)
+            if ns is None:
+                return None
+        else:
+            ns = time_ns(v)
+        if ns is not None and not INT64_MIN <= ns <= INT64_MAX:
+            ns = None
+        if ns is None:
+            bad.append(i)
+        out.append(ns)
+    return pa.array(out, pa.int64()), missing, bad
+
+
+_DEC = pa.decimal128(19, 3)  # 16 integer digits: int64 ns holds at most 9.2e15 us
+_D1000 = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
+_EMPTY = pa.scalar("", pa.string())
+
+
+def _times_from_text(raws: list[msgspec.Raw]) -> Times:
+    """Exact ns from the raw JSON text of each value (empty: absent)."""
     lengths = pa.array(list(map(len, raws)), pa.int32())
     offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(lengths)])
-    return pa.StringArray.from_buffers(len(raws), offsets.buffers()[1], pa.py_buffer(b"".join(raws)))
+    text = pa.StringArray.from_buffers(len(raws), offsets.buffers()[1], pa.py_buffer(b"".join(raws)))
+    absent = pc.equal(lengths, pa.scalar(0, pa.int32()))
+    any_absent = pc.any(absent).as_py()
+    try:  # numbers with at most 3 decimals, in C (a JSON number's text is all the parser sees)
+        present = pc.if_else(absent, pa.scalar(None, pa.string()), text) if any_absent else text
+        ns = pc.cast(pc.multiply(pc.cast(present, _DEC), _D1000), pa.int64())
+        return ns, pc.indices_nonzero(absent).to_pylist() if any_absent else [], []
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    ns, simple = time_ns_from_text(text)
+    others = pc.indices_nonzero(pc.invert(simple)).to_pylist()
+    missing: list[int] = []
+    bad: list[int] = []
+    fix_rows: list[int] = []
+    fix_values: list[int] = []
+    for i in others:
+        value = _raw_value(raws[i])
+        if value is None:
+            missing.append(i)
+            continue
+        v = time_ns(value)
+        if v is None:
+            bad.append(i)
+        else:
+            fix_rows.append(i)
+            fix_values.append(v)
+    if fix_rows:
+        fixes = pc.scatter(pa.array(fix_values, pa.int64()), pa.array(fix_rows, pa.int64()), max_index=len(raws) - 1)
+        ns = pc.coalesce(ns, fixes)
+    return ns, missing, bad
+
+
+_HEAD_TIMES = re.compile(rb'"(?:ts|dur)"\s*:\s*(-?\d+\.\d+)')
+
+
+def _needs_text_times(head: bytes) -> bool:
+    """Whether the first MB shows times that floats cannot carry exactly (epoch us)."""
+    for i, m in enumerate(_HEAD_TIMES.finditer(head)):
+        if abs(float(m.group(1))) >= 2.0**42:
+            return True
+        if i > 2000:
+            break
+    return False
+
+
+# Text that pyarrow's parsers and Python's (Decimal, float) read alike: plain decimal
+# forms only (pyarrow also reads "0x1F" as an integer, Python does not).
+_INT_TEXT = r"^-?[0-9]{1,18}$"
+_FLOAT_TEXT = r"^-?[0-9]{1,300}(\.[0-9]{1,300})?([eE][-+]?[0-9]{1,3})?$"
 
 
 def _fast_promote(kind: str, values: list[Any]) -> pa.Array | None:
-    """The column for a group's values when every one takes the direct path (native type,
-    in range); None when some value needs ``promote_value``."""
+    """The column for a group's values when every one converts and fits (and so leaves
+    ``args``), computed in C; None when some value needs ``promote_value``.
+
+    Text in a number column (every xprof argument is text) is parsed by pyarrow when it
+    is a plain decimal number, a form both parsers read alike; anything else sends the
+    group to ``promote_value``.
+    """
     types = set(map(type, values))
     try:
         if kind == "int":
-            return pa.array(values, pa.int64()) if types == {int} else None
+            if types == {int}:
+                return pa.array(values, pa.int64())
+            if types == {str}:
+                text = pa.array(values, pa.string())
+                if not pc.all(pc.match_substring_regex(text, _INT_TEXT)).as_py():
+                    return None  # "0x0", " 5", "5.0": promote_value decides
+                return pc.cast(text, pa.int64())
+            return None
         if kind == "float":
-            return pa.array(values, pa.float64()) if types <= {float, int} else None
+            if types <= {float, int}:
+                return pa.array(values, pa.float64())
+            if types == {str}:
+                text = pa.array(values, pa.string())
+                if not pc.all(pc.match_substring_regex(text, _FLOAT_TEXT)).as_py():
+                    return None
+                floats = pc.cast(text, pa.float64())
+                return floats if pc.all(pc.is_finite(floats)).as_py() else None  # 1e999 stays in args
+            return None
         if kind == "str":
             return pa.array(values, pa.string()) if types == {str} else None
         if types == {list} and set(map(type, chain.from_iterable(values))) <= {int}:
@@ -540,7 +719,9 @@ _M = "M"
 class _Builder:
     """Turns decoded chunks into record batches by the rules of ``cclq.formats.events``."""
 
-    def __init__(self, file_id: str, base: int, result: ReadResult, sink: BatchSink, batch_rows: int) -> None:
+    def __init__(self, file_id: str, base: int, result: ReadResult, sink: BatchSink, batch_rows: int,
+                 redecode: Any) -> None:
+        self.redecode = redecode  # (chunk) -> None: decodes it again with ts/dur as text
         self.file_id = file_id
         self.base = base
         self.result = result
@@ -583,13 +764,19 @@ class _Builder:
             objs, where = entries, None
         else:
             where = [i for i, e in enumerate(entries) if type(e) in _STRUCT_TYPES]
-            self.drops[NOT_AN_OBJECT, ""] += n - len(where)
             objs = [entries[i] for i in where]
-        if not objs:
-            return
         m = len(objs)
-        cols = list(zip(*map(msgspec.structs.astuple, objs)))
-        ph, cat, name, pid, tid, ts_raw, dur_raw, fid, bp, sc, args = cols[:11]
+        ph, cat, name, pid, tid, ts_in, dur_in, fid, bp, sc, args = [list(map(get, objs)) for get in _GETTERS]
+        ts = _times(ts_in) if m else None
+        dur = _times(dur_in) if m else None
+        if m and (ts is None or dur is None):  # a value a float cannot carry: read the text
+            self.redecode(chunk)
+            self.add(chunk)
+            return
+        if where is not None:
+            self.drops[NOT_AN_OBJECT, ""] += n - m
+        if not m:
+            return
         index = pa.array(range(first, first + n) if where is None else [first + i for i in where], pa.int64())
         keep = [True] * m
         drops = self.drops
@@ -600,7 +787,7 @@ class _Builder:
                 drops[reason, id_text(ph[i]) or ""] += 1
 
         # 1. ts: absent (kept for M), empty object, unusable, beyond int64 with the base
-        ts_ns, ts_missing, ts_bad = self._times(ts_raw)
+        ts_ns, ts_missing, ts_bad = ts
         if ts_missing:
             empty_rows = [i for i in ts_missing if ph[i] is None and _all_unset(objs[i])]
             empties = self._empty_entries(chunk, where, empty_rows) if empty_rows else set()
@@ -618,7 +805,7 @@ class _Builder:
         be = _B in ph or _E in ph
         pairs = self._begin_end(ph, pid, tid, objs, ts_total, keep, first, where) if be else []
         # 3. dur: unusable, negative, or an end beyond int64
-        dur_ns, _, dur_bad = self._times(dur_raw)
+        dur_ns, _, dur_bad = dur
         self._check_durs(ts_total, dur_ns, dur_bad, keep, drop)
 
         rows = None if all(keep) else [i for i in range(m) if keep[i]]
@@ -628,34 +815,6 @@ class _Builder:
         if pairs:
             batch = self._merge_pairs(batch, keep, pairs)
         self._emit(batch)
-
-    def _times(self, raws: tuple[msgspec.Raw, ...]) -> tuple[pa.Array, list[int], list[int]]:
-        """(exact ns, rows without a value, rows whose value is unusable)."""
-        text = _raw_text_array(raws)
-        ns, simple = time_ns_from_text(text)
-        if pc.all(simple).as_py():
-            return ns, [], []
-        others = pc.indices_nonzero(pc.invert(simple)).to_pylist()
-        missing: list[int] = []
-        bad: list[int] = []
-        fix_rows: list[int] = []
-        fix_values: list[int] = []
-        for i in others:
-            value = _raw_value(raws[i])
-            if value is None:
-                missing.append(i)
-                continue
-            v = time_ns(value)
-            if v is None:
-                bad.append(i)
-            else:
-                fix_rows.append(i)
-                fix_values.append(v)
-        if fix_rows:
-            fixes = pc.scatter(pa.array(fix_values, pa.int64()), pa.array(fix_rows, pa.int64()),
-                               max_index=len(raws) - 1)
-            ns = pc.coalesce(ns, fixes)
-        return ns, missing, bad
 
     def _with_base(self, ts: pa.Array, drop: Any) -> pa.Array:
         """ts + the file's base; rows where that leaves int64 are dropped as "bad ts"."""
@@ -805,7 +964,7 @@ class _Builder:
             plan = arg_plan(keys)
             per_row = False
             for key, column, kind in plan:
-                values = [d[key] for d in gd]
+                values = list(map(itemgetter(key), gd))
                 arr = _fast_promote(kind, values)
                 if arr is not None:
                     deque(map(dict.pop, gd, repeat(key)), 0)
@@ -857,8 +1016,7 @@ _STRUCT_TYPES = _ALL_STRUCTS  # every event struct a decoder may produce
 
 
 def _all_unset(obj: Any) -> bool:
-    return all(v is None or v is _NO_RAW or (type(v) is msgspec.Raw and not len(v))
-               for v in msgspec.structs.astuple(obj))
+    return all(v is None or (type(v) is msgspec.Raw and not len(v)) for v in msgspec.structs.astuple(obj))
 
 
 def _scatter(m: int, rows: list[list[int]], parts: list[pa.Array], typ: pa.DataType) -> pa.Array:
@@ -909,8 +1067,8 @@ def read_chrome_json_fast(
     result = ReadResult(reader=READER_FAST)
     head_meta = head_metadata(detected, source.path, limits)
     base = base_ns(head_meta)
-    builder = _Builder(file_id, base, result, sink, batch_rows)
     chunker = _Chunker(source, detected, limits)
+    builder = _Builder(file_id, base, result, sink, batch_rows, chunker.redecode_with_text_times)
     for chunk in chunker:
         builder.add(chunk)
     builder.finish()
