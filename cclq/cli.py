@@ -19,6 +19,7 @@ import typer
 
 from cclq import __version__
 from cclq.errors import CclqError, ExitCode, QueryError, UsageError
+from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
 from cclq.render import OutputFormat, write_table
 from cclq.warehouse import WAREHOUSE_ENV, Warehouse, resolve_warehouse
 
@@ -67,7 +68,7 @@ def _root(
 
 
 # ------------------------------------------------------------------------ ingest
-@app.command(epilog="Example: cclq ingest trace_collection --jobs 2")
+@app.command(epilog="Example: cclq ingest trace_collection --jobs 2   (--reader ijson, --max-depth 200, ...)")
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Workload folders, folders of workloads, or trace files.")],
     warehouse: WarehouseOpt = None,
@@ -83,14 +84,42 @@ def ingest(
         ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
+    reader: Annotated[
+        str,
+        typer.Option("--reader", help="JSON reader: 'fast' (msgspec, in chunks; a file it cannot take with "
+                                      "certainty goes to ijson) or 'ijson' (the reference, event by event)."),
+    ] = "fast",
+    max_string_mb: Annotated[
+        float, typer.Option("--max-string-mb", min=0.001, help="Fail a file holding a JSON string or number longer than this.")
+    ] = DEFAULT_LIMITS.max_string_bytes / MIB,
+    max_event_mb: Annotated[
+        float, typer.Option("--max-event-mb", min=0.001, help="Fail a file holding one event larger than this.")
+    ] = DEFAULT_LIMITS.max_event_bytes / MIB,
+    max_depth: Annotated[
+        int, typer.Option("--max-depth", min=1, max=900, help="Fail a file whose JSON nests deeper than this.")
+    ] = DEFAULT_LIMITS.max_depth,
+    max_inflate_ratio: Annotated[
+        float, typer.Option("--max-inflate-ratio", min=1.01,
+                            help="Fail a gzip file that expands more than this many times (judged past 64 MiB).")
+    ] = DEFAULT_LIMITS.max_inflate_ratio,
 ) -> None:
-    """Stream trace files into the Parquet warehouse (unchanged files are skipped)."""
+    """Stream trace files into the Parquet warehouse (unchanged files are skipped).
+
+    The --max-* bounds stop a hostile or broken file from costing time or memory out of
+    proportion to its size; the defaults are far above any real trace we know of.
+    """
+    from cclq.formats.reading import READERS, ReadOptions
     from cclq.ingest import ingest as run_ingest
     from cclq.progress import IngestProgress, print_summary
 
+    if reader not in READERS:
+        raise UsageError(f"--reader must be one of {', '.join(READERS)}, not {reader!r}")
+    limits = ReadLimits(max_string_bytes=int(max_string_mb * MIB), max_event_bytes=int(max_event_mb * MIB),
+                        max_depth=max_depth, max_inflate_ratio=max_inflate_ratio)
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
-    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter)
+    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter,
+                        options=ReadOptions(reader=reader, limits=limits))
     if not quiet:
         print_summary(report)
     for outcome in report.outcomes:

@@ -61,6 +61,7 @@ from cclq.formats.events import (
     PROMOTED_COLUMNS,
     id_text,
     map_categories,
+    slice_key,
     split_args,
     text_array,
     time_ns,
@@ -176,20 +177,24 @@ def gc_paused() -> Iterator[None]:
 class _Batch:
     """Rows of one record batch, as the loop appends them."""
 
-    __slots__ = ("rows", "promoted", "out_of_range", "b_times")
+    __slots__ = ("rows", "promoted", "out_of_range", "row_out_of_range", "b_times")
 
     def __init__(self) -> None:
         # (event_idx, ph, cat, name, pid, tid, ts, dur, id, bp, s, args_json), raw values
         self.rows: list[tuple[Any, ...]] = []
         self.promoted: dict[str, dict[int, Any]] = {column: {} for column, _ in PROMOTED_COLUMNS}
-        self.out_of_range: dict[str, int] = {}
+        self.out_of_range: dict[str, int] = {}  # column -> values that did not fit, in rows kept
+        self.row_out_of_range: dict[int, dict[str, int]] = {}  # until it is known which rows stay
         self.b_times: dict[int, tuple[int, int]] = {}  # row -> (ts_ns, dur_ns) of a closed B/E pair
 
     def add(self, row: tuple[Any, ...], args: Any) -> None:
         """Appends a row; its args are split into promoted columns and residual JSON."""
         promoted: dict[str, Any] = {}
-        args_json = split_args(args, promoted, self.out_of_range) if args else None
+        out_of_range: dict[str, int] = {}
+        args_json = split_args(args, promoted, out_of_range) if args else None
         i = len(self.rows)
+        if out_of_range:
+            self.row_out_of_range[i] = out_of_range
         for column, value in promoted.items():
             self.promoted[column][i] = value
         self.rows.append(row + (args_json,))
@@ -230,6 +235,11 @@ class _Batch:
         batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
         if keep is not None:
             batch = batch.filter(keep)
+        kept = keep.to_pylist() if keep is not None else None
+        for row, counts in self.row_out_of_range.items():  # only rows that stay count
+            if kept is None or kept[row]:
+                for column, k in counts.items():
+                    self.out_of_range[column] = self.out_of_range.get(column, 0) + k
         return batch if batch.num_rows else None
 
 
@@ -351,7 +361,7 @@ def read_chrome_json(
                 if ts_ns is None:
                     drops[BAD_TS, ph] += 1
                     continue
-                key = (ev.get("pid"), ev.get("tid"))
+                key = slice_key(ev.get("pid"), ev.get("tid"))
                 if ph == "B":
                     open_slices.setdefault(key, []).append((idx, ev, ts_ns))
                     continue
@@ -377,6 +387,10 @@ def read_chrome_json(
                 flush()
     except ijson.JSONError as e:
         raise TraceFileError(source.path, _parse_error_message(e, source)) from e
+    except UnicodeDecodeError as e:  # yajl turns a lone surrogate escape into bytes Python refuses
+        where = "decompressed byte" if source.compressed else "byte"
+        raise TraceFileError(source.path, f"invalid JSON near {where} {source.stream.offset}: a string with "
+                                          f"invalid UTF-8 or a lone surrogate escape ({e.reason})") from e
     except gzip_errors() as e:
         raise TraceFileError(source.path, f"corrupt gzip stream: {e}") from e
     except RecursionError as e:  # deeper than Python can follow, within the depth limit

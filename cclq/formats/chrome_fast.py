@@ -79,13 +79,15 @@ from cclq.formats.events import (
     map_categories,
     promote_value,
     range_note,
+    slice_key,
     text_array,
     time_ns,
     time_ns_from_text,
 )
 from cclq.formats.jsonscan import DEPTH, EVENT, STRING, StructureScanner
 from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits
-from cclq.formats.source import Source
+from cclq.errors import TraceFileError
+from cclq.formats.source import Source, gzip_errors
 from cclq.schema import EVENT_SCHEMA
 
 CHUNK_BYTES = 4 << 20  # decoded at once; memory is a few times this
@@ -198,7 +200,12 @@ class _Chunker:
     def _more(self) -> bool:
         if self.eof:
             return False
-        block = self.stream.read_block()
+        try:
+            block = self.stream.read_block()
+        except (TraceFileError, *gzip_errors()) as e:
+            # a damaged or exploding stream: ijson reads up to the same point and reports
+            # it, or an earlier syntax error, as it always has
+            raise FallbackToIjson(f"the stream failed: {e}") from None
         if not block:
             self.eof = True
             return False
@@ -307,6 +314,8 @@ class _Chunker:
             return self._decode_slow(data, start), data
         except msgspec.DecodeError as e:
             self._classify(e, data, start)
+        except UnicodeDecodeError as e:  # text that is not UTF-8: ijson says where
+            raise _Undecodable(f"invalid UTF-8 ({e.reason})") from None
         except RecursionError:
             raise FallbackToIjson("nesting deeper than the fast decoder follows") from None
         if len(data) - 2 > min(self.limits.max_string_bytes, self.limits.max_event_bytes):
@@ -315,12 +324,19 @@ class _Chunker:
 
     def _decode_slow(self, data: bytes, start: int) -> list[Any]:
         """A chunk the bounded types refused (deep nesting, unknown keys, an entry that
-        is not an object): check the bounds exactly, then decode with plain types."""
+        is not an object): check the bounds exactly, then decode with plain types.
+
+        It is decoded twice: once into plain values, which validates every byte (msgspec
+        skips an unknown key's value without checking that its text is UTF-8, where ijson
+        fails the file), then into event structs."""
         self.slow_chunks += 1
         try:
+            _GENERIC.decode(data)
             entries = _decoder(None, True).decode(data)
         except msgspec.DecodeError as e:
             self._classify(e, data, start)
+        except UnicodeDecodeError as e:
+            raise _Undecodable(f"invalid UTF-8 ({e.reason})") from None
         except RecursionError:
             raise FallbackToIjson("nesting deeper than the fast decoder follows") from None
         self._check_text(data[1:-1], self.base + start, self.depth - 1)
@@ -388,7 +404,9 @@ class _Chunker:
         search = pos + CHUNK_BYTES
         for _ in range(MAX_GUESSES):
             m = _SEPARATOR.search(self.buf, search)
-            while m is None and len(self.buf) - pos <= self.limits.max_event_bytes + CHUNK_BYTES:
+            # no cut within another chunk's length: one huge event, or a layout without
+            # separators; the scan reads on block by block (and stops at a bound)
+            while m is None and len(self.buf) - pos <= 2 * CHUNK_BYTES:
                 searched = len(self.buf)
                 if not self._more():
                     break
@@ -414,9 +432,10 @@ class _Chunker:
         ends: list[int] = []
         close: int | None = None
         while True:
-            result = scanner.feed(bytes(self.buf[fed:]))
-            self.scanned_bytes += len(self.buf) - fed
-            fed = len(self.buf)
+            upto = min(len(self.buf), fed + (1 << 20))  # a block at a time: memory stays flat
+            result = scanner.feed(bytes(self.buf[fed:upto]))
+            self.scanned_bytes += upto - fed
+            fed = upto
             if scanner.violation is not None:
                 raise FallbackToIjson(f"a bound is exceeded ({scanner.violation.kind})")
             ends.extend(e - self.base for e in result.event_ends)
@@ -425,6 +444,12 @@ class _Chunker:
                 break
             if ends and ends[-1] >= pos + CHUNK_BYTES:
                 break
+            if fed < len(self.buf):
+                continue
+            if len(self.buf) - pos > self.limits.max_event_bytes + CHUNK_BYTES:
+                # within the bounds (long whitespace, many scalars) but no event in sight:
+                # ijson streams it in flat memory
+                raise FallbackToIjson("no event boundary within the event size bound")
             if not self._more():
                 raise FallbackToIjson("the event array is not closed")
         if close is not None:
@@ -487,7 +512,7 @@ class _Chunker:
             raise FallbackToIjson("malformed text after the event array")
         try:
             tail = _GENERIC.decode(b"{" + stripped[1:])
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             raise FallbackToIjson("the keys after the event array do not decode") from None
         if not isinstance(tail, dict) or "traceEvents" in tail:
             raise FallbackToIjson("a second traceEvents array")
@@ -506,13 +531,21 @@ def _skip_ws(text: str, i: int) -> int:
 
 # ----------------------------------------------------------------------- builder
 def _raw_value(raw: msgspec.Raw) -> Any:
-    """The value ijson (``use_float=False``) gives for this JSON text; None if absent."""
+    """The value ijson (``use_float=False``) gives for this JSON text; None if absent.
+
+    A raw value's text was only skipped over by msgspec: decoding it here is also what
+    checks that a string in it is valid UTF-8 (else the file goes to ijson, which fails it).
+    """
     b = bytes(raw)
     if not b:
         return None
+    try:
+        value = _GENERIC.decode(b)
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise FallbackToIjson(f"a ts or dur value that does not decode ({e})") from None
     if b[:1] in b"-0123456789":
         return Decimal(b.decode()) if (b"." in b or b"e" in b or b"E" in b) else int(b)
-    return _GENERIC.decode(b)
+    return value
 
 
 _GETTERS = [attrgetter(name) for name in _FIELDS]
@@ -870,7 +903,7 @@ class _Builder:
             if not keep[i]:  # dropped for its ts
                 continue
             keep[i] = False  # a B is written when its E arrives; an E never is
-            key = (pid[i], tid[i])
+            key = slice_key(pid[i], tid[i])
             if p == _B:
                 o = objs[i]
                 self.open_slices.setdefault(key, []).append(
@@ -1069,9 +1102,12 @@ def read_chrome_json_fast(
     base = base_ns(head_meta)
     chunker = _Chunker(source, detected, limits)
     builder = _Builder(file_id, base, result, sink, batch_rows, chunker.redecode_with_text_times)
-    for chunk in chunker:
-        builder.add(chunk)
-    builder.finish()
+    try:
+        for chunk in chunker:
+            builder.add(chunk)
+        builder.finish()
+    except RecursionError:  # nesting deeper than Python follows (within --max-depth)
+        raise FallbackToIjson("nesting deeper than the fast reader follows") from None
     result.events_read = chunker.entries
     if detected.flavor == "xprof" and builder.last_empty == builder.last_index and result.events_read:
         count_down(result.drops, (EMPTY_OBJECT, ""))

@@ -49,9 +49,14 @@ def range_note(column: str) -> str:
 
 
 # ------------------------------------------------------------------ JSON encoding
+def as_double(d: Decimal) -> float:
+    """The double a Decimal stands for (a signalling NaN, which ``float`` refuses, is NaN)."""
+    return math.nan if d.is_snan() else float(d)
+
+
 def json_default(o: Any) -> Any:
     """orjson/json ``default``: a ``Decimal`` is encoded as the double it stands for."""
-    return float(o) if isinstance(o, Decimal) else str(o)
+    return as_double(o) if isinstance(o, Decimal) else str(o)
 
 
 # One C encoder built once: json.dumps builds a new one per call, which costs more
@@ -143,6 +148,13 @@ def time_ns_array(values: Sequence[Any]) -> tuple[pa.Array, list[int]]:
     return pa.array(out, pa.int64()), bad
 
 
+def slice_key(pid: Any, tid: Any) -> tuple[Any, Any]:
+    """The (pid, tid) a B waits on for its E: the values themselves, or the JSON text of
+    a list or object (unhashable; a hostile file may use one)."""
+    return (pid if type(pid) not in (list, dict) else encode_json(pid),
+            tid if type(tid) not in (list, dict) else encode_json(tid))
+
+
 # --------------------------------------------------------------- text columns
 def id_text(v: Any) -> str | None:
     """Text of a pid, tid, name, id, ...: strings as they are, integers in decimal,
@@ -154,8 +166,10 @@ def id_text(v: Any) -> str | None:
         return None
     if t is int:
         return str(v)
-    if t is float or t is Decimal:
-        return repr(float(v))
+    if t is float:
+        return repr(v)
+    if t is Decimal:
+        return repr(as_double(v))
     if t is bool:
         return "true" if v else "false"
     return encode_json(v)
@@ -209,7 +223,7 @@ KIND_TYPE = {"int": pa.int64(), "float": pa.float64(), "str": pa.string(), "int_
 def _conv_int(v: Any) -> int | None:
     t = type(v)
     if t is Decimal:
-        v, t = float(v), float
+        v, t = as_double(v), float
     if t is int:
         return v
     if t is float:
@@ -226,7 +240,9 @@ def _conv_int(v: Any) -> int | None:
 def _conv_float(v: Any) -> float | None:
     t = type(v)
     try:
-        if t is int or t is float or t is Decimal:
+        if t is Decimal:
+            f = as_double(v)
+        elif t is int or t is float:
             f = float(v)
         elif t is str:
             f = float(v)

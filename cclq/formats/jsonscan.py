@@ -64,6 +64,12 @@ class Violation:
     trigger: int
 
 
+def _rank(v: Violation) -> tuple[int, int, int]:
+    """Which of two violations is reported: the first a parser would reach; at one byte
+    (a long string is also a long run of letters), the one that starts first."""
+    return v.trigger, v.start, (STRING, DEPTH, EVENT).index(v.kind)
+
+
 @dataclass
 class ScanResult:
     """What one ``feed`` found besides violations (absolute offsets)."""
@@ -99,10 +105,8 @@ class StructureScanner:
 
     # ------------------------------------------------------------------ reporting
     def _report(self, kind: str, start: int, trigger: int) -> None:
-        order = (STRING, DEPTH, EVENT)
         v = Violation(kind, start, trigger)
-        old = self.violation
-        if old is None or (v.trigger, order.index(v.kind)) < (old.trigger, order.index(old.kind)):
+        if self.violation is None or _rank(v) < _rank(self.violation):
             self.violation = v
 
     # ---------------------------------------------------------------------- feed
@@ -342,8 +346,7 @@ def reference_scan(data: bytes, limits: ReadLimits, event_depth: int, depth: int
         found.append(Violation(STRING, str_open, str_open + 1 + limits.max_string_bytes))
     if ev_open >= 0 and n - ev_open > limits.max_event_bytes:
         found.append(Violation(EVENT, ev_open, ev_open + limits.max_event_bytes))
-    order = (STRING, DEPTH, EVENT)
-    first = min(found, key=lambda v: (v.trigger, order.index(v.kind))) if found else None
+    first = min(found, key=_rank) if found else None
     return first, ends, below
 
 

@@ -96,13 +96,27 @@ def _inflate_blocks(raw: _RawCounter, compressed: bool, path: str, limits: ReadL
         while block := buffered.read(BLOCK_BYTES):
             yield block
         return
-    gz = gzip.GzipFile(fileobj=buffered)
+    taken = _Taken(buffered)
+    gz = gzip.GzipFile(fileobj=taken)  # type: ignore[arg-type]
     produced = 0
     while block := gz.read(BLOCK_BYTES):
         produced += len(block)
-        if produced > limits.inflate_floor_bytes and produced > limits.max_inflate_ratio * raw.bytes_read:
-            raise inflates_too_much(path, produced, raw.bytes_read, limits)
+        if produced > limits.inflate_floor_bytes and produced > limits.max_inflate_ratio * taken.count:
+            raise inflates_too_much(path, produced, taken.count, limits)
         yield block
+
+
+class _Taken:
+    """Counts the compressed bytes the inflater has taken (not what was read ahead)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._f.read(size)
+        self.count += len(data)
+        return data
 
 
 class _ReadAhead:
