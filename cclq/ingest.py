@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,7 +46,7 @@ import cclq
 from cclq.cards import CARD_FILE, card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, UsageError
 from cclq.formats import xplane
-from cclq.formats.reading import FallbackToIjson, ReadOptions, fallback_note, parser_name, read_trace_file
+from cclq.formats.reading import ReadAgain, ReadOptions, parser_name, read_trace_file
 from cclq.formats.detect import detect, is_candidate
 from cclq.formats.source import Source, content_hash
 from cclq.schema import INGEST_VERSION
@@ -317,15 +317,18 @@ def parse_file(path: str, file_id: str, tmp_dir: str, options: ReadOptions = Rea
             converted = read_path = xplane.convert(path, tmp_dir)
             detected = detect(read_path)
             scale = budget / max(os.path.getsize(read_path), 1)
-        try:
-            result, digest = read_trace_file(read_path, detected, file_id, writer.write, options, progress)
-        except FallbackToIjson as fallback:
-            # the fast reader gave the file up: the reference reader reads it from the start
-            writer.discard()
-            writer = EventFileWriter(tmp)
-            result, digest = read_trace_file(read_path, detected, file_id, writer.write, options.for_fallback(),
-                                             progress)
-            result.notes[fallback_note(fallback)] += 1
+        again: list[str] = []
+        while True:
+            try:
+                result, digest = read_trace_file(read_path, detected, file_id, writer.write, options, progress)
+                break
+            except ReadAgain as e:  # the fast reader gave the file up: read it again from the start
+                writer.discard()
+                writer = EventFileWriter(tmp)
+                options = e.options
+                again.append(e.note)
+        for note in again:
+            result.notes[note] += 1
         writer.close()
         if converted is not None:
             digest = content_hash(path)  # the catalog identifies the xplane.pb, not the JSON
@@ -656,7 +659,8 @@ def _run_parsers(
     todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter,
     options: ReadOptions = ReadOptions(),
 ) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError]]:
-    """Yields (task, result) in task order; parses in processes when jobs > 1.
+    """Yields (task, result) in task order; parses in processes when jobs > 1 (one file
+    alone is read here, its chunks built by ``jobs`` helper processes).
 
     A parser process that dies (the OOM killer, kill -9) breaks the whole pool and
     every file it held. Those files are parsed again in a fresh pool, and the ones that
@@ -664,9 +668,12 @@ def _run_parsers(
     names the file that causes it: that file fails alone (``PARSER_DIED``).
     """
     global _local_progress_fn
-    jobs = min(jobs or os.cpu_count() or 1, max(len(todo), 1))
+    requested = jobs or os.cpu_count() or 1
+    jobs = min(requested, max(len(todo), 1))
     tmp_dir = str(warehouse.tmp_dir)
     if jobs <= 1:
+        if len(todo) == 1 and requested > 1:  # one big file: the fast reader builds chunks on every core
+            options = replace(options, helpers=requested)
         _local_progress_fn = reporter.advance
         try:
             for task in todo:

@@ -45,12 +45,12 @@ class EventFileWriter:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cclq-parquet")
         self._pending: Future[None] | None = None
 
-    def _write(self, batch: pa.RecordBatch) -> None:
+    def _write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if self._writer is None:
             self._writer = _open_writer(self.path)
-        self._writer.write_batch(batch)
+        self._writer.write(batch)  # a table's chunks go into one row group without a copy
 
-    def write(self, batch: pa.RecordBatch) -> None:
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if self._pending is not None:
             self._pending.result()  # surfaces write errors and bounds the queue
         self._pending = self._pool.submit(self._write, batch)

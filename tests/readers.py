@@ -11,7 +11,7 @@ from cclq.errors import TraceFileError
 from cclq.formats.chrome import READER_FAST, READER_IJSON, ReadResult
 from cclq.formats.detect import detect
 from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits
-from cclq.formats.reading import FallbackToIjson, ReadOptions, fallback_note, read_trace_file
+from cclq.formats.reading import ReadAgain, ReadOptions, read_trace_file
 from cclq.schema import EVENT_SCHEMA
 
 
@@ -30,37 +30,42 @@ class Outcome:
         r = self.result
         if r is None:
             return (self.error,)
-        notes = {k: v for k, v in r.notes.items() if not k.startswith("read with ijson")}
+        notes = {k: v for k, v in r.notes.items() if not k.startswith(("read with ijson", "read again"))}
         return (r.events_read, r.rows_written, dict(r.drops), notes, r.metadata, r.base_time_ns,
                 r.ts_min_ns, r.ts_max_ns, r.decompressed_bytes)
 
 
-def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, fallback: bool = True) -> Outcome:
-    """Reads ``path`` as ingest does (the fast reader falling back to ijson when it gives up)."""
+def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, helpers: int = 0) -> Outcome:
+    """Reads ``path`` as ingest does (the fast reader handing the file over when it gives up)."""
     out = Outcome(reader)
-    batches: list[pa.RecordBatch] = []
-    options = ReadOptions(reader=reader, limits=limits)
+    batches: list = []  # record batches, or tables of them
+    options = ReadOptions(reader=reader, limits=limits, helpers=helpers)
+    notes: list[str] = []
     try:
         detected = detect(str(path))
-        try:
-            result, _ = read_trace_file(str(path), detected, "f0", batches.append, options)
-        except FallbackToIjson as e:
-            if not fallback:
-                raise
-            out.fallback = e.reason
-            batches.clear()
-            result, _ = read_trace_file(str(path), detected, "f0", batches.append, options.for_fallback())
-            result.notes[fallback_note(e)] += 1
+        while True:
+            try:
+                result, _ = read_trace_file(str(path), detected, "f0", batches.append, options)
+                break
+            except ReadAgain as e:
+                batches.clear()
+                options = e.options
+                notes.append(e.note)
+                if e.options.reader == "ijson" and out.fallback is None:
+                    out.fallback = e.note.split("(", 1)[-1].rstrip(")")
     except TraceFileError as e:
         out.error = e.message
         return out
+    for note in notes:
+        result.notes[note] += 1
     out.result = result
-    out.table = pa.Table.from_batches(batches, schema=EVENT_SCHEMA)
+    pieces = [b if isinstance(b, pa.Table) else pa.Table.from_batches([b]) for b in batches]
+    out.table = pa.concat_tables(pieces) if pieces else EVENT_SCHEMA.empty_table()
     return out
 
 
-def both(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> tuple[Outcome, Outcome]:
-    return read_with(path, READER_FAST, limits), read_with(path, READER_IJSON, limits)
+def both(path: Path, limits: ReadLimits = DEFAULT_LIMITS, helpers: int = 0) -> tuple[Outcome, Outcome]:
+    return read_with(path, READER_FAST, limits, helpers), read_with(path, READER_IJSON, limits)
 
 
 def assert_same(fast: Outcome, ref: Outcome) -> None:

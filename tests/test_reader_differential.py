@@ -47,6 +47,28 @@ def test_every_shared_trace_reads_the_same_with_both_readers(path):
     assert_same(fast, ref)
 
 
+@pytest.mark.parametrize("name", ["hta_nccl_data", "xprof_tf_bert_8gpu", "kineto_legacy_resnet50", "hta_ns_resolution"])
+def test_helper_processes_read_a_file_the_same(name, monkeypatch):
+    """``-j2`` on one file: chunks built in forked helpers give the same rows."""
+    root = require_shared()
+    monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", 256 << 10)  # many chunks in flight
+    (path,) = _chrome_files(root / name)
+    fast, ref = both(path, helpers=2)
+    assert fast.fallback is None
+    assert not [k for k in fast.result.notes if k.startswith("read again")]
+    assert_same(fast, ref)
+
+
+def test_helpers_hand_a_file_with_begin_end_pairs_back_to_one_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", 64)
+    events = [{"ph": "B", "name": f"b{i}", "pid": 1, "tid": 1, "ts": i} for i in range(20)] + \
+             [{"ph": "E", "pid": 1, "tid": 1, "ts": 100 + i} for i in range(20)]
+    (tmp_path / "be.json").write_text(json.dumps({"traceEvents": events}))
+    fast, ref = both(tmp_path / "be.json", helpers=2)
+    assert_same(fast, ref)
+    assert fast.result.notes["read again in one process: the helpers gave it up (B/E events)"] == 1
+
+
 def test_shared_traces_are_listed():
     require_shared()
     assert len(_shared_files()) >= 20

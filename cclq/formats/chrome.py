@@ -72,7 +72,8 @@ from cclq.formats.limits import DEFAULT_LIMITS, LimitExceeded, ReadLimits
 from cclq.formats.source import Source, gzip_errors, read_tail
 from cclq.schema import EVENT_SCHEMA
 
-BatchSink = Callable[[pa.RecordBatch], None]
+# Gets the rows of a file in order: record batches, or tables of several (the fast reader)
+BatchSink = Callable[["pa.RecordBatch | pa.Table"], None]
 
 # The note for the empty event that ends every xprof trace-viewer array. It is neither
 # written nor dropped, so for such a file events_read = written + dropped + merged E + 1.

@@ -29,9 +29,13 @@ as it always has, and the file's ``ingest_stats`` say so.
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+from multiprocessing import shared_memory
 import re
 from collections import deque
+from dataclasses import dataclass
 from collections.abc import Iterator
 from decimal import Decimal
 from itertools import chain, repeat
@@ -103,6 +107,15 @@ class FallbackToIjson(Exception):
         self.reason = reason
 
 
+class ReadSequentially(Exception):
+    """The parallel read met what only a sequential read can take (B/E pairs across
+    chunks, a cut that was not an event boundary); read the file again with one process."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 # ------------------------------------------------------------------ decode types
 def _json_value(levels: int) -> Any:
     """The type of a JSON value with at most ``levels`` nested arrays or objects."""
@@ -159,6 +172,57 @@ _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
 # ---------------------------------------------------------------------- chunker
+def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, levels: int, text_times: bool
+                 ) -> tuple[list[Any], bool]:
+    """(entries, whether the slow lane took it) of ``[`` + events + ``]`` starting at
+    ``offset`` in the file's text. Raises ``_Boundary`` when the text is cut inside an
+    event, ``_Undecodable`` for what msgspec refuses, ``FallbackToIjson`` for a bound.
+
+    The fast lane's types prove the nesting bound (see ``CERTIFIED_LEVELS``); a chunk no
+    longer than the string and event bounds cannot hold a string or an event beyond
+    them. Anything else is checked by the structural scan.
+    """
+    slow = False
+    try:
+        entries = _decoder(levels, text_times).decode(data)
+    except msgspec.ValidationError:
+        # deep nesting, unknown keys, an entry that is not an object: decode every byte
+        # into plain values first, which checks what msgspec only skips (an unknown key's
+        # value is not checked for UTF-8, where ijson fails the file); then into structs
+        slow = True
+        try:
+            _GENERIC.decode(data)
+            entries = _decoder(None, True).decode(data)
+        except msgspec.DecodeError as e:
+            _classify(e, data, offset)
+        except UnicodeDecodeError as e:
+            raise _Undecodable(f"invalid UTF-8 ({e.reason})") from None
+        except RecursionError:
+            raise FallbackToIjson("nesting deeper than the fast decoder follows") from None
+    except msgspec.DecodeError as e:
+        _classify(e, data, offset)
+    except UnicodeDecodeError as e:  # text that is not UTF-8: ijson says where
+        raise _Undecodable(f"invalid UTF-8 ({e.reason})") from None
+    except RecursionError:
+        raise FallbackToIjson("nesting deeper than the fast decoder follows") from None
+    if slow or len(data) - 2 > min(limits.max_string_bytes, limits.max_event_bytes):
+        scanner = StructureScanner(limits, depth, offset=offset + 1, depth=depth - 1)
+        scanner.feed(data[1:-1])
+        if scanner.violation is not None:
+            raise FallbackToIjson(f"a bound is exceeded ({scanner.violation.kind})")
+    return entries, slow
+
+
+def _classify(e: msgspec.DecodeError, data: bytes, offset: int) -> None:
+    """A decode error at the appended ']' (or a truncation) is a wrong cut; earlier, a
+    problem in the text itself."""
+    msg = str(e)
+    m = _BYTE_OFFSET.search(msg)
+    if "truncated" in msg or (m is not None and int(m.group(1)) >= len(data) - 1):
+        raise _Boundary
+    raise _Undecodable(f"msgspec cannot decode the text near byte {offset + (int(m.group(1)) if m else 0)}: {msg}")
+
+
 class _Boundary(Exception):
     """A cut guess fell inside an event."""
 
@@ -292,8 +356,8 @@ class _Chunker:
         return scanner
 
     # -- decoding one chunk
-    def _decode(self, start: int, end: int) -> tuple[list[Any], bytes]:
-        """Decodes the entries in ``buf[start:end]``; raises ``_Boundary`` for a wrong cut."""
+    def _bracketed(self, start: int, end: int) -> bytes:
+        """``[`` + the text of ``buf[start:end]`` + ``]``, in one copy."""
         buf = self.buf
         saved = buf[end] if end < len(buf) else None
         buf[start - 1] = 0x5B  # '[' over the comma (or the array's own bracket)
@@ -302,53 +366,21 @@ class _Chunker:
         else:
             buf[end] = 0x5D  # ']' over whatever followed the last event
         try:
-            data = bytes(buf[start - 1:end + 1])
+            with memoryview(buf) as view:
+                return bytes(view[start - 1:end + 1])
         finally:
             if saved is None:
                 del buf[end]
             else:
                 buf[end] = saved
-        try:
-            entries = _decoder(self.levels, self.text_times).decode(data)
-        except msgspec.ValidationError:
-            return self._decode_slow(data, start), data
-        except msgspec.DecodeError as e:
-            self._classify(e, data, start)
-        except UnicodeDecodeError as e:  # text that is not UTF-8: ijson says where
-            raise _Undecodable(f"invalid UTF-8 ({e.reason})") from None
-        except RecursionError:
-            raise FallbackToIjson("nesting deeper than the fast decoder follows") from None
-        if len(data) - 2 > min(self.limits.max_string_bytes, self.limits.max_event_bytes):
-            self._check_text(data[1:-1], self.base + start, self.depth - 1)  # long strings, big events
+
+    def _decode(self, start: int, end: int) -> tuple[list[Any], bytes]:
+        """Decodes the entries in ``buf[start:end]``; raises ``_Boundary`` for a wrong cut."""
+        data = self._bracketed(start, end)
+        entries, slow = decode_chunk(data, self.base + start - 1, self.limits, self.depth, self.levels,
+                                     self.text_times)
+        self.slow_chunks += slow
         return entries, data
-
-    def _decode_slow(self, data: bytes, start: int) -> list[Any]:
-        """A chunk the bounded types refused (deep nesting, unknown keys, an entry that
-        is not an object): check the bounds exactly, then decode with plain types.
-
-        It is decoded twice: once into plain values, which validates every byte (msgspec
-        skips an unknown key's value without checking that its text is UTF-8, where ijson
-        fails the file), then into event structs."""
-        self.slow_chunks += 1
-        try:
-            _GENERIC.decode(data)
-            entries = _decoder(None, True).decode(data)
-        except msgspec.DecodeError as e:
-            self._classify(e, data, start)
-        except UnicodeDecodeError as e:
-            raise _Undecodable(f"invalid UTF-8 ({e.reason})") from None
-        except RecursionError:
-            raise FallbackToIjson("nesting deeper than the fast decoder follows") from None
-        self._check_text(data[1:-1], self.base + start, self.depth - 1)
-        return entries
-
-    def _classify(self, e: msgspec.DecodeError, data: bytes, start: int) -> None:
-        msg = str(e)
-        m = _BYTE_OFFSET.search(msg)
-        if "truncated" in msg or (m is not None and int(m.group(1)) >= len(data) - 1):
-            raise _Boundary
-        at = self.base + start - 1 + int(m.group(1)) if m else self.base + start
-        raise _Undecodable(f"msgspec cannot decode the text near byte {at}: {msg}")
 
     # -- the main loop
     def __iter__(self) -> Iterator[_Chunk]:
@@ -357,13 +389,13 @@ class _Chunker:
         while True:
             gap = _GAP.match(self.buf, pos)
             pos = gap.end()  # type: ignore[union-attr]
-            self._fill(pos + CHUNK_BYTES + (64 << 10))
+            self._fill(pos + CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10))
             if pos >= len(self.buf) and self.eof:
                 raise FallbackToIjson("the event array is not closed")
             if self.buf[pos:pos + 1] == b"]":
                 self._finish(pos)
                 return
-            if self.eof and len(self.buf) - pos <= CHUNK_BYTES + (64 << 10):
+            if self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10):
                 chunks, close = self._last_chunk(pos)
                 yield from chunks
                 self._finish(close)
@@ -375,6 +407,40 @@ class _Chunker:
                 return
             pos = self._after_value(end)
 
+    def speculative(self) -> Iterator[tuple[bytes, int] | int]:
+        """For helper processes: (``[`` + text + ``]``, its offset) cut at guessed event
+        boundaries without decoding (a helper's decode proves each cut), then the position
+        of the rest, which the caller reads itself (``_last_chunk``/``_finish``)."""
+        pos = self._drop_before(self._locate_events())
+        while True:
+            pos = _GAP.match(self.buf, pos).end()  # type: ignore[union-attr]
+            self._fill(pos + CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10))
+            if self.buf[pos:pos + 1] == b"]" or (self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10)):
+                yield pos
+                return
+            search = pos + CHUNK_BYTES
+            m = _SEPARATOR.search(self.buf, search)
+            while m is None and len(self.buf) - pos <= 2 * CHUNK_BYTES:
+                searched = len(self.buf)
+                if not self._more():
+                    break
+                m = _SEPARATOR.search(self.buf, max(search, searched - 64))
+            if m is None:
+                raise ReadSequentially("no event boundary where one was guessed")
+            end = m.start() + 1
+            yield self._bracketed(pos, end), self.base + pos - 1
+            pos = self._after_value(end)
+
+    def read_rest(self, pos: int) -> list[_Chunk]:
+        """The chunks from ``pos`` to the end of the events (the text after them checked)."""
+        self._fill(pos + 1)
+        if self.buf[pos:pos + 1] == b"]":
+            self._finish(pos)
+            return []
+        chunks, close = self._last_chunk(pos)
+        self._finish(close)
+        return chunks
+
     def _emit(self, entries: list[Any], text: bytes) -> _Chunk:
         chunk = _Chunk(entries, self.entries, text)
         self.entries += len(entries)
@@ -384,10 +450,8 @@ class _Chunker:
         """A chunk whose times a float cannot carry exactly: decoded again with ts/dur
         as text, as every later chunk of the file will be."""
         self.text_times = True
-        try:
-            chunk.entries = _decoder(self.levels, True).decode(chunk.text)
-        except msgspec.ValidationError:
-            chunk.entries = _decoder(None, True).decode(chunk.text)
+        redecode_with_text_times(chunk, self.levels)
+
 
     def _after_value(self, end: int) -> int:
         """Past the comma that follows a chunk (or at the array's ']')."""
@@ -518,6 +582,14 @@ class _Chunker:
             raise FallbackToIjson("a second traceEvents array")
 
 
+def redecode_with_text_times(chunk: _Chunk, levels: int) -> None:
+    """Decodes a chunk again with ts/dur as text (a float could not carry one exactly)."""
+    try:
+        chunk.entries = _decoder(levels, True).decode(chunk.text)
+    except msgspec.ValidationError:
+        chunk.entries = _decoder(None, True).decode(chunk.text)
+
+
 class _NeedMore(Exception):
     """The head is cut off before the event array starts: read more."""
 
@@ -549,6 +621,14 @@ def _raw_value(raw: msgspec.Raw) -> Any:
 
 
 _GETTERS = [attrgetter(name) for name in _FIELDS]
+_ARANGE: list[pa.Array] = [pa.array([], pa.int64())]
+
+
+def _positions(first: int, n: int) -> pa.Array:
+    """first, first + 1, ..., first + n - 1 as int64, from a cached range."""
+    if len(_ARANGE[0]) < n:
+        _ARANGE[0] = pa.array(range(max(n, 2 * len(_ARANGE[0]))), pa.int64())
+    return pc.add(_ARANGE[0].slice(0, n), pa.scalar(first, pa.int64()))
 _NONE = type(None)
 Times = tuple[pa.Array, list[int], list[int]]  # (exact ns, rows without a value, rows unusable)
 
@@ -736,7 +816,7 @@ def _fast_promote(kind: str, values: list[Any]) -> pa.Array | None:
                 return floats if pc.all(pc.is_finite(floats)).as_py() else None  # 1e999 stays in args
             return None
         if kind == "str":
-            return pa.array(values, pa.string()) if types == {str} else None
+            return pa.array(values, pa.string()) if types == {str} else None  # None stays in args
         if types == {list} and set(map(type, chain.from_iterable(values))) <= {int}:
             return pa.array(values, pa.list_(pa.int64()))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
@@ -753,8 +833,9 @@ class _Builder:
     """Turns decoded chunks into record batches by the rules of ``cclq.formats.events``."""
 
     def __init__(self, file_id: str, base: int, result: ReadResult, sink: BatchSink, batch_rows: int,
-                 redecode: Any) -> None:
+                 redecode: Any, pairs: bool = True) -> None:
         self.redecode = redecode  # (chunk) -> None: decodes it again with ts/dur as text
+        self.pairs = pairs  # False in a helper process, which sees one chunk and not the stacks
         self.file_id = file_id
         self.base = base
         self.result = result
@@ -770,6 +851,9 @@ class _Builder:
         self.last_index = -1
 
     # -- output
+    def emit(self, batch: pa.RecordBatch) -> None:
+        self._emit(batch)
+
     def _emit(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
@@ -781,11 +865,14 @@ class _Builder:
     def _flush(self) -> None:
         if not self.pending:
             return
-        batch = self.pending[0] if len(self.pending) == 1 else pa.concat_batches(self.pending)
+        for batch in self.pending:
+            add_bounds(batch, self.ts_bounds)
+            self.result.rows_written += batch.num_rows
+        # at least batch_rows rows at once, as the reference reader writes them: the writer
+        # makes one row group of a table's chunks, without copying them together
+        table = pa.Table.from_batches(self.pending)
         self.pending, self.pending_rows = [], 0
-        self.sink(batch)
-        add_bounds(batch, self.ts_bounds)
-        self.result.rows_written += batch.num_rows
+        self.sink(table)
 
     # -- one chunk
     def add(self, chunk: _Chunk) -> None:
@@ -810,7 +897,7 @@ class _Builder:
             self.drops[NOT_AN_OBJECT, ""] += n - m
         if not m:
             return
-        index = pa.array(range(first, first + n) if where is None else [first + i for i in where], pa.int64())
+        index = _positions(first, n) if where is None else pa.array([first + i for i in where], pa.int64())
         keep = [True] * m
         drops = self.drops
 
@@ -836,6 +923,8 @@ class _Builder:
         ts_total = self._with_base(ts_ns, drop)
         # 2. B/E pairs (never written as they are: a closed pair becomes one B row)
         be = _B in ph or _E in ph
+        if be and not self.pairs:
+            raise ReadSequentially("B/E events")
         pairs = self._begin_end(ph, pid, tid, objs, ts_total, keep, first, where) if be else []
         # 3. dur: unusable, negative, or an end beyond int64
         dur_ns, _, dur_bad = dur
@@ -971,9 +1060,14 @@ class _Builder:
              for column, kind in PROMOTED_COLUMNS]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
-    def _split_args(self, m: int, args: tuple[Any, ...], rows: list[int] | None
+    def _split_args(self, m: int, args: list[Any], rows: list[int] | None
                     ) -> tuple[pa.Array, dict[str, pa.Array]]:
-        """The residual ``args`` column and the promoted columns, group by group."""
+        """The residual ``args`` column and the promoted columns, group by group.
+
+        Rows are grouped by their argument keys; each column is built in group order
+        (one array per group, NULLs where a group lacks the column) and put back in row
+        order with one ``take``, the same positions for every column.
+        """
         groups: dict[tuple[str, ...], list[int]] = {}
         others: list[int] = []
         get = groups.get
@@ -989,10 +1083,11 @@ class _Builder:
                         g.append(i)
             elif a:
                 others.append(i)
-        parts: dict[str, list[tuple[list[int], pa.Array]]] = {}
-        text_rows: list[list[int]] = []
-        text_parts: list[pa.Array] = []
-        for keys, idxs in groups.items():
+        sizes: list[int] = []
+        columns: dict[str, dict[int, pa.Array]] = {}  # column -> {group number: values}
+        texts: dict[int, pa.Array] = {}
+        for g, (keys, idxs) in enumerate(groups.items()):
+            sizes.append(len(idxs))
             gd = [args[i] for i in idxs]
             plan = arg_plan(keys)
             per_row = False
@@ -1012,18 +1107,27 @@ class _Builder:
                         elif too_big:
                             self.out_of_range[column] = self.out_of_range.get(column, 0) + 1
                     arr = pa.array(out, KIND_TYPE[kind])
-                parts.setdefault(column, []).append((idxs, arr))
-            if len(plan) == len(keys) and not per_row:
-                continue  # every key promoted: no residual
-            text_rows.append(idxs)
-            text_parts.append(_residual_texts(gd, None if per_row else [k for k in keys if k not in
-                                                                          {p[0] for p in plan}]))
+                columns.setdefault(column, {})[g] = arr
+            if len(plan) < len(keys) or per_row:
+                promoted_keys = {p[0] for p in plan}
+                texts[g] = _residual_texts(gd, None if per_row else [k for k in keys if k not in promoted_keys])
+        order = list(chain.from_iterable(groups.values()))
         if others:
-            text_rows.append(others)
-            text_parts.append(pa.array([encode_json(args[i]) for i in others], pa.string()))
-        args_col = _scatter(m, text_rows, text_parts, pa.string())
-        promoted = {column: _scatter(m, [p[0] for p in ps], [p[1] for p in ps], KIND_TYPE[COLUMN_KIND_OF[column]])
-                    for column, ps in parts.items()}
+            texts[len(sizes)] = pa.array([encode_json(args[i]) for i in others], pa.string())
+            sizes.append(len(others))
+            order += others
+        if len(order) == m and (m == 0 or (order[0] == 0 and order[-1] == m - 1 and len(sizes) == 1)):
+            where = None  # one group, every row, in order
+        else:
+            where = pc.scatter(pa.array(range(len(order)), pa.int64()), pa.array(order, pa.int64()),
+                               max_index=m - 1)
+
+        def assemble(parts: dict[int, pa.Array], typ: pa.DataType) -> pa.Array:
+            grouped = pa.concat_arrays([parts[g] if g in parts else pa.nulls(n, typ) for g, n in enumerate(sizes)])
+            return grouped if where is None else grouped.take(where)
+
+        args_col = assemble(texts, pa.string()) if texts else pa.nulls(m, pa.string())
+        promoted = {column: assemble(parts, KIND_TYPE[COLUMN_KIND_OF[column]]) for column, parts in columns.items()}
         return args_col, promoted
 
     # -- the end of the file
@@ -1052,17 +1156,6 @@ def _all_unset(obj: Any) -> bool:
     return all(v is None or (type(v) is msgspec.Raw and not len(v)) for v in msgspec.structs.astuple(obj))
 
 
-def _scatter(m: int, rows: list[list[int]], parts: list[pa.Array], typ: pa.DataType) -> pa.Array:
-    """A column of ``m`` rows from (row indices, values) parts; NULL elsewhere."""
-    if not parts:
-        return pa.nulls(m, typ)
-    values = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-    idx = rows[0] if len(rows) == 1 else list(chain.from_iterable(rows))
-    if len(idx) == m and (len(rows) == 1 and (m == 0 or (idx[0] == 0 and idx[-1] == m - 1))):
-        return values
-    return pc.scatter(values, pa.array(idx, pa.int64()), max_index=m - 1)
-
-
 def _residual_texts(gd: list[dict[str, Any]], keys: list[str] | None) -> pa.Array:
     """The JSON text of each residual dict. With the group's common keys known, one
     ``orjson.dumps`` for the group, split back into rows where the next row's first key
@@ -1083,6 +1176,154 @@ def _residual_texts(gd: list[dict[str, Any]], keys: list[str] | None) -> pa.Arra
     return pa.array([encode_json(d) if d else None for d in gd], pa.string())
 
 
+# ------------------------------------------------------------ helper processes
+@dataclass(frozen=True)
+class _FileSettings:
+    """What a helper process needs to turn chunks of one file into record batches."""
+
+    file_id: str
+    base: int
+    limits: ReadLimits
+    depth: int
+    levels: int
+
+
+_SETTINGS: _FileSettings | None = None  # in a helper process, set by _helper_start
+
+
+def _helper_start(settings: _FileSettings, parent_pid: int) -> None:
+    global _SETTINGS
+    _SETTINGS = settings
+    gc.disable()  # as the reading process does (see chrome.gc_paused)
+    from cclq.ingest import _die_with_parent  # a helper never outlives the ingest
+
+    _die_with_parent(parent_pid)
+
+
+def _build_in_helper(data: bytes, offset: int, text_times: bool) -> tuple[Any, ...]:
+    """One chunk, in a helper process: ("ok", Arrow IPC bytes with event_idx counted
+    from 0, entries, drops, notes, last empty entry, text times used), or
+    ("sequential" | "fallback", reason)."""
+    s = _SETTINGS
+    assert s is not None
+    try:
+        entries, _ = decode_chunk(data, offset, s.limits, s.depth, s.levels, text_times)
+        chunk = _Chunk(entries, 0, data)
+        mode = [text_times]
+
+        def redecode(c: _Chunk) -> None:
+            mode[0] = True
+            redecode_with_text_times(c, s.levels)
+
+        result = ReadResult(reader=READER_FAST)
+        out: list[Any] = []
+        builder = _Builder(s.file_id, s.base, result, out.append, 1 << 62, redecode, pairs=False)
+        builder.add(chunk)
+        builder.finish()
+    except (_Boundary, _Undecodable, ReadSequentially) as e:
+        return ("sequential", str(e) or type(e).__name__)
+    except FallbackToIjson as e:
+        return ("fallback", e.reason)
+    except RecursionError:
+        return ("fallback", "nesting deeper than the fast reader follows")
+    # through shared memory: a pipe would copy the batches (twice the chunk's size) twice
+    size = pa.MockOutputStream()
+    _write_ipc(size, out)
+    shm = shared_memory.SharedMemory(create=True, size=max(size.size(), 1))
+    _untrack(shm)  # the reading process unlinks it
+    try:
+        _write_ipc(pa.FixedSizeBufferWriter(pa.py_buffer(shm.buf)), out)
+        name = shm.name
+    finally:
+        shm.close()
+    return ("ok", (name, size.size()), len(entries), dict(result.drops), dict(result.notes), builder.last_empty,
+            mode[0])
+
+
+def _write_ipc(stream: Any, tables: list[pa.Table]) -> None:
+    with pa.ipc.new_stream(stream, EVENT_SCHEMA) as writer:
+        for table in tables:
+            writer.write_table(table)
+
+
+def _untrack(shm: shared_memory.SharedMemory) -> None:
+    """Python's resource tracker would unlink (and warn about) a segment another process
+    owns; this code creates and unlinks each segment exactly once itself."""
+    from multiprocessing import resource_tracker
+
+    try:
+        resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - no tracker: nothing to undo
+        pass
+
+
+def _take_shared(where: tuple[str, int]) -> pa.Table:
+    """The table a helper left in shared memory, copied out; the segment is removed."""
+    name, size = where
+    shm = shared_memory.SharedMemory(name=name)  # (attaching registers it; unlink() below unregisters)
+    try:
+        data = bytes(shm.buf[:size])
+    finally:
+        shm.close()
+        shm.unlink()
+    return pa.ipc.open_stream(data).read_all()
+
+
+def _read_with_helpers(chunker: _Chunker, builder: _Builder, file_id: str, base: int, helpers: int) -> None:
+    """Chunks go to ``helpers`` processes as they are cut; their batches come back in
+    order (event indices shifted to the file's) and go to the builder's sink."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    settings = _FileSettings(file_id, base, chunker.limits, chunker.depth, chunker.levels)
+    in_flight: deque[Any] = deque()
+    result = builder.result
+    with ProcessPoolExecutor(helpers, mp_context=mp.get_context("fork"), initializer=_helper_start,
+                             initargs=(settings, os.getpid())) as pool:
+        def collect() -> None:
+            try:
+                answer = in_flight.popleft().result()
+            except BrokenProcessPool:  # killed (out of memory?): one process tries it alone
+                raise ReadSequentially("a helper process died") from None
+            if answer[0] == "sequential":
+                raise ReadSequentially(answer[1])
+            if answer[0] == "fallback":
+                raise FallbackToIjson(answer[1])
+            _, ipc, n, drops, notes, last_empty, text_times = answer
+            first = chunker.entries
+            chunker.entries += n
+            builder.last_index = first + n - 1
+            if last_empty >= 0:
+                builder.last_empty = first + last_empty
+            chunker.text_times = chunker.text_times or text_times
+            result.drops.update(drops)
+            for note, k in notes.items():
+                result.notes[note] += k
+            table = _take_shared(ipc)
+            if first:
+                idx = table.schema.get_field_index("event_idx")
+                table = table.set_column(idx, "event_idx", pc.add(table.column(idx), pa.scalar(first, pa.int64())))
+            for batch in table.to_batches():
+                builder.emit(batch)  # counted, bounded and written as this process's own
+
+        try:
+            for item in chunker.speculative():
+                if isinstance(item, int):
+                    while in_flight:
+                        collect()
+                    for chunk in chunker.read_rest(item):
+                        builder.add(chunk)
+                    break
+                data, offset = item
+                in_flight.append(pool.submit(_build_in_helper, data, offset, chunker.text_times))
+                while len(in_flight) > 2 * helpers:
+                    collect()
+        finally:
+            for f in in_flight:
+                f.cancel()
+
+
 @gc_paused()
 def read_chrome_json_fast(
     source: Source,
@@ -1091,11 +1332,15 @@ def read_chrome_json_fast(
     sink: BatchSink,
     batch_rows: int = 32768,
     limits: ReadLimits = DEFAULT_LIMITS,
+    helpers: int = 0,
 ) -> ReadResult:
     """Streams the events of ``source`` into ``sink``: the rows ``read_chrome_json`` writes.
 
-    Raises ``FallbackToIjson`` when the file must be read by the reference reader
-    instead (batches already sent to ``sink`` are then to be discarded).
+    With ``helpers`` > 0, that many forked processes decode and build the chunks while
+    this one cuts them and writes (one big file on several cores); the rows are the
+    same. Raises ``FallbackToIjson`` when the file must be read by the reference reader
+    instead, ``ReadSequentially`` when the helpers cannot take it (batches already sent
+    to ``sink`` are then to be discarded).
     """
     result = ReadResult(reader=READER_FAST)
     head_meta = head_metadata(detected, source.path, limits)
@@ -1103,8 +1348,11 @@ def read_chrome_json_fast(
     chunker = _Chunker(source, detected, limits)
     builder = _Builder(file_id, base, result, sink, batch_rows, chunker.redecode_with_text_times)
     try:
-        for chunk in chunker:
-            builder.add(chunk)
+        if helpers > 0:
+            _read_with_helpers(chunker, builder, file_id, base, helpers)
+        else:
+            for chunk in chunker:
+                builder.add(chunk)
         builder.finish()
     except RecursionError:  # nesting deeper than Python follows (within --max-depth)
         raise FallbackToIjson("nesting deeper than the fast reader follows") from None
@@ -1122,4 +1370,5 @@ def read_chrome_json_fast(
     return result
 
 
-__all__ = ["FallbackToIjson", "read_chrome_json_fast", "CHUNK_BYTES", "DEPTH", "EVENT", "STRING", "lim"]
+__all__ = ["FallbackToIjson", "ReadSequentially", "read_chrome_json_fast", "CHUNK_BYTES", "DEPTH", "EVENT",
+           "STRING", "lim"]

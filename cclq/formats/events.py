@@ -177,10 +177,11 @@ def id_text(v: Any) -> str | None:
 
 def text_array(values: Sequence[Any]) -> pa.Array:
     """``id_text`` over a column; strings and ints (pids, tids, flow ids) in C."""
-    try:
-        return pa.array(values, pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        pass
+    if not values or type(values[0]) is not int:
+        try:
+            return pa.array(values, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass
     types = set(map(type, values))
     if types <= {int, type(None)}:
         try:
