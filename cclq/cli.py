@@ -238,10 +238,13 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
 
 
 # ------------------------------------------------------------------------- bench
-@app.command(epilog="Example: cclq bench --sizes 250,1000 --perf-traces ../shared/perf-traces")
+@app.command(epilog="Example: cclq bench --sizes 127x1,1000x1,1000x8 --perf-traces ../shared/perf-traces")
 def bench(
-    sizes: Annotated[str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated.")] = "250",
-    ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace.")] = 8,
+    sizes: Annotated[
+        str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated; "
+                               "MBxR for R ranks (1000x1: one file of 1 GB).")
+    ] = "250",
+    ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace when a size does not say.")] = 8,
     workdir: Annotated[
         Optional[Path], typer.Option(help="Keep generated traces here and reuse them [default: a temp dir].")
     ] = None,
@@ -259,22 +262,26 @@ def bench(
         Optional[str],
         typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
     ] = None,
+    hta_copies: Annotated[
+        int, typer.Option("--hta-copies", help="Also compare with HTA on N ranks made of hta_df_index_resolver "
+                                               "(8: a 430 MB set).")
+    ] = 0,
     repeats: Annotated[int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")] = 2,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
+    """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
     import pyarrow as pa
 
-    from cclq.bench import rows_to_table, run_ingest_bench, run_metric_bench
+    from cclq.bench import parse_sizes, rows_to_table, run_ingest_bench, run_metric_bench
 
     try:
-        size_list = [int(s) for s in sizes.split(",") if s.strip()]
+        size_list = parse_sizes(sizes, ranks)
         copy_list = [int(s) for s in copies.split(",") if s.strip()]
     except ValueError as e:
-        raise UsageError(f"--sizes and --copies take comma-separated integers: {e}") from e
+        raise UsageError(f"--sizes takes MB or MBxRANKS, --copies integers, comma-separated: {e}") from e
     if ingest_part:
         rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
-        write_table(rows_to_table(rows), fmt, title="ingest vs raw ijson (MB of JSON per second)")
+        write_table(rows_to_table(rows), fmt, title="readers and ingest vs raw ijson (MB of JSON per second)")
     if metrics_part:
         from dataclasses import asdict
 
@@ -284,10 +291,15 @@ def bench(
         write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
                     title="one query over all traces vs a loop trace by trace (seconds)")
     if hta_python:
-        from cclq.bench_hta import run_hta_bench
+        from cclq.bench_hta import COPIES_SOURCE, DEFAULT_SHARED_TRACES, rank_copies, run_hta_bench
 
         rows = run_hta_bench(hta_python=hta_python, repeats=repeats)
         write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
+        if hta_copies:
+            (source,) = (DEFAULT_SHARED_TRACES / COPIES_SOURCE).glob("*.json.gz")
+            folder = rank_copies(source, hta_copies, (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
+            rows = run_hta_bench([folder], hta_python=hta_python, repeats=repeats)
+            write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq vs HTA 0.5.0 on {folder.name}")
 
 
 def _strip_debug(args: list[str]) -> tuple[list[str], bool]:
