@@ -73,7 +73,8 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Workload folders, folders of workloads, or trace files.")],
     warehouse: WarehouseOpt = None,
     jobs: Annotated[
-        Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs].")
+        Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs]; a "
+                                    "single file is read by one and its chunks built by this many helpers.")
     ] = None,
     force: Annotated[
         bool,

@@ -48,7 +48,7 @@ from cclq.errors import TraceFileError, UnsupportedFormat, UsageError
 from cclq.formats import xplane
 from cclq.formats.reading import ReadAgain, ReadOptions, parser_name, read_trace_file
 from cclq.formats.detect import detect, is_candidate
-from cclq.formats.source import Source, content_hash
+from cclq.formats.source import content_hash
 from cclq.schema import INGEST_VERSION
 from cclq.warehouse import FILES_SCHEMA, STATS_SCHEMA, Warehouse  # noqa: F401  (re-exported)
 from cclq.writer import EventFileWriter

@@ -337,7 +337,7 @@ def read_chrome_json(
         if record_batch is None:
             return
         sink(record_batch)
-        _add_bounds(record_batch, base, ts_bounds)
+        add_bounds(record_batch, ts_bounds)
         result.rows_written += record_batch.num_rows
 
     prefix = "item" if detected.array_form else "traceEvents.item"
@@ -412,7 +412,7 @@ def read_chrome_json(
     result.events_read = idx + 1
     if detected.flavor == "xprof" and last_empty == idx:
         # xprof closes every trace-viewer array with ``{}``: a note, not a drop
-        _count_down(drops, (EMPTY_OBJECT, ""))
+        count_down(drops, (EMPTY_OBJECT, ""))
         result.notes[XPROF_END_MARKER] += 1
     result.decompressed_bytes = source.stream.offset
     finish_metadata(result, head_meta, source.stream.tail())
@@ -432,7 +432,7 @@ def bounds_check_for(path: str, detected: Detected, limits: ReadLimits):  # -> C
 _M = pa.scalar("M", pa.string())
 
 
-def _add_bounds(record_batch: pa.RecordBatch, base: int, ts_bounds: list[int]) -> None:
+def add_bounds(record_batch: pa.RecordBatch, ts_bounds: list[int]) -> None:
     """Adds a batch's time bounds: min(ts) and max(ts + dur) over its non-``M`` rows.
 
     Kineto writes its ``M`` events at ts 0, which on an uptime clock made a 13 s trace
@@ -446,19 +446,10 @@ def _add_bounds(record_batch: pa.RecordBatch, base: int, ts_bounds: list[int]) -
         ts_bounds.extend((lo, pc.max(ends).as_py()))
 
 
-def add_bounds(record_batch: pa.RecordBatch, ts_bounds: list[int]) -> None:
-    """``_add_bounds`` for other readers."""
-    _add_bounds(record_batch, 0, ts_bounds)
-
-
-def _count_down(counter: Counter[Any], key: Any) -> None:
+def count_down(counter: Counter[Any], key: Any) -> None:
     counter[key] -= 1
     if counter[key] <= 0:
         del counter[key]
-
-
-def count_down(counter: Counter[Any], key: Any) -> None:
-    _count_down(counter, key)
 
 
 def _head_before_events(head: bytes) -> bytes:

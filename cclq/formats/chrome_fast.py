@@ -12,14 +12,18 @@ How (each step measured on a 127 MB Kineto file, see the README's benchmark):
   reports at the end of the piece. A wrong guess costs a retry at the next candidate;
   after a few, the exact event ends come from the structural scan (``jsonscan``).
 * **One C decode per chunk.** msgspec decodes a chunk into small structs with the
-  event's fields, ``ts`` and ``dur`` kept as their raw text (``msgspec.Raw``) so that no
-  timestamp passes through a float. The struct types forbid unknown keys and bound the
-  nesting: a chunk they accept is within the ``ReadLimits`` by construction.
-* **Columns, not rows.** Fields are transposed into columns in C; times are converted
-  from their text by pyarrow string kernels; arguments are grouped by their key tuple
-  (a Kineto kernel always has the same dozen keys), each promoted key is taken for the
-  whole group at once, and the rest is encoded with one ``orjson.dumps`` per group and
-  split back into rows. Python touches each event only to group it.
+  event's fields. ``ts``/``dur`` are taken as numbers and trusted only where a double
+  provably gives the exact nanoseconds (``_exact_from_floats``); a chunk with one that
+  does not is decoded again with them as raw text (``msgspec.Raw``), and so is the rest
+  of the file. The struct types forbid unknown keys and bound the nesting: a chunk they
+  accept is within the ``ReadLimits`` by construction; any other goes through the
+  structural scan.
+* **Columns, not rows.** Fields are transposed into columns in C; times are converted by
+  pyarrow kernels; arguments are grouped by their key tuple (a Kineto kernel always has
+  the same dozen keys), each promoted key is taken for the whole group at once, and the
+  rest is encoded with one ``orjson.dumps`` per group and split back into rows.
+* **Helpers.** With ``helpers``, forked processes decode and build the chunks that this
+  process cuts (``_read_with_helpers``): one big file uses every core.
 
 Anything it cannot take with certainty (invalid JSON, a bound exceeded, a second
 ``traceEvents`` array, an unreadable head) raises ``FallbackToIjson``: the caller reads
@@ -32,13 +36,13 @@ from __future__ import annotations
 import gc
 import json
 import os
-from multiprocessing import shared_memory
 import re
 from collections import deque
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from itertools import chain, repeat
+from multiprocessing import shared_memory
 from operator import attrgetter, itemgetter
 from typing import Any, Union
 
@@ -47,8 +51,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cclq.errors import TraceFileError
 from cclq.formats import chrome
-from cclq.formats import limits as lim
 from cclq.formats.chrome import (
     READER_FAST,
     XPROF_END_MARKER,
@@ -88,9 +92,8 @@ from cclq.formats.events import (
     time_ns,
     time_ns_from_text,
 )
-from cclq.formats.jsonscan import DEPTH, EVENT, STRING, StructureScanner
+from cclq.formats.jsonscan import StructureScanner
 from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits
-from cclq.errors import TraceFileError
 from cclq.formats.source import Source, gzip_errors
 from cclq.schema import EVENT_SCHEMA
 
@@ -251,14 +254,12 @@ class _Chunker:
         self.limits = limits
         self.depth = event_depth(detected)
         self.levels = min(max(limits.max_depth - self.depth, 0), CERTIFIED_LEVELS)
-        # ts/dur as values until a chunk shows one a float cannot carry (see _Times)
+        # ts/dur as numbers until a chunk shows one a double cannot carry (see _times)
         self.text_times = _needs_text_times(detected.head)
         self.buf = bytearray()
         self.base = 0  # absolute offset of buf[0]
         self.eof = False
         self.entries = 0
-        self.slow_chunks = 0
-        self.scanned_bytes = 0
 
     # -- reading
     def _more(self) -> bool:
@@ -350,7 +351,6 @@ class _Chunker:
         (which reports it, or an earlier syntax error, exactly as it always has)."""
         scanner = StructureScanner(self.limits, self.depth, offset=offset, depth=depth)
         scanner.feed(data)
-        self.scanned_bytes += len(data)
         if scanner.violation is not None:
             raise FallbackToIjson(f"a bound is exceeded ({scanner.violation.kind})")
         return scanner
@@ -377,9 +377,8 @@ class _Chunker:
     def _decode(self, start: int, end: int) -> tuple[list[Any], bytes]:
         """Decodes the entries in ``buf[start:end]``; raises ``_Boundary`` for a wrong cut."""
         data = self._bracketed(start, end)
-        entries, slow = decode_chunk(data, self.base + start - 1, self.limits, self.depth, self.levels,
-                                     self.text_times)
-        self.slow_chunks += slow
+        entries, _ = decode_chunk(data, self.base + start - 1, self.limits, self.depth, self.levels,
+                                  self.text_times)
         return entries, data
 
     # -- the main loop
@@ -498,7 +497,6 @@ class _Chunker:
         while True:
             upto = min(len(self.buf), fed + (1 << 20))  # a block at a time: memory stays flat
             result = scanner.feed(bytes(self.buf[fed:upto]))
-            self.scanned_bytes += upto - fed
             fed = upto
             if scanner.violation is not None:
                 raise FallbackToIjson(f"a bound is exceeded ({scanner.violation.kind})")
@@ -633,7 +631,7 @@ _NONE = type(None)
 Times = tuple[pa.Array, list[int], list[int]]  # (exact ns, rows without a value, rows unusable)
 
 
-def _times(values: list[Any]) -> Times | None:
+def _times(values: list[Any], levels: int) -> Times | None:
     """Exact ns of a chunk's ts or dur values, as ``events.time_ns`` defines them.
 
     Raw texts (``msgspec.Raw``) are converted by pyarrow's decimal parser; numbers that
@@ -641,7 +639,7 @@ def _times(values: list[Any]) -> Times | None:
     answer (``_exact_from_floats``); ``None`` asks for the chunk's text instead.
     """
     if values and type(values[0]) is msgspec.Raw:
-        return _times_from_text(values)
+        return _times_from_text(values, levels)
     types = set(map(type, values))
     try:
         if types <= {int, _NONE}:
@@ -731,8 +729,10 @@ _D1000 = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
 _EMPTY = pa.scalar("", pa.string())
 
 
-def _times_from_text(raws: list[msgspec.Raw]) -> Times:
-    """Exact ns from the raw JSON text of each value (empty: absent)."""
+def _times_from_text(raws: list[msgspec.Raw], levels: int) -> Times:
+    """Exact ns from the raw JSON text of each value (empty: absent). A value msgspec kept
+    as text was not checked for nesting: one with more than ``levels`` brackets (in or out
+    of its strings: a bound never exceeded when it holds) goes to ijson, which decides."""
     lengths = pa.array(list(map(len, raws)), pa.int32())
     offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(lengths)])
     text = pa.StringArray.from_buffers(len(raws), offsets.buffers()[1], pa.py_buffer(b"".join(raws)))
@@ -751,7 +751,11 @@ def _times_from_text(raws: list[msgspec.Raw]) -> Times:
     fix_rows: list[int] = []
     fix_values: list[int] = []
     for i in others:
-        value = _raw_value(raws[i])
+        raw = raws[i]
+        text = bytes(raw)
+        if text.count(b"[") + text.count(b"{") > levels:
+            raise FallbackToIjson("a ts or dur value nested deeper than the fast reader checks")
+        value = _raw_value(raw)
         if value is None:
             missing.append(i)
             continue
@@ -833,7 +837,8 @@ class _Builder:
     """Turns decoded chunks into record batches by the rules of ``cclq.formats.events``."""
 
     def __init__(self, file_id: str, base: int, result: ReadResult, sink: BatchSink, batch_rows: int,
-                 redecode: Any, pairs: bool = True) -> None:
+                 redecode: Any, value_levels: int, pairs: bool = True) -> None:
+        self.value_levels = value_levels  # nesting an event's values may have within the bounds
         self.redecode = redecode  # (chunk) -> None: decodes it again with ts/dur as text
         self.pairs = pairs  # False in a helper process, which sees one chunk and not the stacks
         self.file_id = file_id
@@ -887,8 +892,8 @@ class _Builder:
             objs = [entries[i] for i in where]
         m = len(objs)
         ph, cat, name, pid, tid, ts_in, dur_in, fid, bp, sc, args = [list(map(get, objs)) for get in _GETTERS]
-        ts = _times(ts_in) if m else None
-        dur = _times(dur_in) if m else None
+        ts = _times(ts_in, self.value_levels) if m else None
+        dur = _times(dur_in, self.value_levels) if m else None
         if m and (ts is None or dur is None):  # a value a float cannot carry: read the text
             self.redecode(chunk)
             self.add(chunk)
@@ -1217,7 +1222,8 @@ def _build_in_helper(data: bytes, offset: int, text_times: bool) -> tuple[Any, .
 
         result = ReadResult(reader=READER_FAST)
         out: list[Any] = []
-        builder = _Builder(s.file_id, s.base, result, out.append, 1 << 62, redecode, pairs=False)
+        builder = _Builder(s.file_id, s.base, result, out.append, 1 << 62, redecode,
+                           s.limits.max_depth - s.depth, pairs=False)
         builder.add(chunk)
         builder.finish()
     except (_Boundary, _Undecodable, ReadSequentially) as e:
@@ -1346,7 +1352,8 @@ def read_chrome_json_fast(
     head_meta = head_metadata(detected, source.path, limits)
     base = base_ns(head_meta)
     chunker = _Chunker(source, detected, limits)
-    builder = _Builder(file_id, base, result, sink, batch_rows, chunker.redecode_with_text_times)
+    builder = _Builder(file_id, base, result, sink, batch_rows, chunker.redecode_with_text_times,
+                       limits.max_depth - chunker.depth)
     try:
         if helpers > 0:
             _read_with_helpers(chunker, builder, file_id, base, helpers)
@@ -1370,5 +1377,4 @@ def read_chrome_json_fast(
     return result
 
 
-__all__ = ["FallbackToIjson", "ReadSequentially", "read_chrome_json_fast", "CHUNK_BYTES", "DEPTH", "EVENT",
-           "STRING", "lim"]
+__all__ = ["FallbackToIjson", "ReadSequentially", "read_chrome_json_fast", "decode_chunk", "CHUNK_BYTES"]

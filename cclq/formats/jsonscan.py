@@ -22,12 +22,13 @@ parser that comes after reports it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cclq.formats.limits import ReadLimits
+from cclq.formats.limits import LimitExceeded, ReadLimits, event_too_large, string_too_long, too_deep
 
 _QUOTE, _BACKSLASH, _OPEN, _CLOSE = 1, 2, 3, 4
 # Compute functions given a Python number build a scalar each call, and that tries (and
@@ -350,15 +351,14 @@ def reference_scan(data: bytes, limits: ReadLimits, event_depth: int, depth: int
     return first, ends, below
 
 
-def bounds_check(path: str, limits: ReadLimits, event_depth: int, compressed: bool):  # -> BlockCheck
+def bounds_check(path: str, limits: ReadLimits, event_depth: int, compressed: bool
+                 ) -> Callable[[bytes, int], tuple[int, LimitExceeded] | None]:
     """A ``Source`` block check that runs a ``StructureScanner`` over the whole text and
     stops the reader at the first byte past a bound, with the error that names it."""
-    from cclq.formats import limits as lim
-
     scanner = StructureScanner(limits, event_depth)
-    errors = {STRING: lim.string_too_long, DEPTH: lim.too_deep, EVENT: lim.event_too_large}
+    errors = {STRING: string_too_long, DEPTH: too_deep, EVENT: event_too_large}
 
-    def check(block: bytes, offset: int):  # type: ignore[no-untyped-def]
+    def check(block: bytes, offset: int) -> tuple[int, LimitExceeded] | None:
         scanner.feed(block)
         v = scanner.violation
         if v is None or v.trigger >= offset + len(block):
