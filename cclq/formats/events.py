@@ -325,7 +325,13 @@ def split_args(args: Any, promoted: dict[str, Any], out_of_range: dict[str, int]
         return encode_json(args)
     plan = arg_plan(tuple(args))
     for key, column, kind in plan:
-        value, leaves, too_big = promote_value(kind, args[key])
+        v = args[key]
+        t = type(v)
+        if (t is str and kind == "str") or (t is int and kind == "int" and INT64_MIN <= v <= INT64_MAX):
+            promoted[column] = v  # the common case, without a call: it converts as it is
+            del args[key]
+            continue
+        value, leaves, too_big = promote_value(kind, v)
         if value is not None:
             promoted[column] = value
         if leaves:
