@@ -54,7 +54,9 @@ HTA_FOLDERS = (
 )
 HTA_METRICS = ("hta_temporal_breakdown", "hta_comm_comp_overlap", "hta_idle_time_breakdown",
                "hta_kernel_type_breakdown")
-DEFAULT_SHARED_TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
+# ../shared/traces beside the repository, or $CCLQ_SHARED/traces (as the tests find them)
+DEFAULT_SHARED_TRACES = Path(os.environ.get("CCLQ_SHARED", Path(__file__).resolve().parent.parent.parent / "shared")
+                             ) / "traces"
 
 # Runs in the HTA interpreter: argv = [folder, result.json]. Writes its timings as JSON.
 _HTA_CHILD = r"""
