@@ -224,3 +224,15 @@ def test_read_with_reports_errors_as_lines(tmp_path):
     (tmp_path / "empty.json").write_text("")
     out = read_with(tmp_path / "empty.json", "fast")
     assert out.error == f"{tmp_path / 'empty.json'}: empty file"
+
+
+def test_keys_before_the_events_are_held_to_ijson_s_strictness(tmp_path):
+    """The head is found with the stdlib's decoder, which reads NaN; ijson does not, and
+    neither does the fast reader then. Invalid UTF-8 there: one line, the right byte."""
+    (tmp_path / "nan.json").write_bytes(b'{"x": NaN, "traceEvents": [{"ph": "X", "ts": 1}]}')
+    (tmp_path / "utf.json").write_bytes(b'{"k\xff": 1, "traceEvents": [{"ph": "X", "ts": 1}]}')
+    for name, message in (("nan.json", "invalid JSON at byte 6: lexical error: invalid char in json text."),
+                          ("utf.json", "invalid JSON at byte 3: lexical error: invalid bytes in UTF8 string.")):
+        fast, ref = both(tmp_path / name)
+        assert ref.error == f"{tmp_path / name}: {message}"
+        assert_same(fast, ref)

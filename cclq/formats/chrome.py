@@ -460,12 +460,15 @@ def _head_before_events(head: bytes) -> bytes:
 
 def _parse_error_message(e: Exception, source: Source) -> str:
     """``invalid JSON at byte N: <yajl's first line>``, N in the decompressed text."""
-    lines = str(e).splitlines()
+    raw = e.args[0] if e.args else ""
+    # yajl's message about invalid UTF-8 quotes the bytes, and ijson passes it on as bytes
+    text = raw.decode("utf-8", errors="surrogateescape") if isinstance(raw, bytes) else str(e)
+    lines = text.splitlines()
     what = lines[0].strip() if lines else "parse error"
     offset = source.stream.offset
     if len(lines) >= 3 and "premature EOF" not in what:
         # yajl prints ~30 bytes of context and an arrow one column past the bad byte
-        snippet = lines[1].strip().encode()
+        snippet = lines[1].strip().encode("utf-8", errors="surrogateescape")
         pos = source.stream.last_chunk.rfind(snippet) if snippet else -1
         arrow = lines[2].find("^")
         if pos >= 0 and arrow >= 0:

@@ -332,6 +332,10 @@ class _Chunker:
             if key == "traceEvents" and text[i] == "[":
                 end = len(text[: i + 1].encode("utf-8", errors="surrogateescape"))
                 self._check_text(buf[:end], 0, 0)
+                try:  # the stdlib found the way here; msgspec is as strict as ijson (no NaN, UTF-8 only)
+                    _GENERIC.decode(buf[:end] + b"]}")
+                except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                    raise FallbackToIjson("the keys before the event array do not decode") from None
                 return end
             try:
                 _, i = decoder.raw_decode(text, i)
