@@ -146,11 +146,11 @@ def _write(tmp_path, name: str, text: bytes, gz: bool):
     return path
 
 
-def _compare(tmp_path, text: bytes, gz: bool, chunk: int, block: int, name: str) -> tuple:
+def _compare(tmp_path, text: bytes, gz: bool, chunk: int, block: int, name: str, helpers: int = 0) -> tuple:
     saved = chrome_fast.CHUNK_BYTES, source.BLOCK_BYTES
     chrome_fast.CHUNK_BYTES, source.BLOCK_BYTES = chunk, block
     try:
-        fast, ref = both(_write(tmp_path, name, text, gz))
+        fast, ref = both(_write(tmp_path, name, text, gz), helpers=helpers)
     finally:
         chrome_fast.CHUNK_BYTES, source.BLOCK_BYTES = saved
     assert_same(fast, ref)
@@ -198,6 +198,17 @@ def mutated(draw) -> bytes:
 @given(text=mutated(), gz=st.booleans(), chunk=st.integers(1, 400), block=st.integers(1, 300))
 def test_mutated_traces_read_the_same_or_fail_the_same(tmp_path, text, gz, chunk, block):
     _compare(tmp_path, text, gz, chunk, block, "mut")
+
+
+@settings(max_examples=20, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(doc=st.one_of(document(), mutated().map(lambda b: b.decode("utf-8", "replace"))),
+       chunk=st.integers(1, 200))
+def test_helper_processes_read_generated_traces_the_same(tmp_path, doc, chunk):
+    """Chunks cut without decoding and built in forked helpers: the same rows, or the
+    file handed back to one process (B/E pairs, a wrong cut) or to ijson."""
+    _compare(tmp_path, doc.encode(), False, chunk, 4096, "par", helpers=2)
 
 
 def test_the_generators_make_what_they_claim():
