@@ -1,14 +1,19 @@
-"""``cclq bench``: ingest speed and memory against the raw ijson parse of the same bytes.
+"""``cclq bench``: the readers and ingest against the raw ijson parse of the same bytes.
 
 For each input the benchmark measures, in one run:
 
 * ``raw``: iterating ``ijson.items(f, "traceEvents.item")`` over the file and doing
-  nothing else (the C backend, decompression included). This is the floor that a
-  streaming JSON ingester can reach, so ingest is reported as a ratio of it.
-* ``ingest``: ``cclq ingest`` of the same files in a child process, timed
-  wall-clock (process start-up included), once with one parser (``--jobs 1``,
-  the like-for-like comparison) and once with two (``--jobs 2``, both cores of the
-  reference machine; files are parsed in parallel), with the peak RSS from ``wait4``.
+  nothing else (the C backend, decompression included). This is the floor that an
+  event-by-event JSON ingester can reach, so everything else is reported as a ratio of it.
+* ``fast reader`` and ``ijson reader``: each reader (``cclq.formats.reading``) turning the
+  files into Arrow record batches in this process, nothing written (the reader alone).
+* ``scan``: the structural scan alone (``jsonscan.StructureScanner``), the bounds check
+  that the ijson reader runs on every byte (on its read-ahead thread) and the fast reader
+  only where its decoder's types do not already prove the bounds.
+* ``ingest``: ``cclq ingest`` of the same files in a child process, timed wall-clock
+  (process start-up included), once with one parser (``--jobs 1``) and once with two
+  (``--jobs 2``: files parsed in parallel; one file alone has its chunks built by two
+  helper processes), with the peak RSS of each from ``wait4``.
 
 The metric part runs one metric over N copies of a generated 8-rank trace four ways:
 one query over every trace on one connection (what ``cclq metric --all`` does), a loop
@@ -16,13 +21,14 @@ that connects and runs the metric trace by trace in the same process (the cheape
 per-trace script can be), and the same two as ``cclq`` processes (``--all`` once, and
 ``--trace T`` once per trace, as CCL-Bench runs one script per trace), with start-up.
 
-Rates are MB of uncompressed JSON per second. Inputs are synthetic multi-rank
-Kineto traces made by ``cclq.synth`` (sizes chosen on the command line, generated
+Rates are MB of uncompressed JSON per second. Inputs are synthetic Kineto traces made by
+``cclq.synth`` (sizes chosen on the command line as ``MB`` or ``MBxRANKS``, generated
 once into ``--workdir`` and reused) and, if present, ``../shared/perf-traces``.
 """
 
 from __future__ import annotations
 
+import gc
 import gzip
 import os
 import shutil
@@ -43,11 +49,17 @@ class BenchRow:
     events: int
     json_mb: float
     raw_ijson_mb_s: float  # one process, parse only
+    fast_reader_mb_s: float  # the fast reader to record batches, this process, nothing written
+    fast_vs_raw: float
+    ijson_reader_mb_s: float  # the reference reader, the same way
+    ijson_reader_vs_raw: float
+    scan_mb_s: float  # the structural scan (bounds check) alone
     ingest_j1_mb_s: float  # cclq ingest --jobs 1 (one parser process)
     j1_vs_raw: float
     ingest_j2_mb_s: float  # cclq ingest --jobs 2 (both cores of the reference machine)
     j2_vs_raw: float
     peak_rss_j1_mb: float  # peak RSS of the --jobs 1 ingest process
+    peak_rss_j2_mb: float  # the largest of the --jobs 2 ingest process and its children
 
 
 def _open(path: Path):
@@ -82,10 +94,51 @@ def raw_ijson_seconds(files: list[Path]) -> tuple[float, int]:
     return time.perf_counter() - start, events
 
 
-def ingest_child(inputs: list[Path], warehouse: Path, jobs: int = 1) -> tuple[float, float]:
-    """Runs ``cclq ingest`` in a child process: (wall seconds, peak RSS in MB)."""
+def reader_seconds(files: list[Path], reader: str) -> float:
+    """Seconds for ``reader`` to turn every file into record batches (discarded)."""
+    from cclq.formats.detect import detect
+    from cclq.formats.reading import ReadAgain, ReadOptions, read_trace_file
+
+    def discard(batch: object) -> None:
+        return None
+
+    gc.collect()
+    start = time.perf_counter()
+    for path in files:
+        options = ReadOptions(reader=reader)
+        while True:
+            try:
+                read_trace_file(str(path), detect(str(path)), "bench", discard, options)
+                break
+            except ReadAgain as e:  # as ingest does: the file is read again
+                options = e.options
+    return time.perf_counter() - start
+
+
+def scan_seconds(files: list[Path]) -> float:
+    """Seconds for the structural scan (the bounds check) over every file's text."""
+    from cclq.formats.jsonscan import StructureScanner
+    from cclq.formats.limits import DEFAULT_LIMITS
+
+    total = 0.0
+    for path in files:
+        with _open(path) as f:
+            scanner = StructureScanner(DEFAULT_LIMITS, 3)
+            start = time.perf_counter()
+            while block := f.read(1 << 20):
+                scanner.feed(block)
+            total += time.perf_counter() - start
+    return total
+
+
+def ingest_child(inputs: list[Path], warehouse: Path, jobs: int = 1, reader: str = "fast") -> tuple[float, float]:
+    """Runs ``cclq ingest`` in a child process: (wall seconds, peak RSS in MB).
+
+    The peak RSS is ``wait4``'s: the largest of the child and of any process it waited
+    for (its parser processes), not a sum.
+    """
     cmd = [sys.executable, "-c", "from cclq.cli import main; main()", "ingest", *map(str, inputs),
-           "--warehouse", str(warehouse), "--jobs", str(jobs), "--quiet", "--force"]
+           "--warehouse", str(warehouse), "--jobs", str(jobs), "--quiet", "--force", "--reader", reader]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -109,45 +162,69 @@ def synthetic_workload(workdir: Path, total_mb: int, ranks: int) -> Path:
     return folder
 
 
+def parse_sizes(spec: str, ranks: int) -> list[tuple[int, int]]:
+    """``"250,1000x1"`` -> [(250, ranks), (1000, 1)]: MB of JSON, and files to spread it over."""
+    out = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        mb, _, r = part.partition("x")
+        out.append((int(mb), int(r) if r else ranks))
+    return out
+
+
 def bench_input(label: str, inputs: list[Path], files: list[Path], scratch: Path, repeats: int = 1) -> BenchRow:
-    """One row: raw parse, ingest -j1 and -j2, each run ``repeats`` times, interleaved.
+    """One row: raw parse, both readers, the scan, ingest -j1 and -j2, each run ``repeats``
+    times, interleaved.
 
     The best (lowest) time of each is kept: on a shared machine a single run can be off by
-    a third either way, and interleaving exposes all three to the same conditions.
+    a third either way, and interleaving exposes every case to the same conditions.
     """
     mb = sum(json_bytes(p) for p in files) / 1e6
     wh = scratch / "wh"
     best: dict[str, float] = {}
-    rss = 0.0
+    rss = {1: 0.0, 2: 0.0}
     events = 0
+
+    def keep(case: str, seconds: float) -> None:
+        best[case] = min(best.get(case, seconds), seconds)
+
     for _ in range(max(repeats, 1)):
         raw_s, events = raw_ijson_seconds(files)
-        best["raw"] = min(best.get("raw", raw_s), raw_s)
+        keep("raw", raw_s)
+        keep("fast", reader_seconds(files, "fast"))
+        keep("ijson", reader_seconds(files, "ijson"))
+        keep("scan", scan_seconds(files))
         for jobs in (1, 2):
             shutil.rmtree(wh, ignore_errors=True)
             seconds, peak = ingest_child(inputs, wh, jobs)
-            best[f"j{jobs}"] = min(best.get(f"j{jobs}", seconds), seconds)
-            if jobs == 1:
-                rss = max(rss, peak)
+            keep(f"j{jobs}", seconds)
+            rss[jobs] = max(rss[jobs], peak)
     shutil.rmtree(wh, ignore_errors=True)
-    raw_s, j1_s, j2_s = best["raw"], best["j1"], best["j2"]
-    return BenchRow(label, len(files), events, round(mb, 1), round(mb / raw_s, 1),
-                    round(mb / j1_s, 1), round(raw_s / j1_s, 2), round(mb / j2_s, 1), round(raw_s / j2_s, 2),
-                    round(rss, 1))
+
+    def rate(case: str) -> float:
+        return round(mb / best[case], 1)
+
+    def vs_raw(case: str) -> float:
+        return round(best["raw"] / best[case], 2)
+
+    return BenchRow(label, len(files), events, round(mb, 1), rate("raw"), rate("fast"), vs_raw("fast"),
+                    rate("ijson"), vs_raw("ijson"), rate("scan"), rate("j1"), vs_raw("j1"), rate("j2"),
+                    vs_raw("j2"), round(rss[1], 1), round(rss[2], 1))
 
 
-def run_ingest_bench(sizes_mb: list[int], ranks: int, workdir: Path | None, perf_traces: Path | None,
-                     repeats: int = 1) -> list[BenchRow]:
+def run_ingest_bench(sizes: list[tuple[int, int]] | list[int], ranks: int, workdir: Path | None,
+                     perf_traces: Path | None, repeats: int = 1) -> list[BenchRow]:
     rows: list[BenchRow] = []
     keep = workdir is not None
     workdir = workdir or Path(tempfile.mkdtemp(prefix="cclq-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-wh-"))
     try:
-        for size in sizes_mb:
-            folder = synthetic_workload(workdir, size, ranks)
+        for size in sizes:
+            total_mb, n = size if isinstance(size, tuple) else (size, ranks)
+            folder = synthetic_workload(workdir, total_mb, n)
             files = sorted(p for p in folder.iterdir() if p.name.startswith("kineto_trace_"))
-            rows.append(bench_input(f"synthetic {size} MB, {ranks} ranks", [folder], files, scratch, repeats))
+            label = f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}"
+            rows.append(bench_input(label, [folder], files, scratch, repeats))
         if perf_traces is not None and perf_traces.is_dir():
             for folder in sorted(p for p in perf_traces.iterdir() if p.is_dir()):
                 files = sorted(p for p in folder.iterdir() if p.is_file())

@@ -54,7 +54,9 @@ HTA_FOLDERS = (
 )
 HTA_METRICS = ("hta_temporal_breakdown", "hta_comm_comp_overlap", "hta_idle_time_breakdown",
                "hta_kernel_type_breakdown")
-DEFAULT_SHARED_TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
+# ../shared/traces beside the repository, or $CCLQ_SHARED/traces (as the tests find them)
+DEFAULT_SHARED_TRACES = Path(os.environ.get("CCLQ_SHARED", Path(__file__).resolve().parent.parent.parent / "shared")
+                             ) / "traces"
 
 # Runs in the HTA interpreter: argv = [folder, result.json]. Writes its timings as JSON.
 _HTA_CHILD = r"""
@@ -200,6 +202,36 @@ def default_folders(shared_traces: Path = DEFAULT_SHARED_TRACES) -> list[Path]:
     return [shared_traces / name for name in HTA_FOLDERS if (shared_traces / name).is_dir()]
 
 
+COPIES_SOURCE = "hta_df_index_resolver"  # 53.7 MB of JSON: 8 copies make the 430 MB set
+
+
+def rank_copies(source: Path, copies: int, out_dir: Path) -> Path:
+    """A workload of ``copies`` ranks made of one trace file (``rank<r>.json.gz``), each
+    with ``distributedInfo`` saying its rank and the world size, as a bigger multi-rank
+    set for both tools (cached: made once)."""
+    import gzip
+    import re
+
+    folder = out_dir / f"{source.stem.split('.')[0]}_x{copies}"
+    marker = folder / ".complete"
+    if marker.exists():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    info = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*\}')
+    for rank in range(copies):
+        with gzip.open(source, "rb") as src, gzip.open(folder / f"rank{rank}.json.gz", "wb", compresslevel=1) as dst:
+            head = src.read(1 << 20)
+            patched = f'"distributedInfo": {{"backend": "nccl", "rank": {rank}, "world_size": {copies}}}'.encode()
+            head, n = info.subn(patched, head, count=1)
+            if not n:
+                raise ValueError(f"{source}: no distributedInfo in its first MB to set the rank in")
+            dst.write(head)
+            shutil.copyfileobj(src, dst, 1 << 20)
+    marker.write_text("ok")
+    return folder
+
+
 def _errors(result: dict) -> str:
     return "; ".join(f"{k}: {v.splitlines()[0] if v else ''}"[:160] for k, v in result.get("errors", {}).items())
 
@@ -320,8 +352,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hta-python", help="an interpreter with HolisticTraceAnalysis installed")
     p.add_argument("--repeats", type=int, default=3, help="runs of every case; the best time is kept (default 3)")
     p.add_argument("--jobs", type=int, default=None, help="cclq ingest parser processes (default: one per CPU)")
+    p.add_argument("--rank-copies", type=int, default=0,
+                   help=f"benchmark N ranks made of {COPIES_SOURCE}'s trace instead (8: the 430 MB set)")
+    p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "cclq-bench-hta-sets",
+                   help="where the copies are made (kept and reused)")
     args = p.parse_args(argv)
-    rows = run_hta_bench(args.folders or None, args.hta_python, repeats=args.repeats, jobs=args.jobs)
+    folders = args.folders or None
+    if args.rank_copies:
+        (source,) = (DEFAULT_SHARED_TRACES / COPIES_SOURCE).glob("*.json.gz")
+        folders = [rank_copies(source, args.rank_copies, args.workdir)]
+    rows = run_hta_bench(folders, args.hta_python, repeats=args.repeats, jobs=args.jobs)
     print(format_table(rows))
 
 

@@ -21,6 +21,7 @@ import typer
 
 from cclq import __version__
 from cclq.errors import CclqError, ExitCode, UsageError
+from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
 from cclq.render import OutputFormat, write_table
 from cclq.warehouse import WAREHOUSE_ENV, Warehouse, resolve_warehouse
 
@@ -75,12 +76,13 @@ def _root(
 
 
 # ------------------------------------------------------------------------ ingest
-@app.command(epilog="Example: cclq ingest trace_collection --jobs 2")
+@app.command(epilog="Example: cclq ingest trace_collection --jobs 2   (--reader ijson, --max-depth 200, ...)")
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Workload folders, folders of workloads, or trace files.")],
     warehouse: WarehouseOpt = None,
     jobs: Annotated[
-        Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs].")
+        Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs]; a "
+                                    "single file is read by one and its chunks built by this many helpers.")
     ] = None,
     force: Annotated[
         bool,
@@ -96,14 +98,42 @@ def ingest(
                      "unchanged size and modification time (slower: every file is read)."),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
+    reader: Annotated[
+        str,
+        typer.Option("--reader", help="JSON reader: 'fast' (msgspec, in chunks; a file it cannot take with "
+                                      "certainty goes to ijson) or 'ijson' (the reference, event by event)."),
+    ] = "fast",
+    max_string_mb: Annotated[
+        float, typer.Option("--max-string-mb", min=0.001, help="Fail a file holding a JSON string or number longer than this.")
+    ] = DEFAULT_LIMITS.max_string_bytes / MIB,
+    max_event_mb: Annotated[
+        float, typer.Option("--max-event-mb", min=0.001, help="Fail a file holding one event larger than this.")
+    ] = DEFAULT_LIMITS.max_event_bytes / MIB,
+    max_depth: Annotated[
+        int, typer.Option("--max-depth", min=1, max=900, help="Fail a file whose JSON nests deeper than this.")
+    ] = DEFAULT_LIMITS.max_depth,
+    max_inflate_ratio: Annotated[
+        float, typer.Option("--max-inflate-ratio", min=1.01,
+                            help="Fail a gzip file that expands more than this many times (judged past 64 MiB).")
+    ] = DEFAULT_LIMITS.max_inflate_ratio,
 ) -> None:
-    """Stream trace files into the Parquet warehouse (unchanged files are skipped)."""
+    """Stream trace files into the Parquet warehouse (unchanged files are skipped).
+
+    The --max-* bounds stop a hostile or broken file from costing time or memory out of
+    proportion to its size; the defaults are far above any real trace we know of.
+    """
+    from cclq.formats.reading import READERS, ReadOptions
     from cclq.ingest import ingest as run_ingest
     from cclq.progress import IngestProgress, print_summary
 
+    if reader not in READERS:
+        raise UsageError(f"--reader must be one of {', '.join(READERS)}, not {reader!r}")
+    limits = ReadLimits(max_string_bytes=int(max_string_mb * MIB), max_event_bytes=int(max_event_mb * MIB),
+                        max_depth=max_depth, max_inflate_ratio=max_inflate_ratio)
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
-    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum)
+    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
+                        options=ReadOptions(reader=reader, limits=limits))
     if not quiet:
         print_summary(report)
     for outcome in report.outcomes:
@@ -602,10 +632,13 @@ def record(
 
 
 # ------------------------------------------------------------------------- bench
-@app.command(epilog="Example: cclq bench --sizes 250,1000 --perf-traces ../shared/perf-traces")
+@app.command(epilog="Example: cclq bench --sizes 127x1,1000x1,1000x8 --perf-traces ../shared/perf-traces")
 def bench(
-    sizes: Annotated[str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated.")] = "250",
-    ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace.")] = 8,
+    sizes: Annotated[
+        str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated; "
+                               "MBxR for R ranks (1000x1: one file of 1 GB).")
+    ] = "250",
+    ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace when a size does not say.")] = 8,
     workdir: Annotated[
         Optional[Path], typer.Option(help="Keep generated traces here and reuse them [default: a temp dir].")
     ] = None,
@@ -623,6 +656,10 @@ def bench(
         Optional[str],
         typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
     ] = None,
+    hta_copies: Annotated[
+        int, typer.Option("--hta-copies", help="Also compare with HTA on N ranks made of hta_df_index_resolver "
+                                               "(8: a 430 MB set).")
+    ] = 0,
     repeats: Annotated[int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")] = 2,
     board_workloads: Annotated[
         int, typer.Option("--board", min=0, help="Also time `cclq board` over this many workloads (copies of an "
@@ -639,19 +676,19 @@ def bench(
     ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Measure ingest MB/s and memory against raw ijson, and metrics: one query vs trace by trace."""
+    """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
     import pyarrow as pa
 
-    from cclq.bench import rows_to_table, run_ingest_bench, run_metric_bench
+    from cclq.bench import parse_sizes, rows_to_table, run_ingest_bench, run_metric_bench
 
     try:
-        size_list = [int(s) for s in sizes.split(",") if s.strip()]
+        size_list = parse_sizes(sizes, ranks)
         copy_list = [int(s) for s in copies.split(",") if s.strip()]
     except ValueError as e:
-        raise UsageError(f"--sizes and --copies take comma-separated integers: {e}") from e
+        raise UsageError(f"--sizes takes MB or MBxRANKS, --copies integers, comma-separated: {e}") from e
     if ingest_part:
         rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
-        write_table(rows_to_table(rows), fmt, title="ingest vs raw ijson (MB of JSON per second)")
+        write_table(rows_to_table(rows), fmt, title="readers and ingest vs raw ijson (MB of JSON per second)")
     if metrics_part:
         from dataclasses import asdict
 
@@ -680,10 +717,15 @@ def bench(
         rows = run_main_loop_bench(main_loop)
         write_table(pa.Table.from_pylist(rows), fmt, title=f"python -m cclq.main per (folder, metric) over {main_loop}")
     if hta_python:
-        from cclq.bench_hta import run_hta_bench
+        from cclq.bench_hta import COPIES_SOURCE, DEFAULT_SHARED_TRACES, rank_copies, run_hta_bench
 
         rows = run_hta_bench(hta_python=hta_python, repeats=repeats)
         write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
+        if hta_copies:
+            (source,) = (DEFAULT_SHARED_TRACES / COPIES_SOURCE).glob("*.json.gz")
+            folder = rank_copies(source, hta_copies, (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
+            rows = run_hta_bench([folder], hta_python=hta_python, repeats=repeats)
+            write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq vs HTA 0.5.0 on {folder.name}")
 
 
 def _take_memory_limit(args: list[str]) -> list[str]:

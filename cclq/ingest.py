@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,6 +57,7 @@ from cclq.formats import xplane
 from cclq.formats.base import MAX_RANK_IN_NAME, Prepared, ReadAgain, ReadResult, rank_from_name  # noqa: F401
 from cclq.formats.detect import detect, is_candidate, is_sqlite, is_trace_event_json, may_be_trace
 from cclq.formats.readers import reader_for
+from cclq.formats.reading import ReadOptions
 from cclq.formats.source import content_hash
 from cclq.schema import INGEST_VERSION, RANKED_TABLES, TABLE_SCHEMAS
 from cclq.warehouse import (  # noqa: F401  (FILES_SCHEMA, STATS_SCHEMA re-exported)
@@ -407,11 +408,13 @@ def _identity(path: str) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def parse_file(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile | TraceFileError:
+def parse_file(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions = ReadOptions()
+               ) -> ParsedFile | TraceFileError:
     """Parses one file into temp Parquet files. Runs in a worker process.
 
     A file rewritten while it is read (its size, mtime or inode moved between the start
     and the end of the read) would mix two versions: it is read once more, then fails.
+    ``options`` chooses the JSON reader and the bounds a file must keep.
     """
     started = time.perf_counter()
     for _attempt in range(2):
@@ -419,7 +422,7 @@ def parse_file(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile 
             before = _identity(path)
         except OSError as e:
             return TraceFileError(path, f"cannot read: {e.strerror or e}")
-        parsed = _parse_once(path, file_id, tmp_dir, trace)
+        parsed = _parse_once(path, file_id, tmp_dir, trace, options)
         if isinstance(parsed, TraceFileError):
             return parsed
         try:
@@ -433,7 +436,8 @@ def parse_file(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile 
     return TraceFileError(path, "changed while it was being read (twice); ingest it again once it is written")
 
 
-def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile | TraceFileError:
+def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions
+                ) -> ParsedFile | TraceFileError:
     writers: list[_TableSink] = []
     pending = 0
     # The bar counts bytes of the file as planned (its size on disk). What is read can be
@@ -470,20 +474,25 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile
             converted = read_path = xplane.convert(path, tmp_dir)
             detected = detect(read_path)
             scale = budget / max(os.path.getsize(read_path), 1)
-        reader = reader_for(detected)
+        reader = reader_for(detected, options)
         prepared = reader.prepare(read_path, detected)
         rank, rank_source = _rank_of(path, prepared)
-        for attempt in range(2):
+        again: list[str] = []  # why the file was read more than once
+        for attempt in range(3):  # the fast reader's helpers give up, then the fast reader
             writers[:] = [_TableSink(table, tmp_dir, file_id, trace, rank, prepared.ranks is not None)
                           for table in reader.tables]
             sinks = {w.table: w.write for w in writers}
             try:
                 result = reader.read(read_path, detected, prepared, file_id, sinks, progress)
                 break
-            except ReadAgain:
+            except ReadAgain as e:
                 discard_all()
-                if attempt:
+                if attempt == 2:
                     raise
+                again.append(str(e))
+        for note in again:
+            if note:
+                result.notes[note] += 1
         for w in writers:
             w.close()
         digest = result.content_hash if converted is None and result.content_hash else content_hash(path)
@@ -521,7 +530,7 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile
         parts=parts,
         rank=min([r for _t, r, _p, _n in parts], default=rank),
         rank_source=rank_source,
-        parser=reader.name,
+        parser=result.parser or reader.name,
         flavor=detected.flavor,
         events_read=result.events_read,
         events_written=result.rows_written,
@@ -641,12 +650,14 @@ def ingest(
     force: bool = False,
     reporter: Reporter | None = None,
     checksum: bool = False,
+    options: ReadOptions = ReadOptions(),
 ) -> IngestReport:
     """Ingests every workload under ``inputs``; see the module docstring.
 
     ``force`` re-ingests unchanged files, and lets a workload replace a trace of the
     same id that was ingested from another place. ``checksum`` compares content hashes
-    instead of trusting an unchanged size and mtime (rsync's ``--checksum``).
+    instead of trusting an unchanged size and mtime (rsync's ``--checksum``). ``options``
+    chooses the JSON reader and the bounds a file must keep (``cclq.formats.reading``).
     """
     reporter = reporter or SilentReporter()
     workloads = plan_inputs(inputs)
@@ -668,7 +679,7 @@ def ingest(
             else:
                 todo.append(task)
         reporter.start(sum(t.size for t in todo), len(todo))
-        results = _run_parsers(todo, warehouse, jobs, reporter)
+        results = _run_parsers(todo, warehouse, jobs, reporter, options)
         done = 0
         try:
             for item in results:
@@ -1061,11 +1072,13 @@ def _copy(state: CatalogState) -> CatalogState:
 
 
 def _run_parsers(
-    todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter
+    todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter,
+    options: ReadOptions = ReadOptions(),
 ) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
-    """Yields (task, result) in task order; parses in processes when jobs > 1. Yields
-    None when it has waited ``COMMIT_INTERVAL_S`` for the next result, so that the
-    caller can commit what it has while a big file is still being read.
+    """Yields (task, result) in task order; parses in processes when jobs > 1 (one file
+    alone is read here, its chunks built by ``jobs`` helper processes). Yields None when
+    it has waited ``COMMIT_INTERVAL_S`` for the next result, so that the caller can
+    commit what it has while a big file is still being read.
 
     A parser process that dies (the OOM killer, kill -9) breaks the whole pool and
     every file it held. Those files are parsed again in a fresh pool, and the ones that
@@ -1074,13 +1087,16 @@ def _run_parsers(
     generator cancels the parses that have not started.
     """
     global _local_progress_fn
-    jobs = min(jobs or os.cpu_count() or 1, max(len(todo), 1))
+    requested = jobs or os.cpu_count() or 1
+    jobs = min(requested, max(len(todo), 1))
     tmp_dir = str(warehouse.tmp_dir)
     if jobs <= 1:
+        if len(todo) == 1 and requested > 1:  # one big file: the fast reader builds chunks on every core
+            options = replace(options, helpers=requested)
         _local_progress_fn = reporter.advance
         try:
             for task in todo:
-                yield task, parse_file(str(task.path), task.file_id, tmp_dir, task.trace)
+                yield task, parse_file(str(task.path), task.file_id, tmp_dir, task.trace, options)
         finally:
             _local_progress_fn = None
         return
@@ -1108,7 +1124,7 @@ def _run_parsers(
         ) as pool:
             for i in order:
                 task = todo[i]
-                futures[i] = pool.submit(_parse_in_worker, str(task.path), task.file_id, tmp_dir, task.trace)
+                futures[i] = pool.submit(_parse_in_worker, str(task.path), task.file_id, tmp_dir, task.trace, options)
             try:
                 for i in sorted(group):
                     while True:
@@ -1178,12 +1194,13 @@ def _inflight_marker(tmp_dir: str, file_id: str) -> Path:
     return Path(tmp_dir) / f"{file_id}.parsing"
 
 
-def _parse_in_worker(path: str, file_id: str, tmp_dir: str, trace: str) -> ParsedFile | TraceFileError:
+def _parse_in_worker(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions
+                     ) -> ParsedFile | TraceFileError:
     """``parse_file`` in a pool process, leaving a marker file while it runs: if the
     process dies, the marker tells ``_run_parsers`` which file it was reading."""
     marker = _inflight_marker(tmp_dir, file_id)
     marker.touch()
     try:
-        return parse_file(path, file_id, tmp_dir, trace)
+        return parse_file(path, file_id, tmp_dir, trace, options)
     finally:
         marker.unlink(missing_ok=True)

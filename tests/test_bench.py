@@ -33,10 +33,18 @@ def test_ingest_bench_reports_every_input_against_raw_ijson(tmp_path):
     written = sum(1 for p in (tmp_path / "gen").rglob("kineto_trace_*.json")
                   for _ in json.loads(p.read_text())["traceEvents"])
     assert int(row["events"]) == written
-    for key in ("raw_ijson_mb_s", "ingest_j1_mb_s", "ingest_j2_mb_s", "peak_rss_j1_mb"):
+    for key in ("raw_ijson_mb_s", "fast_reader_mb_s", "ijson_reader_mb_s", "scan_mb_s", "ingest_j1_mb_s",
+                "ingest_j2_mb_s", "peak_rss_j1_mb", "peak_rss_j2_mb"):
         assert float(row[key]) > 0
-    ratio = float(row["ingest_j1_mb_s"]) / float(row["raw_ijson_mb_s"])
-    assert abs(ratio - float(row["j1_vs_raw"])) < 0.02
+    for rate, ratio in (("ingest_j1_mb_s", "j1_vs_raw"), ("fast_reader_mb_s", "fast_vs_raw"),
+                        ("ijson_reader_mb_s", "ijson_reader_vs_raw")):
+        assert abs(float(row[rate]) / float(row["raw_ijson_mb_s"]) - float(row[ratio])) < 0.05
+
+
+def test_sizes_say_megabytes_and_ranks():
+    from cclq.bench import parse_sizes
+
+    assert parse_sizes("250, 1000x1,127x2", 8) == [(250, 8), (1000, 1), (127, 2)]
 
 
 def test_metric_bench_runs_one_query_and_the_loop_over_the_same_copies():

@@ -83,3 +83,20 @@ def test_hta_side(tmp_path: Path) -> None:
     assert total["speedup_vs_hta"] == 1.0
     assert first["speedup_vs_hta"] == round(total["seconds"] / first["seconds"], 2)
     assert repeat["memory_ratio_vs_hta"] == round(repeat["peak_rss_mb"] / total["peak_rss_mb"], 2)
+
+
+def test_rank_copies_make_a_multi_rank_set(tmp_path: Path) -> None:
+    """N copies of one trace, each saying its own rank (what the 430 MB comparison uses)."""
+    import gzip
+    import json
+
+    from cclq.bench_hta import rank_copies
+
+    src = tmp_path / "t.json.gz"
+    src.write_bytes(gzip.compress(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 2},
+                                              "traceEvents": [{"ph": "X", "ts": 1}]}).encode()))
+    folder = rank_copies(src, 3, tmp_path / "sets")
+    docs = [json.loads(gzip.decompress((folder / f"rank{r}.json.gz").read_bytes())) for r in range(3)]
+    assert [d["distributedInfo"] for d in docs] == [{"backend": "nccl", "rank": r, "world_size": 3} for r in range(3)]
+    assert all(d["traceEvents"] == [{"ph": "X", "ts": 1}] for d in docs)
+    assert rank_copies(src, 3, tmp_path / "sets") == folder  # made once

@@ -101,32 +101,41 @@ def test_truncated_json_error_gives_the_byte_offset(tmp_path):
 
 def test_the_garbage_collector_is_paused_only_while_a_file_is_parsed(tmp_path, wh):
     """Parsing pauses the cyclic GC (a speed-up) and gives it back afterwards, also when
-    a file fails, and leaves it off when the caller had switched it off."""
+    a file fails, and leaves it off when the caller had switched it off. The bad file is
+    given up by the fast reader and read again by ijson: both parse with the GC paused."""
     import gc
 
     import cclq.formats.chrome as chrome
+    import cclq.formats.chrome_fast as chrome_fast
 
-    seen: list[bool] = []
+    seen: list[tuple[str, bool]] = []
     real_items = chrome.ijson.items
+    real_add = chrome_fast._Builder.add
 
-    def spying_items(*args, **kwargs):  # records the GC state the parser runs under
-        seen.append(gc.isenabled())
+    def spying_items(*args, **kwargs):  # records the GC state the parsers run under
+        seen.append(("ijson", gc.isenabled()))
         return real_items(*args, **kwargs)
+
+    def spying_add(self, chunk):
+        seen.append(("fast", gc.isenabled()))
+        return real_add(self, chunk)
 
     write_trace(tmp_path / "in" / "good" / "rank0.json", GOOD_EVENTS)
     (tmp_path / "in" / "bad").mkdir()
     (tmp_path / "in" / "bad" / "rank0.json").write_text('{"traceEvents": [{"ph": "X", "ts": @}]}')
     chrome.ijson.items = spying_items
+    chrome_fast._Builder.add = spying_add
     try:
         assert gc.isenabled()
         report = run_ingest([tmp_path / "in"], wh, jobs=1)
         assert sorted(o.status for o in report.outcomes) == ["failed", "ingested"]
-        assert seen == [False, False] and gc.isenabled()
+        assert seen == [("ijson", False), ("fast", False)] and gc.isenabled()
         gc.disable()
         run_ingest([tmp_path / "in"], wh, jobs=1, force=True)
         assert not gc.isenabled()
     finally:
         chrome.ijson.items = real_items
+        chrome_fast._Builder.add = real_add
         gc.enable()
 
 

@@ -26,7 +26,8 @@ import pyarrow as pa
 
 from cclq.formats.detect import Detected
 
-BatchSink = Callable[[pa.RecordBatch], None]
+# Gets a file's rows in order: record batches, or tables of several (the fast reader)
+BatchSink = Callable[["pa.RecordBatch | pa.Table"], None]
 ProgressFn = Callable[[int], None]
 
 
@@ -100,11 +101,14 @@ class ReadResult:
     decompressed_bytes: int = 0
     content_hash: str | None = None  # None: ingest hashes the file itself
     warnings: list[str] = field(default_factory=list)
+    reader: str = ""  # which of a format's readers made the rows (Chrome JSON: "fast" or "ijson")
+    parser: str | None = None  # files.parser, when the reader's ``name`` does not say it
 
 
 class ReadAgain(Exception):
     """Raised by ``read`` to be called once more with the same (updated) ``Prepared``:
-    what it wrote so far is thrown away (e.g. timestamps that need an exact pass)."""
+    what it wrote so far is thrown away (the fast JSON reader handing a file to ijson).
+    Its message, when it has one, is noted in the file's ``ingest_stats``."""
 
 
 class Reader(Protocol):

@@ -7,9 +7,10 @@ from cclq.formats.chrome import ChromeReader
 from cclq.formats.detect import Detected
 from cclq.formats.et import EtReader
 from cclq.formats.nsys import NsysReader
+from cclq.formats.reading import ReadOptions
 from cclq.formats.results import ResultsReader
 
-READERS: dict[str, Reader] = {
+FORMAT_READERS: dict[str, Reader] = {
     "chrome_json": ChromeReader(),
     "nsys_sqlite": NsysReader(),
     "pytorch_et": EtReader(),
@@ -17,6 +18,9 @@ READERS: dict[str, Reader] = {
 }
 
 
-def reader_for(detected: Detected) -> Reader:
-    """The reader of a detected kind (``detect`` only returns kinds listed here)."""
-    return READERS[detected.kind]
+def reader_for(detected: Detected, options: ReadOptions | None = None) -> Reader:
+    """The reader of a detected kind (``detect`` only returns kinds listed here);
+    ``options`` choose the JSON reader and its bounds."""
+    if detected.kind == "chrome_json" and options is not None:
+        return ChromeReader(options)
+    return FORMAT_READERS[detected.kind]

@@ -1,0 +1,83 @@
+"""Reading one trace file with each reader, for the differential and hostile-input tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from cclq.errors import TraceFileError
+from cclq.formats.chrome import READER_FAST, READER_IJSON, ReadResult
+from cclq.formats.detect import detect
+from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits
+from cclq.formats.reading import ReadAgain, ReadOptions, read_trace_file
+from cclq.schema import EVENT_SCHEMA
+
+
+@dataclass
+class Outcome:
+    """What one reader made of a file: its table and result, or its error line."""
+
+    reader: str
+    table: pa.Table | None = None
+    result: ReadResult | None = None
+    error: str | None = None
+    fallback: str | None = None  # why the fast reader gave the file to ijson
+
+    def summary(self) -> tuple:
+        """Everything a reader reports besides the rows (the fallback note left out)."""
+        r = self.result
+        if r is None:
+            return (self.error,)
+        notes = {k: v for k, v in r.notes.items() if not k.startswith(("read with ijson", "read again"))}
+        return (r.events_read, r.rows_written, dict(r.drops), notes, r.metadata, r.base_time_ns,
+                r.ts_min_ns, r.ts_max_ns, r.decompressed_bytes)
+
+
+def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, helpers: int = 0) -> Outcome:
+    """Reads ``path`` as ingest does (the fast reader handing the file over when it gives up)."""
+    out = Outcome(reader)
+    batches: list = []  # record batches, or tables of them
+    options = ReadOptions(reader=reader, limits=limits, helpers=helpers)
+    notes: list[str] = []
+    try:
+        detected = detect(str(path))
+        while True:
+            try:
+                result, _ = read_trace_file(str(path), detected, "f0", batches.append, options)
+                break
+            except ReadAgain as e:
+                batches.clear()
+                options = e.options
+                notes.append(e.note)
+                if e.options.reader == "ijson" and out.fallback is None:
+                    out.fallback = e.note.split("(", 1)[-1].rstrip(")")
+    except TraceFileError as e:
+        out.error = e.message
+        return out
+    for note in notes:
+        result.notes[note] += 1
+    out.result = result
+    pieces = [b if isinstance(b, pa.Table) else pa.Table.from_batches([b]) for b in batches]
+    out.table = pa.concat_tables(pieces) if pieces else EVENT_SCHEMA.empty_table()
+    return out
+
+
+def both(path: Path, limits: ReadLimits = DEFAULT_LIMITS, helpers: int = 0) -> tuple[Outcome, Outcome]:
+    return read_with(path, READER_FAST, limits, helpers), read_with(path, READER_IJSON, limits)
+
+
+def assert_same(fast: Outcome, ref: Outcome) -> None:
+    """Identical tables (every column, every row, in order) and identical accounting."""
+    assert fast.error == ref.error
+    assert fast.summary() == ref.summary()
+    if ref.table is None:
+        return
+    assert fast.table.num_rows == ref.table.num_rows
+    for name in EVENT_SCHEMA.names:
+        a, b = fast.table.column(name), ref.table.column(name)
+        if not a.equals(b):
+            x, y = a.to_pylist(), b.to_pylist()
+            diff = next(i for i in range(len(x)) if x[i] != y[i])
+            raise AssertionError(f"column {name} differs at row {diff}: fast {x[diff]!r}, ijson {y[diff]!r}")

@@ -1,0 +1,238 @@
+"""The fast reader against the ijson reference: the same tables on every real and
+generated trace, read directly and through ingest."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from cclq.formats.detect import detect
+from cclq.synth import KinetoTraceBuilder, generate_rank_trace
+from cclq.synth_xla import TpuTraceSpec, write_tpu_trace
+from conftest import SHARED, query, require_shared, run_ingest
+from readers import assert_same, both, read_with
+
+import cclq.formats.chrome_fast as chrome_fast
+
+
+def _chrome_files(root: Path) -> list[Path]:
+    out = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name.endswith((".json", ".json.gz")):
+            try:
+                if detect(str(p)).kind == "chrome_json":
+                    out.append(p)
+            except Exception:  # noqa: BLE001 - not a trace (execution traces, ...)
+                continue
+    return out
+
+
+def _shared_files() -> list[Path]:
+    files: list[Path] = []
+    for sub in ("traces", "perf-traces"):
+        if (SHARED / sub).is_dir():
+            files += _chrome_files(SHARED / sub)
+    return files
+
+
+@pytest.mark.parametrize("path", _shared_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shared_trace_reads_the_same_with_both_readers(path):
+    require_shared()
+    fast, ref = both(path)
+    assert fast.fallback is None, f"the fast reader gave {path} up: {fast.fallback}"
+    assert fast.result.reader == "fast" and ref.result.reader == "ijson"
+    assert_same(fast, ref)
+
+
+@pytest.mark.parametrize("name", ["hta_nccl_data", "xprof_tf_bert_8gpu", "kineto_legacy_resnet50", "hta_ns_resolution"])
+def test_helper_processes_read_a_file_the_same(name, monkeypatch):
+    """``-j2`` on one file: chunks built in forked helpers give the same rows."""
+    root = require_shared()
+    monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", 256 << 10)  # many chunks in flight
+    (path,) = _chrome_files(root / name)
+    fast, ref = both(path, helpers=2)
+    assert fast.fallback is None
+    assert not [k for k in fast.result.notes if k.startswith("read again")]
+    assert_same(fast, ref)
+
+
+def test_helpers_hand_a_file_with_begin_end_pairs_back_to_one_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", 64)
+    events = [{"ph": "B", "name": f"b{i}", "pid": 1, "tid": 1, "ts": i} for i in range(20)] + \
+             [{"ph": "E", "pid": 1, "tid": 1, "ts": 100 + i} for i in range(20)]
+    (tmp_path / "be.json").write_text(json.dumps({"traceEvents": events}))
+    fast, ref = both(tmp_path / "be.json", helpers=2)
+    assert_same(fast, ref)
+    assert fast.result.notes["read again in one process: the helpers gave it up (B/E events)"] == 1
+
+
+def test_shared_traces_are_listed():
+    require_shared()
+    assert len(_shared_files()) >= 20
+
+
+def _small_chunks(monkeypatch, size: int) -> None:
+    """Cuts chunks of ``size`` bytes, so that events meet every kind of chunk boundary."""
+    monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", size)
+
+
+@pytest.mark.parametrize("chunk", [97, 4096, 4 << 20])
+@pytest.mark.parametrize("gz", [False, True])
+def test_generated_kineto_rank_reads_the_same(tmp_path, monkeypatch, chunk, gz):
+    _small_chunks(monkeypatch, chunk)
+    path = tmp_path / ("rank3.json.gz" if gz else "rank3.json")
+    generate_rank_trace(path, rank=3, world_size=4, steps=3, layers=3, gz=gz)
+    fast, ref = both(path)
+    assert fast.fallback is None
+    assert ref.table.num_rows > 300
+    assert_same(fast, ref)
+
+
+def test_generated_epoch_timestamps_read_the_same(tmp_path, monkeypatch):
+    """Epoch microseconds (no baseTimeNanoseconds): ts beyond what a float carries."""
+    _small_chunks(monkeypatch, 2048)
+    path = tmp_path / "rank0.json"
+    generate_rank_trace(path, rank=0, world_size=1, steps=1, layers=2, base_time_ns=None,
+                        start_ns=1_712_195_495_519_689_047)
+    fast, ref = both(path)
+    assert fast.fallback is None
+    assert_same(fast, ref)
+    ts = ref.table.column("ts_ns").to_pylist()
+    assert min(t for t in ts if t) > 1_712_195_000_000_000_000
+
+
+def test_generated_tpu_trace_reads_the_same(tmp_path, monkeypatch):
+    _small_chunks(monkeypatch, 512)
+    path = write_tpu_trace(tmp_path / "host0.trace.json.gz", TpuTraceSpec(devices=4, steps=3))
+    fast, ref = both(path)
+    assert fast.fallback is None
+    assert_same(fast, ref)
+    assert ref.result.notes["xprof end marker {}"] == 1
+
+
+def test_hand_built_trace_with_every_kind_of_event_reads_the_same(tmp_path, monkeypatch):
+    _small_chunks(monkeypatch, 300)
+    b = KinetoTraceBuilder(rank=1, world_size=2)
+    b.cpu_op("aten::mm", ts=1_000, dur=5_000, args={"Input Dims": [[8, 8], [8, 8]]})
+    b.kernel("gemm", ts=2_000, dur=1_000)
+    b.memcpy(3_500, 500, nbytes=4096)
+    b.nccl_kernel("allreduce", ts=4_000, dur=2_000)
+    b.instant("marker", ts=4_500)
+    b.counter("mem", ts=4_600, values={"allocated": 10})
+    b.begin("outer", ts=5_000)
+    b.begin("inner", ts=5_100)
+    b.end(5_200)
+    b.end(6_000, args={"dtype": "float32"})
+    b.begin("never closed", ts=7_000)
+    path = b.write(tmp_path / "t.json")
+    fast, ref = both(path)
+    assert fast.fallback is None
+    assert_same(fast, ref)
+    assert ref.result.notes["B without E (kept, dur_ns NULL)"] == 1
+
+
+def test_odd_but_valid_entries_read_the_same(tmp_path, monkeypatch):
+    """Entries that are not events, {} and all-null objects, string and missing times,
+    unknown keys, promoted values of every type, B/E pairs across chunks."""
+    _small_chunks(monkeypatch, 64)
+    events = [
+        {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"stream": "7", "bytes": 5.5}},
+        42, "text", None, [1, [2]], {},
+        {"ph": None, "ts": None},
+        {"ph": "X", "name": "unknown keys", "pid": 1, "tid": 1, "ts": 3, "tts": 4, "cname": "good"},
+        {"ph": "X", "name": "string ts", "pid": 1, "tid": 1, "ts": "12.5", "dur": "1"},
+        {"ph": "B", "name": "b", "pid": 2, "tid": 2, "ts": 10.25},
+        {"ph": "X", "name": "between", "pid": "Spans", "tid": "main", "ts": 11, "dur": 0},
+        {"ph": "E", "pid": 2, "tid": 2, "ts": 12.5, "args": {"correlation": 9}},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+        {"ph": "X", "name": "flops", "pid": 1, "tid": 1, "ts": 13, "dur": 1,
+         "args": {"flops": "1.5e9", "group_id": "0x1F", "grid": [1, 2, 3], "block": [1, "2"],
+                  "device_duration_ps": "123", "Input Dims": [[1], []]}},
+        {"ph": "i", "s": "g", "name": "unicode \u00e9\u4e2d\U0001f600 \"quoted\" \\ back", "pid": 1, "ts": 14},
+        {"ph": "s", "id": 9, "pid": 1, "tid": 1, "ts": 15, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    ]
+    for layout in ("compact", "lines", "indent"):
+        path = tmp_path / f"{layout}.json"
+        if layout == "compact":
+            path.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
+        elif layout == "lines":
+            path.write_text('{"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events) + "\n]}\n")
+        else:
+            path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 0}},
+                                       indent=2))
+        fast, ref = both(path)
+        assert fast.fallback is None, layout
+        assert_same(fast, ref)
+
+
+def test_bare_array_and_keys_after_the_events_read_the_same(tmp_path, monkeypatch):
+    _small_chunks(monkeypatch, 128)
+    events = [{"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(50)]
+    (tmp_path / "bare.json").write_text(json.dumps(events))
+    (tmp_path / "after.json.gz").write_bytes(gzip.compress(json.dumps(
+        {"traceEvents": events, "deviceProperties": [{"id": 0}, {"id": 1}],
+         "distributedInfo": {"rank": 3, "pg_config": [{"ranks": [0, 1]}]}, "baseTimeNanoseconds": 5}).encode()))
+    for name in ("bare.json", "after.json.gz"):
+        fast, ref = both(tmp_path / name)
+        assert fast.fallback is None, name
+        assert_same(fast, ref)
+
+
+def test_files_the_fast_reader_gives_up_are_read_by_ijson_and_say_so(tmp_path):
+    events = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]
+    # a second traceEvents array after the first: ijson reads both, the fast reader gives it up
+    (tmp_path / "two.json").write_text(json.dumps({"traceEvents": events})[:-1] + ', "traceEvents": '
+                                       + json.dumps(events * 2) + "}")
+    fast, ref = both(tmp_path / "two.json")
+    assert fast.fallback == "a second traceEvents array"
+    assert_same(fast, ref)
+    assert ref.result.events_read == 3
+    assert any(k.startswith("read with ijson") for k in fast.result.notes)
+
+
+def test_invalid_json_fails_with_the_same_message_from_both_readers(tmp_path):
+    (tmp_path / "bad.json").write_text('{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "X", "ts": @}]}')
+    fast, ref = both(tmp_path / "bad.json")
+    assert ref.error and "invalid JSON at byte" in ref.error
+    assert fast.error == ref.error
+
+
+def test_ingest_of_the_shared_traces_gives_the_same_warehouse_with_both_readers(tmp_path):
+    """Every table a user queries: events, files (but for which reader and when), stats."""
+    from cclq.formats.reading import ReadOptions
+    from cclq.warehouse import Warehouse
+
+    root = require_shared()
+    fast_wh, ref_wh = Warehouse(tmp_path / "fast"), Warehouse(tmp_path / "ijson")
+    run_ingest([root], fast_wh, jobs=2, options=ReadOptions(reader="fast"))
+    run_ingest([root], ref_wh, jobs=2, options=ReadOptions(reader="ijson"))
+    events = "SELECT * EXCLUDE (file_id) FROM events ORDER BY trace, rank, event_idx"
+    assert query(fast_wh, events) == query(ref_wh, events)
+    files = ("SELECT * EXCLUDE (parser, ingested_at, ingest_seconds, mtime_ns) FROM files ORDER BY path")
+    assert query(fast_wh, files) == query(ref_wh, files)
+    stats = "SELECT * FROM ingest_stats ORDER BY ALL"
+    assert query(fast_wh, stats) == query(ref_wh, stats)
+    json_parsers = "SELECT DISTINCT parser FROM files WHERE parser LIKE 'chrome_json/%'"  # nsys, ET: their own
+    assert {p.split("-")[0] for (p,) in query(fast_wh, json_parsers)} == {"chrome_json/fast"}
+    assert {p for (p,) in query(ref_wh, json_parsers)} == {"chrome_json/ijson-yajl2_c"}
+
+
+def test_read_with_reports_errors_as_lines(tmp_path):
+    (tmp_path / "empty.json").write_text("")
+    out = read_with(tmp_path / "empty.json", "fast")
+    assert out.error == f"{tmp_path / 'empty.json'}: empty file"
+
+
+def test_keys_before_the_events_are_held_to_ijson_s_strictness(tmp_path):
+    """The head is found with the stdlib's decoder, which reads NaN; ijson does not, and
+    neither does the fast reader then. Invalid UTF-8 there: one line, the right byte."""
+    (tmp_path / "nan.json").write_bytes(b'{"x": NaN, "traceEvents": [{"ph": "X", "ts": 1}]}')
+    (tmp_path / "utf.json").write_bytes(b'{"k\xff": 1, "traceEvents": [{"ph": "X", "ts": 1}]}')
+    for name, message in (("nan.json", "invalid JSON at byte 6: lexical error: invalid char in json text."),
+                          ("utf.json", "invalid JSON at byte 3: lexical error: invalid bytes in UTF8 string.")):
+        fast, ref = both(tmp_path / name)
+        assert ref.error == f"{tmp_path / name}: {message}"
+        assert_same(fast, ref)
