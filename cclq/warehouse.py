@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import shutil
 import sys
 import time
@@ -315,14 +316,20 @@ class Warehouse:
     def current_id(self) -> str:
         return (self.root / CURRENT).read_text().strip()
 
-    def open_snapshot(self, timeout_s: float = 30.0) -> Snapshot:
+    def open_snapshot(self, timeout_s: float = 30.0, snapshot_id: str | None = None) -> Snapshot:
         """The current snapshot, locked against garbage collection until ``close``.
 
         Between reading ``CURRENT`` and locking, a writer may commit and collect the
         snapshot read; then the lock lands on a deleted file (no links left) and the
         current one is tried again.
+
+        ``snapshot_id`` opens that snapshot instead of the current one: how a Dask worker
+        reads exactly what its client reads (the client's own lock keeps it from being
+        collected meanwhile). One that is gone is a ``UsageError``.
         """
         self.require()
+        if snapshot_id is not None:
+            return self._open_pinned(snapshot_id)
         deadline = time.monotonic() + timeout_s
         while True:
             snap_id = self.current_id()
@@ -349,6 +356,27 @@ class Warehouse:
             if time.monotonic() > deadline:
                 raise UsageError(f"{self.root}: could not open the current catalog snapshot {snap_id}")
             time.sleep(0.01)
+
+    def _open_pinned(self, snap_id: str) -> Snapshot:
+        if not _SNAPSHOT_ID.fullmatch(snap_id):
+            raise UsageError(f"{self.root}: {snap_id!r} is not a catalog snapshot id")
+        folder = self.catalog_dir / snap_id
+        try:
+            fd = os.open(folder / "files.parquet", os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)  # waits out a collector's check of it
+                if os.fstat(fd).st_nlink > 0:
+                    tables = {name: _read_catalog_table(folder / f"{name}.parquet", schema)
+                              for name, schema in CATALOG_SCHEMAS.items()}
+                    return Snapshot(self, snap_id, tables, fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+        raise UsageError(f"{self.root}: catalog snapshot {snap_id} is gone (collected after a later commit)")
 
     def read_state(self) -> CatalogState:
         """The current snapshot as an editable state (writers, under the lock)."""
@@ -420,6 +448,9 @@ def read_only_error(root: Path, e: OSError) -> UsageError:
 
 def is_disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+_SNAPSHOT_ID = re.compile(r"[0-9]+")  # what _next_id makes: no path can hide in one
 
 
 def _next_id(previous: str | None) -> str:
