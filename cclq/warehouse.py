@@ -283,10 +283,10 @@ class Warehouse:
             raise read_only_error(self.root, e) from e
         with f:
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB, self.root)
             except BlockingIOError:
                 print(f"cclq: waiting for another ingest into {self.root} to finish", file=sys.stderr)
-                fcntl.flock(f, fcntl.LOCK_EX)
+                _flock(f.fileno(), fcntl.LOCK_EX, self.root)
             self.lock_fd = f.fileno()
             try:
                 self.create()
@@ -340,10 +340,13 @@ class Warehouse:
                 fd = None
             if fd is not None:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    locked = os.fstat(fd).st_nlink > 0
+                    _flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, self.root)
+                    locked = _still_there(path, fd)
                 except BlockingIOError:  # a collector holds it for a moment
                     locked = False
+                except BaseException:
+                    os.close(fd)
+                    raise
                 if locked:
                     try:
                         tables = {name: _read_catalog_table(self.catalog_dir / snap_id / f"{name}.parquet", schema)
@@ -367,8 +370,8 @@ class Warehouse:
             fd = None
         if fd is not None:
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH)  # waits out a collector's check of it
-                if os.fstat(fd).st_nlink > 0:
+                _flock(fd, fcntl.LOCK_SH, self.root)  # waits out a collector's check of it
+                if _still_there(folder / "files.parquet", fd):
                     tables = {name: _read_catalog_table(folder / f"{name}.parquet", schema)
                               for name, schema in CATALOG_SCHEMAS.items()}
                     return Snapshot(self, snap_id, tables, fd)
@@ -448,6 +451,38 @@ def read_only_error(root: Path, e: OSError) -> UsageError:
 
 def is_disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# What flock fails with on a file system without locks: Lustre mounted without -o flock
+# (ENOSYS), some FUSE, SMB or NFS-without-lockd mounts (EOPNOTSUPP, ENOLCK).
+_NO_LOCKS = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK}
+
+
+def _flock(fd: int, operation: int, root: Path) -> None:
+    """``fcntl.flock``; a file system without locks is a usage error naming the warehouse
+    (a ``BlockingIOError`` of a non-blocking request goes to the caller)."""
+    try:
+        fcntl.flock(fd, operation)
+    except OSError as e:
+        if e.errno not in _NO_LOCKS:
+            raise
+        raise UsageError(f"{root}: the file system does not support file locks (flock: {e.strerror or e})",
+                         hint="cclq needs them to keep ingests and readers apart: put the warehouse on a file "
+                              "system with locks (a local disk, NFSv4, Lustre mounted with -o flock)") from e
+
+
+def _still_there(path: Path, fd: int) -> bool:
+    """Whether the file locked through ``fd`` is still the one at ``path``. A collector
+    that deleted it between our open and our lock unlinked it (no links left) or, on NFS,
+    where a client renames an open file it deletes (".nfsXXXX"), moved it away."""
+    held = os.fstat(fd)
+    if held.st_nlink == 0:
+        return False
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
 _SNAPSHOT_ID = re.compile(r"[0-9]+")  # what _next_id makes: no path can hide in one

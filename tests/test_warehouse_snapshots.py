@@ -53,3 +53,58 @@ def test_a_snapshot_id_is_digits_only(tmp_path, wh, bad):
     run_ingest([tmp_path / "a"], wh)
     with pytest.raises(UsageError, match="not a catalog snapshot id"):
         wh.open_snapshot(snapshot_id=bad)
+
+
+def test_a_snapshot_moved_away_before_it_was_locked_is_not_read(tmp_path, wh, monkeypatch):
+    """On NFS a client deletes a file it holds open by renaming it (".nfsXXXX"), so the
+    link count of a collected snapshot stays 1: the reader must also see that its path
+    no longer leads to the file it locked. Emulated: between the reader's open and its
+    lock, a writer commits a new snapshot (the current reader) and collects the old one
+    that way (the current reader, and a worker opening the old one by its id)."""
+    import shutil
+
+    import cclq.warehouse as warehouse_module
+
+    _workload(tmp_path, "a", 1)
+    run_ingest([tmp_path / "a"], wh)
+    old = wh.current_id()
+    new = f"{int(old) + 1:010d}"
+    held = wh.catalog_dir / old / "files.parquet"
+    real = warehouse_module._flock
+
+    def race(commit: bool):
+        def flock(fd, operation, root):
+            if held.exists():  # the first lock: the writer gets in before it
+                if commit:
+                    shutil.copytree(wh.catalog_dir / old, wh.catalog_dir / new)
+                    (wh.root / "CURRENT").write_text(new + "\n")
+                held.rename(held.with_name(".nfs000000001"))
+            return real(fd, operation, root)
+        return flock
+
+    monkeypatch.setattr(warehouse_module, "_flock", race(commit=True))
+    with wh.open_snapshot() as snap:
+        assert snap.id == new and not held.exists()
+    held.with_name(".nfs000000001").rename(held)
+    monkeypatch.setattr(warehouse_module, "_flock", race(commit=False))
+    with pytest.raises(UsageError, match=f"snapshot {old} is gone"):
+        wh.open_snapshot(snapshot_id=old)
+
+
+def test_a_file_system_without_locks_is_a_clear_error(tmp_path, wh, monkeypatch):
+    import errno
+
+    import cclq.warehouse as warehouse_module
+
+    _workload(tmp_path, "a", 1)
+    run_ingest([tmp_path / "a"], wh)
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(warehouse_module.fcntl, "flock", no_locks)
+    with pytest.raises(UsageError, match="does not support file locks"):
+        wh.open_snapshot()
+    with pytest.raises(UsageError, match="does not support file locks"):
+        with wh.lock():
+            pass
