@@ -43,6 +43,13 @@ WarehouseOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+DaskOpt = Annotated[
+    Optional[str],
+    typer.Option("--dask", metavar="local[:N]|ADDRESS|FILE",
+                 help="Run on a Dask cluster: local[:N] starts N worker processes here [default N: CPUs]; "
+                      "tcp://HOST:PORT or a scheduler file joins a running scheduler (e.g. dask-jobqueue's). "
+                      "Needs the extra: pip install 'cclq[dask]'."),
+]
 OutputOpt = Annotated[
     Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
 ]
@@ -90,14 +97,23 @@ def ingest(
                      "unchanged size and modification time (slower: every file is read)."),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
+    dask: DaskOpt = None,
 ) -> None:
-    """Stream trace files into the Parquet warehouse (unchanged files are skipped)."""
+    """Stream trace files into the Parquet warehouse (unchanged files are skipped).
+
+    With --dask, files are parsed on a Dask cluster and committed by this process, as
+    without it; the warehouse (and the inputs) must be on storage every worker sees at
+    the same path. Example: cclq ingest /shared/traces -w /shared/wh --dask tcp://head:8786
+    """
     from cclq.ingest import ingest as run_ingest
     from cclq.progress import IngestProgress, print_summary
 
+    if dask is not None and jobs is not None:
+        raise UsageError("--jobs is for parser processes on this machine; with --dask, "
+                         "say how many with local:N, or size the cluster you join")
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
-    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum)
+    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum, dask=dask)
     if not quiet:
         print_summary(report)
     for outcome in report.outcomes:
@@ -173,12 +189,17 @@ def metric(
     warehouse: WarehouseOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     output: OutputOpt = None,
+    dask: DaskOpt = None,
 ) -> None:
     """Compute one metric for every selected trace in a single DuckDB query.
 
     Results are cached in the warehouse under a key of the metric's SQL, the views, the
     parameters and the content hash of every input file, so a repeat is read back and a
     changed input or definition is computed again.
+
+    With --dask, a result that is not cached is computed on a Dask cluster, one task per
+    group of traces, and put together as one query gives it. Example:
+    cclq metric collective_busbw --all --dask tcp://head:8786 -w /shared/wh
     """
     from cclq.engine import connect
     from cclq.metrics import parse_param_args, resolve, run_metric
@@ -194,7 +215,16 @@ def metric(
         missing = [t for t in trace if t not in known]
         if missing:
             raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
-    table = run_metric(con, spec, params, cache_dir=None if no_cache else wh.cache_dir)
+    cache_dir = None if no_cache else wh.cache_dir
+    if dask is None:
+        table = run_metric(con, spec, params, cache_dir=cache_dir)
+    else:
+        from cclq.distributed import parse_cluster, run_metric_on_dask
+        from cclq.progress import CountedProgress
+
+        parse_cluster(dask)  # a bad --dask is a usage error before anything runs
+        with CountedProgress(f"{spec.name} on dask: partitions") as bar:
+            table = run_metric_on_dask(con, spec, params, cache_dir, dask, on_partition=bar.update)
     write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
 
 
