@@ -349,7 +349,16 @@ class _DaskParses:
             self.submit(i)
             return None
         except Exception as e:  # the task did not run to its end (the scheduler went away, ...)
-            return TraceFileError(str(task.path), f"not parsed: the Dask task failed: {type(e).__name__}: {e}")
+            return TraceFileError(str(task.path), f"not parsed: {_task_failure(e)}")
+
+
+def _task_failure(e: BaseException) -> str:
+    """One line for a task that did not run to its end."""
+    reason = getattr(e, "reason", None)  # FutureCancelledError: scheduler-connection-lost, ...
+    if reason:
+        return f"Dask cancelled the task ({reason})"
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"the Dask task failed: {type(e).__name__}" + (f": {first}" if first else "")
 
 
 # ----------------------------------------------------------------------- metrics
@@ -501,6 +510,10 @@ class _LazyBatch:
         return self.results[spec.name]
 
 
+def _shown(traces: list[str]) -> str:
+    return ", ".join(traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
+
+
 def _events_by_trace(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Every selected trace (also one without data files) and its rows."""
     return dict(con.execute(
@@ -540,10 +553,13 @@ def _compute(client: Client, con: duckdb.DuckDBPyConnection, specs: list[MetricS
             n = futures[future]
             try:
                 parts[n] = future.result()
+            except CclqError:
+                raise  # a QueryError or UsageError the worker raised, as a local run raises it
             except KilledWorker as e:
-                shown = ", ".join(groups[n][:3]) + (", ..." if len(groups[n]) > 3 else "")
-                raise CclqError(f"Dask workers died while computing metrics over {shown} (out of memory?); "
-                                "the workers' logs say why") from e
+                raise CclqError(f"Dask workers died while computing metrics over {_shown(groups[n])} "
+                                "(out of memory?); the workers' logs say why") from e
+            except Exception as e:
+                raise CclqError(f"computing metrics over {_shown(groups[n])}: {_task_failure(e)}") from e
             if on_partition is not None:
                 on_partition(done, len(groups))
     finally:

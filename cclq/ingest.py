@@ -9,8 +9,8 @@
    ``checksum``) match the catalog are skipped: re-ingesting unchanged input is a no-op.
 3. The rest are parsed, in parallel processes with ``jobs > 1`` (or on a Dask cluster:
    ``cclq.distributed``), each by the reader of its format (``cclq.formats``) into temp
-   Parquet files. The reader says the file's
-   rank before its first row is written: every row carries its trace and rank.
+   Parquet files. The reader says the file's rank before its first row is written:
+   every row carries its trace and rank.
    Parsing never touches the catalog. Any failure while reading a file, foreseen or
    not, fails that file alone, naming it.
 4. The main process takes the results in path order, checks each against the catalog

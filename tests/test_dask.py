@@ -375,3 +375,18 @@ def test_cli_a_bad_dask_option_is_a_usage_error(tmp_path, spec, problem):
     assert not (tmp_path / "wh").exists()  # refused before anything was done
     both = run_cli("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "--dask", "local", "-j", "2")
     assert both.returncode == 2 and "--jobs" in both.stderr
+
+
+def test_dask_is_imported_only_when_asked_for(tmp_path):
+    """Installed or not, a run without --dask never imports it (it costs ~0.5 s)."""
+    import subprocess
+    import sys
+
+    write_trace(tmp_path / "w" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+    code = ("import sys; from cclq.cli import app; from cclq.ingest import ingest; from cclq.metrics import run_metric; "
+            "from cclq.warehouse import Warehouse; "
+            f"ingest([{str(tmp_path / 'w')!r}], Warehouse({str(tmp_path / 'wh')!r}), jobs=1); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
