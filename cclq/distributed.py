@@ -67,8 +67,8 @@ LOCAL_ALLOWED_FAILURES = 1
 # A file that Dask gave up on (KilledWorker) but that was not running at two deaths
 # was a bystander (queued on the dying workers): it is submitted again, this often.
 MAX_RESUBMITS = 3
-# Metric partitions: at most this many tasks per worker thread, and no fewer events
-# per task than this (opening a snapshot and defining the views costs ~0.1 s a task).
+# Metric partitions: at most this many tasks per worker thread, and one task per this
+# many events in all (a task costs ~0.1-0.3 s to open the snapshot and define the views).
 PARTITIONS_PER_THREAD = 4
 MIN_EVENTS_PER_PARTITION = 500_000
 # A worker's DuckDB gets this share of the worker's memory limit (the rest is Python,
@@ -364,9 +364,9 @@ def _task_failure(e: BaseException) -> str:
 # ----------------------------------------------------------------------- metrics
 def plan_partitions(events: dict[str, int], max_partitions: int,
                     min_events: int = MIN_EVENTS_PER_PARTITION) -> list[list[str]]:
-    """Traces in groups of about equal size (events), at most ``max_partitions`` and
-    none smaller than ``min_events`` unless a trace alone is: largest trace first, each
-    into the group that holds the fewest events so far."""
+    """Traces in groups of about equal size in events: one group per ``min_events``
+    events in all, at most ``max_partitions`` and no more than there are traces; the
+    largest trace first, each into the group that holds the fewest events so far."""
     import heapq
 
     if not events:
