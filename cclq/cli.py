@@ -44,6 +44,13 @@ WarehouseOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+DaskOpt = Annotated[
+    Optional[str],
+    typer.Option("--dask", metavar="local[:N]|ADDRESS|FILE",
+                 help="Run on a Dask cluster: local[:N] starts N worker processes here [default N: CPUs]; "
+                      "tcp://HOST:PORT or a scheduler file joins a running scheduler (e.g. dask-jobqueue's). "
+                      "Needs the extra: pip install 'cclq[dask]'."),
+]
 OutputOpt = Annotated[
     Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
 ]
@@ -116,11 +123,16 @@ def ingest(
         float, typer.Option("--max-inflate-ratio", min=1.01,
                             help="Fail a gzip file that expands more than this many times (judged past 64 MiB).")
     ] = DEFAULT_LIMITS.max_inflate_ratio,
+    dask: DaskOpt = None,
 ) -> None:
     """Stream trace files into the Parquet warehouse (unchanged files are skipped).
 
     The --max-* bounds stop a hostile or broken file from costing time or memory out of
     proportion to its size; the defaults are far above any real trace we know of.
+
+    With --dask, files are parsed on a Dask cluster and committed by this process, as
+    without it; the warehouse (and the inputs) must be on storage every worker sees at
+    the same path. Example: cclq ingest /shared/traces -w /shared/wh --dask tcp://head:8786
     """
     from cclq.formats.reading import READERS, ReadOptions
     from cclq.ingest import ingest as run_ingest
@@ -128,12 +140,15 @@ def ingest(
 
     if reader not in READERS:
         raise UsageError(f"--reader must be one of {', '.join(READERS)}, not {reader!r}")
+    if dask is not None and jobs is not None:
+        raise UsageError("--jobs is for parser processes on this machine; with --dask, "
+                         "say how many with local:N, or size the cluster you join")
     limits = ReadLimits(max_string_bytes=int(max_string_mb * MIB), max_event_bytes=int(max_event_mb * MIB),
                         max_depth=max_depth, max_inflate_ratio=max_inflate_ratio)
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
     report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
-                        options=ReadOptions(reader=reader, limits=limits))
+                        options=ReadOptions(reader=reader, limits=limits), dask=dask)
     if not quiet:
         print_summary(report)
     for outcome in report.outcomes:
@@ -253,6 +268,7 @@ def metric(
         typer.Option("--output", "-o", help="Write to this file instead of stdout; with several metrics, a folder "
                      "(existing, or a name without a suffix) gets one file per metric."),
     ] = None,
+    dask: DaskOpt = None,
 ) -> None:
     """Compute metrics for every selected trace, each in a single DuckDB query.
 
@@ -262,6 +278,10 @@ def metric(
     Results are cached in the warehouse under a key of the metric's file, the views, the
     parameters and the content hash of every input file, so a repeat is read back (without
     starting the query engine) and a changed input or definition is computed again.
+
+    With --dask, results that are not cached are computed on a Dask cluster, one task per
+    group of traces, and put together as one query gives them. Example:
+    cclq metric collective_busbw --all --dask tcp://head:8786 -w /shared/wh
     """
     from cclq.metrics import CATEGORIES, check_batch_params, latest_specs, parse_param_args, resolve
 
@@ -280,11 +300,15 @@ def metric(
     wh = _warehouse(warehouse)
     selection = None if all_traces else list(trace or [])
     _check_traces(wh, selection)
+    if dask is not None:
+        from cclq.distributed import parse_cluster
+
+        parse_cluster(dask)  # a bad --dask is a usage error before anything runs
     if len(specs) == 1:
-        _one_metric(wh, specs[0], params, selection, no_cache, fmt, output)
+        _one_metric(wh, specs[0], params, selection, no_cache, fmt, output, dask)
         return
     check_batch_params(specs, params)
-    _several_metrics(wh, specs, params, selection, no_cache, fmt, output)
+    _several_metrics(wh, specs, params, selection, no_cache, fmt, output, dask)
 
 
 def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
@@ -298,7 +322,7 @@ def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
 
 
 def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str] | None,  # noqa: ANN001
-                no_cache: bool, fmt: OutputFormat, output: Path | None) -> None:
+                no_cache: bool, fmt: OutputFormat, output: Path | None, dask: str | None) -> None:
     from cclq.metrics import cached_result, run_metric
 
     table = None if no_cache else cached_result(wh, spec, params, selection)  # no DuckDB for a repeat
@@ -306,12 +330,20 @@ def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str
         from cclq.engine import connect
 
         con = connect(wh, traces=selection, views=False)
-        table = run_metric(con, spec, params, cache_dir=None if no_cache else wh.cache_dir)
+        cache_dir = None if no_cache else wh.cache_dir
+        if dask is None:
+            table = run_metric(con, spec, params, cache_dir=cache_dir)
+        else:
+            from cclq.distributed import run_metric_on_dask
+            from cclq.progress import CountedProgress
+
+            with CountedProgress(f"{spec.name} on dask: partitions") as bar:
+                table = run_metric_on_dask(con, spec, params, cache_dir, dask, on_partition=bar.update)
     write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
 
 
 def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selection: list[str] | None,
-                     no_cache: bool, fmt: OutputFormat, output: Path | None) -> None:
+                     no_cache: bool, fmt: OutputFormat, output: Path | None, dask: str | None) -> None:
     import json
 
     import pyarrow as pa
@@ -325,7 +357,13 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
         def done(run: MetricRun) -> None:
             progress.advance(run.spec.name)
 
-        runs = run_metrics(con, specs, params, cache_dir=None if no_cache else wh.cache_dir, on_done=done)
+        cache_dir = None if no_cache else wh.cache_dir
+        if dask is None:
+            runs = run_metrics(con, specs, params, cache_dir=cache_dir, on_done=done)
+        else:  # the metrics not cached are computed together, one task per trace partition
+            from cclq.distributed import run_metrics_on_dask
+
+            runs = run_metrics_on_dask(con, specs, params, cache_dir, dask, on_done=done)
     failed = [r for r in runs.values() if r.error]
     ok = [r for r in runs.values() if r.table is not None]
     if output is not None and (output.is_dir() or not output.suffix):

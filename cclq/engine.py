@@ -189,16 +189,19 @@ def query_settings(wh: Warehouse) -> tuple[list[str], Path]:
 
 
 def connect(wh: Warehouse, require: bool = True, traces: list[str] | None = None,
-            for_sql: str | None = None, views: bool = True) -> duckdb.DuckDBPyConnection:
+            for_sql: str | None = None, views: bool = True,
+            snapshot_id: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection over the warehouse's current snapshot.
 
     ``traces`` restricts every relation to those trace ids (``None``: all).
     ``for_sql``: define only the view modules this SQL needs (``None``: all of them).
     ``views=False``: only the base relations; ``define_views`` adds modules when a query
     needs them (a metric whose result is cached never needs them).
-    Queries run under ``memory_limit()`` and spill to disk beyond it.
+    Queries run under ``memory_limit()`` and spill to disk beyond it. ``snapshot_id``: that
+    snapshot instead of the current one (a Dask worker reading what its client reads;
+    see ``Warehouse.open_snapshot``).
     """
-    snapshot = wh.open_snapshot()
+    snapshot = wh.open_snapshot(snapshot_id=snapshot_id)
     spill: Path | None = None
     try:
         con = duckdb.connect(":memory:")

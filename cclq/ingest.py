@@ -7,9 +7,10 @@
    second folder whose name maps to a trace id already planned, fails alone.
 2. Files whose size and mtime (or, failing that, content hash; always the hash with
    ``checksum``) match the catalog are skipped: re-ingesting unchanged input is a no-op.
-3. The rest are parsed, in parallel processes with ``jobs > 1``, each by the reader of
-   its format (``cclq.formats``) into temp Parquet files. The reader says the file's
-   rank before its first row is written: every row carries its trace and rank.
+3. The rest are parsed, in parallel processes with ``jobs > 1`` (or on a Dask cluster:
+   ``cclq.distributed``), each by the reader of its format (``cclq.formats``) into temp
+   Parquet files. The reader says the file's rank before its first row is written:
+   every row carries its trace and rank.
    Parsing never touches the catalog. Any failure while reading a file, foreseen or
    not, fails that file alone, naming it.
 4. The main process takes the results in path order, checks each against the catalog
@@ -651,6 +652,7 @@ def ingest(
     reporter: Reporter | None = None,
     checksum: bool = False,
     options: ReadOptions = ReadOptions(),
+    dask: str | None = None,
 ) -> IngestReport:
     """Ingests every workload under ``inputs``; see the module docstring.
 
@@ -658,7 +660,13 @@ def ingest(
     same id that was ingested from another place. ``checksum`` compares content hashes
     instead of trusting an unchanged size and mtime (rsync's ``--checksum``). ``options``
     chooses the JSON reader and the bounds a file must keep (``cclq.formats.reading``).
+    ``dask`` parses on a Dask cluster instead of local processes: ``local[:N]``, a
+    scheduler address or a scheduler file (``cclq.distributed``); everything else stays here.
     """
+    if dask is not None:
+        from cclq.distributed import parse_cluster
+
+        parse_cluster(dask)  # a bad --dask (or no Dask installed) fails before anything is done
     reporter = reporter or SilentReporter()
     workloads = plan_inputs(inputs)
     report = IngestReport(warehouse.root)
@@ -679,7 +687,7 @@ def ingest(
             else:
                 todo.append(task)
         reporter.start(sum(t.size for t in todo), len(todo))
-        results = _run_parsers(todo, warehouse, jobs, reporter, options)
+        results = _run_parsers(todo, warehouse, jobs, reporter, options, dask)
         done = 0
         try:
             for item in results:
@@ -1073,12 +1081,13 @@ def _copy(state: CatalogState) -> CatalogState:
 
 def _run_parsers(
     todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter,
-    options: ReadOptions = ReadOptions(),
+    options: ReadOptions = ReadOptions(), dask: str | None = None,
 ) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
     """Yields (task, result) in task order; parses in processes when jobs > 1 (one file
-    alone is read here, its chunks built by ``jobs`` helper processes). Yields None when
-    it has waited ``COMMIT_INTERVAL_S`` for the next result, so that the caller can
-    commit what it has while a big file is still being read.
+    alone is read here, its chunks built by ``jobs`` helper processes), on a Dask cluster
+    when ``dask`` names one (``cclq.distributed``). Yields None when it has waited
+    ``COMMIT_INTERVAL_S`` for the next result, so that the caller can commit what it has
+    while a big file is still being read.
 
     A parser process that dies (the OOM killer, kill -9) breaks the whole pool and
     every file it held. Those files are parsed again in a fresh pool, and the ones that
@@ -1087,6 +1096,11 @@ def _run_parsers(
     generator cancels the parses that have not started.
     """
     global _local_progress_fn
+    if dask is not None:
+        from cclq.distributed import parse_on_dask
+
+        yield from parse_on_dask(todo, warehouse, dask, reporter, options)
+        return
     requested = jobs or os.cpu_count() or 1
     jobs = min(requested, max(len(todo), 1))
     tmp_dir = str(warehouse.tmp_dir)

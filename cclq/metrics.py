@@ -282,7 +282,7 @@ def metric_key(snapshot: Snapshot, traces: list[str] | None, spec: MetricSpec, p
     """``cache_key`` from a catalog snapshot and a trace selection, without DuckDB: what
     a repeat ``cclq metric`` computes to find its stored result."""
     # the whole file, header included: a new unit or description is a new result table
-    return inputs_key(snapshot, traces, (spec.label, spec.text, json.dumps(params, sort_keys=True)))
+    return inputs_key(snapshot, traces, (spec.label, spec.text, json.dumps(params, sort_keys=True), _ROW_ORDER))
 
 
 def _inputs_key(con: duckdb.DuckDBPyConnection, parts: tuple[str, ...]) -> str:
@@ -368,6 +368,7 @@ def run_metric(
     spec: MetricSpec,
     params: dict[str, str] | None = None,
     cache_dir: Path | None = None,
+    compute: Callable[[MetricSpec, dict[str, str]], pa.Table] | None = None,
 ) -> pa.Table:
     """Runs one metric over every trace the connection sees, in one query.
 
@@ -375,6 +376,10 @@ def run_metric(
     (``cache_key``) and a repeat run with the same inputs reads it back. The connection
     needs only the base relations (``connect(..., views=False)``): the views the metric
     uses are created here, and only when the result is not cached.
+
+    ``compute`` computes a result that is not cached somewhere else than on ``con``
+    (``cclq.distributed``: by trace partitions on a Dask cluster); it must give what the
+    query on ``con`` would. Parameters are checked and the cache is keyed here as always.
     """
     from cclq.engine import define_views
 
@@ -389,8 +394,11 @@ def run_metric(
                 return pq.read_table(cached)
             except (OSError, pa.ArrowException):
                 pass  # unreadable (disk trouble, a killed writer): compute it again
-    define_views(con, spec.sql)
-    table = _run_query(con, spec)
+    if compute is not None:
+        table = compute(spec, params)
+    else:
+        define_views(con, spec.sql)
+        table = _run_query(con, spec)
     if cached is not None:
         _store(table, cached)
     return table
@@ -536,15 +544,50 @@ def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
         f"{_sql_literal(spec.unit)} AS unit",
         "CAST(m.reason AS VARCHAR) AS reason" if "reason" in names else "CAST(NULL AS VARCHAR) AS reason",
     ] + extras
-    # trace, rank, step, then the detail columns and the value: a total order, so the same
-    # inputs print the same rows in the same order however the data files are laid out
-    order = (["m.trace"] + (["m.rank"] if "rank" in names else []) + (["m.step"] if "step" in names else [])
-             + extras + ["m.value"] + (["m.reason"] if "reason" in names else []))
-    query = f"SELECT {', '.join(select)} FROM ({spec.sql}) AS m ORDER BY {', '.join(order)}"
+    out_names = ["trace", "rank", "step", "value", "unit", "reason"] + [n for n in names if n not in fixed]
+    # sorted by the output columns (not m's), exactly as combine_results sorts them
+    query = f"SELECT * FROM (SELECT {', '.join(select)} FROM ({spec.sql}) AS m) ORDER BY {_order_by(out_names)}"
     try:
         return con.execute(query).to_arrow_table()
     except duckdb.Error as e:
         raise QueryError(f"{spec.label}: {str(e).splitlines()[0]}") from e
+
+
+# A result's rows come in one total order: trace, rank, step, then the detail columns,
+# value and reason. Rows that tie on (trace, rank, step) (one per stream, per collective,
+# per kernel type) would otherwise come in whatever order DuckDB's parallel sort leaves
+# them, which changes from run to run. The total order makes a result the same bytes each
+# time it is computed, and lets results computed in parts (``--dask``) be put together
+# in exactly the order of one query (``combine_results``). Part of the cache key.
+_ROW_ORDER = "rows: trace, rank, step, details, value, reason"
+
+
+def _order_by(columns: list[str]) -> str:
+    """The ORDER BY list of a result with these columns (``_ROW_ORDER``)."""
+    first, last = ["trace", "rank", "step"], ["value", "reason"]
+    middle = [c for c in columns if c not in first + last + ["unit"]]  # unit is one constant
+    return ", ".join('"' + c.replace('"', '""') + '"' for c in first + middle + last if c in columns)
+
+
+def combine_results(parts: list[pa.Table]) -> pa.Table:
+    """One metric's results over disjoint sets of traces, as the one result a query over
+    all of them gives: concatenated, then sorted by DuckDB with the ORDER BY of
+    ``_run_query`` (so that strings, NULLs and NaNs sort exactly as there). The rows
+    keep their Arrow values; only their order changes."""
+    import duckdb
+
+    # ``take`` copies into fresh buffers: tables unpickled from another process may have
+    # unaligned ones, which DuckDB's Arrow scan (Acero) warns about
+    table = pa.concat_tables(parts)
+    table = table.take(pa.array(range(table.num_rows), pa.int64()))
+    index = "__cclq_row"
+    con = duckdb.connect(":memory:")
+    try:
+        con.register("result_parts", table.append_column(index, pa.array(range(table.num_rows), pa.int64())))
+        order = con.execute(f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}").to_arrow_table()
+    finally:
+        con.close()
+    return table.take(order.column(0)).combine_chunks()
 
 
 def summarize(spec: MetricSpec, table: pa.Table) -> tuple[float | None, str | None]:

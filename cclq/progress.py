@@ -130,3 +130,29 @@ class StepProgress:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+class CountedProgress:
+    """A ``StepProgress`` whose total is learnt on the first ``update(done, total)``
+    (Dask partitions: how many there are is decided once the cluster is known)."""
+
+    def __init__(self, title: str, enabled: bool = True) -> None:
+        self._title = title
+        self._enabled = enabled
+        self._bar: StepProgress | None = None
+        self._done = 0
+
+    def __enter__(self) -> "CountedProgress":
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if self._bar is None:
+            self._bar = StepProgress(self._title, total, enabled=self._enabled).__enter__()
+        for _ in range(done - self._done):
+            self._bar.advance()
+        self._done = done
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+            self._bar = None

@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import shutil
 import socket
 import sys
@@ -279,10 +280,10 @@ class Warehouse:
             raise read_only_error(self.root, e) from e
         with f:
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB, self.root)
             except BlockingIOError:
                 print(f"cclq: waiting for another ingest into {self.root} to finish", file=sys.stderr)
-                fcntl.flock(f, fcntl.LOCK_EX)
+                _flock(f.fileno(), fcntl.LOCK_EX, self.root)
             self.lock_fd = f.fileno()
             try:
                 self.create()
@@ -312,14 +313,20 @@ class Warehouse:
     def current_id(self) -> str:
         return (self.root / CURRENT).read_text().strip()
 
-    def open_snapshot(self, timeout_s: float = 30.0) -> Snapshot:
+    def open_snapshot(self, timeout_s: float = 30.0, snapshot_id: str | None = None) -> Snapshot:
         """The current snapshot, locked against garbage collection until ``close``.
 
         Between reading ``CURRENT`` and locking, a writer may commit and collect the
         snapshot read; then the lock lands on a deleted file (no links left) and the
         current one is tried again.
+
+        ``snapshot_id`` opens that snapshot instead of the current one: how a Dask worker
+        reads exactly what its client reads (the client's own lock keeps it from being
+        collected meanwhile). One that is gone is a ``UsageError``.
         """
         self.require()
+        if snapshot_id is not None:
+            return self._open_pinned(snapshot_id)
         deadline = time.monotonic() + timeout_s
         while True:
             snap_id = self.current_id()
@@ -330,10 +337,13 @@ class Warehouse:
                 fd = None
             if fd is not None:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    locked = os.fstat(fd).st_nlink > 0
+                    _flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, self.root)
+                    locked = _still_there(path, fd)
                 except BlockingIOError:  # a collector holds it for a moment
                     locked = False
+                except BaseException:
+                    os.close(fd)
+                    raise
                 if locked:
                     try:
                         tables = {name: _read_catalog_table(self.catalog_dir / snap_id / f"{name}.parquet", schema)
@@ -346,6 +356,27 @@ class Warehouse:
             if time.monotonic() > deadline:
                 raise UsageError(f"{self.root}: could not open the current catalog snapshot {snap_id}")
             time.sleep(0.01)
+
+    def _open_pinned(self, snap_id: str) -> Snapshot:
+        if not _SNAPSHOT_ID.fullmatch(snap_id):
+            raise UsageError(f"{self.root}: {snap_id!r} is not a catalog snapshot id")
+        folder = self.catalog_dir / snap_id
+        try:
+            fd = os.open(folder / "files.parquet", os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        if fd is not None:
+            try:
+                _flock(fd, fcntl.LOCK_SH, self.root)  # waits out a collector's check of it
+                if _still_there(folder / "files.parquet", fd):
+                    tables = {name: _read_catalog_table(folder / f"{name}.parquet", schema)
+                              for name, schema in CATALOG_SCHEMAS.items()}
+                    return Snapshot(self, snap_id, tables, fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+        raise UsageError(f"{self.root}: catalog snapshot {snap_id} is gone (collected after a later commit)")
 
     def read_state(self) -> CatalogState:
         """The current snapshot as an editable state (writers, under the lock)."""
@@ -478,6 +509,41 @@ def read_only_error(root: Path, e: OSError) -> UsageError:
 
 def is_disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# What flock fails with on a file system without locks: Lustre mounted without -o flock
+# (ENOSYS), some FUSE, SMB or NFS-without-lockd mounts (EOPNOTSUPP, ENOLCK).
+_NO_LOCKS = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK}
+
+
+def _flock(fd: int, operation: int, root: Path) -> None:
+    """``fcntl.flock``; a file system without locks is a usage error naming the warehouse
+    (a ``BlockingIOError`` of a non-blocking request goes to the caller)."""
+    try:
+        fcntl.flock(fd, operation)
+    except OSError as e:
+        if e.errno not in _NO_LOCKS:
+            raise
+        raise UsageError(f"{root}: the file system does not support file locks (flock: {e.strerror or e})",
+                         hint="cclq needs them to keep ingests and readers apart: put the warehouse on a file "
+                              "system with locks (a local disk, NFSv4, Lustre mounted with -o flock)") from e
+
+
+def _still_there(path: Path, fd: int) -> bool:
+    """Whether the file locked through ``fd`` is still the one at ``path``. A collector
+    that deleted it between our open and our lock unlinked it (no links left) or, on NFS,
+    where a client renames an open file it deletes (".nfsXXXX"), moved it away."""
+    held = os.fstat(fd)
+    if held.st_nlink == 0:
+        return False
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+_SNAPSHOT_ID = re.compile(r"[0-9]+")  # what _next_id makes: no path can hide in one
 
 
 def _next_id(previous: str | None) -> str:
