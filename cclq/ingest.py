@@ -716,7 +716,7 @@ def ingest(
         committer.flush()
         reporter.finish()
         if not committer.stopped:
-            report.compacted = _compact_small_files(warehouse, committer, report)
+            report.compacted = _compact_small_files(warehouse, committer, report, jobs or os.cpu_count() or 1)
         # A guessed rank is noise for a workload of one file (rank 0 is the obvious
         # choice); with two or more, say which rank each got.
         for lines in rankless.values():
@@ -729,9 +729,11 @@ def ingest(
     return report
 
 
-def _compact_small_files(warehouse: Warehouse, committer: _Committer, report: IngestReport) -> list[Any]:
+def _compact_small_files(warehouse: Warehouse, committer: _Committer, report: IngestReport,
+                         jobs: int) -> list[Any]:
     """Compacts the traces this ingest wrote whose files are many and small (see
-    cclq/compaction.py), as one more commit; if that fails, the traces stay as ingested."""
+    cclq/compaction.py) in ``jobs`` processes, as one more commit; if that fails, the
+    traces stay as ingested."""
     from cclq import compaction
 
     touched = {o.trace for o in report.outcomes if o.status == "ingested"}
@@ -740,7 +742,7 @@ def _compact_small_files(warehouse: Warehouse, committer: _Committer, report: In
         return []
     state = _copy(committer.committed)
     try:
-        moves, done = compaction.rewrite(warehouse, state, groups)
+        moves, done = compaction.rewrite(warehouse, state, groups, jobs=jobs)
         warehouse.commit(state, moves)
     except Exception as e:  # noqa: BLE001 - an optimisation: the ingest itself succeeded
         report.warnings.append(f"compacting small files did not work ({type(e).__name__}: {e}); "

@@ -114,3 +114,21 @@ def test_large_traces_compact_into_several_files(tmp_path, wh, monkeypatch, targ
     assert files == expected
     assert query(wh, "SELECT count(*) FROM events WHERE trace = 'a'") == [(4 * n,)]
     assert [(c.trace, c.files_after) for c in done if c.table == "events"] == [("a", expected)]
+
+
+def test_compaction_in_two_processes_writes_what_one_process_writes(tmp_path, monkeypatch):
+    _workloads(tmp_path / "in")
+    one, two = Warehouse(tmp_path / "one"), Warehouse(tmp_path / "two")
+    monkeypatch.setattr(compaction.plan, "__defaults__", (None, 10**6, compaction.SMALL_ROWS))  # ingest leaves them
+    run_ingest([tmp_path / "in"], one)
+    run_ingest([tmp_path / "in"], two)
+    monkeypatch.undo()
+    serial = compaction.compact(one, jobs=1)
+    parallel = compaction.compact(two, jobs=2)
+    assert [(c.trace, c.files_before, c.files_after, c.rows) for c in serial] == \
+           [(c.trace, c.files_before, c.files_after, c.rows) for c in parallel]
+    assert {c.trace for c in parallel} == {"a", "b"}  # two groups: the pool's path
+    assert _data_files(one) == _data_files(two) == 2
+    rows = "SELECT * EXCLUDE (file_id) FROM events ORDER BY trace, rank, event_idx"
+    assert query(one, rows) == query(two, rows)
+    assert query(two, "SELECT count(*) FROM events") == [(sum(c.rows for c in parallel if c.table == "events"),)]

@@ -36,6 +36,7 @@ _QUOTE, _BACKSLASH, _OPEN, _CLOSE = 1, 2, 3, 4
 _U8 = {code: pa.scalar(code, pa.uint8()) for code in (_QUOTE, _BACKSLASH, _OPEN, _CLOSE)}
 _I64 = {k: pa.scalar(k, pa.int64()) for k in (-1, 0, 1)}
 _I32 = {k: pa.scalar(k, pa.int32()) for k in (0, 1)}
+_I32 = {k: pa.scalar(k, pa.int32()) for k in (0, 1)}
 
 
 def _table(mapping: dict[int, int]) -> bytes:
@@ -172,8 +173,8 @@ class StructureScanner:
         if pairs:
             # (open, close) quote pairs: the positions viewed as a list of pairs, no copy
             paired = pa.FixedSizeListArray.from_arrays(qpos.slice(first_pair, 2 * pairs), 2)
-            opens = pc.list_element(paired, 0)
-            lengths = pc.subtract(pc.subtract(pc.list_element(paired, 1), opens), _I64[1])
+            opens = pc.list_element(paired, _I32[0])
+            lengths = pc.subtract(pc.subtract(pc.list_element(paired, _I32[1]), opens), _I64[1])
             if pc.max(lengths).as_py() > limits.max_string_bytes:
                 first = pc.indices_nonzero(pc.greater(lengths, pa.scalar(limits.max_string_bytes, pa.int64())))[0].as_py()
                 start = base + opens[first].as_py()
