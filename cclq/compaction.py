@@ -116,14 +116,31 @@ def rewrite(wh: Warehouse, state: CatalogState, groups: dict[tuple[str, str], li
 
 
 def _write_compacted(root: str, members: list[str], tmp: Path) -> None:
-    """One compacted file: ``members`` (data files under ``root``) concatenated into ``tmp``."""
-    tables = [pq.ParquetFile(Path(root) / path).read() for path in members]
-    combined = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    writer = open_data_writer(tmp, combined.schema)
+    """One compacted file: ``members`` (data files under ``root``) concatenated into
+    ``tmp``, streamed: at most a row group (``ROW_GROUP_ROWS``) and one batch in memory,
+    whatever the size of the trace (a whole 4M-row bin held as one table took 1.5 GB)."""
+    writer: pq.ParquetWriter | None = None
+    pending: list[pa.RecordBatch] = []
+    held = 0
     try:
-        writer.write_table(combined, row_group_size=ROW_GROUP_ROWS)
+        for path in members:
+            for batch in pq.ParquetFile(Path(root) / path).iter_batches(batch_size=ROW_GROUP_ROWS // 4):
+                if writer is None:
+                    writer = open_data_writer(tmp, batch.schema)
+                pending.append(batch)
+                held += batch.num_rows
+                if held >= ROW_GROUP_ROWS:  # one full row group out, the rest kept
+                    table = pa.Table.from_batches(pending)
+                    writer.write_table(table.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                    pending = table.slice(ROW_GROUP_ROWS).to_batches()
+                    held -= ROW_GROUP_ROWS
+        if writer is None:  # members without rows: an empty file of their schema
+            writer = open_data_writer(tmp, pq.ParquetFile(Path(root) / members[0]).schema_arrow)
+        if pending:
+            writer.write_table(pa.Table.from_batches(pending), row_group_size=ROW_GROUP_ROWS)
     finally:
-        writer.close()
+        if writer is not None:
+            writer.close()
 
 
 def compact(wh: Warehouse, traces: list[str] | None = None, min_files: int = 2,

@@ -132,3 +132,19 @@ def test_compaction_in_two_processes_writes_what_one_process_writes(tmp_path, mo
     rows = "SELECT * EXCLUDE (file_id) FROM events ORDER BY trace, rank, event_idx"
     assert query(one, rows) == query(two, rows)
     assert query(two, "SELECT count(*) FROM events") == [(sum(c.rows for c in parallel if c.table == "events"),)]
+
+
+def test_a_compacted_file_is_written_in_full_row_groups_one_group_at_a_time(tmp_path, wh, monkeypatch):
+    import pyarrow.parquet as pq
+
+    _workloads(tmp_path / "in")
+    monkeypatch.setattr(compaction.plan, "__defaults__", (None, 10**6, compaction.SMALL_ROWS))
+    run_ingest([tmp_path / "in"], wh)
+    monkeypatch.undo()
+    monkeypatch.setattr(compaction, "ROW_GROUP_ROWS", 100)  # streamed in batches of 25 rows
+    (done,) = [c for c in compaction.compact(wh, traces=["a"], jobs=1) if c.table == "events"]
+    (path,) = [p for (p,) in query(wh, "SELECT DISTINCT path FROM parts WHERE trace = 'a' AND table_name = 'events'")]
+    meta = pq.ParquetFile(wh.root / path).metadata
+    sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert sum(sizes) == done.rows > 200
+    assert all(n == 100 for n in sizes[:-1]) and 0 < sizes[-1] <= 100

@@ -291,3 +291,15 @@ def test_connections_and_the_shell_read_the_files_of_one_snapshot(tmp_path, wh):
     run_ingest([tmp_path / "in"], wh)
     assert old.execute(count).fetchall() == before  # its snapshot's files are still there
     assert connect(wh).execute(count).fetchall() != before
+
+
+def test_connections_draw_no_progress_bar_on_stdout(two):
+    """DuckDB's bar goes to stdout for queries past 2 s, into CSV a user redirects; the
+    slow query that shows it is too slow for a test, so the setting is checked."""
+    from cclq.engine import connect
+
+    con = connect(two)
+    try:
+        assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+    finally:
+        con.close()
