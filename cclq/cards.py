@@ -15,13 +15,13 @@ card is also kept as JSON text in ``card_json``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import yaml
 
 CARD_FILE = "workload_card.yaml"
 TOML_CARD_FILE = "workload.toml"
@@ -123,16 +123,22 @@ def _convert(value: Any, kind: str) -> Any:
 MAX_CARD_BYTES = 1 << 20
 
 
-class _CardLoader(yaml.SafeLoader):
+@functools.cache
+def _card_loader() -> type:
     """``yaml.SafeLoader`` without aliases: ten nested levels of ``*alias`` in a 537-byte
-    file expand to billions of nodes (a "billion laughs" bomb). No card needs them."""
+    file expand to billions of nodes (a "billion laughs" bomb). No card needs them.
+    (Made on first use: yaml is not imported by commands that read no card.)"""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.YAMLError(f"YAML aliases (*{event.anchor}) are not allowed in a workload card "
-                                 f"(line {event.start_mark.line + 1})")
-        return super().compose_node(parent, index)
+    class CardLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.YAMLError(f"YAML aliases (*{event.anchor}) are not allowed in a workload card "
+                                     f"(line {event.start_mark.line + 1})")
+            return super().compose_node(parent, index)
+
+    return CardLoader
 
 
 def find_card(folder: Path) -> Path | None:
@@ -223,7 +229,9 @@ def read_card_document(path: Path) -> dict[str, Any]:
     # Without an anchor ("&") there can be no alias: libyaml's C loader, 10x faster than
     # the Python one (a 400-workload ingest read 400 cards); with one, the Python loader
     # that refuses aliases.
-    loader = _CardLoader if "&" in text else getattr(yaml, "CSafeLoader", _CardLoader)
+    import yaml
+
+    loader = _card_loader() if "&" in text else getattr(yaml, "CSafeLoader", _card_loader())
     try:
         card = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader (or its C twin)
     except yaml.YAMLError as e:

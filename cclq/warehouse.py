@@ -45,13 +45,11 @@ from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cclq.cards import CARD_SCHEMA
 from cclq.errors import UsageError
 from cclq.locations import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, resolve_warehouse  # noqa: F401 (re-exported)
-from cclq.writer import ROW_GROUP_ROWS, open_data_writer
 
 CURRENT = "CURRENT"
 
@@ -432,6 +430,10 @@ class Warehouse:
             staying = sorted(f for f in fids if any(p["path"] == path for p in state.parts.get(f, ())))
             if len(staying) == len(fids) or not staying:
                 continue
+            import pyarrow.compute as pc  # here: not a cost of every command that opens a warehouse
+
+            from cclq.writer import ROW_GROUP_ROWS, open_data_writer
+
             table = pq.ParquetFile(self.root / path).read()
             kept = table.filter(pc.is_in(table.column("file_id"), value_set=pa.array(staying, pa.string())))
             tmp = self.tmp_path()
