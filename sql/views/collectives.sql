@@ -264,19 +264,39 @@ FROM gpu_ops_classified_with(rules_version) AS g
 JOIN events AS e USING (trace, rank, file_id, event_idx)
 WHERE g.kind = 'kernel' AND g.kernel_class = 'comm';
 
+-- One row per collective instance per rank. Columns:
+--   coll_type   all_reduce | all_gather | reduce_scatter | all_to_all | broadcast
+--               | reduce | send | recv | send_recv | barrier | gather | scatter
+--               | NULL (unknown; see reason)
+--   type_source where coll_type came from (kernel arg / cpu op ... / kernel name)
+--   bytes       message size (nccl-tests: Out for all_gather, In otherwise);
+--               size_source says how it was found
+--   group_size  ranks in the group; group_size_source says how it was found
+--   algbw_gbps  bytes / dur (GB/s = 1e9 B/s); busbw_gbps = algbw x nccl-tests
+--               factor (coll_busbw_factor)
+--   match_id    the cross-rank key (see the header)
+--   reason      why coll_type, bytes or group_size is missing (NULL when none is)
+-- The communication kernels are those kernel_class_rules `rules_version` calls
+-- comm: version 2 adds DeepEP's dispatch/combine/notify kernels (all_to_all-like,
+-- their barrier a barrier; no collective arguments, so no size) to version 1's.
+CREATE OR REPLACE MACRO _collectives_from_kernels_with(rules_version) AS TABLE
+-- `kernels` is read three times below (the launches, the External-id links, the
+-- result): MATERIALIZED computes the classified comm kernels once, not three times.
+WITH kernels AS MATERIALIZED (
+  SELECT * FROM _collective_kernels_with(rules_version)
+),
 -- The collective CPU ops linked to each comm kernel. `via` = 'launch': the op
 -- contains the start of the runtime call that launched the kernel (same file,
 -- process and thread); 'External id': the launch is not in the trace and the
 -- kernel's External id names the op. `depth_key` orders ops outermost ->
 -- innermost (later start, then earlier end).
-CREATE OR REPLACE MACRO _collective_kernel_ops_with(rules_version) AS TABLE
-WITH launches AS (
+launches AS MATERIALIZED (  -- read three times
   SELECT
     k.trace, k.rank, k.file_id, k.event_idx,
     arg_min(r.pid, r.ts_ns) AS pid,
     arg_min(r.tid, r.ts_ns) AS tid,
     min(r.ts_ns) AS launch_ns
-  FROM _collective_kernels_with(rules_version) AS k
+  FROM kernels AS k
   JOIN slices AS r
     ON r.trace = k.trace AND r.rank = k.rank AND r.file_id = k.file_id
     AND r.correlation = k.correlation
@@ -295,7 +315,7 @@ by_launch AS (
 by_external_id AS (
   SELECT k.trace, k.rank, k.file_id, k.event_idx, NULL::BIGINT AS launch_ns, 'External id' AS via, o.event_idx AS op_idx,
          o.name AS op_name, o.coll_type, o.group_size, o.pg_name, o.seq, [o.ts_ns, -o.end_ns] AS depth_key
-  FROM _collective_kernels_with(rules_version) AS k
+  FROM kernels AS k
   JOIN _collective_cpu_ops AS o
     ON o.trace = k.trace AND o.rank = k.rank AND o.file_id = k.file_id AND o.external_id = k.external_id
   WHERE NOT EXISTS (
@@ -308,63 +328,48 @@ no_op AS (  -- launched, but not inside any collective op: keep the launch time
          NULL AS op_name, NULL AS coll_type, NULL::BIGINT AS group_size, NULL AS pg_name, NULL::BIGINT AS seq,
          NULL::BIGINT[] AS depth_key
   FROM launches AS l
-)
-SELECT * FROM by_launch
-UNION ALL SELECT * FROM by_external_id
-UNION ALL SELECT * FROM no_op;
-
+),
+kernel_ops AS (
+  SELECT * FROM by_launch
+  UNION ALL SELECT * FROM by_external_id
+  UNION ALL SELECT * FROM no_op
+),
 -- Per comm kernel: what its linked CPU ops say. Type, group size, process
 -- group and Seq come from the innermost op that has them; the size from the
 -- op with the best size_preference, innermost among equals (`size_key` sorts
 -- that way under max_by: a higher -preference first, then depth_key).
-CREATE OR REPLACE MACRO _collective_kernel_cpu_with(rules_version) AS TABLE
-WITH linked AS (
+linked AS (
   SELECT
     l.*,
     s.size_kind, s.in_nelems, s.out_nelems, s.in_bytes, s.out_bytes, s.dtype,
     list_prepend(-s.size_preference, l.depth_key) AS size_key
-  FROM _collective_kernel_ops_with(rules_version) AS l
+  FROM kernel_ops AS l
   LEFT JOIN _collective_cpu_op_sizes AS s
     ON s.trace = l.trace AND s.rank = l.rank AND s.file_id = l.file_id AND s.event_idx = l.op_idx
-)
-SELECT
-  trace, rank, file_id, event_idx,
-  max(launch_ns) AS launch_ns,
-  max(via) FILTER (WHERE op_idx IS NOT NULL) AS via,
-  max_by(coll_type, depth_key) FILTER (WHERE coll_type IS NOT NULL) AS cpu_coll_type,
-  max_by(op_name, depth_key) FILTER (WHERE coll_type IS NOT NULL) AS type_op,
-  max_by(op_name, size_key) FILTER (WHERE size_kind IS NOT NULL) AS size_op,
-  max_by(size_kind, size_key) FILTER (WHERE size_kind IS NOT NULL) AS size_kind,
-  max_by(in_nelems, size_key) FILTER (WHERE size_kind IS NOT NULL) AS in_nelems,
-  max_by(out_nelems, size_key) FILTER (WHERE size_kind IS NOT NULL) AS out_nelems,
-  max_by(in_bytes, size_key) FILTER (WHERE size_kind IS NOT NULL) AS in_bytes,
-  max_by(out_bytes, size_key) FILTER (WHERE size_kind IS NOT NULL) AS out_bytes,
-  max_by(dtype, size_key) FILTER (WHERE size_kind IS NOT NULL) AS dtype,
-  max_by(group_size, depth_key) FILTER (WHERE group_size IS NOT NULL) AS group_size,
-  max_by(op_name, depth_key) FILTER (WHERE group_size IS NOT NULL) AS group_size_op,
-  max_by(pg_name, depth_key) FILTER (WHERE pg_name IS NOT NULL) AS pg_name,
-  max_by(seq, depth_key) FILTER (WHERE seq IS NOT NULL) AS seq,
-  bool_or(op_idx IS NOT NULL) AS has_op
-FROM linked
-GROUP BY trace, rank, file_id, event_idx;
-
--- One row per collective instance per rank. Columns:
---   coll_type   all_reduce | all_gather | reduce_scatter | all_to_all | broadcast
---               | reduce | send | recv | send_recv | barrier | gather | scatter
---               | NULL (unknown; see reason)
---   type_source where coll_type came from (kernel arg / cpu op ... / kernel name)
---   bytes       message size (nccl-tests: Out for all_gather, In otherwise);
---               size_source says how it was found
---   group_size  ranks in the group; group_size_source says how it was found
---   algbw_gbps  bytes / dur (GB/s = 1e9 B/s); busbw_gbps = algbw x nccl-tests
---               factor (coll_busbw_factor)
---   match_id    the cross-rank key (see the header)
---   reason      why coll_type, bytes or group_size is missing (NULL when none is)
--- The communication kernels are those kernel_class_rules `rules_version` calls
--- comm: version 2 adds DeepEP's dispatch/combine/notify kernels (all_to_all-like,
--- their barrier a barrier; no collective arguments, so no size) to version 1's.
-CREATE OR REPLACE MACRO _collectives_from_kernels_with(rules_version) AS TABLE
-WITH joined AS (
+),
+kernel_cpu AS (
+  SELECT
+    trace, rank, file_id, event_idx,
+    max(launch_ns) AS launch_ns,
+    max(via) FILTER (WHERE op_idx IS NOT NULL) AS via,
+    max_by(coll_type, depth_key) FILTER (WHERE coll_type IS NOT NULL) AS cpu_coll_type,
+    max_by(op_name, depth_key) FILTER (WHERE coll_type IS NOT NULL) AS type_op,
+    max_by(op_name, size_key) FILTER (WHERE size_kind IS NOT NULL) AS size_op,
+    max_by(size_kind, size_key) FILTER (WHERE size_kind IS NOT NULL) AS size_kind,
+    max_by(in_nelems, size_key) FILTER (WHERE size_kind IS NOT NULL) AS in_nelems,
+    max_by(out_nelems, size_key) FILTER (WHERE size_kind IS NOT NULL) AS out_nelems,
+    max_by(in_bytes, size_key) FILTER (WHERE size_kind IS NOT NULL) AS in_bytes,
+    max_by(out_bytes, size_key) FILTER (WHERE size_kind IS NOT NULL) AS out_bytes,
+    max_by(dtype, size_key) FILTER (WHERE size_kind IS NOT NULL) AS dtype,
+    max_by(group_size, depth_key) FILTER (WHERE group_size IS NOT NULL) AS group_size,
+    max_by(op_name, depth_key) FILTER (WHERE group_size IS NOT NULL) AS group_size_op,
+    max_by(pg_name, depth_key) FILTER (WHERE pg_name IS NOT NULL) AS pg_name,
+    max_by(seq, depth_key) FILTER (WHERE seq IS NOT NULL) AS seq,
+    bool_or(op_idx IS NOT NULL) AS has_op
+  FROM linked
+  GROUP BY trace, rank, file_id, event_idx
+),
+joined AS (
   SELECT
     k.*,
     c.launch_ns, c.via, c.cpu_coll_type, c.type_op, c.size_op, c.size_kind,
@@ -375,8 +380,8 @@ WITH joined AS (
     coalesce(c.has_op, false) AS has_op,
     d.dtype_bytes AS kernel_dtype_bytes,
     t.world_size
-  FROM _collective_kernels_with(rules_version) AS k
-  LEFT JOIN _collective_kernel_cpu_with(rules_version) AS c USING (trace, rank, file_id, event_idx)
+  FROM kernels AS k
+  LEFT JOIN kernel_cpu AS c USING (trace, rank, file_id, event_idx)
   LEFT JOIN dtype_sizes AS d ON d.dtype_key = dtype_key(k.dtype)
   LEFT JOIN traces AS t USING (trace)
 ),
