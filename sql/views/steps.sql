@@ -204,7 +204,7 @@ WITH kineto AS (
   FROM _step_markers_with(rules_version)
   WHERE preference < 3
 ),
-candidates AS (
+candidates AS MATERIALIZED (  -- read twice: for the preferred source, and the result
   SELECT
     trace, rank, source, step, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns,
     count(*) AS records, preference, NULL::VARCHAR AS phase
