@@ -606,3 +606,26 @@ def test_sub_group_all_gather_and_reduce_scatter_from_raw_json(real, folder, gro
         busbw = e["bytes"] / e["dur_ns"] * NCCL_TESTS_FACTOR[e["coll_type"]](group)
         assert g["busbw_gbps"] == pytest.approx(busbw, rel=1e-12)
         assert g["reason"] is None
+
+
+def test_straggler_rank_says_why_it_has_no_value(tmp_path, wh):
+    """No collective at all, and collectives that no second rank ran: two reasons."""
+    for rank in (0, 1):
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        b.kernel("volta_sgemm_128x64_nn", ts=1_000, dur=500, stream=7, launch_ts=900)
+        b.write(tmp_path / "in" / "nocomm" / f"rank{rank}.json")
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        if rank == 0:  # only rank 0 ran the all-reduce
+            b.nccl_kernel("allreduce", ts=2_000, dur=300, nelems=256, dtype="Float", group_size=2, seq=0,
+                          launch_ts=1_900)
+        b.kernel("volta_sgemm_128x64_nn", ts=1_000, dur=500, stream=7, launch_ts=900)
+        b.write(tmp_path / "in" / "alone" / f"rank{rank}.json")
+    run_ingest([tmp_path / "in"], wh)
+    con = connect(wh)
+    try:
+        rows = {r["trace"]: r for r in run_metric(con, resolve("straggler_rank")).to_pylist()}
+    finally:
+        con.close()
+    assert rows["nocomm"]["value"] is None and rows["nocomm"]["reason"] == "no communication kernels"
+    assert rows["alone"]["value"] is None
+    assert rows["alone"]["reason"] == "no collective matched across two or more ranks"

@@ -26,9 +26,15 @@ WITH scope_ranks AS (
   FROM metric_scope
   GROUP BY trace
 ),
+-- Every collective of the scope, matched across ranks, computed once: it gives the
+-- matches of two or more ranks and says whether the trace has any collective at all.
+all_matches AS MATERIALIZED (
+  SELECT trace, straggler_rank, start_skew_ns, ranks_seen
+  FROM collective_matches(metric_scope)
+),
 matched AS (
   SELECT trace, straggler_rank, start_skew_ns
-  FROM collective_matches(metric_scope)
+  FROM all_matches
   WHERE ranks_seen >= 2
 ),
 per_rank AS (
@@ -46,18 +52,17 @@ ranked AS (
 totals AS (
   SELECT trace, count(*) AS matched_collectives FROM matched GROUP BY trace
 ),
-comm_seen AS (
-  SELECT c.trace, count(*) AS comm_kernels
-  FROM collectives AS c
-  JOIN metric_scope AS s USING (trace, rank)
-  GROUP BY c.trace
+comm_seen AS (  -- a collective in the scope is a match of at least its own rank
+  SELECT trace, count(*) AS comm_matches
+  FROM all_matches
+  GROUP BY trace
 )
 SELECT
   s.trace,
   CASE WHEN s.n_ranks >= 2 THEN r.rank END AS value,
   CASE
     WHEN s.n_ranks < 2 THEN 'single rank'
-    WHEN k.comm_kernels IS NULL THEN 'no communication kernels'
+    WHEN k.comm_matches IS NULL THEN 'no communication kernels'
     WHEN r.trace IS NULL THEN 'no collective matched across two or more ranks'
   END AS reason,
   r.late_count,
