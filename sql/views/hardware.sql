@@ -130,3 +130,70 @@ SELECT
   CASE WHEN spans_nodes THEN bandwidth_scaleout_gbps / 8 WHEN NOT spans_nodes THEN bandwidth_scaleup_gbps / 8 END
     AS link_gbs
 FROM decided;
+
+-- Bus-bandwidth utilisation of the collectives of `coll_types` (a list) over the
+-- ranks of `scope` (pass `metric_scope` in a metric), one row per trace of the
+-- scope: value = the median over every instance of busbw / the card's bandwidth
+-- for the instance's link (collective_links_with(2)), with the instance counts
+-- per link, the median busbw, and why there is no value when there is none
+-- (no such collectives, none sized, the card lacks the link's bandwidth, or the
+-- group's placement is unknown). The five bandwidth_utilization_*_group_6
+-- metrics are this over their collective types.
+CREATE OR REPLACE MACRO link_utilisation(scope, coll_types) AS TABLE
+WITH instances AS (
+  SELECT *
+  FROM collective_links_with(2)
+  SEMI JOIN query_table(scope) USING (trace, rank)
+  WHERE list_contains(coll_types, coll_type)
+),
+usable AS (
+  SELECT *, busbw_gbps / link_gbs AS utilisation
+  FROM instances
+  WHERE busbw_gbps IS NOT NULL AND link_gbs > 0
+),
+per_trace AS (
+  SELECT
+    i.trace,
+    count(*) AS collectives,
+    count(*) FILTER (WHERE i.busbw_gbps IS NULL) AS unsized,
+    count(*) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NULL) AS unplaced,
+    count(*) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NOT NULL AND i.link_gbs IS NULL) AS no_link_bandwidth,
+    any_value(i.link) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NOT NULL AND i.link_gbs IS NULL)
+      AS link_without_bandwidth,
+    min(i.placement_reason) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NULL) AS placement_reason
+  FROM instances AS i
+  GROUP BY i.trace
+),
+measured AS (
+  SELECT
+    trace,
+    median(utilisation) AS utilisation,
+    median(busbw_gbps) AS median_busbw_gbps,
+    count(*) FILTER (WHERE link = 'scale_up') AS scale_up_collectives,
+    count(*) FILTER (WHERE link = 'scale_out') AS scale_out_collectives,
+    count(DISTINCT rank) AS ranks
+  FROM usable
+  GROUP BY trace
+)
+SELECT
+  t.trace,
+  u.utilisation AS value,
+  CASE
+    WHEN u.trace IS NOT NULL THEN NULL
+    WHEN p.trace IS NULL THEN 'no ' || array_to_string(coll_types, ' / ') || ' collectives'
+    WHEN p.unsized = p.collectives
+      THEN 'no ' || array_to_string(coll_types, ' / ') || ' collective has a known message size and group size'
+    WHEN p.no_link_bandwidth > 0
+      THEN 'the card gives no ' || replace(p.link_without_bandwidth, '_', '-') || ' bandwidth (network_topo.bandwidth_gbps['
+           || CASE p.link_without_bandwidth WHEN 'scale_up' THEN '1' ELSE '0' END || '])'
+    ELSE 'group placement unknown: ' || p.placement_reason
+  END AS reason,
+  u.median_busbw_gbps,
+  u.scale_up_collectives,
+  u.scale_out_collectives,
+  u.ranks,
+  p.unsized,
+  p.unplaced
+FROM (SELECT DISTINCT trace FROM query_table(scope)) AS t
+LEFT JOIN measured AS u USING (trace)
+LEFT JOIN per_trace AS p USING (trace);
