@@ -56,3 +56,32 @@ CREATE OR REPLACE VIEW device_ranks AS
 SELECT DISTINCT trace, rank, 'gpu' AS device_source FROM gpu_ops WHERE kind = 'kernel'
 UNION
 SELECT DISTINCT trace, rank, 'xla' AS device_source FROM xla_ops;
+
+-- One collective type's volume per rank of `scope` (pass `metric_scope` in a
+-- metric), in GB (1e9 B) per device: 0 when the rank ran none, NULL with a
+-- reason when none of them is sized or the rank has neither GPU kernels nor XLA
+-- ops. The four collective_vol_<type>_gb metrics are this over their type.
+CREATE OR REPLACE MACRO collective_volume_gb(scope, type) AS TABLE
+WITH volume AS (
+  SELECT * FROM collective_volumes_with(2, scope) WHERE coll_type = type
+)
+SELECT
+  m.trace,
+  m.rank,
+  CASE
+    WHEN d.rank IS NULL THEN NULL
+    WHEN v.collectives IS NULL THEN 0.0
+    WHEN v.sized > 0 THEN v.bytes / v.devices / 1e9
+  END AS value,
+  CASE
+    WHEN d.rank IS NULL THEN 'no GPU kernels and no XLA ops'
+    WHEN v.sized = 0 THEN 'none of the ' || v.collectives || ' ' || type || ' collectives has a known message size'
+  END AS reason,
+  coalesce(v.collectives, 0) AS collectives,
+  coalesce(v.collectives - v.sized, 0) AS unsized,
+  v.devices,
+  coalesce(v.source, d.device_source) AS source
+FROM query_table(scope) AS m
+LEFT JOIN (SELECT trace, rank, min(device_source) AS device_source FROM device_ranks GROUP BY ALL) AS d
+  USING (trace, rank)
+LEFT JOIN volume AS v USING (trace, rank);

@@ -29,26 +29,5 @@
 -- moves and gives 0 for kernels without arguments or with an unknown dtype;
 -- XLA collectives sized by their result shape per device instead of
 -- `bytes_accessed` summed over every device of the file.
-WITH volume AS (
-  SELECT * FROM collective_volumes_with(2, metric_scope) WHERE coll_type = 'all_gather'
-)
-SELECT
-  m.trace,
-  m.rank,
-  CASE
-    WHEN d.rank IS NULL THEN NULL
-    WHEN v.collectives IS NULL THEN 0.0
-    WHEN v.sized > 0 THEN v.bytes / v.devices / 1e9
-  END AS value,
-  CASE
-    WHEN d.rank IS NULL THEN 'no GPU kernels and no XLA ops'
-    WHEN v.sized = 0 THEN 'none of the ' || v.collectives || ' all_gather collectives has a known message size'
-  END AS reason,
-  coalesce(v.collectives, 0) AS collectives,
-  coalesce(v.collectives - v.sized, 0) AS unsized,
-  v.devices,
-  coalesce(v.source, d.device_source) AS source
-FROM metric_scope AS m
-LEFT JOIN (SELECT trace, rank, min(device_source) AS device_source FROM device_ranks GROUP BY ALL) AS d
-  USING (trace, rank)
-LEFT JOIN volume AS v USING (trace, rank)
+-- the shared definition: collective_volume_gb in sql/views/collective_volumes.sql
+SELECT * FROM collective_volume_gb(metric_scope, 'all_gather')
