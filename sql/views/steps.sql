@@ -292,3 +292,20 @@ SELECT * FROM gpu_ops_steps_of(rules_version, 1);
 -- (as `steps`), for ad-hoc queries.
 CREATE OR REPLACE VIEW gpu_ops_steps AS
 SELECT * FROM gpu_ops_steps_of(1, 2);
+
+-- The steps a per-step metric measures, per rank of `scope` (pass `metric_scope`):
+-- the steps of steps_with(`rules_version`) without the first (warm-up) and the
+-- last (cut by the profiler window) when a rank has three or more, all of them
+-- otherwise: CCL-Bench's `steps[1:-1] if len(steps) > 2`.
+CREATE OR REPLACE MACRO inner_step_windows(rules_version, scope) AS TABLE
+WITH numbered AS (
+  SELECT
+    trace, rank, step, ts_ns, end_ns,
+    row_number() OVER (PARTITION BY trace, rank ORDER BY step) AS i,
+    count(*) OVER (PARTITION BY trace, rank) AS n
+  FROM steps_with(rules_version)
+  SEMI JOIN query_table(scope) USING (trace, rank)
+)
+SELECT trace, rank, step, ts_ns AS window_start, end_ns AS window_end
+FROM numbered
+WHERE n <= 2 OR (i > 1 AND i < n);

@@ -33,18 +33,8 @@
 -- 16 rank files, and on XLA reads only the first JSON file and classifies every
 -- X event by name, host Python frames included. Here one classification table,
 -- exact integer nanoseconds, every rank, XLA ops per device plane.
-WITH numbered AS (
-  SELECT
-    trace, rank, step, ts_ns, end_ns,
-    row_number() OVER (PARTITION BY trace, rank ORDER BY step) AS i,
-    count(*) OVER (PARTITION BY trace, rank) AS n
-  FROM steps_with(2)
-  SEMI JOIN metric_scope USING (trace, rank)
-),
-windows AS (
-  SELECT trace, rank, step, ts_ns AS window_start, end_ns AS window_end
-  FROM numbered
-  WHERE n <= 2 OR (i > 1 AND i < n)
+WITH windows AS (  -- the inner steps (sql/views/steps.sql)
+  SELECT * FROM inner_step_windows(2, metric_scope)
 ),
 device_work AS (
   SELECT trace, rank, '' AS plane, ts_ns, end_ns, kernel_class = 'comm' AS is_comm, 'gpu' AS source

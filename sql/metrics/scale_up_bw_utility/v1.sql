@@ -34,18 +34,8 @@
 -- scale-up bandwidth doubled; this is the analytic part computable from the
 -- trace and the card alone. The polarity is neutral: sensitivity to the link is
 -- neither good nor bad (CCL-Bench marks higher as better).
-WITH numbered AS (
-  SELECT
-    trace, rank, step, ts_ns, end_ns,
-    row_number() OVER (PARTITION BY trace, rank ORDER BY step) AS i,
-    count(*) OVER (PARTITION BY trace, rank) AS n
-  FROM steps_with(2)
-  SEMI JOIN metric_scope USING (trace, rank)
-),
-windows AS (
-  SELECT trace, rank, step, ts_ns AS window_start, end_ns AS window_end
-  FROM numbered
-  WHERE n <= 2 OR (i > 1 AND i < n)
+WITH windows AS (  -- the inner steps (sql/views/steps.sql)
+  SELECT * FROM inner_step_windows(2, metric_scope)
 ),
 kernels AS (
   SELECT
