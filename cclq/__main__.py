@@ -1,5 +1,5 @@
 """``python -m cclq`` is the same as the ``cclq`` command."""
 
-from cclq.cli import main
+from cclq.cli.app import main
 
 main()

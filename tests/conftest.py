@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cclq.engine import connect
-from cclq.ingest import IngestReport, ingest
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.ingest.report import IngestReport
+from cclq.ingest.run import ingest
+from cclq.store.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CCLQ_SHARED", REPO.parent / "shared"))
@@ -49,7 +50,7 @@ def query(wh: Warehouse, sql: str, params: list | None = None) -> list[tuple]:
 
 def metric_rows(wh: Warehouse, name: str, trace: str | None = None) -> list[dict]:
     """One metric's rows (the latest version, every trace or one), on a connection of its own."""
-    from cclq.metrics import resolve, run_metric
+    from cclq.query.metrics import resolve, run_metric
 
     con = connect(wh)
     try:
@@ -63,7 +64,7 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
     """Runs the real `cclq` entry point in a subprocess (exit codes, stderr)."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-c", "from cclq.cli import main; main()", *args],
+        [sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
         capture_output=True, text=True, env=full_env, cwd=cwd,
     )
 
@@ -80,7 +81,7 @@ def write_trace(path: Path, events: list, **top) -> Path:
 def board_site(tmp_path_factory: pytest.TempPathFactory):
     """A warehouse of six workloads and the board built from it (once per session):
     (warehouse root, site folder, the BoardResult)."""
-    from cclq.board.build import build_board
+    from cclq.present.board.build import build_board
     from presentation_traces import board_workloads
 
     root = tmp_path_factory.mktemp("board")

@@ -7,7 +7,7 @@ import csv
 import io
 import json
 
-from cclq.synth import generate_workload
+from cclq.dev.synth.kineto import generate_workload
 from conftest import run_cli
 
 
@@ -42,7 +42,7 @@ def test_ingest_bench_reports_every_input_against_raw_ijson(tmp_path):
 
 
 def test_sizes_say_megabytes_and_ranks():
-    from cclq.bench import parse_sizes
+    from cclq.dev.bench.run import parse_sizes
 
     assert parse_sizes("250, 1000x1,127x2", 8) == [(250, 8), (1000, 1), (127, 2)]
 
@@ -75,8 +75,8 @@ def test_board_bench_times_the_four_cases_over_the_copies():
 
 def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
     """Copies must not share file ids: HTA's views join on the file id alone."""
-    from cclq.bench import board_warehouse
-    from cclq.warehouse import Warehouse
+    from cclq.dev.bench.run import board_warehouse
+    from cclq.store.warehouse import Warehouse
     from conftest import query
 
     wh = Warehouse(board_warehouse(tmp_path, 3))
@@ -90,7 +90,7 @@ def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
 
 
 def test_scale_bench_ingests_copies_and_checks_the_limited_run(tmp_path):
-    from cclq.bench_scale import run_scale_bench
+    from cclq.dev.bench.scale import run_scale_bench
 
     generate_workload(tmp_path / "src", ranks=2, steps=2, layers=1, seed=9)
     rows = run_scale_bench(tmp_path / "src", [1, 3], metrics=("total_kernel_time",), memory_limit="100MB",
@@ -104,7 +104,7 @@ def test_scale_bench_ingests_copies_and_checks_the_limited_run(tmp_path):
 
 
 def test_main_loop_bench_runs_every_call_both_ways(tmp_path):
-    from cclq.bench_scale import run_main_loop_bench
+    from cclq.dev.bench.scale import run_main_loop_bench
 
     for i in range(2):
         generate_workload(tmp_path / "traces" / f"w{i}", ranks=2, steps=2, layers=1, seed=i)

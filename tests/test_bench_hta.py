@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cclq.bench_hta import HTA_METRICS, format_table, hta_metric_names, run_hta_bench
-from cclq.metrics import registry
-from cclq.synth import KinetoTraceBuilder
+from cclq.dev.bench.hta import HTA_METRICS, format_table, hta_metric_names, run_hta_bench
+from cclq.query.metrics import registry
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 
 COLUMNS = {"case", "seconds", "wall_s", "peak_rss_mb", "speedup_vs_hta", "wall_speedup_vs_hta",
            "memory_ratio_vs_hta", "detail", "errors"}
@@ -90,7 +90,7 @@ def test_rank_copies_make_a_multi_rank_set(tmp_path: Path) -> None:
     import gzip
     import json
 
-    from cclq.bench_hta import rank_copies
+    from cclq.dev.bench.hta import rank_copies
 
     src = tmp_path / "t.json.gz"
     src.write_bytes(gzip.compress(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 2},

@@ -11,12 +11,12 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-from cclq.board.build import board_specs, build_board
-from cclq.board.svg import Series, bar_chart, line_chart, nice_ticks
-from cclq.engine import connect
-from cclq.metrics import LEADERBOARD_CATEGORIES, parse_metric_file, registry, resolve, run_metric
-from cclq.render import format_number
-from cclq.warehouse import Warehouse
+from cclq.present.board.build import board_specs, build_board
+from cclq.present.board.svg import Series, bar_chart, line_chart, nice_ticks
+from cclq.query.engine import connect
+from cclq.query.metrics import LEADERBOARD_CATEGORIES, parse_metric_file, registry, resolve, run_metric
+from cclq.present.render import format_number
+from cclq.store.warehouse import Warehouse
 from conftest import run_cli, run_ingest
 from presentation_traces import SCRIPT_MODEL, board_workloads, two_rank_run
 
@@ -213,7 +213,7 @@ def test_a_failing_metric_is_na_with_its_reason_not_a_broken_page(tmp_path: Path
         "-- polarity: higher\n-- leaderboard: memory\n-- description: a metric whose SQL fails at run time\n"
         "SELECT trace, error('boom: ' || trace)::DOUBLE AS value FROM metric_scope\n")
     broken = parse_metric_file(folder / "v1.sql")
-    monkeypatch.setattr("cclq.board.build.board_specs", lambda all_metrics=False: [*board_specs(), broken])
+    monkeypatch.setattr("cclq.present.board.build.board_specs", lambda all_metrics=False: [*board_specs(), broken])
     two_rank_run(tmp_path / "in" / "run_a")
     wh = Warehouse(tmp_path / "wh")
     run_ingest([tmp_path / "in"], wh)

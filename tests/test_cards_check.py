@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cclq.card_check import check_card_document, check_card_file, check_paths
-from cclq.cards import find_card, load_card
-from cclq.synth import KinetoTraceBuilder
+from cclq.cards.check import check_card_document, check_card_file
+from cclq.ingest.plan import check_input_cards
+from cclq.cards.load import find_card, load_card
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import REPO, SHARED_TRACES, query, require_shared, run_cli, run_ingest
 
 GOOD_CARD = """\
@@ -223,7 +224,7 @@ def test_cli_prints_one_line_per_problem_and_exits_1(tmp_path: Path):
 
 
 def test_the_sample_workload_card_is_clean():
-    report = check_paths([REPO / "trace_collection"])
+    report = check_input_cards([REPO / "trace_collection"])
     assert len(report.cards) == 1 and report.problems == []
 
 
@@ -231,7 +232,7 @@ def test_real_cards_are_accepted_except_what_is_really_wrong():
     """The shared cards follow the template; the DLRM card says ep 8 for a model without
     experts (its embedding tables are sharded, which the template has no field for)."""
     require_shared()
-    report = check_paths([SHARED_TRACES])
+    report = check_input_cards([SHARED_TRACES])
     assert len(report.cards) == 5
     assert [(Path(p.path).parent.name, p.field) for p in report.problems] == [
         ("dlrm_param_8xV100", "Model-executor.model_plan_parallelization.ep")]

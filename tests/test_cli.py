@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cclq.cli import app
+from cclq.cli.app import app
 from conftest import run_cli, write_trace
 
 COMMANDS = ["ingest", "traces", "sql", "shell"]

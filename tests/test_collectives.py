@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from cclq.engine import connect
-from cclq.metrics import resolve, run_metric
-from cclq.synth import KinetoTraceBuilder
+from cclq.query.engine import connect
+from cclq.query.metrics import resolve, run_metric
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import require_shared, run_ingest
 
 SENDRECV_OLD = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
@@ -165,7 +165,7 @@ def _build(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    from cclq.warehouse import Warehouse
+    from cclq.store.warehouse import Warehouse
 
     root = tmp_path_factory.mktemp("coll")
     _build(root / "in")
@@ -403,7 +403,7 @@ def _load(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
-    from cclq.warehouse import Warehouse
+    from cclq.store.warehouse import Warehouse
 
     traces = require_shared()
     wh = Warehouse(tmp_path_factory.mktemp("coll_real") / "wh")

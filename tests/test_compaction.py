@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-import cclq.compaction as compaction
-from cclq.engine import connect
-from cclq.metrics import latest_specs, run_metric
-from cclq.synth import KinetoTraceBuilder, generate_workload
-from cclq.warehouse import Warehouse
+import cclq.store.compaction as compaction
+from cclq.query.engine import connect
+from cclq.query.metrics import latest_specs, run_metric
+from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_workload
+from cclq.store.warehouse import Warehouse
 from conftest import query, run_cli, run_ingest
 
 

@@ -5,7 +5,7 @@ record_param_comms. Every expected number is worked out below from the arguments
 
 from __future__ import annotations
 
-from cclq.synth import KinetoTraceBuilder
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import query, run_ingest
 
 MS = 1_000_000  # ns

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cclq import daemon
-from cclq.synth import generate_workload
+from cclq.compat import daemon
+from cclq.dev.synth.kineto import generate_workload
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def setup(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "CCLQ_DAEMON": "1", "CCLQ_DAEMON_IDLE_S": "60",
            "CCLQ_WAREHOUSE": str(tmp_path / "wh")}
     yield tmp_path, env
-    subprocess.run([sys.executable, "-m", "cclq.daemon", "--stop"], env=env, capture_output=True)
+    subprocess.run([sys.executable, "-m", "cclq.compat.daemon_process", "--stop"], env=env, capture_output=True)
 
 
 def _main(env: dict, *args: str, cwd: Path | None = None, daemon_on: bool = True) -> subprocess.CompletedProcess:
@@ -71,7 +71,7 @@ def test_a_warm_call_never_imports_duckdb_and_uses_the_callers_folder(setup):
     first = _main(env, "--trace", str(tmp_path / "in" / "a"), "--metric", "total_kernel_time")
     assert first.returncode == 0, first.stderr
     probe = ("import sys, runpy\nsys.argv = ['cclq.main', '--trace', 'in/a', '--metric', 'total_kernel_time']\n"
-             "from cclq.main import main\nrc = main()\n"
+             "from cclq.compat.main import main\nrc = main()\n"
              "print('duckdb' in sys.modules, 'pyarrow' in sys.modules, file=sys.stderr)\nsys.exit(rc)")
     warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert warm.returncode == 0, warm.stderr

@@ -17,19 +17,16 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from cclq.distributed import (  # noqa: E402  (after the skip)
-    _DaskParses,
-    check_workers,
-    plan_partitions,
-    run_metric_on_dask,
-    run_metrics_on_dask,
-)
-from cclq.engine import connect  # noqa: E402
+from cclq.ingest.dask import _DaskParses, check_workers  # noqa: E402  (after the skip)
+from cclq.query.dask import plan_partitions, run_metric_on_dask, run_metrics_on_dask  # noqa: E402
+from cclq.query.engine import connect  # noqa: E402
 from cclq.errors import TraceFileError, UsageError  # noqa: E402
-from cclq.ingest import PARSER_DIED, FileTask, IngestReport, ingest  # noqa: E402
-from cclq.metrics import latest_specs, resolve, run_metric, run_metrics  # noqa: E402
+from cclq.ingest.parse import FileTask, PARSER_DIED
+from cclq.ingest.report import IngestReport
+from cclq.ingest.run import ingest
+from cclq.query.metrics import latest_specs, resolve, run_metric, run_metrics  # noqa: E402
 from cclq.schema import TABLE_SCHEMAS  # noqa: E402
-from cclq.warehouse import Warehouse  # noqa: E402
+from cclq.store.warehouse import Warehouse  # noqa: E402
 from conftest import run_cli, write_trace  # noqa: E402
 from presentation_traces import board_workloads  # noqa: E402
 
@@ -132,7 +129,7 @@ class KillParses(distributed.WorkerPlugin):
         self.fragment, self.mode, self.log = fragment, mode, log
 
     def setup(self, worker) -> None:
-        import cclq.ingest as ingest_module
+        import cclq.ingest.parse as ingest_module
 
         self.real = real = ingest_module.parse_file
 
@@ -147,7 +144,7 @@ class KillParses(distributed.WorkerPlugin):
         ingest_module.parse_file = parse_file
 
     def teardown(self, worker) -> None:
-        import cclq.ingest as ingest_module
+        import cclq.ingest.parse as ingest_module
 
         ingest_module.parse_file = self.real
 
@@ -260,9 +257,9 @@ def test_workers_that_run_other_code_or_see_another_warehouse_are_refused(cluste
     wh, _report = local_wh
     probe = wh.catalog_dir / wh.current_id() / "files.parquet"
     check_workers(client, wh.root, probe)  # the same code, the same files: fine
-    import cclq.distributed as dist
+    import cclq.ingest.dask as dist
 
-    monkeypatch.setattr(dist, "code_fingerprint", lambda: "another cclq")  # this process only
+    monkeypatch.setattr(dist, "code_content_digest", lambda: "another cclq")  # this process only
     with pytest.raises(UsageError, match="runs a different cclq"):
         check_workers(client, wh.root, probe)
     monkeypatch.undo()
@@ -383,8 +380,8 @@ def test_dask_is_imported_only_when_asked_for(tmp_path):
     import sys
 
     write_trace(tmp_path / "w" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
-    code = ("import sys; from cclq.cli import app; from cclq.ingest import ingest; from cclq.metrics import run_metric; "
-            "from cclq.warehouse import Warehouse; "
+    code = ("import sys; from cclq.cli.app import app; from cclq.ingest.run import ingest; from cclq.query.metrics import run_metric; "
+            "from cclq.store.warehouse import Warehouse; "
             f"ingest([{str(tmp_path / 'w')!r}], Warehouse({str(tmp_path / 'wh')!r}), jobs=1); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cclq.warehouse import Warehouse
+from cclq.store.warehouse import Warehouse
 from conftest import run_cli, run_ingest
 from presentation_traces import two_rank_run
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cclq.cli import app
-from cclq.metrics import registry
+from cclq.cli.app import app
+from cclq.query.metrics import registry
 from conftest import REPO
 
 README = (REPO / "README.md").read_text()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cclq.synth import KinetoTraceBuilder
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import SHARED_TRACES, query, require_shared, run_cli, run_ingest
 
 

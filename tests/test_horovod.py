@@ -1,5 +1,5 @@
 """Horovod timelines: read (also unterminated and truncated), phases, negotiations,
-collectives and the Horovod metrics, on a timeline placed by hand (cclq.synth_horovod,
+collectives and the Horovod metrics, on a timeline placed by hand (cclq.dev.synth.horovod,
 which writes what Horovod's TimelineWriter writes). Expected values are worked out in
 the comments from the placements."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from cclq.formats.chrome import HOROVOD_TRUNCATED, HOROVOD_UNTERMINATED
-from cclq.synth_horovod import HorovodTimelineBuilder
+from cclq.formats.chrome.ijson_reader import HOROVOD_TRUNCATED, HOROVOD_UNTERMINATED
+from cclq.dev.synth.horovod import HorovodTimelineBuilder
 from conftest import metric_rows, query, run_ingest
 
 EPOCH_US = 1_700_000_000_000_000

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from cclq.engine import connect
-from cclq.ingest import trace_id_for
-from cclq.metrics import registry, resolve, run_metric
-from cclq.synth import KinetoTraceBuilder
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.ingest.plan import trace_id_for
+from cclq.query.metrics import registry, resolve, run_metric
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.store.warehouse import Warehouse
 from conftest import REPO, query, run_cli, run_ingest, write_trace
 
 
@@ -70,7 +70,7 @@ def test_trace_folders_decode_to_the_trace_id_in_hive_readers(tmp_path):
     """Folder names are for people and other engines: each must decode to its id."""
     import duckdb
 
-    from cclq.warehouse import trace_folder
+    from cclq.store.warehouse import trace_folder
 
     ids = ["NULL", "nULl", "__HIVE_DEFAULT_PARTITION__", "a%2Fb", "x y", "true", "0123", "a'b", "é"]
     con = duckdb.connect()
@@ -108,7 +108,7 @@ def test_an_ingest_that_commits_while_a_connection_is_set_up_changes_nothing_it_
     was cached under the key of the new inputs. Here the ingest lands exactly there."""
     import duckdb
 
-    import cclq.engine as engine
+    import cclq.query.engine as engine
 
     _gpu_trace(tmp_path / "in" / "a" / "rank0.json")
     run_ingest([tmp_path / "in"], wh)
@@ -162,7 +162,7 @@ def test_queries_during_ingests_see_consistent_snapshots(tmp_path, wh):
             name = "abcd"[i % 4]
             for r in range(4):  # a new version of one trace: other sizes, same names
                 _gpu_trace(tmp_path / "in" / name / f"rank{r}.json", rank=r, world=4, kernels=1 + (i + r) % 5)
-            done = subprocess.run([sys.executable, "-c", "from cclq.cli import main; main()", "ingest",
+            done = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest",
                                    str(tmp_path / "in" / name), "-w", str(wh.root), "-q", "-j", "1"],
                                   capture_output=True, text=True)
             if done.returncode != 0:
@@ -236,7 +236,7 @@ def test_force_replaces_a_trace_only_once_the_new_data_is_committed(tmp_path, wh
 # ------------------------------------------------ 6. file rewritten while read
 def test_a_file_rewritten_while_it_is_read_is_read_again(tmp_path, wh, monkeypatch):
     """Rows of two versions, a state the file never had, were recorded as up to date."""
-    from cclq.formats.chrome import ChromeReader
+    from cclq.formats.chrome.reader import ChromeReader
 
     path = _gpu_trace(tmp_path / "work" / "rank0.json", kernels=2)
     real_read = ChromeReader.read
@@ -293,7 +293,7 @@ def test_ad_hoc_sql_is_read_only(tmp_path, wh):
 def test_an_unforeseen_error_in_a_reader_fails_that_file_alone(tmp_path, wh, monkeypatch):
     """An exception that was not cclq's per-file error type aborted the whole run with
     "this is a bug in cclq", naming no file, and skipped every workload not yet committed."""
-    from cclq.formats.chrome import ChromeReader
+    from cclq.formats.chrome.reader import ChromeReader
 
     for name in ("a", "b", "c"):
         _gpu_trace(tmp_path / "in" / name / "rank0.json")
@@ -327,7 +327,7 @@ def test_a_card_with_numbers_that_fit_no_column_does_not_stop_the_ingest(tmp_pat
 
 # ---------------------------------------------------------------- 9. disk full
 def test_a_full_disk_fails_the_file_and_stops_the_run_cleanly(tmp_path, wh, monkeypatch):
-    import cclq.writer as writer_module
+    import cclq.store.writer as writer_module
 
     for r in range(4):
         _gpu_trace(tmp_path / "work" / f"rank{r}.json", rank=r, world=4)
@@ -354,7 +354,7 @@ def test_a_full_disk_fails_the_file_and_stops_the_run_cleanly(tmp_path, wh, monk
 _CAPPED = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))  # 2 GiB: the bomb needs > 3 GB
-from cclq.cli import main
+from cclq.cli.app import main
 sys.argv = ["cclq", *sys.argv[1:]]
 main()
 """
@@ -411,7 +411,7 @@ def test_a_newline_in_a_file_name_stays_on_one_error_line(tmp_path):
 
 # ---------------------------------------------------- 15. read-only warehouse
 def test_a_read_only_warehouse_still_computes_metrics(tmp_path, wh, monkeypatch, capsys):
-    import cclq.metrics as metrics_module
+    import cclq.query.metrics as metrics_module
 
     _gpu_trace(tmp_path / "in" / "work" / "rank0.json")
     run_ingest([tmp_path / "in"], wh)
@@ -482,7 +482,7 @@ def test_a_changed_metric_header_is_not_served_from_the_cache(tmp_path, wh, monk
         -- description: kernels
         SELECT trace, count(*) AS value FROM kernels GROUP BY trace
     """)
-    monkeypatch.setattr("cclq.metrics.sql_root", lambda: sql)
+    monkeypatch.setattr("cclq.query.metrics.sql_root", lambda: sql)
     units = []
     for unit in ("count", "kernels"):
         (sql / "metrics" / "demo" / "v1.sql").write_text(text.format(unit=unit))

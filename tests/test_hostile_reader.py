@@ -25,9 +25,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from cclq.formats import events as ev  # noqa: E402
+from cclq.formats.chrome import events as ev  # noqa: E402
 from cclq.formats.limits import MIB, ReadLimits  # noqa: E402
-from cclq.formats.reading import ReadOptions  # noqa: E402
+from cclq.formats.base import ReadOptions  # noqa: E402
 from conftest import metric_rows, query, run_ingest, write_trace  # noqa: E402
 from readers import assert_same, both  # noqa: E402
 
@@ -46,7 +46,7 @@ def _capped(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProce
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", "from cclq.cli import main; main()", *args],
+    done = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
                           capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
     return done, time.perf_counter() - start
 
@@ -173,7 +173,7 @@ def test_a_100_mb_string_fails_in_seconds_not_minutes(tmp_path, reader):
     assert done.stderr.strip() == (f"cclq: error: {root / 'rank1.json'}: a JSON string or number longer than "
                                    f"16 MiB at byte {at} (limit --max-string-mb)")
     assert seconds < 60  # ijson alone: 32 s for the parse of such a string, on a quiet machine
-    rows = subprocess.run([sys.executable, "-c", "from cclq.cli import main; main()", "sql",
+    rows = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "sql",
                            "SELECT count(*) FROM events", "-w", str(tmp_path / "wh"), "-f", "csv"],
                           capture_output=True, text=True)
     assert rows.stdout.split() == ["count_star()", "1"]  # the good file went in

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cclq.ingest import rank_from_name
-from cclq.synth_xla import TpuTraceSpec, write_tpu_trace
+from cclq.formats.base import rank_from_name
+from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from conftest import query, run_cli, run_ingest, write_trace
 
 EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]

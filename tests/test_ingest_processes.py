@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import cclq.ingest as ingest_module
-from cclq.synth import generate_rank_trace
+import cclq.ingest.parse as ingest_module
+from cclq.dev.synth.kineto import generate_rank_trace
 from conftest import query, run_ingest, write_trace
 
 GOOD_EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
@@ -53,7 +53,7 @@ def test_a_killed_parallel_ingest_leaves_no_worker_holding_the_lock(tmp_path, wh
     for rank in range(2):
         generate_rank_trace(big / f"rank{rank}.json", rank, 2, target_bytes=20_000_000)
     write_trace(tmp_path / "small" / "rank0.json", GOOD_EVENTS, distributedInfo={"rank": 0, "world_size": 1})
-    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(big),
+    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(big),
                              "-w", str(wh.root), "-q", "-j", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -69,7 +69,7 @@ def test_a_killed_parallel_ingest_leaves_no_worker_holding_the_lock(tmp_path, wh
     finally:
         for pid in filter(_alive, workers):  # no orphan outlives a failed test
             os.kill(pid, signal.SIGKILL)
-    nxt = subprocess.run([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(big),
+    nxt = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(big),
                           str(tmp_path / "small"), "-w", str(wh.root), "-q", "-j", "2"],
                          capture_output=True, text=True, timeout=60)
     assert nxt.returncode == 0, nxt.stderr
@@ -128,15 +128,16 @@ def test_a_file_whose_parser_died_once_is_retried(tmp_path, wh, monkeypatch):
 
 _ORPHAN_SCRIPT = """
 import os, sys, time
-import cclq.ingest as ingest
-from cclq.warehouse import Warehouse
+import cclq.proc as proc
+from cclq.ingest import parse
+from cclq.store.warehouse import Warehouse
 
-ingest._die_with_parent = lambda parent_pid: None  # here only the closed descriptor protects the lock
+proc.die_with_parent = lambda parent_pid: None  # here only the closed descriptor protects the lock
 wh = Warehouse(sys.argv[1])
 with wh.lock():
     pid = os.fork()
     if pid == 0:  # a parser worker that will outlive its parent
-        ingest._init_worker(None, wh.lock_fd, os.getppid())
+        parse.init_worker(None, wh.lock_fd, os.getppid())
         time.sleep(120)
         os._exit(0)
     with open(sys.argv[2], "w") as f:

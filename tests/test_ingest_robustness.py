@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cclq.warehouse import Warehouse
+from cclq.store.warehouse import Warehouse
 from conftest import query, run_cli, run_ingest, write_trace
 
 GOOD_EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
@@ -105,8 +105,8 @@ def test_the_garbage_collector_is_paused_only_while_a_file_is_parsed(tmp_path, w
     given up by the fast reader and read again by ijson: both parse with the GC paused."""
     import gc
 
-    import cclq.formats.chrome as chrome
-    import cclq.formats.chrome_fast as chrome_fast
+    import cclq.formats.chrome.ijson_reader as chrome
+    import cclq.formats.chrome.fast_reader as chrome_fast
 
     seen: list[tuple[str, bool]] = []
     real_items = chrome.ijson.items
@@ -229,7 +229,7 @@ def test_killed_ingest_leaves_the_warehouse_as_it_was(tmp_path, wh):
     run_ingest([small], wh)
     before = [p.relative_to(wh.root) for p in _visible_parquet(wh.root)]
     big = _big_trace(tmp_path / "big" / "rank0.json", 400_000)
-    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(big.parent),
+    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(big.parent),
                              "-w", str(wh.root), "-q", "-j", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
     while time.time() < deadline and not any(wh.tmp_dir.glob("*.parquet")):
@@ -252,7 +252,7 @@ def test_concurrent_ingests_into_one_warehouse_both_land(tmp_path, wh):
         _good(root, "rank1.json", 1)
         roots.append(root)
     procs = [
-        subprocess.Popen([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(r),
+        subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(r),
                           "-w", str(wh.root), "-q", "-j", "1"], stderr=subprocess.PIPE, text=True)
         for r in roots
     ]
@@ -323,7 +323,7 @@ def test_a_commit_that_fails_fails_that_file_alone(tmp_path, wh, monkeypatch):
     """The snapshot holding rank1's rows cannot be written (an I/O error): the batch is
     committed again file by file, rank1 fails, the files around it are committed, its data
     file is collected, and a later run takes it."""
-    import cclq.warehouse as warehouse_module
+    import cclq.store.warehouse as warehouse_module
 
     root = tmp_path / "work"
     for r in range(3):
@@ -354,7 +354,7 @@ def test_a_catalog_row_that_cannot_be_built_fails_that_file_alone(tmp_path, wh, 
     a bug that stopped the run. Now that file fails; the one after it is committed."""
     import pyarrow as pa
 
-    import cclq.ingest as ingest_module
+    import cclq.ingest.commit as ingest_module
 
     root = tmp_path / "work"
     _good(root, "rank0.json", 0)
@@ -379,7 +379,7 @@ def test_a_catalog_row_that_cannot_be_built_fails_that_file_alone(tmp_path, wh, 
 def test_catalog_keeps_the_types_of_all_null_columns(tmp_path, wh):
     import pyarrow.parquet as pq
 
-    from cclq.warehouse import FILES_SCHEMA, STATS_SCHEMA
+    from cclq.store.warehouse import FILES_SCHEMA, STATS_SCHEMA
 
     _good(tmp_path / "work")  # nothing dropped: drop_reasons is NULL in every row
     run_ingest([tmp_path / "work"], wh)
@@ -404,11 +404,11 @@ def test_a_fifo_is_never_read(tmp_path):
     fifo = root / "rank1.json"
     os.mkfifo(fifo)  # reading it would block forever
     wh_root = str(tmp_path / "wh")
-    result = subprocess.run([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(root),
+    result = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(root),
                              "-w", wh_root, "-q"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr  # passed by while walking the folder
     assert query(Warehouse(Path(wh_root)), "SELECT relpath FROM files") == [("rank0.json",)]
-    result = subprocess.run([sys.executable, "-c", "from cclq.cli import main; main()", "ingest", str(fifo),
+    result = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(fifo),
                              "-w", wh_root, "-q"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1  # named on the command line: it fails alone
     assert [x for x in result.stderr.splitlines() if x.startswith("cclq:")] == [

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cclq.formats.chrome import XPROF_END_MARKER
-from cclq.warehouse import Warehouse
+from cclq.formats.chrome.ijson_reader import XPROF_END_MARKER
+from cclq.store.warehouse import Warehouse
 from conftest import query, require_shared, run_ingest
 
 

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from cclq.engine import connect, memory_limit
+from cclq.query.engine import connect, memory_limit
 from cclq.errors import UsageError
-from cclq.synth import generate_workload
+from cclq.dev.synth.kineto import generate_workload
 from conftest import run_cli, run_ingest
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cclq.engine import connect
-from cclq.metrics import cache_key, cached_result, latest_specs, metric_key, resolve, run_metric
-from cclq.synth import generate_workload
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.query.metrics import cache_key, cached_result, latest_specs, metric_key, resolve, run_metric
+from cclq.dev.synth.kineto import generate_workload
+from cclq.store.warehouse import Warehouse
 from conftest import run_cli, run_ingest
 
 
@@ -81,8 +81,8 @@ def test_metric_usage_errors_are_one_line(two_workloads, args, message):
 def test_a_failing_metric_among_several_exits_3_and_the_others_print(two_workloads, monkeypatch):
     from typer.testing import CliRunner
 
-    import cclq.metrics as metrics
-    from cclq.cli import app
+    import cclq.query.metrics as metrics
+    from cclq.cli.app import app
 
     real = metrics._run_query
 
@@ -116,7 +116,7 @@ def test_a_repeat_is_read_back_with_the_key_duckdb_would_compute(two_workloads):
 def test_a_repeat_cclq_metric_does_not_start_duckdb(two_workloads):
     """The cached answer comes from Parquet alone: the process never imports duckdb."""
     first = run_cli("metric", "total_kernel_time", "--all", "-w", str(two_workloads), "-f", "csv")
-    probe = ("import sys; from cclq.cli import main\n"
+    probe = ("import sys; from cclq.cli.app import main\n"
              "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
              "print('duckdb imported' if 'duckdb' in sys.modules else 'no duckdb', file=sys.stderr)\n"
              "sys.exit(code)")

@@ -9,8 +9,8 @@ import math
 import pyarrow as pa
 import pytest
 
-from cclq.engine import connect
-from cclq.metrics import combine_results, resolve, run_metric
+from cclq.query.engine import connect
+from cclq.query.metrics import combine_results, resolve, run_metric
 from conftest import run_ingest
 from presentation_traces import two_rank_run
 
@@ -20,8 +20,8 @@ METRICS = ["hta_kernel_type_breakdown", "total_kernel_time", "coll_call_num"]
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):
-    from cclq.synth import generate_workload
-    from cclq.warehouse import Warehouse
+    from cclq.dev.synth.kineto import generate_workload
+    from cclq.store.warehouse import Warehouse
 
     root = tmp_path_factory.mktemp("runs")
     two_rank_run(root / "run_a")

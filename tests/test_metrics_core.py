@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cclq.engine import connect
-from cclq.metrics import resolve, run_metric
-from cclq.synth import KinetoTraceBuilder
+from cclq.query.engine import connect
+from cclq.query.metrics import resolve, run_metric
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import require_shared, run_ingest
 
 NO_STEPS = "no steps (no ProfilerStep#N annotations, no XLA steps)"
@@ -45,7 +45,7 @@ def _build(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    from cclq.warehouse import Warehouse
+    from cclq.store.warehouse import Warehouse
 
     root = tmp_path_factory.mktemp("core")
     _build(root / "in")
@@ -132,7 +132,7 @@ def _intersection(a, b) -> Decimal:
 
 def test_dlrm_eight_ranks_in_one_query(tmp_path):
     traces = require_shared()
-    from cclq.warehouse import Warehouse
+    from cclq.store.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "wh")
     run_ingest([traces / "dlrm_param_8xV100"], wh, jobs=2)

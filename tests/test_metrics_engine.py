@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cclq.engine import connect
+from cclq.query.engine import connect
 from cclq.errors import UsageError
-from cclq.metrics import parse_metric_file, registry, resolve, run_metric
-from cclq.synth import KinetoTraceBuilder
+from cclq.query.metrics import parse_metric_file, registry, resolve, run_metric
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import REPO, run_cli, run_ingest
 
 
@@ -94,7 +94,7 @@ def test_latest_version_runs_unless_pinned(tmp_path, monkeypatch, two):
     header = "-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- category: compute\n-- polarity: neutral\n-- description: demo\n"
     (d / "v1.sql").write_text(header.format(v=1) + "SELECT trace, 1 AS value FROM metric_scope GROUP BY trace")
     (d / "v2.sql").write_text(header.format(v=2) + "SELECT trace, 2 AS value FROM metric_scope GROUP BY trace")
-    monkeypatch.setattr("cclq.metrics.sql_root", lambda: sql)
+    monkeypatch.setattr("cclq.query.metrics.sql_root", lambda: sql)
     registry.cache_clear()
     try:
         con = connect(two)
@@ -123,7 +123,7 @@ def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_pa
                CASE WHEN n_chips IS NULL THEN 'needs n_chips' END AS reason
         FROM metric_params
     """))
-    monkeypatch.setattr("cclq.metrics.sql_root", lambda: sql)
+    monkeypatch.setattr("cclq.query.metrics.sql_root", lambda: sql)
     registry.cache_clear()
     try:
         con = connect(two)
@@ -269,7 +269,7 @@ def test_connections_and_the_shell_read_the_files_of_one_snapshot(tmp_path, wh):
     and for a selection, and a connection keeps reading its snapshot after more ingests."""
     import duckdb
 
-    from cclq.engine import setup_script
+    from cclq.query.engine import setup_script
 
     _two_traces(tmp_path / "in")
     run_ingest([tmp_path / "in"], wh)
@@ -296,7 +296,7 @@ def test_connections_and_the_shell_read_the_files_of_one_snapshot(tmp_path, wh):
 def test_connections_draw_no_progress_bar_on_stdout(two):
     """DuckDB's bar goes to stdout for queries past 2 s, into CSV a user redirects; the
     slow query that shows it is too slow for a test, so the setting is checked."""
-    from cclq.engine import connect
+    from cclq.query.engine import connect
 
     con = connect(two)
     try:

@@ -19,10 +19,10 @@ from typing import Any, Iterator
 import duckdb
 import pytest
 
-from cclq.engine import connect
-from cclq.metrics import resolve, run_metric
-from cclq.synth import KinetoTraceBuilder, Micros
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.query.metrics import resolve, run_metric
+from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
+from cclq.store.warehouse import Warehouse
 from conftest import query, require_shared, run_ingest
 
 # --------------------------------------------------------------------------------------

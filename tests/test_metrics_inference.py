@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from cclq.engine import connect
-from cclq.metrics import resolve, run_metric
-from cclq.synth import KinetoTraceBuilder
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.query.metrics import resolve, run_metric
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.store.warehouse import Warehouse
 from conftest import require_shared, run_ingest
 
 US = 1_000  # ns per microsecond

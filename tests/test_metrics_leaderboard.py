@@ -23,11 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from cclq.engine import connect
-from cclq.metrics import resolve, run_metric, summarize
-from cclq.synth import KinetoTraceBuilder
-from cclq.synth_xla import DTYPE_BYTES, TpuTraceSpec, write_tpu_trace
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.query.metrics import resolve, run_metric, summarize
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.dev.synth.xla import DTYPE_BYTES, TpuTraceSpec, write_tpu_trace
+from cclq.store.warehouse import Warehouse
 from conftest import require_shared, run_ingest
 
 US = 1_000  # ns per microsecond

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from cclq.engine import connect
-from cclq.main import main as cclq_main
-from cclq.metrics import parse_metric_file, resolve, run_metric, summarize, summary_rule
-from cclq.synth import KinetoTraceBuilder
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.compat.main import main as cclq_main
+from cclq.query.metrics import parse_metric_file, resolve, run_metric, summarize, summary_rule
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.store.warehouse import Warehouse
 from conftest import run_ingest
 
 US = 1_000

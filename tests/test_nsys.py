@@ -1,7 +1,7 @@
 """Nsight Systems SQLite exports: the same events, views and metrics as Kineto traces.
 
 Numbers are computed in the tests from the raw SQLite with plain ``sqlite3`` queries, or
-placed by hand with ``cclq.synth_nsys`` / ``cclq.synth``.
+placed by hand with ``cclq.dev.synth.nsys`` / ``cclq.dev.synth.kineto``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cclq.synth import KinetoTraceBuilder
-from cclq.synth_nsys import NsysExportBuilder
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.dev.synth.nsys import NsysExportBuilder
 from conftest import SHARED_TRACES, metric_rows, query, require_shared, run_cli, run_ingest
 
 BASE = 1_700_000_000_000_000_000

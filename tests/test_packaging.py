@@ -40,7 +40,7 @@ def test_installed_wheel_finds_its_sql(wheel, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True)
     code = (
-        "import cclq.sqlfiles as s, json; root = s.sql_root(); "
+        "import cclq.query.sqlfiles as s, json; root = s.sql_root(); "
         "print(json.dumps([str(root)] + sorted(p.relative_to(root).as_posix() for p in root.rglob('*.sql'))))"
     )
     # -S: no site-packages, so the editable install of this checkout cannot answer

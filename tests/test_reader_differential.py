@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from cclq.formats.detect import detect
-from cclq.synth import KinetoTraceBuilder, generate_rank_trace
-from cclq.synth_xla import TpuTraceSpec, write_tpu_trace
+from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_rank_trace
+from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from conftest import SHARED, query, require_shared, run_ingest
 from readers import assert_same, both, read_with
 
-import cclq.formats.chrome_fast as chrome_fast
+import cclq.formats.chrome.fast_reader as chrome_fast
 
 
 def _chrome_files(root: Path) -> list[Path]:
@@ -202,8 +202,8 @@ def test_invalid_json_fails_with_the_same_message_from_both_readers(tmp_path):
 
 def test_ingest_of_the_shared_traces_gives_the_same_warehouse_with_both_readers(tmp_path):
     """Every table a user queries: events, files (but for which reader and when), stats."""
-    from cclq.formats.reading import ReadOptions
-    from cclq.warehouse import Warehouse
+    from cclq.formats.base import ReadOptions
+    from cclq.store.warehouse import Warehouse
 
     root = require_shared()
     fast_wh, ref_wh = Warehouse(tmp_path / "fast"), Warehouse(tmp_path / "ijson")

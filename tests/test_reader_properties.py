@@ -15,7 +15,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import cclq.formats.chrome_fast as chrome_fast  # noqa: E402
+import cclq.formats.chrome.fast_reader as chrome_fast  # noqa: E402
 import cclq.formats.source as source  # noqa: E402
 from cclq.schema import PROMOTED_ARGS  # noqa: E402
 from readers import assert_same, both  # noqa: E402

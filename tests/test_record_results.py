@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cclq.cards import card_table, load_card
+from cclq.cards.load import card_table, load_card
 from cclq.record import card as record_card
 from cclq.record import results
 from cclq.record.config import PRIMITIVES, SIZE_KEYS, Run, expand

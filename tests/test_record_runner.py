@@ -77,7 +77,7 @@ def test_cclq_help_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys; from cclq.cli import app; sys.exit('torch' in sys.modules)"
+    code = "import sys; from cclq.cli.app import app; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cclq.metrics import CATEGORIES, registry
+from cclq.query.metrics import CATEGORIES, registry
 from conftest import run_cli, run_ingest
 from presentation_traces import two_rank_run
 
@@ -33,7 +33,7 @@ metric_source:
 @pytest.fixture(scope="module")
 def run_a(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A warehouse with run_a; the first report computes (and caches) every metric."""
-    from cclq.warehouse import Warehouse
+    from cclq.store.warehouse import Warehouse
 
     root = tmp_path_factory.mktemp("report")
     two_rank_run(root / "in" / "run_a", card=CARD)

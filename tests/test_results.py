@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cclq.synth import KinetoTraceBuilder
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import metric_rows, query, run_ingest
 
 DDLB_HEADER = ("implementation,mean_time (ms),std_time,min_time,max_time,m,n,k,dtype,Throughput (TFLOPS),"

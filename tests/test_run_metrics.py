@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from cclq import metrics
-from cclq.engine import connect
-from cclq.metrics import parse_metric_file, resolve, run_cached_query, run_metric, run_metrics
-from cclq.synth import generate_workload
-from cclq.warehouse import Warehouse
+from cclq.query import metrics
+from cclq.query.engine import connect
+from cclq.query.metrics import parse_metric_file, resolve, run_cached_query, run_metric, run_metrics
+from cclq.dev.synth.kineto import generate_workload
+from cclq.store.warehouse import Warehouse
 from conftest import run_ingest
 
 

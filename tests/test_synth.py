@@ -1,4 +1,4 @@
-"""cclq.synth: the hand-placed builder and the streamed realistic generator."""
+"""cclq.dev.synth.kineto: the hand-placed builder and the streamed realistic generator."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cclq.synth import KinetoTraceBuilder, Micros, generate_rank_trace, generate_workload
+from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros, generate_rank_trace, generate_workload
 
 TIME_RE = re.compile(r'"(ts|dur)": (-?[0-9][0-9.eE+-]*)')
 

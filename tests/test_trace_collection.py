@@ -6,7 +6,7 @@ import gzip
 import re
 from pathlib import Path
 
-from cclq.synth import generate_workload
+from cclq.dev.synth.kineto import generate_workload
 from conftest import REPO, query, run_ingest
 
 SAMPLE = REPO / "trace_collection" / "synthetic_mlp_dp4"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from cclq.engine import connect
-from cclq.synth import KinetoTraceBuilder
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.store.warehouse import Warehouse
 from conftest import run_ingest
 
 US = 1_000
@@ -100,7 +100,7 @@ def test_gpu_ops_classified_is_version_1(con):
 
 
 def test_steps_load_after_the_xla_module_they_read():
-    from cclq.sqlfiles import view_modules
+    from cclq.query.sqlfiles import view_modules
 
     names = [m.name for m in view_modules()]
     assert names.index("xla") < names.index("steps")

@@ -12,7 +12,7 @@ import random
 import duckdb
 import pytest
 
-from cclq.sqlfiles import view_modules
+from cclq.query.sqlfiles import view_modules
 
 Interval = tuple[str, int, int, int, int]  # trace, rank, key, ts_ns, end_ns
 

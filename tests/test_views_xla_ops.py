@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from cclq.engine import connect
-from cclq.synth_xla import TpuTraceSpec, generate_tpu_trace
-from cclq.warehouse import Warehouse
+from cclq.query.engine import connect
+from cclq.dev.synth.xla import TpuTraceSpec, generate_tpu_trace
+from cclq.store.warehouse import Warehouse
 from conftest import metric_rows, run_ingest
 
 PID, STEPS_TID, OPS_TID = 1, 1, 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cclq.engine import connect, connection_snapshot
+from cclq.query.engine import connect, connection_snapshot
 from cclq.errors import UsageError
 from conftest import run_ingest, write_trace
 
@@ -63,7 +63,7 @@ def test_a_snapshot_moved_away_before_it_was_locked_is_not_read(tmp_path, wh, mo
     that way (the current reader, and a worker opening the old one by its id)."""
     import shutil
 
-    import cclq.warehouse as warehouse_module
+    import cclq.store.warehouse as warehouse_module
 
     _workload(tmp_path, "a", 1)
     run_ingest([tmp_path / "a"], wh)
@@ -94,7 +94,7 @@ def test_a_snapshot_moved_away_before_it_was_locked_is_not_read(tmp_path, wh, mo
 def test_a_file_system_without_locks_is_a_clear_error(tmp_path, wh, monkeypatch):
     import errno
 
-    import cclq.warehouse as warehouse_module
+    import cclq.store.warehouse as warehouse_module
 
     _workload(tmp_path, "a", 1)
     run_ingest([tmp_path / "a"], wh)

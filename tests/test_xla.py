@@ -15,13 +15,13 @@ from types import SimpleNamespace
 import duckdb
 import pytest
 
-from cclq.engine import connect
+from cclq.query.engine import connect
 from cclq.formats import xplane
 from cclq.formats.source import content_hash
-from cclq.metrics import resolve, run_metric
-from cclq.synth import KinetoTraceBuilder
-from cclq.synth_xla import DTYPE_BYTES, TpuTraceSpec, allreduce_ps, generate_tpu_trace, write_tpu_trace
-from cclq.warehouse import Warehouse
+from cclq.query.metrics import resolve, run_metric
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.dev.synth.xla import DTYPE_BYTES, TpuTraceSpec, allreduce_ps, generate_tpu_trace, write_tpu_trace
+from cclq.store.warehouse import Warehouse
 from conftest import require_shared, run_ingest
 
 TPU_METRICS = [

@@ -8,7 +8,7 @@ A reader works in two steps, so that every row can be written with its rank:
    record batches, one ``sinks[table]`` call per batch, for the tables it declares
    (``tables``; schemas in ``cclq.schema.TABLE_SCHEMAS``), and returns a ``ReadResult``.
 
-Readers never touch the warehouse: ``cclq.ingest`` gives them sinks that write temp
+Readers never touch the warehouse: ``cclq.ingest.run`` gives them sinks that write temp
 Parquet files, and commits those. A file a reader cannot take raises
 ``TraceFileError`` (one line, naming the file); a format it recognises but does not
 ingest raises ``UnsupportedFormat``.
@@ -19,12 +19,46 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
 
-from cclq.formats.detect import Detected
+from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What ``cclq.formats.detect`` found a file to be, from its first bytes."""
+
+    kind: str  # the reader: "chrome_json" (Kineto, Chrome, xprof JSON), "nsys_sqlite", "xplane" (to convert)
+    flavor: str  # "kineto", "xprof", "chrome", "nsys": the format recorded in files.format
+    array_form: bool  # bare ``[...]`` rather than ``{"traceEvents": [...]}``
+    head: bytes
+
+
+# The two Chrome-JSON readers: msgspec chunks (fast) and the ijson reference.
+READER_FAST = "fast"
+READER_IJSON = "ijson"
+READERS = (READER_FAST, READER_IJSON)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read trace files: which JSON reader, within which bounds."""
+
+    reader: str = READER_FAST
+    limits: ReadLimits = field(default_factory=lambda: DEFAULT_LIMITS)
+    helpers: int = 0  # processes that build one file's chunks besides the reading one (fast reader)
+
+    def __post_init__(self) -> None:
+        if self.reader not in READERS:
+            raise ValueError(f"unknown reader {self.reader!r} (one of {', '.join(READERS)})")
+
+    def for_fallback(self) -> ReadOptions:
+        """The reference reader in one process: what a file the fast reader gave up is read with."""
+        return replace(self, reader=READER_IJSON, helpers=0)
+
 
 # Gets a file's rows in order: record batches, or tables of several (the fast reader)
 BatchSink = Callable[["pa.RecordBatch | pa.Table"], None]
@@ -84,6 +118,8 @@ class Prepared:
     world_size: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # reader-specific, handed back to read()
     warnings: list[str] = field(default_factory=list)
+    # how read() reads the file; a ``ReadAgain`` names the options of the next attempt
+    options: ReadOptions | None = None
 
 
 @dataclass
@@ -106,9 +142,14 @@ class ReadResult:
 
 
 class ReadAgain(Exception):
-    """Raised by ``read`` to be called once more with the same (updated) ``Prepared``:
-    what it wrote so far is thrown away (the fast JSON reader handing a file to ijson).
-    Its message, when it has one, is noted in the file's ``ingest_stats``."""
+    """Raised by ``read`` to be called once more, from the start, with ``options`` (the
+    fast JSON reader handing a file to ijson, or its helpers to one process): what it
+    wrote so far is thrown away, and ``note`` goes to the file's ``ingest_stats``."""
+
+    def __init__(self, options: ReadOptions, note: str) -> None:
+        super().__init__(note)
+        self.options = options
+        self.note = note
 
 
 class Reader(Protocol):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from cclq.errors import TraceFileError, UnsupportedFormat
 from cclq.formats import xplane
+from cclq.formats.base import Detected
+from cclq.formats.nsys import detect_sqlite
+from cclq.formats.results import DDLB_COLUMNS, LOG_MARKERS
 from cclq.formats.source import read_head
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -40,14 +42,6 @@ RESULT_SUFFIXES = (".csv", ".tsv", ".log", ".txt", ".out", ".jsonl")
 # Nsight Systems reports, recognised by name: skipped as not supported yet, rather than
 # failed as "not a recognised trace format".
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-
-
-@dataclass(frozen=True)
-class Detected:
-    kind: str  # the reader: "chrome_json" (Kineto, Chrome, xprof JSON), "nsys_sqlite", "xplane" (to convert)
-    flavor: str  # "kineto", "xprof", "chrome", "nsys": the format recorded in files.format
-    array_form: bool  # bare ``[...]`` rather than ``{"traceEvents": [...]}``
-    head: bytes
 
 
 _HOROVOD = re.compile(rb'"name"\s*:\s*"(?:NEGOTIATE_[A-Z_]+|CYCLE_START)"|"start_time_since_epoch_in_micros"')
@@ -101,8 +95,6 @@ def _maybe_results_json(head: bytes) -> bool:
 
 def _detect_results(path: str, head: bytes) -> Detected | None:
     """Benchmark result files, by what their first lines say."""
-    from cclq.formats.results import DDLB_COLUMNS, LOG_MARKERS
-
     text = head.lstrip(b"\xef\xbb\xbf")
     first_line = text.split(b"\n", 1)[0].decode("utf-8", errors="replace")
     if DDLB_COLUMNS <= {c.strip() for c in first_line.split(",")}:
@@ -143,8 +135,6 @@ def detect(path: str) -> Detected:
     if head.startswith(SQLITE_MAGIC):
         if compressed:
             raise TraceFileError(path, "a gzipped SQLite database: decompress it (gunzip) to ingest it")
-        from cclq.formats.nsys import detect_sqlite
-
         return detect_sqlite(path)
     if xplane.is_xplane(path):
         xplane.check_xplane(path)  # skipped (UnsupportedFormat) unless it is to be converted

@@ -32,10 +32,15 @@ import ijson
 import pyarrow as pa
 
 from cclq.errors import TraceFileError
-from cclq.formats.base import BatchSink, Prepared, ProgressFn, ReadResult, record_batch
-from cclq.formats.chrome import _parse_error_message as parse_error_message
-from cclq.formats.chrome import scan_top_level_keys
-from cclq.formats.detect import Detected
+from cclq.formats.base import (
+    BatchSink,
+    Detected,
+    Prepared,
+    ProgressFn,
+    ReadResult,
+    record_batch,
+)
+from cclq.formats.chrome.ijson_reader import parse_error_message, scan_top_level_keys
 from cclq.formats.source import Source, gzip_errors, read_tail
 from cclq.schema import ET_NODE_SCHEMA, ET_TENSOR_SCHEMA
 

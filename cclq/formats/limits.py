@@ -4,7 +4,7 @@ A hostile or broken file can make a JSON parser slow or hungry out of all propor
 to its size: ijson (yajl) re-lexes a token from its start on every 64 KB it reads, so
 one 100 MB string takes 32 s and memory grows with the square of the nesting depth;
 a 3 MB ``.json.gz`` can expand to gigabytes. Every reader enforces the same bounds on
-the decompressed bytes *before* a parser sees them (``cclq.formats.jsonscan``), and a
+the decompressed bytes *before* a parser sees them (``cclq.formats.chrome.jsonscan``), and a
 file that exceeds one fails alone with a message naming the bound and the option that
 raises it. The defaults leave a wide margin over every real trace we know of (largest
 event 7 KB, longest string 5 KB, depth 8, gzip ratio 29x; see the README).

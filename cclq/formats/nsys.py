@@ -53,8 +53,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cclq.errors import TraceFileError, UnsupportedFormat
-from cclq.formats.base import BatchSink, Prepared, ProgressFn, ReadResult, rank_from_name, record_batch
-from cclq.formats.detect import Detected
+from cclq.formats.base import (
+    BatchSink,
+    Detected,
+    Prepared,
+    ProgressFn,
+    ReadResult,
+    rank_from_name,
+    record_batch,
+)
 from cclq.schema import EVENT_SCHEMA
 
 BATCH_ROWS = 32768

@@ -35,8 +35,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from cclq.errors import TraceFileError
-from cclq.formats.base import BatchSink, Prepared, ProgressFn, ReadResult, record_batch
-from cclq.formats.detect import Detected
+from cclq.formats.base import (
+    BatchSink,
+    Detected,
+    Prepared,
+    ProgressFn,
+    ReadResult,
+    record_batch,
+)
 from cclq.formats.source import Source, gzip_errors
 from cclq.schema import RESULTS_SCHEMA
 

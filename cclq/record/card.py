@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from cclq.cards import CARD_FILE
+from cclq.cards.load import CARD_FILE
 from cclq.record.config import COLLECTIVE_PRIMITIVES, Run
 
 # dtype -> the card's precision words (the template lists fp32 and bf16)

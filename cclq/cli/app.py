@@ -1,0 +1,847 @@
+"""The ``cclq`` command line: a thin typer layer over the library.
+
+Contract: stdout carries data (tables, CSV, JSON); progress, warnings and errors
+go to stderr. A ``CclqError`` prints one ``cclq: error: ...`` line and exits with
+its ``ExitCode``; ``--debug`` (or ``CCLQ_DEBUG=1``) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cclq import __version__
+from cclq.errors import CclqError, ExitCode, UsageError
+from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
+from cclq.present.render import OutputFormat, write_table
+from cclq.store.warehouse import WAREHOUSE_ENV, Warehouse, resolve_warehouse
+
+app = typer.Typer(
+    name="cclq",
+    help="Columnar analytics for distributed-training profiler traces (Kineto, Chrome JSON, XLA).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+WarehouseOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--warehouse",
+        "-w",
+        help=f"Warehouse folder [default: ${WAREHOUSE_ENV}, else ./.cclq/warehouse].",
+        show_default=False,
+    ),
+]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+DaskOpt = Annotated[
+    Optional[str],
+    typer.Option("--dask", metavar="local[:N]|ADDRESS|FILE",
+                 help="Run on a Dask cluster: local[:N] starts N worker processes here [default N: CPUs]; "
+                      "tcp://HOST:PORT or a scheduler file joins a running scheduler (e.g. dask-jobqueue's). "
+                      "Needs the extra: pip install 'cclq[dask]'."),
+]
+OutputOpt = Annotated[
+    Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
+]
+
+
+def _warehouse(option: str | None) -> Warehouse:
+    return Warehouse(resolve_warehouse(option))
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"cclq {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    memory_limit: Annotated[
+        Optional[str],
+        typer.Option("--memory-limit", help="Memory for queries (500MB, 4GiB, 25%); beyond it DuckDB spills to "
+                     "<warehouse>/spill [default: $CCLQ_MEMORY_LIMIT, else half the RAM]. May go anywhere on the line.",
+                     show_default=False),
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Columnar analytics for distributed-training profiler traces."""
+
+
+# ------------------------------------------------------------------------ ingest
+@app.command(epilog="Example: cclq ingest trace_collection --jobs 2   (--reader ijson, --max-depth 200, ...)")
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Workload folders, folders of workloads, or trace files.")],
+    warehouse: WarehouseOpt = None,
+    jobs: Annotated[
+        Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs]; a "
+                                    "single file is read by one and its chunks built by this many helpers.")
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Re-ingest files even if unchanged, and let a workload replace a trace of the same id "
+            "that was ingested from another folder or file (without it, that workload fails).",
+        ),
+    ] = False,
+    checksum: Annotated[
+        bool,
+        typer.Option("--checksum", help="Compare content hashes to find changed files, instead of trusting an "
+                     "unchanged size and modification time (slower: every file is read)."),
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
+    reader: Annotated[
+        str,
+        typer.Option("--reader", help="JSON reader: 'fast' (msgspec, in chunks; a file it cannot take with "
+                                      "certainty goes to ijson) or 'ijson' (the reference, event by event)."),
+    ] = "fast",
+    max_string_mb: Annotated[
+        float, typer.Option("--max-string-mb", min=0.001, help="Fail a file holding a JSON string or number longer than this.")
+    ] = DEFAULT_LIMITS.max_string_bytes / MIB,
+    max_event_mb: Annotated[
+        float, typer.Option("--max-event-mb", min=0.001, help="Fail a file holding one event larger than this.")
+    ] = DEFAULT_LIMITS.max_event_bytes / MIB,
+    max_depth: Annotated[
+        int, typer.Option("--max-depth", min=1, max=900, help="Fail a file whose JSON nests deeper than this.")
+    ] = DEFAULT_LIMITS.max_depth,
+    max_inflate_ratio: Annotated[
+        float, typer.Option("--max-inflate-ratio", min=1.01,
+                            help="Fail a gzip file that expands more than this many times (judged past 64 MiB).")
+    ] = DEFAULT_LIMITS.max_inflate_ratio,
+    dask: DaskOpt = None,
+) -> None:
+    """Stream trace files into the Parquet warehouse (unchanged files are skipped).
+
+    The --max-* bounds stop a hostile or broken file from costing time or memory out of
+    proportion to its size; the defaults are far above any real trace we know of.
+
+    With --dask, files are parsed on a Dask cluster and committed by this process, as
+    without it; the warehouse (and the inputs) must be on storage every worker sees at
+    the same path. Example: cclq ingest /shared/traces -w /shared/wh --dask tcp://head:8786
+    """
+    from cclq.cli.progress import IngestProgress, print_summary
+    from cclq.formats.base import READERS, ReadOptions
+    from cclq.ingest.run import ingest as run_ingest
+
+    if reader not in READERS:
+        raise UsageError(f"--reader must be one of {', '.join(READERS)}, not {reader!r}")
+    if dask is not None and jobs is not None:
+        raise UsageError("--jobs is for parser processes on this machine; with --dask, "
+                         "say how many with local:N, or size the cluster you join")
+    limits = ReadLimits(max_string_bytes=int(max_string_mb * MIB), max_event_bytes=int(max_event_mb * MIB),
+                        max_depth=max_depth, max_inflate_ratio=max_inflate_ratio)
+    wh = _warehouse(warehouse)
+    reporter = IngestProgress(enabled=not quiet)
+    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
+                        options=ReadOptions(reader=reader, limits=limits), dask=dask)
+    if not quiet:
+        print_summary(report)
+    for outcome in report.outcomes:
+        if outcome.status == "failed":
+            print(f"cclq: error: {outcome.message}", file=sys.stderr)
+            if outcome.detail and _debug_enabled():
+                print(outcome.detail, file=sys.stderr, end="")
+    if report.failed:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+# ----------------------------------------------------------------------- compact
+@app.command(epilog="Example: cclq compact   (every trace whose data files are many and small)")
+def compact(
+    trace: Annotated[
+        Optional[list[str]], typer.Option("--trace", "-t", help="Compact only this trace (repeatable).")
+    ] = None,
+    warehouse: WarehouseOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Rewrite each trace's many small data files as a few large ones.
+
+    Queries pay per file (a footer, a page per column); a trace of small rank files is
+    cheaper to read as one file. Rows and query results stay exactly the same; the
+    rewrite is one commit, so readers see the old files or the new, never a mix. Ingest
+    does this by itself for the traces it writes when their files are many and small.
+    """
+    import pyarrow as pa
+
+    from cclq.store.compaction import compact as run_compact
+
+    wh = _warehouse(warehouse)
+    wh.require()
+    done = run_compact(wh, traces=list(trace) if trace else None)
+    rows = [{"trace": c.trace, "table": c.table, "files_before": c.files_before, "files_after": c.files_after,
+             "rows": c.rows} for c in done]
+    if not rows:
+        print("nothing to compact", file=sys.stderr)
+        return
+    write_table(pa.Table.from_pylist(rows), fmt, title="compacted")
+
+
+# ------------------------------------------------------------------------ traces
+@app.command(epilog="Example: cclq traces --format csv")
+def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
+    """List the ingested traces: format, world size, ranks, span, card fields."""
+    from cclq.query.engine import connect
+
+    con = connect(_warehouse(warehouse))
+    cols = "trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s"
+    if fmt is not OutputFormat.table:
+        cols = "*"
+    table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").to_arrow_table()
+    write_table(table, fmt, output=output)
+
+
+# --------------------------------------------------------------------------- sql
+@app.command(epilog="Example: cclq sql \"SELECT trace, rank, count(*) FROM kernels GROUP BY ALL\" -f csv")
+def sql(
+    query: Annotated[str, typer.Argument(help="A SQL query over the views (events, kernels, traces, files, ...).")],
+    warehouse: WarehouseOpt = None,
+    read_write: Annotated[
+        bool,
+        typer.Option("--read-write", help="Run any statement (COPY, ATTACH, reading other files), as the DuckDB "
+                     "shell would. Without it the query is read-only and sees only the warehouse."),
+    ] = False,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+) -> None:
+    """Run ad-hoc SQL over the warehouse (DuckDB dialect), read-only.
+
+    Only queries run (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); no file outside
+    the warehouse can be read and none written, so ad-hoc SQL can never change what a
+    metric reads. The query sees the warehouse as its last complete ingest left it.
+    """
+    from cclq.query.engine import connect, run_user_query
+
+    con = connect(_warehouse(warehouse), for_sql=query)
+    table = run_user_query(con, query, read_only=not read_write)
+    write_table(table, fmt, output=output)
+
+
+# ----------------------------------------------------------------------- metrics
+@app.command(epilog="Example: cclq metrics --format csv")
+def metrics(fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
+    """List every metric: versions, unit, grain, category, how `python -m cclq.main` summarises it, parameters and what it measures."""
+    from cclq.query.metrics import catalog_table
+
+    write_table(catalog_table(), fmt, output=output)
+
+
+@app.command(epilog="Examples: cclq metric communication_overlap_ratio --all --format csv\n\n"
+             "cclq metric total_kernel_time avg_step_time --trace dlrm_param_8xV100\n\n"
+             "cclq metric --category communication --all -o results/   (one CSV per metric)")
+def metric(
+    names: Annotated[
+        Optional[list[str]], typer.Argument(help="Metric names (see `cclq metrics`); several run on one connection.")
+    ] = None,
+    all_traces: Annotated[bool, typer.Option("--all", help="Run over every trace in the warehouse.")] = False,
+    trace: Annotated[
+        Optional[list[str]], typer.Option("--trace", "-t", help="Run over this trace (repeatable).")
+    ] = None,
+    category: Annotated[
+        Optional[list[str]],
+        typer.Option("--category", "-c", help="Every metric of this category (repeatable): step_time, communication, "
+                     "compute, memory, collectives, inference, hta."),
+    ] = None,
+    version: Annotated[Optional[int], typer.Option("--version", "-v", help="Pin a metric version [default: latest].")] = None,
+    param: Annotated[
+        Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE, overrides the workload card (repeatable).")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")] = False,
+    warehouse: WarehouseOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="Write to this file instead of stdout; with several metrics, a folder "
+                     "(existing, or a name without a suffix) gets one file per metric."),
+    ] = None,
+    dask: DaskOpt = None,
+) -> None:
+    """Compute metrics for every selected trace, each in a single DuckDB query.
+
+    One metric prints its rows; several (names, or --category) run on one connection,
+    sharing the views they build, and print one long table with a `metric` column and
+    each metric's own columns folded into `details` (or one file per metric with -o DIR).
+    Results are cached in the warehouse under a key of the metric's file, the views, the
+    parameters and the content hash of every input file, so a repeat is read back (without
+    starting the query engine) and a changed input or definition is computed again.
+
+    With --dask, results that are not cached are computed on a Dask cluster, one task per
+    group of traces, and put together as one query gives them. Example:
+    cclq metric collective_busbw --all --dask tcp://head:8786 -w /shared/wh
+    """
+    from cclq.query.metrics import (
+        CATEGORIES,
+        check_batch_params,
+        latest_specs,
+        parse_param_args,
+        resolve,
+    )
+
+    if all_traces == bool(trace):
+        raise UsageError("say which traces: --all, or --trace T (repeatable)")
+    unknown = sorted(set(category or []) - set(CATEGORIES))
+    if unknown:
+        raise UsageError(f"no category {', '.join(unknown)}", hint=f"categories: {', '.join(CATEGORIES)}")
+    specs = [resolve(n, version) for n in names or []]
+    specs += [s for s in latest_specs() if s.category in (category or []) and s.name not in {x.name for x in specs}]
+    if not specs:
+        raise UsageError("say which metrics: names, or --category C", hint="`cclq metrics` lists them")
+    if version is not None and len(specs) > 1:
+        raise UsageError("--version pins one metric; give one name with it")
+    params = parse_param_args(param or [])
+    wh = _warehouse(warehouse)
+    selection = None if all_traces else list(trace or [])
+    _check_traces(wh, selection)
+    if dask is not None:
+        from cclq.ingest.dask import parse_cluster
+
+        parse_cluster(dask)  # a bad --dask is a usage error before anything runs
+    if len(specs) == 1:
+        _one_metric(wh, specs[0], params, selection, no_cache, fmt, output, dask)
+        return
+    check_batch_params(specs, params)
+    _several_metrics(wh, specs, params, selection, no_cache, fmt, output, dask)
+
+
+def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
+    if not selection:
+        return
+    with wh.open_snapshot() as snapshot:
+        known = set(snapshot.tables["files"].column("trace").to_pylist())
+    missing = [t for t in selection if t not in known]
+    if missing:
+        raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+
+
+def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str] | None,  # noqa: ANN001
+                no_cache: bool, fmt: OutputFormat, output: Path | None, dask: str | None) -> None:
+    from cclq.query.metrics import cached_result, run_metric
+
+    table = None if no_cache else cached_result(wh, spec, params, selection)  # no DuckDB for a repeat
+    if table is None:
+        from cclq.query.engine import connect
+
+        con = connect(wh, traces=selection, views=False)
+        cache_dir = None if no_cache else wh.cache_dir
+        if dask is None:
+            table = run_metric(con, spec, params, cache_dir=cache_dir)
+        else:
+            from cclq.cli.progress import CountedProgress
+            from cclq.query.dask import run_metric_on_dask
+
+            with CountedProgress(f"{spec.name} on dask: partitions") as bar:
+                table = run_metric_on_dask(con, spec, params, cache_dir, dask, on_partition=bar.update)
+    write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
+
+
+def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selection: list[str] | None,
+                     no_cache: bool, fmt: OutputFormat, output: Path | None, dask: str | None) -> None:
+    import json
+
+    import pyarrow as pa
+
+    from cclq.cli.progress import StepProgress
+    from cclq.query.engine import connect
+    from cclq.query.metrics import MetricRun, run_metrics
+
+    con = connect(wh, traces=selection, views=False)
+    with StepProgress("metrics", len(specs)) as progress:
+        def done(run: MetricRun) -> None:
+            progress.advance(run.spec.name)
+
+        cache_dir = None if no_cache else wh.cache_dir
+        if dask is None:
+            runs = run_metrics(con, specs, params, cache_dir=cache_dir, on_done=done)
+        else:  # the metrics not cached are computed together, one task per trace partition
+            from cclq.query.dask import run_metrics_on_dask
+
+            runs = run_metrics_on_dask(con, specs, params, cache_dir, dask, on_done=done)
+    failed = [r for r in runs.values() if r.error]
+    ok = [r for r in runs.values() if r.table is not None]
+    if output is not None and (output.is_dir() or not output.suffix):
+        output.mkdir(parents=True, exist_ok=True)
+        suffix = {"table": "txt", "csv": "csv", "json": "json", "parquet": "parquet"}[fmt.value]
+        for run in ok:
+            write_table(run.table, fmt, output=output / f"{run.spec.name}.{suffix}",
+                        title=f"{run.spec.label} ({run.spec.unit})")
+    else:
+        fixed = ("trace", "rank", "step", "value", "unit", "reason")
+        rows = []
+        for run in ok:
+            for row in run.table.to_pylist():
+                details = {k: v for k, v in row.items() if k not in fixed}
+                rows.append({"metric": run.spec.name, "version": run.spec.version, **{k: row[k] for k in fixed},
+                             "details": json.dumps(details, default=str) if details else None})
+        schema = pa.schema([("metric", pa.string()), ("version", pa.int32()), ("trace", pa.string()),
+                            ("rank", pa.int32()), ("step", pa.int64()), ("value", pa.float64()), ("unit", pa.string()),
+                            ("reason", pa.string()), ("details", pa.string())])
+        write_table(pa.Table.from_pylist(rows, schema=schema), fmt, output=output,
+                    title=f"{len(ok)} metrics (long form; `details` holds each metric's own columns)")
+    for run in failed:
+        print(f"cclq: error: {run.spec.label}: {run.error}", file=sys.stderr)
+    if failed:
+        raise typer.Exit(ExitCode.QUERY)
+
+
+# ------------------------------------------------------------------------ report
+class ReportFormat(str, Enum):
+    table = "table"
+    json = "json"
+    html = "html"
+
+
+ParamOpt = Annotated[
+    Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE for the metrics that take it (repeatable).")
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")]
+
+
+def _require_traces(con: object, wh: Warehouse, wanted: list[str]) -> None:
+    known = {row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall()}  # type: ignore[attr-defined]
+    missing = [t for t in wanted if t not in known]
+    if missing:
+        raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+
+
+@app.command(epilog="Example: cclq report dlrm_param_8xV100 --format html -o dlrm.html")
+def report(
+    trace: Annotated[str, typer.Argument(help="Trace id (see `cclq traces`).")],
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.table,
+    output: OutputOpt = None,
+    param: ParamOpt = None,
+    no_cache: NoCacheOpt = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Every metric of one trace at once, grouped by category, with the reason for each one
+    that does not apply (table; `--format json` for machines, `html` for a page with plots)."""
+    from cclq.cli.progress import StepProgress
+    from cclq.present.report import collect_reports, print_report, report_dict
+    from cclq.query.engine import connect
+    from cclq.query.metrics import check_batch_params, latest_specs, parse_param_args
+
+    wh = _warehouse(warehouse)
+    params = parse_param_args(param or [])
+    specs = latest_specs()
+    check_batch_params(specs, params)
+    con = connect(wh, traces=[trace], views=False)
+    _require_traces(con, wh, [trace])
+    with StepProgress("metrics", len(specs)) as bar:
+        reports = collect_reports(con, specs, params, None if no_cache else wh.cache_dir,
+                                  on_metric=lambda run: bar.advance(run.spec.name))
+    data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
+    out = open(output, "w") if output else sys.stdout
+    try:
+        if fmt is ReportFormat.json:
+            json.dump(data, out, indent=1, default=str)
+            out.write("\n")
+        elif fmt is ReportFormat.html:
+            from cclq.present.board.pages import workload_page
+
+            out.write(workload_page(data, standalone=True))
+        else:
+            print_report(data, out)
+    finally:
+        if output:
+            out.close()
+
+
+# -------------------------------------------------------------------------- diff
+@app.command(epilog="Example: cclq diff llama_tp4 llama_tp8   (sets: cclq diff 'run1_*' 'run2_*' --format csv)")
+def diff(
+    a: Annotated[str, typer.Argument(help="Side A: a trace id, ids separated by commas, or a glob pattern.")],
+    b: Annotated[str, typer.Argument(help="Side B, the same way.")],
+    rank: Annotated[Optional[int], typer.Option("--rank", "-r", help="Compare this rank alone on both sides.")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Ops shown in the table (CSV/JSON list all).")] = 30,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+    param: ParamOpt = None,
+    no_cache: NoCacheOpt = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Compare two traces (or two sets): every applicable metric with its absolute and relative
+    change, and per kernel name / class / collective type the calls and time on each side.
+
+    Traces of different rank counts compare as per-rank means; per-rank metrics are
+    compared rank by rank when both sides have the same ranks. `--format csv` gives one
+    long table with a `part` column (metric, op_group, op); `json` an object.
+    """
+    import pyarrow as pa
+
+    from cclq.cli.progress import StepProgress
+    from cclq.present.diff import (
+        DIFF_COLUMNS,
+        diff_dict,
+        long_rows,
+        print_diff,
+        resolve_side,
+    )
+    from cclq.present.diff import diff as run_diff
+    from cclq.query.engine import connect
+    from cclq.query.metrics import check_batch_params, latest_specs, parse_param_args
+
+    params = parse_param_args(param or [])
+    check_batch_params(latest_specs(), params)
+    wh = _warehouse(warehouse)
+    wh.require()
+    con = connect(wh, views=False)
+    known = sorted(row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall())
+    con.close()
+    side_a, side_b = resolve_side(a, known), resolve_side(b, known)
+    con = connect(wh, traces=side_a + side_b, views=False)
+    specs = latest_specs()
+    with StepProgress("metrics", len(specs)) as bar:
+        result = run_diff(con, specs, side_a, side_b, params,
+                          None if no_cache else wh.cache_dir, rank=rank,
+                          on_metric=lambda run: bar.advance(run.spec.name))
+    if fmt is OutputFormat.table:
+        out = open(output, "w") if output else sys.stdout
+        try:
+            print_diff(result, out, top=top)
+        finally:
+            if output:
+                out.close()
+    elif fmt is OutputFormat.json:
+        text = json.dumps(diff_dict(result), indent=1, default=str) + "\n"
+        if output:
+            output.write_text(text)
+        else:
+            sys.stdout.write(text)
+    else:
+        types = {"rank": pa.int64(), "a": pa.float64(), "b": pa.float64(), "delta": pa.float64(), "rel": pa.float64(),
+                 "calls_a": pa.float64(), "calls_b": pa.float64()}
+        schema = pa.schema([(c, types.get(c, pa.string())) for c in DIFF_COLUMNS])
+        write_table(pa.Table.from_pylist(long_rows(result), schema=schema), fmt, output=output)
+
+
+# ------------------------------------------------------------------------- board
+@app.command(epilog="Example: cclq board site/ && python -m http.server -d site   (or open site/index.html)")
+def board(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the site to (created; updated in place).")],
+    param: ParamOpt = None,
+    all_metrics: Annotated[
+        bool, typer.Option("--all-metrics", help="Compute every metric for the workload pages, not only the "
+                                                 "leaderboard's and the plots'.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Recompute every workload, not only the changed ones.")] = False,
+    no_cache: NoCacheOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Build the static leaderboard site: one row per workload, a page per workload with plots,
+    and benchmark_data.json in CCL-Bench's format. A rebuild recomputes only changed workloads."""
+    from cclq.cli.progress import StepProgress
+    from cclq.present.board.build import board_specs, build_board
+    from cclq.query.metrics import check_batch_params, parse_param_args
+
+    params = parse_param_args(param or [])
+    check_batch_params(board_specs(all_metrics), params)
+    wh = _warehouse(warehouse)
+    bar: list[StepProgress] = []
+
+    def start(traces: int, metrics: int) -> None:
+        if traces and not quiet:
+            bar.append(StepProgress(f"metrics over {traces} workload(s)", metrics).__enter__())
+
+    try:
+        result = build_board(wh, out_dir, params, all_metrics=all_metrics,
+                             use_cache=not no_cache, force=force or no_cache, on_start=start,
+                             on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
+    finally:
+        for b in bar:
+            b.__exit__(None, None, None)
+    if not quiet:
+        print(f"board: {result.workloads} workload(s), {len(result.computed)} computed, {result.reused} unchanged"
+              + (f", {result.removed} removed" if result.removed else "")
+              + f" -> {out_dir / 'index.html'} ({result.seconds:.1f} s)", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------- cards
+cards_app = typer.Typer(help="Workload cards: check them against CCL-Bench's template.", no_args_is_help=True,
+                        rich_markup_mode=None)
+app.add_typer(cards_app, name="cards")
+
+
+@cards_app.command("check", epilog="Example: cclq cards check trace_collection ../shared/traces")
+def cards_check(
+    paths: Annotated[
+        Optional[list[Path]],
+        typer.Argument(help="Card files, workload folders or folders of workloads [default: .].", show_default=False),
+    ] = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+) -> None:
+    """Check workload cards against CCL-Bench's template: one line per problem (file: field: problem).
+
+    Required fields, types of counts, known phase / precision / granularity values,
+    parallelism factors that multiply to the device count, misspelled keys. Exit status 1
+    if any card has a problem. `--format csv|json` gives the problems as rows.
+    """
+    import pyarrow as pa
+
+    from cclq.ingest.plan import check_input_cards
+
+    report = check_input_cards(paths or [Path(".")])
+    if fmt is OutputFormat.table:
+        out = open(output, "w") if output else sys.stdout
+        try:
+            for problem in report.problems:
+                print(problem.line(), file=out)
+        finally:
+            if output:
+                out.close()
+    else:
+        rows = [{"file": p.path, "field": p.field, "problem": p.problem} for p in report.problems]
+        schema = pa.schema([("file", pa.string()), ("field", pa.string()), ("problem", pa.string())])
+        write_table(pa.Table.from_pylist(rows, schema=schema), fmt, output=output)
+    bad = len({p.path for p in report.problems})
+    print(f"{len(report.cards)} card(s) checked: {len(report.problems)} problem(s) in {bad} card(s)"
+          + (f"; {len(report.without_card)} workload(s) without a card" if report.without_card else ""),
+          file=sys.stderr)
+    if report.problems:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+# ------------------------------------------------------------------------- shell
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    epilog="Example: cclq shell   (extra arguments go to the duckdb CLI, e.g. -c \"SELECT 1\")",
+)
+def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
+    """Open the DuckDB shell with every cclq view defined.
+
+    The shell is a full DuckDB session (it can write files, attach databases, read
+    anything): unlike `cclq sql`, nothing is made read-only. It sees the warehouse as the
+    last complete ingest left it when the shell started; start it again to see later ones.
+    """
+    from cclq.query.engine import query_settings, setup_script
+
+    wh = _warehouse(warehouse)
+    exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
+    if not Path(exe).exists():
+        raise UsageError("the duckdb CLI is not installed", hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
+    with wh.open_snapshot() as snapshot:  # held for the session: its files stay
+        settings, spill = query_settings(wh)  # the memory limit, and a spill folder of the session's own
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
+            f.write(".bail on\n" + "\n".join(settings) + "\n" + setup_script(snapshot) + ".bail off\n")
+            init = f.name
+        try:
+            code = subprocess.call([exe, "-init", init, *ctx.args])
+        finally:
+            os.unlink(init)
+            shutil.rmtree(spill, ignore_errors=True)
+    raise typer.Exit(code)
+
+
+# ------------------------------------------------------------------------ record
+@app.command(epilog="Example: cclq record ddlb_config.json -o runs --nproc 2 && cclq ingest runs")
+def record(
+    config: Annotated[Path, typer.Argument(help="DDLB's config.json (its `benchmark` object), or cclq's extension of it.")],
+    out_dir: Annotated[Path, typer.Option("--output", "-o", help="Folder to put one workload folder per configuration in.")],
+    nproc: Annotated[int, typer.Option("--nproc", "-n", min=1, help="World size: rank processes per configuration.")] = 2,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds one configuration may take before its ranks are stopped.")
+    ] = 600,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Run distributed primitives under the PyTorch profiler: one workload folder per configuration.
+
+    Every list in the config (sizes, dtype, implementation options) expands to the
+    cartesian product. Each configuration leaves a Kineto trace per rank
+    (kineto_trace_<rank>.json, ProfilerStep per timed iteration), DDLB's results CSV
+    (ddlb_results.csv; OUT_DIR/ddlb_results.csv gathers them all) and a filled
+    workload_card.yaml, so `cclq ingest OUT_DIR` takes it whole. A configuration that
+    cannot run here (unsupported backend, out of memory) is reported with its reason
+    and the others go on; the exit status is then 1. Needs PyTorch: pip install -e '.[record]'.
+    """
+    from cclq.cli.record_progress import RecordProgress, summary_table
+    from cclq.record.runner import record as run_record
+
+    if not config.is_file():
+        raise UsageError(f"{config}: no such file")
+    outcomes = run_record(config, out_dir, nproc, timeout_s=timeout, reporter=RecordProgress(enabled=not quiet))
+    table = summary_table(outcomes)
+    if fmt is OutputFormat.table:  # the workload name already says implementation, sizes and dtype
+        table = table.select(["workload", "status", "mean_time_ms", "std_time_ms", "tflops", "valid", "reason"])
+    write_table(table, fmt, title=f"cclq record -> {out_dir}")
+    if any(o.status == "failed" for o in outcomes):
+        raise typer.Exit(ExitCode.FAILED)
+
+
+# ------------------------------------------------------------------------- bench
+@app.command(epilog="Example: cclq bench --sizes 127x1,1000x1,1000x8 --perf-traces ../shared/perf-traces")
+def bench(
+    sizes: Annotated[
+        str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated; "
+                               "MBxR for R ranks (1000x1: one file of 1 GB).")
+    ] = "250",
+    ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace when a size does not say.")] = 8,
+    workdir: Annotated[
+        Optional[Path], typer.Option(help="Keep generated traces here and reuse them [default: a temp dir].")
+    ] = None,
+    perf_traces: Annotated[
+        Optional[Path], typer.Option("--perf-traces", help="Also benchmark every folder of real traces here.")
+    ] = None,
+    ingest_part: Annotated[bool, typer.Option("--ingest/--no-ingest", help="Run the ingest benchmark.")] = True,
+    metrics_part: Annotated[bool, typer.Option("--metrics/--no-metrics", help="Run the metric benchmark.")] = True,
+    traces_dir: Annotated[
+        Optional[Path], typer.Option("--traces", help="Real traces to run every metric over (one process).")
+    ] = None,
+    copies: Annotated[str, typer.Option(help="Copies of an 8-rank trace for the one-query vs loop scaling.")] = "1,10,100",
+    metric: Annotated[str, typer.Option(help="Metric for the scaling run.")] = "communication_overlap_ratio",
+    hta_python: Annotated[
+        Optional[str],
+        typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
+    ] = None,
+    hta_copies: Annotated[
+        int, typer.Option("--hta-copies", help="Also compare with HTA on N ranks made of hta_df_index_resolver "
+                                               "(8: a 430 MB set).")
+    ] = 0,
+    repeats: Annotated[int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")] = 2,
+    board_workloads: Annotated[
+        int, typer.Option("--board", min=0, help="Also time `cclq board` over this many workloads (copies of an "
+                                                  "8-rank trace): cold, cached metrics, no change, one card changed.")
+    ] = 0,
+    scale: Annotated[
+        Optional[Path], typer.Option("--scale", help="A workload folder: ingest N copies of it and time metrics and "
+                                                     "peak RSS at each N (--scale-copies), and under --memory-limit.")
+    ] = None,
+    scale_copies: Annotated[str, typer.Option(help="Copies for --scale, comma-separated.")] = "10,100,400",
+    main_loop: Annotated[
+        Optional[Path], typer.Option("--main-loop", help="Folder of workload folders: time CCL-Bench's loop of "
+                                                         "`python -m cclq.main` calls, per process and warm.")
+    ] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
+    import pyarrow as pa
+
+    from cclq.dev.bench.run import (
+        parse_sizes,
+        rows_to_table,
+        run_ingest_bench,
+        run_metric_bench,
+    )
+
+    try:
+        size_list = parse_sizes(sizes, ranks)
+        copy_list = [int(s) for s in copies.split(",") if s.strip()]
+    except ValueError as e:
+        raise UsageError(f"--sizes takes MB or MBxRANKS, --copies integers, comma-separated: {e}") from e
+    if ingest_part:
+        rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
+        write_table(rows_to_table(rows), fmt, title="readers and ingest vs raw ijson (MB of JSON per second)")
+    if metrics_part:
+        from dataclasses import asdict
+
+        scaling, per_metric = run_metric_bench(copy_list, metric, traces_dir, repeats)
+        if per_metric:
+            write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
+        write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
+                    title="one query over all traces vs a loop trace by trace (seconds)")
+    if board_workloads:
+        from cclq.dev.bench.run import run_board_bench
+
+        rows = run_board_bench(board_workloads, repeats=repeats)
+        write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq board over {board_workloads} workloads (seconds)")
+    if scale is not None:
+        from cclq.dev.bench.scale import run_scale_bench
+
+        try:
+            scale_list = [int(s) for s in scale_copies.split(",") if s.strip()]
+        except ValueError as e:
+            raise UsageError(f"--scale-copies takes comma-separated integers: {e}") from e
+        rows = run_scale_bench(scale, scale_list)
+        write_table(pa.Table.from_pylist(rows), fmt, title=f"copies of {scale.name}: seconds and peak RSS")
+    if main_loop is not None:
+        from cclq.dev.bench.scale import run_main_loop_bench
+
+        rows = run_main_loop_bench(main_loop)
+        write_table(pa.Table.from_pylist(rows), fmt, title=f"python -m cclq.main per (folder, metric) over {main_loop}")
+    if hta_python:
+        from cclq.dev.bench.hta import (
+            COPIES_SOURCE,
+            DEFAULT_SHARED_TRACES,
+            rank_copies,
+            run_hta_bench,
+        )
+
+        rows = run_hta_bench(hta_python=hta_python, repeats=repeats)
+        write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
+        if hta_copies:
+            (source,) = (DEFAULT_SHARED_TRACES / COPIES_SOURCE).glob("*.json.gz")
+            folder = rank_copies(source, hta_copies, (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
+            rows = run_hta_bench([folder], hta_python=hta_python, repeats=repeats)
+            write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq vs HTA 0.5.0 on {folder.name}")
+
+
+def _take_memory_limit(args: list[str]) -> list[str]:
+    """``--memory-limit SIZE`` (or ``=SIZE``) anywhere before ``--``: every command's
+    queries run under it (it goes to ``$CCLQ_MEMORY_LIMIT``, which connect reads)."""
+    end = args.index("--") if "--" in args else len(args)
+    kept: list[str] = []
+    i = 0
+    while i < end:
+        a = args[i]
+        if a == "--memory-limit" and i + 1 < end:
+            os.environ["CCLQ_MEMORY_LIMIT"] = args[i + 1]
+            i += 2
+            continue
+        if a.startswith("--memory-limit="):
+            os.environ["CCLQ_MEMORY_LIMIT"] = a.split("=", 1)[1]
+        else:
+            kept.append(a)
+        i += 1
+    return kept + args[end:]
+
+
+def _strip_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Takes ``--debug`` out of the arguments wherever it is (typer accepts it only
+    before the subcommand); after a ``--`` everything is left alone."""
+    end = args.index("--") if "--" in args else len(args)
+    kept = [a for a in args[:end] if a != "--debug"] + args[end:]
+    return kept, len(kept) != len(args)
+
+
+def _debug_enabled() -> bool:
+    return os.environ.get("CCLQ_DEBUG") == "1"
+
+
+def main() -> None:
+    """Entry point: maps user errors to one line on stderr and an exit code."""
+    args, debug_flag = _strip_debug(_take_memory_limit(sys.argv[1:]))
+    if debug_flag:
+        os.environ["CCLQ_DEBUG"] = "1"  # also for what the commands print themselves
+    debug = _debug_enabled()
+    try:
+        app(args=args)  # standalone mode: typer itself reports usage errors (exit 2)
+    except CclqError as e:
+        if debug:
+            raise
+        print(f"cclq: error: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        print("cclq: interrupted", file=sys.stderr)
+        sys.exit(ExitCode.INTERRUPTED)
+    except Exception as e:
+        if debug:
+            raise
+        print(f"cclq: error: {type(e).__name__}: {e}", file=sys.stderr)
+        print("hint: this is a bug in cclq; run again with --debug for the traceback", file=sys.stderr)
+        sys.exit(ExitCode.FAILED)

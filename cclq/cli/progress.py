@@ -1,0 +1,158 @@
+"""What ``cclq ingest`` shows on stderr: a progress bar with MB/s, then a summary."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from cclq.ingest.report import FileOutcome, IngestReport
+
+_stderr = Console(stderr=True)
+
+
+class IngestProgress:
+    """A ``cclq.ingest.Reporter`` drawing one bar over all bytes to parse."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._done = 0
+        self._files = 0
+
+    def start(self, total_bytes: int, files: int) -> None:
+        self._files = files
+        if not self.enabled or files == 0:
+            return
+        self._progress = Progress(
+            TextColumn("ingest {task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=_stderr,
+            transient=True,
+        )
+        self._task = self._progress.add_task(f"0/{files} files", total=total_bytes)
+        self._progress.start()
+
+    def advance(self, nbytes: int) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, nbytes)
+
+    def file_done(self, outcome: FileOutcome) -> None:
+        self._done += 1
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=f"{self._done}/{self._files} files")
+
+    def warn(self, message: str) -> None:
+        print(f"cclq: warning: {message}", file=sys.stderr)
+
+    def finish(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def print_summary(report: IngestReport) -> None:
+    """A table of the files parsed, then one line per file skipped, and totals (stderr)."""
+    if not report.outcomes:
+        _stderr.print("nothing to ingest")
+        return
+    parsed = [o for o in report.outcomes if o.status in ("ingested", "unchanged")]
+    if parsed:
+        t = Table(title=f"ingest into {report.warehouse}", header_style="bold")
+        for col in ("trace", "rank", "file", "status", "events", "dropped", "MB", "s"):
+            numeric = col in ("rank", "events", "dropped", "MB", "s")
+            # names fold onto more lines rather than vanish into "…" on a narrow terminal
+            t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric or col == "status",
+                         overflow="fold")
+        for o in parsed:
+            t.add_row(o.trace, "" if o.rank is None else str(o.rank), o.path.rsplit("/", 1)[-1], o.status,
+                      f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "",
+                      f"{o.size_bytes / 1e6:.1f}", f"{o.seconds:.2f}" if o.seconds else "")
+        _stderr.print(t)
+    for o in report.outcomes:
+        if o.status in ("skipped", "removed"):
+            _stderr.print(f"{o.status}: {o.path}: {o.message}", highlight=False, soft_wrap=True)
+    counts: dict[str, int] = {}
+    for o in report.outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    if report.compacted:
+        before = sum(c.files_before for c in report.compacted)
+        after = sum(c.files_after for c in report.compacted)
+        _stderr.print(f"compacted {len({c.trace for c in report.compacted})} trace(s) of small files: "
+                      f"{before} data files -> {after}", highlight=False)
+    total_mb = sum(o.size_bytes for o in report.outcomes if o.status == "ingested") / 1e6
+    _stderr.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
+                  highlight=False)
+
+
+class StepProgress:
+    """A bar over a known number of steps (metrics, pages) on stderr, gone when done.
+
+    ``advance(label)`` moves it on and shows what was just finished.
+    """
+
+    def __init__(self, title: str, total: int, enabled: bool = True) -> None:
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._title = title
+        self._total = total
+        self._enabled = enabled and total > 0
+
+    def __enter__(self) -> "StepProgress":
+        if self._enabled:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                      TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
+                                      console=_stderr, transient=True)
+            self._task = self._progress.add_task(self._title, total=self._total)
+            self._progress.start()
+        return self
+
+    def advance(self, label: str = "") -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, advance=1,
+                                  description=f"{self._title} {label}" if label else self._title)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+class CountedProgress:
+    """A ``StepProgress`` whose total is learnt on the first ``update(done, total)``
+    (Dask partitions: how many there are is decided once the cluster is known)."""
+
+    def __init__(self, title: str, enabled: bool = True) -> None:
+        self._title = title
+        self._enabled = enabled
+        self._bar: StepProgress | None = None
+        self._done = 0
+
+    def __enter__(self) -> "CountedProgress":
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if self._bar is None:
+            self._bar = StepProgress(self._title, total, enabled=self._enabled).__enter__()
+        for _ in range(done - self._done):
+            self._bar.advance()
+        self._done = done
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+            self._bar = None

@@ -1,0 +1,292 @@
+"""A warm process behind ``python -m cclq.main``, CCL-Bench's one-process-per-number call.
+
+CCL-Bench's website generator runs ``python tools/main.py --trace D --metric M`` once per
+(trace, metric). A cclq process pays ~0.3 s of imports (DuckDB, pyarrow) and connection
+set-up before any work, which made that loop no faster than CCL-Bench's own scripts.
+So the first call starts a daemon for its warehouse and hands it the call; every later
+call is a standard-library client (``cclq.main`` imports nothing heavy) that sends its
+arguments over a Unix socket and prints the answer, and the daemon, with everything
+already imported, only does the work (a cached result is a file read).
+
+The daemon is a convenience, never a dependency: whatever goes wrong with it (no socket,
+a refused connection, a daemon that dies mid-call) the client runs the call in its own
+process, as before, and the answer is the same (``tests/test_daemon.py``). Ingest and
+the result cache make a repeated call safe. The daemon:
+
+* serves one warehouse, one call at a time, in the caller's working folder and with the
+  caller's ``CCLQ_*`` environment; it reads the warehouse's current snapshot per call;
+* exits after ``CCLQ_DAEMON_IDLE_S`` seconds without a call (default 600), and when
+  cclq's code or SQL changed since it started (a call sends a fingerprint of both);
+* lives in ``$TMPDIR/cclq-<uid>/<hash of the warehouse path>.{sock,lock,log}``, a
+  folder only its user can open (the socket path must stay under ~100 bytes, which a
+  warehouse path may not).
+
+``CCLQ_DAEMON=0`` turns it off (the test suite does, except here);
+``python -m cclq.compat.daemon --stop [--warehouse W]`` stops one.
+
+Standard library only at import: this module is the client too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
+
+ENABLE_ENV = "CCLQ_DAEMON"
+IDLE_ENV = "CCLQ_DAEMON_IDLE_S"
+DEFAULT_IDLE_S = 600.0
+START_TIMEOUT_S = 30.0
+
+
+def enabled() -> bool:
+    return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+# ----------------------------------------------------------------------------- places
+def _home() -> Path | None:
+    """``$TMPDIR/cclq-<uid>``, made private; None if it exists but another user owns it or
+    others can open it (then no daemon: a socket there could be someone else's)."""
+    home = Path(tempfile.gettempdir()) / f"cclq-{os.getuid()}"
+    try:
+        home.mkdir(mode=0o700, exist_ok=True)
+        st = home.stat()
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return home
+
+
+def _paths(wh_root: Path) -> dict[str, Path] | None:
+    home = _home()
+    if home is None:
+        return None
+    stem = hashlib.sha256(str(wh_root).encode()).hexdigest()[:20]
+    return {kind: home / f"{stem}.{kind}" for kind in ("sock", "lock", "log")}
+
+
+def installed_code_stamp() -> str:
+    """cclq's Python files and SQL (path, size, mtime): a daemon started before an edit
+    or an upgrade must not answer with the old code."""
+    from cclq import __version__
+    from cclq.locations import PACKAGE_DIR, sql_root
+
+    h = hashlib.sha256(f"{__version__}\0{sys.executable}".encode())
+    for top, suffix in ((PACKAGE_DIR, ".py"), (sql_root(), ".sql")):
+        stack = [top]
+        entries = []
+        while stack:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name != "__pycache__":
+                            stack.append(e.path)
+                    elif e.name.endswith(suffix):
+                        st = e.stat()
+                        entries.append(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}")
+        for entry in sorted(entries):
+            h.update(entry.encode())
+            h.update(b"\n")
+    return h.hexdigest()
+
+
+def _caller_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("CCLQ_")}
+
+
+# ----------------------------------------------------------------------------- client
+def call(argv: list[str], wh_root: Path) -> int | None:
+    """Runs ``python -m cclq.main argv`` in the warehouse's daemon, starting it when none
+    runs, and prints what it printed. Its exit status, or None when no daemon could
+    serve the call (the caller then runs it itself)."""
+    paths = _paths(wh_root)
+    if paths is None:
+        return None
+    request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": _caller_env(), "code": installed_code_stamp()})
+    started: subprocess.Popen | None = None
+    for _ in range(3):
+        reply = _ask(paths["sock"], request)
+        if reply is None or reply.get("restart"):
+            if reply is not None:
+                _wait_gone(paths["lock"])  # an outdated daemon: it exits, a new one starts
+            started = _start(wh_root, paths)
+            if started is None:
+                return None
+            continue
+        sys.stdout.write(reply["stdout"])
+        sys.stderr.write(reply["stderr"])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return int(reply["rc"])
+    return None
+
+
+def _ask(sock_path: Path, request: str) -> dict | None:
+    """One request and its reply; None if no daemon answered (none runs, or it died)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(str(sock_path))
+            s.sendall(request.encode() + b"\n")
+            s.shutdown(socket.SHUT_WR)
+            data = bytearray()
+            while chunk := s.recv(1 << 16):
+                data += chunk
+        return json.loads(data) if data else None
+    except (OSError, ValueError):
+        return None
+
+
+def _start(wh_root: Path, paths: dict[str, Path]) -> subprocess.Popen | None:
+    """Starts a daemon (detached, in its own session) and waits for its socket."""
+    import subprocess
+
+    try:
+        log = open(paths["log"], "ab")
+    except OSError:
+        return None
+    with log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cclq.compat.daemon_process", "--warehouse", str(wh_root)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("CCLQ_") or k == IDLE_ENV},
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if _ask(paths["sock"], json.dumps({"ping": True})) is not None:
+            return proc
+        if proc.poll() is not None and not _locked(paths["lock"]):
+            return None  # it died without serving, and no other daemon holds the warehouse
+        time.sleep(0.02)
+    return None
+
+
+def _locked(lock_path: Path) -> bool:
+    try:
+        with open(lock_path, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return False
+    except OSError:
+        return False
+
+
+def _wait_gone(lock_path: Path, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _locked(lock_path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def stop(wh_root: Path) -> bool:
+    """Asks the warehouse's daemon to exit; whether one was running."""
+    paths = _paths(wh_root)
+    if paths is None:
+        return False
+    stopped = _ask(paths["sock"], json.dumps({"stop": True})) is not None
+    if stopped:
+        _wait_gone(paths["lock"])
+    return stopped
+
+
+# ----------------------------------------------------------------------------- server
+def serve(wh_root: Path, run: Callable[[list[str]], int], idle_s: float) -> None:
+    """Answers calls until idle for ``idle_s`` or asked to stop. One daemon per warehouse:
+    the lock file decides, and a second one exits at once."""
+    paths = _paths(wh_root)
+    if paths is None:
+        return
+    lock = open(paths["lock"], "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return
+    code = installed_code_stamp()
+    sock_path = paths["sock"]
+    with contextlib.suppress(FileNotFoundError):
+        sock_path.unlink()  # a dead daemon's; the lock says no live one has it
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock_path))
+    server.listen(16)
+    server.settimeout(idle_s)
+    print(f"cclq daemon {os.getpid()} serving {wh_root} on {sock_path}", file=sys.stderr, flush=True)
+    try:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                break
+            with conn:
+                conn.settimeout(None)
+                if not _handle(conn, run, code):
+                    break
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            sock_path.unlink()
+        server.close()
+        lock.close()
+
+
+def _handle(conn: socket.socket, run: Callable[[list[str]], int], code: str) -> bool:
+    """Serves one request; False when the daemon should exit after it."""
+    data = bytearray()
+    while chunk := conn.recv(1 << 16):
+        data += chunk
+    try:
+        request = json.loads(data)
+    except ValueError:
+        return True
+    if request.get("ping"):
+        conn.sendall(b"{}")
+        return True
+    if request.get("stop"):
+        conn.sendall(b"{}")
+        return False
+    if request.get("code") != code:
+        conn.sendall(json.dumps({"restart": True}).encode())
+        return False
+    out, err = io.StringIO(), io.StringIO()
+    saved_env = dict(os.environ)
+    try:
+        os.chdir(request["cwd"])
+        for key in [k for k in os.environ if k.startswith("CCLQ_")]:
+            del os.environ[key]
+        os.environ.update(request["env"])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = run(list(request["argv"]))
+            except SystemExit as e:  # argparse: --help, a bad option
+                rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001 (the call fails, the daemon goes on)
+                import traceback
+
+                traceback.print_exc()
+                rc = 1
+    except OSError as e:  # the caller's folder is gone
+        err.write(f"cclq: error: {e}\n")
+        rc = 2
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+    reply = json.dumps({"stdout": out.getvalue(), "stderr": err.getvalue(), "rc": rc})
+    with contextlib.suppress(OSError):  # the caller went away
+        conn.sendall(reply.encode())
+    return True

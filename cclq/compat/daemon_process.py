@@ -1,0 +1,37 @@
+"""The daemon's own process: ``python -m cclq.compat.daemon_process --warehouse WH``.
+
+``cclq.compat.daemon`` starts it (and ``--stop`` ends it). It lives apart from the
+daemon module so that the daemon serves any handler it is given and imports nothing of
+the work it runs: this module hands it ``cclq.compat.main.run_here``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from cclq.compat.daemon import DEFAULT_IDLE_S, IDLE_ENV, serve, stop
+from cclq.compat.main import run_here
+from cclq.locations import resolve_warehouse
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m cclq.compat.daemon_process",
+                                     description="The warm process behind python -m cclq.main (see cclq/compat/daemon.py).")
+    parser.add_argument("--warehouse", help="warehouse folder [default: $CCLQ_WAREHOUSE or ./.cclq/warehouse]")
+    parser.add_argument("--stop", action="store_true", help="stop the warehouse's daemon")
+    args = parser.parse_args()
+    wh_root = resolve_warehouse(args.warehouse)
+    if args.stop:
+        print("stopped" if stop(wh_root) else "no daemon running")
+        return
+    # the heavy imports, once: what makes a call warm
+    import cclq.ingest.run
+    import cclq.query.engine
+    import cclq.query.metrics  # noqa: F401
+
+    serve(wh_root, run_here, float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S))
+
+
+if __name__ == "__main__":
+    main()

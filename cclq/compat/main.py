@@ -1,0 +1,94 @@
+"""CCL-Bench's calling convention: ``python -m cclq.main --trace DIR --metric NAME``.
+
+It ingests DIR (a workload folder or one trace file) if needed, runs the metric
+for that trace, and prints one number as the last line of stdout, which is what
+CCL-Bench's website scripts read. A trace the metric does not apply to prints
+``nan`` (the reason goes to stderr), the value CCL-Bench already treats as missing.
+Per-rank and per-step metrics are reduced to one number by the rule each metric
+declares in its header (``summary:``; ``cclq metrics`` shows it in words): the mean
+over its rows, their sum, max or min, the single value of a trace-grain metric, or
+``ratio A / B``, ΣA / ΣB over the rows. CCL-Bench's tools mostly average per-rank
+values, but pool the kernels of every rank file for some metrics; where cclq's
+rule differs from CCL-Bench's reduction, the metric's header says so (version 2 of
+mean_sm_coverage, memory_bound_fraction and average_memory_bandwidth pools as
+CCL-Bench does; version 1 averaged ranks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# Standard library only at import: the client half of a warm call (cclq/daemon.py) is
+# this module, and it must start in milliseconds. The work's imports are in run_here.
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m cclq.main", description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", required=True, help="workload folder or trace file")
+    parser.add_argument("--metric", required=True, help="metric name (cclq metrics lists them)")
+    parser.add_argument("--model_params", type=float, help="model parameter count (overrides the card)")
+    parser.add_argument("--n_chips", type=int, help="number of chips (overrides the card)")
+    parser.add_argument("--warehouse", help="warehouse folder [default: $CCLQ_WAREHOUSE or ./.cclq/warehouse]")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the call in the warehouse's warm daemon (cclq/daemon.py), else right here."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from cclq.compat import daemon
+
+    if daemon.enabled():
+        args, _ = _parser().parse_known_args(argv) if "-h" not in argv and "--help" not in argv else (None, None)
+        if args is not None:
+            from cclq.locations import resolve_warehouse
+
+            rc = daemon.call(argv, resolve_warehouse(args.warehouse))
+            if rc is not None:
+                return rc
+    return run_here(argv)
+
+
+def run_here(argv: list[str]) -> int:
+    """The call itself: ingest the folder if needed, run the metric, print one number."""
+    from cclq.errors import CclqError
+    from cclq.ingest.plan import plan_inputs
+    from cclq.ingest.run import ingest
+    from cclq.query.engine import connect
+    from cclq.query.metrics import resolve, run_metric, summarize
+    from cclq.store.warehouse import Warehouse, resolve_warehouse
+
+    args = _parser().parse_args(argv)
+    con = None
+    try:
+        spec = resolve(args.metric)
+        wh = Warehouse(resolve_warehouse(args.warehouse))
+        workloads = plan_inputs([args.trace])
+        if len(workloads) != 1:
+            print(f"cclq: error: {args.trace} holds {len(workloads)} workloads; give one workload folder "
+                  "or file (or use `cclq metric NAME --all`)", file=sys.stderr)
+            return 2
+        (workload,) = workloads
+        report = ingest([args.trace], wh, jobs=None)
+        for outcome in report.failed:
+            print(f"cclq: error: {outcome.message}", file=sys.stderr)
+        params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
+                  if v is not None and k in {p.name for p in spec.params}}
+        con = connect(wh, traces=[workload.trace], views=False)
+        value, reason = summarize(spec, run_metric(con, spec, params, cache_dir=wh.cache_dir))
+    except CclqError as e:
+        print(f"cclq: error: {e.message}", file=sys.stderr)
+        return int(e.exit_code)
+    finally:
+        if con is not None:
+            con.close()  # a daemon serves many calls: release the snapshot now
+    if value is None:
+        print(f"cclq: {spec.label} does not apply to {workload.trace}: {reason}", file=sys.stderr)
+        print("nan")
+        return 0
+    print(repr(value))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""cclq on a Dask cluster (``--dask``): the cluster (``--dask`` values, the client, the
+worker checks) and files parsed on the workers; metrics on the workers are
+``cclq.query.dask``'s.
+
+Dask (``distributed``) is the optional extra ``dask``; nothing imports this module
+unless ``--dask`` is given. The cluster changes where work runs, never what it gives,
+because everything that decides a result stays in the process that runs cclq:
+
+* **ingest** keeps planning, the rank checks and every commit (``cclq.ingest.run``'s
+  committer) in this process. A worker runs ``parse_file`` and nothing else: it writes
+  temp data files under the warehouse's ``tmp/`` and hands back a ``ParsedFile``, so the
+  warehouse must be on storage that every worker sees at the same path (checked before
+  the first task). A worker that dies takes its task with it and Dask runs the task again
+  on another worker; what the dead attempt wrote is never committed (a snapshot names
+  only the files of the result this process took, and temp names are unique per
+  process) and ``clean_tmp`` sweeps it at the end. A file that was being parsed each
+  time a worker died, twice or more, fails alone (``PARSER_DIED``); files that were only
+  queued on a dying worker are run again.
+* **metrics**: this process opens its snapshot and checks the result cache as
+  ``run_metric`` always does; a result that is not cached is computed by one task per
+  group of traces. Each task opens the same snapshot by its id (this process holds it
+  locked, so no ingest can collect it meanwhile) and runs ``run_metric`` over its
+  traces; the parts are put together in the order one query gives
+  (``combine_results``) and the whole is cached under the whole selection's key.
+
+``--dask local`` (or ``local:N``) starts a ``LocalCluster`` of N worker processes
+(default: one per CPU) with one thread each; anything else is a scheduler to join: an
+address (``tcp://host:8786``) or a scheduler file (``dask scheduler --scheduler-file``,
+what dask-jobqueue and dask-mpi write).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import queue
+import re
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import cclq
+from cclq.errors import CclqError, TraceFileError, UsageError
+from cclq.formats.base import ReadOptions
+from cclq.ingest.commit import COMMIT_INTERVAL_S
+from cclq.ingest.parse import PARSER_DIED, FileTask, ParsedFile
+from cclq.ingest.report import Reporter
+from cclq.locations import sql_root
+from cclq.store.warehouse import Warehouse
+
+if TYPE_CHECKING:  # imported for real only when a cluster is used
+    from distributed import Client, Future
+
+
+INSTALL_HINT = "pip install 'cclq[dask]' (in a checkout: pip install -e '.[dask]')"
+# Deaths of workers that a task may be running at before the scheduler gives up on it
+# (Dask's own default is 3). A cluster cclq starts gives up after two, as ``--jobs``
+# does; a cluster it joins keeps its own setting.
+LOCAL_ALLOWED_FAILURES = 1
+# A file that Dask gave up on (KilledWorker) but that was not running at two deaths
+# was a bystander (queued on the dying workers): it is submitted again, this often.
+MAX_RESUBMITS = 3
+
+
+# ---------------------------------------------------------------------- cluster
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What ``--dask`` names: a local cluster to start, or a scheduler to join."""
+
+    text: str
+    local_workers: int | None = None  # local[:N]
+    address: str | None = None  # tcp://host:8786, host:8786, ...
+    scheduler_file: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+_ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^\s/:]+:\d+")
+
+
+def parse_cluster(text: str) -> ClusterSpec:
+    """``local``, ``local:N``, a scheduler address or a scheduler file; anything else is
+    a usage error. Also checks that Dask is installed, so a run fails before it starts."""
+    spec = text.strip()
+    if spec == "local" or spec.startswith("local:"):
+        count = spec.partition(":")[2]
+        if not count:
+            workers = os.cpu_count() or 1
+        elif count.isdigit() and int(count) >= 1:
+            workers = int(count)
+        else:
+            raise UsageError(f"--dask {text}: local:N wants a number of worker processes, 1 or more")
+        cluster = ClusterSpec(text, local_workers=workers)
+    elif _ADDRESS.fullmatch(spec):
+        cluster = ClusterSpec(text, address=spec)
+    elif Path(spec).expanduser().is_file():
+        cluster = ClusterSpec(text, scheduler_file=str(Path(spec).expanduser()))
+    else:
+        raise UsageError(f"--dask {text}: not local[:N], a scheduler address (tcp://host:8786) "
+                         "or an existing scheduler file")
+    require_distributed()
+    return cluster
+
+
+def require_distributed() -> None:
+    try:
+        import distributed  # noqa: F401  (only whether it is installed)
+    except ImportError as e:
+        raise UsageError(f"--dask needs Dask's distributed scheduler, which is not installed ({e})",
+                         hint=INSTALL_HINT) from e
+
+
+@contextmanager
+def dask_client(cluster: ClusterSpec) -> Iterator[Client]:
+    """A client of the cluster; a local cluster lives as long as the block."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    if cluster.local_workers is not None:
+        try:
+            with dask.config.set({"distributed.scheduler.allowed-failures": LOCAL_ALLOWED_FAILURES}):
+                # no dashboard; the scheduler's HTTP server (health checks) on any free port,
+                # not 8787, which a second cclq or a user's own cluster may hold
+                local = LocalCluster(n_workers=cluster.local_workers, threads_per_worker=1, processes=True,
+                                     dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                                     silence_logs=logging.CRITICAL)
+        except Exception as e:
+            raise CclqError(f"--dask {cluster}: could not start a local Dask cluster: {type(e).__name__}: {e}") from e
+        with local, Client(local) as client:
+            yield client
+        return
+    try:
+        if cluster.scheduler_file is not None:
+            client = Client(scheduler_file=cluster.scheduler_file)
+        else:
+            client = Client(cluster.address)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"--dask {cluster}: cannot reach the Dask scheduler: {e}",
+                         hint="start it first (dask scheduler, or a dask-jobqueue cluster), and pass its address "
+                              "or scheduler file") from e
+    with client:
+        _wait_for_a_worker(client, cluster)
+        yield client
+
+
+def _wait_for_a_worker(client: Client, cluster: ClusterSpec) -> None:
+    """Tasks sent to a scheduler without workers would wait silently (a batch job that
+    has not started yet): say so once, then wait."""
+    if client.scheduler_info(n_workers=1).get("workers"):
+        return
+    print(f"cclq: note: waiting for a Dask worker to join {cluster} (Ctrl-C stops)", file=sys.stderr)
+    client.wait_for_workers(1)
+
+
+def worker_threads(client: Client) -> int:
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    return max(1, sum(w.get("nthreads", 1) for w in workers.values()))
+
+
+@lru_cache(maxsize=1)
+def code_content_digest() -> str:
+    """A digest of this cclq's Python and SQL files: a worker that runs other code (an
+    older install on the cluster) would parse or compute differently."""
+    h = hashlib.blake2b(cclq.__version__.encode(), digest_size=12)
+    for root, pattern in ((Path(cclq.__file__).parent, "*.py"), (sql_root(), "*.sql")):
+        for path in sorted(root.rglob(pattern)):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _file_signature(path: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def _worker_view(probe: str, writable: str | None) -> dict[str, Any]:
+    """Runs on every worker (``Client.run``): what it sees of the warehouse, its code."""
+    return {"fingerprint": code_content_digest(), "probe": _file_signature(probe),
+            "writable": writable is None or os.access(writable, os.W_OK)}
+
+
+def check_workers(client: Client, warehouse: Path, probe: Path, writable: Path | None = None) -> None:
+    """Every worker runs this cclq and sees ``probe``, a file of the warehouse, as this
+    process does (size and modification time agree), so the warehouse is on shared
+    storage at the same path; ``writable`` must be writable there. A usage error names
+    the first worker that does not."""
+    want = _file_signature(str(probe))
+    views = client.run(_worker_view, str(probe), None if writable is None else str(writable))
+    for address, view in sorted(views.items()):
+        if view["fingerprint"] != code_content_digest():
+            raise UsageError(f"Dask worker {address} runs a different cclq than this process "
+                             f"(cclq {cclq.__version__} here)",
+                             hint="install the same cclq (and sql/ files) in the workers' environment")
+        if view["probe"] != want:
+            raise UsageError(f"Dask worker {address} does not see the warehouse at {warehouse} "
+                             "as this process does",
+                             hint="put the warehouse on storage that every worker mounts at the same path")
+        if not view["writable"]:
+            raise UsageError(f"Dask worker {address} cannot write to {writable}",
+                             hint="the workers write parsed data to the warehouse's tmp/ folder")
+
+
+def this_worker() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return "?"
+
+
+# ------------------------------------------------------------------------ ingest
+def parse_on_dask(todo: list[FileTask], warehouse: Warehouse, dask: str, reporter: Reporter,
+                  options: ReadOptions | None = None) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
+    """``cclq.ingest._run_parsers`` on a Dask cluster, with its contract: (task, result)
+    in ``todo`` order, and None when ``COMMIT_INTERVAL_S`` passed without one (so that
+    the committer can commit meanwhile). A file's bytes count on the progress bar when
+    its result arrives. Closing the generator cancels the parses that have not ended."""
+    if not todo:
+        return
+    cluster = parse_cluster(dask)
+    tmp_dir = warehouse.tmp_dir.resolve()
+    with dask_client(cluster) as client:
+        probe = tmp_dir / f"dask-probe-{uuid.uuid4().hex}"
+        probe.write_text(uuid.uuid4().hex)
+        try:
+            check_workers(client, warehouse.root.resolve(), probe, writable=tmp_dir)
+        finally:
+            probe.unlink(missing_ok=True)
+        yield from _DaskParses(client, todo, tmp_dir, reporter, options).results()
+
+
+def _running_marker(tmp_dir: str, file_id: str) -> Path:
+    """Left in ``tmp/`` while a worker parses the file: one left behind is an attempt
+    whose worker died while parsing it."""
+    return Path(tmp_dir) / f"{file_id}.running.{uuid.uuid4().hex[:12]}"
+
+
+def parse_task(path: str, file_id: str, tmp_dir: str, trace: str, fingerprint: str,
+               options: ReadOptions | None = None) -> ParsedFile | TraceFileError:
+    """What a worker runs for one file: ``cclq.ingest.parse_file``, with a marker in
+    ``tmp/`` for as long as it runs."""
+    from cclq.ingest import parse
+
+    if fingerprint != code_content_digest():
+        return TraceFileError(path, f"not parsed: Dask worker {this_worker()} runs a different cclq than "
+                                    "the ingest; install the same cclq on every worker")
+    if not os.path.lexists(path):
+        return TraceFileError(path, f"cannot read on Dask worker {this_worker()}: no such file (inputs must "
+                                    "be on storage that every worker sees at the same path)")
+    marker = _running_marker(tmp_dir, file_id)
+    try:
+        marker.touch()
+    except OSError as e:
+        return TraceFileError(path, f"Dask worker {this_worker()} cannot write to {tmp_dir}: {e.strerror or e}")
+    try:
+        return parse.parse_file(path, file_id, tmp_dir, trace, options or ReadOptions())
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+class _DaskParses:
+    """The parses of one ingest on a cluster, and their results in task order."""
+
+    def __init__(self, client: Client, todo: list[FileTask], tmp_dir: Path, reporter: Reporter,
+                 options: ReadOptions | None = None) -> None:
+        self.client = client
+        self.options = options
+        self.todo = todo
+        self.tmp_dir = str(tmp_dir)
+        self.reporter = reporter
+        self.futures: dict[int, Future] = {}  # by index in todo: the attempt in flight
+        self.finished: queue.SimpleQueue[tuple[int, Future]] = queue.SimpleQueue()
+        self.resubmits: dict[int, int] = {}
+
+    def submit(self, i: int) -> None:
+        task = self.todo[i]
+        future = self.client.submit(
+            parse_task, str(task.path), task.file_id, self.tmp_dir, task.trace, code_content_digest(), self.options,
+            key=f"cclq-parse-{task.file_id}-{uuid.uuid4().hex[:8]}", pure=False,
+            priority=task.size,  # largest first, so no big file starts last
+        )
+        self.futures[i] = future
+        future.add_done_callback(lambda f, i=i: self.finished.put((i, f)))
+
+    def results(self) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
+        for i in range(len(self.todo)):
+            self.submit(i)
+        ready: dict[int, ParsedFile | TraceFileError] = {}
+        next_out = 0
+        last_yield = time.monotonic()
+        try:
+            while next_out < len(self.todo):
+                try:
+                    i, future = self.finished.get(timeout=max(0.0, last_yield + COMMIT_INTERVAL_S - time.monotonic()))
+                except queue.Empty:
+                    last_yield = time.monotonic()
+                    yield None
+                    continue
+                if self.futures.get(i) is not future:
+                    continue  # an attempt that was replaced
+                result = self.outcome(i, future)
+                if result is None:
+                    continue  # submitted again
+                del self.futures[i]
+                for marker in Path(self.tmp_dir).glob(f"{self.todo[i].file_id}.running.*"):
+                    marker.unlink(missing_ok=True)
+                self.reporter.advance(self.todo[i].size)
+                ready[i] = result
+                while next_out in ready:
+                    yield self.todo[next_out], ready.pop(next_out)
+                    next_out += 1
+                    last_yield = time.monotonic()
+        finally:  # a stopped run (or an error): no new parses
+            pending = [f for f in self.futures.values() if not f.done()]
+            if pending:
+                self.client.cancel(pending)
+
+    def outcome(self, i: int, future: Future) -> ParsedFile | TraceFileError | None:
+        """The file's result; None when it was submitted again."""
+        from distributed import KilledWorker
+
+        task = self.todo[i]
+        try:
+            return future.result()
+        except KilledWorker:
+            # Dask gives up on a task after a number of worker deaths while it was assigned
+            # to them, running or only queued there. The markers left behind tell which.
+            died = len(list(Path(self.tmp_dir).glob(f"{task.file_id}.running.*")))
+            if died >= 2 or self.resubmits.get(i, 0) >= MAX_RESUBMITS:
+                return TraceFileError(str(task.path), f"{PARSER_DIED}; {max(died, 1)} Dask worker(s) died "
+                                                      "while parsing it")
+            self.resubmits[i] = self.resubmits.get(i, 0) + 1
+            self.submit(i)
+            return None
+        except Exception as e:  # the task did not run to its end (the scheduler went away, ...)
+            return TraceFileError(str(task.path), f"not parsed: {task_failure(e)}")
+
+
+def task_failure(e: BaseException) -> str:
+    """One line for a task that did not run to its end."""
+    reason = getattr(e, "reason", None)  # FutureCancelledError: scheduler-connection-lost, ...
+    if reason:
+        return f"Dask cancelled the task ({reason})"
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"the Dask task failed: {type(e).__name__}" + (f": {first}" if first else "")

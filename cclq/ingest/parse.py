@@ -1,0 +1,320 @@
+"""Parsing one file into temp Parquet files, in this process or a worker: the reader of
+its format, its rank, what it wrote, and one clean failure for anything that goes wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from cclq.errors import TraceFileError
+from cclq.formats import xplane
+from cclq.formats.base import (
+    Prepared,
+    ReadAgain,
+    ReadOptions,
+    rank_from_name,
+)
+from cclq.formats.detect import (
+    detect,
+)
+from cclq.formats.registry import reader_for
+from cclq.formats.source import content_hash
+from cclq.proc import init_worker_process
+from cclq.schema import TABLE_SCHEMAS
+from cclq.store.warehouse import (
+    is_disk_full,
+)
+from cclq.store.writer import DataFileWriter
+
+PARSER_DIED = "the parser process died while reading it (out of memory?)"
+
+
+DISK_FULL = "no space left on device"
+
+
+@dataclass
+class FileTask:
+    path: Path
+    trace: str
+    relpath: str
+    file_id: str
+    size: int
+    mtime_ns: int
+    previous: dict | None  # its catalog row, when it came from this same place
+
+
+class DiskFullError(TraceFileError):
+    """The warehouse's disk is full: this file fails, and the run stops cleanly."""
+
+
+# -------------------------------------------------------------------------- parse
+@dataclass
+class ParsedFile:
+    """What a worker hands back to the committing process (picklable)."""
+
+    parts: list[tuple[str, int, str, int]]  # (table, rank, temp data file, rows)
+    rank: int  # the file's rank (the lowest, for a file holding several)
+    rank_source: str
+    parser: str
+    flavor: str
+    events_read: int
+    events_written: int
+    drops: dict[tuple[str, str], int]
+    notes: dict[str, int]
+    world_size: int | None
+    distributed_info: Any
+    device_properties: Any
+    decompressed_bytes: int
+    base_time_ns: int
+    ts_min_ns: int | None
+    ts_max_ns: int | None
+    content_hash: str
+    seconds: float
+    warnings: list[str]
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({rank for _table, rank, _tmp, _rows in self.parts} or {self.rank})
+
+    def discard(self) -> None:
+        for _table, _rank, tmp, _rows in self.parts:
+            Path(tmp).unlink(missing_ok=True)
+
+
+class _TableSink:
+    """Writes a reader's batches of one table to temp data files: one file, or one per
+    rank when the reader's file holds several (its batches then lead with ``rank``)."""
+
+    def __init__(self, table: str, tmp_dir: str, file_id: str, trace: str, rank: int, multi_rank: bool) -> None:
+        self.table = table
+        self.multi_rank = multi_rank
+        self._new = lambda r: DataFileWriter(
+            Path(tmp_dir) / f"{file_id}.{os.getpid()}.{time.monotonic_ns()}.{table}.{r}.parquet",
+            trace, r, TABLE_SCHEMAS[table])
+        self.writers: dict[int, DataFileWriter] = {} if multi_rank else {rank: self._new(rank)}
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if not self.multi_rank:
+            next(iter(self.writers.values())).write(batch)
+            return
+        import pyarrow.compute as pc
+
+        ranks = batch.column(0)
+        rest = pa.RecordBatch.from_arrays(batch.columns[1:], schema=batch.schema.remove(0))
+        for r in pc.unique(ranks).to_pylist():
+            writer = self.writers.get(r)
+            if writer is None:
+                writer = self.writers[r] = self._new(r)
+            writer.write(rest.filter(pc.equal(ranks, r)))
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+
+    def discard(self) -> None:
+        for w in self.writers.values():
+            w.discard()
+        self.writers.clear()
+
+
+_progress_queue: Any = None  # set in worker processes by init_worker
+
+
+def init_worker(progress_queue: Any, lock_fd: int | None, parent_pid: int) -> None:
+    """Runs first in every parser process: the progress queue, and ``cclq.proc``'s rules
+    (the lock's descriptor closed, SIGTERM when the ingest dies)."""
+    global _progress_queue
+    _progress_queue = progress_queue
+    init_worker_process(lock_fd, parent_pid)
+
+
+def _identity(path: str) -> tuple[int, int, int, int]:
+    """What changes when a file is rewritten: (device, inode, size, mtime)."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def parse_file(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions = ReadOptions(),
+               progress: Callable[[int], None] | None = None) -> ParsedFile | TraceFileError:
+    """Parses one file into temp Parquet files. Runs in a worker process.
+
+    A file rewritten while it is read (its size, mtime or inode moved between the start
+    and the end of the read) would mix two versions: it is read once more, then fails.
+    ``options`` chooses the JSON reader and the bounds a file must keep; ``progress``
+    gets the bytes read as they are (in a worker process, the pool's queue does).
+    """
+    started = time.perf_counter()
+    for _attempt in range(2):
+        try:
+            before = _identity(path)
+        except OSError as e:
+            return TraceFileError(path, f"cannot read: {e.strerror or e}")
+        parsed = _parse_once(path, file_id, tmp_dir, trace, options, progress)
+        if isinstance(parsed, TraceFileError):
+            return parsed
+        try:
+            unchanged = _identity(path) == before
+        except OSError:
+            unchanged = False
+        if unchanged:
+            parsed.seconds = time.perf_counter() - started
+            return parsed
+        parsed.discard()
+    return TraceFileError(path, "changed while it was being read (twice); ingest it again once it is written")
+
+
+def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions,
+                local_progress: Callable[[int], None] | None) -> ParsedFile | TraceFileError:
+    writers: list[_TableSink] = []
+    pending = 0
+    # The bar counts bytes of the file as planned (its size on disk). What is read can be
+    # more: the JSON xprof converts an xplane.pb into, or a second pass with Decimals.
+    # So reads are scaled to the planned file and never advance it past its size.
+    try:
+        budget = os.path.getsize(path)
+    except OSError:  # reported by detect() below, with the reason
+        budget = 0
+    scale = 1.0
+
+    def progress(n: int) -> None:
+        nonlocal pending, budget
+        step = min(int(n * scale), budget)
+        budget -= step
+        if _progress_queue is None:
+            if local_progress is not None:
+                local_progress(step)
+            return
+        pending += step
+        if pending >= 1 << 20:
+            _progress_queue.put(pending)
+            pending = 0
+
+    def discard_all() -> None:
+        for w in writers:
+            w.discard()
+        writers.clear()
+
+    converted: str | None = None  # the trace-viewer JSON xprof made from an xplane.pb
+    try:
+        detected = detect(path)
+        read_path = path
+        if detected.kind == "xplane":
+            converted = read_path = xplane.convert(path, tmp_dir)
+            detected = detect(read_path)
+            scale = budget / max(os.path.getsize(read_path), 1)
+        reader = reader_for(detected, options)
+        prepared = reader.prepare(read_path, detected)
+        rank, rank_source = _rank_of(path, prepared)
+        again: list[str] = []  # why the file was read more than once
+        for attempt in range(3):  # the fast reader's helpers give up, then the fast reader
+            writers[:] = [_TableSink(table, tmp_dir, file_id, trace, rank, prepared.ranks is not None)
+                          for table in reader.tables]
+            sinks = {w.table: w.write for w in writers}
+            try:
+                result = reader.read(read_path, detected, prepared, file_id, sinks, progress)
+                break
+            except ReadAgain as e:
+                discard_all()
+                if attempt == 2:
+                    raise
+                prepared.options = e.options  # the next attempt: ijson, or one process
+                again.append(e.note)
+        for note in again:
+            if note:
+                result.notes[note] += 1
+        for w in writers:
+            w.close()
+        digest = result.content_hash if converted is None and result.content_hash else content_hash(path)
+    except TraceFileError as e:
+        discard_all()
+        return e
+    except MemoryError:
+        discard_all()
+        return TraceFileError(path, "out of memory while parsing")
+    except Exception as e:  # the file boundary: whatever went wrong, this file fails alone
+        discard_all()
+        if is_disk_full(e):
+            return DiskFullError(path, DISK_FULL)
+        return TraceFileError(path, f"unexpected error while reading it ({type(e).__name__}: {e}); "
+                                    "this is a bug in cclq, --debug shows where",
+                              detail=traceback.format_exc())
+    except BaseException:
+        discard_all()
+        raise
+    finally:
+        if pending and _progress_queue is not None:
+            _progress_queue.put(pending)
+        if converted is not None:
+            xplane.cleanup(converted)
+
+    warnings = list(prepared.warnings) + list(result.warnings)
+    notes = dict(result.notes)
+    if converted is not None:
+        notes["xplane.pb converted to trace-viewer JSON with xprof"] = 1
+    elif detected.flavor == "xprof" and result.events_read >= xplane.TRACE_VIEWER_MAX_EVENTS:
+        warnings.append(xplane.truncation_warning(path, result.events_read))
+    info = result.metadata.get("distributedInfo")
+    parts = [(w.table, r, str(f.path), f.rows) for w in writers for r, f in sorted(w.writers.items())]
+    return ParsedFile(
+        parts=parts,
+        rank=min([r for _t, r, _p, _n in parts], default=rank),
+        rank_source=rank_source,
+        parser=result.parser or reader.name,
+        flavor=detected.flavor,
+        events_read=result.events_read,
+        events_written=result.rows_written,
+        drops=dict(result.drops),
+        notes=notes,
+        world_size=prepared.world_size,
+        distributed_info=json_or_none(info),
+        device_properties=json_or_none(result.metadata.get("deviceProperties")),
+        decompressed_bytes=result.decompressed_bytes,
+        base_time_ns=result.base_time_ns,
+        ts_min_ns=result.ts_min_ns,
+        ts_max_ns=result.ts_max_ns,
+        content_hash=digest,
+        seconds=0.0,
+        warnings=warnings,
+    )
+
+
+def _rank_of(path: str, prepared: Prepared) -> tuple[int, str]:
+    """The file's own word first, then a number in its name, else 0 (``ingest`` warns
+    when two files of a workload end up there)."""
+    if prepared.ranks:
+        return min(prepared.ranks), prepared.rank_source or "file content"
+    if prepared.rank is not None:
+        return prepared.rank, prepared.rank_source or "file content"
+    rank = rank_from_name(Path(path).name)
+    if rank is not None:
+        return rank, "file name"
+    return 0, "default"
+
+
+def inflight_marker(tmp_dir: str, file_id: str) -> Path:
+    return Path(tmp_dir) / f"{file_id}.parsing"
+
+
+def parse_in_worker(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions
+                     ) -> ParsedFile | TraceFileError:
+    """``parse_file`` in a pool process, leaving a marker file while it runs: if the
+    process dies, the marker tells ``_run_parsers`` which file it was reading."""
+    marker = inflight_marker(tmp_dir, file_id)
+    marker.touch()
+    try:
+        return parse_file(path, file_id, tmp_dir, trace, options)
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def json_or_none(value: Any) -> str | None:
+    """A reader's metadata value as JSON text for the catalog, or NULL."""
+    return None if value is None else json.dumps(value, default=str)

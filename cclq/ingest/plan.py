@@ -1,0 +1,181 @@
+"""From the paths a user gives to workloads: which folder is one run, which is a
+collection of runs, which file is a loose trace, and the trace id of each."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cclq.cards.check import CheckReport, check_card_file
+from cclq.cards.load import find_card
+from cclq.errors import UsageError, show_path
+from cclq.formats.detect import (
+    is_candidate,
+    is_sqlite,
+    is_trace_event_json,
+    may_be_trace,
+)
+
+_TRACE_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+@dataclass
+class Workload:
+    trace: str
+    root: Path  # the folder (or the loose file)
+    files: list[Path]
+    card: Path | None
+    is_folder: bool
+    # (path, problem) for parts of the folder that could not be read: the files seen are
+    # ingested, but nothing is removed as "no longer in the folder" (it may be there)
+    errors: list[tuple[Path, str]] = field(default_factory=list)
+    failure: str | None = None  # the whole workload fails (a trace id clash in this run)
+    # files that go to another trace than ``trace`` (see ``_split_formats``)
+    file_traces: dict[Path, str] = field(default_factory=dict)
+
+    def trace_of(self, path: Path) -> str:
+        return self.file_traces.get(path, self.trace)
+
+    @property
+    def traces(self) -> set[str]:
+        """Every trace id this workload's files go to."""
+        return {self.trace, *self.file_traces.values()}
+
+
+NSYS_SIBLING = "+nsys"
+
+
+def _split_formats(w: Workload) -> None:
+    """A folder with both Kineto/Chrome JSON traces and Nsight Systems exports holds two
+    profiles of one run (CCL-Bench's ``metric_source.traces: [nsys, json]``). They go to
+    two traces, ``<id>`` and ``<id>+nsys``: in one, rank 0 would be claimed twice and
+    every kernel counted twice. (Execution traces and result files fill other tables
+    and stay with ``<id>``.)"""
+    sqlite = [p for p in w.files if is_sqlite(str(p))]
+    if sqlite and any(is_trace_event_json(str(p)) for p in w.files if p not in sqlite):
+        w.file_traces = {p: w.trace + NSYS_SIBLING for p in sqlite}
+
+
+# --------------------------------------------------------------------------- plan
+def trace_id_for(name: str) -> str:
+    """A path-safe trace id: the folder name, or a loose file's stem."""
+    return _TRACE_ID_UNSAFE.sub("_", name).strip("._") or "trace"
+
+
+def _loose_file_trace_id(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".trace", ".pt", ".sqlite"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return trace_id_for(name)
+
+
+def _is_regular_or_broken(path: Path) -> bool:
+    """Whether a file found in a folder may be read: a regular file, or a link that
+    leads nowhere (which then fails alone with "cannot read"). A FIFO, socket or device
+    is passed by: reading a FIFO would block the ingest forever."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True
+
+
+def _walk_files(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The candidate files under ``folder``, and the folders that could not be read."""
+    files: list[Path] = []
+    errors: list[tuple[Path, str]] = []
+
+    def unreadable(e: OSError) -> None:
+        errors.append((Path(e.filename or folder), f"cannot read folder: {e.strerror or e}"))
+
+    for dirpath, dirnames, filenames in os.walk(folder, onerror=unreadable):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            if is_candidate(str(p)) and _is_regular_or_broken(p):
+                files.append(p)
+    return files, errors
+
+
+def _is_workload_folder(folder: Path) -> bool:
+    """A folder with a card or a file that may be a trace in it, or only files (raises
+    OSError if unreadable). Result files beside workload folders (``cclq record``'s CSV
+    of every run) do not make their folder a workload."""
+    if find_card(folder) is not None:
+        return True
+    entries = list(folder.iterdir())
+    if any(p.is_file() and may_be_trace(str(p)) for p in entries):
+        return True
+    subfolders = any(p.is_dir() and not p.name.startswith(".") for p in entries)
+    return not subfolders and any(p.is_file() and is_candidate(str(p)) for p in entries)
+
+
+def _folder_workload(folder: Path) -> Workload:
+    files, errors = _walk_files(folder)
+    w = Workload(trace_id_for(folder.name), folder, files, find_card(folder), True, errors)
+    _split_formats(w)
+    return w
+
+
+def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
+    """The workloads the inputs name. A path that does not exist is a usage error; a
+    folder that cannot be read, or a second workload whose name maps to a trace id that
+    another input of this run already has, is a workload that fails alone."""
+    workloads: list[Workload] = []
+    for raw in inputs:
+        path = Path(raw).expanduser()
+        if not path.exists() and not path.is_symlink():
+            raise UsageError(f"{show_path(raw)}: no such file or directory")
+        path = path.resolve()
+        if not path.is_dir():  # a file; one that is not regular fails alone in ingest()
+            workloads.append(Workload(_loose_file_trace_id(path), path, [path], None, False))
+            continue
+        try:
+            is_workload = _is_workload_folder(path)
+            folders = [path] if is_workload else sorted(
+                p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
+            )
+        except OSError as e:
+            workloads.append(Workload(trace_id_for(path.name), path, [], None, True,
+                                      failure=f"{show_path(path)}: cannot read folder: {e.strerror or e}"))
+            continue
+        for folder in folders:
+            try:
+                workloads.append(_folder_workload(folder))
+            except OSError as e:
+                workloads.append(Workload(trace_id_for(folder.name), folder, [], None, True,
+                                          failure=f"{show_path(folder)}: cannot read folder: {e.strerror or e}"))
+    seen: dict[str, Path] = {}
+    for w in workloads:
+        if w.failure:
+            continue
+        first = seen.setdefault(w.trace, w.root)
+        if first != w.root:
+            w.failure = (f"{show_path(w.root)}: its trace id {w.trace!r} is already taken by {show_path(first)} "
+                         "in this run (both names map to it); rename one of them")
+    return workloads
+
+
+def check_input_cards(paths: Iterable[Path]) -> CheckReport:
+    """Checks card files given directly, and the card of every workload folder under
+    folders (the same folders ``cclq ingest`` takes as workloads)."""
+    report = CheckReport()
+    folders: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            report.cards.append(path)
+        else:
+            folders.append(path)
+    for workload in plan_inputs(folders) if folders else []:
+        card = find_card(workload.root) if workload.is_folder else None
+        if card is None:
+            report.without_card.append(workload.root)
+        else:
+            report.cards.append(card)
+    for card in report.cards:
+        report.problems += check_card_file(card)
+    return report

@@ -1,0 +1,53 @@
+"""What an ingest tells its caller: a ``Reporter`` for progress and warnings as it goes,
+and the ``IngestReport`` of outcomes at the end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Reporter(Protocol):
+    """How ingest tells the user what it is doing (the CLI draws a progress bar)."""
+
+    def start(self, total_bytes: int, files: int) -> None: ...
+    def advance(self, nbytes: int) -> None: ...
+    def file_done(self, outcome: FileOutcome) -> None: ...
+    def warn(self, message: str) -> None: ...
+    def finish(self) -> None: ...
+
+
+class SilentReporter:
+    def start(self, total_bytes: int, files: int) -> None: ...
+    def advance(self, nbytes: int) -> None: ...
+    def file_done(self, outcome: FileOutcome) -> None: ...
+    def warn(self, message: str) -> None: ...
+    def finish(self) -> None: ...
+
+
+@dataclass
+class FileOutcome:
+    path: str  # the file; for a workload that failed as a whole, its folder
+    trace: str
+    status: str  # ingested | unchanged | skipped | failed | removed
+    message: str = ""
+    rank: int | None = None
+    format: str = ""
+    events: int = 0
+    dropped: int = 0
+    size_bytes: int = 0
+    seconds: float = 0.0
+    detail: str | None = None  # a traceback, for errors cclq did not foresee (--debug)
+
+
+@dataclass
+class IngestReport:
+    warehouse: Path
+    outcomes: list[FileOutcome] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    compacted: list[Any] = field(default_factory=list)  # cclq.store.compaction.Compaction of the traces compacted
+
+    @property
+    def failed(self) -> list[FileOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]

@@ -1,0 +1,292 @@
+"""``cclq ingest``: from folders of trace files to the Parquet warehouse.
+
+1. ``plan_inputs`` turns the command-line paths into workloads (trace id, files,
+   card). A folder holding trace files (or a card) is one workload named after the
+   folder; a folder holding only folders is a collection of workloads; a loose file is
+   a workload of its own named after the file. A folder that cannot be read, or a
+   second folder whose name maps to a trace id already planned, fails alone.
+2. Files whose size and mtime (or, failing that, content hash; always the hash with
+   ``checksum``) match the catalog are skipped: re-ingesting unchanged input is a no-op.
+3. The rest are parsed, in parallel processes with ``jobs > 1`` (or on a Dask cluster:
+   ``cclq.ingest.dask``), each by the reader of its format (``cclq.formats``) into temp
+   Parquet files. The reader says the file's rank before its first row is written:
+   every row carries its trace and rank.
+   Parsing never touches the catalog. Any failure while reading a file, foreseen or
+   not, fails that file alone, naming it.
+4. The main process takes the results in path order, checks each against the catalog
+   (no two files may claim one (trace, rank)), and commits them in batches: each batch
+   is one new catalog snapshot (``Warehouse.commit``), so readers see all of a batch or
+   none of it, and a killed ingest leaves the last snapshot as it was. A batch that
+   cannot be committed is retried file by file, so a file that cannot be written fails
+   alone; a full disk stops the run cleanly.
+
+A trace id belongs to one place: a workload whose id the catalog holds for files from
+another folder (or another loose file) fails instead of replacing them, unless
+``force`` says to replace them; the old files then leave in the same snapshot as the
+first new file arrives, never before (if every new file fails, the old trace stays).
+"""
+
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from cclq.errors import TraceFileError, show_path
+from cclq.formats.base import (
+    ReadOptions,
+)
+from cclq.ingest.commit import COMMIT_INTERVAL_S, Committer, copy_state, is_unchanged
+from cclq.ingest.parse import (
+    PARSER_DIED,
+    FileTask,
+    ParsedFile,
+    inflight_marker,
+    init_worker,
+    parse_file,
+    parse_in_worker,
+)
+from cclq.ingest.plan import plan_inputs
+from cclq.ingest.report import FileOutcome, IngestReport, Reporter, SilentReporter
+from cclq.store.warehouse import (
+    Warehouse,
+)
+
+# A batch of parsed files is committed once it is this old (or at the end): one snapshot
+
+
+def ingest(
+    inputs: Iterable[str | Path],
+    warehouse: Warehouse,
+    jobs: int | None = None,
+    force: bool = False,
+    reporter: Reporter | None = None,
+    checksum: bool = False,
+    options: ReadOptions = ReadOptions(),
+    dask: str | None = None,
+) -> IngestReport:
+    """Ingests every workload under ``inputs``; see the module docstring.
+
+    ``force`` re-ingests unchanged files, and lets a workload replace a trace of the
+    same id that was ingested from another place. ``checksum`` compares content hashes
+    instead of trusting an unchanged size and mtime (rsync's ``--checksum``). ``options``
+    chooses the JSON reader and the bounds a file must keep (``cclq.formats.chrome.reader``).
+    ``dask`` parses on a Dask cluster instead of local processes: ``local[:N]``, a
+    scheduler address or a scheduler file (``cclq.ingest.dask``); everything else stays here.
+    """
+    if dask is not None:
+        from cclq.ingest.dask import parse_cluster
+
+        parse_cluster(dask)  # a bad --dask (or no Dask installed) fails before anything is done
+    reporter = reporter or SilentReporter()
+    workloads = plan_inputs(inputs)
+    report = IngestReport(warehouse.root)
+    with warehouse.lock():
+        warehouse.clean_tmp()
+        warehouse.collect_garbage()  # what a killed run renamed into place but never committed
+        committer = Committer(warehouse, warehouse.read_state(), report)
+        tasks = committer.plan(workloads, force)
+        committer.flush()  # files that left their folders, new cards: before any parse
+        todo: list[FileTask] = []
+        rankless: dict[str, list[str]] = {}  # trace -> files that state no rank (unchanged ones)
+        for task in tasks:
+            if is_unchanged(task, force, checksum):
+                report.outcomes.append(FileOutcome(str(task.path), task.trace, "unchanged", rank=task.previous["rank"],
+                                                   size_bytes=task.size))
+                if task.previous.get("rank_source") == "default":
+                    rankless.setdefault(task.trace, []).append(str(task.path))
+            else:
+                todo.append(task)
+        reporter.start(sum(t.size for t in todo), len(todo))
+        results = _run_parsers(todo, warehouse, jobs, reporter, options, dask)
+        done = 0
+        try:
+            for item in results:
+                if item is not None:
+                    task, parsed = item
+                    done += 1
+                    if isinstance(parsed, ParsedFile) and parsed.rank_source == "default":
+                        committer.rankless.append((task, parsed))  # ranked after the files that state theirs
+                        continue
+                    reporter.file_done(committer.stage(task, parsed))
+                if committer.due():
+                    committer.flush()
+                if committer.stopped:
+                    break
+        finally:
+            results.close()  # a stopped run: no new parses
+        for task in todo[done:]:
+            report.outcomes.append(FileOutcome(str(task.path), task.trace, "failed",
+                                               f"{show_path(task.path)}: not ingested: {committer.stopped}",
+                                               size_bytes=task.size))
+        for task, outcome in committer.stage_rankless():
+            reporter.file_done(outcome)
+            if outcome.status == "ingested":
+                rankless.setdefault(task.trace, []).append(f"{show_path(task.path)}: no rank in the file and none "
+                                                           f"in its name; guessed rank {outcome.rank}")
+        committer.flush()
+        reporter.finish()
+        if not committer.stopped:
+            report.compacted = _compact_small_files(warehouse, committer, report, jobs or os.cpu_count() or 1)
+        # A guessed rank is noise for a workload of one file (rank 0 is the obvious
+        # choice); with two or more, say which rank each got.
+        for lines in rankless.values():
+            if len(lines) > 1:
+                report.warnings.extend(line for line in lines if "guessed rank" in line)
+        warehouse.collect_garbage()
+        warehouse.clean_tmp()  # what a dead parser process left behind
+    for w in report.warnings:
+        reporter.warn(w)
+    return report
+
+
+def _compact_small_files(warehouse: Warehouse, committer: Committer, report: IngestReport,
+                         jobs: int) -> list[Any]:
+    """Compacts the traces this ingest wrote whose files are many and small (see
+    cclq/compaction.py) in ``jobs`` processes, as one more commit; if that fails, the
+    traces stay as ingested."""
+    from cclq.store import compaction
+
+    touched = {o.trace for o in report.outcomes if o.status == "ingested"}
+    groups = compaction.plan(committer.committed, touched) if touched else {}
+    if not groups:
+        return []
+    state = copy_state(committer.committed)
+    try:
+        moves, done = compaction.rewrite(warehouse, state, groups, jobs=jobs)
+        warehouse.commit(state, moves)
+    except Exception as e:  # noqa: BLE001 - an optimisation: the ingest itself succeeded
+        report.warnings.append(f"compacting small files did not work ({type(e).__name__}: {e}); "
+                               "`cclq compact` tries again")
+        return []
+    committer.committed = state
+    return done
+
+
+def _run_parsers(
+    todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter,
+    options: ReadOptions = ReadOptions(), dask: str | None = None,
+) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
+    """Yields (task, result) in task order; parses in processes when jobs > 1 (one file
+    alone is read here, its chunks built by ``jobs`` helper processes), on a Dask cluster
+    when ``dask`` names one (``cclq.ingest.dask``). Yields None when it has waited
+    ``COMMIT_INTERVAL_S`` for the next result, so that the caller can commit what it has
+    while a big file is still being read.
+
+    A parser process that dies (the OOM killer, kill -9) breaks the whole pool and
+    every file it held. Those files are parsed again in a fresh pool, and the ones that
+    were being read when it died ("suspects") one at a time, so that a second death
+    names the file that causes it: that file fails alone (``PARSER_DIED``). Closing the
+    generator cancels the parses that have not started.
+    """
+    if dask is not None:
+        from cclq.ingest.dask import parse_on_dask
+
+        yield from parse_on_dask(todo, warehouse, dask, reporter, options)
+        return
+    requested = jobs or os.cpu_count() or 1
+    jobs = min(requested, max(len(todo), 1))
+    tmp_dir = str(warehouse.tmp_dir)
+    if jobs <= 1:
+        if len(todo) == 1 and requested > 1:  # one big file: the fast reader builds chunks on every core
+            options = replace(options, helpers=requested)
+        for task in todo:
+            yield task, parse_file(str(task.path), task.file_id, tmp_dir, task.trace, options, reporter.advance)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    ctx = mp.get_context("fork")
+    ready: dict[int, ParsedFile | TraceFileError] = {}  # by index in todo, until its turn
+    deaths: dict[int, int] = {}  # index -> parser deaths while it was being read
+    next_out = 0
+    while next_out < len(todo):
+        pending = [i for i in range(next_out, len(todo)) if i not in ready]
+        suspects = [i for i in pending if deaths.get(i)]
+        group = suspects or pending
+        workers = 1 if suspects else min(jobs, len(group))
+        # Largest files first, so that a big file is not the last to start while the
+        # other workers sit idle; results are still committed in path order, which
+        # decides which of two files claiming one (trace, rank) is the later one.
+        order = sorted(group, key=lambda i: todo[i].size, reverse=True)
+        futures: dict[int, Future] = {}
+        # a fresh progress queue per pool: a killed worker may have died holding the old one's lock
+        with _progress_relay(ctx, reporter) as progress_q, ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=init_worker,
+            initargs=(progress_q, warehouse.lock_fd, os.getpid()),
+        ) as pool:
+            for i in order:
+                task = todo[i]
+                futures[i] = pool.submit(parse_in_worker, str(task.path), task.file_id, tmp_dir, task.trace, options)
+            try:
+                for i in sorted(group):
+                    while True:
+                        try:
+                            ready[i] = futures[i].result(timeout=COMMIT_INTERVAL_S)
+                            break
+                        except FutureTimeout:
+                            yield None
+                    while next_out in ready:
+                        yield todo[next_out], ready.pop(next_out)
+                        next_out += 1
+                continue
+            except BrokenProcessPool:
+                pass
+            except GeneratorExit:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        # The pool broke; leaving the with-block waited for its processes to end.
+        lost = [i for i in order if i >= next_out and i not in ready]
+        for i in lost:
+            f = futures[i]
+            if f.done() and not f.cancelled() and f.exception() is None:  # finished before the break
+                ready[i] = f.result()
+        lost = [i for i in lost if i not in ready]
+        # A marker left behind shows a file being read when the pool broke; without any
+        # (a worker died outside a parse), the files the workers would have been reading.
+        in_flight = [i for i in lost if inflight_marker(tmp_dir, todo[i].file_id).exists()] or lost[:workers]
+        for i in in_flight:
+            deaths[i] = deaths.get(i, 0) + 1
+            if deaths[i] >= 2:
+                ready[i] = TraceFileError(str(todo[i].path), PARSER_DIED)
+        for i in lost:  # the marker and the half-written events of the lost parses
+            for leftover in Path(tmp_dir).glob(f"{todo[i].file_id}.*"):
+                leftover.unlink(missing_ok=True)
+        while next_out in ready:
+            yield todo[next_out], ready.pop(next_out)
+            next_out += 1
+
+
+@contextmanager
+def _progress_relay(ctx: Any, reporter: Reporter) -> Iterator[Any]:
+    """A queue that parser processes put byte counts on, and a thread in this process
+    that passes them to ``reporter`` (drained to the end when the block exits)."""
+    progress_q = ctx.SimpleQueue()
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not stop.is_set() or not progress_q.empty():
+            try:
+                if progress_q.empty():
+                    time.sleep(0.05)
+                    continue
+                reporter.advance(progress_q.get())
+            except (EOFError, OSError, queue.Empty):
+                return
+
+    drainer = threading.Thread(target=drain, daemon=True)
+    drainer.start()
+    try:
+        yield progress_q
+    finally:
+        stop.set()
+        drainer.join(timeout=2)

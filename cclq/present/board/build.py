@@ -1,0 +1,267 @@
+"""``cclq board OUT_DIR``: build the static site, recomputing only what changed.
+
+The site is plain files that open from the file system or any static server::
+
+    OUT_DIR/index.html              the leaderboard (rows in the page, sorted and filtered in it)
+    OUT_DIR/w/<workload>.html       one page per workload: card, plots, every metric computed
+    OUT_DIR/assets/board.{css,js}   the stylesheet and the sort/filter script
+    OUT_DIR/benchmark_data.json     CCL-Bench's website data (``website/generate_data.py``'s keys)
+    OUT_DIR/data.js                 the same as ``const BENCHMARK_DATA = ...`` (CCL-Bench's index.html)
+    OUT_DIR/data/<workload>.json    each workload's numbers and plot data, with its fingerprint
+
+Incremental: a workload's fingerprint covers everything its numbers depend on (its
+files' content hashes and ingest version, its card, the metric definitions, the views,
+the parameters, the cclq version). A rebuild reuses ``data/<workload>.json`` when the
+fingerprint matches, and computes the others in one connection restricted to them (each
+metric one query over all of them, through the metric result cache), so adding one trace
+to a board of 500 computes one trace. Every file is written to a temporary name and
+renamed into place: an interrupted build leaves the previous site readable.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cclq import __version__
+from cclq.present.board.pages import (
+    ASSETS,
+    MetricColumn,
+    asset_text,
+    index_page,
+    workload_page,
+)
+from cclq.present.report import (
+    FIGURE_METRICS,
+    REPORT_VERSION,
+    collect_reports,
+    report_dict,
+)
+from cclq.query.engine import connect
+from cclq.query.metrics import (
+    LEADERBOARD_CATEGORIES,
+    MetricRun,
+    MetricSpec,
+    latest_specs,
+)
+from cclq.query.sqlfiles import view_modules
+from cclq.store.warehouse import Warehouse
+
+BOARD_VERSION = 1  # of the stored data layout; a new layout recomputes every workload
+# Short descriptions of CCL-Bench's website categories (its benchmark_config.json has its own).
+CATEGORY_DESCRIPTIONS = {
+    "model_execution": "Step time and throughput of the model",
+    "gpu_efficiency": "How busy and how well used the accelerators are",
+    "memory": "Memory bandwidth and transfers",
+    "communication": "Collective communication time, share and overlap",
+}
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_SAFE_SLUG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # what ``slug`` makes: never a path
+
+
+@dataclass
+class BoardResult:
+    out_dir: Path
+    workloads: int
+    computed: list[str] = field(default_factory=list)  # traces whose metrics were computed
+    reused: int = 0  # traces whose stored data was still valid
+    removed: int = 0  # pages of traces no longer in the warehouse
+    metrics: int = 0
+    seconds: float = 0.0
+
+
+def board_specs(all_metrics: bool = False) -> list[MetricSpec]:
+    """The leaderboard metrics (a ``leaderboard`` header) and those the plots need; all
+    metrics with ``all_metrics`` (workload pages then list every one)."""
+    specs = latest_specs()
+    if all_metrics:
+        return specs
+    return [s for s in specs if s.leaderboard or s.name in FIGURE_METRICS]
+
+
+def leaderboard_columns(specs: list[MetricSpec]) -> list[MetricColumn]:
+    order = list(LEADERBOARD_CATEGORIES)
+    chosen = sorted((s for s in specs if s.leaderboard), key=lambda s: (order.index(s.leaderboard), s.name))
+    return [MetricColumn(s.name, s.unit, s.polarity, s.leaderboard, s.description) for s in chosen]
+
+
+def slug(trace: str) -> str:
+    """A file name for a trace's page: the id itself when it is safe, else a cleaned id
+    plus a hash (two ids never share a page)."""
+    clean = _UNSAFE.sub("_", trace)
+    if clean.startswith("."):
+        clean = "_" + clean
+    if clean != trace or not clean:
+        clean += "-" + hashlib.blake2b(trace.encode(), digest_size=4).hexdigest()
+    return clean
+
+
+def standing(workloads: list[dict[str, Any]], columns: list[MetricColumn]) -> dict[str, dict[str, tuple[int, int]]]:
+    """trace -> metric -> (place, workloads with a value), best first by the metric's
+    polarity; ties share the better place. Metrics without a polarity get none."""
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for col in columns:
+        if col.polarity not in ("higher", "lower"):
+            continue
+        values = [(w["trace"], e["value"]) for w in workloads for g in w["categories"] for e in g["metrics"]
+                  if e["metric"] == col.name and e["value"] is not None]
+        ordered = sorted(v for _, v in values)
+        for trace, v in values:
+            better = (len(ordered) - bisect.bisect_right(ordered, v) if col.polarity == "higher"
+                      else bisect.bisect_left(ordered, v))
+            out.setdefault(trace, {})[col.name] = (better + 1, len(values))
+    return out
+
+
+def _fingerprints(con: Any, specs: list[MetricSpec], params: dict[str, str]) -> dict[str, str]:
+    """trace -> a key of everything its board data depends on."""
+    base = hashlib.blake2b(digest_size=16)
+    for part in (__version__, str(BOARD_VERSION), str(REPORT_VERSION), json.dumps(params, sort_keys=True),
+                 *(s.text for s in specs), *(m.sql for m in view_modules())):
+        base.update(part.encode())
+        base.update(b"\0")
+    files: dict[str, list[tuple]] = {}
+    for row in con.execute("SELECT trace, rank, file_id, content_hash, ingest_version FROM files "
+                           "ORDER BY ALL").fetchall():
+        files.setdefault(row[0], []).append(row[1:])
+    cards = dict(con.execute("SELECT trace, card_json FROM cards").fetchall())
+    out = {}
+    for trace, rows in files.items():
+        h = base.copy()
+        h.update(repr((trace, rows, cards.get(trace))).encode())
+        out[trace] = h.hexdigest()
+    return out
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomic: a reader sees the old file or the new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _stored(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """trace -> stored workload data (unreadable files are ignored: they get recomputed)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((out_dir / "data").glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            out[data["trace"]] = data
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def _has_failed_metric(data: dict[str, Any]) -> bool:
+    return any(e.get("failed") for g in data.get("categories", []) for e in g["metrics"])
+
+
+def benchmark_data(workloads: list[dict[str, Any]], specs: list[MetricSpec], generated_at: str) -> dict[str, Any]:
+    """CCL-Bench's ``website/benchmark_data.json``: generated_at, all_metrics,
+    metric_categories, metric_info, and one row per workload (card metadata, metrics).
+    Values have 6 significant digits and ``null`` when a metric does not apply, as its
+    ``generate_data.py`` stores them; ``reasons`` (extra) says why."""
+    board = [s for s in specs if s.leaderboard]
+    info = {
+        s.name: {"label": f"{s.name} ({s.unit})", "description": s.description, "unit": s.unit,
+                 "higher_is_better": {"higher": True, "lower": False}.get(s.polarity),
+                 "category": s.leaderboard, "version": s.version, "summary": s.summary}
+        for s in board
+    }
+    rows = []
+    for w in workloads:
+        entries = {e["metric"]: e for g in w["categories"] for e in g["metrics"]}
+        metrics: dict[str, float | None] = {}
+        reasons: dict[str, str] = {}
+        for s in board:
+            e = entries.get(s.name)
+            value = None if e is None else e["value"]
+            metrics[s.name] = None if value is None else float(f"{value:.6g}")
+            if value is None:
+                reasons[s.name] = "not computed" if e is None else (e["reason"] or "no value")
+        rows.append({"trace": w["trace"], "metadata": w["metadata"], "metrics": metrics, "reasons": reasons})
+    return {
+        "generated_at": generated_at,
+        "all_metrics": sorted(info),
+        "metric_categories": [{"id": k, "label": v, "description": CATEGORY_DESCRIPTIONS.get(k, "")}
+                              for k, v in LEADERBOARD_CATEGORIES.items()],
+        "metric_info": info,
+        "rows": rows,
+    }
+
+
+def build_board(
+    wh: Warehouse,
+    out_dir: Path,
+    params: dict[str, str] | None = None,
+    all_metrics: bool = False,
+    use_cache: bool = True,
+    force: bool = False,
+    on_metric: Callable[[MetricRun], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+) -> BoardResult:
+    """Builds (or brings up to date) the site in ``out_dir``.
+
+    ``on_start(traces_to_compute, metrics)`` is called before computing, ``on_metric``
+    after each metric (progress bars). ``force`` recomputes every workload.
+    """
+    start = time.perf_counter()
+    params = params or {}
+    specs = board_specs(all_metrics)
+    wh.require()
+    con = connect(wh, views=False)
+    fingerprints = _fingerprints(con, specs, params)
+    con.close()
+    stored = _stored(out_dir)
+    keep = {t: d for t, d in stored.items()
+            if not force and d.get("fingerprint") == fingerprints.get(t) and not _has_failed_metric(d)}
+    todo = sorted(t for t in fingerprints if t not in keep)
+    result = BoardResult(out_dir, len(fingerprints), todo, len(keep), metrics=len(specs))
+    if on_start is not None:
+        on_start(len(todo), len(specs))
+    fresh: dict[str, dict[str, Any]] = {}
+    if todo:
+        con = connect(wh, traces=None if len(todo) == len(fingerprints) else todo, views=False)
+        try:
+            reports = collect_reports(con, specs, params, wh.cache_dir if use_cache else None, on_metric)
+        finally:
+            con.close()
+        for trace, report in reports.items():
+            data = report_dict(report, rows=False)
+            data.update(fingerprint=fingerprints[trace], slug=slug(trace), board_version=BOARD_VERSION)
+            fresh[trace] = data
+            _write(out_dir / "data" / f"{data['slug']}.json", json.dumps(data, default=str))
+    workloads = [fresh.get(t) or keep[t] for t in sorted(fingerprints)]
+    for name in ASSETS:
+        _write(out_dir / "assets" / name, asset_text(name))
+    columns = leaderboard_columns(specs)
+    standings = standing(workloads, columns)
+    for data in workloads:
+        _write(out_dir / "w" / f"{data['slug']}.html",
+               workload_page(data, columns=columns, standing=standings.get(data["trace"], {})))
+    # a workload of an earlier build that left the warehouse: its page and data go (only
+    # files this board wrote, known by their stored data, are ever removed)
+    live = {d["slug"] for d in workloads}
+    earlier = {d.get("slug") for d in stored.values()}
+    for gone in {g for g in earlier if isinstance(g, str) and _SAFE_SLUG.fullmatch(g)} - live:
+        for path in (out_dir / "w" / f"{gone}.html", out_dir / "data" / f"{gone}.json"):
+            path.unlink(missing_ok=True)
+        result.removed += 1
+    generated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    bench = benchmark_data(workloads, specs, generated_at)
+    _write(out_dir / "benchmark_data.json", json.dumps(bench, indent=1))
+    _write(out_dir / "data.js", "// generated by cclq board: CCL-Bench's website data\n"
+                                f"const BENCHMARK_DATA = {json.dumps(bench, indent=1)};\n")
+    _write(out_dir / "index.html", index_page(workloads, columns, generated_at, str(wh.root)))
+    result.seconds = time.perf_counter() - start
+    return result

@@ -1,0 +1,216 @@
+"""The plots of a workload page, drawn from its report data (``cclq.present.report.report_dict``).
+
+Each figure is drawn from metric results (per-rank values, straggler counts from
+``collective_skew``, ``hta_temporal_breakdown``, ``collective_busbw``) or from the
+views (steps, top kernels) that ``cclq.present.report`` collected; a figure without data is
+kept with the reason instead of a picture, so a page never breaks.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from cclq.present.board.svg import (
+    Series,
+    bar_chart,
+    byte_label,
+    line_chart,
+    seconds_scale,
+    short_number,
+)
+from cclq.present.render import format_number
+
+# Kernel classes (kernel_class_rules) and XLA op kinds, coloured the same everywhere.
+CLASS_COLORS = {"compute": "#0072B2", "comm": "#E69F00", "memcpy": "#009E73", "memset": "#CC79A7",
+                "sync": "#999999", "other": "#56B4E9"}
+TEMPORAL = (("compute", "#0072B2"), ("non-compute", "#E69F00"), ("idle", "#BBBBBB"))
+
+
+@dataclass
+class Figure:
+    key: str
+    title: str
+    caption: str
+    svg: str | None  # None: not available, ``caption`` says why
+
+
+def _metric(data: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for group in data["categories"]:
+        for entry in group["metrics"]:
+            if entry["metric"] == name:
+                return entry
+    return None
+
+
+def _straggler_rank(data: dict[str, Any]) -> int | None:
+    straggler = (data.get("figures") or {}).get("straggler")
+    if not straggler:
+        return None
+    counts = straggler["late_count"]
+    # straggler_rank's rule: most collectives started last, ties to the lowest rank
+    return min(counts, key=lambda rc: (-rc[1], rc[0]))[0]
+
+
+def _per_rank(data: dict[str, Any], name: str, title: str, key: str) -> Figure:
+    entry = _metric(data, name)
+    if entry is None:
+        return Figure(key, title, f"{name} was not computed for this board.", None)
+    rows = [(r, v) for r, v, _ in entry.get("by_rank", []) if v is not None]
+    if not rows:
+        return Figure(key, title, f"n/a: {entry['reason'] or 'no value'}", None)
+    ranks = [r for r, _ in rows]
+    values = [v for _, v in rows]
+    straggler = _straggler_rank(data)
+    highlight = [i for i, r in enumerate(ranks) if r == straggler]
+    how = entry["summary"]
+    if entry["unit"] == "s":
+        factor, unit = seconds_scale(max(values))
+        reference = (entry["value"] * factor, f"{how} {format_number(entry['value'])} s") if how == "mean" else None
+        svg = bar_chart([str(r) for r in ranks], [Series(f"{name} ({unit})", [v * factor for v in values])],
+                        value_label=f"{name} ({unit})", category_label="rank", highlight=highlight,
+                        tip_fmt=lambda v, f=factor: f"{format_number(v / f)} s", reference=reference)
+    else:
+        reference = (entry["value"], f"{how} {format_number(entry['value'])}") if how == "mean" else None
+        svg = bar_chart([str(r) for r in ranks], [Series(name, values)], value_label=f"{name} ({entry['unit']})",
+                        category_label="rank", highlight=highlight, reference=reference)
+    how_words = "pooled ratio" if entry["summary"] == "ratio" else entry["summary"]
+    caption = (f"{name} per rank; the workload's value is the {how_words} over ranks, "
+               f"{format_number(entry['value'])} {entry['unit']}.")
+    if highlight:
+        caption += f" In red: rank {straggler}, the straggler."
+    return Figure(key, title, caption, svg)
+
+
+def straggler_figure(data: dict[str, Any]) -> Figure:
+    title = "Straggler: who starts collectives last"
+    straggler = (data.get("figures") or {}).get("straggler")
+    if not straggler:
+        entry = _metric(data, "collective_skew")
+        reason = entry["reason"] if entry and entry["reason"] else "no collective seen on two or more ranks"
+        return Figure("straggler", title, f"n/a: {reason}", None)
+    counts = dict(straggler["late_count"])
+    ranks = sorted(set(data["info"].get("ranks") or []) | set(counts))
+    rank = _straggler_rank(data)
+    svg = bar_chart([str(r) for r in ranks], [Series("collectives started last", [counts.get(r, 0) for r in ranks])],
+                    value_label="collectives started last", category_label="rank",
+                    highlight=[ranks.index(rank)] if rank in ranks else [], fmt=lambda v: f"{v:g}",
+                    tip_fmt=lambda v: f"{v:g}")
+    share = counts.get(rank, 0) / straggler["matched"]
+    return Figure("straggler", title,
+                  f"Of {straggler['matched']} collectives matched across ranks (collective_skew), rank {rank} "
+                  f"started last in {counts.get(rank, 0)} ({share:.0%}): straggler_rank = {rank}.", svg)
+
+
+def step_timeline(data: dict[str, Any]) -> Figure:
+    title = "Step time, step by step"
+    steps = (data.get("figures") or {}).get("steps") or []
+    if not steps:
+        entry = _metric(data, "avg_step_time")
+        return Figure("steps", title, f"n/a: {entry['reason'] if entry and entry['reason'] else 'no steps'}", None)
+    factor, unit = seconds_scale(max(d for _, _, d in steps))
+    by_rank: dict[int, list[tuple[float, float]]] = {}
+    for rank, step, dur in steps:
+        by_rank.setdefault(rank, []).append((step, dur * factor))
+    if len(by_rank) <= 8:
+        series = [Series(f"rank {r}", points=pts) for r, pts in sorted(by_rank.items())]
+        how = "one line per rank"
+    else:
+        by_step: dict[int, list[float]] = {}
+        for _, step, dur in steps:
+            by_step.setdefault(step, []).append(dur * factor)
+        ordered = sorted(by_step.items())
+        series = [Series("max over ranks", points=[(s, max(v)) for s, v in ordered], color="#D55E00"),
+                  Series("median", points=[(s, statistics.median(v)) for s, v in ordered], color="#0072B2"),
+                  Series("min", points=[(s, min(v)) for s, v in ordered], color="#009E73", dashed=True)]
+        how = f"min, median and max over {len(by_rank)} ranks"
+    svg = line_chart(series, x_label="step (ProfilerStep#N)", y_label=f"step time ({unit})",
+                     x_fmt=lambda v: f"{v:g}", tip_x=lambda v: f"step {v:g}",
+                     tip_y=lambda v, f=factor: f"{format_number(v / f)} s")
+    return Figure("steps", title, f"Duration of every recorded step ({how}). avg_step_time drops the first and "
+                  "last step when there are more than two.", svg)
+
+
+def temporal_figure(data: dict[str, Any]) -> Figure:
+    title = "Where GPU time goes: compute, non-compute, idle"
+    rows = (data.get("figures") or {}).get("temporal")
+    if not rows:
+        entry = _metric(data, "hta_temporal_breakdown")
+        return Figure("temporal", title, f"n/a: {entry['reason'] if entry and entry['reason'] else 'not computed'}",
+                      None)
+    rows = sorted(rows)
+    labels = [f"rank {r}" for r, *_ in rows]
+    series = []
+    for k, (name, color) in enumerate(TEMPORAL):
+        values = [100 * row[1 + k] / row[4] if row[4] else None for row in rows]
+        tips = [f"{format_number(row[1 + k])} us of {format_number(row[4])} us" for row in rows]
+        series.append(Series(name, values, color=color, tips=tips))
+    svg = bar_chart(labels, series, stacked=True, horizontal=True, max_value=100, value_label="% of GPU span",
+                    fmt=lambda v: f"{v:g}%", tip_fmt=lambda v: f"{v:.2f}%", label_width=70)
+    return Figure("temporal", title, "hta_temporal_breakdown per rank (HTA 0.5.0's window): compute kernels, "
+                  "other GPU work not under compute (communication, memory), and idle time, as shares of the "
+                  "span from the first to the last GPU activity.", svg)
+
+
+def busbw_figure(data: dict[str, Any]) -> Figure:
+    title = "Collective bus bandwidth vs message size"
+    rows = (data.get("figures") or {}).get("busbw")
+    if not rows:
+        entry = _metric(data, "collective_busbw")
+        return Figure("busbw", title, f"n/a: {entry['reason'] if entry and entry['reason'] else 'not computed'}",
+                      None)
+    by_type: dict[str, list[tuple[float, float, str]]] = {}
+    for coll_type, bucket, lo, hi, n, value in rows:
+        tip = f"{n} collectives, {byte_label(lo)} .. {byte_label(hi)}"
+        by_type.setdefault(coll_type, []).append((max(float(bucket), 1.0), value, tip))
+    series = []
+    for coll_type, pts in sorted(by_type.items()):
+        pts.sort()
+        series.append(Series(coll_type, points=[(x, y) for x, y, _ in pts], tips=[t for _, _, t in pts]))
+    values = [y for s in series for _, y in s.points if y and y > 0]
+    wide = bool(values) and max(values) / min(values) > 100  # orders of magnitude apart: log scale
+    svg = line_chart(series, x_label="message size (power-of-two bucket)",
+                     y_label="median busbw (GB/s" + (", log scale)" if wide else ")"),
+                     log_x=True, log_y=wide, x_fmt=byte_label, tip_x=byte_label,
+                     y_fmt=(lambda v: f"{v:g}") if wide else short_number)
+    return Figure("busbw", title, "collective_busbw: median bus bandwidth (nccl-tests' busbw, GB = 1e9 B) of the "
+                  "collectives of each type and power-of-two message-size bucket, every rank pooled.", svg)
+
+
+def top_kernels_figure(data: dict[str, Any]) -> Figure:
+    top = (data.get("figures") or {}).get("top_ops") or {}
+    ops = top.get("ops") or []
+    xla = top.get("source") == "xla"
+    title = "Top XLA device ops" if xla else "Top kernels"
+    if not ops:
+        return Figure("top_ops", title, "n/a: no GPU kernels and no XLA device ops in this trace", None)
+    total = top["total_s"]
+    factor, unit = seconds_scale(max(op["total_s"] for op in ops))
+    classes = list(dict.fromkeys(op["class"] for op in ops))
+    series = [Series(cls, [op["total_s"] * factor if op["class"] == cls else None for op in ops],
+                     color=CLASS_COLORS.get(cls),
+                     tips=[f"{op['calls']} calls on {op['ranks']} rank(s), {op['total_s'] / total:.1%} of the time"
+                           if total else "" for op in ops])
+              for cls in classes]
+    svg = bar_chart([op["name"] for op in ops], series, stacked=True, horizontal=True, label_width=300,
+                    value_label=f"total time, all ranks ({unit})",
+                    tip_fmt=lambda v, f=factor: f"{format_number(v / f)} s", width=640)
+    shown = sum(op["total_s"] for op in ops)
+    what = "XLA device op" if xla else "GPU kernel"
+    return Figure("top_ops", title, f"The {len(ops)} {what} names with the most time, summed over ranks: "
+                  f"{shown / total:.0%} of all {what} time ({format_number(total)} s). Colour: "
+                  f"{'op kind' if xla else 'kernel class'}.", svg)
+
+
+def workload_figures(data: dict[str, Any]) -> list[Figure]:
+    """Every plot of a workload page, in page order."""
+    return [
+        _per_rank(data, "avg_step_time", "Step time per rank", "rank_step_time"),
+        _per_rank(data, "communication_fraction", "Communication share per rank", "rank_comm"),
+        straggler_figure(data),
+        step_timeline(data),
+        temporal_figure(data),
+        busbw_figure(data),
+        top_kernels_figure(data),
+    ]

@@ -1,0 +1,326 @@
+"""The board's HTML: the leaderboard page and one page per workload.
+
+Pages are plain HTML rendered here, with every piece of card or trace text escaped
+(``html.escape``), so a model name like ``<script>`` stays text. The leaderboard rows
+are in the page itself; ``assets/board.js`` only sorts and filters them. Plots are
+inline SVG (``cclq.present.board.figures``). A workload page can also stand alone (``cclq
+report --format html``): its stylesheet is then inlined.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from html import escape
+from importlib import resources
+from typing import Any
+
+from cclq import __version__
+from cclq.present.board.figures import workload_figures
+from cclq.present.render import format_number
+from cclq.present.report import spread
+from cclq.query.metrics import LEADERBOARD_CATEGORIES
+
+ASSETS = ("board.css", "board.js")
+_NO_FAVICON = '<link rel="icon" href="data:,">'  # no favicon request, so no 404 in the console
+
+
+def asset_text(name: str) -> str:
+    return resources.files("cclq.present.board").joinpath("assets", name).read_text()
+
+
+def _e(value: Any) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+@dataclass(frozen=True)
+class MetricColumn:
+    name: str
+    unit: str
+    polarity: str
+    group: str  # leaderboard category id
+    description: str
+
+
+@dataclass(frozen=True)
+class CardColumn:
+    key: str
+    title: str
+    numeric: bool = False
+
+
+CARD_COLUMNS = (
+    CardColumn("workload", "Workload"), CardColumn("model", "Model"), CardColumn("phase", "Phase"),
+    CardColumn("hardware", "Hardware"), CardColumn("devices", "Devices", numeric=True),
+    CardColumn("framework", "Framework"), CardColumn("parallelism", "Parallelism"),
+    CardColumn("comm_library", "Comm library"),
+)
+
+
+def metric_lookup(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["metric"]: e for group in data["categories"] for e in group["metrics"]}
+
+
+def _quality(columns: list[MetricColumn], lookups: dict[str, dict[str, dict[str, Any]]]) -> dict[tuple[str, str], str]:
+    """(trace, metric) -> 'q-good' | 'q-poor' for the best and worst quarter of a column
+    whose metric has a polarity (ties share their average place)."""
+    out: dict[tuple[str, str], str] = {}
+    for col in columns:
+        if col.polarity not in ("higher", "lower"):
+            continue
+        values = [(trace, m[col.name]["value"]) for trace, m in lookups.items()
+                  if col.name in m and m[col.name]["value"] is not None]
+        if len(values) < 4:
+            continue
+        ordered = sorted(v for _, v in values)
+        for trace, v in values:
+            place = (bisect.bisect_left(ordered, v) + bisect.bisect_right(ordered, v) - 1) / 2 / (len(ordered) - 1)
+            if col.polarity == "lower":
+                place = 1 - place
+            if place >= 0.75:
+                out[(trace, col.name)] = "q-good"
+            elif place <= 0.25:
+                out[(trace, col.name)] = "q-poor"
+    return out
+
+
+def _card_cells(w: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """card column key -> (cell HTML, sort key)."""
+    m = w["metadata"]
+    model = _e(m["model_family"]) + (' <span class="badge">MoE</span>' if m.get("moe") is True else "")
+    phase = f'<span class="badge {_e(m["phase"])}">{_e(m["phase"])}</span>' if m["phase"] else ""
+    devices = w["info"].get("world_size") if m["total_count"] == "" else m["total_count"]
+    hardware = m["hardware_model"] or m["hardware_type"]
+    href = f"w/{_e(w['slug'])}.html"
+    return {
+        "workload": (f'<a href="{href}">{_e(w["trace"])}</a>', w["trace"].lower()),
+        "model": (model, str(m["model_family"]).lower()),
+        "phase": (phase, str(m["phase"])),
+        "hardware": (_e(hardware), str(hardware).lower()),
+        "devices": (_e(devices), "" if devices in (None, "") else str(devices)),
+        "framework": (_e(m["framework"]), str(m["framework"]).lower()),
+        "parallelism": (_e(w["parallelism"]), w["parallelism"].lower()),
+        "comm_library": (_e(m["comm_library"]), str(m["comm_library"]).lower()),
+    }
+
+
+def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str | None) -> str:
+    group = f"g-{_e(col.group)}"
+    if entry is None:
+        return (f'<td class="num {group}" data-sort=""><span class="na" title="not computed for this workload">'
+                "n/a</span></td>")
+    if entry["value"] is None:
+        return (f'<td class="num {group}" data-sort=""><span class="na" title="{_e(entry["reason"] or "no value")}">'
+                "n/a</span></td>")
+    value = entry["value"]
+    tip = f"{col.name} = {format_number(value)} {col.unit}"
+    if extra := spread(entry):
+        tip += f" ({extra})"
+    cls = f"num {group} {quality}" if quality else f"num {group}"
+    return f'<td class="{cls}" data-sort="{value!r}" title="{_e(tip)}"><span class="v">{format_number(value)}</span></td>'
+
+
+def _page(title: str, body: str, css: str, scripts: str = "") -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{_e(title)}</title>\n'
+            f"{_NO_FAVICON}\n{css}\n</head>\n<body>\n{body}\n{scripts}</body>\n</html>\n")
+
+
+def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], generated_at: str,
+               source: str) -> str:
+    """The leaderboard: one row per workload, card columns, then metric columns by category."""
+    lookups = {w["trace"]: metric_lookup(w) for w in workloads}
+    quality = _quality(columns, lookups)
+    groups = [("workload", "Workload", len(CARD_COLUMNS))]
+    for gid, title in LEADERBOARD_CATEGORIES.items():
+        n = sum(c.group == gid for c in columns)
+        if n:
+            groups.append((gid, title, n))
+    group_row = "".join(f'<th colspan="{n}" class="g-{gid}">{_e(title)}</th>' for gid, title, n in groups)
+    col_cells = []
+    for i, c in enumerate(CARD_COLUMNS):
+        first = " first" if i == 0 else ""
+        col_cells.append(f'<th data-col="{i}" data-type="{"num" if c.numeric else "text"}" class="g-workload{first}">'
+                         f'<button type="button">{_e(c.title)}<span class="arrow"></span></button></th>')
+    for j, c in enumerate(columns, start=len(CARD_COLUMNS)):
+        better = {"higher": "higher is better", "lower": "lower is better"}.get(c.polarity, "")
+        title = f"{c.description}" + (f" ({better})" if better else "")
+        arrow = {"higher": "\u2191 ", "lower": "\u2193 "}.get(c.polarity, "")
+        label = _e(c.name).replace("_", "_<wbr>")
+        col_cells.append(
+            f'<th data-col="{j}" data-type="num" data-better="{_e(c.polarity)}" data-metric="{_e(c.name)}" '
+            f'class="metric g-{_e(c.group)}" title="{_e(title)}"><button type="button">{label}'
+            f'<span class="arrow"></span><span class="unit">{arrow}{_e(c.unit)}</span></button></th>')
+    body_rows = []
+    for w in workloads:
+        cells = _card_cells(w)
+        tds = []
+        for i, c in enumerate(CARD_COLUMNS):
+            html, key = cells[c.key]
+            cls = ("first " if i == 0 else "") + ("num" if c.numeric else "")
+            tds.append(f'<td class="{cls.strip()}" data-sort="{_e(key)}">{html}</td>')
+        for c in columns:
+            tds.append(_metric_cell(lookups[w["trace"]].get(c.name), c, quality.get((w["trace"], c.name))))
+        m = w["metadata"]
+        search = " ".join(str(x) for x in (w["trace"], m["model_family"], m["phase"], m["hardware_type"],
+                                           m["hardware_model"], m["framework"], m["comm_library"],
+                                           w["parallelism"], m["description"]) if x).lower()
+        body_rows.append(f'<tr data-trace="{_e(w["trace"])}" data-search="{_e(search)}">{"".join(tds)}</tr>')
+    table = (f'<div class="table-wrap"><table class="board" id="leaderboard">\n<thead><tr class="groups">{group_row}'
+             f'</tr>\n<tr class="cols">{"".join(col_cells)}</tr></thead>\n<tbody>\n' + "\n".join(body_rows)
+             + "\n</tbody></table></div>")
+    if not workloads:
+        table = '<div class="empty">The warehouse holds no traces yet: <code>cclq ingest DIR</code> first.</div>'
+    n_metrics = len(columns)
+    toggles = "".join(f'<label><input type="checkbox" data-group="{_e(gid)}" checked> {_e(title)}</label>'
+                      for gid, title, _ in groups[1:])
+    body = f"""<header class="top">
+<h1>cclq benchmark board</h1>
+<div class="sub">{len(workloads)} workloads &middot; {n_metrics} leaderboard metrics &middot; generated {_e(generated_at)}
+ from <code>{_e(source)}</code></div>
+</header>
+<main>
+<div class="toolbar">
+<input type="search" id="filter" placeholder="Filter: model, phase, hardware, framework ..." aria-label="Filter workloads">
+<span class="count" id="count">{len(workloads)} workloads</span>
+<span class="groups" id="groups">{toggles}</span>
+<span class="legend">Click a column to sort (best first). <span style="background:var(--good-bg)">best quarter</span>
+<span style="background:var(--poor-bg)">worst quarter</span> n/a: hover for the reason</span>
+</div>
+{table}
+</main>
+<footer>cclq {_e(__version__)} &middot; values are each metric's one-number summary per workload (the number
+<code>python -m cclq.main</code> prints), 6 significant digits as <code>cclq metric</code> prints them &middot;
+machine form: <a href="benchmark_data.json">benchmark_data.json</a> (CCL-Bench's website format)</footer>"""
+    css = '<link rel="stylesheet" href="assets/board.css">'
+    return _page("cclq benchmark board", body, css, '<script src="assets/board.js"></script>\n')
+
+
+def _kv(pairs: list[tuple[str, Any]]) -> str:
+    items = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in pairs if v not in (None, "", [], {}))
+    return f'<dl class="kv">{items}</dl>' if items else '<p class="desc">none</p>'
+
+
+_CARD_LABELS = (
+    ("model_family", "model"), ("phase", "phase"), ("precision", "precision"), ("moe", "MoE"),
+    ("granularity", "granularity"), ("batch_size", "batch size"), ("seq_len", "sequence length"),
+    ("input_len", "input length"), ("output_len", "output length"), ("dataset", "dataset"),
+    ("hardware_type", "device type"), ("hardware_model", "device model"), ("total_count", "devices"),
+    ("count_per_node", "devices per node"), ("network_topology", "network"),
+    ("bandwidth_scaleout", "scale-out Gbps"), ("bandwidth_scaleup", "scale-up Gbps"),
+    ("framework", "framework"), ("compiler", "compiler"), ("comm_library", "comm library"),
+    ("comm_library_ver", "library version"), ("trace_types", "trace types"), ("hf_url", "model link"),
+    ("trace_url", "trace link"),
+)
+
+
+def _card_box(data: dict[str, Any]) -> str:
+    m = data["metadata"]
+    pairs = [(label, ", ".join(map(str, m[k])) if isinstance(m[k], list) else m[k]) for k, label in _CARD_LABELS
+             if not (k == "moe" and m[k] is False)]
+    if data["parallelism"]:
+        pairs.insert(3, ("parallelism", data["parallelism"]))
+    return f'<div class="box"><h2>Workload card</h2>{_kv(pairs)}</div>'
+
+
+def _trace_box(data: dict[str, Any]) -> str:
+    i = data["info"]
+    ranks = i.get("ranks") or []
+    shown = ", ".join(map(str, ranks[:16])) + (" ..." if len(ranks) > 16 else "")
+    pairs = [("format", i.get("format")), ("ranks seen", f"{i.get('ranks_seen')} ({shown})"),
+             ("world size", i.get("world_size")), ("files", i.get("files")),
+             ("events", f"{i['events']:,}" if isinstance(i.get("events"), int) else i.get("events")),
+             ("span", f"{format_number(i['span_s'])} s" if i.get("span_s") is not None else None),
+             ("metrics", f"{data['metrics_applied']} of the "
+                         f"{data['metrics_applied'] + data['metrics_not_applicable']} computed apply")]
+    return f'<div class="box"><h2>Trace</h2>{_kv(pairs)}</div>'
+
+
+def _metric_tables(data: dict[str, Any]) -> str:
+    out = []
+    for group in data["categories"]:
+        rows = []
+        for e in group["metrics"]:
+            name = f'<code title="{_e(e["description"])}">{_e(e["metric"])}</code>'
+            if e["value"] is None:
+                value = f'<span class="na" title="{_e(e["reason"] or "no value")}">n/a</span>'
+                note = _e(e["reason"])
+            else:
+                value = format_number(e["value"])
+                note = _e(spread(e))
+            rows.append(f'<tr data-metric="{_e(e["metric"])}"><td>{name}</td><td class="num">{value}</td>'
+                        f'<td>{_e(e["unit"])}</td><td class="note">{note}</td></tr>')
+        out.append(f'<div class="metric-group"><h3>{_e(group["title"])}</h3><table class="metrics">'
+                   '<colgroup><col class="c-metric"><col class="c-value"><col class="c-unit"><col></colgroup><thead><tr>'
+                   '<th>metric</th><th class="num">value</th><th>unit</th><th>over / why n/a</th></tr></thead>'
+                   f'<tbody>{"".join(rows)}</tbody></table></div>')
+    return "\n".join(out)
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _tiles(data: dict[str, Any], columns: list[MetricColumn], standing: dict[str, tuple[int, int]]) -> str:
+    """The leaderboard numbers of this workload, with its place among the board's workloads."""
+    lookup = metric_lookup(data)
+    tiles = []
+    for c in columns:
+        e = lookup.get(c.name)
+        if e is None:
+            continue
+        if e["value"] is None:
+            value = f'<span class="na" title="{_e(e["reason"] or "no value")}">n/a</span>'
+        else:
+            value = f'{format_number(e["value"])} <span class="unit">{_e(c.unit)}</span>'
+        place = ""
+        if c.name in standing and e["value"] is not None:
+            k, n = standing[c.name]
+            place = f'<div class="place">{_ordinal(k)} of {n}, {c.polarity} is better</div>'
+        tiles.append(f'<div class="tile" data-metric="{_e(c.name)}" title="{_e(c.description)}">'
+                     f'<div class="name">{_e(c.name).replace("_", "_<wbr>")}</div><div class="value">{value}</div>'
+                     f'{place}</div>')
+    return f'<div class="tiles">{"".join(tiles)}</div>' if tiles else ""
+
+
+def _columns_of(data: dict[str, Any]) -> list[MetricColumn]:
+    """The leaderboard metrics of one workload's data, in leaderboard order (a page
+    without a board around it, such as ``cclq report --format html``)."""
+    order = list(LEADERBOARD_CATEGORIES)
+    entries = [e for e in metric_lookup(data).values() if e.get("leaderboard") in LEADERBOARD_CATEGORIES]
+    entries.sort(key=lambda e: (order.index(e["leaderboard"]), e["metric"]))
+    return [MetricColumn(e["metric"], e["unit"], e["polarity"], e["leaderboard"], e["description"]) for e in entries]
+
+
+def workload_page(data: dict[str, Any], standalone: bool = False, columns: list[MetricColumn] | None = None,
+                  standing: dict[str, tuple[int, int]] | None = None) -> str:
+    """A workload's page: card, trace facts, the leaderboard numbers (``columns``, with the
+    place among all workloads in ``standing``), plots, then every computed metric."""
+    figures = []
+    for f in workload_figures(data):
+        picture = f.svg if f.svg is not None else f'<div class="unavailable">{_e(f.caption)}</div>'
+        caption = f"<figcaption>{_e(f.caption)}</figcaption>" if f.svg is not None else ""
+        figures.append(f'<figure class="plot" id="fig-{_e(f.key)}" data-available="{str(f.svg is not None).lower()}">'
+                       f"<h3>{_e(f.title)}</h3>{picture}{caption}</figure>")
+    description = data["metadata"].get("description")
+    crumb = "" if standalone else '<div class="crumb"><a href="../index.html">&larr; leaderboard</a></div>'
+    body = f"""<header class="top">
+{crumb}<h1>{_e(data["trace"])}</h1>
+<div class="sub">{_e(data["headline"])}</div>
+{f'<p class="desc">{_e(description)}</p>' if description else ""}
+</header>
+<main>
+{_tiles(data, columns if columns is not None else _columns_of(data), standing or {})}
+<div class="facts">{_card_box(data)}{_trace_box(data)}</div>
+<section><h2>Plots</h2><div class="figures">
+{"".join(figures)}
+</div></section>
+<section><h2>Every metric computed for this workload</h2>
+{_metric_tables(data)}
+</section>
+</main>
+<footer>cclq {_e(__version__)} &middot; <code>cclq report {_e(data["trace"])}</code> shows every metric in the
+terminal; hover a value or a bar for its exact number and an n/a for its reason.</footer>"""
+    css = (f"<style>\n{asset_text('board.css')}</style>" if standalone
+           else '<link rel="stylesheet" href="../assets/board.css">')
+    return _page(f"{data['trace']} - cclq", body, css)

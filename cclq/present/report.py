@@ -1,0 +1,192 @@
+"""``cclq report TRACE``: every metric of one run at once, grouped by category.
+
+``collect_reports`` is shared with the board: it runs a set of metrics over every trace
+of a connection in one process (each metric one query, or its cached result), splits
+the results by trace (``cclq.query.outcomes``), and adds what the plots need from the views
+(step durations, top ops) and from the metric rows (per-rank straggler counts, the
+temporal breakdown, bus bandwidth per message size). ``report_dict`` is the JSON form
+(``--format json``, and the board's stored data per workload); ``print_report`` the
+table form.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import duckdb
+
+from cclq.present.render import format_number
+from cclq.query.metrics import CATEGORIES, MetricRun, MetricSpec, run_metrics
+from cclq.query.outcomes import Outcome, split_by_trace
+from cclq.query.trace_stats import op_stats, step_durations, top_ops
+from cclq.query.workloads import Workload, load_workloads
+
+# Metrics the workload plots are drawn from (the board computes them besides the
+# leaderboard's): per-rank bars, straggler counts, temporal breakdown, bus bandwidth.
+FIGURE_METRICS = ("avg_step_time", "communication_fraction", "collective_skew", "hta_temporal_breakdown",
+                  "collective_busbw")
+REPORT_VERSION = 1  # of the dict layout below; stored board data with another version is recomputed
+
+
+@dataclass
+class WorkloadReport:
+    workload: Workload
+    outcomes: dict[str, Outcome]
+    figures: dict[str, Any] = field(default_factory=dict)  # plot data (see _figure_data)
+
+
+def _clean(v: Any) -> Any:
+    """JSON-safe: NaN and infinities become null."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _straggler_counts(outcome: Outcome | None) -> dict[str, Any] | None:
+    """Per rank: how often it started a collective last (collective_skew's straggler_rank
+    over the collectives seen on two or more ranks, the rows straggler_rank counts)."""
+    if outcome is None or not outcome.rows or "straggler_rank" not in outcome.rows[0]:
+        return None
+    late: dict[int, int] = {}
+    waited: dict[int, float] = {}
+    matched = 0
+    for r in outcome.rows:
+        if r.get("ranks_seen") is None or r["ranks_seen"] < 2 or r.get("straggler_rank") is None:
+            continue
+        matched += 1
+        rank = int(r["straggler_rank"])
+        late[rank] = late.get(rank, 0) + 1
+        waited[rank] = waited.get(rank, 0.0) + (r["value"] or 0.0)
+    if not matched:
+        return None
+    return {"matched": matched, "late_count": sorted(late.items()), "late_skew_s": sorted(waited.items())}
+
+
+def _rows(outcome: Outcome | None, columns: tuple[str, ...]) -> list[list[Any]] | None:
+    if outcome is None or not outcome.applies or any(c not in outcome.rows[0] for c in columns):
+        return None
+    return [[_clean(r[c]) for c in columns] for r in outcome.rows if r["value"] is not None]
+
+
+def _figure_data(outcomes: dict[str, Outcome], steps: list[tuple[int, int, float]],
+                 ops: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "steps": [list(s) for s in steps],
+        "top_ops": ops,
+        "straggler": _straggler_counts(outcomes.get("collective_skew")),
+        "temporal": _rows(outcomes.get("hta_temporal_breakdown"),
+                          ("rank", "compute_time_us", "non_compute_time_us", "idle_time_us", "value")),
+        "busbw": _rows(outcomes.get("collective_busbw"),
+                       ("coll_type", "size_bucket", "min_bytes", "max_bytes", "collectives", "value")),
+    }
+
+
+def collect_reports(
+    con: duckdb.DuckDBPyConnection,
+    specs: list[MetricSpec],
+    params: dict[str, str] | None = None,
+    cache_dir: Path | None = None,
+    on_metric: Callable[[MetricRun], None] | None = None,
+) -> dict[str, WorkloadReport]:
+    """trace -> WorkloadReport for every trace the connection sees."""
+    workloads = load_workloads(con)
+    traces = sorted(workloads)
+    runs = run_metrics(con, specs, params, cache_dir, on_done=on_metric)
+    outcomes = split_by_trace(runs, traces)
+    steps = step_durations(con, cache_dir)
+    ops = op_stats(con, cache_dir)
+    return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
+                                                                      top_ops(ops.get(t, []))))
+            for t in traces}
+
+
+def metric_entry(outcome: Outcome, rows: bool) -> dict[str, Any]:
+    """One metric of one trace as a JSON object (``rows``: with every result row)."""
+    spec = outcome.spec
+    values = [r["value"] for r in outcome.rows if r["value"] is not None]
+    entry: dict[str, Any] = {
+        "metric": spec.name, "version": spec.version, "unit": spec.unit, "grain": spec.grain,
+        "category": spec.category, "polarity": spec.polarity, "leaderboard": spec.leaderboard,
+        "summary": spec.summary, "description": spec.description,
+        "value": _clean(outcome.value), "reason": outcome.reason, "failed": outcome.failed,
+        "rows_with_value": len(values), "rows_total": len(outcome.rows),
+        # distinct (rank, step) among the rows with a value: tells "8 ranks" from "32 rows"
+        "keys_with_value": len({(r.get("rank"), r.get("step")) for r in outcome.rows if r["value"] is not None}),
+        "min": _clean(min(values)) if values else None, "max": _clean(max(values)) if values else None,
+    }
+    if spec.grain == "rank":
+        entry["by_rank"] = [[r["rank"], _clean(r["value"]), r["reason"]] for r in outcome.rows
+                            if r.get("rank") is not None]
+    if rows:
+        entry["rows"] = [{k: _clean(v) for k, v in r.items() if k not in ("trace", "unit")} for r in outcome.rows]
+    return entry
+
+
+def report_dict(report: WorkloadReport, rows: bool = True) -> dict[str, Any]:
+    """The JSON form: the workload, then its metrics grouped by category (report order)."""
+    w = report.workload
+    groups = []
+    for cat_id, title in CATEGORIES.items():
+        outcomes = sorted((o for o in report.outcomes.values() if o.spec.category == cat_id),
+                          key=lambda o: o.spec.name)
+        if outcomes:
+            groups.append({"id": cat_id, "title": title, "metrics": [metric_entry(o, rows) for o in outcomes]})
+    applies = sum(o.applies for o in report.outcomes.values())
+    return {
+        "report_version": REPORT_VERSION,
+        "trace": w.trace,
+        "headline": w.headline(),
+        "parallelism": w.parallelism(),
+        "info": {k: _clean(v) for k, v in w.info.items()},
+        "metadata": w.metadata(),
+        "metrics_applied": applies,
+        "metrics_not_applicable": len(report.outcomes) - applies,
+        "categories": groups,
+        "figures": report.figures,
+    }
+
+
+def spread(entry: dict[str, Any]) -> str:
+    """How the value summarises the rows: 'mean of 8 ranks (0.0125 .. 0.0199)'."""
+    n = entry["rows_with_value"]
+    if entry["value"] is None or n <= 1:
+        return ""
+    one_per_key = entry.get("keys_with_value") == n
+    what = {"rank": "ranks", "step": "rank-steps"}.get(entry["grain"], "rows") if one_per_key else "rows"
+    how = {"mean": "mean", "sum": "sum", "max": "max", "min": "min", "value": "first",
+           "ratio": "pooled ratio"}[entry["summary"]]
+    text = f"{how} of {n} {what}"
+    if entry["min"] is not None and entry["min"] != entry["max"]:
+        text += f" ({format_number(entry['min'])} .. {format_number(entry['max'])})"
+    return text
+
+
+def print_report(data: dict[str, Any], out: TextIO) -> None:
+    """The table form: a heading, then one table per category (n/a rows with their reason)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
+    info = data["info"]
+    console.print(Text(data["trace"], style="bold"), Text(f"  {data['headline']}") if data["headline"] else "")
+    facts = [info.get("format"), f"{info.get('ranks_seen')} rank(s) of world size {info.get('world_size')}",
+             f"span {format_number(info['span_s'])} s" if info.get("span_s") is not None else None,
+             f"{info.get('events'):,} events" if info.get("events") is not None else None,
+             f"parallelism {data['parallelism']}" if data["parallelism"] else None]
+    console.print(", ".join(str(f) for f in facts if f))
+    console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
+                  "(value n/a with the reason)")
+    for group in data["categories"]:
+        t = Table(title=group["title"], title_justify="left", header_style="bold", show_lines=False)
+        for col, justify in (("metric", "left"), ("value", "right"), ("unit", "left"), ("over", "left"),
+                             ("note", "left")):
+            t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        for e in group["metrics"]:
+            if e["value"] is None:
+                t.add_row(e["metric"], Text("n/a", style="dim"), e["unit"], "", Text(e["reason"] or "", style="dim"))
+            else:
+                t.add_row(e["metric"], format_number(e["value"]), e["unit"], spread(e), "")
+        console.print(t)

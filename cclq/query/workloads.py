@@ -1,0 +1,119 @@
+"""What each workload is: its card and the trace's own facts (for report, diff, board).
+
+Read from the ``traces`` view (one row per trace: format, world size, ranks, span,
+and the flattened workload card). ``Workload.metadata`` gives the card in the keys
+CCL-Bench's website uses (``website/generate_data.py``: ``workload_name``,
+``model_family``, ``bandwidth_scaleout``, ``comm_env`` ...), with ``""`` for what the
+card leaves out, as that script writes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from cclq.cards.load import CARD_FIELDS
+from cclq.query.engine import define_views
+
+# (key on CCL-Bench's website, where it comes from: a cards column or a path in the card)
+_METADATA: list[tuple[str, str | tuple[str, ...]]] = [
+    ("description", "description"), ("hf_url", "hf_url"), ("trace_url", "trace_url"),
+    ("model_family", "model_family"), ("phase", "phase"), ("precision", "precision"), ("moe", "moe"),
+    ("granularity", "granularity"), ("epochs", "epochs"), ("iteration", "iteration"),
+    ("batch_size", "batch_size"), ("seq_len", "seq_len"), ("input_len", "input_len"),
+    ("output_len", "output_len"), ("dataset", "dataset"), ("hardware_type", "hardware_type"),
+    ("hardware_model", "hardware_model"), ("total_count", "total_count"),
+    ("count_per_node", "count_per_node"), ("network_topology", "network_topology"),
+    ("bandwidth_scaleout", "bandwidth_scaleout_gbps"), ("bandwidth_scaleup", "bandwidth_scaleup_gbps"),
+    ("driver_version", "driver_version"), ("framework", "framework"), ("compiler", "compiler"),
+    ("tp", "tp"), ("pp", "pp"), ("pp_mb", "pp_mb"), ("dp_replicate", "dp_replicate"),
+    ("dp_shard", "dp_shard"), ("ep", "ep"), ("cp", "cp"), ("comm_library", "comm_library"),
+    ("comm_library_ver", "comm_library_ver"),
+    ("comm_env", ("Model-executor", "communication_library", "env")),
+    ("protocol_selection", ("Model-executor", "protocol_selection")),
+    ("trace_types", ("metric_source", "traces")),
+    ("metric_traces", ("metric_source", "metrics_specific_trace")),
+]
+_EMPTY_CONTAINER = {"comm_env": dict, "protocol_selection": list, "trace_types": list, "metric_traces": list}
+# Parallelism factors in the order people write them (DP x TP x PP ...).
+PARALLELISM = (("dp_replicate", "DP"), ("dp_shard", "FSDP"), ("tp", "TP"), ("pp", "PP"), ("cp", "CP"),
+               ("ep", "EP"))
+_INFO_COLUMNS = ("format", "world_size", "ranks_seen", "ranks", "files", "events", "events_dropped",
+                 "size_bytes", "span_s")
+
+
+def _plain(value: Any) -> Any:
+    """A whole float as an int (100.0 -> 100), as the card wrote it."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def _dig(node: Any, path: tuple[str, ...]) -> Any:
+    for step in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(step)
+    return node
+
+
+@dataclass
+class Workload:
+    """One trace with its card (``card``: the flattened fields that are set)."""
+
+    trace: str
+    info: dict[str, Any]
+    card: dict[str, Any] = field(default_factory=dict)
+    card_doc: dict[str, Any] | None = None  # the whole card as parsed
+
+    @property
+    def device_count(self) -> int | None:
+        """Devices of the run: the card's total_count, else the profiler's world size."""
+        return self.card.get("total_count") or self.info.get("world_size")
+
+    def parallelism(self) -> str:
+        """``DP 2 · TP 4`` from the card's factors above 1 (``""`` when it gives none)."""
+        given = [(label, self.card[key]) for key, label in PARALLELISM if self.card.get(key) is not None]
+        shown = [f"{label} {v}" for label, v in given if v != 1]
+        return " · ".join(shown) if shown else ("none" if given else "")
+
+    def headline(self) -> str:
+        """One line about the run: model, phase, devices, framework, library."""
+        parts = [self.card.get("model_family"), self.card.get("phase")]
+        hw = self.card.get("hardware_model") or self.card.get("hardware_type")
+        n = self.device_count
+        parts.append(f"{n} x {hw}" if hw and n else (f"{n} rank{'s' if n != 1 else ''}" if n else hw))
+        parts += [self.card.get("framework"), self.card.get("comm_library")]
+        return " · ".join(str(p) for p in parts if p)
+
+    def metadata(self) -> dict[str, Any]:
+        """The card in CCL-Bench's website keys (its ``extract_metadata``)."""
+        meta: dict[str, Any] = {"workload_name": self.trace}
+        for key, source in _METADATA:
+            value = _dig(self.card_doc, source) if isinstance(source, tuple) else self.card.get(source)
+            if value is None or value == "":
+                value = _EMPTY_CONTAINER[key]() if key in _EMPTY_CONTAINER else (False if key == "moe" else "")
+            meta[key] = _plain(value)
+        return meta
+
+
+def load_workloads(con: duckdb.DuckDBPyConnection) -> dict[str, Workload]:
+    """trace -> Workload for every trace the connection sees."""
+    define_views(con, "SELECT * FROM traces")
+    card_columns = [name for name, _, _ in CARD_FIELDS]
+    cur = con.execute(f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(card_columns)} "
+                      "FROM traces ORDER BY trace")
+    names = [d[0] for d in cur.description]
+    out: dict[str, Workload] = {}
+    for values in cur.fetchall():
+        row = dict(zip(names, values))
+        info = {k: _plain(row[k]) for k in _INFO_COLUMNS}
+        card = {k: _plain(row[k]) for k in card_columns if row[k] is not None and row[k] != ""}
+        if "trace_types" in card:
+            card["trace_types"] = json.loads(card["trace_types"])
+        doc = json.loads(row["card_json"]) if row["card_json"] else None
+        out[row["trace"]] = Workload(row["trace"], info, card, doc)
+    return out

@@ -1,0 +1,591 @@
+"""The warehouse on disk: immutable data files, catalog snapshots, the writer lock.
+
+Layout (everything is Parquet, so any tool can read it)::
+
+    <warehouse>/
+      CURRENT                                   id of the current catalog snapshot
+      catalog/<id>/files.parquet                one row per ingested input file
+      catalog/<id>/parts.parquet                which data file holds which input file's rows
+      catalog/<id>/stats.parquet                dropped / noted events by reason
+      catalog/<id>/cards.parquet                the workload cards, flattened, one row per trace
+      events/trace=<id>/<file_id>.<uniq>.parquet   data files (trace and rank are columns inside)
+      cache/metrics/<name>.v<N>.<key>.parquet   metric results (see metrics.cache_key)
+      tmp/                                      writes in progress (never read)
+      spill/<pid>-<n>/                          what a query spills beyond its memory limit
+      .lock                                     held by a running writer (ingest, compact)
+
+Every file is written once and never changed. A commit writes its data files under
+new names (invisible: no snapshot names them yet), then a new snapshot folder, then
+replaces ``CURRENT`` (``os.replace``, atomic): that last rename is the commit. So a
+reader that opened snapshot N sees exactly N's files however many commits follow,
+and a writer killed at any point leaves the last commit as it was.
+
+Readers (``open_snapshot``) hold a shared ``flock`` on their snapshot's
+``files.parquet``. ``collect_garbage`` (writers only, under the lock) deletes a
+snapshot only when it can take that lock exclusively, then the data files that no
+remaining snapshot names: a running query never loses a file under it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import shutil
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cclq.cards.load import CARD_SCHEMA
+from cclq.errors import UsageError
+from cclq.locations import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, resolve_warehouse  # noqa: F401 (re-exported)
+
+CURRENT = "CURRENT"
+
+# The catalog tables. Every snapshot is written with these schemas, so a column that is
+# NULL in every row still has its type (a NULL-typed Parquet column reads back as
+# INTEGER and breaks e.g. ``drop_reasons LIKE ...``).
+FILES_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("trace", pa.string()),
+        ("rank", pa.int32()),
+        ("path", pa.string()),
+        ("relpath", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("content_hash", pa.string()),
+        ("format", pa.string()),
+        ("parser", pa.string()),
+        ("ingest_version", pa.int32()),
+        ("cclq_version", pa.string()),
+        ("rank_source", pa.string()),
+        ("world_size", pa.int32()),
+        ("events_read", pa.int64()),
+        ("events_written", pa.int64()),
+        ("events_dropped", pa.int64()),
+        ("drop_reasons", pa.string()),  # JSON {"<reason>": count}; by phase in ingest_stats
+        ("decompressed_bytes", pa.int64()),
+        ("base_time_ns", pa.int64()),
+        ("ts_min_ns", pa.int64()),
+        ("ts_max_ns", pa.int64()),
+        ("distributed_info", pa.string()),
+        ("device_properties", pa.string()),
+        ("ingested_at", pa.timestamp("us", tz="UTC")),
+        ("ingest_seconds", pa.float64()),
+    ]
+)
+
+PARTS_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),  # the input file (files.file_id)
+        ("trace", pa.string()),
+        ("rank", pa.int32()),
+        ("table_name", pa.string()),  # the table its rows belong to: events, ...
+        ("path", pa.string()),  # the data file, relative to the warehouse root
+        ("rows", pa.int64()),  # rows of this input file in that data file
+    ]
+)
+
+STATS_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("trace", pa.string()),
+        ("rank", pa.int32()),
+        ("stat", pa.string()),  # the reason, e.g. "E without B"
+        ("ph", pa.string()),
+        ("dropped", pa.bool_()),  # False: the event was kept but is worth knowing
+        ("count", pa.int64()),
+    ]
+)
+
+CATALOG_SCHEMAS: dict[str, pa.Schema] = {
+    "files": FILES_SCHEMA, "parts": PARTS_SCHEMA, "stats": STATS_SCHEMA, "cards": CARD_SCHEMA,
+}
+
+# Trace ids that hive-partition readers (DuckDB, Spark, Hive) turn into SQL NULL when they
+# are a folder name; ``trace_folder`` escapes them so that folder names stay faithful.
+_HIVE_NULLS = {"null", "__hive_default_partition__"}
+
+
+def trace_folder(trace: str) -> str:
+    """``trace=<id>`` with the id percent-encoded, as hive-partition readers decode it.
+
+    cclq itself reads ``trace`` from the data files; the folder name is for people and for
+    other engines, which must get the same id back (``NULL`` must not become SQL NULL).
+    """
+    encoded = quote(trace, safe="._-+")
+    if trace.lower() in _HIVE_NULLS:
+        encoded = "%{:02X}".format(ord(trace[0])) + encoded[1:]
+    return f"trace={encoded}"
+
+
+class CatalogState:
+    """A snapshot's catalog as the writer edits it: rows by input file, cards by trace."""
+
+    def __init__(self, files: dict[str, dict] | None = None, parts: dict[str, list[dict]] | None = None,
+                 stats: dict[str, list[dict]] | None = None, cards: dict[str, dict] | None = None) -> None:
+        self.files: dict[str, dict] = files or {}
+        self.parts: dict[str, list[dict]] = parts or {}
+        self.stats: dict[str, list[dict]] = stats or {}
+        self.cards: dict[str, dict] = cards or {}
+
+    @classmethod
+    def from_tables(cls, tables: dict[str, pa.Table]) -> CatalogState:
+        state = cls()
+        for row in tables["files"].to_pylist():
+            state.files[row["file_id"]] = row
+        for name, target in (("parts", state.parts), ("stats", state.stats)):
+            for row in tables[name].to_pylist():
+                target.setdefault(row["file_id"], []).append(row)
+        for row in tables["cards"].to_pylist():
+            state.cards[row["trace"]] = row
+        return state
+
+    def put_file(self, row: dict, parts: list[dict], stats: list[dict]) -> None:
+        fid = row["file_id"]
+        self.files[fid] = row
+        self.parts[fid] = parts
+        self.stats[fid] = stats
+
+    def drop_file(self, file_id: str) -> None:
+        self.files.pop(file_id, None)
+        self.parts.pop(file_id, None)
+        self.stats.pop(file_id, None)
+
+    def to_tables(self) -> dict[str, pa.Table]:
+        def rows(by_file: dict[str, list[dict]]) -> list[dict]:
+            return [r for fid in sorted(by_file) if fid in self.files for r in by_file[fid]]
+
+        return {
+            "files": pa.Table.from_pylist([self.files[f] for f in sorted(self.files)], schema=FILES_SCHEMA),
+            "parts": pa.Table.from_pylist(rows(self.parts), schema=PARTS_SCHEMA),
+            "stats": pa.Table.from_pylist(rows(self.stats), schema=STATS_SCHEMA),
+            "cards": pa.Table.from_pylist([self.cards[t] for t in sorted(self.cards)], schema=CARD_SCHEMA),
+        }
+
+    def data_paths(self) -> set[str]:
+        return {p["path"] for rows in self.parts.values() for p in rows}
+
+
+@dataclass
+class Snapshot:
+    """One catalog snapshot, opened for reading: its tables and the lock that keeps its
+    files from being garbage-collected while they may be read (``close`` releases it)."""
+
+    warehouse: Warehouse
+    id: str
+    tables: dict[str, pa.Table]
+    _fd: int | None = field(default=None, repr=False)
+
+    @property
+    def folder(self) -> Path:
+        return self.warehouse.catalog_dir / self.id
+
+    def catalog_file(self, name: str) -> Path:
+        return self.folder / f"{name}.parquet"
+
+    def data_files(self, table: str, traces: list[str] | None = None) -> list[Path]:
+        """Absolute paths of the data files of ``table`` (optionally for some traces only),
+        each once, in a stable order."""
+        parts = self.tables["parts"]
+        wanted = set(traces) if traces is not None else None
+        paths = {
+            p for p, t, name in zip(parts.column("path").to_pylist(), parts.column("trace").to_pylist(),
+                                    parts.column("table_name").to_pylist())
+            if name == table and (wanted is None or t in wanted)
+        }
+        return [self.warehouse.root / p for p in sorted(paths)]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Warehouse:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.catalog_dir = self.root / "catalog"
+        self.tmp_dir = self.root / "tmp"
+        self.cache_dir = self.root / "cache" / "metrics"  # metric results, keyed by their inputs
+        self.lock_fd: int | None = None  # the descriptor holding the writer lock, while held
+
+    # -- creation and locking -------------------------------------------------
+    def exists(self) -> bool:
+        return (self.root / CURRENT).is_file()
+
+    def is_legacy(self) -> bool:
+        """A warehouse written by cclq before catalog snapshots (catalog/files/*.parquet)."""
+        return not self.exists() and (self.catalog_dir / "files").is_dir()
+
+    def require(self) -> None:
+        if self.is_legacy():
+            raise UsageError(f"{self.root} was written by an older cclq",
+                             hint="run `cclq ingest` on its folders again: it rebuilds the warehouse")
+        if not self.exists():
+            raise UsageError(
+                f"no warehouse at {self.root}",
+                hint="run `cclq ingest DIR` first, or point --warehouse / CCLQ_WAREHOUSE at one",
+            )
+
+    def create(self) -> None:
+        """Makes the folders and, for a new warehouse, an empty first snapshot (call under
+        the lock). A warehouse of an older layout is cleared: its data is ingested again."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if self.is_legacy():
+                print(f"cclq: warning: {self.root} was written by an older cclq; rebuilding it",
+                      file=sys.stderr)
+                for old in ("events", "catalog", "cache"):
+                    shutil.rmtree(self.root / old, ignore_errors=True)
+            for d in (self.catalog_dir, self.tmp_dir):
+                d.mkdir(parents=True, exist_ok=True)
+            if not self.exists():
+                self.commit(CatalogState())
+        except PermissionError as e:
+            raise read_only_error(self.root, e) from e
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive lock for writers; a second writer waits for the first.
+
+        ``lock_fd`` names the descriptor while the lock is held: a forked parser process
+        inherits it and must close its copy (``cclq.ingest._init_worker``), or an orphaned
+        worker would keep the lock after its parent was killed.
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            f = open(self.root / ".lock", "a+")
+        except PermissionError as e:
+            raise read_only_error(self.root, e) from e
+        with f:
+            try:
+                _flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB, self.root)
+            except BlockingIOError:
+                print(f"cclq: waiting for another ingest into {self.root} to finish", file=sys.stderr)
+                _flock(f.fileno(), fcntl.LOCK_EX, self.root)
+            self.lock_fd = f.fileno()
+            try:
+                self.create()
+                yield
+            finally:
+                self.lock_fd = None
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def clear_cache(self) -> None:
+        """Drops cached metric results (keys make them safe; this only frees space)."""
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    def clean_tmp(self) -> None:
+        """Removes leftovers of killed runs. Only call while holding the lock."""
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+
+    def tmp_path(self, suffix: str = ".parquet") -> Path:
+        return self.tmp_dir / f"{uuid.uuid4().hex}{suffix}"
+
+    # -- paths ----------------------------------------------------------------
+    def new_data_path(self, table: str, trace: str, stem: str) -> str:
+        """A fresh name (relative to the root) for a data file: never one used before."""
+        return f"{table}/{trace_folder(trace)}/{stem}.{uuid.uuid4().hex[:12]}.parquet"
+
+    # -- reading --------------------------------------------------------------
+    def current_id(self) -> str:
+        return (self.root / CURRENT).read_text().strip()
+
+    def open_snapshot(self, timeout_s: float = 30.0, snapshot_id: str | None = None) -> Snapshot:
+        """The current snapshot, locked against garbage collection until ``close``.
+
+        Between reading ``CURRENT`` and locking, a writer may commit and collect the
+        snapshot read; then the lock lands on a deleted file (no links left) and the
+        current one is tried again.
+
+        ``snapshot_id`` opens that snapshot instead of the current one: how a Dask worker
+        reads exactly what its client reads (the client's own lock keeps it from being
+        collected meanwhile). One that is gone is a ``UsageError``.
+        """
+        self.require()
+        if snapshot_id is not None:
+            return self._open_pinned(snapshot_id)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            snap_id = self.current_id()
+            path = self.catalog_dir / snap_id / "files.parquet"
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                fd = None
+            if fd is not None:
+                try:
+                    _flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, self.root)
+                    locked = _still_there(path, fd)
+                except BlockingIOError:  # a collector holds it for a moment
+                    locked = False
+                except BaseException:
+                    os.close(fd)
+                    raise
+                if locked:
+                    try:
+                        tables = {name: _read_catalog_table(self.catalog_dir / snap_id / f"{name}.parquet", schema)
+                                  for name, schema in CATALOG_SCHEMAS.items()}
+                    except BaseException:
+                        os.close(fd)
+                        raise
+                    return Snapshot(self, snap_id, tables, fd)
+                os.close(fd)
+            if time.monotonic() > deadline:
+                raise UsageError(f"{self.root}: could not open the current catalog snapshot {snap_id}")
+            time.sleep(0.01)
+
+    def _open_pinned(self, snap_id: str) -> Snapshot:
+        if not _SNAPSHOT_ID.fullmatch(snap_id):
+            raise UsageError(f"{self.root}: {snap_id!r} is not a catalog snapshot id")
+        folder = self.catalog_dir / snap_id
+        try:
+            fd = os.open(folder / "files.parquet", os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        if fd is not None:
+            try:
+                _flock(fd, fcntl.LOCK_SH, self.root)  # waits out a collector's check of it
+                if _still_there(folder / "files.parquet", fd):
+                    tables = {name: _read_catalog_table(folder / f"{name}.parquet", schema)
+                              for name, schema in CATALOG_SCHEMAS.items()}
+                    return Snapshot(self, snap_id, tables, fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+        raise UsageError(f"{self.root}: catalog snapshot {snap_id} is gone (collected after a later commit)")
+
+    def read_state(self) -> CatalogState:
+        """The current snapshot as an editable state (writers, under the lock)."""
+        with self.open_snapshot() as snap:
+            return CatalogState.from_tables(snap.tables)
+
+    # -- committing -----------------------------------------------------------
+    def commit(self, state: CatalogState, moves: list[tuple[Path, str]] = ()) -> str:
+        """Publishes ``state`` as the new current snapshot (call under the lock).
+
+        ``moves`` are (temp file, relative data path) pairs: the data files the new rows
+        name. They are renamed into place first (invisible until the snapshot that names
+        them is current), then the snapshot is written, then ``CURRENT`` is replaced. If
+        anything fails before that last step, the previous snapshot stays current and the
+        half-done work is garbage for ``collect_garbage``.
+        """
+        moves = list(moves) + self._split_shared(state)
+        for tmp, rel in moves:
+            target = self.root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+        previous = self.current_id() if self.exists() else None
+        snap_id = _next_id(previous)
+        staging = self.tmp_dir / f"snapshot-{snap_id}-{uuid.uuid4().hex[:8]}"
+        staging.mkdir(parents=True)
+        for name, table in state.to_tables().items():
+            pq.write_table(table, staging / f"{name}.parquet")
+        os.replace(staging, self.catalog_dir / snap_id)
+        pointer = self.tmp_path(".current")
+        pointer.write_text(snap_id + "\n")
+        os.replace(pointer, self.root / CURRENT)
+        return snap_id
+
+    def _split_shared(self, state: CatalogState) -> list[tuple[Path, str]]:
+        """Data files that hold several input files (compacted) and that some of those
+        files leave in ``state`` (changed, gone, replaced): rewritten with the rows of the
+        files that stay, which ``state`` then points at. Otherwise a changed file's old
+        rows would still be read from the shared file."""
+        if not self.exists():
+            return []
+        try:
+            current = pq.ParquetFile(self.catalog_dir / self.current_id() / "parts.parquet").read(
+                columns=["file_id", "path"])
+        except FileNotFoundError:
+            return []
+        holders: dict[str, set[str]] = {}
+        for fid, path in zip(current.column("file_id").to_pylist(), current.column("path").to_pylist()):
+            holders.setdefault(path, set()).add(fid)
+        moves: list[tuple[Path, str]] = []
+        for path, fids in holders.items():
+            if len(fids) < 2:
+                continue
+            staying = sorted(f for f in fids if any(p["path"] == path for p in state.parts.get(f, ())))
+            if len(staying) == len(fids) or not staying:
+                continue
+            import pyarrow.compute as pc  # here: not a cost of every command that opens a warehouse
+
+            from cclq.store.writer import ROW_GROUP_ROWS, open_data_writer
+
+            table = pq.ParquetFile(self.root / path).read()
+            kept = table.filter(pc.is_in(table.column("file_id"), value_set=pa.array(staying, pa.string())))
+            tmp = self.tmp_path()
+            writer = open_data_writer(tmp, kept.schema)
+            try:
+                writer.write_table(kept, row_group_size=ROW_GROUP_ROWS)
+            finally:
+                writer.close()
+            some = next(p for f in staying for p in state.parts[f] if p["path"] == path)
+            rel = self.new_data_path(some["table_name"], some["trace"], "compact")
+            moves.append((tmp, rel))
+            for f in staying:
+                state.parts[f] = [dict(p, path=rel) if p["path"] == path else p for p in state.parts[f]]
+        return moves
+
+    # -- garbage --------------------------------------------------------------
+    def collect_garbage(self) -> int:
+        """Deletes snapshots no reader holds and data files no snapshot names (call under
+        the lock). Returns how many data files went."""
+        current = self.current_id()
+        live: list[str] = [current]
+        for folder in sorted(p for p in self.catalog_dir.iterdir() if p.is_dir()) if self.catalog_dir.is_dir() else []:
+            if folder.name == current:
+                continue
+            if not _try_delete_snapshot(folder):
+                live.append(folder.name)
+        referenced: set[str] = set()
+        for snap_id in live:
+            try:
+                parts = pq.read_table(self.catalog_dir / snap_id / "parts.parquet", columns=["path"])
+            except OSError:
+                continue
+            referenced.update(parts.column("path").to_pylist())
+        _collect_spill(self.root / "spill")
+        removed = 0
+        for table_dir in (p for p in self.root.iterdir() if p.is_dir() and p.name not in _NOT_DATA):
+            for path in table_dir.rglob("*.parquet"):
+                rel = path.relative_to(self.root).as_posix()
+                if rel not in referenced:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+            _prune_empty_dirs(table_dir)
+        return removed
+
+
+_NOT_DATA = {"catalog", "cache", "tmp", "spill"}
+
+
+def _collect_spill(spill: Path) -> None:
+    """Removes the spill folders (``<pid>@<host>-<random>``) of this host's processes that
+    are no longer running; another host's folders are its own business."""
+    if not spill.is_dir():
+        return
+    host = socket.gethostname()
+    for folder in spill.iterdir():
+        pid, _, owner = folder.name.rpartition("-")[0].partition("@")
+        if owner == host and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_only_error(root: Path, e: OSError) -> UsageError:
+    return UsageError(f"{root}: the warehouse is not writable ({e.strerror or e}); cclq ingest cannot write it",
+                      hint="point --warehouse at a writable folder; reading commands work on a read-only warehouse")
+
+
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# What flock fails with on a file system without locks: Lustre mounted without -o flock
+# (ENOSYS), some FUSE, SMB or NFS-without-lockd mounts (EOPNOTSUPP, ENOLCK).
+_NO_LOCKS = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK}
+
+
+def _flock(fd: int, operation: int, root: Path) -> None:
+    """``fcntl.flock``; a file system without locks is a usage error naming the warehouse
+    (a ``BlockingIOError`` of a non-blocking request goes to the caller)."""
+    try:
+        fcntl.flock(fd, operation)
+    except OSError as e:
+        if e.errno not in _NO_LOCKS:
+            raise
+        raise UsageError(f"{root}: the file system does not support file locks (flock: {e.strerror or e})",
+                         hint="cclq needs them to keep ingests and readers apart: put the warehouse on a file "
+                              "system with locks (a local disk, NFSv4, Lustre mounted with -o flock)") from e
+
+
+def _still_there(path: Path, fd: int) -> bool:
+    """Whether the file locked through ``fd`` is still the one at ``path``. A collector
+    that deleted it between our open and our lock unlinked it (no links left) or, on NFS,
+    where a client renames an open file it deletes (".nfsXXXX"), moved it away."""
+    held = os.fstat(fd)
+    if held.st_nlink == 0:
+        return False
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+_SNAPSHOT_ID = re.compile(r"[0-9]+")  # what _next_id makes: no path can hide in one
+
+
+def _next_id(previous: str | None) -> str:
+    return f"{(int(previous) + 1) if previous else 1:010d}"
+
+
+def _read_catalog_table(path: Path, schema: pa.Schema) -> pa.Table:
+    """A catalog table with exactly ``schema``'s columns: missing ones NULL (an older
+    cclq wrote it), NULL-typed ones given their type."""
+    table = pq.ParquetFile(path).read()  # not read_table: its dataset layer costs 30 ms to import
+    columns: list[Any] = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _try_delete_snapshot(folder: Path) -> bool:
+    """Deletes an old snapshot unless a reader holds it. The file is unlinked while the
+    exclusive lock is held, so a reader that locks it afterwards sees no links left."""
+    files = folder / "files.parquet"
+    try:
+        fd = os.open(files, os.O_RDONLY)
+    except FileNotFoundError:
+        shutil.rmtree(folder, ignore_errors=True)  # a snapshot folder left half-deleted
+        return True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        files.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _prune_empty_dirs(top: Path) -> None:
+    for dirpath, _dirnames, _files in sorted(os.walk(top, topdown=False), key=lambda t: -len(t[0])):
+        d = Path(dirpath)
+        if d != top and not any(d.iterdir()):
+            d.rmdir()
