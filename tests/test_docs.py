@@ -161,7 +161,9 @@ def test_the_readme_links_every_docs_page():
 def test_the_quick_start_runs_as_written(tmp_path: Path):
     """Every line of the README's quick start, in a copy of a fresh clone's trace_collection/,
     with the warehouse in the temporary folder. `cclq shell` reads a query from stdin."""
-    lines = first_block(section(readme(), "Quick start"))
+    quick_start = section(readme(), "Quick start")
+    assert "../shared" not in quick_start, "the quick start must run on a fresh clone, which has no ../shared"
+    lines = first_block(quick_start)
     assert lines and all(ln.startswith("cclq ") for ln in lines), lines
     shutil.copytree(REPO / "trace_collection", tmp_path / "trace_collection")
     env = {**os.environ, "CCLQ_WAREHOUSE": str(tmp_path / "wh"), "CCLQ_DAEMON": "0",
