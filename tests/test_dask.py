@@ -17,18 +17,20 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from cclq.ingest.dask import _DaskParses, check_workers  # noqa: E402  (after the skip)
-from cclq.query.dask import plan_partitions, run_metric_on_dask, run_metrics_on_dask  # noqa: E402
-from cclq.query.engine import connect  # noqa: E402
-from cclq.errors import TraceFileError, UsageError  # noqa: E402
-from cclq.ingest.parse import FileTask, PARSER_DIED
-from cclq.ingest.report import IngestReport
-from cclq.ingest.run import ingest
-from cclq.query.metrics import latest_specs, resolve, run_metric, run_metrics  # noqa: E402
-from cclq.schema import TABLE_SCHEMAS  # noqa: E402
-from cclq.store.warehouse import Warehouse  # noqa: E402
 from conftest import run_cli, write_trace  # noqa: E402
 from presentation_traces import board_workloads  # noqa: E402
+
+from cclq.errors import TraceFileError, UsageError  # noqa: E402
+from cclq.ingest.dask import _DaskParses, check_workers  # noqa: E402  (after the skip)
+from cclq.ingest.parse import PARSER_DIED, FileTask
+from cclq.ingest.report import IngestReport
+from cclq.ingest.run import ingest
+from cclq.query.dask import plan_partitions, run_metric_on_dask, run_metrics_on_dask  # noqa: E402
+from cclq.query.metrics import run_metric, run_metrics
+from cclq.query.registry import latest_specs, resolve
+from cclq.query.session import connect  # noqa: E402
+from cclq.schema import TABLE_SCHEMAS  # noqa: E402
+from cclq.store.warehouse import Warehouse  # noqa: E402
 
 # Metric columns whose last bits depend on the order DuckDB adds DOUBLEs up in (an avg or
 # sum of floats over rows of several files or devices): two local runs can differ there

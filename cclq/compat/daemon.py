@@ -29,7 +29,6 @@ Standard library only at import: this module is the client too.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import hashlib

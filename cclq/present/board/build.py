@@ -46,13 +46,9 @@ from cclq.present.report import (
     collect_reports,
     report_dict,
 )
-from cclq.query.engine import connect
-from cclq.query.metrics import (
-    LEADERBOARD_CATEGORIES,
-    MetricRun,
-    MetricSpec,
-    latest_specs,
-)
+from cclq.query.metrics import MetricRun
+from cclq.query.registry import LEADERBOARD_CATEGORIES, MetricSpec, latest_specs
+from cclq.query.session import QuerySettings, connect
 from cclq.query.sqlfiles import view_modules
 from cclq.store.warehouse import Warehouse
 
@@ -209,6 +205,7 @@ def build_board(
     force: bool = False,
     on_metric: Callable[[MetricRun], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
+    settings: QuerySettings | None = None,
 ) -> BoardResult:
     """Builds (or brings up to date) the site in ``out_dir``.
 
@@ -219,7 +216,7 @@ def build_board(
     params = params or {}
     specs = board_specs(all_metrics)
     wh.require()
-    con = connect(wh, views=False)
+    con = connect(wh, views=False, settings=settings)
     fingerprints = _fingerprints(con, specs, params)
     con.close()
     stored = _stored(out_dir)
@@ -231,9 +228,10 @@ def build_board(
         on_start(len(todo), len(specs))
     fresh: dict[str, dict[str, Any]] = {}
     if todo:
-        con = connect(wh, traces=None if len(todo) == len(fingerprints) else todo, views=False)
+        con = connect(wh, traces=None if len(todo) == len(fingerprints) else todo, views=False,
+                      settings=settings, cache=use_cache)
         try:
-            reports = collect_reports(con, specs, params, wh.cache_dir if use_cache else None, on_metric)
+            reports = collect_reports(con, specs, params, on_metric)
         finally:
             con.close()
         for trace, report in reports.items():
