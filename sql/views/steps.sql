@@ -293,10 +293,22 @@ SELECT * FROM gpu_ops_steps_of(rules_version, 1);
 CREATE OR REPLACE VIEW gpu_ops_steps AS
 SELECT * FROM gpu_ops_steps_of(1, 2);
 
+-- The inner-step rule, the ONE place it is written: step `i` (1, 2, ... in step
+-- order) of a rank's `n` steps is measured unless it is the first (warm-up) or the
+-- last (cut by the profiler window) of three or more; with one or two steps all
+-- are: CCL-Bench's `steps[1:-1] if len(steps) > 2`.
+CREATE OR REPLACE MACRO is_inner_step(i, n) AS n <= 2 OR (i > 1 AND i < n);
+
+-- Why a rank has no steps, naming the step markers of step_marker_rules
+-- `rules_version` (the `reason` of the metrics that need steps).
+CREATE OR REPLACE MACRO no_steps_reason(rules_version) AS
+  CASE WHEN rules_version >= 2
+    THEN 'no steps (no ProfilerStep#N annotations, no inference engine iterations, no XLA steps)'
+    ELSE 'no steps (no ProfilerStep#N annotations, no XLA steps)'
+  END;
+
 -- The steps a per-step metric measures, per rank of `scope` (pass `metric_scope`):
--- the steps of steps_with(`rules_version`) without the first (warm-up) and the
--- last (cut by the profiler window) when a rank has three or more, all of them
--- otherwise: CCL-Bench's `steps[1:-1] if len(steps) > 2`.
+-- the steps of steps_with(`rules_version`) that `is_inner_step`.
 CREATE OR REPLACE MACRO inner_step_windows(rules_version, scope) AS TABLE
 WITH numbered AS (
   SELECT
@@ -308,4 +320,4 @@ WITH numbered AS (
 )
 SELECT trace, rank, step, ts_ns AS window_start, end_ns AS window_end
 FROM numbered
-WHERE n <= 2 OR (i > 1 AND i < n);
+WHERE is_inner_step(i, n);

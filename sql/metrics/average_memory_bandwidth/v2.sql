@@ -21,20 +21,6 @@
 -- pooled (bytes over time), as CCL-Bench's JSON tool pools its rank files.
 -- Differs from version 1: the same rows plus `memcpy_gb`; version 1's summary
 -- was the unweighted mean of the per-rank bandwidths.
-WITH per_rank AS (
-  SELECT trace, rank, count(*) AS memcpys, sum(bytes) AS total_bytes, sum(dur_ns) AS memcpy_ns
-  FROM gpu_ops
-  WHERE kind = 'memcpy' AND bytes > 0 AND dur_ns > 0
-  GROUP BY ALL
-)
-SELECT
-  m.trace,
-  m.rank,
-  p.total_bytes / p.memcpy_ns AS value,
-  CASE WHEN p.memcpys IS NULL THEN 'no memcpy with bytes and duration' END AS reason,
-  p.memcpys,
-  p.total_bytes AS bytes,
-  p.memcpy_ns / 1e9 AS memcpy_s,
-  p.total_bytes / 1e9 AS memcpy_gb
-FROM metric_scope AS m
-LEFT JOIN per_rank AS p USING (trace, rank)
+-- Query: average_memory_bandwidth_rows in
+-- sql/views/metric_bodies/average_memory_bandwidth.sql, the body version 1 shares.
+SELECT * FROM average_memory_bandwidth_rows(metric_scope)
