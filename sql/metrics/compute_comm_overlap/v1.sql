@@ -59,13 +59,7 @@ clipped AS MATERIALIZED (
 comm AS (SELECT * FROM clipped WHERE is_comm),
 compute AS (SELECT * FROM clipped WHERE NOT is_comm),
 per_rank AS (
-  SELECT
-    trace,
-    rank,
-    sum(end_ns - ts_ns) FILTER (WHERE in_a) AS comm_ns,
-    coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND in_b), 0) AS overlap_ns
-  FROM intervals_overlay(comm, compute)
-  GROUP BY ALL
+  SELECT trace, rank, a_ns AS comm_ns, overlap_ns FROM intervals_overlap_totals(comm, compute)
 ),
 stepped AS (
   SELECT trace, rank, count(*) AS steps_used FROM windows GROUP BY ALL

@@ -72,7 +72,7 @@ step_time AS (
   FROM (
     SELECT trace, rank, avg(dur_ns) AS mean_ns, any_value(source) AS source
     FROM numbered
-    WHERE n <= 2 OR (i > 1 AND i < n)
+    WHERE is_inner_step(i, n)
     GROUP BY ALL
   )
   GROUP BY trace

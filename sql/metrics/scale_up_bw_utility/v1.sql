@@ -58,12 +58,7 @@ clipped AS MATERIALIZED (
 scale_up AS (SELECT * FROM clipped WHERE part = 'scale_up'),
 compute AS (SELECT * FROM clipped WHERE part = 'compute'),
 exposed AS (
-  SELECT
-    trace, rank,
-    sum(end_ns - ts_ns) FILTER (WHERE in_a) AS scale_up_ns,
-    coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND NOT in_b), 0) AS exposed_ns
-  FROM intervals_overlay(scale_up, compute)
-  GROUP BY ALL
+  SELECT trace, rank, a_ns AS scale_up_ns, exposed_ns FROM intervals_overlap_totals(scale_up, compute)
 ),
 comm_parts AS (
   SELECT
