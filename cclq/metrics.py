@@ -176,6 +176,39 @@ def registry() -> dict[str, dict[int, MetricSpec]]:
     return out
 
 
+# Released versions, frozen: `<sha256>  <metric>/v<N>` per line (``frozen_sql``).
+CHECKSUMS = "CHECKSUMS"
+# The view modules that hold the shared body of several versions of one metric
+# (``<metric>_rows(...)``, sql/views/metric_bodies/<metric>.sql): frozen with them.
+METRIC_BODIES = "metric_bodies."
+
+
+def frozen_sql(spec: MetricSpec) -> str:
+    """The code that decides a version's rows, comments left out: its query, then each
+    shared metric body it calls (``sql/views/metric_bodies``). ``sql/metrics/CHECKSUMS``
+    holds its SHA-256 for every released version; a docs-only edit keeps it."""
+    from cclq.sqlfiles import modules_for, strip_comments
+
+    parts = [strip_comments(spec.sql)]
+    parts += [strip_comments(m.sql) for m in modules_for(spec.sql) if m.name.startswith(METRIC_BODIES)]
+    return "".join(parts)
+
+
+def body_checksum(spec: MetricSpec) -> str:
+    return hashlib.sha256(frozen_sql(spec).encode()).hexdigest()
+
+
+def released_checksums() -> dict[str, str]:
+    """``<metric>/v<N>`` -> SHA-256 of ``frozen_sql``, from ``sql/metrics/CHECKSUMS``."""
+    path = sql_root() / "metrics" / CHECKSUMS
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        if line.strip() and not line.startswith("#"):
+            digest, label = line.split()
+            out[label] = digest
+    return out
+
+
 def resolve(name: str, version: int | None = None) -> MetricSpec:
     versions = registry().get(name)
     if not versions:

@@ -54,6 +54,17 @@ def defined_names(module: ViewModule) -> set[str]:
     return {m.lower() for m in _DEFINES.findall(module.sql)}
 
 
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def strip_comments(sql: str) -> str:
+    """``sql`` without its comments (``--`` to the end of the line, ``/* */``; not
+    inside string literals or quoted names), trailing blanks and empty lines: the
+    code that decides a result, which ``sql/metrics/CHECKSUMS`` freezes."""
+    code = _TOKENS.sub(lambda m: m.group(0) if m.group(0)[0] in "'\"" else "", sql)
+    return "\n".join(line.rstrip() for line in code.splitlines() if line.strip()) + "\n"
+
+
 def _words(sql: str) -> set[str]:
     """Identifiers a piece of SQL mentions, comments and string literals left out."""
     code = re.sub(r"--[^\n]*", " ", sql)
