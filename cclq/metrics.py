@@ -23,6 +23,22 @@ the workload card, then the default). It returns ``trace``, ``value``, optionall
 the metric's needs), then any detail columns. The runner puts the columns in the
 documented order: trace, rank, step, value, unit, reason, details.
 
+``columns`` documents the detail columns, in the order the query returns them, as a
+block under the header's other keys::
+
+    -- columns:
+    --   steps_used  steps averaged (the inner ones)
+    --   source      the record the steps come from
+    --               (a deeper-indented line continues the phrase)
+
+(``-- columns: none ...`` when there are none). ``documented_columns`` reads it;
+tests/test_sql_contract.py runs every metric and checks the block against the result.
+
+Versions that differ only in a rules version share one body, ``<name>_rows(<rules
+version>, metric_scope)`` in ``sql/views/metric_bodies/<name>.sql``; each version's
+file keeps its complete header. ``sql/metrics/CHECKSUMS`` freezes each released
+version's code (``frozen_sql``).
+
 A released version never changes meaning: a new definition is a new file.
 """
 
@@ -192,6 +208,21 @@ def frozen_sql(spec: MetricSpec) -> str:
     parts = [strip_comments(spec.sql)]
     parts += [strip_comments(m.sql) for m in modules_for(spec.sql) if m.name.startswith(METRIC_BODIES)]
     return "".join(parts)
+
+
+def documented_columns(spec: MetricSpec) -> dict[str, str] | None:
+    """The detail columns the header's ``-- columns:`` block documents, in its order,
+    with their phrases; ``{}`` for ``-- columns: none``, None without the block."""
+    from cclq.sqlfiles import parse_doc_block
+
+    header = []
+    for line in spec.text.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line)
+    if not any(re.match(r"^--\s*columns:", line) for line in header):
+        return None
+    return parse_doc_block(header)[1]
 
 
 def body_checksum(spec: MetricSpec) -> str:

@@ -1,4 +1,4 @@
-"""The SQL contract (docs/sql.md): released metric versions are frozen, versions that
+"""The SQL contract (sql/README.md): released metric versions are frozen, versions that
 differ only in a rules version share one body, every metric documents its detail
 columns, and the views carry their documentation into DuckDB's catalog."""
 
@@ -121,3 +121,174 @@ def test_shared_rules_are_written_once():
     assert overlap == ["views/intervals.sql"], overlap
     dtype_tables = [p for p, t in texts.items() if re.search(r"'bf16'\s*[:,]\s*2\s*[,)}]", t)]
     assert dtype_tables == ["views/dtypes.sql"], dtype_tables
+
+
+# --- 4. generic views do not require domain views -------------------------------------
+
+DOMAIN_MODULES = {"horovod", "execution_traces", "xla"}
+
+
+def _required(name: str) -> set[str]:
+    by_name = {m.name: m for m in view_modules()}
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for dep in by_name[todo.pop()].requires:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+@pytest.mark.parametrize("generic", ["collectives", "steps", "kernel_classes", "gpu", "intervals"])
+def test_generic_modules_do_not_require_domain_modules(generic):
+    assert not _required(generic) & DOMAIN_MODULES, _required(generic)
+
+
+def test_domain_parts_come_with_the_generic_module():
+    from cclq.sqlfiles import modules_for
+
+    names = [m.name for m in modules_for("SELECT * FROM collectives")]
+    for extension in ("collectives_horovod", "collectives_execution_traces"):
+        assert extension in names
+        assert names.index(extension) > names.index("collectives")
+    names = [m.name for m in modules_for("SELECT * FROM steps_with(1)")]
+    assert "steps_xla" in names and names.index("steps_xla") > names.index("steps")
+    # a domain query alone does not pull in the generic stack
+    assert "collectives" not in [m.name for m in modules_for("SELECT * FROM horovod_ops")]
+    for module in view_modules():
+        for base in module.extends:
+            assert base in module.requires, module.name
+
+
+# --- a small generated warehouse (tests/presentation_traces.py) -----------------------
+
+@pytest.fixture(scope="module")
+def small_wh(tmp_path_factory):
+    from cclq.ingest import ingest
+    from cclq.warehouse import Warehouse
+    from presentation_traces import board_workloads
+
+    root = tmp_path_factory.mktemp("contract")
+    wh = Warehouse(root / "wh")
+    report = ingest([board_workloads(root / "in")], wh, jobs=1)
+    assert not report.failed, [o.message for o in report.failed]
+    return wh
+
+
+def test_extensions_replace_their_extension_points(small_wh):
+    from cclq.engine import connect, define_views
+
+    con = connect(small_wh, views=False)
+    define_views(con, "SELECT * FROM collectives")
+    define_views(con, "SELECT * FROM steps")
+    views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+    assert "horovod_ops" in views["_collectives_extra"]
+    assert "et_links" in views["_collective_cpu_op_sizes_extra"]
+    assert "xla_steps" in views["_steps_extra"]
+    # the XLA profile's steps are steps, as before the split
+    assert con.execute("SELECT count(*) FROM steps WHERE trace = 'tpu_xla' AND source LIKE 'xla_%'").fetchone()[0] > 0
+
+
+# --- 5. every metric documents its detail columns -------------------------------------
+
+def test_every_metric_documents_its_detail_columns(small_wh):
+    """The header's `-- columns:` block lists exactly the detail columns the metric
+    returns (beyond trace, rank, step, value, unit, reason), in order, each with a phrase."""
+    from cclq.engine import connect
+    from cclq.metrics import documented_columns, run_metrics
+
+    fixed = {"trace", "rank", "step", "value", "unit", "reason"}
+    con = connect(small_wh, views=False)
+    problems = []
+    for spec in _all_specs():
+        documented = documented_columns(spec)
+        if documented is None:
+            problems.append(f"{spec.label}: no `-- columns:` block")
+            continue
+        run = run_metrics(con, [spec])[spec.name]
+        if run.table is None:
+            problems.append(f"{spec.label}: {run.error}")
+            continue
+        details = [c for c in run.table.column_names if c not in fixed]
+        if list(documented) != details:
+            problems.append(f"{spec.label}: documents {list(documented)}, returns {details}")
+        problems += [f"{spec.label}: {c} has no phrase" for c, phrase in documented.items() if not phrase]
+    assert not problems, "\n".join(problems)
+
+
+# --- 6. the views' documentation is in DuckDB's catalog --------------------------------
+
+KEY_VIEWS = ("events", "slices", "gpu_ops", "kernels", "collectives", "steps")
+
+
+def _undocumented(con, views=KEY_VIEWS) -> list[str]:
+    missing = [f"view {v}" for v, c in con.execute(
+        "SELECT view_name, comment FROM duckdb_views() WHERE view_name IN (SELECT unnest(?))", [list(views)]
+    ).fetchall() if not c]
+    missing += [f"{t}.{c}" for t, c, comment in con.execute(
+        "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE table_name IN (SELECT unnest(?))",
+        [list(views)]).fetchall() if not comment]
+    return missing
+
+
+def test_key_views_and_their_columns_have_comments(small_wh):
+    from cclq.engine import connect
+
+    con = connect(small_wh)
+    present = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+    assert set(KEY_VIEWS) <= present
+    assert _undocumented(con) == []
+    # text with a quote in it survives the quoting
+    assert con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'kernels' AND column_name = 'device'"
+                       ).fetchone()[0] == "the GPU: the event's `device` argument, else its pid"
+    # every documented view of every module has its comment (all modules are loaded here)
+    from cclq.sqlfiles import relation_docs
+
+    comments = dict(con.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
+    uncommented = [n for n, d in relation_docs().items() if d.text and n in comments and not comments[n]]
+    assert not uncommented
+
+
+def test_comments_reach_read_only_sql_and_views_made_later(small_wh):
+    from cclq.engine import connect, define_views, run_user_query
+
+    # `cclq sql` (read-only): a question about the catalog loads every view
+    query = ("SELECT table_name, column_name, comment FROM duckdb_columns() "
+             "WHERE table_name IN ('collectives', 'steps', 'kernels', 'events')")
+    rows = run_user_query(connect(small_wh, for_sql=query), query).to_pylist()
+    assert rows and all(r["comment"] for r in rows), [r for r in rows if not r["comment"]]
+    # views made on demand (connect(views=False), then define_views): with comments when
+    # asked for; a metric's computation leaves them out (it never reads them)
+    con = connect(small_wh, views=False)
+    define_views(con, "SELECT * FROM collectives, steps, kernels", comments=True)
+    assert _undocumented(con) == []
+    con = connect(small_wh, views=False)
+    define_views(con, "SELECT * FROM collectives")
+    assert con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'collectives'").fetchone() == (None,)
+
+
+def test_the_shell_script_carries_the_comments(small_wh):
+    import duckdb
+
+    from cclq.engine import setup_script
+
+    with small_wh.open_snapshot() as snapshot:
+        script = setup_script(snapshot)
+        con = duckdb.connect(":memory:")
+        con.execute(script)
+        assert _undocumented(con) == []
+
+
+def test_comments_on_temporary_views():
+    import duckdb
+
+    from cclq.sqlfiles import comment_statements
+
+    con = duckdb.connect(":memory:")
+    con.execute("CREATE TEMP VIEW steps AS SELECT NULL::VARCHAR AS trace, 1 AS rank, 1 AS step, 0 AS ts_ns, "
+                "0 AS end_ns, 0 AS dur_ns, '' AS source, 1 AS records, NULL AS phase")
+    con.execute("\n".join(comment_statements("steps")))
+    assert con.execute("SELECT temporary, comment IS NOT NULL FROM duckdb_views() WHERE view_name = 'steps'"
+                       ).fetchone() == (True, True)
+    assert _undocumented(con, ("steps",)) == []

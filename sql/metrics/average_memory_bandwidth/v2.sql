@@ -9,6 +9,11 @@
 -- description: Achieved memcpy bandwidth per rank, Σbytes / Σdur over memcpy activities with bytes > 0 and dur > 0, in GB/s (1e9 B/s).
 -- needs: memcpy activities with a byte count
 -- params: none
+-- columns:
+--   memcpys    memcpys with bytes and a duration
+--   bytes      their bytes
+--   memcpy_s   their summed duration, s
+--   memcpy_gb  their bytes in GB (the numerator of the pooled summary)
 -- Definition: memcpy activities are the GPU `gpu_memcpy` events (every direction:
 -- HtoD, DtoH, DtoD, PtoP, ...) with Kineto's `bytes` argument; bytes per
 -- nanosecond equals GB/s. A duration-weighted average: long copies weigh more.

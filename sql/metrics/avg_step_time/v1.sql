@@ -9,6 +9,11 @@
 -- description: Mean step duration per rank in seconds (ProfilerStep#N, or the steps of an XLA profile), first and last step dropped when there are more than two.
 -- needs: steps: ProfilerStep#N annotations (CPU or GPU track) or XLA steps
 -- params: none
+-- columns:
+--   steps_used  steps averaged (the inner ones)
+--   steps_seen  steps found on the rank
+--   source      the record the steps come from (`steps` view: cpu_annotation, gpu_annotation,
+--                 an engine source, xla_...)
 -- Definition: the rank's steps from `steps_with(1)` (`source` says which record:
 -- cpu_annotation, gpu_annotation, or xla_device_steps / xla_host_annotation /
 -- xla_step_markers / xla_module_runs), ordered by step number. With three or more

@@ -9,6 +9,13 @@
 -- description: Mean step duration per rank in seconds (ProfilerStep#N, else inference engine iterations, else the steps of an XLA profile), first and last step dropped when there are more than two.
 -- needs: steps: ProfilerStep#N annotations (CPU or GPU track), vLLM/SGLang engine-iteration annotations, or XLA steps
 -- params: none
+-- columns:
+--   steps_used     steps averaged (the inner ones)
+--   steps_seen     steps found on the rank
+--   source         the record the steps come from (`steps` view: cpu_annotation,
+--                    gpu_annotation, an engine source, xla_...)
+--   prefill_steps  averaged steps that are prefill engine iterations
+--   decode_steps   averaged steps that are decode engine iterations
 -- Definition: as version 1, on the steps of step_marker_rules version 2
 -- (`steps_with(2)`, sql/views/steps.sql): a rank without ProfilerStep#N uses the
 -- engine iterations of an inference server (vLLM execute_context_* annotations,

@@ -8,6 +8,22 @@
 -- description: GPU kernel seconds per rank and step, split into COMM / ATTN / MOE_ROUTE / MOE_EXPERT / DENSE_GEMM / OTHER (seconds and 0..1 shares).
 -- needs: steps (ProfilerStep#N on the CPU or GPU track, or inference engine iterations), GPU kernels
 -- params: none
+-- columns:
+--   step_source      the record the step comes from (`steps` view source)
+--   step_phase       prefill | decode | mixed for an engine iteration; NULL otherwise
+--   kernels          kernels attributed to the step
+--   comm_s           kernel time of COMM (communication), s
+--   attn_s           kernel time of ATTN (attention), s
+--   moe_route_s      kernel time of MOE_ROUTE (MoE routing), s
+--   moe_expert_s     kernel time of MOE_EXPERT (MoE expert GEMMs), s
+--   dense_gemm_s     kernel time of DENSE_GEMM (dense GEMMs), s
+--   other_s          kernel time of OTHER, s
+--   comm_frac        COMM share of the step's kernel time
+--   attn_frac        ATTN share of the step's kernel time
+--   moe_route_frac   MOE_ROUTE share of the step's kernel time
+--   moe_expert_frac  MOE_EXPERT share of the step's kernel time
+--   dense_gemm_frac  DENSE_GEMM share of the step's kernel time
+--   other_frac       OTHER share of the step's kernel time
 -- Definition: value = Σdur of the GPU kernels of the step (`gpu_ops_steps_of(2, 2)`:
 -- with CPU-side steps (CPU-track ProfilerStep#N, or the engine iterations of
 -- vLLM/SGLang, sql/views/steps.sql) a kernel belongs to the step whose CPU span

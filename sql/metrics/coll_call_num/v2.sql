@@ -8,6 +8,11 @@
 -- description: Collective calls per rank and step: communication kernels (GPU ranks), else collective XLA ops per device plane (XLA), else outermost CPU-side collective ops (CPU-only ranks).
 -- needs: steps (ProfilerStep#N on the CPU or GPU track, inference engine iterations, or XLA steps), and GPU kernels, CPU-side collective ops or XLA ops
 -- params: none
+-- columns:
+--   source       what was counted: gpu_kernels | xla_ops | cpu_ops
+--   step_source  the record the step comes from (`steps` view source)
+--   comm_ops     xla_ops: collective ops summed over the device planes
+--   devices      xla_ops: device planes (the value is comm_ops / devices)
 -- Definition, per (rank, step) of the `steps` view; `source` says what was counted
 -- (the first the rank has):
 --   gpu_kernels  the rank has GPU kernels: its kernels that kernel_class_rules v2

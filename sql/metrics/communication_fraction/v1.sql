@@ -8,6 +8,12 @@
 -- summary: mean
 -- description: Share of device op time spent in communication, 0..1: GPU sum(comm kernel time)/sum(kernel time) per rank; XLA per device plane sum(comm op time)/sum(op time), averaged over the rank's devices.
 -- needs: GPU kernels (Kineto) or XLA ops (xprof)
+-- columns:
+--   source         gpu_kernels | xla_ops: what was measured
+--   xla_op_source  xla_ops: where the device totals come from (xla_device_totals.op_source)
+--   comm_s         communication time, s (comm kernels, or comm XLA ops summed over devices)
+--   op_time_s      all kernel (or XLA op) time, s
+--   xla_devices    xla_ops: device planes averaged
 -- One metric for both kinds of trace; `source` says which definition a row used.
 -- * GPU (a rank with Kineto kernels): sum(dur) of kernels the shared
 --   classification (gpu_ops_classified_with(1): kernel_class_rules version 1) calls `comm` /

@@ -7,6 +7,10 @@
 -- summary: mean
 -- description: Share of communication time hidden under compute: |U(comm) ∩ U(non-comm kernels)| / |U(comm)| per rank, 0..1.
 -- needs: GPU kernels, communication kernels on the rank
+-- columns:
+--   comm_kernels  communication kernels on the rank
+--   comm_s        |U(comm kernels)|, s
+--   overlapped_s  the part of it that compute kernels overlap, s
 -- Definition: U = union of intervals over all streams of the rank. comm = kernels
 -- the classification table (sql/views/kernel_classes.sql, kernel_class_rules
 -- version 2) calls `comm`; non-comm kernels = every other GPU kernel

@@ -8,6 +8,10 @@
 -- description: Share of GPU kernel time spent in communication kernels, Σdur(comm kernels) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   comm_s              communication kernel time of the trace, s
+--   kernel_s            all kernel time of the trace, s
+--   ranks_with_kernels  ranks with kernels
 -- Definition: durations are summed, not merged (two concurrent kernels both count),
 -- over every rank of the trace and the whole trace (no step window). comm = kernels
 -- the shared classification calls `comm` (sql/views/kernel_classes.sql,

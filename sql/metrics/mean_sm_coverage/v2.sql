@@ -9,6 +9,12 @@
 -- description: Duration-weighted mean SM coverage of the rank's GPU kernels, Σ(dur·min(blocks per SM, 1)) / Σdur, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties
 -- params: none
+-- columns:
+--   kernels                kernels on the rank
+--   kernels_with_coverage  kernels with a known SM coverage
+--   coverage_source        blocks_per_sm | grid (the grid and the SM count) | mixed
+--   coverage_weighted_s    Σ(duration x coverage) of the covered kernels, s
+--   covered_s              Σ duration of the kernels with a coverage, s
 -- Definition: a kernel's SM coverage (view `kernel_sm_coverage`,
 -- sql/views/sm_coverage.sql) is min(blocks_per_sm, 1) from Kineto's `blocks per
 -- SM`; where that argument is missing (ROCm traces, older PyTorch) it falls back

@@ -9,6 +9,16 @@
 -- description: Share of GPU kernel time in memory-bound kernel families (elementwise, normalization, softmax, reduction, memory transfer) per rank, 0..1.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   memory_bound_s     time of memory-bound kernel families, s
+--   kernel_s           all kernel time, s
+--   elementwise_s      time of the elementwise family, s
+--   normalization_s    time of the normalization family, s
+--   softmax_s          time of the softmax family, s
+--   reduction_s        time of the reduction family, s
+--   memory_transfer_s  time of the memory transfer family, s
+--   gemm_s             time of the gemm family, s
+--   communication_s    time of the communication family, s
 -- Definition: every kernel gets one family by the 'boundness' rules of
 -- kernel_family_rules v2 (sql/views/kernel_families.sql), first match in the
 -- order communication (the shared classification), memory_transfer, gemm,

@@ -9,6 +9,10 @@
 -- description: Share of GPU kernel time in mixture-of-experts kernels, Σdur(MoE kernels) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   moe_s             time of MoE kernels, s
+--   kernel_s          all kernel time, s
+--   moe_kernel_names  distinct MoE kernel names
 -- Definition: a kernel is MoE when its name matches the one 'moe' rule of
 -- kernel_family_rules v1 (sql/views/kernel_families.sql), case-insensitive:
 --   moe|expert|router|routing|gating|topk|grouped_gemm|dispatchkernel|combinekernel

@@ -9,6 +9,12 @@
 -- description: Estimated share of step time saved by doubling the scale-up (intra-node) link bandwidth: half the scale-up communication time no compute hides, over the step time, per rank, 0..1.
 -- needs: steps (ProfilerStep#N or inference engine iterations), GPU communication kernels whose group placement is known (Process Group Ranks, or the card's count_per_node / total_count)
 -- params: none
+-- columns:
+--   steps_used          inner steps measured
+--   exposed_scale_up_s  scale-up comm time compute does not hide, s
+--   scale_up_comm_s     |U(scale-up comm)| in the inner steps, s
+--   steps_s             the inner steps' summed duration, s
+--   unplaced_comm_s     comm kernel time whose link is unknown (left out), s
 -- Definition: over the rank's inner steps (`steps_with(2)`, the first and last
 -- dropped when there are more than two): scale-up comm = the communication
 -- kernels (kernel_class_rules v2) whose collective runs within one node

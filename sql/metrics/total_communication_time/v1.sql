@@ -9,6 +9,8 @@
 -- description: Wall time with at least one communication kernel running, |U(comm kernels)| per rank over the whole trace, in seconds.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   comm_kernels  communication kernels on the rank
 -- Definition: value = |U|, U = the union of the rank's comm kernel intervals over
 -- all streams and the whole trace (comm = kernel_class_rules version 1,
 -- kernel_class = 'comm'), so concurrent comm kernels count once. One quantity:
