@@ -8,7 +8,10 @@ connection sees, and data a killed ingest left uncommitted is never visible. The
 snapshot stays locked against garbage collection for as long as the connection lives.
 
 ``setup_script`` produces that SQL, then every module of ``sql/views`` in dependency
-order; the same script serves a ``Session`` (Python, in-memory DuckDB) and ``cclq shell``
+order, each followed by the ``COMMENT ON`` statements of its documented views, and
+those of the base relations (so ``duckdb_views().comment`` and
+``duckdb_columns().comment`` describe them; ``cclq.query.sqlfiles.comment_statements``).
+The same script serves a ``Session`` (Python, in-memory DuckDB) and ``cclq shell``
 (the DuckDB CLI's ``-init`` file), so what a user sees in the shell is exactly what
 metrics see.
 """
@@ -20,7 +23,7 @@ import re
 import duckdb
 import pyarrow as pa
 
-from cclq.query.sqlfiles import defined_names, modules_for, view_modules
+from cclq.query.sqlfiles import comment_statements, defined_names, module_script, modules_for, view_modules
 from cclq.schema import TABLE_SCHEMAS, data_file_schema
 from cclq.sqltext import path_literal, quote_literal
 from cclq.store.warehouse import Snapshot
@@ -82,6 +85,13 @@ def base_relations(snapshot: Snapshot, traces: list[str] | None = None) -> list[
     return stmts
 
 
+def _base_comments(kinds: dict[str, str]) -> list[str]:
+    """COMMENT ON statements for the base relations (their documentation is in
+    sql/relations.sql); ``kinds``: relation -> VIEW or TABLE, as the connection has it."""
+    names = [*TABLE_SCHEMAS, *CATALOG_RELATIONS.values()]
+    return [s for name in names if name in kinds for s in comment_statements(name, kinds[name])]
+
+
 def _modules_bound_on_placeholder(module_sql: list[str], views: list[str]) -> list[str]:
     """Statements that create view modules while the data tables are empty tables.
 
@@ -109,9 +119,12 @@ def setup_script(snapshot: Snapshot, traces: list[str] | None = None, for_sql: s
     # the catalog tables are read once: cache Parquet footers for the queries after them
     parts = [f"-- cclq: snapshot {_safe_id(snapshot.id)}",
              "SET parquet_metadata_cache = true;"] + relations
-    modules = [f"-- module {m.name}\n{m.sql.strip()}"
+    modules = [f"-- module {m.name}\n{module_script(m).strip()}"
                for m in (view_modules() if for_sql is None else modules_for(for_sql))]
-    parts += _modules_bound_on_placeholder(modules, _parquet_views(snapshot, traces))
+    parquet_views = _parquet_views(snapshot, traces)
+    parts += _modules_bound_on_placeholder(modules, parquet_views)
+    kinds = {t: "VIEW" if t in parquet_views else "TABLE" for t in TABLE_SCHEMAS}
+    parts += _base_comments({**kinds, **{r: "TABLE" for r in CATALOG_RELATIONS.values()}})
     return "\n".join(parts) + "\n"
 
 
@@ -119,15 +132,25 @@ def _parquet_views(snapshot: Snapshot, traces: list[str] | None) -> list[str]:
     return [t for t in TABLE_SCHEMAS if snapshot.data_files(t, traces)]
 
 
-def define_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Creates the view modules ``sql`` needs that the connection does not have yet."""
+def define_views(con: duckdb.DuckDBPyConnection, sql: str, comments: bool = False) -> None:
+    """Creates the view modules ``sql`` needs that the connection does not have yet.
+
+    ``comments``: with their documentation (COMMENT ON, as ``setup_script`` gives every
+    user-facing session), and the base relations' too; off for computations (metrics),
+    which never read it."""
     defined = con.execute(
         "SELECT view_name, 'view' FROM duckdb_views() WHERE NOT internal "
         "UNION ALL SELECT table_name, 'table' FROM duckdb_tables() "
         "UNION ALL SELECT function_name, 'function' FROM duckdb_functions() WHERE NOT internal"
     ).fetchall()
     have = {name.lower() for name, _ in defined}
-    missing = [m for m in modules_for(sql) if not defined_names(m) <= have]
+    needed = modules_for(sql)
+    absent = {m.name for m in needed if not defined_names(m) <= have}
+    # an extension defines the names of the module it extends: it goes with that module
+    missing = [m for m in needed if m.name in absent or absent & set(m.extends)]
     if missing:
         parquet_views = [t for t in TABLE_SCHEMAS if (t, "view") in defined]
-        con.execute("\n".join(_modules_bound_on_placeholder([m.sql for m in missing], parquet_views)))
+        script = [module_script(m) if comments else m.sql for m in missing]
+        con.execute("\n".join(_modules_bound_on_placeholder(script, parquet_views)))
+    if comments:
+        con.execute("\n".join(_base_comments({n: k.upper() for n, k in defined})) or "SELECT 1")

@@ -23,11 +23,28 @@ the workload card, then the default). It returns ``trace``, ``value``, optionall
 the metric's needs), then any detail columns. The runner puts the columns in the
 documented order: trace, rank, step, value, unit, reason, details.
 
+``columns`` documents the detail columns, in the order the query returns them, as a
+block under the header's other keys::
+
+    -- columns:
+    --   steps_used  steps averaged (the inner ones)
+    --   source      the record the steps come from
+    --               (a deeper-indented line continues the phrase)
+
+(``-- columns: none ...`` when there are none). ``documented_columns`` reads it;
+tests/test_sql_contract.py runs every metric and checks the block against the result.
+
+Versions that differ only in a rules version share one body, ``<name>_rows(<rules
+version>, metric_scope)`` in ``sql/views/metric_bodies/<name>.sql``; each version's
+file keeps its complete header. ``sql/metrics/CHECKSUMS`` freezes each released
+version's code (``frozen_sql``).
+
 A released version never changes meaning: a new definition is a new file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,6 +55,7 @@ import pyarrow as pa
 
 from cclq.errors import UsageError
 from cclq.locations import sql_root
+from cclq.query.sqlfiles import modules_for, parse_doc_block, strip_comments
 
 GRAINS = ("trace", "rank", "step")
 
@@ -175,6 +193,50 @@ def registry() -> dict[str, dict[int, MetricSpec]]:
     for path in sorted(root.glob("*/v*.sql")):
         spec = parse_metric_file(path)
         out.setdefault(spec.name, {})[spec.version] = spec
+    return out
+
+
+# Released versions, frozen: `<sha256>  <metric>/v<N>` per line (``frozen_sql``).
+CHECKSUMS = "CHECKSUMS"
+# The view modules that hold the shared body of several versions of one metric
+# (``<metric>_rows(...)``, sql/views/metric_bodies/<metric>.sql): frozen with them.
+METRIC_BODIES = "metric_bodies."
+
+
+def frozen_sql(spec: MetricSpec) -> str:
+    """The code that decides a version's rows, comments left out: its query, then each
+    shared metric body it calls (``sql/views/metric_bodies``). ``sql/metrics/CHECKSUMS``
+    holds its SHA-256 for every released version; a docs-only edit keeps it."""
+    parts = [strip_comments(spec.sql)]
+    parts += [strip_comments(m.sql) for m in modules_for(spec.sql) if m.name.startswith(METRIC_BODIES)]
+    return "".join(parts)
+
+
+def documented_columns(spec: MetricSpec) -> dict[str, str] | None:
+    """The detail columns the header's ``-- columns:`` block documents, in its order,
+    with their phrases; ``{}`` for ``-- columns: none``, None without the block."""
+    header = []
+    for line in spec.text.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line)
+    if not any(re.match(r"^--\s*columns:", line) for line in header):
+        return None
+    return parse_doc_block(header)[1]
+
+
+def body_checksum(spec: MetricSpec) -> str:
+    return hashlib.sha256(frozen_sql(spec).encode()).hexdigest()
+
+
+def released_checksums() -> dict[str, str]:
+    """``<metric>/v<N>`` -> SHA-256 of ``frozen_sql``, from ``sql/metrics/CHECKSUMS``."""
+    path = sql_root() / "metrics" / CHECKSUMS
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        if line.strip() and not line.startswith("#"):
+            digest, label = line.split()
+            out[label] = digest
     return out
 
 

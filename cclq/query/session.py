@@ -76,9 +76,10 @@ class Session:
         """Runs SQL on the session's connection (DuckDB's ``execute``)."""
         return self.con.execute(sql, parameters)
 
-    def define_views(self, sql: str) -> None:
-        """Creates the view modules ``sql`` needs that the session does not have yet."""
-        define_views(self.con, sql)
+    def define_views(self, sql: str, comments: bool = False) -> None:
+        """Creates the view modules ``sql`` needs that the session does not have yet
+        (``comments``: with their documentation, for what users read)."""
+        define_views(self.con, sql, comments)
 
     def close(self) -> None:
         """Closes the connection, releases the snapshot and removes the spill folder."""
