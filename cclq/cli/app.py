@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from cclq import __version__
 from cclq.errors import CclqError, ExitCode, UsageError
 from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
 from cclq.present.render import OutputFormat, write_table
 from cclq.query.settings import QuerySettings
 from cclq.store.warehouse import WAREHOUSE_ENV, Warehouse, resolve_warehouse
+from cclq.version import __version__
 
 if TYPE_CHECKING:
     from cclq.query.session import Session

@@ -41,8 +41,8 @@ def inputs_key(snapshot: Snapshot, traces: list[str] | None, parts: tuple[str, .
     """A key of ``parts``, the cclq version, every view's SQL and every input of the
     selection (its files by content hash and ingest version, and its cards), read from
     the catalog snapshot the query reads: the key describes exactly what it read."""
-    from cclq import __version__
     from cclq.query.sqlfiles import view_modules
+    from cclq.version import __version__
 
     h = hashlib.blake2b(digest_size=16)
     for part in (__version__, *parts):

@@ -32,7 +32,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cclq import __version__
 from cclq.present.board.pages import (
     ASSETS,
     MetricColumn,
@@ -51,6 +50,7 @@ from cclq.query.registry import LEADERBOARD_CATEGORIES, MetricSpec, latest_specs
 from cclq.query.session import QuerySettings, connect
 from cclq.query.sqlfiles import view_modules
 from cclq.store.warehouse import Warehouse
+from cclq.version import __version__
 
 BOARD_VERSION = 1  # of the stored data layout; a new layout recomputes every workload
 # Short descriptions of CCL-Bench's website categories (its benchmark_config.json has its own).
