@@ -295,7 +295,7 @@ def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(clu
     try:
         here = run_metrics(con, specs)
         done: list[tuple[int, int]] = []
-        there = run_metrics_on_dask(con, specs, None, None, local.scheduler_address, partitions=2,
+        there = run_metrics_on_dask(con, specs, None, local.scheduler_address, partitions=2,
                                     on_partition=lambda d, t: done.append((d, t)))
     finally:
         con.close()
@@ -311,17 +311,22 @@ def test_the_cache_is_keyed_by_the_whole_selection_in_the_client(cluster, local_
     local, _client = cluster
     wh, _report = local_wh
     spec = resolve("hta_kernel_type_breakdown")
-    cache = tmp_path / "cache"
-    con = connect(wh, views=False)
+    con = connect(wh, views=False, cache=True)
+    cache = con.cache_dir
+    assert cache is not None and not (cache.exists() and list(cache.iterdir()))
     try:
-        computed = run_metric_on_dask(con, spec, {}, cache, local.scheduler_address, partitions=2)
+        computed = run_metric_on_dask(con, spec, {}, local.scheduler_address, partitions=2)
         assert len(list(cache.iterdir())) == 1
-        assert run_metric(con, spec, {}, cache).equals(computed)  # a local run reads the same entry
+        assert run_metric(con, spec, {}).equals(computed)  # a local run reads the same entry
         # cached: no scheduler is asked (there is none at that address)
-        assert run_metric_on_dask(con, spec, {}, cache, "tcp://127.0.0.1:9").equals(computed)
-        assert computed.equals(run_metric(con, spec, {}))
+        assert run_metric_on_dask(con, spec, {}, "tcp://127.0.0.1:9").equals(computed)
     finally:
         con.close()
+    uncached = connect(wh, views=False)
+    try:
+        assert computed.equals(run_metric(uncached, spec, {}))
+    finally:
+        uncached.close()
 
 
 def test_a_metric_that_fails_on_the_workers_is_a_query_error(cluster, local_wh, tmp_path):
@@ -335,7 +340,7 @@ def test_a_metric_that_fails_on_the_workers_is_a_query_error(cluster, local_wh, 
     con = connect(wh, views=False)
     try:
         with pytest.raises(QueryError, match="no_such_column"):
-            run_metric_on_dask(con, broken, {}, None, local.scheduler_address, partitions=2)
+            run_metric_on_dask(con, broken, {}, local.scheduler_address, partitions=2)
     finally:
         con.close()
 
