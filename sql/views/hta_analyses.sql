@@ -1,0 +1,320 @@
+-- HTA 0.5.0's analyses beyond the four breakdowns, as building blocks over the
+-- rows HTA analyses (hta_events): the queue length and memory bandwidth counters
+-- (hta/analyzers/trace_counters.py), the CUDA kernel launch pairs
+-- (cuda_kernel_analysis.cuda_kernel_launch_stats), the idle intervals between
+-- kernels (breakdown_analysis._analyze_idle_time_for_stream) and the
+-- name/duration aggregation with HTA's "others" bucketing
+-- (breakdown_analysis._aggr_gpu_kernel_time). The hta_* metrics that summarise
+-- them are in sql/metrics/hta_*; golden checks in tests/test_hta_analyses.py.
+--
+-- Ties in HTA's sorts. HTA sorts these series with pandas' default
+-- (`sort_values(by="ts")`, numpy's unstable quicksort, a SIMD sort on recent
+-- CPUs), so the order of rows with the same timestamp is not defined and its
+-- summaries move with it (the reference: ../shared/reference/hta-semantics.md
+-- 3.5). We use the order a stable sort of HTA's concatenation gives (launches
+-- before kernel starts, counter increments before decrements) and, where the
+-- order could matter, also give the other extreme (`*_low` columns): whatever
+-- order HTA's sort picked, each of its order statistics and its mean lie
+-- between the two (at a tied timestamp, putting every +1 first maximises each
+-- running value, putting every -1 first minimises it).
+-- requires: hta
+
+-- The runtime calls HTA 0.5.0 counts as enqueueing work on a stream
+-- (TraceSymbolTable.get_runtime_launch_events_query). cudaGraphLaunch is not one.
+CREATE OR REPLACE MACRO hta_is_queue_launch(name) AS
+name IN (
+  'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cudaMemcpyAsync', 'cudaMemsetAsync',
+  'runFunction - job_prep_and_submit_for_execution', 'hipLaunchKernel', 'hipExtModuleLaunchKernel',
+  'hipMemcpyAsync', 'hipMemsetAsync', 'hipMemcpyWithStream'
+);
+
+-- HTA's queue length time series (TraceCounters.get_queue_length_time_series),
+-- every rank. Grain: one row per change point, as HTA returns it: +1 at the ts
+-- of a launch call (hta_is_queue_launch, with a GPU partner: index_correlation
+-- > 0) on the stream of its GPU row, -1 at the start of that GPU row; a running
+-- sum per (rank, stream) in ts order.
+--  * `queue_length`: ties ordered as HTA's concatenation (launches, then GPU
+--    rows, each in HTA's row order) under a stable sort.
+--  * `queue_length_low`: the value with GPU starts first at a tied ts; HTA's
+--    own order (unstable) lies between the two (see the file header).
+--  * `pid`, `tid`: of the GPU row (HTA takes them from the correlated kernel).
+--  * `seq`: position in the stream's series (1-based), in the stable order.
+-- HTA quirk kept: a GPU row HTA holds twice (hta_events.copies) counts twice,
+-- on both sides.
+CREATE OR REPLACE VIEW hta_queue_length AS
+WITH ev AS MATERIALIZED (
+  SELECT trace, rank, row_order, copies, name, stream, correlation, ts_us, partner_idx, pid, tid
+  FROM hta_events
+  WHERE correlation <> -1
+),
+launches AS (
+  SELECT trace, rank, correlation, ts_us, row_order
+  FROM ev
+  WHERE hta_is_queue_launch(name) AND partner_idx > 0
+),
+gpu AS (
+  SELECT trace, rank, correlation, stream, pid, tid, ts_us, row_order, unnest(range(copies)) AS copy_no
+  FROM ev
+  WHERE stream <> -1
+),
+points AS (
+  SELECT l.trace, l.rank, g.stream, g.pid, g.tid, l.ts_us, 1 AS delta, 0 AS part, l.row_order, g.row_order AS row_order2, g.copy_no
+  FROM launches AS l
+  JOIN gpu AS g USING (trace, rank, correlation)
+  UNION ALL
+  SELECT g.trace, g.rank, g.stream, g.pid, g.tid, g.ts_us, -1, 1, g.row_order, 0, g.copy_no
+  FROM gpu AS g
+  SEMI JOIN launches AS l USING (trace, rank, correlation)
+)
+SELECT
+  trace,
+  rank,
+  stream,
+  pid,
+  tid,
+  ts_us,
+  delta,
+  row_number() OVER (
+    PARTITION BY trace, rank, stream ORDER BY ts_us, part, row_order, row_order2, copy_no
+  ) AS seq,
+  CAST(sum(delta) OVER (
+    PARTITION BY trace, rank, stream ORDER BY ts_us, part, row_order, row_order2, copy_no
+    ROWS UNBOUNDED PRECEDING
+  ) AS BIGINT) AS queue_length,
+  CAST(sum(delta) OVER (
+    PARTITION BY trace, rank, stream ORDER BY ts_us, part DESC, row_order, row_order2, copy_no
+    ROWS UNBOUNDED PRECEDING
+  ) AS BIGINT) AS queue_length_low
+FROM points;
+
+-- HTA's trace duration of a rank (Trace.get_trace_duration): last ts - first
+-- ts over the rows it analyses (starts, not ends).
+CREATE OR REPLACE VIEW hta_rank_duration AS
+SELECT trace, rank, max(ts_us) - min(ts_us) AS duration_us
+FROM hta_events
+GROUP BY trace, rank;
+
+-- HTA 0.5.0's memory-operation type of a MEMORY row's name
+-- (utils.get_memory_kernel_type): "Memset", else the first 11 characters of a
+-- "Memcpy ..." name ("Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD", ...), else
+-- "Memcpy Unknown" (a MEMORY row named dma...).
+CREATE OR REPLACE MACRO hta_memory_kind(name) AS
+CASE
+  WHEN left(name, 6) = 'Memset' THEN 'Memset'
+  WHEN left(name, 6) <> 'Memcpy' THEN 'Memcpy Unknown'
+  ELSE left(name, 11)
+END;
+
+-- HTA's memory bandwidth time series (TraceCounters.get_memory_bw_time_series),
+-- every rank. Grain: one row per change point. HTA's MEMORY rows (stream <> -1,
+-- 0.5.0 name classes) add Kineto's `memory bandwidth (GB/s)` arg at their start
+-- and remove it at start + dur (HTA quirk: dur 0 is taken as 1 µs; a dur of -1
+-- from HTA's rounding stays -1); `memory_bw_gbps` = the running sum per (rank,
+-- memory kind) in ts order.
+--  * ties: starts before ends, each in HTA's row order (HTA's concatenation
+--    under a stable sort); `memory_bw_gbps_low` with ends first.
+--  * the running sums are double sums in series order; HTA's residues (a
+--    1e-16 GB/s where the exact value is 0, which its summary counts as a
+--    point > 0) come out the same on every golden trace.
+CREATE OR REPLACE VIEW hta_memory_bw AS
+WITH mem AS (
+  SELECT
+    trace, rank, pid, row_order, ts_us,
+    CASE WHEN dur_us = 0 THEN 1 ELSE dur_us END AS dur_us,
+    hta_memory_kind(name) AS kind,
+    memory_bw_gbps,
+    unnest(range(copies)) AS copy_no
+  FROM hta_events
+  WHERE stream <> -1 AND kernel_type = 'MEMORY'
+),
+points AS (
+  SELECT trace, rank, kind, pid, ts_us, memory_bw_gbps AS delta, 0 AS part, row_order, copy_no FROM mem
+  UNION ALL
+  SELECT trace, rank, kind, pid, ts_us + dur_us, -memory_bw_gbps, 1, row_order, copy_no FROM mem
+)
+SELECT
+  trace,
+  rank,
+  kind AS name,
+  pid,
+  ts_us,
+  delta,
+  row_number() OVER (PARTITION BY trace, rank, kind ORDER BY ts_us, part, row_order, copy_no) AS seq,
+  sum(delta) OVER (
+    PARTITION BY trace, rank, kind ORDER BY ts_us, part, row_order, copy_no
+    ROWS UNBOUNDED PRECEDING
+  ) AS memory_bw_gbps,
+  sum(delta) OVER (
+    PARTITION BY trace, rank, kind ORDER BY ts_us, part DESC, row_order, copy_no
+    ROWS UNBOUNDED PRECEDING
+  ) AS memory_bw_gbps_low
+FROM points;
+
+-- HTA's CUDA kernel launch pairs (CudaKernelAnalysis.cuda_kernel_launch_stats),
+-- every rank. Grain: one row per (runtime call, GPU row) pair of HTA's inner
+-- merge on correlation: CPU rows (stream = -1) and GPU rows (stream <> -1)
+-- whose correlation is one of a launch call's (cudaLaunchKernel,
+-- cudaLaunchKernelExC, MTIA runFunction; `memory_launch`: cudaMemcpyAsync /
+-- cudaMemsetAsync only, counted when include_memory_events). Not counted by
+-- HTA 0.5.0: cuLaunchKernel, cudaGraphLaunch, hip* calls (so ROCm traces have
+-- none).
+--  * cpu_duration_us = the runtime call's dur, gpu_duration_us = the GPU row's,
+--    launch_delay_us = max(0, gpu ts - cpu ts - cpu dur).
+--  * `cpu_name` / `gpu_name` for the reader; HTA returns only the numbers.
+CREATE OR REPLACE VIEW hta_kernel_launches AS
+WITH ev AS MATERIALIZED (
+  SELECT trace, rank, row_order, copies, name, stream, correlation, ts_us, dur_us
+  FROM hta_events
+),
+launch_correlations AS (
+  SELECT
+    trace, rank, correlation,
+    bool_or(name IN ('cudaLaunchKernel', 'cudaLaunchKernelExC', 'runFunction - job_prep_and_submit_for_execution'))
+      AS kernel_launch
+  FROM ev
+  WHERE name IN ('cudaLaunchKernel', 'cudaLaunchKernelExC', 'runFunction - job_prep_and_submit_for_execution',
+                 'cudaMemcpyAsync', 'cudaMemsetAsync')
+  GROUP BY ALL
+),
+cpu AS (
+  SELECT e.*, l.kernel_launch
+  FROM ev AS e
+  JOIN launch_correlations AS l USING (trace, rank, correlation)
+  WHERE e.stream = -1
+),
+gpu AS (
+  SELECT e.*, unnest(range(e.copies)) AS copy_no
+  FROM ev AS e
+  SEMI JOIN launch_correlations AS l USING (trace, rank, correlation)
+  WHERE e.stream <> -1
+)
+SELECT
+  c.trace,
+  c.rank,
+  c.correlation,
+  c.name AS cpu_name,
+  g.name AS gpu_name,
+  g.stream,
+  c.ts_us AS cpu_ts_us,
+  c.dur_us AS cpu_duration_us,
+  g.dur_us AS gpu_duration_us,
+  greatest(g.ts_us - c.ts_us - c.dur_us, 0) AS launch_delay_us,
+  NOT c.kernel_launch AS memory_launch,
+  c.row_order AS cpu_row_order,
+  g.row_order AS gpu_row_order
+FROM cpu AS c
+JOIN gpu AS g USING (trace, rank, correlation);
+
+-- HTA's idle intervals between consecutive kernels of a stream
+-- (get_idle_time_breakdown with show_idle_interval_stats, consecutive kernel
+-- delay 30 µs), every rank: the rows the hta_idle_time_breakdown metric sums
+-- (its rules, repeated here for the per-interval statistics). Grain: one row
+-- per kernel HTA walks (kernel, memcpy, memset, MTIA ccp rows with a stream;
+-- cuda_sync excluded); `idle_interval_us` = ts - end of the previous kernel in
+-- ts order (NULL for the first: HTA's NaN), `idle_category` host_wait /
+-- kernel_wait / other as in hta_idle_time_breakdown.
+CREATE OR REPLACE VIEW hta_idle_intervals AS
+WITH kernels AS (
+  SELECT trace, rank, stream, ts_us, end_us, ts_runtime_us, row_order, unnest(range(copies)) AS copy_no
+  FROM hta_gpu_rows
+  WHERE cat IN ('kernel', 'Kernel', 'gpu_memset', 'Memset', 'gpu_memcpy', 'Memcpy', 'mtia_ccp_events')
+),
+gaps AS (
+  SELECT
+    *,
+    lag(end_us) OVER (PARTITION BY trace, rank, stream ORDER BY ts_us, row_order, copy_no) AS prev_end_us
+  FROM kernels
+)
+SELECT
+  trace,
+  rank,
+  stream,
+  ts_us,
+  end_us,
+  prev_end_us,
+  ts_runtime_us,
+  ts_us - prev_end_us AS idle_interval_us,
+  -- NULL comparisons (first kernel, no runtime call) fall through to other,
+  -- as NaN comparisons do in pandas
+  CASE
+    WHEN ts_runtime_us > prev_end_us THEN 'host_wait'
+    WHEN ts_us - prev_end_us < 30 THEN 'kernel_wait'
+    ELSE 'other'
+  END AS idle_category
+FROM gaps;
+
+-- HTA's aggregation of durations by name with its "others" bucket
+-- (breakdown_analysis._aggr_gpu_kernel_time), over `tbl` (trace, rank, key,
+-- name, dur_us): per (trace, rank, key), the names' sum / max / min / mean /
+-- sample std (0 for a single row) of dur, sorted by sum, largest first. When a
+-- group has more than `num_kernels` names, a name goes to "others" when the
+-- running total of the sorted sums passes the `duration_ratio` quantile of
+-- those running totals (pandas' linear quantile; HTA quirk: a quantile of the
+-- cumulative series, not that share of the time), or when it is the
+-- num_kernels-th or later; HTA then re-aggregates only the per-name sums, so
+-- (HTA quirk) a kept name's max = min = mean = its sum and std = 0, and the
+-- "others" row's max / min / mean / std are statistics of the bucketed names'
+-- sums. Ties in the sort by sum (pandas' unstable sort) are broken by name.
+-- `names` = how many names a row stands for.
+CREATE OR REPLACE MACRO hta_aggregate_by_name(tbl, num_kernels, duration_ratio) AS TABLE
+WITH per_name AS (
+  SELECT
+    trace, rank, key, name,
+    sum(dur_us) AS sum_us,
+    max(dur_us) AS max_us,
+    min(dur_us) AS min_us,
+    avg(dur_us) AS mean_us,
+    coalesce(stddev_samp(dur_us), 0) AS std_us
+  FROM query_table(tbl)
+  GROUP BY ALL
+),
+ranked AS (
+  SELECT
+    *,
+    row_number() OVER w - 1 AS pos,
+    sum(sum_us) OVER (w ROWS UNBOUNDED PRECEDING) AS cum_us,
+    count(*) OVER (PARTITION BY trace, rank, key) AS n_names
+  FROM per_name
+  WINDOW w AS (PARTITION BY trace, rank, key ORDER BY sum_us DESC, name)
+),
+-- pandas' Series.quantile (linear): h = (n - 1) * ratio over the sorted values,
+-- x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)])
+sorted_cum AS (
+  SELECT
+    trace, rank, key, cum_us,
+    row_number() OVER (PARTITION BY trace, rank, key ORDER BY cum_us) - 1 AS i,
+    (n_names - 1) * duration_ratio AS h
+  FROM ranked
+  WHERE n_names > num_kernels
+),
+cum_quantile AS (
+  SELECT
+    trace, rank, key,
+    any_value(cum_us) FILTER (WHERE i = floor(h)) AS x_lo,
+    coalesce(any_value(cum_us) FILTER (WHERE i = floor(h) + 1), any_value(cum_us) FILTER (WHERE i = floor(h))) AS x_hi,
+    any_value(h - floor(h)) AS frac
+  FROM sorted_cum
+  GROUP BY ALL
+),
+cut AS (
+  SELECT r.*, q.x_lo + q.frac * (q.x_hi - q.x_lo) AS cum_quantile
+  FROM ranked AS r
+  LEFT JOIN cum_quantile AS q USING (trace, rank, key)
+),
+bucketed AS (
+  SELECT
+    *,
+    n_names > num_kernels AND (cum_us > cum_quantile OR pos >= num_kernels) AS to_others
+  FROM cut
+)
+SELECT trace, rank, key, name, sum_us, max_us, min_us, mean_us, std_us, 1 AS names
+FROM bucketed
+WHERE n_names <= num_kernels
+UNION ALL
+SELECT
+  trace, rank, key,
+  CASE WHEN to_others THEN 'others' ELSE name END AS name,
+  sum(sum_us), max(sum_us), min(sum_us), avg(sum_us), coalesce(stddev_samp(sum_us), 0), count(*)
+FROM bucketed
+WHERE n_names > num_kernels
+GROUP BY ALL;
