@@ -13,6 +13,8 @@ case per folder:
                                                                      -> hta_idle_interval_stats
   cpu_user_annotation_breakdown.csv      get_gpu_user_annotation_breakdown(use_gpu_annotation=False)
                                                                      -> hta_cpu_user_annotation_breakdown
+  kernel_breakdown.csv                   get_gpu_kernel_breakdown's kernel_df -> hta_kernel_breakdown
+  kernel_breakdown_all.csv               the same without bucketing -> hta_kernel_breakdown, num_kernels=10**6
 
 Exact means: integers equal, floats to HTA's printed precision (10 significant digits).
 One documented exception, HTA's and not ours: HTA sorts the queue length and memory
@@ -107,6 +109,8 @@ def real(tmp_path_factory) -> dict[str, list[Row]]:
     con = connect(wh)
     try:
         out = {name: _metric(con, name) for name in METRICS}
+        out["kernel_breakdown"] = _metric(con, "hta_kernel_breakdown")
+        out["kernel_breakdown_all"] = _metric(con, "hta_kernel_breakdown", num_kernels=str(10**6))
         out["launches"] = _sql(con, "SELECT * FROM hta_kernel_launches")
         out["queue_low"] = _sql(con, _LOW_QUEUE)
         out["memory_low"] = _sql(con, _LOW_MEMORY)
@@ -284,6 +288,23 @@ def test_cpu_user_annotation_breakdown_matches_hta(real: dict[str, list[Row]], f
         assert r["max_us"] == float(g["max (us)"]) and r["min_us"] == float(g["min (us)"])
         _close(r["mean_us"], float(g["mean (us)"]), "mean")
         _close(r["std_us"], float(g["stddev"]), "stddev")
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+@pytest.mark.parametrize("which", ["kernel_breakdown", "kernel_breakdown_all"])
+def test_kernel_breakdown_matches_hta(real: dict[str, list[Row]], folder: str, which: str) -> None:
+    """kernel_breakdown.csv: HTA's defaults (10 names, "others" past the 0.8 quantile, kept
+    names with max = min = mean = sum); kernel_breakdown_all.csv: nothing bucketed."""
+    mine = {(r["rank"], r["kernel_type"], r["name"]): r for r in _of(real[which], folder)}
+    golden = _golden(folder, which)
+    assert sorted(mine) == sorted((int(g["rank"]), g["kernel_type"], g["name"]) for g in golden)
+    for g in golden:
+        key = (int(g["rank"]), g["kernel_type"], g["name"])
+        r = mine[key]
+        assert r["value"] == r["sum_us"] == float(g["sum (us)"]), key
+        assert (r["max_us"], r["min_us"]) == (float(g["max (us)"]), float(g["min (us)"])), key
+        _close(r["mean_us"], float(g["mean (us)"]), f"{key} mean")
+        _close(r["std_us"], float(g["stddev"]), f"{key} stddev")
 
 
 # ----------------------------------------------------------------------------------------
