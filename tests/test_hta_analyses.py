@@ -15,6 +15,13 @@ case per folder:
                                                                      -> hta_cpu_user_annotation_breakdown
   kernel_breakdown.csv                   get_gpu_kernel_breakdown's kernel_df -> hta_kernel_breakdown
   kernel_breakdown_all.csv               the same without bucketing -> hta_kernel_breakdown, num_kernels=10**6
+  profiler_steps.csv                     get_profiler_steps          -> view hta_profiler_steps
+
+and against HTA 0.5.0 outputs the shared folder lacks, written by tests/hta_golden/generate.py
+(run in a venv with HTA 0.5.0; its CSVs are committed beside this file, the traces are not):
+
+  gpu_user_annotation_breakdown.csv      use_gpu_annotation=True     -> hta_gpu_user_annotation_breakdown
+  trace_diff/<control>__vs__<test>.csv   TraceDiff.compare_traces    -> macro hta_trace_diff
 
 Exact means: integers equal, floats to HTA's printed precision (10 significant digits).
 One documented exception, HTA's and not ours: HTA sorts the queue length and memory
@@ -47,6 +54,8 @@ from cclq.query.metrics import resolve, run_metric
 from cclq.store.warehouse import Warehouse
 from conftest import GOLDEN, require_shared, run_ingest
 
+HTA_GOLDEN = Path(__file__).resolve().parent / "hta_golden"
+
 FOLDERS = [
     "alexnet",
     "amd_mi250",
@@ -66,8 +75,10 @@ METRICS = (
     "hta_cpu_user_annotation_breakdown",
     "hta_gpu_user_annotation_breakdown",
 )
+DIFF_PAIRS = [("trace_filter_2rank", "negative_queue_length"), ("nccl_data", "ns_resolution")]
 STATS = ("mean", "std", "min", "p25", "p50", "p75", "max")
-GOLDEN_STATS = ("mean", "std", "min", "25%", "50%", "75%", "max")
+GOLDEN_DIFF_PAIRS = [("trace_filter_2rank", "negative_queue_length"), ("nccl_data", "ns_resolution")]
+STATS = ("mean", "std", "min", "25%", "50%", "75%", "max")
 
 Row = dict[str, Any]
 
@@ -114,6 +125,12 @@ def real(tmp_path_factory) -> dict[str, list[Row]]:
         out["launches"] = _sql(con, "SELECT * FROM hta_kernel_launches")
         out["queue_low"] = _sql(con, _LOW_QUEUE)
         out["memory_low"] = _sql(con, _LOW_MEMORY)
+        out["profiler_steps"] = _sql(con, "SELECT * FROM hta_profiler_steps")
+        out["trace_diff"] = [
+            {**r, "pair": f"{control}__vs__{test}"}
+            for control, test in DIFF_PAIRS
+            for r in _sql(con, f"SELECT * FROM hta_trace_diff('hta_{control}', 'hta_{test}')")
+        ]
     finally:
         con.close()
     return out
@@ -307,6 +324,49 @@ def test_kernel_breakdown_matches_hta(real: dict[str, list[Row]], folder: str, w
         _close(r["std_us"], float(g["stddev"]), f"{key} stddev")
 
 
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_profiler_steps_match_hta(real: dict[str, list[Row]], folder: str) -> None:
+    """All steps but the last (HTA's tail filter drops it); none where the trace has <= 1."""
+    mine = sorted(r["profiler_step"] for r in _of(real["profiler_steps"], folder))
+    assert mine == [int(g["profiler_step"]) for g in _golden(folder, "profiler_steps")]
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_gpu_user_annotation_breakdown_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
+    """HTA returns None for a trace without gpu_user_annotation events (no file written):
+    every rank then has a reason and no number."""
+    rows = _of(real["hta_gpu_user_annotation_breakdown"], folder)
+    path = HTA_GOLDEN / folder / "gpu_user_annotation_breakdown.csv"
+    if not path.exists():
+        assert rows and all(r["value"] is None and "gpu_user_annotation" in r["reason"] for r in rows), rows
+        return
+    with open(path, newline="") as f:
+        golden = list(csv.DictReader(f))
+    mine = {(r["rank"], r["name"]): r for r in rows}
+    assert sorted(mine) == sorted((int(g["rank"]), g["name"]) for g in golden)
+    for g in golden:
+        r = mine[(int(g["rank"]), g["name"])]
+        assert r["sum_us"] == float(g["sum (us)"])
+        assert (r["max_us"], r["min_us"]) == (float(g["max (us)"]), float(g["min (us)"]))
+        _close(r["mean_us"], float(g["mean (us)"]), "mean")
+        _close(r["std_us"], float(g["stddev"]), "stddev")
+
+
+@pytest.mark.parametrize("pair", [f"{c}__vs__{t}" for c, t in DIFF_PAIRS])
+def test_trace_diff_matches_hta(real: dict[str, list[Row]], pair: str) -> None:
+    """compare_traces with HTA's defaults: first rank, first iteration of each, CPU and GPU."""
+    with open(HTA_GOLDEN / "trace_diff" / f"{pair}.csv", newline="") as f:
+        golden = {g["name"]: g for g in csv.DictReader(f)}
+    mine = {r["name"]: r for r in real["trace_diff"] if r["pair"] == pair}
+    assert sorted(mine) == sorted(golden)
+    for name, g in golden.items():
+        r = mine[name]
+        for col in ("control_counts", "control_total_duration", "test_counts", "test_total_duration",
+                    "diff_counts", "diff_duration"):
+            assert r[col] == float(g[col]), (name, col, r[col], g[col])
+        assert r["counts_change_categories"] == g["counts_change_categories"]
+
+
 # ----------------------------------------------------------------------------------------
 # Hand-built traces
 # ----------------------------------------------------------------------------------------
@@ -374,10 +434,34 @@ def _build_idle(root: Path) -> None:
     b.write(root / "hand_idle" / "rank0.json")
 
 
+def _build_diff(root: Path) -> None:
+    """Two traces with three 100 µs steps each (HTA drops the last).
+    hand_diff_a, steps #1 #2 #3: in #1 aten::mm 5 + 7 µs and a gemm kernel of 4 µs launched at
+    12 (cudaLaunchKernel 3 µs); in #2 aten::add 3 µs.
+    hand_diff_b, steps #5 #6 #7: in #5 aten::mm 9 µs, aten::relu 2 µs, a gemm of 6 µs and a
+    relu_k of 1 µs, each launched by a 3 µs cudaLaunchKernel."""
+    a = KinetoTraceBuilder(rank=0)
+    for i, step in enumerate((1, 2, 3)):
+        a.profiler_step(step, ts=i * 100 * US, dur=100 * US)
+    a.cpu_op("aten::mm", ts=10 * US, dur=5 * US)
+    a.cpu_op("aten::mm", ts=20 * US, dur=7 * US)
+    a.kernel("gemm", ts=30 * US, dur=4 * US, launch_ts=12 * US)
+    a.cpu_op("aten::add", ts=110 * US, dur=3 * US)
+    a.write(root / "hand_diff_a" / "rank0.json")
+    b = KinetoTraceBuilder(rank=0)
+    for i, step in enumerate((5, 6, 7)):
+        b.profiler_step(step, ts=i * 100 * US, dur=100 * US)
+    b.cpu_op("aten::mm", ts=10 * US, dur=9 * US)
+    b.cpu_op("aten::relu", ts=30 * US, dur=2 * US)
+    b.kernel("gemm", ts=40 * US, dur=6 * US, launch_ts=15 * US)
+    b.kernel("relu_k", ts=50 * US, dur=1 * US, launch_ts=31 * US)
+    b.write(root / "hand_diff_b" / "rank0.json")
+
+
 @pytest.fixture(scope="module")
 def hand(tmp_path_factory) -> duckdb.DuckDBPyConnection:
     root = tmp_path_factory.mktemp("hta_analyses_hand")
-    for build in (_build_queue, _build_memory, _build_annotations, _build_idle):
+    for build in (_build_queue, _build_memory, _build_annotations, _build_idle, _build_diff):
         build(root / "in")
     wh = Warehouse(root / "wh")
     run_ingest([root / "in"], wh)
@@ -511,3 +595,34 @@ def test_idle_interval_stats_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
     assert (h["count"], h["mean"], h["std"], h["max"]) == (1, 40, None, 40)
     o = rows["other"]  # k1 (no gap) and k5's 40
     assert (o["count"], o["mean"], o["min"]) == (1, 40, 40)
+
+
+def test_trace_diff_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
+    def diff(args: str = "") -> dict[str, tuple]:
+        rows = _sql(hand, f"SELECT * FROM hta_trace_diff('hand_diff_a', 'hand_diff_b'{args})")
+        return {r["name"]: (r["control_counts"], r["control_total_duration"], r["test_counts"],
+                            r["test_total_duration"], r["diff_counts"], r["diff_duration"],
+                            r["counts_change_categories"]) for r in rows}
+
+    # first iterations: #1 of a, #5 of b; the kernels take their launch's iteration
+    assert diff() == {
+        "ProfilerStep#1": (1, 100, 0, 0, -1, -100, "-"),
+        "ProfilerStep#5": (0, 0, 1, 100, 1, 100, "+"),
+        "aten::mm": (2, 12, 1, 9, -1, -3, "-"),
+        "aten::relu": (0, 0, 1, 2, 1, 2, "+"),
+        "cudaLaunchKernel": (1, 3, 2, 6, 1, 3, "+"),
+        "gemm": (1, 4, 1, 6, 0, 2, "="),
+        "relu_k": (0, 0, 1, 1, 1, 1, "+"),
+    }
+    assert set(diff(", device := 'GPU'")) == {"gemm", "relu_k"}
+    assert diff(", control_iteration := 2, device := 'CPU'") == {
+        "ProfilerStep#2": (1, 100, 0, 0, -1, -100, "-"),
+        "aten::add": (1, 3, 0, 0, -1, -3, "-"),
+        "ProfilerStep#5": (0, 0, 1, 100, 1, 100, "+"),
+        "aten::mm": (0, 0, 1, 9, 1, 9, "+"),
+        "aten::relu": (0, 0, 1, 2, 1, 2, "+"),
+        "cudaLaunchKernel": (0, 0, 2, 6, 2, 6, "+"),
+    }
+    steps = _sql(hand, "SELECT trace, profiler_step FROM hta_profiler_steps WHERE trace LIKE 'hand_diff%' ORDER BY ALL")
+    assert [(r["trace"], r["profiler_step"]) for r in steps] == [
+        ("hand_diff_a", 1), ("hand_diff_a", 2), ("hand_diff_b", 5), ("hand_diff_b", 6)]

@@ -318,3 +318,125 @@ SELECT
 FROM bucketed
 WHERE n_names > num_kernels
 GROUP BY ALL;
+
+-- HTA's iteration of each row it analyses (trace.add_iteration, run when a
+-- file is parsed: on the loaded rows with HTA's µs times, before the tail
+-- filter). Grain: one row per hta_events row.
+--  * A row with stream < 0 (CPU side) takes N from a ProfilerStep#N row (any
+--    loaded row whose name starts with "ProfilerStep", CPU or GPU annotation)
+--    with step ts <= ts < step ts + dur; HTA quirk: the last such step row in
+--    file order wins. None: -1.
+--  * A row with stream > 0 takes the iteration of its launching row
+--    (index_correlation, hta_events.partner_idx); no launch (0): -1.
+--  * HTA quirk: a row on stream 0 (ROCm) gets neither: NULL (pandas NaN).
+CREATE OR REPLACE VIEW hta_iterations AS
+WITH loaded AS MATERIALIZED (
+  SELECT trace, rank, event_idx, name, stream, ts_us, end_us
+  FROM hta_loaded
+),
+step_rows AS (
+  SELECT
+    trace, rank, event_idx AS step_idx, ts_us AS step_ts_us, end_us AS step_end_us,
+    CAST(regexp_extract(name, 'ProfilerStep\s*#\s*(\d+)', 1) AS BIGINT) AS iteration
+  FROM loaded
+  WHERE starts_with(name, 'ProfilerStep')
+),
+cpu_iteration AS (
+  SELECT l.trace, l.rank, l.event_idx, arg_max(s.iteration, s.step_idx) AS iteration
+  FROM loaded AS l
+  JOIN step_rows AS s
+    ON l.trace = s.trace AND l.rank = s.rank AND s.step_ts_us <= l.ts_us AND l.ts_us < s.step_end_us
+  WHERE l.stream < 0
+  GROUP BY ALL
+),
+loaded_iteration AS (
+  SELECT l.trace, l.rank, l.event_idx, l.stream,
+    CASE WHEN l.stream < 0 THEN coalesce(c.iteration, -1) END AS iteration
+  FROM loaded AS l
+  LEFT JOIN cpu_iteration AS c USING (trace, rank, event_idx)
+)
+SELECT
+  e.trace,
+  e.rank,
+  e.event_idx,
+  CASE
+    WHEN e.stream < 0 THEN own.iteration
+    WHEN e.stream > 0 THEN CASE WHEN e.partner_idx > 0 THEN partner.iteration ELSE -1 END
+  END AS iteration
+FROM hta_events AS e
+LEFT JOIN loaded_iteration AS own
+  ON own.trace = e.trace AND own.rank = e.rank AND own.event_idx = e.event_idx
+LEFT JOIN loaded_iteration AS partner
+  ON partner.trace = e.trace AND partner.rank = e.rank AND partner.event_idx = e.partner_idx;
+
+-- HTA's profiler steps (TraceAnalysis.get_profiler_steps: the sorted distinct
+-- iterations of the rows it analyses, -1 and NULL left out), per trace. After
+-- the tail filter the last step is gone, so it is not listed.
+CREATE OR REPLACE VIEW hta_profiler_steps AS
+SELECT DISTINCT trace, iteration AS profiler_step
+FROM hta_iterations
+WHERE iteration >= 0;
+
+-- HTA's TraceDiff.compare_traces (trace_diff.py) between two ingested traces:
+-- per name, how often it occurs and its total µs in the control and the test
+-- selection, and the differences (test - control). A selection is one rank
+-- (default: the trace's first) and one iteration (default: the trace's first
+-- ProfilerStep number among the names it loaded, the last step included, as
+-- LabeledTrace.iterations() reads them from the symbol table) of the rows HTA
+-- analyses (hta_events with hta_iterations), `device` 'CPU' (stream = -1),
+-- 'GPU' (stream <> -1) or 'ALL'. HTA sums per (category, name) and then per
+-- name (use_short_name = False: full names); names absent on one side count 0
+-- there. `counts_change_categories`: '+' more in test, '-' fewer, '=' same
+-- (ops_diff's added / deleted / increased / decreased / unchanged follow from
+-- the counts). A GPU row HTA holds twice counts twice.
+CREATE OR REPLACE MACRO hta_trace_diff(
+  control_trace, test_trace,
+  control_rank := NULL, test_rank := NULL,
+  control_iteration := NULL, test_iteration := NULL,
+  device := 'ALL'
+) AS TABLE
+WITH sides AS (
+  SELECT 'control' AS side, control_trace AS trace, control_rank AS rank_arg, control_iteration AS iteration_arg
+  UNION ALL
+  SELECT 'test', test_trace, test_rank, test_iteration
+),
+first_iteration AS (
+  SELECT trace, min(TRY_CAST(replace(symbol, 'ProfilerStep#', '') AS BIGINT)) AS iteration
+  FROM (SELECT trace, unnest([name, cat]) AS symbol FROM hta_loaded)
+  WHERE starts_with(symbol, 'ProfilerStep')
+  GROUP BY trace
+),
+selected AS (
+  SELECT
+    s.side,
+    s.trace,
+    coalesce(s.rank_arg, (SELECT min(rank) FROM hta_files AS f WHERE f.trace = s.trace)) AS rank,
+    coalesce(s.iteration_arg, fi.iteration) AS iteration
+  FROM sides AS s
+  LEFT JOIN first_iteration AS fi USING (trace)
+),
+ops AS (
+  SELECT s.side, e.name, e.dur_us, e.copies
+  FROM selected AS s
+  JOIN hta_events AS e ON e.trace = s.trace AND e.rank = s.rank
+  JOIN hta_iterations AS i ON i.trace = e.trace AND i.rank = e.rank AND i.event_idx = e.event_idx
+  WHERE i.iteration = s.iteration
+    AND (device = 'ALL' OR (device = 'CPU' AND e.stream = -1) OR (device = 'GPU' AND e.stream <> -1))
+),
+per_name AS (
+  SELECT
+    name,
+    coalesce(sum(copies) FILTER (WHERE side = 'control'), 0) AS control_counts,
+    coalesce(sum(dur_us * copies) FILTER (WHERE side = 'control'), 0) AS control_total_duration,
+    coalesce(sum(copies) FILTER (WHERE side = 'test'), 0) AS test_counts,
+    coalesce(sum(dur_us * copies) FILTER (WHERE side = 'test'), 0) AS test_total_duration
+  FROM ops
+  GROUP BY name
+)
+SELECT
+  *,
+  test_counts - control_counts AS diff_counts,
+  test_total_duration - control_total_duration AS diff_duration,
+  CASE WHEN test_counts > control_counts THEN '+' WHEN test_counts < control_counts THEN '-' ELSE '=' END
+    AS counts_change_categories
+FROM per_name;
