@@ -22,6 +22,8 @@ and against HTA 0.5.0 outputs the shared folder lacks, written by tests/hta_gold
 
   gpu_user_annotation_breakdown.csv      use_gpu_annotation=True     -> hta_gpu_user_annotation_breakdown
   trace_diff/<control>__vs__<test>.csv   TraceDiff.compare_traces    -> macro hta_trace_diff
+  frequent_cuda_kernel_sequences_<op>.csv  get_frequent_cuda_kernel_sequences
+                                                                     -> macro hta_frequent_cuda_kernel_sequences
 
 Exact means: integers equal, floats to HTA's printed precision (10 significant digits).
 One documented exception, HTA's and not ours: HTA sorts the queue length and memory
@@ -111,13 +113,25 @@ FROM hta_memory_bw WHERE memory_bw_gbps_low > 0 GROUP BY ALL
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory) -> dict[str, list[Row]]:
+def real_wh(tmp_path_factory) -> Warehouse:
     traces = require_shared()
     if not GOLDEN.is_dir():
         pytest.skip(f"HTA golden output not available ({GOLDEN} is absent)")
     wh = Warehouse(tmp_path_factory.mktemp("hta_analyses_real") / "wh")
     run_ingest([traces / f"hta_{f}" for f in FOLDERS], wh, jobs=2)
-    con = connect(wh)
+    return wh
+
+
+@pytest.fixture(scope="module")
+def real_con(real_wh: Warehouse) -> duckdb.DuckDBPyConnection:
+    con = connect(real_wh)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def real(real_wh: Warehouse) -> dict[str, list[Row]]:
+    con = connect(real_wh)
     try:
         out = {name: _metric(con, name) for name in METRICS}
         out["kernel_breakdown"] = _metric(con, "hta_kernel_breakdown")
@@ -352,6 +366,36 @@ def test_gpu_user_annotation_breakdown_matches_hta(real: dict[str, list[Row]], f
         _close(r["std_us"], float(g["stddev"]), "stddev")
 
 
+def _sequences(real_con: duckdb.DuckDBPyConnection, folder: str, op: str) -> list[tuple]:
+    return [(r["pattern"], r["count"], r["gpu_kernel_duration_us"], r["cpu_op_duration_us"])
+            for r in _sql(real_con, f"SELECT * FROM hta_frequent_cuda_kernel_sequences('{op}') "
+                                    f"WHERE trace = 'hta_{folder}' ORDER BY count DESC, pattern")]
+
+
+@pytest.mark.parametrize("folder,op", [("alexnet", "aten::conv2d"), ("alexnet", "aten::linear")])
+def test_frequent_cuda_kernel_sequences_match_hta(real_con: duckdb.DuckDBPyConnection, folder: str, op: str) -> None:
+    with open(HTA_GOLDEN / folder / f"frequent_cuda_kernel_sequences_{op.replace('::', '_')}.csv", newline="") as f:
+        golden = [(g["pattern"], int(g["count"]), float(g["GPU kernel duration (us)"]), float(g["CPU op duration (us)"]))
+                  for g in csv.DictReader(f)]
+    assert _sequences(real_con, folder, op) == golden
+
+
+def test_frequent_cuda_kernel_sequences_where_hta_nests_wrongly(real_con: duckdb.DuckDBPyConnection) -> None:
+    """negative_queue_length, aten::mm: HTA reports the pattern once (CPU 95 µs, GPU 46 µs);
+    its own CallGraph puts that aten::mm (row 13514) at depth 4 and the three of the later
+    iterations (rows 16209, 18904, 21599, with the same 3 kernels) at depth 5, under a 1 µs
+    aten::item of the first iteration: where zero-length rows share a µs with a close and an
+    open, HTA's comparator is not an order and its stack pops whatever is on top, so the
+    backward thread stays one level too deep after 181525 µs. Nested by time, all four are
+    at the same depth. HTA's own node attributes (num_kernels 3 each; kernel_dur_sum 46, 46,
+    46, 40; dur 95, 85, 86, 104) give the four-times pattern."""
+    with open(HTA_GOLDEN / "negative_queue_length" / "frequent_cuda_kernel_sequences_aten_mm.csv", newline="") as f:
+        (golden,) = list(csv.DictReader(f))
+    ((pattern, count, gpu_us, cpu_us),) = _sequences(real_con, "negative_queue_length", "aten::mm")
+    assert pattern == golden["pattern"]
+    assert (count, gpu_us, cpu_us) == (4, 46 + 46 + 46 + 40, 95 + 85 + 86 + 104)
+
+
 @pytest.mark.parametrize("pair", [f"{c}__vs__{t}" for c, t in DIFF_PAIRS])
 def test_trace_diff_matches_hta(real: dict[str, list[Row]], pair: str) -> None:
     """compare_traces with HTA's defaults: first rank, first iteration of each, CPU and GPU."""
@@ -434,6 +478,22 @@ def _build_idle(root: Path) -> None:
     b.write(root / "hand_idle" / "rank0.json")
 
 
+def _build_sequences(root: Path) -> None:
+    """aten::linear [0,50) > aten::addmm [5,30) launching k_b (runs at 40), k_a (at 35), k_c
+    (at 45) from 10, 14, 18; the same at 100; a third aten::linear at 200 launches 2 kernels
+    only (< min_pattern_len 3); an aten::linear_inner nested in the first (deeper: not a
+    root)."""
+    b = KinetoTraceBuilder(rank=0)
+    for base, kernels in ((0, 3), (100, 3), (200, 2)):
+        b.cpu_op("aten::linear", ts=base * US, dur=50 * US)
+        b.cpu_op("aten::addmm", ts=(base + 5) * US, dur=25 * US)
+        runs = [("k_b", 40, 2), ("k_a", 35, 3), ("k_c", 45, 4)][:kernels]
+        for i, (name, at, dur) in enumerate(runs):
+            b.kernel(name, ts=(base + at) * US, dur=dur * US, launch_ts=(base + 10 + 4 * i) * US)
+    b.cpu_op("aten::linear_inner", ts=22 * US, dur=1 * US)
+    b.write(root / "hand_sequences" / "rank0.json")
+
+
 def _build_diff(root: Path) -> None:
     """Two traces with three 100 µs steps each (HTA drops the last).
     hand_diff_a, steps #1 #2 #3: in #1 aten::mm 5 + 7 µs and a gemm kernel of 4 µs launched at
@@ -461,7 +521,7 @@ def _build_diff(root: Path) -> None:
 @pytest.fixture(scope="module")
 def hand(tmp_path_factory) -> duckdb.DuckDBPyConnection:
     root = tmp_path_factory.mktemp("hta_analyses_hand")
-    for build in (_build_queue, _build_memory, _build_annotations, _build_idle, _build_diff):
+    for build in (_build_queue, _build_memory, _build_annotations, _build_idle, _build_diff, _build_sequences):
         build(root / "in")
     wh = Warehouse(root / "wh")
     run_ingest([root / "in"], wh)
@@ -626,3 +686,14 @@ def test_trace_diff_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
     steps = _sql(hand, "SELECT trace, profiler_step FROM hta_profiler_steps WHERE trace LIKE 'hand_diff%' ORDER BY ALL")
     assert [(r["trace"], r["profiler_step"]) for r in steps] == [
         ("hand_diff_a", 1), ("hand_diff_a", 2), ("hand_diff_b", 5), ("hand_diff_b", 6)]
+
+
+def test_frequent_cuda_kernel_sequences_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
+    rows = _sql(hand, "SELECT * FROM hta_frequent_cuda_kernel_sequences('aten::linear') WHERE trace = 'hand_sequences'")
+    # two roots with 3 kernels each, kernels in the order they run (k_a 35, k_b 40, k_c 45);
+    # GPU 3 + 2 + 4 per root, CPU 50 per root
+    assert [(r["pattern"], r["count"], r["gpu_kernel_duration_us"], r["cpu_op_duration_us"]) for r in rows] == [
+        ("aten::linear|k_a|k_b|k_c", 2, 18, 100)]
+    rows = _sql(hand, "SELECT * FROM hta_frequent_cuda_kernel_sequences('aten::linear', min_pattern_len := 2) "
+                      "WHERE trace = 'hand_sequences' ORDER BY count DESC")
+    assert [(r["pattern"], r["count"]) for r in rows] == [("aten::linear|k_a|k_b|k_c", 2), ("aten::linear|k_a|k_b", 1)]

@@ -440,3 +440,195 @@ SELECT
   CASE WHEN test_counts > control_counts THEN '+' WHEN test_counts < control_counts THEN '-' ELSE '=' END
     AS counts_change_categories
 FROM per_name;
+
+-- HTA's call stacks (CallGraph / CallStackGraph, hta/common/trace_call_*.py):
+-- the nesting of the CPU rows (stream = -1) of each (rank, pid, tid) thread.
+-- Grain: one row per CPU row HTA puts on a call stack.
+--  * Threads: every (pid, tid) group of a rank's rows except those HTA takes
+--    for a GPU (all rows on a stream > 0, or pid 0, or tid 0); a GPU annotation
+--    track (pid = device, tid = stream) is a thread of its own.
+--  * Nesting: HTA sorts the open and close ends of the rows by time and at a
+--    tied time by its comparator (closes before opens, shorter closes first,
+--    longer opens first, then by row index; zero-length rows inside the rows
+--    opening at that time) and keeps a stack: a row's parent is the top of the
+--    stack when it opens; `depth_local` = the stack size then (first layer 0).
+--    Difference: HTA's comparator is not a total order when a zero-length row,
+--    a close and an open share a time (its result then depends on Python's sort
+--    internals); we put zero-length rows after the other rows opening at that
+--    time. HTA raises an error ("Unexpected case") on rows of -1 µs (its
+--    rounding of sub-µs events): such threads are built here all the same.
+--  * `open_pos` / `close_pos`: the positions of the two ends in that order;
+--    for properly nested rows the descendants of a row are the rows of its
+--    thread opening between them.
+--  * Backward thread: when a rank has exactly one thread with a
+--    "ProfilerStep#" row ("main") and one other with an "autograd::" row
+--    ("bwd"), HTA hangs each first-layer bwd row under the first "## backward
+--    ##" row of main (else ProfilerStep# row), in main's row order, whose span
+--    contains it (`anchor_idx`); its subtree's depths shift by the anchor's
+--    depth + 1. `depth` is the final depth.
+CREATE OR REPLACE VIEW hta_call_stack AS
+WITH ev AS MATERIALIZED (
+  SELECT trace, rank, event_idx, row_order, name, stream, pid, tid, ts_us, end_us, dur_us
+  FROM hta_events
+),
+threads AS (
+  SELECT trace, rank, pid, tid
+  FROM ev
+  GROUP BY ALL
+  HAVING NOT (bool_and(stream > 0) OR bool_and(pid = '0') OR bool_and(tid = '0'))
+),
+cpu AS (
+  SELECT e.*
+  FROM ev AS e
+  SEMI JOIN threads AS t USING (trace, rank, pid, tid)
+  WHERE e.stream = -1
+),
+ends AS (
+  -- the sort key: time, then a class (0 close, 1 open, 2 zero-length row), then
+  -- within a class HTA's tie rules
+  SELECT trace, rank, pid, tid, event_idx, 1 AS delta, ts_us AS time_us,
+    CASE WHEN dur_us = 0 THEN 2 ELSE 1 END AS class, CASE WHEN dur_us = 0 THEN 0 ELSE -dur_us END AS k1, event_idx AS k2
+  FROM cpu
+  UNION ALL
+  SELECT trace, rank, pid, tid, event_idx, -1, end_us,
+    CASE WHEN dur_us = 0 THEN 2 ELSE 0 END, CASE WHEN dur_us = 0 THEN 1 ELSE dur_us END, -event_idx
+  FROM cpu
+),
+ordered AS (
+  SELECT
+    *,
+    row_number() OVER w AS pos,
+    coalesce(sum(delta) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS open_before
+  FROM ends
+  WINDOW w AS (PARTITION BY trace, rank, pid, tid ORDER BY time_us, class, k1, k2)
+),
+nodes AS (
+  SELECT
+    o.trace, o.rank, o.pid, o.tid, o.event_idx,
+    o.pos AS open_pos,
+    c.pos AS close_pos,
+    o.open_before AS depth_local
+  FROM ordered AS o
+  JOIN ordered AS c ON c.trace = o.trace AND c.rank = o.rank AND c.pid = o.pid AND c.tid = o.tid
+    AND c.event_idx = o.event_idx AND c.delta = -1
+  WHERE o.delta = 1
+),
+labelled AS (
+  SELECT
+    trace, rank, pid, tid,
+    bool_or(starts_with(name, 'ProfilerStep#')) AS is_main,
+    bool_or(contains(name, 'autograd::')) AS has_autograd
+  FROM cpu
+  GROUP BY ALL
+),
+pair AS (
+  -- HTA links the stacks only when exactly one main and one bwd thread exist
+  SELECT
+    trace, rank,
+    any_value(pid) FILTER (WHERE is_main) AS main_pid, any_value(tid) FILTER (WHERE is_main) AS main_tid,
+    any_value(pid) FILTER (WHERE NOT is_main AND has_autograd) AS bwd_pid,
+    any_value(tid) FILTER (WHERE NOT is_main AND has_autograd) AS bwd_tid
+  FROM labelled
+  GROUP BY ALL
+  HAVING count(*) FILTER (WHERE is_main) = 1 AND count(*) FILTER (WHERE NOT is_main AND has_autograd) = 1
+),
+anchors AS (
+  -- "## backward ##" rows of main, else its ProfilerStep# rows
+  SELECT c.trace, c.rank, c.event_idx AS anchor_idx, c.row_order, c.ts_us, c.end_us, n.depth_local AS anchor_depth
+  FROM cpu AS c
+  JOIN pair AS p ON p.trace = c.trace AND p.rank = c.rank AND p.main_pid = c.pid AND p.main_tid = c.tid
+  JOIN nodes AS n ON n.trace = c.trace AND n.rank = c.rank AND n.pid = c.pid AND n.tid = c.tid AND n.event_idx = c.event_idx
+  WHERE starts_with(c.name, '## backward ##')
+     OR (starts_with(c.name, 'ProfilerStep#') AND NOT EXISTS (
+          SELECT 1 FROM cpu AS b
+          WHERE b.trace = c.trace AND b.rank = c.rank AND b.pid = c.pid AND b.tid = c.tid
+            AND starts_with(b.name, '## backward ##')))
+),
+bwd_first_layer AS (
+  SELECT n.trace, n.rank, n.pid, n.tid, n.event_idx, n.open_pos, n.close_pos,
+    arg_min(a.anchor_idx, a.row_order) AS anchor_idx,
+    arg_min(a.anchor_depth, a.row_order) AS anchor_depth
+  FROM nodes AS n
+  JOIN pair AS p ON p.trace = n.trace AND p.rank = n.rank AND p.bwd_pid = n.pid AND p.bwd_tid = n.tid
+  JOIN cpu AS c ON c.trace = n.trace AND c.rank = n.rank AND c.pid = n.pid AND c.tid = n.tid AND c.event_idx = n.event_idx
+  JOIN anchors AS a ON a.trace = n.trace AND a.rank = n.rank AND c.ts_us >= a.ts_us AND c.end_us <= a.end_us
+  WHERE n.depth_local = 0
+  GROUP BY ALL
+)
+SELECT
+  n.trace, n.rank, n.pid, n.tid, n.event_idx, n.open_pos, n.close_pos, n.depth_local,
+  f.anchor_idx,
+  n.depth_local + coalesce(f.anchor_depth + 1, 0) AS depth
+FROM nodes AS n
+LEFT JOIN bwd_first_layer AS f
+  ON f.trace = n.trace AND f.rank = n.rank AND f.pid = n.pid AND f.tid = n.tid
+  AND f.open_pos <= n.open_pos AND n.open_pos < f.close_pos;
+
+-- HTA's get_frequent_cuda_kernel_sequences(operator_name, min_pattern_len)
+-- (CudaKernelAnalysis, 0.5.0), every rank: the CPU rows whose name contains
+-- `operator_name` at the smallest call-stack depth among such rows (a row on
+-- no call stack has depth -1, as in HTA), with at least `min_pattern_len`
+-- GPU rows launched from their subtree; each gives a pattern = its name and
+-- the names of those GPU rows (stream > 0, launched by a row of the subtree)
+-- in ts order, joined with "|". Per pattern: `count`, the GPU time of its
+-- kernels (`gpu_kernel_duration_us`) and the CPU time of the roots
+-- (`cpu_op_duration_us`), sorted by count (largest first) then pattern, as
+-- HTA's DataFrame (its top_k only limits the plot and the overlaid trace).
+-- The subtree includes the backward-thread rows HTA hangs under a root (see
+-- hta_call_stack).
+CREATE OR REPLACE MACRO hta_frequent_cuda_kernel_sequences(operator_name, min_pattern_len := 3) AS TABLE
+WITH stack AS MATERIALIZED (
+  SELECT * FROM hta_call_stack
+),
+candidates AS (
+  SELECT e.trace, e.rank, e.event_idx, e.name, e.dur_us, coalesce(s.depth, -1) AS depth, s.pid, s.tid, s.open_pos, s.close_pos
+  FROM hta_events AS e
+  LEFT JOIN stack AS s USING (trace, rank, event_idx)
+  WHERE e.stream = -1 AND contains(e.name, operator_name)
+),
+roots AS (
+  SELECT *
+  FROM candidates
+  QUALIFY depth = min(depth) OVER (PARTITION BY trace, rank)
+),
+members AS (
+  -- the root's subtree: rows of its thread opening inside it, and the
+  -- backward-thread rows hung under one of those
+  SELECT r.trace, r.rank, r.event_idx AS root_idx, s.event_idx
+  FROM roots AS r
+  JOIN stack AS s ON s.trace = r.trace AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
+    AND s.open_pos >= r.open_pos AND s.open_pos < r.close_pos
+  UNION
+  SELECT r.trace, r.rank, r.event_idx, b.event_idx
+  FROM roots AS r
+  JOIN stack AS a ON a.trace = r.trace AND a.rank = r.rank AND a.pid = r.pid AND a.tid = r.tid
+    AND a.open_pos >= r.open_pos AND a.open_pos < r.close_pos
+  JOIN stack AS b ON b.trace = r.trace AND b.rank = r.rank AND b.anchor_idx = a.event_idx
+),
+kernels AS (
+  SELECT m.trace, m.rank, m.root_idx, g.name, g.ts_us, g.row_order, g.dur_us
+  FROM members AS m
+  JOIN hta_events AS g ON g.trace = m.trace AND g.rank = m.rank AND g.partner_idx = m.event_idx
+  WHERE g.stream > 0
+),
+per_root AS (
+  SELECT
+    r.trace, r.rank, r.event_idx, r.dur_us,
+    r.name || coalesce(string_agg('|' || k.name, '' ORDER BY k.ts_us, k.row_order), '') AS pattern,
+    count(k.name) AS n_kernels,
+    coalesce(sum(k.dur_us), 0) AS kernel_dur_us
+  FROM roots AS r
+  LEFT JOIN kernels AS k ON k.trace = r.trace AND k.rank = r.rank AND k.root_idx = r.event_idx
+  GROUP BY r.trace, r.rank, r.event_idx, r.dur_us, r.name
+)
+SELECT
+  trace,
+  rank,
+  pattern,
+  count(*) AS count,
+  sum(kernel_dur_us) AS gpu_kernel_duration_us,
+  sum(dur_us) AS cpu_op_duration_us
+FROM per_root
+WHERE n_kernels >= min_pattern_len
+GROUP BY trace, rank, pattern
+ORDER BY trace, rank, count DESC, pattern;
