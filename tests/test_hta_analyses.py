@@ -79,8 +79,7 @@ METRICS = (
 )
 DIFF_PAIRS = [("trace_filter_2rank", "negative_queue_length"), ("nccl_data", "ns_resolution")]
 STATS = ("mean", "std", "min", "p25", "p50", "p75", "max")
-GOLDEN_DIFF_PAIRS = [("trace_filter_2rank", "negative_queue_length"), ("nccl_data", "ns_resolution")]
-STATS = ("mean", "std", "min", "25%", "50%", "75%", "max")
+GOLDEN_STATS = ("mean", "std", "min", "25%", "50%", "75%", "max")
 
 Row = dict[str, Any]
 
