@@ -696,3 +696,31 @@ def test_frequent_cuda_kernel_sequences_by_hand(hand: duckdb.DuckDBPyConnection)
     rows = _sql(hand, "SELECT * FROM hta_frequent_cuda_kernel_sequences('aten::linear', min_pattern_len := 2) "
                       "WHERE trace = 'hand_sequences' ORDER BY count DESC")
     assert [(r["pattern"], r["count"]) for r in rows] == [("aten::linear|k_a|k_b|k_c", 2), ("aten::linear|k_a|k_b", 1)]
+
+
+def test_figure_data_and_figures_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
+    """The board's HTA figures: hand_queue's series binned (300 bins over [0, 50] µs: one
+    point per bin but the two at 40 µs, whose peak is 2) and its launch delays in
+    power-of-two buckets (0; 7 and 7 in [4, 8); 8 and 10 in [8, 16); 21 and 29 in [16, 32))."""
+    from cclq.present.board.figures import launch_delay_figure, memory_bw_figure, queue_length_figure
+    from cclq.query.hta_series import hta_figure_data
+
+    data = hta_figure_data(hand)
+    q = data["hand_queue"]["queue_length"]
+    assert q["rank"] == 0 and sorted(q["series"]) == ["20", "7"]
+    assert q["series"]["7"] == [[0, 1], [2, 2], [4, 3], [6, 4], [8, 5], [10, 4], [15, 3], [20, 2], [30, 1],
+                                [40, 2], [50, 0]]
+    assert data["hand_queue"]["launch_delay"] == [[0, 1], [3, 2], [4, 2], [5, 2]]
+    # hand_memory from its first point (10 µs): HtoD 2 at 10, 3 at 12, 1 at 14, at 16 the
+    # peak of 4 and 3, 0 at 18; the Memset 5 at 20 and 0 at 21 (its 0 µs taken as 1)
+    assert data["hand_memory"]["memory_bw"]["series"] == {
+        "Memcpy HtoD": [[0, 2], [2, 3], [4, 1], [6, 4], [8, 0]], "Memset": [[10, 5], [11, 0]]}
+    # hand_queue's memcpy: 4000 B in 2 µs = 2 GB/s over [30, 32)
+    assert data["hand_queue"]["memory_bw"]["series"] == {"Memcpy HtoD": [[0, 2], [2, 0]]}
+    page = {"categories": [], "figures": {"hta": data["hand_queue"]}}
+    figures = [queue_length_figure(page), launch_delay_figure(page), memory_bw_figure(page)]
+    assert all(f.svg is not None and "<svg" in f.svg for f in figures)
+    assert "stream 7" in figures[0].svg and "16-32 us" in figures[1].svg and "Memcpy HtoD" in figures[2].svg
+    empty = {"categories": [], "figures": {"hta": data.get("hand_annotations", {})}}
+    assert all(f.svg is None and f.caption.startswith("n/a") for f in
+               (queue_length_figure(empty), launch_delay_figure(empty), memory_bw_figure(empty)))
