@@ -123,6 +123,17 @@ def ingest(
         float, typer.Option("--max-inflate-ratio", min=1.01,
                             help="Fail a gzip file that expands more than this many times (judged past 64 MiB).")
     ] = DEFAULT_LIMITS.max_inflate_ratio,
+    max_columns: Annotated[
+        int, typer.Option("--max-columns", min=1, help="Fail a results CSV with more columns than this.")
+    ] = DEFAULT_LIMITS.max_columns,
+    max_sqlite_seconds: Annotated[
+        float, typer.Option("--max-sqlite-seconds", min=0.001,
+                            help="Fail an Nsight Systems export SQLite reads for longer than this.")
+    ] = DEFAULT_LIMITS.max_sqlite_seconds,
+    max_sqlite_mb: Annotated[
+        float, typer.Option("--max-sqlite-mb", min=1, help="Fail an Nsight Systems export whose reading needs more "
+                                                          "SQLite memory than this.")
+    ] = DEFAULT_LIMITS.max_sqlite_bytes / MIB,
     dask: DaskOpt = None,
 ) -> None:
     """Stream trace files into the Parquet warehouse (unchanged files are skipped).
@@ -144,7 +155,8 @@ def ingest(
         raise UsageError("--jobs is for parser processes on this machine; with --dask, "
                          "say how many with local:N, or size the cluster you join")
     limits = ReadLimits(max_string_bytes=int(max_string_mb * MIB), max_event_bytes=int(max_event_mb * MIB),
-                        max_depth=max_depth, max_inflate_ratio=max_inflate_ratio)
+                        max_depth=max_depth, max_inflate_ratio=max_inflate_ratio, max_columns=max_columns,
+                        max_sqlite_seconds=max_sqlite_seconds, max_sqlite_bytes=int(max_sqlite_mb * MIB))
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
     report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
