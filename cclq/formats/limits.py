@@ -95,7 +95,7 @@ def inflates_too_much(path: str, decompressed: int, compressed: int, limits: Rea
 
 
 def too_many_columns(path: str, n: int, limits: ReadLimits) -> LimitExceeded:
-    return LimitExceeded(path, f"a CSV header of more than {limits.max_columns} columns ({n}; limit --max-columns)")
+    return LimitExceeded(path, f"a CSV header of {n} columns, more than {limits.max_columns} (limit --max-columns)")
 
 
 def cell_too_long(path: str, line: int, limits: ReadLimits) -> LimitExceeded:
@@ -123,9 +123,10 @@ def sqlite_too_hungry(path: str, limits: ReadLimits) -> LimitExceeded:
                                "(limit --max-sqlite-mb)")
 
 
-def number_too_long(path: str) -> LimitExceeded:
-    return LimitExceeded(path, f"an integer of more than {INT_DIGITS} digits (Python converts no longer one; "
-                               "not a value any profiler writes)")
+def number_too_long(path: str, offset: int | None = None, compressed: bool = False) -> LimitExceeded:
+    where = "" if offset is None else f" at {'decompressed byte' if compressed else 'byte'} {offset}"
+    return LimitExceeded(path, f"an integer of more than {INT_DIGITS} digits{where} (Python converts no longer "
+                               "one, and no profiler writes one)")
 
 
 INT_DIGITS = 4300  # sys.get_int_max_str_digits()'s default

@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from cclq.errors import TraceFileError
 from cclq.formats.base import (
+    READER_IJSON,
     BatchSink,
     Detected,
     ReadResult,
