@@ -57,7 +57,7 @@ def test_one_huge_et_node_is_refused_under_the_node_bound(tmp_path):
     done, seconds = _ingest_capped(tmp_path)
     assert done.returncode == 1
     line = _error_line(done)
-    assert "an event larger than 16 MiB" in line and line.endswith("(limit --max-event-mb)"), line
+    assert "an event larger than 24 MiB" in line and line.endswith("(limit --max-event-mb)"), line
     # the same option raises it for ETs too
     ok = run_ingest([tmp_path / "in"], _wh(tmp_path), options=ReadOptions(limits=ReadLimits(max_event_bytes=64 * MIB)))
     assert not ok.failed

@@ -43,9 +43,10 @@ class ReadLimits:
 
     max_string_bytes: int = 16 * MIB  # one JSON string, number or literal
     max_depth: int = 64  # nesting of arrays and objects, the top-level value being 1
-    # one event (one element of a top-level array), one ET node, one results line. 16 MiB:
-    # ijson's Python objects for a node take ~50 times its text (a 52 MB node: 2.7 GB).
-    max_event_bytes: int = 16 * MIB
+    # one event (one element of a top-level array), one ET node, one results line. 24 MiB
+    # (above the string bound, so that a long string is named as one): ijson's Python objects
+    # for a node take ~50 times its text (a 52 MB node: 2.7 GB).
+    max_event_bytes: int = 24 * MIB
     max_inflate_ratio: float = 200.0  # decompressed / compressed bytes of a gzip file
     inflate_floor_bytes: int = 64 * MIB  # the ratio is only judged past this much output
     max_columns: int = 4096  # of a results CSV (DDLB writes ~20)
