@@ -163,7 +163,7 @@ class ResultsReader:
         parse = {"ddlb_csv": _ddlb_csv, "ddl_benchmarks_log": _ddl_log, "vllm_bench_json": _serving_json,
                  "sglang_bench_jsonl": _serving_jsonl}[detected.flavor]
         limits = self.limits
-        with Source(path, progress, limits=limits) as source:
+        with Source(path, progress, limits=limits, keep_bom=True) as source:  # utf-8-sig drops it
             text = io.TextIOWrapper(source.stream, encoding="utf-8-sig", errors="replace", newline="")
             lines = _bounded_lines(text, path, limits)
             try:

@@ -504,8 +504,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class ReadOnlyWarehouse(UsageError):
+    """The warehouse cannot be written (a read-only mount, no permission)."""
+
+
 def read_only_error(root: Path, e: OSError) -> UsageError:
-    return UsageError(f"{root}: the warehouse is not writable ({e.strerror or e}); cclq ingest cannot write it",
+    return ReadOnlyWarehouse(f"{root}: the warehouse is not writable ({e.strerror or e}); cclq ingest cannot write it",
                       hint="point --warehouse at a writable folder; reading commands work on a read-only warehouse")
 
 
