@@ -13,6 +13,14 @@ Layout (everything is Parquet, so any tool can read it)::
       tmp/                                      writes in progress (never read)
       spill/<pid>-<n>/                          what a query spills beyond its memory limit
       .lock                                     held by a running writer (ingest, compact)
+      .cclq-warehouse                           the marker: cclq made this folder a warehouse
+
+A writer never writes into, and never cleans, a folder it did not make: an existing
+non-empty folder without the marker (``-w project`` by mistake) is refused before
+anything is touched. A warehouse written before the marker existed (``CURRENT`` and
+``catalog/``) is adopted. Garbage collection deletes only data files by the names cclq
+gives them (``<table>/trace=<id>/<stem>.<12 hex>.parquet``, for the tables cclq writes),
+and spill folders named ``<pid>@<host>-<n>``.
 
 Every file is written once and never changed. A commit writes its data files under
 new names (invisible: no snapshot names them yet), then a new snapshot folder, then
@@ -48,10 +56,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cclq.cards.load import CARD_SCHEMA
-from cclq.errors import UsageError
+from cclq.errors import UsageError, show_path
 from cclq.locations import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, resolve_warehouse  # noqa: F401 (re-exported)
 
 CURRENT = "CURRENT"
+MARKER = ".cclq-warehouse"
+MARKER_TEXT = "a cclq warehouse: cclq writes, compacts and deletes files under this folder\n"
+# what collect_garbage may delete: a data file by the name new_data_path gives it
+_DATA_FILE = re.compile(r"trace=[^/]+/[^/]+\.[0-9a-f]{12}\.parquet")
 
 # The catalog tables. Every snapshot is written with these schemas, so a column that is
 # NULL in every row still has its type (a NULL-typed Parquet column reads back as
@@ -246,9 +258,36 @@ class Warehouse:
                 hint="run `cclq ingest DIR` first, or point --warehouse / CCLQ_WAREHOUSE at one",
             )
 
+    def is_ours(self) -> bool:
+        """Whether cclq made this folder a warehouse: its marker, or (before markers) a
+        ``CURRENT`` and a ``catalog/``, or the older layout's ``catalog/files/``."""
+        return ((self.root / MARKER).is_file() or (self.exists() and self.catalog_dir.is_dir())
+                or self.is_legacy())
+
+    def claim(self) -> None:
+        """Refuses a folder that is neither new, empty, nor a warehouse: cclq would write
+        into it and its garbage collection would delete its ``*.parquet``. Marks the rest."""
+        try:
+            entries = [p.name for p in self.root.iterdir()] if self.root.is_dir() else []
+        except OSError as e:
+            raise UsageError(f"{show_path(self.root)}: cannot read the warehouse folder ({e.strerror or e})") from e
+        if self.root.exists() and not self.root.is_dir():
+            raise UsageError(f"{show_path(self.root)} is a file, not a warehouse folder")
+        if entries and set(entries) != {".lock"} and not self.is_ours():
+            raise UsageError(f"{show_path(self.root)} is not empty and is not a cclq warehouse (no {MARKER}); "
+                             "cclq writes only into a warehouse it made",
+                             hint="point --warehouse / CCLQ_WAREHOUSE at a new or empty folder")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not (self.root / MARKER).is_file():
+                (self.root / MARKER).write_text(MARKER_TEXT)
+        except PermissionError as e:
+            raise read_only_error(self.root, e) from e
+
     def create(self) -> None:
         """Makes the folders and, for a new warehouse, an empty first snapshot (call under
-        the lock). A warehouse of an older layout is cleared: its data is ingested again."""
+        the lock, after ``claim``). A warehouse of an older layout is cleared: its data is
+        ingested again."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             if self.is_legacy():
@@ -271,8 +310,8 @@ class Warehouse:
         inherits it and must close its copy (``cclq.ingest._init_worker``), or an orphaned
         worker would keep the lock after its parent was killed.
         """
+        self.claim()
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
             f = open(self.root / ".lock", "a+")
         except PermissionError as e:
             raise read_only_error(self.root, e) from e
@@ -295,7 +334,10 @@ class Warehouse:
         shutil.rmtree(self.cache_dir, ignore_errors=True)
 
     def clean_tmp(self) -> None:
-        """Removes leftovers of killed runs. Only call while holding the lock."""
+        """Removes leftovers of killed runs. Only call while holding the lock, in a
+        warehouse cclq made (``claim``): ``tmp/`` is then cclq's own."""
+        if not self.is_ours():
+            raise UsageError(f"{show_path(self.root)} is not a cclq warehouse; its tmp/ is not cleaned")
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
 
@@ -453,6 +495,8 @@ class Warehouse:
     def collect_garbage(self) -> int:
         """Deletes snapshots no reader holds and data files no snapshot names (call under
         the lock). Returns how many data files went."""
+        if not self.is_ours():
+            raise UsageError(f"{show_path(self.root)} is not a cclq warehouse; nothing in it is collected")
         current = self.current_id()
         live: list[str] = [current]
         for folder in sorted(p for p in self.catalog_dir.iterdir() if p.is_dir()) if self.catalog_dir.is_dir() else []:
@@ -469,17 +513,16 @@ class Warehouse:
             referenced.update(parts.column("path").to_pylist())
         _collect_spill(self.root / "spill")
         removed = 0
-        for table_dir in (p for p in self.root.iterdir() if p.is_dir() and p.name not in _NOT_DATA):
-            for path in table_dir.rglob("*.parquet"):
+        from cclq.schema import TABLE_SCHEMAS
+
+        for table_dir in (self.root / t for t in TABLE_SCHEMAS if (self.root / t).is_dir()):
+            for path in table_dir.glob("trace=*/*.parquet"):
                 rel = path.relative_to(self.root).as_posix()
-                if rel not in referenced:
+                if rel not in referenced and _DATA_FILE.fullmatch(path.relative_to(table_dir).as_posix()):
                     path.unlink(missing_ok=True)
                     removed += 1
             _prune_empty_dirs(table_dir)
         return removed
-
-
-_NOT_DATA = {"catalog", "cache", "tmp", "spill"}
 
 
 def _collect_spill(spill: Path) -> None:
