@@ -737,6 +737,10 @@ def bench(
         Optional[Path], typer.Option("--main-loop", help="Folder of workload folders: time CCL-Bench's loop of "
                                                          "`python -m cclq.main` calls, per process and warm.")
     ] = None,
+    commits: Annotated[
+        int, typer.Option("--commits", min=0, help="Also time N durable commits and an ingest with fsync on and "
+                                                   "off (CCLQ_FSYNC), on the temp folder's disk.")
+    ] = 0,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
@@ -765,6 +769,11 @@ def bench(
             write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
         write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
                     title="one query over all traces vs a loop trace by trace (seconds)")
+    if commits:
+        from cclq.dev.bench.run import run_commit_bench
+
+        write_table(pa.Table.from_pylist(run_commit_bench(commits, repeats=repeats)), fmt,
+                    title="durable commits: fsync on and off (seconds)")
     if board_workloads:
         from cclq.dev.bench.run import run_board_bench
 
