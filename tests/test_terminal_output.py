@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
-from cclq.present.render import clean
 from cclq.store.warehouse import Warehouse
 from conftest import run_cli, run_ingest
 
@@ -76,5 +75,7 @@ def test_the_ingest_summary_prints_file_names_as_text(tmp_path):
 
 
 def test_clean_escapes_every_control_character():
+    from cclq.present.render import clean
+
     assert clean("a\nb\tc\x00\x1b\x7f\x85\u2066") == "a\\nb\\tc\\x00\\x1b\\x7f\\x85\\u2066"
     assert clean("plain [b]text[/b] é 中") == "plain [b]text[/b] é 中"

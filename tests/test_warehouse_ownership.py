@@ -9,8 +9,10 @@ import pytest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.errors import UsageError
-from cclq.store.warehouse import MARKER, Warehouse
+from cclq.store.warehouse import Warehouse
 from conftest import query, run_cli, run_ingest
+
+MARKER = ".cclq-warehouse"  # cclq.store.warehouse.MARKER, spelled out
 
 
 def _inputs(tmp_path: Path) -> Path:
