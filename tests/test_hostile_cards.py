@@ -100,3 +100,36 @@ def test_a_zero_total_count_gives_no_nan_and_a_reason(tmp_path, wh):
     assert row["value"] is None or not math.isnan(row["value"])
     assert row["value"] is None
     assert row["reason"] == "the card's total_count is not above 0: no devices to divide by"
+
+
+def test_every_metric_gives_a_reason_for_every_null_under_impossible_cards(tmp_path, wh):
+    """Every metric (latest version) over workloads whose cards hold zeros where no
+    hardware or model can (bandwidth, device counts, batch, sequence length, parameters):
+    a NULL or NaN value always comes with its reason."""
+    from cclq.query.engine import connect
+    from cclq.query.metrics import registry, run_metric
+    from test_metrics_leaderboard import build_mfu_infer
+
+    zeros = {"bandwidth_gbps: [100, 800]": "bandwidth_gbps: [0, 0]", "total_count: 4": "total_count: 0",
+             "count_per_node: 2": "count_per_node: 0", "batch_size: 8": "batch_size: 0",
+             "seq_len: 4096": "seq_len: 0", "num_params: 8.0e9": "num_params: 0", "num_layers: 32": "num_layers: 0",
+             "total_count: 2": "total_count: 0", "total_count: 1": "total_count: 0", "seq_len: 2048": "seq_len: 0"}
+    for name, build in (("two_nodes", build_two_nodes), ("train", build_mfu_train), ("infer", build_mfu_infer)):
+        folder = tmp_path / "in" / name
+        folder.mkdir(parents=True)
+        build(folder)
+        card = folder / "workload_card.yaml"
+        text = card.read_text()
+        for old, new in zeros.items():
+            text = text.replace(old, new)
+        card.write_text(text)
+    assert not run_ingest([tmp_path / "in"], wh).failed
+    con = connect(wh)
+    silent = []
+    for versions in registry().values():
+        spec = versions[max(versions)]
+        for row in run_metric(con, spec).to_pylist():
+            value = row.get("value")
+            if (value is None or isinstance(value, float) and not math.isfinite(value)) and not row.get("reason"):
+                silent.append((spec.name, row["trace"], row.get("rank"), value))
+    assert silent == []
