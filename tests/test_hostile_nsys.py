@@ -167,3 +167,15 @@ def test_text_in_an_integer_column_is_not_a_bug(tmp_path, wh):
     assert query(wh, "SELECT tid, shared_memory_bytes FROM events WHERE cat = 'kernel'") == [(None, None)]
     stats = _stats(wh)
     assert stats[("bad ts", "X")] == 1 and stats[("bad dur", "X")] == 1
+
+
+def test_no_name_from_the_file_enters_sql_unquoted():
+    """Every f-string SQL in the nsys reader puts a table name through ``quote_ident``;
+    column names come from the code's own lists (checked against the file's columns)."""
+    import re
+
+    import cclq.formats.nsys as nsys
+
+    source = Path(nsys.__file__).read_text()
+    assert re.findall(r"(?:FROM|JOIN|table_info\()\s*\{(?!quote_ident\()", source) == []
+    assert "FROM {table}" not in source and '"{table}"' not in source
