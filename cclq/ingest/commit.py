@@ -188,6 +188,8 @@ class Committer:
                 continue
             for where, problem in w.errors:
                 self.report.outcomes.append(FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
+            for where, why in w.skipped:  # special files, links leaving the input folder
+                self.report.outcomes.append(FileOutcome(str(where), w.trace, "skipped", f"{show_path(where)}: {why}"))
             elsewhere = _held_elsewhere(w, files)
             if elsewhere and not force:  # never replace another place's trace silently
                 self.report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", _clash_message(w, elsewhere)))

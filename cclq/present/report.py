@@ -172,14 +172,16 @@ def print_report(data: dict[str, Any], out: TextIO) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from cclq.present.render import cell
+
     console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
     info = data["info"]
-    console.print(Text(data["trace"], style="bold"), Text(f"  {data['headline']}") if data["headline"] else "")
+    console.print(cell(data["trace"], style="bold"), cell(f"  {data['headline']}") if data["headline"] else "")
     facts = [info.get("format"), f"{info.get('ranks_seen')} rank(s) of world size {info.get('world_size')}",
              f"span {format_number(info['span_s'])} s" if info.get("span_s") is not None else None,
              f"{info.get('events'):,} events" if info.get("events") is not None else None,
              f"parallelism {data['parallelism']}" if data["parallelism"] else None]
-    console.print(", ".join(str(f) for f in facts if f))
+    console.print(cell(", ".join(str(f) for f in facts if f)))
     console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
                   "(value n/a with the reason)")
     for group in data["categories"]:
@@ -189,7 +191,8 @@ def print_report(data: dict[str, Any], out: TextIO) -> None:
             t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
         for e in group["metrics"]:
             if e["value"] is None:
-                t.add_row(e["metric"], Text("n/a", style="dim"), e["unit"], "", Text(e["reason"] or "", style="dim"))
+                t.add_row(cell(e["metric"]), Text("n/a", style="dim"), cell(e["unit"]), "",
+                          cell(e["reason"] or "", style="dim"))
             else:
-                t.add_row(e["metric"], format_number(e["value"]), e["unit"], spread(e), "")
+                t.add_row(cell(e["metric"]), format_number(e["value"]), cell(e["unit"]), cell(spread(e)), "")
         console.print(t)

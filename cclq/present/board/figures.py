@@ -129,8 +129,11 @@ def step_timeline(data: dict[str, Any]) -> Figure:
     svg = line_chart(series, x_label="step (ProfilerStep#N)", y_label=f"step time ({unit})",
                      x_fmt=lambda v: f"{v:g}", tip_x=lambda v: f"step {v:g}",
                      tip_y=lambda v, f=factor: f"{format_number(v / f)} s")
+    drawn = "" if max(len(s.points) for s in series) <= 2 * 500 else (
+        f" {max(len(s.points) for s in series):,} steps a line: drawn as the first, lowest and highest step of "
+        "each pixel column (every spike stays), without a marker per step; the workload's data file has them all.")
     return Figure("steps", title, f"Duration of every recorded step ({how}). avg_step_time drops the first and "
-                  "last step when there are more than two.", svg)
+                  f"last step when there are more than two.{drawn}", svg)
 
 
 def temporal_figure(data: dict[str, Any]) -> Figure:
