@@ -633,17 +633,36 @@ def _text_array(raws: list[msgspec.Raw]) -> tuple[pa.Array, pa.Array]:
 
 
 _ZERO32 = pa.array([0], pa.int32())
-_DEC = pa.decimal128(28, 9)  # 19 integer digits (int64 ns is at most 9.2e15 us), 9 decimals
+_DEC3 = pa.decimal128(19, 3)  # 16 integer digits: int64 ns holds at most 9.2e15 us
+_DEC18 = pa.decimal128(38, 18)  # any decimals a float's repr has, 20 integer digits
+_DEC3_38 = pa.decimal128(38, 3)
+_NS_38 = pa.decimal128(38, 0)
 _D1000 = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
+
+
+def _ns_from_decimal_text(text: pa.Array) -> pa.Array:
+    """Exact ns of number texts (us) in C; raises ``ArrowInvalid`` where one is not a
+    plain number, has more than 18 decimals, or leaves int64 ns.
+
+    At most 3 decimals (every profiler's form): ``decimal128(19, 3)`` times 1000. More
+    (a float's repr, ``1008491.4650139``): ``decimal128(38, 18)`` rounded half to even
+    to 3 decimals, whose unscaled integer is the ns. (The second is 3x slower, so it is
+    only tried when the first fails.)"""
+    try:
+        return pc.cast(pc.multiply(pc.cast(text, _DEC3), _D1000), pa.int64())
+    except pa.ArrowInvalid:
+        pass
+    thousandths = pc.cast(pc.round(pc.cast(text, _DEC18), ndigits=3, round_mode="half_to_even"), _DEC3_38)
+    return pc.cast(pa.Array.from_buffers(_NS_38, len(thousandths), thousandths.buffers()), pa.int64())
 _NULL_TEXT = pa.scalar(None, pa.string())
 
 
 def _times_from_text(raws: list[msgspec.Raw], levels: int) -> Times:
     """Exact ns from the raw JSON text of each ts or dur value (empty: absent), as
-    ``events.time_ns`` defines them: in C for every plain number with at most 9 decimals
-    (integer or fraction, relative or epoch: ``decimal128`` holds the text exactly, times
-    1000, rounded half to even). Only a chunk with another value (a numeric string,
-    ``"NaN"``, 10 decimals, beyond int64 ns) has its odd rows converted one by one.
+    ``events.time_ns`` defines them: in C for every plain number with at most 18 decimals
+    (integer or fraction, relative or epoch: ``_ns_from_decimal_text``). Only a chunk
+    with another value (a numeric string, ``"NaN"``, 19 decimals, beyond int64 ns) has
+    its odd rows converted one by one.
 
     A value msgspec kept as text was not checked for nesting: one with more than
     ``levels`` brackets (in or out of its strings: a bound never exceeded when it holds)
@@ -653,8 +672,7 @@ def _times_from_text(raws: list[msgspec.Raw], levels: int) -> Times:
     any_absent = pc.any(absent).as_py()
     try:
         present = pc.if_else(absent, _NULL_TEXT, text) if any_absent else text
-        ns = pc.cast(pc.round(pc.multiply(pc.cast(present, _DEC), _D1000), ndigits=0, round_mode="half_to_even"),
-                     pa.int64())
+        ns = _ns_from_decimal_text(present)
         return ns, pc.indices_nonzero(absent).to_pylist() if any_absent else [], []
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
