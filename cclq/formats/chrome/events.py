@@ -10,12 +10,14 @@ the two alike, so that both readers write the same table:
   int64. No float ever carries them. Anything else (``"NaN"``, ``"Infinity"``, ``1e30``,
   ``true``, a list) is unusable, and the event is dropped and counted.
 * Any other number is an IEEE double wherever its value is used (a promoted float or
-  int column, the text of a pid), and JSON-encoded from that double in ``args``.
-* Promoted arguments (``schema.PROMOTED_ARGS``) go to their typed column when they
-  convert, and are then removed from ``args``; a value that does not convert (``"inf"``,
-  ``"N/A"``, 5.5 for an integer column) or does not fit (an integer beyond int64) is NULL
-  in the column and stays in ``args``, so nothing is lost. Values out of range are also
-  counted in ``ingest_stats`` (``RANGE_NOTE``).
+  int column, the text of a pid).
+* ``args`` is the args value as written: the fast reader keeps the compact source text,
+  the ijson reader writes the same JSON value from its parse (``encode_exact``: every
+  number exact, ``Decimal`` as its own text), every key kept. Promoted arguments
+  (``schema.PROMOTED_ARGS``) are also copied into their typed column when they convert;
+  a value that does not convert (``"inf"``, ``"N/A"``, 5.5 for an integer column) or does
+  not fit (an integer beyond int64) is NULL there, and the second is counted in
+  ``ingest_stats`` (``RANGE_NOTE``).
 
 The functions that work on one value are the specification; the array functions are
 the same rules in pyarrow's C code for the values they can take exactly, and hand the

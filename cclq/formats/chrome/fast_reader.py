@@ -11,17 +11,18 @@ How (each step measured on a 127 MB Kineto file, see the README's benchmark):
   a string or inside an event leaves a bracket or a quote open, which the decoder
   reports at the end of the piece. A wrong guess costs a retry at the next candidate;
   after a few, the exact event ends come from the structural scan (``jsonscan``).
-* **One C decode per chunk.** msgspec decodes a chunk into small structs with the
-  event's fields. ``ts``/``dur`` are taken as numbers and trusted only where a double
-  provably gives the exact nanoseconds (``_exact_from_floats``); a chunk with one that
-  does not is decoded again with them as raw text (``msgspec.Raw``), and so is the rest
-  of the file. The struct types forbid unknown keys and bound the nesting: a chunk they
-  accept is within the ``ReadLimits`` by construction; any other goes through the
-  structural scan.
-* **Columns, not rows.** Fields are transposed into columns in C; times are converted by
-  pyarrow kernels; arguments are grouped by their key tuple (a Kineto kernel always has
-  the same dozen keys), each promoted key is taken for the whole group at once, and the
-  rest is encoded with one ``orjson.dumps`` per group and split back into rows.
+* **One C decode per chunk.** The chunk is made compact (``msgspec.json.format``: the
+  whitespace outside strings removed, every token as written), then msgspec decodes it
+  into small structs with the event's fields; ``ts``, ``dur`` and ``args`` are kept as
+  their raw text (``msgspec.Raw``). The struct types forbid unknown keys and bound the
+  nesting: a chunk they accept is within the ``ReadLimits`` by construction (``args``,
+  which they do not see, by a bracket count); any other goes through the structural scan.
+* **Columns, not rows.** Fields are transposed into columns in C. ``ts``/``dur`` texts
+  are joined into one Arrow array and converted to exact ns by ``decimal128`` casts, in
+  bulk, whatever their form (relative or epoch, 3 decimals or a float's repr); ``args``
+  texts are the ``args`` column as they are. The promoted columns come from the args
+  decoded once more, grouped by their key tuple (a Kineto kernel always has the same
+  dozen keys), each promoted key taken for the whole group at once.
 * **Helpers.** With ``helpers``, forked processes decode and build the chunks that this
   process cuts (``_read_with_helpers``): one big file uses every core.
 
