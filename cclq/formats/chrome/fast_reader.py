@@ -68,7 +68,6 @@ from cclq.formats.chrome.events import (
     id_text,
     arg_plan,
     map_categories,
-    promote_args,
     promote_value,
     range_note,
     slice_key,
@@ -776,6 +775,37 @@ def _fast_promote(kind: str, values: list[Any]) -> pa.Array | None:
     return None
 
 
+def _group_by_keys(args: list[Any]) -> dict[tuple[str, ...], list[int]]:
+    """Rows of the non-empty args objects by key tuple, in order of first appearance.
+
+    When every entry is an object (the rule: ``{}`` stands for absent args), the tuples
+    are made and numbered by C calls (``map``; a key tuple's number is the row where it
+    first occurs) and grouped by Arrow: no Python code runs per event."""
+    m = len(args)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    if m and set(map(type, args)) == {dict}:
+        keys = list(map(tuple, args))
+        first: dict[tuple[str, ...], int] = {}
+        codes = pa.array(list(map(first.setdefault, keys, range(m))), pa.int64())
+        grouped = pa.table({"code": codes, "row": _positions(0, m)}).group_by("code", use_threads=False) \
+            .aggregate([("row", "list")])
+        for code, idxs in zip(grouped.column("code").to_pylist(), grouped.column("row_list").to_pylist()):
+            if keys[code]:
+                groups[keys[code]] = idxs
+        return groups
+    get = groups.get
+    for i in range(m):
+        a = args[i]
+        if type(a) is dict and a:
+            k = tuple(a)
+            g = get(k)
+            if g is None:
+                groups[k] = [i]
+            else:
+                g.append(i)
+    return groups
+
+
 _B = "B"
 _E = "E"
 _M = "M"
@@ -1052,18 +1082,8 @@ class _Builder:
             args = _GENERIC.decode(b"".join((b"[", body, b"]")))
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
             raise FallbackToIjson(f"an args value that does not decode ({e})") from None
-        groups: dict[tuple[str, ...], list[int]] = {}
-        get = groups.get
+        groups = _group_by_keys(args)
         kept = None if rows is None else set(rows)
-        for i in range(m):
-            a = args[i]
-            if type(a) is dict and a:
-                k = tuple(a)
-                g = get(k)
-                if g is None:
-                    groups[k] = [i]
-                else:
-                    g.append(i)
         sizes: list[int] = []
         columns: dict[str, dict[int, pa.Array]] = {}  # column -> {group number: values}
         order: list[int] = []
@@ -1074,7 +1094,7 @@ class _Builder:
             gi = len(sizes)
             sizes.append(len(idxs))
             order += idxs
-            gd = [args[i] for i in idxs]
+            gd = [args[idxs[0]]] if len(idxs) == 1 else itemgetter(*idxs)(args)
             for key, column, kind in plan:
                 values = list(map(itemgetter(key), gd))
                 arr = _fast_promote(kind, values)
@@ -1100,97 +1120,6 @@ class _Builder:
             grouped = pa.concat_arrays([parts[g] if g in parts else pa.nulls(n, typ) for g, n in enumerate(sizes)])
             out_columns[column] = grouped if where is None else grouped.take(where)
         return out_columns
-
-    def _promote_grouped(self, objects: pa.Array, rows: list[int] | None) -> dict[str, pa.Array]:
-        """The promoted columns from the args decoded as values (one msgspec call for the
-        chunk): events grouped by their key tuple (a Kineto kernel always has the same
-        dozen keys), each promoted key taken for a whole group at once in C where every
-        value is plain (``_fast_promote``), else by ``events.promote_value``; each column
-        put back in row order with one ``take``."""
-        m = len(objects)
-        joined = pc.binary_join_element_wise(objects, _EMPTY_TEXT, _COMMA)
-        size = pc.sum(pc.binary_length(joined)).as_py() if m else 0
-        body = memoryview(joined.buffers()[2])[:max(size - 1, 0)] if m else b""
-        try:
-            args = _GENERIC.decode(b"".join((b"[", body, b"]")))
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
-            raise FallbackToIjson(f"an args value that does not decode ({e})") from None
-        groups: dict[tuple[str, ...], list[int]] = {}
-        get = groups.get
-        kept = None if rows is None else set(rows)
-        for i in range(m):
-            a = args[i]
-            if type(a) is dict and a:
-                k = tuple(a)
-                g = get(k)
-                if g is None:
-                    groups[k] = [i]
-                else:
-                    g.append(i)
-        sizes: list[int] = []
-        columns: dict[str, dict[int, pa.Array]] = {}  # column -> {group number: values}
-        order: list[int] = []
-        for g, (keys, idxs) in enumerate(groups.items()):
-            plan = arg_plan(keys)
-            if not plan:
-                continue
-            gi = len(sizes)
-            sizes.append(len(idxs))
-            order += idxs
-            gd = [args[i] for i in idxs]
-            for key, column, kind in plan:
-                values = list(map(itemgetter(key), gd))
-                arr = _fast_promote(kind, values)
-                if arr is None:
-                    out = []
-                    for i, v in zip(idxs, values):
-                        value, _, too_big = promote_value(kind, v)
-                        out.append(value)
-                        if too_big and (kept is None or i in kept):
-                            self.out_of_range[column] = self.out_of_range.get(column, 0) + 1
-                    arr = pa.array(out, KIND_TYPE[kind])
-                columns.setdefault(column, {})[gi] = arr
-        if not columns:
-            return {}
-        covered = len(order)
-        if covered == m and sizes == [m] and order[0] == 0 and order[-1] == m - 1:
-            where = None  # one group, every row, in order
-        else:
-            where = pc.scatter(pa.array(range(covered), pa.int64()), pa.array(order, pa.int64()), max_index=m - 1)
-        out_columns: dict[str, pa.Array] = {}
-        for column, parts in columns.items():
-            typ = KIND_TYPE[COLUMN_KIND_OF[column]]
-            grouped = pa.concat_arrays([parts[g] if g in parts else pa.nulls(n, typ) for g, n in enumerate(sizes)])
-            out_columns[column] = grouped if where is None else grouped.take(where)
-        return out_columns
-
-    def _promote_one_by_one(self, raws: list[msgspec.Raw], rows: list[int] | None) -> dict[str, pa.Array]:
-        """The promoted columns by ``events.promote_args``, event by event (values out of
-        range counted for the rows kept)."""
-        m = len(raws)
-        try:
-            values = _GENERIC.decode(b"[" + b",".join([r if len(r) else b"null" for r in raws]) + b"]")
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
-            raise FallbackToIjson(f"an args value that does not decode ({e})") from None
-        sparse: dict[str, dict[int, Any]] = {}
-        kept = set(range(m) if rows is None else rows)
-        for i, d in enumerate(values):
-            if type(d) is not dict or not d:
-                continue
-            promoted: dict[str, Any] = {}
-            out_of_range: dict[str, int] = {}
-            promote_args(d, promoted, out_of_range)
-            for column, value in promoted.items():
-                sparse.setdefault(column, {})[i] = value
-            if out_of_range and i in kept:
-                self._count_range(out_of_range)
-        out: dict[str, pa.Array] = {}
-        for column, values_at in sparse.items():
-            typ = KIND_TYPE[COLUMN_KIND_OF[column]]
-            arr = pa.array(list(values_at.values()), typ)
-            out[column] = arr if len(values_at) == m else pc.scatter(arr, pa.array(list(values_at), pa.int64()),
-                                                                     max_index=m - 1)
-        return out
 
     # -- the end of the file
     def finish(self) -> None:
