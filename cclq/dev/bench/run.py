@@ -237,7 +237,7 @@ def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] |
                                                                                                 "relative")
             folder = synthetic_workload(workdir, total_mb, n, form)
             files = sorted(p for p in folder.iterdir() if p.name.startswith("kineto_trace_"))
-            label = f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}, {form} ts"
+            label = f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}" + ("" if form == "relative" else f", {form} ts")
             rows.append(bench_input(label, [folder], files, scratch, repeats))
         if perf_traces is not None and perf_traces.is_dir():
             for folder in sorted(p for p in perf_traces.iterdir() if p.is_dir()):
