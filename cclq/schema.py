@@ -7,7 +7,7 @@ to, whatever its path (a compacted file holds many ranks, and a trace id such as
 ``NULL`` must not depend on how a tool parses a folder name).
 
 ``PROMOTED_ARGS`` is the declarative mapping from a raw ``args`` key to a typed
-column (the idea of HTA's ``event_args`` YAML, kept in code so it is versioned with
+column that also holds its value (``args`` keeps every key as written) (the idea of HTA's ``event_args`` YAML, kept in code so it is versioned with
 ``INGEST_VERSION``). Adding a key here is a schema change: bump ``INGEST_VERSION``
 so that ``cclq ingest`` rewrites old partitions.
 """
@@ -20,7 +20,7 @@ import pyarrow as pa
 
 # Bump when the meaning or shape of a column changes; files ingested by an older
 # version are re-ingested automatically.
-INGEST_VERSION = 3  # 3: trace and rank columns in every data file
+INGEST_VERSION = 4  # 3: trace and rank columns in every data file; 4: args as written (docs/schema.md)
 
 # Columns that every row carries, in file order.
 BASE_FIELDS: list[pa.Field] = [
@@ -37,7 +37,7 @@ BASE_FIELDS: list[pa.Field] = [
     pa.field("flow_id", pa.string()),  # 'id' of s/t/f flow and async events
     pa.field("bp", pa.string()),  # flow binding point ('e' = enclosing slice)
     pa.field("scope", pa.string()),  # instant scope 's' (g/p/t)
-    pa.field("args", pa.string()),  # all args as JSON text, nothing dropped
+    pa.field("args", pa.string()),  # the args as written: compact source JSON, every key kept
 ]
 
 

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 
+import pytest
 from conftest import run_cli
 
 from cclq.dev.synth.kineto import generate_workload
@@ -45,7 +46,10 @@ def test_ingest_bench_reports_every_input_against_raw_ijson(tmp_path):
 def test_sizes_say_megabytes_and_ranks():
     from cclq.dev.bench.run import parse_sizes
 
-    assert parse_sizes("250, 1000x1,127x2", 8) == [(250, 8), (1000, 1), (127, 2)]
+    assert parse_sizes("250, 1000x1,127x2", 8) == [(250, 8, "relative"), (1000, 1, "relative"), (127, 2, "relative")]
+    assert parse_sizes("127x1:epoch,127x1:subns", 8) == [(127, 1, "epoch"), (127, 1, "subns")]
+    with pytest.raises(ValueError, match="timestamp form"):
+        parse_sizes("127x1:local", 8)
 
 
 def test_metric_bench_runs_one_query_and_the_loop_over_the_same_copies():

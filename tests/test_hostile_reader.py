@@ -104,7 +104,8 @@ def test_promoted_values_that_do_not_fit_stay_in_args_with_a_note(tmp_path, wh, 
     row = query(wh, "SELECT stream, device, grid, correlation, bytes, args FROM events")
     assert row[0][:5] == (None, None, None, 5, None)
     assert json.loads(row[0][5]) == {"stream": 99999999999999999999, "device": 1e300,
-                                     "grid": [1, 36893488147419103232, 1], "bytes": -18446744073709551616}
+                                     "grid": [1, 36893488147419103232, 1], "correlation": 5,
+                                     "bytes": -18446744073709551616}
     notes = dict(query(wh, "SELECT stat, count FROM ingest_stats WHERE NOT dropped"))
     assert notes == {"stream: value out of range (NULL, kept in args)": 1,
                      "device: value out of range (NULL, kept in args)": 1,

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
+from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from conftest import query, run_ingest, write_trace
+
+from cclq.formats.base import ReadOptions
 
 
 def test_epoch_microseconds_with_three_decimals_survive_exactly(tmp_path, wh):
@@ -43,20 +47,31 @@ def test_uptime_microseconds_up_to_the_float_limit_survive_exactly(tmp_path, wh)
     assert query(wh, "SELECT DISTINCT dur_ns FROM events") == [(1,)]
 
 
-def test_residual_args_keep_every_value_in_both_number_modes(tmp_path, wh):
-    """The args left after promotion are re-encoded: integers beyond 64 bits, decimals
-    from the exact (epoch) pass, nested lists and non-ASCII text all come back as JSON."""
-    args = '{"stream": 7, "huge": 1180591620717411303424, "ratio": 0.125, "dims": [[8, 1024], []], "who": "r\u00e9seau"}'
+@pytest.mark.parametrize("reader", ["fast", "ijson"])
+def test_args_are_kept_as_written_in_every_timestamp_form(tmp_path, wh, reader):
+    """``args`` is the source's args value, every key (the promoted ``stream`` too):
+    integers beyond 64 bits, number texts (``1.500e3``, 19 digits), nested lists and
+    escapes as written (the fast reader: the compact source text), or the same JSON value
+    (the ijson reader), whatever form the file's timestamps take."""
+    args = ('{"stream": 7, "huge": 1180591620717411303424, "ratio": 0.125, "sci": 1.500e3,'
+            ' "long": 0.1000000000000000055511, "dims": [[8, 1024], []], "who": "r\\u00e9seau"}')
+    compact = ('{"stream":7,"huge":1180591620717411303424,"ratio":0.125,"sci":1.500e3,'
+               '"long":0.1000000000000000055511,"dims":[[8,1024],[]],"who":"r\\u00e9seau"}')
     root = tmp_path / "w"
     root.mkdir()
-    for rank, ts in enumerate(("12.345", "1712195495519689.047")):  # float pass, Decimal pass
+    forms = ("12.345", "1712195495519689.047", "1008491.4650139")  # relative, epoch, a float's repr
+    for rank, ts in enumerate(forms):
         (root / f"rank{rank}.json").write_text(
             f'{{"traceEvents": [{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
             f'"ts": {ts}, "dur": 1, "args": {args}}}]}}')
-    run_ingest([root], wh)
-    rows = query(wh, "SELECT rank, stream, args FROM events ORDER BY rank")
-    expected = {"huge": 2**70, "ratio": 0.125, "dims": [[8, 1024], []], "who": "réseau"}
-    assert [(r, s, json.loads(a)) for r, s, a in rows] == [(0, 7, expected), (1, 7, expected)]
+    run_ingest([root], wh, options=ReadOptions(reader=reader))
+    rows = query(wh, "SELECT rank, ts_ns, stream, args FROM events ORDER BY rank")
+    assert [(r, t, s) for r, t, s, _ in rows] == [(0, 12_345, 7), (1, 1712195495519689047, 7), (2, 1008491465, 7)]
+    expected = {"stream": 7, "huge": 2**70, "ratio": Decimal("0.125"), "sci": Decimal("1500"),
+                "long": Decimal("0.1000000000000000055511"), "dims": [[8, 1024], []], "who": "réseau"}
+    assert [json.loads(a, parse_float=Decimal) for *_, a in rows] == [expected] * 3
+    if reader == "fast":
+        assert [a for *_, a in rows] == [compact] * 3
 
 
 def test_base_time_is_added_whether_it_comes_before_or_after_the_events(tmp_path, wh):
@@ -85,7 +100,7 @@ def test_begin_end_pairs_become_one_slice_with_end_args_merged(tmp_path, wh):
     run_ingest([tmp_path / "w"], wh)
     rows = query(wh, "SELECT name, ph, ts_ns, dur_ns, dtype, args FROM slices ORDER BY ts_ns")
     assert rows == [
-        ("ALLREDUCE", "B", 10_000, 10_000, "float32", '{"shape":"[4]"}'),
+        ("ALLREDUCE", "B", 10_000, 10_000, "float32", '{"dtype":"float32","shape":"[4]"}'),
         ("NCCL_ALLREDUCE", "B", 12_000, 3_000, None, None),
         ("never closed", "B", 30_000, None, None, None),
     ]
@@ -128,12 +143,12 @@ def test_legacy_categories_string_pids_and_unconvertible_numbers(tmp_path, wh):
     write_trace(tmp_path / "w" / "t.json", events)
     run_ingest([tmp_path / "w"], wh)
     k = query(wh, "SELECT cat, cat_raw, warps_per_sm, blocks_per_sm, args FROM events WHERE name = 'k'")
-    assert k == [("kernel", "Kernel", None, 0.5, '{"warps per SM":"inf","queued":0}')]
+    assert k == [("kernel", "Kernel", None, 0.5, '{"stream":7,"warps per SM":"inf","blocks per SM":0.5,"queued":0}')]
     m = query(wh, "SELECT bytes, memory_bw_gbps, args FROM events WHERE cat = 'gpu_memcpy'")
-    assert m == [(64, None, '{"memory bandwidth (GB/s)":"N/A"}')]
-    # a number that does not fit its column keeps its value in args; "7" converts
+    assert m == [(64, None, '{"bytes":64,"memory bandwidth (GB/s)":"N/A"}')]
+    # a number that does not fit its column is NULL there (args has every value); "7" converts
     m = query(wh, "SELECT bytes, stream, args FROM events WHERE cat = 'gpu_memset'")
-    assert m == [(None, 7, '{"bytes":5.5}')]
+    assert m == [(None, 7, '{"bytes":5.5,"stream":"7"}')]
     assert query(wh, "SELECT pid, tid FROM events WHERE cat = 'Trace'") == [("Spans", "PyTorch Profiler")]
 
 
@@ -149,7 +164,7 @@ def test_collective_args_are_promoted_to_typed_columns(tmp_path, wh):
     row = query(wh, "SELECT collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype, pg_name, pg_desc, "
                     "pg_ranks, seq, stream, correlation, grid, block, args FROM kernels")
     assert row == [("allreduce", 1024, 1024, 8, "BFloat16", "0", "default_pg", "[0, 1, 2, 3, 4, 5, 6, 7]", 17, 20, 5,
-                    [8, 1, 1], [512, 1, 1], None)]
+                    [8, 1, 1], [512, 1, 1], json.dumps(args, separators=(",", ":")))]
 
 
 def test_bare_array_form_flows_instants_and_counters(tmp_path, wh):

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import gzip
 import json
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 from conftest import SHARED, query, require_shared, run_ingest
 from readers import assert_same, both, read_with
 
 import cclq.formats.chrome.fast_reader as chrome_fast
-from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_rank_trace
+from cclq.dev.synth.kineto import TIME_FORMS, KinetoTraceBuilder, generate_rank_trace
 from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from cclq.formats.detect import detect
 
@@ -101,6 +103,25 @@ def test_generated_epoch_timestamps_read_the_same(tmp_path, monkeypatch):
     assert_same(fast, ref)
     ts = ref.table.column("ts_ns").to_pylist()
     assert min(t for t in ts if t) > 1_712_195_000_000_000_000
+
+
+@pytest.mark.parametrize("form", sorted(TIME_FORMS))
+def test_generated_timestamp_forms_read_the_same(tmp_path, monkeypatch, form):
+    """Every timestamp form the generator writes (relative with a base, epoch, a float's
+    repr with sub-ns digits): the same table from both readers, none handed to ijson,
+    and the fast reader's ts_ns exactly the text's value rounded half to even."""
+    _small_chunks(monkeypatch, 4096)
+    path = tmp_path / "rank0.json"
+    generate_rank_trace(path, rank=0, world_size=1, steps=2, layers=2, time_form=form)
+    fast, ref = both(path)
+    assert fast.fallback is None
+    assert_same(fast, ref)
+    base = fast.result.base_time_ns
+    texts = [json.loads(line.rstrip(",\n"), parse_float=Decimal)["ts"] for line in path.read_text().splitlines()
+             if line.startswith('{"ph": "X"')][:50]
+    expected = [int((Decimal(t) * 1000).to_integral_value(rounding=ROUND_HALF_EVEN)) + base for t in texts]
+    got = fast.table.filter(pc.equal(fast.table.column("ph"), "X")).column("ts_ns").to_pylist()[:50]
+    assert got == expected
 
 
 def test_generated_tpu_trace_reads_the_same(tmp_path, monkeypatch):

@@ -711,7 +711,8 @@ def record(
 def bench(
     sizes: Annotated[
         str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated; "
-                               "MBxR for R ranks (1000x1: one file of 1 GB).")
+                               "MBxR for R ranks (1000x1: one file of 1 GB); :FORM for its timestamps "
+                               "(relative, epoch, subns; 127x1:epoch).")
     ] = "250",
     ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace when a size does not say.")] = 8,
     workdir: Annotated[

@@ -150,25 +150,36 @@ def ingest_child(inputs: list[Path], warehouse: Path, jobs: int = 1, reader: str
     return seconds, usage.ru_maxrss / 1024  # ru_maxrss is KiB on Linux
 
 
-def synthetic_workload(workdir: Path, total_mb: int, ranks: int) -> Path:
-    """A ``ranks``-rank generated workload of about ``total_mb`` MB (cached)."""
+def synthetic_workload(workdir: Path, total_mb: int, ranks: int, time_form: str = "relative") -> Path:
+    """A ``ranks``-rank generated workload of about ``total_mb`` MB (cached), its times in
+    ``time_form`` (``cclq.dev.synth.kineto.TIME_FORMS``)."""
     from cclq.dev.synth.kineto import generate_workload
 
-    folder = workdir / f"synthetic_{total_mb}mb_{ranks}ranks"
+    suffix = "" if time_form == "relative" else f"_{time_form}"
+    folder = workdir / f"synthetic_{total_mb}mb_{ranks}ranks{suffix}"
     marker = folder / ".complete"
     if not marker.exists():
         shutil.rmtree(folder, ignore_errors=True)
-        generate_workload(folder, ranks=ranks, target_bytes_per_rank=total_mb * 1_000_000 // ranks)
+        generate_workload(folder, ranks=ranks, target_bytes_per_rank=total_mb * 1_000_000 // ranks,
+                          time_form=time_form)
         marker.write_text("ok")
     return folder
 
 
-def parse_sizes(spec: str, ranks: int) -> list[tuple[int, int]]:
-    """``"250,1000x1"`` -> [(250, ranks), (1000, 1)]: MB of JSON, and files to spread it over."""
+def parse_sizes(spec: str, ranks: int) -> list[tuple[int, int, str]]:
+    """``"250,1000x1,127x1:epoch"`` -> [(250, ranks, "relative"), (1000, 1, "relative"),
+    (127, 1, "epoch")]: MB of JSON, files to spread it over, and the timestamp form
+    (``relative``, ``epoch`` or ``subns``: see ``cclq.dev.synth.kineto.TIME_FORMS``)."""
+    from cclq.dev.synth.kineto import TIME_FORMS
+
     out = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
-        mb, _, r = part.partition("x")
-        out.append((int(mb), int(r) if r else ranks))
+        size, _, form = part.partition(":")
+        form = form or "relative"
+        if form not in TIME_FORMS:
+            raise ValueError(f"unknown timestamp form {form!r} (one of {', '.join(TIME_FORMS)})")
+        mb, _, r = size.partition("x")
+        out.append((int(mb), int(r) if r else ranks, form))
     return out
 
 
@@ -212,7 +223,8 @@ def bench_input(label: str, inputs: list[Path], files: list[Path], scratch: Path
                     vs_raw("j2"), round(rss[1], 1), round(rss[2], 1))
 
 
-def run_ingest_bench(sizes: list[tuple[int, int]] | list[int], ranks: int, workdir: Path | None,
+def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] | list[int], ranks: int,
+                     workdir: Path | None,
                      perf_traces: Path | None, repeats: int = 1) -> list[BenchRow]:
     rows: list[BenchRow] = []
     keep = workdir is not None
@@ -221,10 +233,11 @@ def run_ingest_bench(sizes: list[tuple[int, int]] | list[int], ranks: int, workd
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-wh-"))
     try:
         for size in sizes:
-            total_mb, n = size if isinstance(size, tuple) else (size, ranks)
-            folder = synthetic_workload(workdir, total_mb, n)
+            total_mb, n, form = (tuple(size) + ("relative",))[:3] if isinstance(size, tuple) else (size, ranks,
+                                                                                                "relative")
+            folder = synthetic_workload(workdir, total_mb, n, form)
             files = sorted(p for p in folder.iterdir() if p.name.startswith("kineto_trace_"))
-            label = f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}"
+            label = f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}" + ("" if form == "relative" else f", {form} ts")
             rows.append(bench_input(label, [folder], files, scratch, repeats))
         if perf_traces is not None and perf_traces.is_dir():
             for folder in sorted(p for p in perf_traces.iterdir() if p.is_dir()):

@@ -32,6 +32,8 @@ __all__ = [
     "generate_workload",
     "DEFAULT_BASE_TIME_NS",
     "DEFAULT_GEN_START_NS",
+    "EPOCH_START_NS",
+    "TIME_FORMS",
 ]
 
 DEFAULT_BASE_TIME_NS = 1_700_000_000_000_000_000
@@ -50,6 +52,26 @@ def _us(ns: int) -> str:
     if ns < 0:
         return "-" + _us(-ns)
     return "%d.%03d" % divmod(ns, 1000)
+
+
+def _us_subns(ns: int) -> str:
+    """A float's repr of the time plus a sub-ns fraction (``1008491.4650139``), as
+    generators and converters write microseconds computed in floating point."""
+    return repr((ns + ((ns * 2654435761) % 997) / 997) / 1000)
+
+
+EPOCH_START_NS = 1_712_195_495_519_689_047  # as in HTA's hta_ns_resolution trace (PyTorch 2.2-2.3)
+
+# The timestamp forms real traces have, for benchmarks and reader tests:
+# name -> (baseTimeNanoseconds or None, default start in ns, time text of ns).
+TIME_FORMS: dict[str, tuple[int | None, int, Any]] = {
+    # relative us with 3 decimals after baseTimeNanoseconds (PyTorch >= 2.4): 1365627862757.064
+    "relative": (DEFAULT_BASE_TIME_NS, DEFAULT_GEN_START_NS, _us),
+    # epoch us with 3 decimals, no base (PyTorch 2.2-2.3): 1712195495519689.047
+    "epoch": (None, EPOCH_START_NS, _us),
+    # a float's repr with sub-ns digits, no base: 1008491.4650139
+    "subns": (None, 1_000_000_000, _us_subns),
+}
 
 
 class Micros(float):
@@ -715,6 +737,7 @@ class _RankSim:
     """
 
     def __init__(self, rank: int, world_size: int, layers: int, seed: int, start_ns: int) -> None:
+        self.us = _us  # the time text (TIME_FORMS)
         self.rng = random.Random(seed + rank)
         r = self.rng
         self.rank = rank
@@ -752,7 +775,7 @@ class _RankSim:
 
     def close_op(self, idx: int, name: str, tid: int, ts: int, ext: int, seq: int,
                  extra: str, evidx: int, cat: str = "cpu_op") -> None:
-        self.ev[idx] = _T_X % (cat, name, self.pid, tid, _us(ts), _us(self.t - ts),
+        self.ev[idx] = _T_X % (cat, name, self.pid, tid, self.us(ts), self.us(self.t - ts),
                                _T_OP_ARGS % (ext, seq, extra, evidx))
 
     def op(self, name: str, tid: int, extra: str = _A_NONE, seq: int | None = None):
@@ -777,8 +800,8 @@ class _RankSim:
         idx, ts, ext, evidx = self.open_x(), self.t, self.ext, self.evidx
 
         def close() -> int:
-            self.ev[idx] = _T_X % ("user_annotation", name, self.pid, tid, _us(ts),
-                                   _us(self.t - ts), '"External id": %d, "Record function id": 0, '
+            self.ev[idx] = _T_X % ("user_annotation", name, self.pid, tid, self.us(ts),
+                                   self.us(self.t - ts), '"External id": %d, "Record function id": 0, '
                                    '"Ev Idx": %d' % (ext, evidx))
             return ext
         return ext, ts, close
@@ -791,8 +814,8 @@ class _RankSim:
 
         def close() -> None:
             self.t += self.jit(800)
-            self.ev[idx] = _T_X % ("python_function", name, self.pid, tid, _us(ts),
-                                   _us(self.t - ts), _T_PY_ARGS % (parent, pyid, evidx))
+            self.ev[idx] = _T_X % ("python_function", name, self.pid, tid, self.us(ts),
+                                   self.us(self.t - ts), _T_PY_ARGS % (parent, pyid, evidx))
         return pyid, close
 
     def launch(self, tid: int, ext: int, kname: str, prof: str, kdur: int, stream: int = 7,
@@ -804,9 +827,9 @@ class _RankSim:
         corr = self.corr
         lts, ldur = self.t, self.jit(5_500)
         ev = self.ev
-        ev.append(_T_X % ("cuda_runtime", api, self.pid, tid, _us(lts), _us(ldur),
+        ev.append(_T_X % ("cuda_runtime", api, self.pid, tid, self.us(lts), self.us(ldur),
                           _T_RT_ARGS % (ext, cbid, corr)))
-        ev.append(_T_FLOW_S % (corr, self.pid, tid, _us(lts), "ac2g", "ac2g"))
+        ev.append(_T_FLOW_S % (corr, self.pid, tid, self.us(lts), "ac2g", "ac2g"))
         self.t = lts + ldur
         earliest = lts + self.jit(4_000)
         if stream == 7:
@@ -821,9 +844,9 @@ class _RankSim:
                 self.first7 = ks
         else:
             self.gpu20 = ke
-        sks = _us(ks)
+        sks = self.us(ks)
         self.gpu.append(_T_FLOW_F % (corr, self.device, stream, sks, "ac2g", "ac2g"))
-        self.gpu.append(_T_KERNEL % (kname, self.device, stream, sks, _us(kd), ext, self.device,
+        self.gpu.append(_T_KERNEL % (kname, self.device, stream, sks, self.us(kd), ext, self.device,
                                      stream, corr, prof, kextra))
         return ks, ke
 
@@ -833,25 +856,25 @@ class _RankSim:
         self.corr += 1
         corr = self.corr
         lts, ldur = self.t, self.jit(9_000)
-        self.ev.append(_T_X % ("cuda_runtime", "cudaMemcpyAsync", self.pid, tid, _us(lts),
-                               _us(ldur), _T_RT_ARGS % (ext, 41, corr)))
-        self.ev.append(_T_FLOW_S % (corr, self.pid, tid, _us(lts), "ac2g", "ac2g"))
+        self.ev.append(_T_X % ("cuda_runtime", "cudaMemcpyAsync", self.pid, tid, self.us(lts),
+                               self.us(ldur), _T_RT_ARGS % (ext, 41, corr)))
+        self.ev.append(_T_FLOW_S % (corr, self.pid, tid, self.us(lts), "ac2g", "ac2g"))
         self.t = lts + ldur
         ks = max(self.gpu7 + self.jit(1_500), lts + self.jit(3_000))
         kd = self.jit(kdur)
         self.gpu7 = ks + kd
         if self.first7 is None:
             self.first7 = ks
-        self.gpu.append(_T_FLOW_F % (corr, self.device, 7, _us(ks), "ac2g", "ac2g"))
-        self.gpu.append(_T_MEM % ("gpu_memcpy", _MEMCPY_NAMES[kind], self.device, 7, _us(ks),
-                                  _us(kd), ext, self.device, 7, corr, nbytes,
+        self.gpu.append(_T_FLOW_F % (corr, self.device, 7, self.us(ks), "ac2g", "ac2g"))
+        self.gpu.append(_T_MEM % ("gpu_memcpy", _MEMCPY_NAMES[kind], self.device, 7, self.us(ks),
+                                  self.us(kd), ext, self.device, 7, corr, nbytes,
                                   repr(nbytes / kd)))
         return ks + kd
 
     def runtime(self, tid: int, ext: int, name: str, cbid: int, dur: int) -> None:
         self.t += self.jit(1_500)
         self.corr += 1
-        self.ev.append(_T_X % ("cuda_runtime", name, self.pid, tid, _us(self.t), _us(dur),
+        self.ev.append(_T_X % ("cuda_runtime", name, self.pid, tid, self.us(self.t), self.us(dur),
                                _T_RT_ARGS % (ext, cbid, self.corr)))
         self.t += dur
 
@@ -883,7 +906,7 @@ class _RankSim:
             fwd_seq.append(self.seqnr)
             self.fwdbwd += 1
             fwd_flow.append(self.fwdbwd)
-            self.ev.append(_T_FLOW_S % (self.fwdbwd, self.pid, tid, _us(self.t), "fwdbwd",
+            self.ev.append(_T_FLOW_S % (self.fwdbwd, self.pid, tid, self.us(self.t), "fwdbwd",
                                         "fwdbwd"))
             self.launch(tid, ext_mm, _K_GEMM_FWD, _P_GEMM, 640_000)
             close_mm(), close_lin(), close_l()
@@ -910,7 +933,7 @@ class _RankSim:
             close3(), close2(), close_e()
             ext, close_e = self.op("autograd::engine::evaluate_function: AddmmBackward0", btid,
                                    seq=seq)
-            self.ev.append(_T_FLOW_F % (fwd_flow[layer], self.pid, btid, _us(self.t), "fwdbwd",
+            self.ev.append(_T_FLOW_F % (fwd_flow[layer], self.pid, btid, self.us(self.t), "fwdbwd",
                                         "fwdbwd"))
             ext2, close2 = self.op("AddmmBackward0", btid, seq=seq)
             if layer > 0:
@@ -948,7 +971,7 @@ class _RankSim:
         self.corr += 1
         sync_end = max(sync_ts + 2_000, copy_end + self.jit(3_000))
         self.ev.append(_T_X % ("cuda_runtime", "cudaStreamSynchronize", self.pid, tid,
-                               _us(sync_ts), _us(sync_end - sync_ts),
+                               self.us(sync_ts), self.us(sync_end - sync_ts),
                                _T_RT_ARGS % (ext2, 131, self.corr)))
         self.t = sync_end
         close2(), close()
@@ -959,8 +982,8 @@ class _RankSim:
         g0 = self.first7 if self.first7 is not None else step_ts
         g1 = max(self.gpu7, g0)
         # Kineto shifts gpu_user_annotation by -1 ns / +2 ns.
-        self.gpu.append(_T_GPU_ANN % (f"ProfilerStep#{n}", self.device, 7, _us(g0 - 1),
-                                      _us(g1 - g0 + 2), step_ext))
+        self.gpu.append(_T_GPU_ANN % (f"ProfilerStep#{n}", self.device, 7, self.us(g0 - 1),
+                                      self.us(g1 - g0 + 2), step_ext))
         self.t_max = max(self.t_max, self.t, self.gpu7, self.gpu20)
         out = self.ev
         out.extend(self.gpu)
@@ -990,13 +1013,13 @@ class _RankSim:
                  '"Seq": %d' % (nelems, nelems, ws, self.pg_ranks, seq))
         ks, ke = self.launch(tid, ext, _K_NCCL_AR, _P_NCCL, kdur, stream=20, ready=ready,
                              api="cudaLaunchKernelExC", cbid=430, kextra=extra)
-        self.gpu.append(_T_GPU_ANN % ("nccl:all_reduce", self.device, 20, _us(ks - 1),
-                                      _us(ke - ks + 2), ext_a))
+        self.gpu.append(_T_GPU_ANN % ("nccl:all_reduce", self.device, 20, self.us(ks - 1),
+                                      self.us(ke - ks + 2), ext_a))
         self.t += self.jit(3_000)
         close_a()
         self.t += self.jit(2_000)
         self.ev[idx] = _T_X % (
-            "cpu_op", "record_param_comms", self.pid, tid, _us(ts), _us(self.t - ts),
+            "cpu_op", "record_param_comms", self.pid, tid, self.us(ts), self.us(self.t - ts),
             '"External id": %d, "Record function id": 0, "Collective name": "allreduce", '
             '"dtype": "BFloat16", "In msg nelems": %d, "Out msg nelems": %d, "Group size": %d, '
             '"Process Group Name": "0", "Process Group Description": "default_pg", '
@@ -1005,7 +1028,7 @@ class _RankSim:
             % (ext, nelems, nelems, ws, self.pg_ranks, self.rank, seq, evidx))
 
     def trailer(self) -> list[str]:
-        m = _us(self.t_min)
+        m = self.us(self.t_min)
         pid, dev = self.pid, self.device
         meta = [
             ("process_name", pid, 0, '"name": "python3"'),
@@ -1022,9 +1045,9 @@ class _RankSim:
                % (name, m, p, t, a) for name, p, t, a in meta]
         out.append('{"ph": "X", "cat": "Trace", "ts": %s, "dur": %s, "pid": "Spans", '
                    '"tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", '
-                   '"args": {"Op count": 0}}' % (m, _us(self.t_max - self.t_min)))
+                   '"args": {"Op count": 0}}' % (m, self.us(self.t_max - self.t_min)))
         out.append('{"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", '
-                   '"ts": %s}' % _us(self.t_max))
+                   '"ts": %s}' % self.us(self.t_max))
         return out
 
 
@@ -1032,7 +1055,7 @@ def generate_rank_trace(path: Path | str, rank: int, world_size: int, steps: int
                         layers: int = 4, seed: int = 0, target_bytes: int | None = None,
                         gz: bool = False, *, base_time_ns: int = DEFAULT_BASE_TIME_NS,
                         start_ns: int = DEFAULT_GEN_START_NS,
-                        distributed_info: str = "before") -> dict[str, Any]:
+                        distributed_info: str = "before", time_form: str = "relative") -> dict[str, Any]:
     """Writes one rank's realistic DDP training trace, streaming events to ``path``.
 
     Each step: ``ProfilerStep#N``, an HtoD input copy, ``layers`` Linear+ReLU forward layers,
@@ -1040,12 +1063,20 @@ def generate_rank_trace(path: Path | str, rank: int, world_size: int, steps: int
     backward GEMMs, fused AdamW and a DtoH ``loss.item()`` sync. Deterministic for
     (seed, rank). With ``target_bytes`` steps are added until the uncompressed size reaches
     it (``steps`` is then ignored). Returns ``{"path", "rank", "events", "bytes", "steps"}``.
+    ``time_form`` (``TIME_FORMS``) other than ``relative`` sets the base time and the
+    start itself.
     """
     if distributed_info not in ("before", "after", "none"):
         raise ValueError("distributed_info must be 'before', 'after' or 'none'")
+    if time_form not in TIME_FORMS:
+        raise ValueError(f"time_form must be one of {', '.join(TIME_FORMS)}")
+    us = TIME_FORMS[time_form][2]
+    if time_form != "relative":
+        base_time_ns, start_ns = TIME_FORMS[time_form][:2]
     path = Path(path)
     layers = max(1, int(layers))
     sim = _RankSim(rank, world_size, layers, seed, start_ns)
+    sim.us = us
     dist = None
     if distributed_info != "none":
         dist = _distributed_info(rank, world_size,
@@ -1143,18 +1174,18 @@ def _rank_job(kw: dict[str, Any]) -> dict[str, Any]:
 def generate_workload(out_dir: Path | str, ranks: int = 4, steps: int = 3, layers: int = 4,
                       seed: int = 0, target_bytes_per_rank: int | None = None, gz: bool = False,
                       card: bool = True, *, jobs: int = 1,
-                      start_ns: int = DEFAULT_GEN_START_NS) -> list[Path]:
+                      start_ns: int = DEFAULT_GEN_START_NS, time_form: str = "relative") -> list[Path]:
     """Writes ``kineto_trace_{r}.json[.gz]`` for each rank (and ``workload_card.yaml``).
 
     Returns the trace paths in rank order (not the card). ``jobs`` > 1 writes ranks in
-    parallel processes.
+    parallel processes. ``time_form``: see ``TIME_FORMS``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     suffix = ".json.gz" if gz else ".json"
     kws = [dict(path=out / f"kineto_trace_{r}{suffix}", rank=r, world_size=ranks, steps=steps,
                 layers=layers, seed=seed, target_bytes=target_bytes_per_rank, gz=gz,
-                start_ns=start_ns)
+                start_ns=start_ns, time_form=time_form)
            for r in range(ranks)]
     if jobs > 1 and ranks > 1:
         from concurrent.futures import ProcessPoolExecutor

@@ -10,12 +10,14 @@ the two alike, so that both readers write the same table:
   int64. No float ever carries them. Anything else (``"NaN"``, ``"Infinity"``, ``1e30``,
   ``true``, a list) is unusable, and the event is dropped and counted.
 * Any other number is an IEEE double wherever its value is used (a promoted float or
-  int column, the text of a pid), and JSON-encoded from that double in ``args``.
-* Promoted arguments (``schema.PROMOTED_ARGS``) go to their typed column when they
-  convert, and are then removed from ``args``; a value that does not convert (``"inf"``,
-  ``"N/A"``, 5.5 for an integer column) or does not fit (an integer beyond int64) is NULL
-  in the column and stays in ``args``, so nothing is lost. Values out of range are also
-  counted in ``ingest_stats`` (``RANGE_NOTE``).
+  int column, the text of a pid).
+* ``args`` is the args value as written: the fast reader keeps the compact source text,
+  the ijson reader writes the same JSON value from its parse (``encode_exact``: every
+  number exact, ``Decimal`` as its own text), every key kept. Promoted arguments
+  (``schema.PROMOTED_ARGS``) are also copied into their typed column when they convert;
+  a value that does not convert (``"inf"``, ``"N/A"``, 5.5 for an integer column) or does
+  not fit (an integer beyond int64) is NULL there, and the second is counted in
+  ``ingest_stats`` (``RANGE_NOTE``).
 
 The functions that work on one value are the specification; the array functions are
 the same rules in pyarrow's C code for the values they can take exactly, and hand the
@@ -24,8 +26,9 @@ others to the one-value functions.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
@@ -75,6 +78,53 @@ def encode_json(obj: Any) -> str:
         return _orjson_dumps(obj, default=json_default).decode()
     except TypeError:
         return "".join(_c_encoder(obj, 0))
+
+
+def _fragment(o: Any) -> Any:
+    """orjson ``default`` for ``encode_exact``: a ``Decimal`` as its own number text."""
+    if isinstance(o, Decimal):
+        if not o.is_finite():  # not from JSON text; as the double it stands for
+            return as_double(o)
+        return orjson.Fragment(str(o))
+    return str(o)
+
+
+def encode_exact(obj: Any) -> str:
+    """Compact JSON text of a parsed value with every number as exact as it was read: a
+    ``Decimal`` is written as its own text (``1.500E+3``), never through a double, so the
+    text is the same JSON value as the source's (the ``args`` column's contract).
+
+    orjson, or for what it refuses (integers beyond 64 bits, nesting deeper than 255, lone
+    surrogates) a plain recursive encoder.
+    """
+    try:
+        return _orjson_dumps(obj, default=_fragment).decode()
+    except TypeError:
+        return "".join(_exact_parts(obj))
+
+
+def _exact_parts(obj: Any) -> Iterator[str]:
+    t = type(obj)
+    if t is dict:
+        yield "{"
+        for i, (k, v) in enumerate(obj.items()):
+            if i:
+                yield ","
+            yield encode_basestring(k)
+            yield ":"
+            yield from _exact_parts(v)
+        yield "}"
+    elif t is list:
+        yield "["
+        for i, v in enumerate(obj):
+            if i:
+                yield ","
+            yield from _exact_parts(v)
+        yield "]"
+    elif t is Decimal and obj.is_finite():
+        yield str(obj)
+    else:
+        yield "".join(_c_encoder(obj, 0))
 
 
 # ------------------------------------------------------------------------- time
@@ -314,28 +364,38 @@ def arg_plan(keys: tuple[str, ...]) -> ArgPlan:
 
 def split_args(args: Any, promoted: dict[str, Any], out_of_range: dict[str, int]) -> str | None:
     """Files one event's promoted arguments into ``promoted`` (column -> value) and
-    returns the JSON text of the rest (``None`` when nothing is left).
+    returns the ``args`` column's text: the whole value, every key kept (``None`` for
+    JSON ``null``).
 
-    ``args`` is the reader's own object and is not used again: promoted keys are deleted
-    from it in place, so the rest keeps its order.
+    ``args`` is a parsed value (the ijson reader's: ``Decimal`` for fractions), encoded
+    exactly (``encode_exact``); or ``bytes``, the compact source text the fast reader
+    kept, which is the column as it is and is parsed here only for its promoted keys.
     """
-    if not args:
-        return None
-    if type(args) is not dict:
-        return encode_json(args)
-    plan = arg_plan(tuple(args))
-    for key, column, kind in plan:
+    if type(args) is bytes:
+        text = args.decode()
+        args = json.loads(text, parse_float=Decimal)
+        if args is None:
+            return None
+    else:
+        if args is None:
+            return None
+        text = encode_exact(args)
+    if type(args) is dict:
+        promote_args(args, promoted, out_of_range)
+    return text
+
+
+def promote_args(args: dict[str, Any], promoted: dict[str, Any], out_of_range: dict[str, int]) -> None:
+    """The promoted keys of one args object into ``promoted``; values that do not fit
+    their column are counted in ``out_of_range`` (they stay in ``args`` as everything does)."""
+    for key, column, kind in arg_plan(tuple(args)):
         v = args[key]
         t = type(v)
         if (t is str and kind == "str") or (t is int and kind == "int" and INT64_MIN <= v <= INT64_MAX):
             promoted[column] = v  # the common case, without a call: it converts as it is
-            del args[key]
             continue
-        value, leaves, too_big = promote_value(kind, v)
+        value, _, too_big = promote_value(kind, v)
         if value is not None:
             promoted[column] = value
-        if leaves:
-            del args[key]
         elif too_big:
             out_of_range[column] = out_of_range.get(column, 0) + 1
-    return encode_json(args) if args else None

@@ -11,17 +11,18 @@ How (each step measured on a 127 MB Kineto file, see the README's benchmark):
   a string or inside an event leaves a bracket or a quote open, which the decoder
   reports at the end of the piece. A wrong guess costs a retry at the next candidate;
   after a few, the exact event ends come from the structural scan (``jsonscan``).
-* **One C decode per chunk.** msgspec decodes a chunk into small structs with the
-  event's fields. ``ts``/``dur`` are taken as numbers and trusted only where a double
-  provably gives the exact nanoseconds (``_exact_from_floats``); a chunk with one that
-  does not is decoded again with them as raw text (``msgspec.Raw``), and so is the rest
-  of the file. The struct types forbid unknown keys and bound the nesting: a chunk they
-  accept is within the ``ReadLimits`` by construction; any other goes through the
-  structural scan.
-* **Columns, not rows.** Fields are transposed into columns in C; times are converted by
-  pyarrow kernels; arguments are grouped by their key tuple (a Kineto kernel always has
-  the same dozen keys), each promoted key is taken for the whole group at once, and the
-  rest is encoded with one ``orjson.dumps`` per group and split back into rows.
+* **One C decode per chunk.** The chunk is made compact (``msgspec.json.format``: the
+  whitespace outside strings removed, every token as written), then msgspec decodes it
+  into small structs with the event's fields; ``ts``, ``dur`` and ``args`` are kept as
+  their raw text (``msgspec.Raw``). The struct types forbid unknown keys and bound the
+  nesting: a chunk they accept is within the ``ReadLimits`` by construction (``args``,
+  which they do not see, by a bracket count); any other goes through the structural scan.
+* **Columns, not rows.** Fields are transposed into columns in C. ``ts``/``dur`` texts
+  are joined into one Arrow array and converted to exact ns by ``decimal128`` casts, in
+  bulk, whatever their form (relative or epoch, 3 decimals or a float's repr); ``args``
+  texts are the ``args`` column as they are. The promoted columns come from the args
+  decoded once more, grouped by their key tuple (a Kineto kernel always has the same
+  dozen keys), each promoted key taken for the whole group at once.
 * **Helpers.** With ``helpers``, forked processes decode and build the chunks that this
   process cuts (``_read_with_helpers``): one big file uses every core.
 
@@ -41,13 +42,12 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from itertools import chain, repeat
+from itertools import chain
 from multiprocessing import shared_memory
 from operator import attrgetter, itemgetter
 from typing import Any, Union
 
 import msgspec
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -66,9 +66,7 @@ from cclq.formats.chrome.events import (
     NOT_AN_OBJECT,
     PROMOTED_COLUMNS,
     arg_plan,
-    encode_json,
     id_text,
-    json_default,
     map_categories,
     promote_value,
     range_note,
@@ -130,17 +128,17 @@ def _json_value(levels: int) -> Any:
 
 _NO_RAW = msgspec.Raw()  # a field that was not there
 _FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "s", "args")
-_TIMES = ("ts", "dur")
+_RAW_FIELDS = ("ts", "dur", "args")  # kept as their (compact) source text
 
 
-def _event_struct(levels: int | None, text_times: bool) -> type:
+def _event_struct(levels: int | None) -> type:
     """A struct for one event: its fields typed to at most ``levels`` nested levels, or any
-    JSON with ``None`` (and then unknown keys allowed); ``ts``/``dur`` as raw text, or as
-    values when ``text_times`` is off (a float is only trusted where that is exact)."""
+    JSON with ``None`` (and then unknown keys allowed); ``ts``, ``dur`` and ``args`` as
+    their raw text (``msgspec.Raw``): times are converted exactly in bulk, ``args`` is
+    written as it is."""
     value = Any if levels is None else _json_value(levels)
-    fields = [(name, msgspec.Raw, _NO_RAW) if name in _TIMES and text_times else (name, value, None)
-              for name in _FIELDS]
-    return msgspec.defstruct(f"Event{levels}{'t' if text_times else 'v'}", fields,  # type: ignore[no-any-return]
+    fields = [(name, msgspec.Raw, _NO_RAW) if name in _RAW_FIELDS else (name, value, None) for name in _FIELDS]
+    return msgspec.defstruct(f"Event{levels}", fields,  # type: ignore[no-any-return]
                              forbid_unknown_fields=levels is not None, gc=False)
 
 
@@ -150,22 +148,22 @@ def _entries_of(struct: type, levels: int | None) -> Any:
     return Union[struct, other_list, str, int, float, bool, None]
 
 
-_DECODERS: dict[tuple[int | None, bool], msgspec.json.Decoder] = {}
+_DECODERS: dict[int | None, msgspec.json.Decoder] = {}
 _ALL_STRUCTS: set[type] = set()
 
 
-def _decoder(levels: int | None, text_times: bool) -> msgspec.json.Decoder:
+def _decoder(levels: int | None) -> msgspec.json.Decoder:
     """The decoder for chunks: bounded ``levels`` (the fast lane) or any JSON (``None``,
     the slow lane); built once per kind (bounded types take milliseconds to build)."""
-    key = (levels, text_times)
-    if key not in _DECODERS:
-        struct = _event_struct(levels, text_times)
+    if levels not in _DECODERS:
+        struct = _event_struct(levels)
         _ALL_STRUCTS.add(struct)
-        _DECODERS[key] = msgspec.json.Decoder(list[_entries_of(struct, levels)])
-    return _DECODERS[key]
+        _DECODERS[levels] = msgspec.json.Decoder(list[_entries_of(struct, levels)])
+    return _DECODERS[levels]
 
 
 _GENERIC = msgspec.json.Decoder()
+_FORMAT = msgspec.json.format
 
 # A cut guess: a '}' then a comma before the next '{' (any whitespace between).
 _SEPARATOR = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -175,7 +173,7 @@ _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
 # ---------------------------------------------------------------------- chunker
-def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, levels: int, text_times: bool
+def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, levels: int
                  ) -> tuple[list[Any], bool]:
     """(entries, whether the slow lane took it) of ``[`` + events + ``]`` starting at
     ``offset`` in the file's text. Raises ``_Boundary`` when the text is cut inside an
@@ -183,11 +181,18 @@ def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, level
 
     The fast lane's types prove the nesting bound (see ``CERTIFIED_LEVELS``); a chunk no
     longer than the string and event bounds cannot hold a string or an event beyond
-    them. Anything else is checked by the structural scan.
+    them. Anything else is checked by the structural scan. (``args`` is raw text that the
+    types do not see: the builder checks its nesting, see ``_Builder._args_columns``.)
+
+    The text is first made compact (``msgspec.json.format``, in C: whitespace outside
+    strings removed, every token as written), so that each raw value is the compact
+    source text the ``args`` column keeps.
     """
     slow = False
+    compact = data
     try:
-        entries = _decoder(levels, text_times).decode(data)
+        compact = _FORMAT(data, indent=-1)
+        entries = _decoder(levels).decode(compact)
     except msgspec.ValidationError:
         # deep nesting, unknown keys, an entry that is not an object: decode every byte
         # into plain values first, which checks what msgspec only skips (an unknown key's
@@ -195,7 +200,7 @@ def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, level
         slow = True
         try:
             _GENERIC.decode(data)
-            entries = _decoder(None, True).decode(data)
+            entries = _decoder(None).decode(compact)
         except msgspec.DecodeError as e:
             _classify(e, data, offset)
         except UnicodeDecodeError as e:
@@ -254,8 +259,6 @@ class _Chunker:
         self.limits = limits
         self.depth = event_depth(detected)
         self.levels = min(max(limits.max_depth - self.depth, 0), CERTIFIED_LEVELS)
-        # ts/dur as numbers until a chunk shows one a double cannot carry (see _times)
-        self.text_times = _needs_text_times(detected.head)
         self.buf = bytearray()
         self.base = 0  # absolute offset of buf[0]
         self.eof = False
@@ -381,8 +384,7 @@ class _Chunker:
     def _decode(self, start: int, end: int) -> tuple[list[Any], bytes]:
         """Decodes the entries in ``buf[start:end]``; raises ``_Boundary`` for a wrong cut."""
         data = self._bracketed(start, end)
-        entries, _ = decode_chunk(data, self.base + start - 1, self.limits, self.depth, self.levels,
-                                  self.text_times)
+        entries, _ = decode_chunk(data, self.base + start - 1, self.limits, self.depth, self.levels)
         return entries, data
 
     # -- the main loop
@@ -448,13 +450,6 @@ class _Chunker:
         chunk = _Chunk(entries, self.entries, text)
         self.entries += len(entries)
         return chunk
-
-    def redecode_with_text_times(self, chunk: _Chunk) -> None:
-        """A chunk whose times a float cannot carry exactly: decoded again with ts/dur
-        as text, as every later chunk of the file will be."""
-        self.text_times = True
-        redecode_with_text_times(chunk, self.levels)
-
 
     def _after_value(self, end: int) -> int:
         """Past the comma that follows a chunk (or at the array's ']')."""
@@ -584,14 +579,6 @@ class _Chunker:
             raise FallbackToIjson("a second traceEvents array")
 
 
-def redecode_with_text_times(chunk: _Chunk, levels: int) -> None:
-    """Decodes a chunk again with ts/dur as text (a float could not carry one exactly)."""
-    try:
-        chunk.entries = _decoder(levels, True).decode(chunk.text)
-    except msgspec.ValidationError:
-        chunk.entries = _decoder(None, True).decode(chunk.text)
-
-
 class _NeedMore(Exception):
     """The head is cut off before the event array starts: read more."""
 
@@ -635,116 +622,59 @@ _NONE = type(None)
 Times = tuple[pa.Array, list[int], list[int]]  # (exact ns, rows without a value, rows unusable)
 
 
-def _times(values: list[Any], levels: int) -> Times | None:
-    """Exact ns of a chunk's ts or dur values, as ``events.time_ns`` defines them.
-
-    Raw texts (``msgspec.Raw``) are converted by pyarrow's decimal parser; numbers that
-    msgspec already made floats are used only where a float provably gives the exact
-    answer (``_exact_from_floats``); ``None`` asks for the chunk's text instead.
-    """
-    if values and type(values[0]) is msgspec.Raw:
-        return _times_from_text(values, levels)
-    types = set(map(type, values))
+def _text_array(raws: list[msgspec.Raw]) -> tuple[pa.Array, pa.Array]:
+    """(utf8 array, lengths) of raw texts, in C: one join, no object per value. Raises
+    ``FallbackToIjson`` for text that is not UTF-8 (msgspec skips raw values unchecked)."""
+    lengths = pa.array(list(map(len, raws)), pa.int32())
+    offsets = pa.concat_arrays([_ZERO32, pc.cumulative_sum(lengths)])
+    binary = pa.Array.from_buffers(pa.binary(), len(raws), [None, offsets.buffers()[1], pa.py_buffer(b"".join(raws))])
     try:
-        if types <= {int, _NONE}:
-            ns = pc.multiply_checked(pa.array(values, pa.int64()), pa.scalar(1000, pa.int64()))
-            return ns, _null_rows(ns) if _NONE in types else [], []
-        if types <= {float, int, _NONE}:
-            arr = pa.array(values, pa.float64())
-            ns, ok = _exact_from_floats(arr)
-            if not pc.all(ok).as_py():
-                return None
-            return ns, _null_rows(arr) if _NONE in types else [], []
-    except (pa.ArrowInvalid, OverflowError):
-        pass
-    return _times_one_by_one(values)
+        return binary.cast(pa.string()), lengths
+    except pa.ArrowInvalid:
+        raise FallbackToIjson("a raw value that is not valid UTF-8") from None
 
 
-def _null_rows(arr: pa.Array) -> list[int]:
-    return pc.indices_nonzero(pc.is_null(arr)).to_pylist()
-
-
-_TWO42, _TWO43 = pa.scalar(2.0**42), pa.scalar(2.0**43)
-_QUARTER, _HUNDREDTH, _THOUSAND = pa.scalar(0.25), pa.scalar(0.01), pa.scalar(1000.0)
-_K1000 = pa.scalar(1000, pa.int64())
-
-
-def _exact_from_floats(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """(ns, ok): ns = whole*1000 + round(fraction*1000) where that is provably the exact
-    rounding of the decimal text the float came from; ok is false elsewhere.
-
-    A double within 2**43 us is within half its spacing (at most 0.49 ns) of its text.
-    If the fraction in ns is within d of an integer N, the text's value is within
-    d + 0.49 ns of N, and N is its rounding when that is below 0.5: d = 0.01 up to
-    2**43 us; d = 0.25 below 2**42 us (spacing 0.24 ns), where every 3-decimal text
-    passes. Nulls (absent values) count as ok.
-    """
-    whole = pc.trunc(arr)
-    frac_ns = pc.multiply(pc.subtract(arr, whole), _THOUSAND)  # the subtraction is exact
-    rounded = pc.round(frac_ns)
-    dev = pc.abs(pc.subtract(frac_ns, rounded))
-    size = pc.abs(arr)
-    ok = pc.or_(pc.and_(pc.less(size, _TWO42), pc.less_equal(dev, _QUARTER)),
-                pc.and_(pc.less(size, _TWO43), pc.less_equal(dev, _HUNDREDTH)))
-    ns = pc.add(pc.multiply(pc.cast(whole, pa.int64()), _K1000), pc.cast(rounded, pa.int64()))
-    return ns, pc.fill_null(ok, True)
-
-
-def _exact_from_float(f: float) -> int | None:
-    """``_exact_from_floats`` for one value (None: not provably exact)."""
-    import math
-
-    if not math.isfinite(f):
-        return None
-    whole = math.trunc(f)
-    frac_ns = (f - whole) * 1000.0
-    rounded = round(frac_ns)
-    dev = abs(frac_ns - rounded)
-    if (abs(f) < 2.0**42 and dev <= 0.25) or (abs(f) < 2.0**43 and dev <= 0.01):
-        return whole * 1000 + rounded
-    return None
-
-
-def _times_one_by_one(values: list[Any]) -> Times | None:
-    out: list[int | None] = []
-    missing: list[int] = []
-    bad: list[int] = []
-    for i, v in enumerate(values):
-        if v is None:
-            missing.append(i)
-            out.append(None)
-            continue
-        if type(v) is float:
-            ns = _exact_from_float(v)
-            if ns is None:
-                return None
-        else:
-            ns = time_ns(v)
-        if ns is not None and not INT64_MIN <= ns <= INT64_MAX:
-            ns = None
-        if ns is None:
-            bad.append(i)
-        out.append(ns)
-    return pa.array(out, pa.int64()), missing, bad
-
-
-_DEC = pa.decimal128(19, 3)  # 16 integer digits: int64 ns holds at most 9.2e15 us
+_ZERO32 = pa.array([0], pa.int32())
+_DEC3 = pa.decimal128(19, 3)  # 16 integer digits: int64 ns holds at most 9.2e15 us
+_DEC18 = pa.decimal128(38, 18)  # any decimals a float's repr has, 20 integer digits
+_DEC3_38 = pa.decimal128(38, 3)
+_NS_38 = pa.decimal128(38, 0)
 _D1000 = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
-_EMPTY = pa.scalar("", pa.string())
+
+
+def _ns_from_decimal_text(text: pa.Array) -> pa.Array:
+    """Exact ns of number texts (us) in C; raises ``ArrowInvalid`` where one is not a
+    plain number, has more than 18 decimals, or leaves int64 ns.
+
+    At most 3 decimals (every profiler's form): ``decimal128(19, 3)`` times 1000. More
+    (a float's repr, ``1008491.4650139``): ``decimal128(38, 18)`` rounded half to even
+    to 3 decimals, whose unscaled integer is the ns. (The second is 3x slower, so it is
+    only tried when the first fails.)"""
+    try:
+        return pc.cast(pc.multiply(pc.cast(text, _DEC3), _D1000), pa.int64())
+    except pa.ArrowInvalid:
+        pass
+    thousandths = pc.cast(pc.round(pc.cast(text, _DEC18), ndigits=3, round_mode="half_to_even"), _DEC3_38)
+    return pc.cast(pa.Array.from_buffers(_NS_38, len(thousandths), thousandths.buffers()), pa.int64())
+_NULL_TEXT = pa.scalar(None, pa.string())
 
 
 def _times_from_text(raws: list[msgspec.Raw], levels: int) -> Times:
-    """Exact ns from the raw JSON text of each value (empty: absent). A value msgspec kept
-    as text was not checked for nesting: one with more than ``levels`` brackets (in or out
-    of its strings: a bound never exceeded when it holds) goes to ijson, which decides."""
-    lengths = pa.array(list(map(len, raws)), pa.int32())
-    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(lengths)])
-    text = pa.StringArray.from_buffers(len(raws), offsets.buffers()[1], pa.py_buffer(b"".join(raws)))
+    """Exact ns from the raw JSON text of each ts or dur value (empty: absent), as
+    ``events.time_ns`` defines them: in C for every plain number with at most 18 decimals
+    (integer or fraction, relative or epoch: ``_ns_from_decimal_text``). Only a chunk
+    with another value (a numeric string, ``"NaN"``, 19 decimals, beyond int64 ns) has
+    its odd rows converted one by one.
+
+    A value msgspec kept as text was not checked for nesting: one with more than
+    ``levels`` brackets (in or out of its strings: a bound never exceeded when it holds)
+    goes to ijson, which decides."""
+    text, lengths = _text_array(raws)
     absent = pc.equal(lengths, pa.scalar(0, pa.int32()))
     any_absent = pc.any(absent).as_py()
-    try:  # numbers with at most 3 decimals, in C (a JSON number's text is all the parser sees)
-        present = pc.if_else(absent, pa.scalar(None, pa.string()), text) if any_absent else text
-        ns = pc.cast(pc.multiply(pc.cast(present, _DEC), _D1000), pa.int64())
+    try:
+        present = pc.if_else(absent, _NULL_TEXT, text) if any_absent else text
+        ns = _ns_from_decimal_text(present)
         return ns, pc.indices_nonzero(absent).to_pylist() if any_absent else [], []
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
@@ -756,8 +686,8 @@ def _times_from_text(raws: list[msgspec.Raw], levels: int) -> Times:
     fix_values: list[int] = []
     for i in others:
         raw = raws[i]
-        text = bytes(raw)
-        if text.count(b"[") + text.count(b"{") > levels:
+        b = bytes(raw)
+        if b.count(b"[") + b.count(b"{") > levels:
             raise FallbackToIjson("a ts or dur value nested deeper than the fast reader checks")
         value = _raw_value(raw)
         if value is None:
@@ -775,28 +705,40 @@ def _times_from_text(raws: list[msgspec.Raw], levels: int) -> Times:
     return ns, missing, bad
 
 
-_HEAD_TIMES = re.compile(rb'"(?:ts|dur)"\s*:\s*(-?\d+\.\d+)')
+# ------------------------------------------------------------- args and promoted
+def parsed_args(raw: msgspec.Raw) -> Any:
+    """An args value from its raw text as the ijson reader has it (``Decimal`` for a
+    fraction); ``None`` when absent. For B/E pairs, whose args are merged."""
+    b = bytes(raw)
+    if not b:
+        return None
+    try:
+        return json.loads(b, parse_float=Decimal)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise FallbackToIjson(f"an args value that does not decode ({e})") from None
 
 
-def _needs_text_times(head: bytes) -> bool:
-    """Whether the first MB shows times that floats cannot carry exactly (epoch us)."""
-    for i, m in enumerate(_HEAD_TIMES.finditer(head)):
-        if abs(float(m.group(1))) >= 2.0**42:
-            return True
-        if i > 2000:
-            break
-    return False
+def _raw_args(raw: msgspec.Raw) -> bytes | None:
+    """An unmerged B's args as the text written (``EventBatch.add`` parses it for its
+    promoted keys)."""
+    return bytes(raw) or None
 
 
-# Text that pyarrow's parsers and Python's (Decimal, float) read alike: plain decimal
-# forms only (pyarrow also reads "0x1F" as an integer, Python does not).
+_EMPTY_OBJECT_TEXT = pa.scalar("{}", pa.string())
+_NEWLINE = pa.scalar("\n", pa.string())
+_EMPTY_TEXT = pa.scalar("", pa.string())
+_NULL_JSON = pa.scalar("null", pa.string())
+_COMMA = pa.scalar(",", pa.string())
+_OPEN = ("[", "{")
+
+
 _INT_TEXT = r"^-?[0-9]{1,18}$"
 _FLOAT_TEXT = r"^-?[0-9]{1,300}(\.[0-9]{1,300})?([eE][-+]?[0-9]{1,3})?$"
 
 
 def _fast_promote(kind: str, values: list[Any]) -> pa.Array | None:
-    """The column for a group's values when every one converts and fits (and so leaves
-    ``args``), computed in C; None when some value needs ``promote_value``.
+    """The column for a group's values when every one converts and fits, computed in C;
+    None when some value needs ``promote_value``.
 
     Text in a number column (every xprof argument is text) is parsed by pyarrow when it
     is a plain decimal number, a form both parsers read alike; anything else sends the
@@ -815,21 +757,53 @@ def _fast_promote(kind: str, values: list[Any]) -> pa.Array | None:
             return None
         if kind == "float":
             if types <= {float, int}:
-                return pa.array(values, pa.float64())
-            if types == {str}:
+                floats = pa.array(values, pa.float64())
+            elif types == {str}:
                 text = pa.array(values, pa.string())
                 if not pc.all(pc.match_substring_regex(text, _FLOAT_TEXT)).as_py():
                     return None
                 floats = pc.cast(text, pa.float64())
-                return floats if pc.all(pc.is_finite(floats)).as_py() else None  # 1e999 stays in args
-            return None
+            else:
+                return None
+            return floats if pc.all(pc.is_finite(floats)).as_py() else None  # 1e999 is NULL
         if kind == "str":
-            return pa.array(values, pa.string()) if types == {str} else None  # None stays in args
+            return pa.array(values, pa.string()) if types == {str} else None
         if types == {list} and set(map(type, chain.from_iterable(values))) <= {int}:
             return pa.array(values, pa.list_(pa.int64()))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return None
     return None
+
+
+def _group_by_keys(args: list[Any]) -> dict[tuple[str, ...], list[int]]:
+    """Rows of the non-empty args objects by key tuple, in order of first appearance.
+
+    When every entry is an object (the rule: ``{}`` stands for absent args), the tuples
+    are made and numbered by C calls (``map``; a key tuple's number is the row where it
+    first occurs) and grouped by Arrow: no Python code runs per event."""
+    m = len(args)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    if m and set(map(type, args)) == {dict}:
+        keys = list(map(tuple, args))
+        first: dict[tuple[str, ...], int] = {}
+        codes = pa.array(list(map(first.setdefault, keys, range(m))), pa.int64())
+        grouped = pa.table({"code": codes, "row": _positions(0, m)}).group_by("code", use_threads=False) \
+            .aggregate([("row", "list")])
+        for code, idxs in zip(grouped.column("code").to_pylist(), grouped.column("row_list").to_pylist()):
+            if keys[code]:
+                groups[keys[code]] = idxs
+        return groups
+    get = groups.get
+    for i in range(m):
+        a = args[i]
+        if type(a) is dict and a:
+            k = tuple(a)
+            g = get(k)
+            if g is None:
+                groups[k] = [i]
+            else:
+                g.append(i)
+    return groups
 
 
 _B = "B"
@@ -841,9 +815,10 @@ class _Builder:
     """Turns decoded chunks into record batches by the rules of ``cclq.formats.chrome.events``."""
 
     def __init__(self, file_id: str, base: int, result: ReadResult, sink: BatchSink, batch_rows: int,
-                 redecode: Any, value_levels: int, pairs: bool = True) -> None:
-        self.value_levels = value_levels  # nesting an event's values may have within the bounds
-        self.redecode = redecode  # (chunk) -> None: decodes it again with ts/dur as text
+                 limits: ReadLimits, depth: int, pairs: bool = True) -> None:
+        self.limits = limits
+        self.depth = depth  # the depth of an event (see ijson_reader.event_depth)
+        self.value_levels = limits.max_depth - depth  # nesting an event's values may have within the bounds
         self.pairs = pairs  # False in a helper process, which sees one chunk and not the stacks
         self.file_id = file_id
         self.base = base
@@ -896,12 +871,6 @@ class _Builder:
             objs = [entries[i] for i in where]
         m = len(objs)
         ph, cat, name, pid, tid, ts_in, dur_in, fid, bp, sc, args = [list(map(get, objs)) for get in _GETTERS]
-        ts = _times(ts_in, self.value_levels) if m else None
-        dur = _times(dur_in, self.value_levels) if m else None
-        if m and (ts is None or dur is None):  # a value a float cannot carry: read the text
-            self.redecode(chunk)
-            self.add(chunk)
-            return
         if where is not None:
             self.drops[NOT_AN_OBJECT, ""] += n - m
         if not m:
@@ -916,7 +885,7 @@ class _Builder:
                 drops[reason, id_text(ph[i]) or ""] += 1
 
         # 1. ts: absent (kept for M), empty object, unusable, beyond int64 with the base
-        ts_ns, ts_missing, ts_bad = ts
+        ts_ns, ts_missing, ts_bad = _times_from_text(ts_in, self.value_levels)
         if ts_missing:
             empty_rows = [i for i in ts_missing if ph[i] is None and _all_unset(objs[i])]
             empties = self._empty_entries(chunk, where, empty_rows) if empty_rows else set()
@@ -936,11 +905,12 @@ class _Builder:
             raise ReadSequentially("B/E events")
         pairs = self._begin_end(ph, pid, tid, objs, ts_total, keep, first, where) if be else []
         # 3. dur: unusable, negative, or an end beyond int64
-        dur_ns, _, dur_bad = dur
+        dur_ns, _, dur_bad = _times_from_text(dur_in, self.value_levels)
         self._check_durs(ts_total, dur_ns, dur_bad, keep, drop)
 
         rows = None if all(keep) else [i for i in range(m) if keep[i]]
-        batch = self._columns(m, index, ph, cat, name, pid, tid, ts_total, dur_ns, fid, bp, sc, args, rows)
+        batch = self._columns(m, index, ph, cat, name, pid, tid, ts_total, dur_ns, fid, bp, sc, args, rows,
+                              chunk.text)
         if rows is not None:
             batch = batch.filter(pa.array(keep, pa.bool_()))
         if pairs:
@@ -1015,10 +985,11 @@ class _Builder:
             if ts_list[i] < b_ts:
                 self.drops[NEGATIVE_DUR, "B"] += 1
                 continue
-            args = b.args
-            e_args = objs[i].args
-            if e_args and type(e_args) is dict:
-                args = {**args, **e_args} if type(args) is dict else e_args
+            args: Any = _raw_args(b.args)
+            e_args = parsed_args(objs[i].args)
+            if e_args and type(e_args) is dict:  # merged as parsed values, as the ijson reader merges
+                b_args = parsed_args(b.args)
+                args = {**b_args, **e_args} if type(b_args) is dict else e_args
             pairs.append((i, (b_idx, _B, b.cat, b.name, b.pid, b.tid, None, None, b.id, b.bp, b.s), args, b_ts,
                           ts_list[i] - b_ts))
         return pairs
@@ -1046,9 +1017,9 @@ class _Builder:
     # -- columns
     def _columns(self, m: int, index: pa.Array, ph: tuple[Any, ...], cat: tuple[Any, ...], name: tuple[Any, ...],
                  pid: tuple[Any, ...], tid: tuple[Any, ...], ts: pa.Array, dur: pa.Array, fid: tuple[Any, ...],
-                 bp: tuple[Any, ...], sc: tuple[Any, ...], args: tuple[Any, ...], rows: list[int] | None
-                 ) -> pa.RecordBatch:
-        args_col, promoted = self._split_args(m, args, rows)
+                 bp: tuple[Any, ...], sc: tuple[Any, ...], args: list[msgspec.Raw], rows: list[int] | None,
+                 text: bytes) -> pa.RecordBatch:
+        args_col, promoted = self._args_columns(args, rows, text)
         cat_col, cat_raw = map_categories(text_array(cat))
         arrays = [
             pa.array([self.file_id] * m, pa.string()),
@@ -1069,75 +1040,86 @@ class _Builder:
              for column, kind in PROMOTED_COLUMNS]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
-    def _split_args(self, m: int, args: list[Any], rows: list[int] | None
-                    ) -> tuple[pa.Array, dict[str, pa.Array]]:
-        """The residual ``args`` column and the promoted columns, group by group.
+    def _args_columns(self, raws: list[msgspec.Raw], rows: list[int] | None, text: bytes
+                      ) -> tuple[pa.Array, dict[str, pa.Array]]:
+        """The ``args`` column (each event's args as its compact source text; NULL where
+        absent or ``null``) and the promoted columns.
 
-        Rows are grouped by their argument keys; each column is built in group order
-        (one array per group, NULLs where a group lacks the column) and put back in row
-        order with one ``take``, the same positions for every column.
+        The text is msgspec's raw value, joined into one Arrow array (UTF-8 checked
+        there). Its nesting was not checked by the decoder's types: a value with more
+        brackets than the bound allows (a bound never exceeded when it holds) has the
+        chunk's ``text`` go through the structural scan. Promoted columns: see
+        ``_promote_grouped``.
+
+        (pyarrow's JSON reader with the promoted keys as an explicit schema gives the
+        same columns in C, but cost 1.25x the CPU of ``_promote_grouped`` on Kineto
+        files: its cost grows with the number of fields, 41, of which Kineto has 29.)
         """
-        groups: dict[tuple[str, ...], list[int]] = {}
-        others: list[int] = []
-        get = groups.get
-        for i in (range(m) if rows is None else rows):
-            a = args[i]
-            if type(a) is dict:
-                if a:
-                    k = tuple(a)
-                    g = get(k)
-                    if g is None:
-                        groups[k] = [i]
-                    else:
-                        g.append(i)
-            elif a:
-                others.append(i)
+        args_text, lengths = _text_array(raws)
+        null = pc.or_(pc.equal(lengths, pa.scalar(0, pa.int32())), pc.equal(args_text, _NULL_JSON))
+        any_null = pc.any(null).as_py()
+        args_col = pc.if_else(null, _NULL_TEXT, args_text) if any_null else args_text
+        if len(raws) and pc.max(pc.add(pc.count_substring(args_text, "["),
+                                       pc.count_substring(args_text, "{"))).as_py() > self.value_levels:
+            scanner = StructureScanner(self.limits, self.depth, offset=0, depth=self.depth - 1)
+            scanner.feed(text[1:-1])
+            if scanner.violation is not None:
+                raise FallbackToIjson(f"a bound is exceeded ({scanner.violation.kind})")
+        objects = pc.if_else(null, _EMPTY_OBJECT_TEXT, args_text) if any_null else args_text
+        return args_col, self._promote_grouped(objects, rows)
+
+    def _promote_grouped(self, objects: pa.Array, rows: list[int] | None) -> dict[str, pa.Array]:
+        """The promoted columns from the args decoded as values (one msgspec call for the
+        chunk): events grouped by their key tuple (a Kineto kernel always has the same
+        dozen keys), each promoted key taken for a whole group at once in C where every
+        value is plain (``_fast_promote``), else by ``events.promote_value``; each column
+        put back in row order with one ``take``."""
+        m = len(objects)
+        joined = pc.binary_join_element_wise(objects, _EMPTY_TEXT, _COMMA)
+        size = pc.sum(pc.binary_length(joined)).as_py() if m else 0
+        body = memoryview(joined.buffers()[2])[:max(size - 1, 0)] if m else b""
+        try:
+            args = _GENERIC.decode(b"".join((b"[", body, b"]")))
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
+            raise FallbackToIjson(f"an args value that does not decode ({e})") from None
+        groups = _group_by_keys(args)
+        kept = None if rows is None else set(rows)
         sizes: list[int] = []
         columns: dict[str, dict[int, pa.Array]] = {}  # column -> {group number: values}
-        texts: dict[int, pa.Array] = {}
+        order: list[int] = []
         for g, (keys, idxs) in enumerate(groups.items()):
-            sizes.append(len(idxs))
-            gd = [args[i] for i in idxs]
             plan = arg_plan(keys)
-            per_row = False
+            if not plan:
+                continue
+            gi = len(sizes)
+            sizes.append(len(idxs))
+            order += idxs
+            gd = [args[idxs[0]]] if len(idxs) == 1 else itemgetter(*idxs)(args)
             for key, column, kind in plan:
                 values = list(map(itemgetter(key), gd))
                 arr = _fast_promote(kind, values)
-                if arr is not None:
-                    deque(map(dict.pop, gd, repeat(key)), 0)
-                else:
-                    per_row = True
+                if arr is None:
                     out = []
-                    for d, v in zip(gd, values):
-                        value, leaves, too_big = promote_value(kind, v)
+                    for i, v in zip(idxs, values):
+                        value, _, too_big = promote_value(kind, v)
                         out.append(value)
-                        if leaves:
-                            del d[key]
-                        elif too_big:
+                        if too_big and (kept is None or i in kept):
                             self.out_of_range[column] = self.out_of_range.get(column, 0) + 1
                     arr = pa.array(out, KIND_TYPE[kind])
-                columns.setdefault(column, {})[g] = arr
-            if len(plan) < len(keys) or per_row:
-                promoted_keys = {p[0] for p in plan}
-                texts[g] = _residual_texts(gd, None if per_row else [k for k in keys if k not in promoted_keys])
-        order = list(chain.from_iterable(groups.values()))
-        if others:
-            texts[len(sizes)] = pa.array([encode_json(args[i]) for i in others], pa.string())
-            sizes.append(len(others))
-            order += others
-        if len(order) == m and (m == 0 or (order[0] == 0 and order[-1] == m - 1 and len(sizes) == 1)):
+                columns.setdefault(column, {})[gi] = arr
+        if not columns:
+            return {}
+        covered = len(order)
+        if covered == m and sizes == [m] and order[0] == 0 and order[-1] == m - 1:
             where = None  # one group, every row, in order
         else:
-            where = pc.scatter(pa.array(range(len(order)), pa.int64()), pa.array(order, pa.int64()),
-                               max_index=m - 1)
-
-        def assemble(parts: dict[int, pa.Array], typ: pa.DataType) -> pa.Array:
+            where = pc.scatter(pa.array(range(covered), pa.int64()), pa.array(order, pa.int64()), max_index=m - 1)
+        out_columns: dict[str, pa.Array] = {}
+        for column, parts in columns.items():
+            typ = KIND_TYPE[COLUMN_KIND_OF[column]]
             grouped = pa.concat_arrays([parts[g] if g in parts else pa.nulls(n, typ) for g, n in enumerate(sizes)])
-            return grouped if where is None else grouped.take(where)
-
-        args_col = assemble(texts, pa.string()) if texts else pa.nulls(m, pa.string())
-        promoted = {column: assemble(parts, KIND_TYPE[COLUMN_KIND_OF[column]]) for column, parts in columns.items()}
-        return args_col, promoted
+            out_columns[column] = grouped if where is None else grouped.take(where)
+        return out_columns
 
     # -- the end of the file
     def finish(self) -> None:
@@ -1145,7 +1127,7 @@ class _Builder:
         for stack in self.open_slices.values():
             for b_idx, b, b_ts, _ in stack:
                 unclosed.b_times[len(unclosed.rows)] = (b_ts - self.base, None)  # type: ignore[assignment]
-                unclosed.add((b_idx, _B, b.cat, b.name, b.pid, b.tid, None, None, b.id, b.bp, b.s), b.args)
+                unclosed.add((b_idx, _B, b.cat, b.name, b.pid, b.tid, None, None, b.id, b.bp, b.s), _raw_args(b.args))
         if unclosed.rows:
             self.result.notes["B without E (kept, dur_ns NULL)"] = len(unclosed.rows)
             batch = unclosed.to_record_batch(self.file_id, self.base, self.drops)
@@ -1171,26 +1153,6 @@ _EMPTY_BYTES = pa.scalar(b"", pa.binary())
 _CLOSE_BRACE = pa.scalar(b"}", pa.binary())
 
 
-def _residual_texts(gd: list[dict[str, Any]], keys: list[str] | None) -> pa.Array:
-    """The JSON text of each residual dict. With the group's common keys known, one
-    ``orjson.dumps`` for the group, split back into rows where the next row's first key
-    starts; the split is only trusted when the separator occurs exactly once per row."""
-    if keys and len(gd) > 1:
-        try:
-            blob = orjson.dumps(gd, default=json_default)
-        except TypeError:
-            blob = None
-        if blob is not None:
-            head = b"{" + orjson.dumps(keys[0]) + b":"
-            sep = b"}," + head
-            if blob.count(sep) == len(gd) - 1 and blob.startswith(b"[" + head):
-                pieces = blob[1 + len(head):-2].split(sep)
-                body = pa.array(pieces, pa.binary())
-                joined = pc.binary_join_element_wise(pa.scalar(head, pa.binary()), body, _CLOSE_BRACE, _EMPTY_BYTES)
-                return joined.cast(pa.string())
-    return pa.array([encode_json(d) if d else None for d in gd], pa.string())
-
-
 # ------------------------------------------------------------ helper processes
 @dataclass(frozen=True)
 class _FileSettings:
@@ -1214,25 +1176,17 @@ def _helper_start(settings: _FileSettings, parent_pid: int) -> None:
     die_with_parent(parent_pid)  # a helper never outlives the ingest
 
 
-def _build_in_helper(data: bytes, offset: int, text_times: bool) -> tuple[Any, ...]:
+def _build_in_helper(data: bytes, offset: int) -> tuple[Any, ...]:
     """One chunk, in a helper process: ("ok", Arrow IPC bytes with event_idx counted
-    from 0, entries, drops, notes, last empty entry, text times used), or
-    ("sequential" | "fallback", reason)."""
+    from 0, entries, drops, notes, last empty entry), or ("sequential" | "fallback", reason)."""
     s = _SETTINGS
     assert s is not None
     try:
-        entries, _ = decode_chunk(data, offset, s.limits, s.depth, s.levels, text_times)
+        entries, _ = decode_chunk(data, offset, s.limits, s.depth, s.levels)
         chunk = _Chunk(entries, 0, data)
-        mode = [text_times]
-
-        def redecode(c: _Chunk) -> None:
-            mode[0] = True
-            redecode_with_text_times(c, s.levels)
-
         result = ReadResult(reader=READER_FAST)
         out: list[Any] = []
-        builder = _Builder(s.file_id, s.base, result, out.append, 1 << 62, redecode,
-                           s.limits.max_depth - s.depth, pairs=False)
+        builder = _Builder(s.file_id, s.base, result, out.append, 1 << 62, s.limits, s.depth, pairs=False)
         builder.add(chunk)
         builder.finish()
     except (_Boundary, _Undecodable, ReadSequentially) as e:
@@ -1251,8 +1205,7 @@ def _build_in_helper(data: bytes, offset: int, text_times: bool) -> tuple[Any, .
         name = shm.name
     finally:
         shm.close()
-    return ("ok", (name, size.size()), len(entries), dict(result.drops), dict(result.notes), builder.last_empty,
-            mode[0])
+    return ("ok", (name, size.size()), len(entries), dict(result.drops), dict(result.notes), builder.last_empty)
 
 
 def _write_ipc(stream: Any, tables: list[pa.Table]) -> None:
@@ -1305,13 +1258,12 @@ def _read_with_helpers(chunker: _Chunker, builder: _Builder, file_id: str, base:
                 raise ReadSequentially(answer[1])
             if answer[0] == "fallback":
                 raise FallbackToIjson(answer[1])
-            _, ipc, n, drops, notes, last_empty, text_times = answer
+            _, ipc, n, drops, notes, last_empty = answer
             first = chunker.entries
             chunker.entries += n
             builder.last_index = first + n - 1
             if last_empty >= 0:
                 builder.last_empty = first + last_empty
-            chunker.text_times = chunker.text_times or text_times
             result.drops.update(drops)
             for note, k in notes.items():
                 result.notes[note] += k
@@ -1331,7 +1283,7 @@ def _read_with_helpers(chunker: _Chunker, builder: _Builder, file_id: str, base:
                         builder.add(chunk)
                     break
                 data, offset = item
-                in_flight.append(pool.submit(_build_in_helper, data, offset, chunker.text_times))
+                in_flight.append(pool.submit(_build_in_helper, data, offset))
                 while len(in_flight) > 2 * helpers:
                     collect()
         finally:
@@ -1363,8 +1315,7 @@ def read_chrome_json_fast(
     head_meta = dict(metadata) if metadata is not None else file_metadata(source.path, detected, limits)
     base = base_ns(head_meta)
     chunker = _Chunker(source, detected, limits)
-    builder = _Builder(file_id, base, result, sink, batch_rows, chunker.redecode_with_text_times,
-                       limits.max_depth - chunker.depth)
+    builder = _Builder(file_id, base, result, sink, batch_rows, limits, chunker.depth)
     try:
         if helpers > 0:
             _read_with_helpers(chunker, builder, file_id, base, helpers)

@@ -18,8 +18,9 @@ Normalisation rules (also listed in the README's "What ingest does"):
 * ``B``/``E`` pairs on one (pid, tid) become one row with ``ph = 'B'`` and the E's
   args merged in; an ``E`` without an open ``B`` is dropped; a ``B`` never closed
   is kept with ``dur_ns`` NULL.
-* Keys listed in ``schema.PROMOTED_ARGS`` go to typed columns and ``args`` keeps
-  every *other* argument as JSON text, plus any promoted value that did not convert.
+* ``args`` is the event's args value as JSON text, every key kept (numbers exact:
+  ``events.encode_exact``); keys listed in ``schema.PROMOTED_ARGS`` are also copied
+  into typed columns (NULL where a value does not convert).
 * Legacy categories (``Kernel``, ``Operator``, ...) are mapped to today's names,
   the original kept in ``cat_raw``.
 * Events that cannot be used are dropped and counted by (reason, ph): no ``ts`` (except
@@ -195,10 +196,10 @@ class EventBatch:
         self.b_times: dict[int, tuple[int, int]] = {}  # row -> (ts_ns, dur_ns) of a closed B/E pair
 
     def add(self, row: tuple[Any, ...], args: Any) -> None:
-        """Appends a row; its args are split into promoted columns and residual JSON."""
+        """Appends a row; its promoted args are also copied into their columns."""
         promoted: dict[str, Any] = {}
         out_of_range: dict[str, int] = {}
-        args_json = split_args(args, promoted, out_of_range) if args else None
+        args_json = split_args(args, promoted, out_of_range)
         i = len(self.rows)
         if out_of_range:
             self.row_out_of_range[i] = out_of_range
