@@ -539,12 +539,27 @@ def board(
     force: Annotated[bool, typer.Option("--force", help="Recompute every workload, not only the changed ones.")] = False,
     no_cache: NoCacheOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
+    config: Annotated[
+        Optional[Path], typer.Option("--config", help="CCL-Bench's website/benchmark_config.json: its pairs "
+                                                      "(ingested as needed), `auto` or listed metrics, "
+                                                      "required_update; benchmark_data.json follows it.")
+    ] = None,
+    write_config: Annotated[
+        Optional[Path], typer.Option("--write-config", help="Also write a benchmark_config.json naming every "
+                                                            "workload of the warehouse (\"auto\").")
+    ] = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Build the static leaderboard site: one row per workload, a page per workload with plots,
-    and benchmark_data.json in CCL-Bench's format. A rebuild recomputes only changed workloads."""
+    and benchmark_data.json in CCL-Bench's format. A rebuild recomputes only changed workloads.
+
+    With --config, CCL-Bench's website config drives benchmark_data.json / data.js: its
+    pairs, their metrics (`auto`: the metric_info entries whose trace_types meet the card's
+    metric_source.traces) and required_update (docs/ccl-bench.md). Exit status 1 if a pair
+    or metric failed (each named on stderr; the rest is written)."""
     from cclq.cli.progress import StepProgress
-    from cclq.present.board.build import board_specs, build_board
+    from cclq.present.board.build import board_specs, build_board, build_from_config
+    from cclq.present.board.build import write_config as write_board_config
     from cclq.query.metrics import check_batch_params, parse_param_args
 
     params = parse_param_args(param or [])
@@ -556,6 +571,25 @@ def board(
         if traces and not quiet:
             bar.append(StepProgress(f"metrics over {traces} workload(s)", metrics).__enter__())
 
+    if config is not None:
+        try:
+            cresult = build_from_config(wh, out_dir, config, params, use_cache=not no_cache, on_start=start,
+                                        on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
+        finally:
+            for b in bar:
+                b.__exit__(None, None, None)
+        for line in cresult.problems:
+            print(f"cclq: error: {line}", file=sys.stderr)
+        if write_config is not None:
+            n = write_board_config(wh, write_config)
+            if not quiet:
+                print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
+        if not quiet:
+            print(f"board: {cresult.pairs} pair(s) from {config}: {cresult.computed} value(s) computed, "
+                  f"{cresult.reused} reused -> {out_dir / 'benchmark_data.json'}", file=sys.stderr)
+        if cresult.problems:
+            raise typer.Exit(1)
+        return
     try:
         result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
@@ -567,6 +601,10 @@ def board(
         print(f"board: {result.workloads} workload(s), {len(result.computed)} computed, {result.reused} unchanged"
               + (f", {result.removed} removed" if result.removed else "")
               + f" -> {out_dir / 'index.html'} ({result.seconds:.1f} s)", file=sys.stderr)
+    if write_config is not None:
+        n = write_board_config(wh, write_config)
+        if not quiet:
+            print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------- cards
