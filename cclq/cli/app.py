@@ -684,6 +684,85 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     raise typer.Exit(code)
 
 
+# ------------------------------------------------------------------------- serve
+@app.command(epilog="Example: cclq serve --port 8000   (then open http://127.0.0.1:8000/)")
+def serve(
+    data_dir: Annotated[Path, typer.Option("--data", help="Folder for upload jobs (uploads/<id>/) and, unless "
+                                                          "--board says otherwise, the board (board/).")]
+    = Path(".cclq/serve"),
+    host: Annotated[str, typer.Option("--host", help="Address to bind; 127.0.0.1 keeps it on this machine.")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on.")] = 8000,
+    board_dir: Annotated[Optional[Path], typer.Option("--board", help="The board's folder [default: DATA/board].")]
+    = None,
+    config: Annotated[
+        Optional[Path], typer.Option("--config", help="CCL-Bench's benchmark_config.json: an upload gets its "
+                                                      "metric_info metrics (`auto` by the card's trace types).")
+    ] = None,
+    token: Annotated[
+        Optional[str], typer.Option("--token", envvar="CCLQ_SERVE_TOKEN", show_default=False,
+                                    help="Uploads need `Authorization: Bearer TOKEN` [env: CCLQ_SERVE_TOKEN].")
+    ] = None,
+    max_upload_mb: Annotated[int, typer.Option("--max-upload-mb", min=1, help="Largest upload (request body).")]
+    = 1024,
+    max_unpacked_mb: Annotated[int, typer.Option("--max-unpacked-mb", min=1, help="Most an upload may unpack to.")]
+    = 8192,
+    max_files: Annotated[int, typer.Option("--max-files", min=1, help="Most files an upload may unpack to.")] = 20000,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=64, help="Upload jobs run at once.")] = 1,
+    queue_size: Annotated[int, typer.Option("--queue", min=1, help="Jobs that may wait; more are refused (503).")]
+    = 16,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Serve the board with CCL-Bench's upload API: POST /api/upload (a zip/tar/tar.gz/.gz of a
+    trace folder), GET /api/results/<id> (results.json), GET /health.
+
+    An upload is unpacked safely (no paths out of its folder, no links, bounded size, file
+    count and inflation), its card checked, then a job queue ingests it, computes the metrics
+    and rebuilds the board. Needs the extra: pip install 'cclq[serve]'."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UsageError("cclq serve needs Starlette and uvicorn", hint="pip install 'cclq[serve]'") from None
+    from cclq.present.serve.app import ServeSettings
+    from cclq.present.serve.app import serve as run_server
+    from cclq.present.serve.archive import Limits
+
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        print(f"cclq: warning: serving on {host} without a token: anyone who reaches it can upload",
+              file=sys.stderr)
+    settings = ServeSettings(
+        data_dir=data_dir, warehouse=_warehouse(warehouse), board_dir=board_dir or data_dir / "board",
+        config_path=config, token=token,
+        limits=Limits(max_upload_bytes=max_upload_mb * MIB, max_total_bytes=max_unpacked_mb * MIB,
+                      max_files=max_files),
+        workers=jobs, queue_size=queue_size)
+    print(f"cclq serve: http://{host}:{port}/  (uploads in {data_dir / 'uploads'}, warehouse "
+          f"{settings.warehouse.root}; Ctrl-C stops)", file=sys.stderr)
+    run_server(settings, host, port)
+
+
+# --------------------------------------------------------------------- ccl-bench
+ccl_bench_app = typer.Typer(help="Switching a CCL-Bench checkout over to cclq (docs/ccl-bench.md).",
+                            no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(ccl_bench_app, name="ccl-bench")
+
+
+@ccl_bench_app.command("shim", epilog="Example: cclq ccl-bench shim ~/ccl-bench --force")
+def ccl_bench_shim(
+    checkout: Annotated[Path, typer.Argument(help="The CCL-Bench checkout (the folder holding tools/ and website/).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace CCL-Bench's own tools/main.py (kept as "
+                                                        "tools/main_ccl_bench.py).")] = False,
+) -> None:
+    """Write tools/main.py so CCL-Bench's website scripts get their numbers from cclq, and add
+    .cclq/ to the checkout's .gitignore."""
+    from cclq.compat.shim import write_shim
+
+    result = write_shim(checkout, force=force)
+    print(f"wrote {result.shim}" + (f" (CCL-Bench's dispatcher kept as {result.kept.name})" if result.kept else "")
+          + ("; .cclq/ added to .gitignore" if result.gitignore_changed else ""), file=sys.stderr)
+
+
 # ------------------------------------------------------------------------ record
 @app.command(epilog="Example: cclq record ddlb_config.json -o runs --nproc 2 && cclq ingest runs")
 def record(
