@@ -268,7 +268,8 @@ UPLOAD_JS = """// cclq serve: posts the form to /api/upload, polls the job, relo
   });
 })();
 """
-PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>cclq benchmark board</title></head>
+PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>cclq benchmark board</title>
+<link rel="icon" href="data:,"></head>
 <body><h1>cclq benchmark board</h1><p>No workload yet: upload a trace folder below.</p></body></html>"""
 
 
