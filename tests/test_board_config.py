@@ -144,3 +144,20 @@ def test_the_cli_and_write_config(folders, tmp_path):
     assert proc.returncode == 1
     assert "missing" in proc.stderr and "Traceback" not in proc.stderr
     assert rows_of(tmp_path / "site3")[str(folders["gpu"])]["metrics"] == {"avg_step_time": 0.001}
+
+
+def test_an_upload_job_picks_the_configs_metrics(tmp_path):
+    """`cclq serve --config`: an upload gets the config's auto choice for its card, or all
+    of metric_info when the card names no trace types (as process_upload.py runs them
+    all); without a config, cclq's leaderboard metrics with their metric_info."""
+    from cclq.present.board.build import board_specs
+    from cclq.present.serve.jobs import JobSettings, job_metrics
+
+    cfg = write_config(tmp_path / "benchmark_config.json", [])
+    settings = JobSettings(Warehouse(tmp_path / "wh"), tmp_path / "board", cfg)
+    names, info = job_metrics(settings, ["json"], "training")
+    assert names == ["avg_step_time", "kernel_compute_time_group_6"]
+    assert info == {n: METRIC_INFO[n] for n in names}
+    assert job_metrics(settings, [], None)[0] == list(METRIC_INFO)
+    names, info = job_metrics(JobSettings(Warehouse(tmp_path / "wh"), tmp_path / "board", None), ["json"], None)
+    assert names == [s.name for s in board_specs() if s.leaderboard] and set(info) == set(names)
