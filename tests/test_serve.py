@@ -15,6 +15,7 @@ import gzip
 import http.client
 import io
 import json
+import re
 import os
 import socket
 import subprocess
@@ -201,6 +202,24 @@ def test_an_upload_runs_and_lands_on_the_board(server, tmp_path):
     # results survive a restart: read from the job folder
     folder = server.root / "data" / "uploads" / body["upload_id"]
     assert json.loads((folder / "results.json").read_text())["metrics"] == results["metrics"]
+
+
+def test_a_failed_job_says_why_and_loses_nothing(server, tmp_path):
+    """Two workload folders in one upload: the job fails with the reason; the board and
+    the warehouse are as they were."""
+    build_gpu(tmp_path / "two" / "run_a", card=CARD)
+    build_gpu(tmp_path / "two" / "run_b", card=CARD)
+    rows = re.findall(r'data-trace="([^"]+)"', server.get("/")[1])
+    status, body = server.upload([("two.zip", zipped_folder(tmp_path / "two"))], {"group_name": "two"})
+    assert status == 202, body
+    done = server.wait(body["upload_id"])
+    assert done["status"] == "error" and "2 workload folders" in done["error"], done
+    assert re.findall(r'data-trace="([^"]+)"', server.get("/")[1]) == rows
+
+
+def test_too_many_file_parts(server):
+    status, body = server.upload([(f"f{i}.json", b"{}") for i in range(51)])
+    assert status == 413 and "more than 50 files" in body["error"]
 
 
 def test_the_token(server):

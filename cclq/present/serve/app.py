@@ -70,8 +70,9 @@ class _FormSink:
     """python-multipart callbacks: file parts go straight to ``incoming/``, text fields
     to small bounded buffers."""
 
-    def __init__(self, incoming: Path) -> None:
+    def __init__(self, incoming: Path, max_files: int) -> None:
         self.incoming = incoming
+        self.max_files = max_files
         self.files: list[tuple[Path, str]] = []  # (stored path, safe original name)
         self.uploaded: list[dict[str, Any]] = []
         self.rejected: list[dict[str, str]] = []
@@ -117,6 +118,8 @@ class _FormSink:
         if name not in FILE_FIELDS:
             self.rejected.append({"original": original, "reason": f"file in field {name!r} (want `files`)"})
             return
+        if len(self.files) >= self.max_files:
+            raise UploadRefused(413, f"more than {self.max_files} files in the upload")
         safe = safe_filename(original)
         if safe is None or any(n == safe for _, n in self.files):
             self.rejected.append({"original": original, "reason": "invalid or repeated filename"})
@@ -319,7 +322,7 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         upload_id = new_upload_id()
         folder = uploads / upload_id
         (folder / "incoming").mkdir(parents=True)
-        sink = _FormSink(folder / "incoming")
+        sink = _FormSink(folder / "incoming", settings.limits.max_files)
         try:
             parser = MultipartParser(boundary, sink.callbacks())
             received = 0
@@ -356,7 +359,10 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         job = jobs.get(upload_id)
         state: dict[str, Any] = {}
         if job is None and (folder / "job.json").is_file():
-            state = json.loads((folder / "job.json").read_text(encoding="utf-8"))
+            try:
+                state = json.loads((folder / "job.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return error(500, f"the state of upload {upload_id} cannot be read")
         status = job.status if job is not None else state.get("status")
         if status is None:
             return error(404, "Upload ID not found")

@@ -146,7 +146,11 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
 
     wh = settings.warehouse
     start = time.perf_counter()
-    (workload,) = plan_inputs([job.workload])
+    workloads = plan_inputs([job.workload])
+    if len(workloads) != 1:
+        raise CclqError(f"the upload holds {len(workloads)} workload folders "
+                        f"({', '.join(w.trace for w in workloads[:5])}); upload one workload folder a job")
+    (workload,) = workloads
     with write_lock:
         report = ingest([job.workload], wh, jobs=1)
     failed = [o.message for o in report.failed]
