@@ -180,7 +180,7 @@ def test_health(server):
 def test_an_upload_runs_and_lands_on_the_board(server, tmp_path):
     build_gpu(tmp_path / "my_run", card=CARD)
     status, body = server.upload([("my_run.zip", zipped_folder(tmp_path / "my_run"))], {"group_name": "team a"})
-    assert status == 202, body
+    assert status == 200, body
     assert body["status"] == "ok" and body["group_name"] == "team a"
     assert body["uploaded"][0]["filename"] == "my_run.zip" and body["files"] == 3
     assert body["card"] == "workload_card.yaml" and isinstance(body["card_problems"], list)
@@ -211,7 +211,7 @@ def test_a_failed_job_says_why_and_loses_nothing(server, tmp_path):
     build_gpu(tmp_path / "two" / "run_b", card=CARD)
     rows = re.findall(r'data-trace="([^"]+)"', server.get("/")[1])
     status, body = server.upload([("two.zip", zipped_folder(tmp_path / "two"))], {"group_name": "two"})
-    assert status == 202, body
+    assert status == 200, body
     done = server.wait(body["upload_id"])
     assert done["status"] == "error" and "2 workload folders" in done["error"], done
     assert re.findall(r'data-trace="([^"]+)"', server.get("/")[1]) == rows
@@ -286,3 +286,42 @@ def test_hostile_uploads_are_refused_and_leave_nothing(case, server, tmp_path):
     assert everything(server.root) == before  # no job folder, no file anywhere under the server's root
     assert not (tmp_path / "abs-escape.txt").exists() and not (server.root / "escaped.txt").exists()
     assert not (server.root / "data" / "escaped.txt").exists()
+
+
+def test_serving_a_ccl_bench_site_as_it_is(tmp_path):
+    """--site: the folder's own index.html and files, unchanged by a job; the upload API
+    answers as CCL-Bench's page expects (200, status ok, then metrics and metric_info)."""
+    site = tmp_path / "ccl-bench"
+    (site / "website").mkdir(parents=True)
+    page = "<!doctype html><html><body><h1>CCL-Bench</h1><form id='their-form'></form></body></html>"
+    (site / "index.html").write_text(page)
+    (site / "website" / "data.js").write_text("const BENCHMARK_DATA = {};\n")
+    (tmp_path / "root").mkdir()
+    server = Server(tmp_path / "root", "--site", str(site))
+    try:
+        assert server.get("/") == (200, page)
+        assert server.get("/website/data.js")[1] == "const BENCHMARK_DATA = {};\n"
+        build_gpu(tmp_path / "run", card=CARD)
+        card = json.dumps({"workload": {"model": {"phase": "training"}}, "metric_source": {"traces": ["json"]}})
+        status, body = server.upload([("run.zip", zipped_folder(tmp_path / "run"))],
+                                     {"group_name": "site run", "workload_card": card})
+        assert (status, body["status"]) == (200, "ok")
+        assert body["workload_card_generated"] is False  # the upload has its own card
+        done = server.wait(body["upload_id"])
+        assert done["status"] == "done" and done["results"]["metrics"]["avg_step_time"] == 0.001
+        assert (site / "index.html").read_text() == page and sorted(p.name for p in site.rglob("*")) == [
+            "data.js", "index.html", "website"]
+        assert not (tmp_path / "root" / "data" / "board").exists()
+        # no card in the upload: the form's card is written (nulls dropped) and checked
+        (tmp_path / "run" / "workload_card.yaml").unlink()
+        form_card = json.dumps({"workload": {"model": {"phase": "training", "moe": None}},
+                                "metric_source": {"traces": ["json"]}})
+        status, body = server.upload([("run.zip", zipped_folder(tmp_path / "run"))],
+                                     {"group_name": "no card", "workload_card": form_card})
+        assert (status, body["workload_card_generated"], body["card"]) == (200, True, "workload_card.yaml")
+        assert body["card_problems"]  # the template's required fields are missing: reported, not refused
+        written = (tmp_path / "root" / "data" / "uploads" / body["upload_id"] / "trace" / body["workload"]
+                   / "workload_card.yaml").read_text()
+        assert "moe" not in written and "json" in written
+    finally:
+        server.stop()

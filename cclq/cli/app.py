@@ -695,6 +695,10 @@ def serve(
     port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on.")] = 8000,
     board_dir: Annotated[Optional[Path], typer.Option("--board", help="The board's folder [default: DATA/board].")]
     = None,
+    site_dir: Annotated[
+        Optional[Path], typer.Option("--site", help="Serve this static site as it is instead of cclq's board (a "
+                                                    "CCL-Bench checkout: its index.html's upload form works as is).")
+    ] = None,
     config: Annotated[
         Optional[Path], typer.Option("--config", help="CCL-Bench's benchmark_config.json: an upload gets its "
                                                       "metric_info metrics (`auto` by the card's trace types).")
@@ -733,7 +737,7 @@ def serve(
               file=sys.stderr)
     settings = ServeSettings(
         data_dir=data_dir, warehouse=_warehouse(warehouse), board_dir=board_dir or data_dir / "board",
-        config_path=config, token=token,
+        config_path=config, token=token, site_dir=site_dir,
         limits=Limits(max_upload_bytes=max_upload_mb * MIB, max_total_bytes=max_unpacked_mb * MIB,
                       max_files=max_files),
         workers=jobs, queue_size=queue_size)

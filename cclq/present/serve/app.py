@@ -7,7 +7,10 @@
                                  optionally workload_card (the card as JSON)
     GET  /api/results/<id>       {"status": queued | processing | done | error,
                                   "results": {"metrics", "metric_info", "reasons"}, ...}
-    GET  /                       the board (cclq board's site), with an upload form
+    GET  /                       the board (cclq board's site), with an upload form; or,
+                                 with ``--site DIR``, DIR's own index.html and files as they
+                                 are (CCL-Bench's checkout: its page's upload form calls the
+                                 routes above on the same origin)
 
 Built on Starlette (the ASGI toolkit under FastAPI) served by uvicorn; both are in the
 ``serve`` extra and imported only here. Why not Flask, which CCL-Bench uses: an ASGI
@@ -54,6 +57,7 @@ class ServeSettings:
     warehouse: Warehouse
     board_dir: Path
     config_path: Path | None = None
+    site_dir: Path | None = None  # serve this static site as it is (CCL-Bench's checkout) instead of the board
     token: str | None = None
     limits: Limits = Limits()
     workers: int = 1
@@ -295,11 +299,13 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    jobs = queue or JobQueue(JobSettings(settings.warehouse, settings.board_dir, settings.config_path,
+    board = None if settings.site_dir is not None else settings.board_dir
+    jobs = queue or JobQueue(JobSettings(settings.warehouse, board, settings.config_path,
                                          settings.workers, settings.queue_size))
     uploads = settings.data_dir / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
-    settings.board_dir.mkdir(parents=True, exist_ok=True)
+    static_root = settings.site_dir if settings.site_dir is not None else settings.board_dir
+    static_root.mkdir(parents=True, exist_ok=True)
 
     def error(status: int, message: str, **extra: Any) -> JSONResponse:
         return JSONResponse({"error": message, **extra}, status_code=status)
@@ -349,7 +355,7 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
             shutil.rmtree(folder, ignore_errors=True)
             return error(503, "the job queue is full; try again later")
         write_json(folder / "upload.json", body)
-        return JSONResponse(body, status_code=202)
+        return JSONResponse(body)  # 200: CCL-Bench's page checks for exactly that
 
     async def results(request: Request) -> JSONResponse:
         upload_id = request.path_params["upload_id"]
@@ -379,6 +385,10 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         return error(404, "Upload ID not found" if request.url.path.startswith("/api/results/") else "no such API route")
 
     async def index(request: Request) -> HTMLResponse:
+        if settings.site_dir is not None:  # the site's own page, with its own upload form
+            page = settings.site_dir / "index.html"
+            return HTMLResponse(page.read_text(encoding="utf-8") if page.is_file() else PLACEHOLDER,
+                                status_code=200 if page.is_file() else 404)
         return HTMLResponse(board_index(settings.board_dir))
 
     async def upload_js(request: Request) -> Response:
@@ -392,7 +402,7 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         Route("/", index, methods=["GET"]),
         Route("/index.html", index, methods=["GET"]),
         Route("/_serve/upload.js", upload_js, methods=["GET"]),
-        Mount("/", app=StaticFiles(directory=settings.board_dir, check_dir=False)),
+        Mount("/", app=StaticFiles(directory=static_root, check_dir=False)),
     ]
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -411,6 +421,6 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
 
     from cclq.present.board.build import build_board
 
-    if settings.warehouse.exists():
+    if settings.site_dir is None and settings.warehouse.exists():
         build_board(settings.warehouse, settings.board_dir)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")

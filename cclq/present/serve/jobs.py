@@ -57,7 +57,7 @@ class Job:
 @dataclass
 class JobSettings:
     warehouse: Warehouse
-    board_dir: Path
+    board_dir: Path | None  # None: no board to rebuild (cclq serve --site)
     config_path: Path | None  # CCL-Bench's benchmark_config.json: its metric_info picks the metrics
     workers: int = 1
     queue_size: int = 16
@@ -185,7 +185,9 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
         con.close()
     write_json(job.folder / "results.json", {"metrics": metrics, "metric_info": info, "reasons": reasons,
                                              "trace": workload.trace})
-    with write_lock:
-        build_board(wh, settings.board_dir)
-    job.log.append(f"{sum(v is not None for v in metrics.values())}/{len(metrics)} metrics computed, "
-                   f"board rebuilt ({time.perf_counter() - start:.1f} s)")
+    if settings.board_dir is not None:
+        with write_lock:
+            build_board(wh, settings.board_dir)
+    job.log.append(f"{sum(v is not None for v in metrics.values())}/{len(metrics)} metrics computed"
+                   + (", board rebuilt" if settings.board_dir is not None else "")
+                   + f" ({time.perf_counter() - start:.1f} s)")
