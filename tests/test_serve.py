@@ -235,8 +235,9 @@ def test_malformed_requests_get_json_errors(server):
     assert (status, body["error"]) == (400, "Missing group_name")
     status, body = server.upload([], raw=b"hello", ctype="text/plain")
     assert status == 415 and "multipart" in body["error"]
-    assert server.get("/api/results/20990101T000000Z_deadbeef") == (404, {"error": "Upload ID not found"})
-    assert server.get("/api/results/..%2F..%2Fetc") == (404, {"error": "Upload ID not found"})
+    not_found = {"error": "Upload ID not found", "message": "Upload ID not found"}
+    assert server.get("/api/results/20990101T000000Z_deadbeef") == (404, not_found)
+    assert server.get("/api/results/..%2F..%2Fetc") == (404, not_found)
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     conn.request("GET", "/../../../etc/passwd")
     r = conn.getresponse()

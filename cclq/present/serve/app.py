@@ -25,7 +25,8 @@ Safety: the server binds to 127.0.0.1 unless told otherwise; with a token (``--t
 or ``CCLQ_SERVE_TOKEN``) an upload needs ``Authorization: Bearer <token>``; archives
 are unpacked by ``cclq.present.serve.archive`` (no traversal, no links, bounded size,
 count and inflation); upload ids are checked against their pattern before they touch
-a path; errors are JSON ``{"error": "..."}`` with a 4xx/5xx status.
+a path; errors are JSON ``{"error": "...", "message": "..."}`` (CCL-Bench's page shows
+``message``) with a 4xx/5xx status.
 """
 
 from __future__ import annotations
@@ -308,7 +309,8 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     static_root.mkdir(parents=True, exist_ok=True)
 
     def error(status: int, message: str, **extra: Any) -> JSONResponse:
-        return JSONResponse({"error": message, **extra}, status_code=status)
+        # `error` as CCL-Bench's server sends it; `message` too, which its page displays
+        return JSONResponse({"error": message, "message": message, **extra}, status_code=status)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True})
