@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cclq.present.board.build import build_from_config
-from cclq.present.board.config import auto_metrics, six_digits
+from cclq.present.board.config import auto_metrics, in_config_unit, six_digits
 from cclq.store.warehouse import Warehouse
 from conftest import run_cli
 from test_ccl_bench_names import build_gpu, build_tpu
@@ -41,6 +41,7 @@ METRIC_INFO = {
     "kernel_compute_time_group_6": {"unit": "s", "trace_types": ["json"], "category": "gpu_efficiency"},
     "comm_kernel_breakdown_tpu": {"unit": "s", "trace_types": ["json_tpu"], "category": "communication"},
     "straggler": {"unit": "ratio", "trace_types": ["nsys"], "category": "communication"},
+    "communication_overhead": {"unit": "%", "trace_types": ["json"], "category": "communication"},
 }
 CATEGORIES = [{"id": "model_execution", "label": "Model Execution", "description": "from the config"}]
 
@@ -66,11 +67,14 @@ def rows_of(out: Path) -> dict[str, dict]:
 
 
 def test_auto_follows_trace_types_and_phases():
-    assert auto_metrics(METRIC_INFO, ["json"], "training") == ["avg_step_time", "kernel_compute_time_group_6"]
+    assert auto_metrics(METRIC_INFO, ["json"], "training") == ["avg_step_time", "kernel_compute_time_group_6",
+                                                                 "communication_overhead"]
     assert auto_metrics(METRIC_INFO, ["json"], "Inference") == ["avg_step_time", "ttft",
-                                                                  "kernel_compute_time_group_6"]
+                                                                  "kernel_compute_time_group_6", "communication_overhead"]
     assert auto_metrics(METRIC_INFO, ["nsys", "json_tpu"], None) == ["avg_step_time", "comm_kernel_breakdown_tpu",
                                                                      "straggler"]
+    assert in_config_unit(0.25, "ratio", {"unit": "%"}) == 25.0
+    assert in_config_unit(0.25, "ratio", {"unit": "ratio"}) == 0.25 and in_config_unit(0.25, "s", {"unit": "%"}) == 0.25
     assert auto_metrics(METRIC_INFO, [], "training") == []
     assert six_digits(0.123456789) == 0.123457 and six_digits(float("nan")) is None and six_digits(-1.0) is None
 
@@ -96,18 +100,21 @@ def test_config_pairs_auto_lists_and_required_update(folders, tmp_path):
     # auto on a json training card: avg_step_time and kernel_compute_time_group_6 (ttft is
     # for inference, the others for other trace types); avg_step_time reused (the pair and
     # the metric say no update), kernel_compute_time computed: 2 ranks x 1200 us
-    assert rows[gpu]["metrics"] == {"avg_step_time": 42.0, "kernel_compute_time_group_6": 0.0024}
+    # communication_overhead: a 0..1 ratio in cclq, percent in the config: (340 + 440) /
+    # (340 + 1200 + 440 + 1200) x 100
+    assert rows[gpu]["metrics"] == {"avg_step_time": 42.0, "kernel_compute_time_group_6": 0.0024,
+                                    "communication_overhead": float(f"{780 / 3180 * 100:.6g}")}
     # the TPU pair says required_update: every listed metric computed, 6 digits, null for
     # the unknown name (with its reason)
     assert rows[tpu]["metrics"] == {"comm_kernel_breakdown_tpu": 1e-05, "avg_step_time": None,
                                     "no_such_metric": None}
     assert rows[tpu]["reasons"]["no_such_metric"] == "unknown metric no_such_metric"
     assert rows[gpu]["metadata"]["workload_name"] == "gpu_run"
-    assert (result.reused, result.computed) == (1, 4)
+    assert (result.reused, result.computed) == (1, 5)
     assert any("no_such_metric" in p for p in result.problems)
     data = json.loads((out / "benchmark_data.json").read_text())
     assert data["metric_info"] == METRIC_INFO and data["metric_categories"] == CATEGORIES
-    assert data["all_metrics"] == sorted(["avg_step_time", "kernel_compute_time_group_6",
+    assert data["all_metrics"] == sorted(["avg_step_time", "kernel_compute_time_group_6", "communication_overhead",
                                           "comm_kernel_breakdown_tpu", "no_such_metric"])
     assert (out / "data.js").read_text().count("const BENCHMARK_DATA = ") == 1
     assert (out / "index.html").is_file()
@@ -116,8 +123,9 @@ def test_config_pairs_auto_lists_and_required_update(folders, tmp_path):
     info = {**METRIC_INFO, "avg_step_time": {**METRIC_INFO["avg_step_time"], "required_update": True}}
     write_config(cfg, [{"trace": gpu, "metrics": "auto", "required_update": False}], info)
     result = build_from_config(wh, out, cfg)
-    assert rows_of(out)[gpu]["metrics"] == {"avg_step_time": 0.001, "kernel_compute_time_group_6": 0.0024}
-    assert (result.reused, result.computed) == (1, 1)
+    assert rows_of(out)[gpu]["metrics"] == {"avg_step_time": 0.001, "kernel_compute_time_group_6": 0.0024,
+                                            "communication_overhead": float(f"{780 / 3180 * 100:.6g}")}
+    assert (result.reused, result.computed) == (2, 1)
 
 
 def test_the_cli_and_write_config(folders, tmp_path):
@@ -156,7 +164,7 @@ def test_an_upload_job_picks_the_configs_metrics(tmp_path):
     cfg = write_config(tmp_path / "benchmark_config.json", [])
     settings = JobSettings(Warehouse(tmp_path / "wh"), tmp_path / "board", cfg)
     names, info = job_metrics(settings, ["json"], "training")
-    assert names == ["avg_step_time", "kernel_compute_time_group_6"]
+    assert names == ["avg_step_time", "kernel_compute_time_group_6", "communication_overhead"]
     assert info == {n: METRIC_INFO[n] for n in names}
     assert job_metrics(settings, [], None)[0] == list(METRIC_INFO)
     names, info = job_metrics(JobSettings(Warehouse(tmp_path / "wh"), tmp_path / "board", None), ["json"], None)

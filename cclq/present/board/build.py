@@ -292,7 +292,14 @@ def build_from_config(
     from cclq.errors import CclqError
     from cclq.ingest.plan import plan_inputs
     from cclq.ingest.run import ingest
-    from cclq.present.board.config import cached_values, load_config, plan_pair, six_digits, stale_metrics
+    from cclq.present.board.config import (
+        cached_values,
+        in_config_unit,
+        load_config,
+        plan_pair,
+        six_digits,
+        stale_metrics,
+    )
     from cclq.query.metrics import registry, resolve, run_metric, summarize_rows
 
     params = params or {}
@@ -359,8 +366,9 @@ def build_from_config(
                     problems.append(f"metric {name}: {e.message}")
                     rows = []
                 for t in traces:
-                    values[(t, name)] = summarize_rows(spec, [r for r in rows if r["trace"] == t]) if rows else (
+                    value, reason = summarize_rows(spec, [r for r in rows if r["trace"] == t]) if rows else (
                         None, "the metric failed")
+                    values[(t, name)] = (in_config_unit(value, spec.unit, cfg.metric_info.get(name)), reason)
         finally:
             con.close()
     result = ConfigBoardResult(board, pairs=len(plans))
