@@ -1,8 +1,33 @@
 """cclq: a columnar analytics engine for distributed-training profiler traces.
 
-Library entry points (the CLI is a thin wrapper over these):
-``cclq.ingest.ingest`` builds the warehouse, ``cclq.query.engine.connect`` opens it in
-DuckDB with every view defined.
+From Python (a notebook): ``ws = cclq.open()`` opens the warehouse (``cclq.api``);
+``cclq.TraceAnalysis(trace_dir)`` gives HTA's method names over it. The CLI is ``cclq``
+(``cclq.cli``). The package's layers are drawn in docs/architecture.md.
+
+This module is an entry point: its public names are imported when first used, so
+``import cclq`` stays light and nothing inside the package imports it.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cclq.version import __version__
+
+if TYPE_CHECKING:
+    from cclq.api.hta import TraceAnalysis
+    from cclq.api.workspace import Workspace, open
+
+__all__ = ["__version__", "open", "Workspace", "TraceAnalysis"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("open", "Workspace"):
+        from cclq.api import workspace
+
+        return getattr(workspace, name)
+    if name == "TraceAnalysis":
+        from cclq.api.hta import TraceAnalysis
+
+        return TraceAnalysis
+    raise AttributeError(f"module 'cclq' has no attribute {name!r}")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cclq.query.engine import connect
 from cclq.ingest.report import IngestReport
 from cclq.ingest.run import ingest
+from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,7 +50,8 @@ def query(wh: Warehouse, sql: str, params: list | None = None) -> list[tuple]:
 
 def metric_rows(wh: Warehouse, name: str, trace: str | None = None) -> list[dict]:
     """One metric's rows (the latest version, every trace or one), on a connection of its own."""
-    from cclq.query.metrics import resolve, run_metric
+    from cclq.query.metrics import run_metric
+    from cclq.query.registry import resolve
 
     con = connect(wh)
     try:
@@ -81,8 +82,9 @@ def write_trace(path: Path, events: list, **top) -> Path:
 def board_site(tmp_path_factory: pytest.TempPathFactory):
     """A warehouse of six workloads and the board built from it (once per session):
     (warehouse root, site folder, the BoardResult)."""
-    from cclq.present.board.build import build_board
     from presentation_traces import board_workloads
+
+    from cclq.present.board.build import build_board
 
     root = tmp_path_factory.mktemp("board")
     wh = Warehouse(root / "wh")

@@ -8,10 +8,16 @@ from pathlib import Path
 import pyarrow as pa
 
 from cclq.errors import TraceFileError
-from cclq.formats.base import READER_FAST, READER_IJSON, ReadAgain, ReadOptions, ReadResult
+from cclq.formats.base import (
+    READER_FAST,
+    READER_IJSON,
+    ReadAgain,
+    ReadOptions,
+    ReadResult,
+)
+from cclq.formats.chrome.reader import read_trace_file
 from cclq.formats.detect import detect
 from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits
-from cclq.formats.chrome.reader import read_trace_file
 from cclq.schema import EVENT_SCHEMA
 
 

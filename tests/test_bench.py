@@ -7,8 +7,9 @@ import csv
 import io
 import json
 
-from cclq.dev.synth.kineto import generate_workload
 from conftest import run_cli
+
+from cclq.dev.synth.kineto import generate_workload
 
 
 def _tables(stdout: str) -> list[list[dict[str, str]]]:
@@ -75,9 +76,10 @@ def test_board_bench_times_the_four_cases_over_the_copies():
 
 def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
     """Copies must not share file ids: HTA's views join on the file id alone."""
+    from conftest import query
+
     from cclq.dev.bench.run import board_warehouse
     from cclq.store.warehouse import Warehouse
-    from conftest import query
 
     wh = Warehouse(board_warehouse(tmp_path, 3))
     rows = query(wh, "SELECT trace, count(DISTINCT file_id), count(*) FROM files GROUP BY trace ORDER BY trace")

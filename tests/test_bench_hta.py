@@ -11,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from cclq.dev.bench.hta import HTA_METRICS, format_table, hta_metric_names, run_hta_bench
-from cclq.query.metrics import registry
+from cclq.dev.bench.hta import (
+    HTA_METRICS,
+    format_table,
+    hta_metric_names,
+    run_hta_bench,
+)
 from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.query.registry import registry
 
 COLUMNS = {"case", "seconds", "wall_s", "peak_rss_mb", "speedup_vs_hta", "wall_speedup_vs_hta",
            "memory_ratio_vs_hta", "detail", "errors"}

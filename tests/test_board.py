@@ -11,14 +11,21 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-from cclq.present.board.build import board_specs, build_board
-from cclq.present.board.svg import Series, bar_chart, line_chart, nice_ticks
-from cclq.query.engine import connect
-from cclq.query.metrics import LEADERBOARD_CATEGORIES, parse_metric_file, registry, resolve, run_metric
-from cclq.present.render import format_number
-from cclq.store.warehouse import Warehouse
 from conftest import run_cli, run_ingest
 from presentation_traces import SCRIPT_MODEL, board_workloads, two_rank_run
+
+from cclq.present.board.build import board_specs, build_board
+from cclq.present.board.svg import Series, bar_chart, line_chart, nice_ticks
+from cclq.present.render import format_number
+from cclq.query.metrics import run_metric
+from cclq.query.registry import (
+    LEADERBOARD_CATEGORIES,
+    parse_metric_file,
+    registry,
+    resolve,
+)
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
 
 CCL_BENCH_METADATA_KEYS = {
     "workload_name", "description", "hf_url", "trace_url", "model_family", "phase", "precision", "moe",

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REPO, SHARED_TRACES, query, require_shared, run_cli, run_ingest
 
 from cclq.cards.check import check_card_document, check_card_file
-from cclq.ingest.plan import check_input_cards
 from cclq.cards.load import find_card, load_card
 from cclq.dev.synth.kineto import KinetoTraceBuilder
-from conftest import REPO, SHARED_TRACES, query, require_shared, run_cli, run_ingest
+from cclq.ingest.plan import check_input_cards
 
 GOOD_CARD = """\
 version: 1

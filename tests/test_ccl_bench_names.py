@@ -18,8 +18,9 @@ import pytest
 
 from cclq.compat.main import run_here
 from cclq.dev.synth.kineto import KinetoTraceBuilder
-from cclq.query.engine import connect
-from cclq.query.metrics import registry, resolve, run_metric, summarize
+from cclq.query.metrics import run_metric, summarize
+from cclq.query.registry import registry, resolve
+from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 from conftest import run_ingest
 

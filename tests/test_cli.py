@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli, write_trace
 
 from cclq.cli.app import app
-from conftest import run_cli, write_trace
 
 COMMANDS = ["ingest", "traces", "sql", "shell"]
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from cclq.query.engine import connect
-from cclq.query.metrics import resolve, run_metric
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import require_shared, run_ingest
+
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.query.metrics import run_metric
+from cclq.query.registry import resolve
+from cclq.query.session import connect
 
 SENDRECV_OLD = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
 ALLREDUCE_OLD = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import query, run_cli, run_ingest
 
 import cclq.store.compaction as compaction
-from cclq.query.engine import connect
-from cclq.query.metrics import latest_specs, run_metric
 from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_workload
+from cclq.query.metrics import run_metric
+from cclq.query.registry import latest_specs
+from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
-from conftest import query, run_cli, run_ingest
 
 
 def _workloads(root) -> None:

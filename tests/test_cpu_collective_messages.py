@@ -5,8 +5,9 @@ record_param_comms. Every expected number is worked out below from the arguments
 
 from __future__ import annotations
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import query, run_ingest
+
+from cclq.dev.synth.kineto import KinetoTraceBuilder
 
 MS = 1_000_000  # ns
 

@@ -17,18 +17,20 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from cclq.ingest.dask import _DaskParses, check_workers  # noqa: E402  (after the skip)
-from cclq.query.dask import plan_partitions, run_metric_on_dask, run_metrics_on_dask  # noqa: E402
-from cclq.query.engine import connect  # noqa: E402
-from cclq.errors import TraceFileError, UsageError  # noqa: E402
-from cclq.ingest.parse import FileTask, PARSER_DIED
-from cclq.ingest.report import IngestReport
-from cclq.ingest.run import ingest
-from cclq.query.metrics import latest_specs, resolve, run_metric, run_metrics  # noqa: E402
-from cclq.schema import TABLE_SCHEMAS  # noqa: E402
-from cclq.store.warehouse import Warehouse  # noqa: E402
 from conftest import run_cli, write_trace  # noqa: E402
 from presentation_traces import board_workloads  # noqa: E402
+
+from cclq.errors import TraceFileError, UsageError  # noqa: E402
+from cclq.ingest.dask import _DaskParses, check_workers  # noqa: E402  (after the skip)
+from cclq.ingest.parse import PARSER_DIED, FileTask
+from cclq.ingest.report import IngestReport
+from cclq.ingest.run import ingest
+from cclq.query.dask import plan_partitions, run_metric_on_dask, run_metrics_on_dask  # noqa: E402
+from cclq.query.metrics import run_metric, run_metrics
+from cclq.query.registry import latest_specs, resolve
+from cclq.query.session import connect  # noqa: E402
+from cclq.schema import TABLE_SCHEMAS  # noqa: E402
+from cclq.store.warehouse import Warehouse  # noqa: E402
 
 # Metric columns whose last bits depend on the order DuckDB adds DOUBLEs up in (an avg or
 # sum of floats over rows of several files or devices): two local runs can differ there
@@ -293,7 +295,7 @@ def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(clu
     try:
         here = run_metrics(con, specs)
         done: list[tuple[int, int]] = []
-        there = run_metrics_on_dask(con, specs, None, None, local.scheduler_address, partitions=2,
+        there = run_metrics_on_dask(con, specs, None, local.scheduler_address, partitions=2,
                                     on_partition=lambda d, t: done.append((d, t)))
     finally:
         con.close()
@@ -309,17 +311,22 @@ def test_the_cache_is_keyed_by_the_whole_selection_in_the_client(cluster, local_
     local, _client = cluster
     wh, _report = local_wh
     spec = resolve("hta_kernel_type_breakdown")
-    cache = tmp_path / "cache"
-    con = connect(wh, views=False)
+    con = connect(wh, views=False, cache=True)
+    cache = con.cache_dir
+    assert cache is not None and not (cache.exists() and list(cache.iterdir()))
     try:
-        computed = run_metric_on_dask(con, spec, {}, cache, local.scheduler_address, partitions=2)
+        computed = run_metric_on_dask(con, spec, {}, local.scheduler_address, partitions=2)
         assert len(list(cache.iterdir())) == 1
-        assert run_metric(con, spec, {}, cache).equals(computed)  # a local run reads the same entry
+        assert run_metric(con, spec, {}).equals(computed)  # a local run reads the same entry
         # cached: no scheduler is asked (there is none at that address)
-        assert run_metric_on_dask(con, spec, {}, cache, "tcp://127.0.0.1:9").equals(computed)
-        assert computed.equals(run_metric(con, spec, {}))
+        assert run_metric_on_dask(con, spec, {}, "tcp://127.0.0.1:9").equals(computed)
     finally:
         con.close()
+    uncached = connect(wh, views=False)
+    try:
+        assert computed.equals(run_metric(uncached, spec, {}))
+    finally:
+        uncached.close()
 
 
 def test_a_metric_that_fails_on_the_workers_is_a_query_error(cluster, local_wh, tmp_path):
@@ -333,7 +340,7 @@ def test_a_metric_that_fails_on_the_workers_is_a_query_error(cluster, local_wh, 
     con = connect(wh, views=False)
     try:
         with pytest.raises(QueryError, match="no_such_column"):
-            run_metric_on_dask(con, broken, {}, None, local.scheduler_address, partitions=2)
+            run_metric_on_dask(con, broken, {}, local.scheduler_address, partitions=2)
     finally:
         con.close()
 

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-from cclq.store.warehouse import Warehouse
 from conftest import run_cli, run_ingest
 from presentation_traces import two_rank_run
+
+from cclq.store.warehouse import Warehouse
 
 US = 1e-6
 

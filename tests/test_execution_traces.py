@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+from conftest import SHARED_TRACES, query, require_shared, run_cli, run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
-from conftest import SHARED_TRACES, query, require_shared, run_cli, run_ingest
 
 
 def _tensor_bytes(value) -> int:

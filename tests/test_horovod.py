@@ -6,10 +6,10 @@ the comments from the placements."""
 from __future__ import annotations
 
 import pytest
-
-from cclq.formats.chrome.ijson_reader import HOROVOD_TRUNCATED, HOROVOD_UNTERMINATED
-from cclq.dev.synth.horovod import HorovodTimelineBuilder
 from conftest import metric_rows, query, run_ingest
+
+from cclq.dev.synth.horovod import HorovodTimelineBuilder
+from cclq.formats.chrome.ijson_reader import HOROVOD_TRUNCATED, HOROVOD_UNTERMINATED
 
 EPOCH_US = 1_700_000_000_000_000
 

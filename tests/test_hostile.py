@@ -8,7 +8,7 @@ tests/test_hostile_reader.py. Memory-hungry cases run in a subprocess under a me
 from __future__ import annotations
 
 import errno
-import json
+import logging
 import os
 import subprocess
 import sys
@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO, query, run_cli, run_ingest
 
-from cclq.query.engine import connect
-from cclq.ingest.plan import trace_id_for
-from cclq.query.metrics import registry, resolve, run_metric
 from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.ingest.plan import trace_id_for
+from cclq.query.metrics import run_metric
+from cclq.query.registry import registry, resolve
+from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
-from conftest import REPO, query, run_cli, run_ingest, write_trace
 
 
 def _gpu_trace(path: Path, rank: int = 0, world: int = 1, kernels: int = 2, dur_ns: int = 4_000) -> Path:
@@ -35,7 +36,7 @@ def _gpu_trace(path: Path, rank: int = 0, world: int = 1, kernels: int = 2, dur_
 
 
 def _kernel_time(wh: Warehouse) -> dict[str, float]:
-    con = connect(wh)
+    con = connect(wh, cache=True)
     rows = run_metric(con, resolve("total_kernel_time")).to_pylist()
     return {r["trace"]: r["value"] for r in rows}
 
@@ -90,14 +91,13 @@ def test_a_connection_reads_one_snapshot_and_caches_what_it_read(tmp_path, wh):
     ingest). A connection reads one snapshot: its result is right for its key."""
     _gpu_trace(tmp_path / "in" / "a" / "rank0.json")
     run_ingest([tmp_path / "in"], wh)
-    early = connect(wh, views=False)  # opened before the next ingest
+    early = connect(wh, views=False, cache=True)  # opened before the next ingest
     _gpu_trace(tmp_path / "in" / "b" / "rank0.json", kernels=3)
     run_ingest([tmp_path / "in"], wh)
     spec = resolve("total_kernel_time")
-    stale = {r["trace"]: r["value"] for r in run_metric(early, spec, cache_dir=wh.cache_dir).to_pylist()}
+    stale = {r["trace"]: r["value"] for r in run_metric(early, spec).to_pylist()}
     assert stale == {"a": pytest.approx(8e-6)}  # exactly its snapshot: no half of the new trace
-    fresh = {r["trace"]: r["value"] for r in run_metric(connect(wh, views=False), spec,
-                                                        cache_dir=wh.cache_dir).to_pylist()}
+    fresh = {r["trace"]: r["value"] for r in run_metric(connect(wh, views=False, cache=True), spec).to_pylist()}
     assert fresh == {"a": pytest.approx(8e-6), "b": pytest.approx(12e-6)}
 
 
@@ -132,13 +132,12 @@ def test_an_ingest_that_commits_while_a_connection_is_set_up_changes_nothing_it_
             return getattr(self._con, name)
 
     monkeypatch.setattr(engine.duckdb, "connect", IngestOnFirstStatement)
-    con = connect(wh, views=False)
+    con = connect(wh, views=False, cache=True)
     monkeypatch.undo()
     spec = resolve("total_kernel_time")
-    seen = {r["trace"]: r["value"] for r in run_metric(con, spec, cache_dir=wh.cache_dir).to_pylist()}
+    seen = {r["trace"]: r["value"] for r in run_metric(con, spec).to_pylist()}
     assert seen in ({"a": pytest.approx(8e-6)}, {"a": pytest.approx(8e-6), "b": pytest.approx(12e-6)})
-    cached = {r["trace"]: r["value"] for r in run_metric(connect(wh, views=False), spec,
-                                                         cache_dir=wh.cache_dir).to_pylist()}
+    cached = {r["trace"]: r["value"] for r in run_metric(connect(wh, views=False, cache=True), spec).to_pylist()}
     assert cached == {"a": pytest.approx(8e-6), "b": pytest.approx(12e-6)}
 
 
@@ -177,7 +176,7 @@ def test_queries_during_ingests_see_consistent_snapshots(tmp_path, wh):
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline or ingests[0] < 3:
-            con = connect(wh)
+            con = connect(wh, cache=True)
             assert con.execute(check).fetchall() == [(True, 16, 16)]
             checks += 1
     finally:
@@ -410,8 +409,8 @@ def test_a_newline_in_a_file_name_stays_on_one_error_line(tmp_path):
 
 
 # ---------------------------------------------------- 15. read-only warehouse
-def test_a_read_only_warehouse_still_computes_metrics(tmp_path, wh, monkeypatch, capsys):
-    import cclq.query.metrics as metrics_module
+def test_a_read_only_warehouse_still_computes_metrics(tmp_path, wh, monkeypatch, caplog):
+    import cclq.query.cache as metrics_module
 
     _gpu_trace(tmp_path / "in" / "work" / "rank0.json")
     run_ingest([tmp_path / "in"], wh)
@@ -420,11 +419,12 @@ def test_a_read_only_warehouse_still_computes_metrics(tmp_path, wh, monkeypatch,
         raise PermissionError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(metrics_module.pq, "write_table", refuse)
-    monkeypatch.setattr(metrics_module, "_cache_warned", False)
-    con = connect(wh, views=False)
-    rows = run_metric(con, resolve("total_kernel_time"), cache_dir=wh.cache_dir).to_pylist()
+    monkeypatch.setattr(metrics_module, "_noted", set())
+    con = connect(wh, views=False, cache=True)
+    with caplog.at_level(logging.INFO, logger="cclq"):
+        rows = run_metric(con, resolve("total_kernel_time")).to_pylist()
     assert [r["value"] for r in rows] == [pytest.approx(8e-6)]
-    assert "results are not cached" in capsys.readouterr().err
+    assert "results are not cached" in caplog.text
 
 
 def test_ingest_into_a_read_only_warehouse_is_a_clean_refusal(tmp_path, monkeypatch):
@@ -482,12 +482,12 @@ def test_a_changed_metric_header_is_not_served_from_the_cache(tmp_path, wh, monk
         -- description: kernels
         SELECT trace, count(*) AS value FROM kernels GROUP BY trace
     """)
-    monkeypatch.setattr("cclq.query.metrics.sql_root", lambda: sql)
+    monkeypatch.setattr("cclq.query.registry.sql_root", lambda: sql)
     units = []
     for unit in ("count", "kernels"):
         (sql / "metrics" / "demo" / "v1.sql").write_text(text.format(unit=unit))
         registry.cache_clear()
-        units.append(run_metric(connect(wh, views=False), resolve("demo"), cache_dir=wh.cache_dir)
+        units.append(run_metric(connect(wh, views=False, cache=True), resolve("demo"))
                      .column("unit").to_pylist())
     registry.cache_clear()
     assert units == [["count"], ["kernels"]]

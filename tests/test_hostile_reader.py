@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+from conftest import metric_rows, query, run_ingest, write_trace  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from readers import assert_same, both  # noqa: E402
 
+from cclq.formats.base import ReadOptions  # noqa: E402
 from cclq.formats.chrome import events as ev  # noqa: E402
 from cclq.formats.limits import MIB, ReadLimits  # noqa: E402
-from cclq.formats.base import ReadOptions  # noqa: E402
-from conftest import metric_rows, query, run_ingest, write_trace  # noqa: E402
-from readers import assert_same, both  # noqa: E402
 
 READERS = ["fast", "ijson"]
 GOOD = [{"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]

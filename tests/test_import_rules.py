@@ -17,17 +17,19 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cclq"
 # Lowest first. A module belongs to the first prefix that matches; each entry of a row
 # is a peer of the others in that row (peers may not import each other).
 LAYERS: list[tuple[str, ...]] = [
-    ("cclq", "cclq.errors", "cclq.schema", "cclq.locations", "cclq.proc"),
+    ("cclq.version", "cclq.errors", "cclq.schema", "cclq.locations", "cclq.proc", "cclq.sqltext"),
     ("cclq.formats",),
     ("cclq.cards",),
     ("cclq.store",),
     ("cclq.ingest", "cclq.record"),
     ("cclq.query",),
     ("cclq.present",),
+    ("cclq.api",),
     ("cclq.dev",),
     ("cclq.compat",),
     ("cclq.cli",),
-    ("cclq.__main__", "cclq.main"),  # entry points: `python -m cclq`, `python -m cclq.main`
+    # entry points: `import cclq` (its lazy public names), `python -m cclq`, `python -m cclq.main`
+    ("cclq", "cclq.__main__", "cclq.main"),
 ]
 # The base row's modules are separate units: they may import each other (cycles are
 # still checked), but nothing above them.

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import query, run_ingest, write_trace
 
 import cclq.ingest.parse as ingest_module
 from cclq.dev.synth.kineto import generate_rank_trace
-from conftest import query, run_ingest, write_trace
 
 GOOD_EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
 

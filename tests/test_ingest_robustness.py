@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import query, run_cli, run_ingest, write_trace
 
 from cclq.store.warehouse import Warehouse
-from conftest import query, run_cli, run_ingest, write_trace
 
 GOOD_EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
 
@@ -105,8 +105,8 @@ def test_the_garbage_collector_is_paused_only_while_a_file_is_parsed(tmp_path, w
     given up by the fast reader and read again by ijson: both parse with the GC paused."""
     import gc
 
-    import cclq.formats.chrome.ijson_reader as chrome
     import cclq.formats.chrome.fast_reader as chrome_fast
+    import cclq.formats.chrome.ijson_reader as chrome
 
     seen: list[tuple[str, bool]] = []
     real_items = chrome.ijson.items

@@ -13,10 +13,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from conftest import query, require_shared, run_ingest
 
 from cclq.formats.chrome.ijson_reader import XPROF_END_MARKER
 from cclq.store.warehouse import Warehouse
-from conftest import query, require_shared, run_ingest
 
 
 def _load_exact(path: Path):

@@ -9,7 +9,13 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from cclq.formats.chrome.jsonscan import EVENT, STRING, StructureScanner, Violation, reference_scan  # noqa: E402
+from cclq.formats.chrome.jsonscan import (  # noqa: E402
+    EVENT,
+    STRING,
+    StructureScanner,
+    Violation,
+    reference_scan,
+)
 from cclq.formats.limits import ReadLimits  # noqa: E402
 
 # the bytes the scan cares about, and some it does not

@@ -10,11 +10,12 @@ import subprocess
 import sys
 
 import pytest
-
-from cclq.query.engine import connect, memory_limit
-from cclq.errors import UsageError
-from cclq.dev.synth.kineto import generate_workload
 from conftest import run_cli, run_ingest
+
+from cclq.dev.synth.kineto import generate_workload
+from cclq.errors import UsageError
+from cclq.query.session import connect
+from cclq.query.settings import QuerySettings
 
 
 def _phys() -> int:
@@ -25,28 +26,29 @@ def _phys() -> int:
     ("500MB", 500 * 10**6 >> 20), ("4GiB", 4096), ("2gb", 2 * 10**9 >> 20), ("1073741824", 1024),
 ])
 def test_sizes(text, mib):
-    assert memory_limit(text) == f"{mib}MiB"
+    assert QuerySettings(text).duckdb_memory_limit() == f"{mib}MiB"
 
 
 def test_shares_the_environment_and_the_default(monkeypatch):
-    assert memory_limit("25%") == f"{int(_phys() * 0.25) >> 20}MiB"
+    assert QuerySettings("25%").duckdb_memory_limit() == f"{int(_phys() * 0.25) >> 20}MiB"
     monkeypatch.setenv("CCLQ_MEMORY_LIMIT", "300MB")
-    assert memory_limit() == f"{300 * 10**6 >> 20}MiB"
+    assert QuerySettings.from_env().duckdb_memory_limit() == f"{300 * 10**6 >> 20}MiB"
+    assert QuerySettings.from_env("1GB").duckdb_memory_limit() == f"{10**9 >> 20}MiB"  # the option first
+    assert QuerySettings().duckdb_memory_limit() == f"{int(_phys() * 0.5) >> 20}MiB"  # a library caller's own
     monkeypatch.delenv("CCLQ_MEMORY_LIMIT")
-    assert memory_limit() == f"{int(_phys() * 0.5) >> 20}MiB"
+    assert QuerySettings.from_env().duckdb_memory_limit() == f"{int(_phys() * 0.5) >> 20}MiB"
 
 
 @pytest.mark.parametrize("text", ["lots", "10MB", "0%", "150%", "-5GB"])
 def test_bad_limits_are_usage_errors(text):
     with pytest.raises(UsageError, match="memory limit"):
-        memory_limit(text)
+        QuerySettings.from_env(text)
 
 
 def test_a_connection_runs_under_the_limit_and_its_spill_folder_goes_with_it(wh, tmp_path, monkeypatch):
     generate_workload(tmp_path / "w", ranks=2, steps=2, layers=1, seed=3)
     run_ingest([tmp_path / "w"], wh)
-    monkeypatch.setenv("CCLQ_MEMORY_LIMIT", "100MiB")
-    con = connect(wh)
+    con = connect(wh, settings=QuerySettings("100MiB"))
     assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "100.0 MiB"
     spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
     assert os.path.dirname(spill) == str(wh.root / "spill") and os.path.isdir(spill)

@@ -9,12 +9,14 @@ import math
 from pathlib import Path
 
 import pytest
-
-from cclq.query.engine import connect
-from cclq.query.metrics import cache_key, cached_result, latest_specs, metric_key, resolve, run_metric
-from cclq.dev.synth.kineto import generate_workload
-from cclq.store.warehouse import Warehouse
 from conftest import run_cli, run_ingest
+
+from cclq.dev.synth.kineto import generate_workload
+from cclq.query.cache import cache_key, cached_result, metric_key
+from cclq.query.metrics import run_metric
+from cclq.query.registry import latest_specs, resolve
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +106,8 @@ def test_a_repeat_is_read_back_with_the_key_duckdb_would_compute(two_workloads):
     wh = Warehouse(two_workloads)
     spec = resolve("total_kernel_time")
     for traces in (None, ["b"]):
-        con = connect(wh, traces=traces, views=False)
-        computed = run_metric(con, spec, cache_dir=wh.cache_dir)
+        con = connect(wh, traces=traces, views=False, cache=True)
+        computed = run_metric(con, spec)
         with wh.open_snapshot() as snapshot:
             assert metric_key(snapshot, traces, spec, {}) == cache_key(con, spec, {})
         con.close()

@@ -8,11 +8,12 @@ import math
 
 import pyarrow as pa
 import pytest
-
-from cclq.query.engine import connect
-from cclq.query.metrics import combine_results, resolve, run_metric
 from conftest import run_ingest
 from presentation_traces import two_rank_run
+
+from cclq.query.metrics import combine_results, run_metric
+from cclq.query.registry import resolve
+from cclq.query.session import connect
 
 # one with several rows per trace and no rank (ties on trace), one per rank, one per step
 METRICS = ["hta_kernel_type_breakdown", "total_kernel_time", "coll_call_num"]

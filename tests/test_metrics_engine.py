@@ -8,12 +8,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from cclq.query.engine import connect
-from cclq.errors import UsageError
-from cclq.query.metrics import parse_metric_file, registry, resolve, run_metric
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from conftest import REPO, run_cli, run_ingest
+
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.errors import UsageError
+from cclq.query.metrics import run_metric
+from cclq.query.registry import parse_metric_file, registry, resolve
+from cclq.query.session import connect
 
 
 def _two_traces(root: Path) -> None:
@@ -94,7 +95,7 @@ def test_latest_version_runs_unless_pinned(tmp_path, monkeypatch, two):
     header = "-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- category: compute\n-- polarity: neutral\n-- description: demo\n"
     (d / "v1.sql").write_text(header.format(v=1) + "SELECT trace, 1 AS value FROM metric_scope GROUP BY trace")
     (d / "v2.sql").write_text(header.format(v=2) + "SELECT trace, 2 AS value FROM metric_scope GROUP BY trace")
-    monkeypatch.setattr("cclq.query.metrics.sql_root", lambda: sql)
+    monkeypatch.setattr("cclq.query.registry.sql_root", lambda: sql)
     registry.cache_clear()
     try:
         con = connect(two)
@@ -123,7 +124,7 @@ def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_pa
                CASE WHEN n_chips IS NULL THEN 'needs n_chips' END AS reason
         FROM metric_params
     """))
-    monkeypatch.setattr("cclq.query.metrics.sql_root", lambda: sql)
+    monkeypatch.setattr("cclq.query.registry.sql_root", lambda: sql)
     registry.cache_clear()
     try:
         con = connect(two)
@@ -211,7 +212,7 @@ def test_cached_results_are_reused_and_never_stale(tmp_path, wh):
     _two_traces(tmp_path / "in")
     run_ingest([tmp_path / "in"], wh)
     spec = resolve("total_kernel_time")
-    first = run_metric(connect(wh), spec, cache_dir=wh.cache_dir)
+    first = run_metric(connect(wh, cache=True), spec)
     (entry,) = wh.cache_dir.glob("total_kernel_time.v1.*.parquet")
     # a hit returns the stored table: prove it by planting a marker in the stored file
     import pyarrow as pa
@@ -219,13 +220,13 @@ def test_cached_results_are_reused_and_never_stale(tmp_path, wh):
 
     marked = first.set_column(3, "value", pa.array([42.0] * first.num_rows))
     pq.write_table(marked, entry)
-    assert {r["value"] for r in run_metric(connect(wh), spec, cache_dir=wh.cache_dir).to_pylist()} == {42.0}
+    assert {r["value"] for r in run_metric(connect(wh, cache=True), spec).to_pylist()} == {42.0}
     # a changed input re-ingests, which clears the cache, and the key changes anyway
     b = KinetoTraceBuilder(rank=0, world_size=1)
     b.kernel("gemm", ts=0, dur=7_000)
     b.write(tmp_path / "in" / "b" / "rank0.json")
     run_ingest([tmp_path / "in"], wh)
-    rows = {(r["trace"], r["rank"]): r["value"] for r in run_metric(connect(wh), spec, cache_dir=wh.cache_dir).to_pylist()}
+    rows = {(r["trace"], r["rank"]): r["value"] for r in run_metric(connect(wh, cache=True), spec).to_pylist()}
     assert rows == {("a", 0): 4e-06, ("a", 1): 4e-06, ("b", 0): 7e-06}
 
 
@@ -239,14 +240,14 @@ def test_views_are_created_only_when_a_result_is_computed(tmp_path, wh):
     def views(con) -> set[str]:
         return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
 
-    lazy = connect(wh, views=False)
+    lazy = connect(wh, views=False, cache=True)
     assert "kernels" not in views(lazy)
-    computed = run_metric(lazy, spec, cache_dir=wh.cache_dir)
+    computed = run_metric(lazy, spec)
     assert "kernels" in views(lazy)
     assert computed.equals(run_metric(connect(wh), spec))
     run_metric(lazy, spec)  # modules already there: defined once, not again
-    hit = connect(wh, views=False)
-    assert run_metric(hit, spec, cache_dir=wh.cache_dir).equals(computed)
+    hit = connect(wh, views=False, cache=True)
+    assert run_metric(hit, spec).equals(computed)
     assert "kernels" not in views(hit)
 
 
@@ -296,7 +297,7 @@ def test_connections_and_the_shell_read_the_files_of_one_snapshot(tmp_path, wh):
 def test_connections_draw_no_progress_bar_on_stdout(two):
     """DuckDB's bar goes to stdout for queries past 2 s, into CSV a user redirects; the
     slow query that shows it is too slow for a test, so the setting is checked."""
-    from cclq.query.engine import connect
+    from cclq.query.session import connect
 
     con = connect(two)
     try:

@@ -18,12 +18,13 @@ from typing import Any, Iterator
 
 import duckdb
 import pytest
-
-from cclq.query.engine import connect
-from cclq.query.metrics import resolve, run_metric
-from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
-from cclq.store.warehouse import Warehouse
 from conftest import query, require_shared, run_ingest
+
+from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
+from cclq.query.metrics import run_metric
+from cclq.query.registry import resolve
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
 
 # --------------------------------------------------------------------------------------
 # Kernel names (real CUDA/PyTorch spellings) and the families they must land in

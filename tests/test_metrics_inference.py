@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from cclq.query.engine import connect
-from cclq.query.metrics import resolve, run_metric
-from cclq.dev.synth.kineto import KinetoTraceBuilder
-from cclq.store.warehouse import Warehouse
 from conftest import require_shared, run_ingest
+
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.query.metrics import run_metric
+from cclq.query.registry import resolve
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
 
 US = 1_000  # ns per microsecond
 TOL = 1e-15

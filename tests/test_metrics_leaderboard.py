@@ -22,13 +22,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import require_shared, run_ingest
 
-from cclq.query.engine import connect
-from cclq.query.metrics import resolve, run_metric, summarize
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.dev.synth.xla import DTYPE_BYTES, TpuTraceSpec, write_tpu_trace
+from cclq.query.metrics import run_metric, summarize
+from cclq.query.registry import resolve
+from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
-from conftest import require_shared, run_ingest
 
 US = 1_000  # ns per microsecond
 TOL = 1e-12

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import metric_rows, query, require_shared, run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
 from cclq.dev.synth.xla import TpuTraceSpec, generate_tpu_trace, write_tpu_trace
 from cclq.store.warehouse import Warehouse
-from conftest import metric_rows, query, require_shared, run_ingest
 
 US = 1_000  # ns per microsecond
 TOL = 1e-15

@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from cclq.query.engine import connect
-from cclq.compat.main import main as cclq_main
-from cclq.query.metrics import parse_metric_file, resolve, run_metric, summarize, summary_rule
-from cclq.dev.synth.kineto import KinetoTraceBuilder
-from cclq.store.warehouse import Warehouse
 from conftest import run_ingest
+
+from cclq.compat.main import main as cclq_main
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.query.metrics import run_metric, summarize
+from cclq.query.registry import parse_metric_file, resolve, summary_rule
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
 
 US = 1_000
 TOL = 1e-12

@@ -11,10 +11,17 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import (
+    SHARED_TRACES,
+    metric_rows,
+    query,
+    require_shared,
+    run_cli,
+    run_ingest,
+)
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.dev.synth.nsys import NsysExportBuilder
-from conftest import SHARED_TRACES, metric_rows, query, require_shared, run_cli, run_ingest
 
 BASE = 1_700_000_000_000_000_000
 

@@ -56,4 +56,4 @@ def test_installed_wheel_finds_its_sql(wheel, tmp_path):
 def test_wheel_contains_the_board_assets(wheel):
     """The board's stylesheet and script are read with importlib.resources from the package."""
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"cclq/board/assets/board.css", "cclq/board/assets/board.js"} <= names
+    assert {"cclq/present/board/assets/board.css", "cclq/present/board/assets/board.js"} <= names

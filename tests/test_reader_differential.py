@@ -8,14 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from cclq.formats.detect import detect
-from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_rank_trace
-from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from conftest import SHARED, query, require_shared, run_ingest
 from readers import assert_same, both, read_with
 
 import cclq.formats.chrome.fast_reader as chrome_fast
+from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_rank_trace
+from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
+from cclq.formats.detect import detect
 
 
 def _chrome_files(root: Path) -> list[Path]:

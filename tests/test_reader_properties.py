@@ -14,11 +14,11 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from readers import assert_same, both  # noqa: E402
 
 import cclq.formats.chrome.fast_reader as chrome_fast  # noqa: E402
 import cclq.formats.source as source  # noqa: E402
 from cclq.schema import PROMOTED_ARGS  # noqa: E402
-from readers import assert_same, both  # noqa: E402
 
 # ------------------------------------------------------------------ JSON as text
 # Values are JSON text (str) so that numbers keep the exact form the file writes.

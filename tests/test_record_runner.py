@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 
 from cclq.record import CHECK_FILE, RESULT_FILE, results
 from cclq.record.config import expand
 from cclq.record.runner import FAILED_DIR, RECORD_FILE, _finish
-from conftest import run_cli
 
 needs_torch = pytest.mark.skipif(find_spec("torch") is None,
                                  reason="torch is not installed (pip install -e '.[record]')")

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-from cclq.query.metrics import CATEGORIES, registry
 from conftest import run_cli, run_ingest
 from presentation_traces import two_rank_run
+
+from cclq.query.registry import CATEGORIES, registry
 
 CARD = """version: 1
 description: Two ranks <b>by hand</b>

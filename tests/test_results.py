@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import metric_rows, query, run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
-from conftest import metric_rows, query, run_ingest
 
 DDLB_HEADER = ("implementation,mean_time (ms),std_time,min_time,max_time,m,n,k,dtype,Throughput (TFLOPS),"
                "Throughput std (TFLOPS),world_size,hostname,time_measurement_backend,barrier_at_each_iteration,"

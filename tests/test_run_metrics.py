@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from cclq.query import metrics
-from cclq.query.engine import connect
-from cclq.query.metrics import parse_metric_file, resolve, run_cached_query, run_metric, run_metrics
-from cclq.dev.synth.kineto import generate_workload
-from cclq.store.warehouse import Warehouse
 from conftest import run_ingest
+
+from cclq.dev.synth.kineto import generate_workload
+from cclq.query import metrics
+from cclq.query.metrics import run_cached_query, run_metric, run_metrics
+from cclq.query.registry import parse_metric_file, resolve
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +52,10 @@ def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monke
     # the temporary copy is gone afterwards: the name is the view again
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'collectives'").fetchone() == (0,)
     # with every result cached nothing is computed, so nothing is shared
-    cache = wh.root / "cache" / "metrics"
-    run_metrics(con, specs, cache_dir=cache)
-    run_metrics(con, specs, cache_dir=cache)
+    con.close()
+    con = connect(wh, views=False, cache=True)
+    run_metrics(con, specs)
+    run_metrics(con, specs)
     assert shared[-1] == []
     con.close()
 
@@ -75,12 +77,13 @@ def test_a_failing_metric_is_recorded_and_the_others_still_run(wh: Warehouse, tm
 
 
 def test_cached_query_is_read_back_and_keyed_by_its_sql(wh: Warehouse, tmp_path: Path):
-    con = connect(wh, views=False)
+    con = connect(wh, views=False, cache=True)
+    cache = wh.cache_dir
     sql = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace ORDER BY trace"
-    first = run_cached_query(con, "kernel_counts", sql, tmp_path)
-    (path,) = tmp_path.glob("query.kernel_counts.*.parquet")
-    assert run_cached_query(con, "kernel_counts", sql, tmp_path).equals(first)
-    other = run_cached_query(con, "kernel_counts", sql.replace("count(*)", "count(*) + 1"), tmp_path)
+    first = run_cached_query(con, "kernel_counts", sql)
+    (path,) = cache.glob("query.kernel_counts.*.parquet")
+    assert run_cached_query(con, "kernel_counts", sql).equals(first)
+    other = run_cached_query(con, "kernel_counts", sql.replace("count(*)", "count(*) + 1"))
     assert [r["kernels"] for r in other.to_pylist()] == [r["kernels"] + 1 for r in first.to_pylist()]
-    assert len(list(tmp_path.glob("query.kernel_counts.*.parquet"))) == 2 and path.exists()
+    assert len(list(cache.glob("query.kernel_counts.*.parquet"))) == 2 and path.exists()
     con.close()

@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros, generate_rank_trace, generate_workload
+from cclq.dev.synth.kineto import (
+    KinetoTraceBuilder,
+    Micros,
+    generate_rank_trace,
+    generate_workload,
+)
 
 TIME_RE = re.compile(r'"(ts|dur)": (-?[0-9][0-9.eE+-]*)')
 

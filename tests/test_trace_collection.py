@@ -6,8 +6,9 @@ import gzip
 import re
 from pathlib import Path
 
-from cclq.dev.synth.kineto import generate_workload
 from conftest import REPO, query, run_ingest
+
+from cclq.dev.synth.kineto import generate_workload
 
 SAMPLE = REPO / "trace_collection" / "synthetic_mlp_dp4"
 

@@ -3,13 +3,12 @@ ops; metrics pin its version through the `*_with(<version>)` macros."""
 
 from __future__ import annotations
 
-
 import pytest
-
-from cclq.query.engine import connect
-from cclq.dev.synth.kineto import KinetoTraceBuilder
-from cclq.store.warehouse import Warehouse
 from conftest import run_ingest
+
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
 
 US = 1_000
 

@@ -8,11 +8,11 @@ import json
 from typing import Any
 
 import pytest
-
-from cclq.query.engine import connect
-from cclq.dev.synth.xla import TpuTraceSpec, generate_tpu_trace
-from cclq.store.warehouse import Warehouse
 from conftest import metric_rows, run_ingest
+
+from cclq.dev.synth.xla import TpuTraceSpec, generate_tpu_trace
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
 
 PID, STEPS_TID, OPS_TID = 1, 1, 3
 

@@ -5,10 +5,10 @@ that was collected is a clear error, never a silent read of another snapshot."""
 from __future__ import annotations
 
 import pytest
-
-from cclq.query.engine import connect, connection_snapshot
-from cclq.errors import UsageError
 from conftest import run_ingest, write_trace
+
+from cclq.errors import UsageError
+from cclq.query.session import connect
 
 EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
 
@@ -22,7 +22,7 @@ def test_a_named_snapshot_is_read_after_later_commits_while_it_is_held(tmp_path,
     _workload(tmp_path, "a", 2)
     run_ingest([tmp_path / "a"], wh)
     client = connect(wh)  # what the client holds while its workers run
-    pinned = connection_snapshot(client)[0].id
+    pinned = client.snapshot.id
     _workload(tmp_path, "b", 3)
     run_ingest([tmp_path / "b"], wh)  # a new snapshot, and a garbage collection
     assert wh.current_id() != pinned

@@ -15,15 +15,19 @@ import sys
 import tempfile
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from cclq import __version__
 from cclq.errors import CclqError, ExitCode, UsageError
 from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
 from cclq.present.render import OutputFormat, write_table
+from cclq.query.settings import QuerySettings
 from cclq.store.warehouse import WAREHOUSE_ENV, Warehouse, resolve_warehouse
+from cclq.version import __version__
+
+if TYPE_CHECKING:
+    from cclq.query.session import Session
 
 app = typer.Typer(
     name="cclq",
@@ -60,6 +64,22 @@ def _warehouse(option: str | None) -> Warehouse:
     return Warehouse(resolve_warehouse(option))
 
 
+# --memory-limit / --spill-dir (anywhere on the line) or their environment variables, read
+# once by main(); a command run through `app` directly (tests) reads the environment.
+_settings: QuerySettings | None = None
+
+
+def _query_settings() -> QuerySettings:
+    return _settings if _settings is not None else QuerySettings.from_env()
+
+
+def _session(wh: Warehouse, **kw: Any) -> Session:
+    """A query session on the warehouse with the user's query settings."""
+    from cclq.query.session import Session
+
+    return Session(wh, settings=_query_settings(), **kw)
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"cclq {__version__}")
@@ -72,8 +92,13 @@ def _root(
     memory_limit: Annotated[
         Optional[str],
         typer.Option("--memory-limit", help="Memory for queries (500MB, 4GiB, 25%); beyond it DuckDB spills to "
-                     "<warehouse>/spill [default: $CCLQ_MEMORY_LIMIT, else half the RAM]. May go anywhere on the line.",
+                     "disk [default: $CCLQ_MEMORY_LIMIT, else half the RAM]. May go anywhere on the line.",
                      show_default=False),
+    ] = None,
+    spill_dir: Annotated[
+        Optional[str],
+        typer.Option("--spill-dir", help="Where queries spill beyond the memory limit [default: $CCLQ_SPILL_DIR, "
+                     "else <warehouse>/spill, else the temp folder]. May go anywhere on the line.", show_default=False),
     ] = None,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
@@ -195,9 +220,7 @@ def compact(
 @app.command(epilog="Example: cclq traces --format csv")
 def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
     """List the ingested traces: format, world size, ranks, span, card fields."""
-    from cclq.query.engine import connect
-
-    con = connect(_warehouse(warehouse))
+    con = _session(_warehouse(warehouse))
     cols = "trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s"
     if fmt is not OutputFormat.table:
         cols = "*"
@@ -224,10 +247,8 @@ def sql(
     the warehouse can be read and none written, so ad-hoc SQL can never change what a
     metric reads. The query sees the warehouse as its last complete ingest left it.
     """
-    from cclq.query.engine import connect, run_user_query
-
-    con = connect(_warehouse(warehouse), for_sql=query)
-    table = run_user_query(con, query, read_only=not read_write)
+    with _session(_warehouse(warehouse), for_sql=query) as session:
+        table = session.run_user_query(query, read_only=not read_write)
     write_table(table, fmt, output=output)
 
 
@@ -235,7 +256,7 @@ def sql(
 @app.command(epilog="Example: cclq metrics --format csv")
 def metrics(fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
     """List every metric: versions, unit, grain, category, how `python -m cclq.main` summarises it, parameters and what it measures."""
-    from cclq.query.metrics import catalog_table
+    from cclq.query.registry import catalog_table
 
     write_table(catalog_table(), fmt, output=output)
 
@@ -283,13 +304,8 @@ def metric(
     group of traces, and put together as one query gives them. Example:
     cclq metric collective_busbw --all --dask tcp://head:8786 -w /shared/wh
     """
-    from cclq.query.metrics import (
-        CATEGORIES,
-        check_batch_params,
-        latest_specs,
-        parse_param_args,
-        resolve,
-    )
+    from cclq.query.params import check_batch_params, parse_param_args
+    from cclq.query.registry import CATEGORIES, latest_specs, resolve
 
     if all_traces == bool(trace):
         raise UsageError("say which traces: --all, or --trace T (repeatable)")
@@ -329,22 +345,20 @@ def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
 
 def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str] | None,  # noqa: ANN001
                 no_cache: bool, fmt: OutputFormat, output: Path | None, dask: str | None) -> None:
-    from cclq.query.metrics import cached_result, run_metric
+    from cclq.query.cache import cached_result
+    from cclq.query.metrics import run_metric
 
     table = None if no_cache else cached_result(wh, spec, params, selection)  # no DuckDB for a repeat
     if table is None:
-        from cclq.query.engine import connect
+        with _session(wh, traces=selection, views=False, cache=not no_cache) as session:
+            if dask is None:
+                table = run_metric(session, spec, params)
+            else:
+                from cclq.cli.progress import CountedProgress
+                from cclq.query.dask import run_metric_on_dask
 
-        con = connect(wh, traces=selection, views=False)
-        cache_dir = None if no_cache else wh.cache_dir
-        if dask is None:
-            table = run_metric(con, spec, params, cache_dir=cache_dir)
-        else:
-            from cclq.cli.progress import CountedProgress
-            from cclq.query.dask import run_metric_on_dask
-
-            with CountedProgress(f"{spec.name} on dask: partitions") as bar:
-                table = run_metric_on_dask(con, spec, params, cache_dir, dask, on_partition=bar.update)
+                with CountedProgress(f"{spec.name} on dask: partitions") as bar:
+                    table = run_metric_on_dask(session, spec, params, dask, on_partition=bar.update)
     write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
 
 
@@ -355,21 +369,19 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
     import pyarrow as pa
 
     from cclq.cli.progress import StepProgress
-    from cclq.query.engine import connect
     from cclq.query.metrics import MetricRun, run_metrics
 
-    con = connect(wh, traces=selection, views=False)
-    with StepProgress("metrics", len(specs)) as progress:
+    with _session(wh, traces=selection, views=False, cache=not no_cache) as session, \
+            StepProgress("metrics", len(specs)) as progress:
         def done(run: MetricRun) -> None:
             progress.advance(run.spec.name)
 
-        cache_dir = None if no_cache else wh.cache_dir
         if dask is None:
-            runs = run_metrics(con, specs, params, cache_dir=cache_dir, on_done=done)
+            runs = run_metrics(session, specs, params, on_done=done)
         else:  # the metrics not cached are computed together, one task per trace partition
             from cclq.query.dask import run_metrics_on_dask
 
-            runs = run_metrics_on_dask(con, specs, params, cache_dir, dask, on_done=done)
+            runs = run_metrics_on_dask(session, specs, params, dask, on_done=done)
     failed = [r for r in runs.values() if r.error]
     ok = [r for r in runs.values() if r.table is not None]
     if output is not None and (output.is_dir() or not output.suffix):
@@ -410,8 +422,8 @@ ParamOpt = Annotated[
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")]
 
 
-def _require_traces(con: object, wh: Warehouse, wanted: list[str]) -> None:
-    known = {row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall()}  # type: ignore[attr-defined]
+def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
+    known = {row[0] for row in session.execute("SELECT DISTINCT trace FROM files").fetchall()}
     missing = [t for t in wanted if t not in known]
     if missing:
         raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
@@ -430,18 +442,17 @@ def report(
     that does not apply (table; `--format json` for machines, `html` for a page with plots)."""
     from cclq.cli.progress import StepProgress
     from cclq.present.report import collect_reports, print_report, report_dict
-    from cclq.query.engine import connect
-    from cclq.query.metrics import check_batch_params, latest_specs, parse_param_args
+    from cclq.query.params import check_batch_params, parse_param_args
+    from cclq.query.registry import latest_specs
 
     wh = _warehouse(warehouse)
     params = parse_param_args(param or [])
     specs = latest_specs()
     check_batch_params(specs, params)
-    con = connect(wh, traces=[trace], views=False)
-    _require_traces(con, wh, [trace])
-    with StepProgress("metrics", len(specs)) as bar:
-        reports = collect_reports(con, specs, params, None if no_cache else wh.cache_dir,
-                                  on_metric=lambda run: bar.advance(run.spec.name))
+    with _session(wh, traces=[trace], views=False, cache=not no_cache) as session:
+        _require_traces(session, wh, [trace])
+        with StepProgress("metrics", len(specs)) as bar:
+            reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(run.spec.name))
     data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
     out = open(output, "w") if output else sys.stdout
     try:
@@ -490,22 +501,20 @@ def diff(
         resolve_side,
     )
     from cclq.present.diff import diff as run_diff
-    from cclq.query.engine import connect
-    from cclq.query.metrics import check_batch_params, latest_specs, parse_param_args
+    from cclq.query.params import check_batch_params, parse_param_args
+    from cclq.query.registry import latest_specs
 
     params = parse_param_args(param or [])
     check_batch_params(latest_specs(), params)
     wh = _warehouse(warehouse)
     wh.require()
-    con = connect(wh, views=False)
-    known = sorted(row[0] for row in con.execute("SELECT DISTINCT trace FROM files").fetchall())
-    con.close()
+    with wh.open_snapshot() as snapshot:
+        known = sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
     side_a, side_b = resolve_side(a, known), resolve_side(b, known)
-    con = connect(wh, traces=side_a + side_b, views=False)
     specs = latest_specs()
-    with StepProgress("metrics", len(specs)) as bar:
-        result = run_diff(con, specs, side_a, side_b, params,
-                          None if no_cache else wh.cache_dir, rank=rank,
+    with _session(wh, traces=side_a + side_b, views=False, cache=not no_cache) as session, \
+            StepProgress("metrics", len(specs)) as bar:
+        result = run_diff(session, specs, side_a, side_b, params, rank=rank,
                           on_metric=lambda run: bar.advance(run.spec.name))
     if fmt is OutputFormat.table:
         out = open(output, "w") if output else sys.stdout
@@ -560,7 +569,7 @@ def board(
     from cclq.cli.progress import StepProgress
     from cclq.present.board.build import board_specs, build_board, build_from_config
     from cclq.present.board.build import write_config as write_board_config
-    from cclq.query.metrics import check_batch_params, parse_param_args
+    from cclq.query.params import check_batch_params, parse_param_args
 
     params = parse_param_args(param or [])
     check_batch_params(board_specs(all_metrics), params)
@@ -574,6 +583,7 @@ def board(
     if config is not None:
         try:
             cresult = build_from_config(wh, out_dir, config, params, use_cache=not no_cache, on_start=start,
+                                        settings=_query_settings(),
                                         on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
         finally:
             for b in bar:
@@ -593,6 +603,7 @@ def board(
     try:
         result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
+                             settings=_query_settings(),
                              on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
     finally:
         for b in bar:
@@ -665,16 +676,18 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     anything): unlike `cclq sql`, nothing is made read-only. It sees the warehouse as the
     last complete ingest left it when the shell started; start it again to see later ones.
     """
-    from cclq.query.engine import query_settings, setup_script
+    from cclq.query.engine import setup_script
 
     wh = _warehouse(warehouse)
     exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
     if not Path(exe).exists():
         raise UsageError("the duckdb CLI is not installed", hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
     with wh.open_snapshot() as snapshot:  # held for the session: its files stay
-        settings, spill = query_settings(wh)  # the memory limit, and a spill folder of the session's own
+        query_settings = _query_settings()
+        spill = query_settings.make_spill_folder(wh)  # a spill folder of the shell's own
         with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
-            f.write(".bail on\n" + "\n".join(settings) + "\n" + setup_script(snapshot) + ".bail off\n")
+            f.write(".bail on\n" + "\n".join(query_settings.set_statements(spill)) + "\n"
+                    + setup_script(snapshot) + ".bail off\n")
             init = f.name
         try:
             code = subprocess.call([exe, "-init", init, *ctx.args])
@@ -910,24 +923,30 @@ def bench(
             write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq vs HTA 0.5.0 on {folder.name}")
 
 
-def _take_memory_limit(args: list[str]) -> list[str]:
-    """``--memory-limit SIZE`` (or ``=SIZE``) anywhere before ``--``: every command's
-    queries run under it (it goes to ``$CCLQ_MEMORY_LIMIT``, which connect reads)."""
+_QUERY_OPTIONS = ("--memory-limit", "--spill-dir")
+
+
+def _take_query_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """``--memory-limit SIZE`` and ``--spill-dir DIR`` (or ``=VALUE``) anywhere before
+    ``--``: every command's queries run with them. (The arguments without them, the values.)"""
     end = args.index("--") if "--" in args else len(args)
     kept: list[str] = []
+    values: dict[str, str] = {}
     i = 0
     while i < end:
         a = args[i]
-        if a == "--memory-limit" and i + 1 < end:
-            os.environ["CCLQ_MEMORY_LIMIT"] = args[i + 1]
-            i += 2
+        name = a.split("=", 1)[0]
+        if name in _QUERY_OPTIONS:
+            if "=" in a:
+                values[name] = a.split("=", 1)[1]
+            elif i + 1 < end:
+                values[name] = args[i + 1]
+                i += 1
+            i += 1
             continue
-        if a.startswith("--memory-limit="):
-            os.environ["CCLQ_MEMORY_LIMIT"] = a.split("=", 1)[1]
-        else:
-            kept.append(a)
+        kept.append(a)
         i += 1
-    return kept + args[end:]
+    return kept + args[end:], values
 
 
 def _strip_debug(args: list[str]) -> tuple[list[str], bool]:
@@ -942,13 +961,31 @@ def _debug_enabled() -> bool:
     return os.environ.get("CCLQ_DEBUG") == "1"
 
 
+def _log_to_stderr() -> None:
+    """What the library logs (notes, warnings) goes to stderr as ``cclq: note: ...``."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("cclq: %(levelname)s: %(message)s"))
+    logging.addLevelName(logging.INFO, "note")
+    logging.addLevelName(logging.WARNING, "warning")
+    logger = logging.getLogger("cclq")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
 def main() -> None:
     """Entry point: maps user errors to one line on stderr and an exit code."""
-    args, debug_flag = _strip_debug(_take_memory_limit(sys.argv[1:]))
+    global _settings
+    args, query_options = _take_query_options(sys.argv[1:])
+    args, debug_flag = _strip_debug(args)
     if debug_flag:
         os.environ["CCLQ_DEBUG"] = "1"  # also for what the commands print themselves
     debug = _debug_enabled()
+    _log_to_stderr()
     try:
+        _settings = QuerySettings.from_env(query_options.get("--memory-limit"), query_options.get("--spill-dir"))
         app(args=args)  # standalone mode: typer itself reports usage errors (exit 2)
     except CclqError as e:
         if debug:

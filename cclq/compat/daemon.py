@@ -29,7 +29,6 @@ Standard library only at import: this module is the client too.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import hashlib
@@ -83,8 +82,8 @@ def _paths(wh_root: Path) -> dict[str, Path] | None:
 def installed_code_stamp() -> str:
     """cclq's Python files and SQL (path, size, mtime): a daemon started before an edit
     or an upgrade must not answer with the old code."""
-    from cclq import __version__
     from cclq.locations import PACKAGE_DIR, sql_root
+    from cclq.version import __version__
 
     h = hashlib.sha256(f"{__version__}\0{sys.executable}".encode())
     for top, suffix in ((PACKAGE_DIR, ".py"), (sql_root(), ".sql")):

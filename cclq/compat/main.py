@@ -54,8 +54,9 @@ def run_here(argv: list[str]) -> int:
     from cclq.errors import CclqError
     from cclq.ingest.plan import plan_inputs
     from cclq.ingest.run import ingest
-    from cclq.query.engine import connect
-    from cclq.query.metrics import resolve, run_metric, summarize
+    from cclq.query.metrics import run_metric, summarize
+    from cclq.query.registry import resolve
+    from cclq.query.session import QuerySettings, connect
     from cclq.store.warehouse import Warehouse, resolve_warehouse
 
     args = _parser().parse_args(argv)
@@ -74,8 +75,8 @@ def run_here(argv: list[str]) -> int:
             print(f"cclq: error: {outcome.message}", file=sys.stderr)
         params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
                   if v is not None and k in {p.name for p in spec.params}}
-        con = connect(wh, traces=[workload.trace], views=False)
-        value, reason = summarize(spec, run_metric(con, spec, params, cache_dir=wh.cache_dir))
+        con = connect(wh, traces=[workload.trace], views=False, settings=QuerySettings.from_env(), cache=True)
+        value, reason = summarize(spec, run_metric(con, spec, params))
     except CclqError as e:
         print(f"cclq: error: {e.message}", file=sys.stderr)
         return int(e.exit_code)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-import cclq
 from cclq.cards.load import card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, show_path
 from cclq.formats.source import content_hash
@@ -31,6 +30,7 @@ from cclq.store.warehouse import (
     is_disk_full,
 )
 from cclq.store.writer import rewrite_rank
+from cclq.version import __version__
 
 # A batch of parsed files is committed at least this often (seconds)
 COMMIT_INTERVAL_S = 1.0
@@ -69,7 +69,7 @@ def _files_row(task: FileTask, parsed: ParsedFile) -> dict:
         "format": parsed.flavor,
         "parser": parsed.parser,
         "ingest_version": INGEST_VERSION,
-        "cclq_version": cclq.__version__,
+        "cclq_version": __version__,
         "rank_source": parsed.rank_source,
         "world_size": parsed.world_size,
         "events_read": parsed.events_read,

@@ -46,14 +46,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import cclq
 from cclq.errors import CclqError, TraceFileError, UsageError
 from cclq.formats.base import ReadOptions
 from cclq.ingest.commit import COMMIT_INTERVAL_S
 from cclq.ingest.parse import PARSER_DIED, FileTask, ParsedFile
 from cclq.ingest.report import Reporter
-from cclq.locations import sql_root
+from cclq.locations import PACKAGE_DIR, sql_root
 from cclq.store.warehouse import Warehouse
+from cclq.version import __version__
 
 if TYPE_CHECKING:  # imported for real only when a cluster is used
     from distributed import Client, Future
@@ -169,8 +169,8 @@ def worker_threads(client: Client) -> int:
 def code_content_digest() -> str:
     """A digest of this cclq's Python and SQL files: a worker that runs other code (an
     older install on the cluster) would parse or compute differently."""
-    h = hashlib.blake2b(cclq.__version__.encode(), digest_size=12)
-    for root, pattern in ((Path(cclq.__file__).parent, "*.py"), (sql_root(), "*.sql")):
+    h = hashlib.blake2b(__version__.encode(), digest_size=12)
+    for root, pattern in ((PACKAGE_DIR, "*.py"), (sql_root(), "*.sql")):
         for path in sorted(root.rglob(pattern)):
             h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
@@ -200,7 +200,7 @@ def check_workers(client: Client, warehouse: Path, probe: Path, writable: Path |
     for address, view in sorted(views.items()):
         if view["fingerprint"] != code_content_digest():
             raise UsageError(f"Dask worker {address} runs a different cclq than this process "
-                             f"(cclq {cclq.__version__} here)",
+                             f"(cclq {__version__} here)",
                              hint="install the same cclq (and sql/ files) in the workers' environment")
         if view["probe"] != want:
             raise UsageError(f"Dask worker {address} does not see the warehouse at {warehouse} "

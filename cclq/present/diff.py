@@ -22,14 +22,13 @@ import fnmatch
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from cclq.errors import UsageError
-from cclq.query.metrics import MetricRun, MetricSpec, run_metrics
+from cclq.query.metrics import MetricRun, run_metrics
 from cclq.query.outcomes import Outcome, split_by_trace
+from cclq.query.registry import MetricSpec
+from cclq.query.session import Session
 from cclq.query.trace_stats import OpStat, op_stats
 from cclq.query.workloads import load_workloads
 
@@ -139,20 +138,19 @@ def _compare(a: dict[tuple[Any, ...], list[float]], b: dict[tuple[Any, ...], lis
 
 
 def diff(
-    con: duckdb.DuckDBPyConnection,
+    session: Session,
     specs: list[MetricSpec],
     a: list[str],
     b: list[str],
     params: dict[str, str] | None = None,
-    cache_dir: Path | None = None,
     rank: int | None = None,
     on_metric: Callable[[MetricRun], None] | None = None,
 ) -> DiffResult:
-    """Compares side ``a`` with side ``b`` (trace ids; the connection must see both)."""
+    """Compares side ``a`` with side ``b`` (trace ids; the session must see both)."""
     both = set(a) & set(b)
     if both:
         raise UsageError(f"{', '.join(sorted(both))} is on both sides of the diff")
-    workloads = load_workloads(con)
+    workloads = load_workloads(session)
     rank_sets_a = sorted(tuple(workloads[t].info.get("ranks") or []) for t in a)
     rank_sets_b = sorted(tuple(workloads[t].info.get("ranks") or []) for t in b)
     same_ranks = rank_sets_a == rank_sets_b
@@ -160,12 +158,12 @@ def diff(
         missing = [t for t in a + b if rank not in (workloads[t].info.get("ranks") or [])]
         if missing:
             raise UsageError(f"rank {rank} is not in {', '.join(missing)}")
-    runs = run_metrics(con, specs, params, cache_dir, on_done=on_metric)
+    runs = run_metrics(session, specs, params, on_done=on_metric)
     per_trace = split_by_trace(runs, sorted(set(a) | set(b)))
     metrics = _metric_rows(specs, per_trace, a, b, same_ranks or rank is not None)
     if rank is not None:  # per-rank metrics of that rank only
         metrics = [m for m in metrics if m["rank"] in (None, rank)]
-    stats = op_stats(con, cache_dir)
+    stats = op_stats(session)
     side_a = [s for t in a for s in stats.get(t, []) if rank is None or s.rank == rank]
     side_b = [s for t in b for s in stats.get(t, []) if rank is None or s.rank == rank]
     if rank is not None:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
-import duckdb
-
 from cclq.present.render import format_number
-from cclq.query.metrics import CATEGORIES, MetricRun, MetricSpec, run_metrics
+from cclq.query.metrics import MetricRun, run_metrics
 from cclq.query.outcomes import Outcome, split_by_trace
+from cclq.query.registry import CATEGORIES, MetricSpec
+from cclq.query.session import Session
 from cclq.query.trace_stats import op_stats, step_durations, top_ops
 from cclq.query.workloads import Workload, load_workloads
 
@@ -84,19 +83,18 @@ def _figure_data(outcomes: dict[str, Outcome], steps: list[tuple[int, int, float
 
 
 def collect_reports(
-    con: duckdb.DuckDBPyConnection,
+    session: Session,
     specs: list[MetricSpec],
     params: dict[str, str] | None = None,
-    cache_dir: Path | None = None,
     on_metric: Callable[[MetricRun], None] | None = None,
 ) -> dict[str, WorkloadReport]:
-    """trace -> WorkloadReport for every trace the connection sees."""
-    workloads = load_workloads(con)
+    """trace -> WorkloadReport for every trace the session sees."""
+    workloads = load_workloads(session)
     traces = sorted(workloads)
-    runs = run_metrics(con, specs, params, cache_dir, on_done=on_metric)
+    runs = run_metrics(session, specs, params, on_done=on_metric)
     outcomes = split_by_trace(runs, traces)
-    steps = step_durations(con, cache_dir)
-    ops = op_stats(con, cache_dir)
+    steps = step_durations(session)
+    ops = op_stats(session)
     return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
                                                                       top_ops(ops.get(t, []))))
             for t in traces}

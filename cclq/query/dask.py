@@ -33,10 +33,11 @@ from cclq.ingest.dask import (
 from cclq.store.warehouse import Warehouse
 
 if TYPE_CHECKING:  # imported for real only when a cluster is used
-    import duckdb
     from distributed import Client
 
-    from cclq.query.metrics import MetricRun, MetricSpec
+    from cclq.query.metrics import MetricRun
+    from cclq.query.registry import MetricSpec
+    from cclq.query.session import Session
 
 # Metric partitions: at most this many tasks per worker thread, and one task per this
 # many events in all (a task costs ~0.1-0.3 s to open the snapshot and define the views).
@@ -72,8 +73,8 @@ def metrics_task(root: str, snapshot_id: str, traces: list[str], specs: list[Met
                  params: dict[str, str], fingerprint: str) -> dict[str, pa.Table | str]:
     """What a worker runs for one partition: ``run_metrics`` over its traces, on the
     snapshot the client reads. A metric's result table, or its error message."""
-    from cclq.query.engine import connect
     from cclq.query.metrics import run_metrics
+    from cclq.query.session import connect
 
     if fingerprint != code_content_digest():
         raise UsageError(f"Dask worker {this_worker()} runs a different cclq than this process",
@@ -87,7 +88,7 @@ def metrics_task(root: str, snapshot_id: str, traces: list[str], specs: list[Met
     return {name: run.table if run.table is not None else str(run.error) for name, run in runs.items()}
 
 
-def _fit_to_worker(con: duckdb.DuckDBPyConnection) -> None:
+def _fit_to_worker(con: Session) -> None:
     """DuckDB uses the worker's threads and a share of its memory limit, not the whole
     node's (several workers share a node)."""
     try:
@@ -105,8 +106,8 @@ def _fit_to_worker(con: duckdb.DuckDBPyConnection) -> None:
 PartitionProgress = Callable[[int, int], None]  # (partitions done, partitions in all)
 
 
-def run_metric_on_dask(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str, str] | None,
-                       cache_dir: Path | None, dask: str, partitions: int | None = None,
+def run_metric_on_dask(con: Session, spec: MetricSpec, params: dict[str, str] | None,
+                       dask: str, partitions: int | None = None,
                        on_partition: PartitionProgress | None = None) -> pa.Table:
     """``run_metric`` over the traces ``con`` sees, computed on a Dask cluster by trace
     partitions (``partitions`` groups at most; default ``PARTITIONS_PER_THREAD`` per
@@ -125,11 +126,11 @@ def run_metric_on_dask(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params:
                 raise QueryError(result)
             return result
 
-        return run_metric(con, spec, params, cache_dir, compute=compute)
+        return run_metric(con, spec, params, compute=compute)
 
 
-def run_metrics_on_dask(con: duckdb.DuckDBPyConnection, specs: list[MetricSpec], params: dict[str, str] | None,
-                        cache_dir: Path | None, dask: str, partitions: int | None = None,
+def run_metrics_on_dask(con: Session, specs: list[MetricSpec], params: dict[str, str] | None,
+                        dask: str, partitions: int | None = None,
                         on_partition: PartitionProgress | None = None,
                         on_done: Callable[[MetricRun], None] | None = None) -> dict[str, MetricRun]:
     """``run_metrics`` on a Dask cluster: the metrics that are not cached are computed
@@ -137,11 +138,12 @@ def run_metrics_on_dask(con: duckdb.DuckDBPyConnection, specs: list[MetricSpec],
     cached as ``run_metrics`` caches them; a metric whose SQL fails is recorded with its
     error. ``on_done`` is called after each metric, in ``specs`` order."""
     from cclq.errors import QueryError
-    from cclq.query.metrics import MetricRun, params_for, result_path, run_metric
+    from cclq.query.cache import is_cached
+    from cclq.query.metrics import MetricRun, run_metric
+    from cclq.query.params import params_for
 
     params = params or {}
-    pending = [s for s in specs
-               if cache_dir is None or not result_path(con, s, params_for(s, params), cache_dir).exists()]
+    pending = [s for s in specs if not is_cached(con, s, params_for(s, params))]
     runs: dict[str, MetricRun] = {}
     with _LazyBatch(con, parse_cluster(dask), pending, params, partitions, on_partition) as computed:
         for spec in specs:
@@ -151,7 +153,7 @@ def run_metrics_on_dask(con: duckdb.DuckDBPyConnection, specs: list[MetricSpec],
                     raise QueryError(result)
                 # cached: read back (computed here if it went missing meanwhile); else stored now
                 compute = None if result is None else (lambda _s, _p, table=result: table)
-                run = MetricRun(spec, run_metric(con, spec, params_for(spec, params), cache_dir, compute))
+                run = MetricRun(spec, run_metric(con, spec, params_for(spec, params), compute))
             except QueryError as e:
                 run = MetricRun(spec, None, e.message)
             runs[spec.name] = run
@@ -165,7 +167,7 @@ class _LazyBatch:
     (so that a cached result never starts or joins a cluster); the cluster is left at
     the end of the ``with`` block."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, cluster: ClusterSpec, specs: list[MetricSpec],
+    def __init__(self, con: Session, cluster: ClusterSpec, specs: list[MetricSpec],
                  params: dict[str, str], partitions: int | None, on_partition: PartitionProgress | None) -> None:
         self.con = con
         self.cluster = cluster
@@ -201,7 +203,7 @@ def _shown(traces: list[str]) -> str:
     return ", ".join(traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
 
 
-def _events_by_trace(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+def _events_by_trace(con: Session) -> dict[str, int]:
     """Every selected trace (also one without data files) and its rows."""
     return dict(con.execute(
         "SELECT t.trace, coalesce(sum(p.rows), 0)::BIGINT FROM (SELECT trace FROM files UNION SELECT trace FROM parts) "
@@ -209,17 +211,17 @@ def _events_by_trace(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     ).fetchall())
 
 
-def _compute(client: Client, con: duckdb.DuckDBPyConnection, specs: list[MetricSpec], params: dict[str, str],
+def _compute(client: Client, con: Session, specs: list[MetricSpec], params: dict[str, str],
              events: dict[str, int], partitions: int | None,
              on_partition: PartitionProgress | None) -> dict[str, pa.Table | str]:
     """Every metric of ``specs`` over the traces of ``events``, by partitions: each
     metric's parts combined, or the first error a partition gave for it."""
     from distributed import KilledWorker, as_completed
 
-    from cclq.query.engine import connection_snapshot
-    from cclq.query.metrics import combine_results, params_for
+    from cclq.query.metrics import combine_results
+    from cclq.query.params import params_for
 
-    snapshot, _traces = connection_snapshot(con)  # held by this process until con is closed
+    snapshot = con.snapshot  # held by this process until the session is closed
     check_workers(client, snapshot.warehouse.root.resolve(), snapshot.catalog_file("files"))
     groups = plan_partitions(events, partitions or PARTITIONS_PER_THREAD * worker_threads(client),
                              min_events=0 if partitions else MIN_EVENTS_PER_PARTITION)

@@ -1,332 +1,41 @@
-"""The metric registry and runner: versioned SQL files, run over every trace at once.
+"""Running metrics: one query per metric over every trace a ``Session`` sees.
 
-A metric is ``sql/metrics/<name>/v<N>.sql``: a header of ``-- key: value`` lines,
-then exactly one SELECT. Header keys:
-
-``metric``, ``version`` (must match the path), ``unit``, ``grain`` (trace | rank |
-step), ``category`` (the group reports and boards show it in: ``CATEGORIES``),
-``polarity`` (higher | lower | neutral: which way is better, for sorting and diffs),
-``leaderboard`` (optional: the CCL-Bench website category the metric is shown
-under, ``LEADERBOARD_CATEGORIES``), ``description`` (one line), ``needs`` (what a
-trace must have; shown by ``cclq metrics``), ``params`` (``name = card.<column>``
-or ``name default <value>``, comma-separated), ``summary`` (how ``python -m
-cclq.main`` reduces the rows of one trace to one number: ``mean`` of the values,
-``sum``, ``max``, ``min``, ``value`` (the single row's), or ``ratio A / B``: ΣA / ΣB
-over the rows, two detail columns pooled across ranks, as CCL-Bench pools kernels
-of every rank file for some metrics; default mean, or value for trace grain).
-
-The SELECT reads the views of ``sql/views`` plus two relations the runner defines:
-``metric_scope`` (one row per selected (trace, rank)) and ``metric_params`` (one
-row per selected trace, a column per declared parameter: ``--param`` first, then
-the workload card, then the default). It returns ``trace``, ``value``, optionally
-``rank``, ``step`` and ``reason`` (why ``value`` is NULL: the trace does not meet
-the metric's needs), then any detail columns. The runner puts the columns in the
-documented order: trace, rank, step, value, unit, reason, details.
-
-A released version never changes meaning: a new definition is a new file.
+The SELECT of a metric (``cclq.query.registry``) reads the views of ``sql/views`` plus
+two relations the runner defines: ``metric_scope`` (one row per selected (trace, rank))
+and ``metric_params`` (``cclq.query.params``). The runner puts the columns in the
+documented order (trace, rank, step, value, unit, reason, details) and the rows in one
+total order, and goes through the result cache (``cclq.query.cache``). Several metrics
+run in one session share the views they build (``run_metrics``).
 """
+
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import os
-import re
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from cclq.errors import QueryError, UsageError
-from cclq.locations import sql_root
+from cclq.errors import QueryError
+from cclq.query.cache import (
+    inputs_key,
+    is_cached,
+    read_cached,
+    result_path,
+    store_result,
+)
+from cclq.query.params import params_for, params_relation
+from cclq.query.registry import MetricSpec
+from cclq.query.sqlfiles import defined_names, modules_for
+from cclq.sqltext import quote_literal
 
 if TYPE_CHECKING:
-    import duckdb
-
-    from cclq.store.warehouse import Snapshot, Warehouse
-
-GRAINS = ("trace", "rank", "step")
-# Report groups, in the order reports show them (title for people, id in headers).
-CATEGORIES: dict[str, str] = {
-    "step_time": "Step time and throughput",
-    "communication": "Communication",
-    "compute": "Compute",
-    "memory": "Memory",
-    "collectives": "Collectives",
-    "inference": "Inference latency",
-    "hta": "HTA breakdowns",
-}
-POLARITIES = ("higher", "lower", "neutral")
-# CCL-Bench's website categories (website/benchmark_config.json, metric_categories).
-LEADERBOARD_CATEGORIES: dict[str, str] = {
-    "model_execution": "Model Execution",
-    "gpu_efficiency": "GPU Efficiency",
-    "memory": "Memory",
-    "communication": "Communication",
-    "what_if": "What-If Simulation",
-}
-SUMMARIES = ("mean", "sum", "max", "min", "value", "ratio")
-# `ratio <numerator column> / <denominator column>`
-_RATIO = re.compile(r"^ratio\s+(?P<num>[a-z_][a-z0-9_]*)\s*/\s*(?P<den>[a-z_][a-z0-9_]*)$")
-_HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*?)\s*$")
-_PARAM = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*)\s*(?:=\s*card\.(?P<card>[a-z_0-9]+))?\s*(?:default\s+(?P<default>\S+))?$")
+    from cclq.query.session import Session
 
 
-@dataclass(frozen=True)
-class Param:
-    name: str
-    card_column: str | None
-    default: str | None
 
-
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    version: int
-    unit: str
-    grain: str
-    category: str
-    polarity: str
-    leaderboard: str | None
-    description: str
-    needs: str
-    summary: str  # mean | sum | max | min | value | ratio
-    params: tuple[Param, ...]
-    sql: str
-    path: Path
-    text: str  # the whole file: header and SQL (part of the result cache key)
-
-    summary_columns: tuple[str, str] | None  # (numerator, denominator) of a ratio summary
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} v{self.version}"
-
-
-def _parse_params(text: str, path: Path) -> tuple[Param, ...]:
-    params = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part or part == "none":
-            continue
-        m = _PARAM.match(part)
-        if not m:
-            raise ValueError(f"{path}: bad params entry {part!r} (want `name = card.column` or `name default V`)")
-        params.append(Param(m["name"], m["card"], m["default"]))
-    return tuple(params)
-
-
-def parse_metric_file(path: Path) -> MetricSpec:
-    header: dict[str, str] = {}
-    body: list[str] = []
-    in_header = True
-    text = path.read_text()
-    for line in text.splitlines():
-        m = _HEADER.match(line) if in_header else None
-        if m:
-            key, value = m.groups()
-            header[key] = (header[key] + " " + value).strip() if key in header else value
-            continue
-        if in_header and line.startswith("--") and header:
-            continue  # free comment lines inside the header
-        in_header = False
-        body.append(line)
-    missing = [k for k in ("metric", "version", "unit", "grain", "category", "polarity", "description")
-               if k not in header]
-    if missing:
-        raise ValueError(f"{path}: header lacks {', '.join(missing)}")
-    name, version = header["metric"], int(header["version"])
-    if path.parent.name != name or path.stem != f"v{version}":
-        raise ValueError(f"{path}: header says {name} v{version}, the path says otherwise")
-    if header["grain"] not in GRAINS:
-        raise ValueError(f"{path}: grain must be one of {GRAINS}")
-    if header["category"] not in CATEGORIES:
-        raise ValueError(f"{path}: category must be one of {tuple(CATEGORIES)}")
-    if header["polarity"] not in POLARITIES:
-        raise ValueError(f"{path}: polarity must be one of {POLARITIES}")
-    leaderboard = header.get("leaderboard")
-    if leaderboard is not None and leaderboard not in LEADERBOARD_CATEGORIES:
-        raise ValueError(f"{path}: leaderboard must be one of {tuple(LEADERBOARD_CATEGORIES)}")
-    summary = header.get("summary", "mean" if header["grain"] != "trace" else "value")
-    summary_columns: tuple[str, str] | None = None
-    ratio = _RATIO.match(summary)
-    if ratio:
-        summary, summary_columns = "ratio", (ratio["num"], ratio["den"])
-    elif summary not in SUMMARIES or summary == "ratio":
-        raise ValueError(f"{path}: summary must be one of {SUMMARIES[:-1]} or `ratio <column> / <column>`")
-    sql = "\n".join(body).strip().rstrip(";")
-    return MetricSpec(name, version, header["unit"], header["grain"], header["category"], header["polarity"],
-                      leaderboard, header["description"], header.get("needs", ""), summary,
-                      _parse_params(header.get("params", ""), path), sql, path, text, summary_columns)
-
-
-@lru_cache(maxsize=1)
-def registry() -> dict[str, dict[int, MetricSpec]]:
-    """name -> version -> spec, for every metric file shipped."""
-    out: dict[str, dict[int, MetricSpec]] = {}
-    root = sql_root() / "metrics"
-    for path in sorted(root.glob("*/v*.sql")):
-        spec = parse_metric_file(path)
-        out.setdefault(spec.name, {})[spec.version] = spec
-    return out
-
-
-def resolve(name: str, version: int | None = None) -> MetricSpec:
-    versions = registry().get(name)
-    if not versions:
-        close = [n for n in registry() if name in n or n in name]
-        hint = f"did you mean {', '.join(close)}?" if close else "`cclq metrics` lists them"
-        raise UsageError(f"unknown metric {name!r}", hint=hint)
-    if version is None:
-        return versions[max(versions)]
-    if version not in versions:
-        raise UsageError(f"{name} has no version {version} (versions: {', '.join(map(str, sorted(versions)))})")
-    return versions[version]
-
-
-def catalog_table() -> pa.Table:
-    """One row per metric: what ``cclq metrics`` prints."""
-    rows = []
-    for name, versions in sorted(registry().items()):
-        latest = versions[max(versions)]
-        rows.append({
-            "metric": name,
-            "versions": ",".join(f"v{v}" for v in sorted(versions)),
-            "unit": latest.unit,
-            "grain": latest.grain,
-            "category": latest.category,
-            "summary": summary_rule(latest),
-            "params": ",".join(p.name for p in latest.params),
-            "description": latest.description,
-        })
-    return pa.Table.from_pylist(rows)
-
-
-def parse_param_args(values: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values:
-        if "=" not in item:
-            raise UsageError(f"--param wants KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value.strip()
-    return out
-
-
-def _sql_literal(value: str) -> str:
-    try:
-        float(value)
-        return value
-    except ValueError:
-        return "'" + value.replace("'", "''") + "'"
-
-
-def _number(spec: MetricSpec, name: str, value: str) -> float:
-    """A ``--param`` value as the number every metric parameter is (they are DOUBLE in
-    ``metric_params``). Anything else is a usage error: substituting the card's value or
-    the default for a typo would print a number the user did not ask for."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not math.isfinite(number):
-        raise UsageError(f"--param {name}={value!r}: {spec.label} needs a finite number for {name}",
-                         hint=f"e.g. --param {name}=8 or --param {name}=7e9")
-    return number
-
-
-def _params_relation(spec: MetricSpec, given: dict[str, str]) -> str:
-    unknown = set(given) - {p.name for p in spec.params}
-    if unknown:
-        known = ", ".join(p.name for p in spec.params) or "none"
-        raise UsageError(f"{spec.label} takes no parameter {', '.join(sorted(unknown))} (it takes: {known})")
-    cols = ["t.trace"]
-    for p in spec.params:
-        options = []
-        if p.name in given:
-            # repr of a float is a valid SQL numeric literal and round-trips exactly
-            options.append(f"CAST({_number(spec, p.name, given[p.name])!r} AS DOUBLE)")
-        if p.card_column:
-            options.append(f"TRY_CAST(c.{p.card_column} AS DOUBLE)")
-        if p.default is not None:
-            options.append(f"TRY_CAST({_sql_literal(p.default)} AS DOUBLE)")
-        expr = options[0] if len(options) == 1 else f"coalesce({', '.join(options)})" if options else "NULL::DOUBLE"
-        cols.append(f"{expr} AS {p.name}")
-    return (
-        "CREATE OR REPLACE TEMP VIEW metric_params AS SELECT " + ", ".join(cols)
-        + " FROM (SELECT DISTINCT trace FROM files) AS t LEFT JOIN cards AS c USING (trace)"
-    )
-
-
-@dataclass
-class MetricResult:
-    spec: MetricSpec
-    table: pa.Table
-    columns: list[str] = field(default_factory=list)
-
-
-def cache_key(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str, str]) -> str:
-    """What a metric's result depends on: its SQL, every view's SQL, the parameters, the
-    cards, and the content of every input file (hash and ingest version). Equal keys mean
-    equal results, so a cached result is never stale."""
-    from cclq.query.engine import connection_snapshot
-
-    return metric_key(*connection_snapshot(con), spec, params)
-
-
-def metric_key(snapshot: Snapshot, traces: list[str] | None, spec: MetricSpec, params: dict[str, str]) -> str:
-    """``cache_key`` from a catalog snapshot and a trace selection, without DuckDB: what
-    a repeat ``cclq metric`` computes to find its stored result."""
-    # the whole file, header included: a new unit or description is a new result table
-    return inputs_key(snapshot, traces, (spec.label, spec.text, json.dumps(params, sort_keys=True), _ROW_ORDER))
-
-
-def _inputs_key(con: duckdb.DuckDBPyConnection, parts: tuple[str, ...]) -> str:
-    from cclq.query.engine import connection_snapshot
-
-    return inputs_key(*connection_snapshot(con), parts)
-
-
-def inputs_key(snapshot: Snapshot, traces: list[str] | None, parts: tuple[str, ...]) -> str:
-    """A key of ``parts``, the cclq version, every view's SQL and every input of the
-    selection (its files by content hash and ingest version, and its cards), read from
-    the catalog snapshot the query reads: the key describes exactly what it read."""
-    from cclq import __version__
-    from cclq.query.sqlfiles import view_modules
-
-    h = hashlib.blake2b(digest_size=16)
-    for part in (__version__, *parts):
-        h.update(part.encode())
-        h.update(b"\0")
-    for module in view_modules():
-        h.update(module.sql.encode())
-    wanted = None if traces is None else set(traces)
-    files, cards = snapshot.tables["files"], snapshot.tables["cards"]
-    inputs = sorted(row for row in zip(*(files.column(c).to_pylist() for c in
-                                          ("trace", "rank", "file_id", "content_hash", "ingest_version")))
-                    if wanted is None or row[0] in wanted)
-    card_rows = sorted(row for row in zip(cards.column("trace").to_pylist(), cards.column("card_json").to_pylist())
-                       if wanted is None or row[0] in wanted)
-    h.update(repr((inputs, card_rows)).encode())
-    return h.hexdigest()
-
-
-def cached_result(wh: Warehouse, spec: MetricSpec, params: dict[str, str], traces: list[str] | None) -> pa.Table | None:
-    """A stored result of ``spec`` for the current snapshot, if there is one: read without
-    DuckDB (a repeat call needs neither the engine nor the views)."""
-    with wh.open_snapshot() as snapshot:
-        path = wh.cache_dir / f"{spec.name}.v{spec.version}.{metric_key(snapshot, traces, spec, params)}.parquet"
-    try:
-        return pq.ParquetFile(path).read() if path.exists() else None
-    except (OSError, pa.ArrowException):
-        return None
-
-
-def run_cached_query(con: duckdb.DuckDBPyConnection, label: str, sql: str, cache_dir: Path | None) -> pa.Table:
+def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
     """A query over the views, through the same result cache as the metrics.
 
     For the fixed queries that report, diff and board read besides the metrics (op
@@ -335,96 +44,56 @@ def run_cached_query(con: duckdb.DuckDBPyConnection, label: str, sql: str, cache
     """
     import duckdb
 
-    from cclq.query.engine import define_views
-
     path = None
-    if cache_dir is not None:
-        path = cache_dir / f"query.{label}.{_inputs_key(con, ('query', label, sql))}.parquet"
-        if path.exists():
-            try:
-                return pq.read_table(path)
-            except (OSError, pa.ArrowException):
-                pass
-    define_views(con, sql)
+    if session.cache_dir is not None:
+        key = inputs_key(session.snapshot, session.traces, ("query", label, sql))
+        path = session.cache_dir / f"query.{label}.{key}.parquet"
+        cached = read_cached(path)
+        if cached is not None:
+            return cached
+    session.define_views(sql)
     try:
-        table = con.execute(sql).to_arrow_table()
+        table = session.execute(sql).to_arrow_table()
     except duckdb.Error as e:
         raise QueryError(f"{label}: {str(e).splitlines()[0]}") from e
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
+        store_result(table, path)
     return table
-
-
-def result_path(con: duckdb.DuckDBPyConnection, spec: MetricSpec, params: dict[str, str], cache_dir: Path) -> Path:
-    """Where the cached result of ``spec`` over the connection's traces is (or would be)."""
-    return cache_dir / f"{spec.name}.v{spec.version}.{cache_key(con, spec, params)}.parquet"
 
 
 def run_metric(
-    con: duckdb.DuckDBPyConnection,
+    session: Session,
     spec: MetricSpec,
     params: dict[str, str] | None = None,
-    cache_dir: Path | None = None,
     compute: Callable[[MetricSpec, dict[str, str]], pa.Table] | None = None,
 ) -> pa.Table:
-    """Runs one metric over every trace the connection sees, in one query.
+    """Runs one metric over every trace the session sees, in one query.
 
-    With ``cache_dir``, a result is stored under a key of everything it depends on
-    (``cache_key``) and a repeat run with the same inputs reads it back. The connection
-    needs only the base relations (``connect(..., views=False)``): the views the metric
+    A session with a cache stores a result under a key of everything it depends on
+    (``cache_key``) and a repeat run with the same inputs reads it back. The session
+    needs only the base relations (``Session(..., views=False)``): the views the metric
     uses are created here, and only when the result is not cached.
 
-    ``compute`` computes a result that is not cached somewhere else than on ``con``
-    (``cclq.ingest.dask``: by trace partitions on a Dask cluster); it must give what the
-    query on ``con`` would. Parameters are checked and the cache is keyed here as always.
+    ``compute`` computes a result that is not cached somewhere else than in the session
+    (``cclq.query.dask``: by trace partitions on a Dask cluster); it must give what the
+    query in the session would. Parameters are checked and the cache is keyed here as always.
     """
-    from cclq.query.engine import define_views
-
     params = params or {}
-    con.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM parts")
-    con.execute(_params_relation(spec, params))
-    cached: Path | None = None
-    if cache_dir is not None:
-        cached = result_path(con, spec, params, cache_dir)
-        if cached.exists():
-            try:
-                return pq.read_table(cached)
-            except (OSError, pa.ArrowException):
-                pass  # unreadable (disk trouble, a killed writer): compute it again
+    session.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM parts")
+    session.execute(params_relation(spec, params))
+    cached = result_path(session, spec, params)
+    if cached is not None:
+        table = read_cached(cached)
+        if table is not None:
+            return table
     if compute is not None:
         table = compute(spec, params)
     else:
-        define_views(con, spec.sql)
-        table = _run_query(con, spec)
+        session.define_views(spec.sql)
+        table = _run_query(session, spec)
     if cached is not None:
-        _store(table, cached)
+        store_result(table, cached)
     return table
-
-
-_cache_warned = False
-
-
-def _store(table: pa.Table, cached: Path) -> None:
-    """Writes a result to the cache; a cache that cannot be written (a read-only
-    warehouse, a full disk) costs a note, never the result."""
-    global _cache_warned
-    tmp = cached.with_suffix(f".tmp{os.getpid()}")
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, tmp)
-        os.replace(tmp, cached)
-    except OSError as e:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        if not _cache_warned:
-            _cache_warned = True
-            print(f"cclq: note: results are not cached ({cached.parent}: {e.strerror or e}); "
-                  "computed without the cache", file=sys.stderr)
 
 
 @dataclass
@@ -436,29 +105,13 @@ class MetricRun:
     error: str | None = None  # the metric failed as a whole (its SQL did not run)
 
 
-def check_batch_params(specs: list[MetricSpec], params: dict[str, str]) -> None:
-    """A ``--param`` that no metric of a batch takes is a typo: a usage error, not ignored."""
-    known = {p.name for s in specs for p in s.params}
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise UsageError(f"no metric here takes the parameter {', '.join(unknown)} "
-                         f"(they take: {', '.join(sorted(known)) or 'none'})")
-
-
-def params_for(spec: MetricSpec, params: dict[str, str]) -> dict[str, str]:
-    """The parameters ``spec`` declares, out of a set given for many metrics at once."""
-    declared = {p.name for p in spec.params}
-    return {k: v for k, v in params.items() if k in declared}
-
-
 def run_metrics(
-    con: duckdb.DuckDBPyConnection,
+    session: Session,
     specs: list[MetricSpec],
     params: dict[str, str] | None = None,
-    cache_dir: Path | None = None,
     on_done: Callable[[MetricRun], None] | None = None,
 ) -> dict[str, MetricRun]:
-    """Runs several metrics over every trace the connection sees, on that one connection.
+    """Runs several metrics over every trace the session sees, in that one session.
 
     What report, diff and board share: each metric is one query over all the traces (or a
     cached result, see ``run_metric``), and a metric whose SQL fails is recorded with the
@@ -467,14 +120,13 @@ def run_metrics(
     ``on_done`` is called after each metric (progress bars).
     """
     params = params or {}
-    pending = [s for s in specs
-               if cache_dir is None or not result_path(con, s, params_for(s, params), cache_dir).exists()]
-    shared = _share_views(con, pending)
+    pending = [s for s in specs if not is_cached(session, s, params_for(s, params))]
+    shared = _share_views(session, pending)
     runs: dict[str, MetricRun] = {}
     try:
         for spec in specs:
             try:
-                run = MetricRun(spec, run_metric(con, spec, params_for(spec, params), cache_dir))
+                run = MetricRun(spec, run_metric(session, spec, params_for(spec, params)))
             except QueryError as e:
                 run = MetricRun(spec, None, e.message)
             runs[spec.name] = run
@@ -482,7 +134,7 @@ def run_metrics(
                 on_done(run)
     finally:
         for view in shared:
-            con.execute(f"DROP TABLE IF EXISTS temp.{view}")
+            session.execute(f"DROP TABLE IF EXISTS temp.{view}")
     return runs
 
 
@@ -496,12 +148,9 @@ def run_metrics(
 SHARED_VIEWS = ("collectives",)
 
 
-def _share_views(con: duckdb.DuckDBPyConnection, pending: list[MetricSpec]) -> list[str]:
+def _share_views(session: Session, pending: list[MetricSpec]) -> list[str]:
     """Materializes the SHARED_VIEWS that two or more ``pending`` metrics use; their names."""
     import duckdb
-
-    from cclq.query.engine import define_views
-    from cclq.query.sqlfiles import defined_names, modules_for
 
     done = []
     for view in SHARED_VIEWS:
@@ -509,26 +158,19 @@ def _share_views(con: duckdb.DuckDBPyConnection, pending: list[MetricSpec]) -> l
         if len(users) < 2:
             continue
         try:
-            define_views(con, f"SELECT * FROM {view}")
-            con.execute(f"CREATE TEMP TABLE {view} AS SELECT * FROM main.{view}")
+            session.define_views(f"SELECT * FROM {view}")
+            session.execute(f"CREATE TEMP TABLE {view} AS SELECT * FROM main.{view}")
         except duckdb.Error:
             continue  # the metrics then run on the view, and report their own error
         done.append(view)
     return done
 
 
-
-
-def latest_specs() -> list[MetricSpec]:
-    """The latest version of every metric, by name."""
-    return [versions[max(versions)] for _, versions in sorted(registry().items())]
-
-
-def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
+def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
     import duckdb
 
     try:
-        described = con.execute(f"DESCRIBE ({spec.sql})").fetchall()
+        described = session.execute(f"DESCRIBE ({spec.sql})").fetchall()
     except duckdb.Error as e:
         raise QueryError(f"{spec.label} ({spec.path.name}) does not compile: {str(e).splitlines()[0]}") from e
     names = [row[0] for row in described]
@@ -541,29 +183,20 @@ def _run_query(con: duckdb.DuckDBPyConnection, spec: MetricSpec) -> pa.Table:
         "CAST(m.rank AS INTEGER) AS rank" if "rank" in names else "CAST(NULL AS INTEGER) AS rank",
         "CAST(m.step AS BIGINT) AS step" if "step" in names else "CAST(NULL AS BIGINT) AS step",
         "CAST(m.value AS DOUBLE) AS value",
-        f"{_sql_literal(spec.unit)} AS unit",
+        f"{quote_literal(spec.unit)} AS unit",
         "CAST(m.reason AS VARCHAR) AS reason" if "reason" in names else "CAST(NULL AS VARCHAR) AS reason",
     ] + extras
     out_names = ["trace", "rank", "step", "value", "unit", "reason"] + [n for n in names if n not in fixed]
     # sorted by the output columns (not m's), exactly as combine_results sorts them
     query = f"SELECT * FROM (SELECT {', '.join(select)} FROM ({spec.sql}) AS m) ORDER BY {_order_by(out_names)}"
     try:
-        return con.execute(query).to_arrow_table()
+        return session.execute(query).to_arrow_table()
     except duckdb.Error as e:
         raise QueryError(f"{spec.label}: {str(e).splitlines()[0]}") from e
 
 
-# A result's rows come in one total order: trace, rank, step, then the detail columns,
-# value and reason. Rows that tie on (trace, rank, step) (one per stream, per collective,
-# per kernel type) would otherwise come in whatever order DuckDB's parallel sort leaves
-# them, which changes from run to run. The total order makes a result the same bytes each
-# time it is computed, and lets results computed in parts (``--dask``) be put together
-# in exactly the order of one query (``combine_results``). Part of the cache key.
-_ROW_ORDER = "rows: trace, rank, step, details, value, reason"
-
-
 def _order_by(columns: list[str]) -> str:
-    """The ORDER BY list of a result with these columns (``_ROW_ORDER``)."""
+    """The ORDER BY list of a result with these columns (``ROW_ORDER``)."""
     first, last = ["trace", "rank", "step"], ["value", "reason"]
     middle = [c for c in columns if c not in first + last + ["unit"]]  # unit is one constant
     return ", ".join('"' + c.replace('"', '""') + '"' for c in first + middle + last if c in columns)
@@ -618,19 +251,3 @@ def summarize_rows(spec: MetricSpec, rows: list[dict[str, Any]]) -> tuple[float 
             return None, f"no rows with {num} and a non-zero {den}"
         return float(sum(a for a, _ in pairs) / total), None
     return float(sum(values) / len(values)), None
-
-
-def describe_metric(spec: MetricSpec) -> dict[str, Any]:
-    return {"metric": spec.name, "version": spec.version, "unit": spec.unit, "grain": spec.grain,
-            "category": spec.category, "polarity": spec.polarity, "leaderboard": spec.leaderboard,
-            "summary": summary_rule(spec), "needs": spec.needs, "description": spec.description}
-
-
-def summary_rule(spec: MetricSpec) -> str:
-    """The summary as words: how one trace's rows become the one number of ``cclq.main``."""
-    over = {"rank": "ranks", "step": "ranks and steps", "trace": "rows"}[spec.grain]
-    if spec.summary == "ratio" and spec.summary_columns is not None:
-        num, den = spec.summary_columns
-        return f"Σ{num} / Σ{den} over {over} (pooled)"
-    return {"mean": f"mean over {over}", "sum": f"sum over {over}", "max": f"max over {over}",
-            "min": f"min over {over}", "value": "the trace's value"}[spec.summary]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cclq.query.metrics import MetricRun, MetricSpec, summarize_rows
+from cclq.query.metrics import MetricRun, summarize_rows
+from cclq.query.registry import MetricSpec
 
 # Columns every result table has (``cclq.query.metrics._run_query`` puts them first).
 FIXED_COLUMNS = ("trace", "rank", "step", "value", "unit", "reason")

@@ -7,7 +7,21 @@ built wheel finds every file.
 
 A view module is one ``.sql`` file; its name is its path under ``sql/views``
 without the suffix. Its header may declare ``-- requires: a, b``; modules are
-loaded after the modules they require.
+loaded after the modules they require. ``-- extends: a`` (with ``a`` also
+required) makes a module part of ``a`` wherever ``a`` is loaded: a generic module
+declares an empty extension point (a view with the columns and ``WHERE false``),
+and a domain module that extends it replaces that view with its rows, so the
+dependency points from the domain (Horovod, XLA, execution traces) to the generic
+module (``collectives``, ``steps``), never back. ``sql/views/metric_bodies`` holds
+the shared bodies of metric versions (``<metric>_rows(...)``).
+
+Documentation the loader reads (the format is in sql/README.md):
+
+* a view module's comment block right above ``CREATE ... VIEW <name>`` becomes
+  ``COMMENT ON VIEW``, and its ``--   <column>  <phrase>`` lines under a
+  ``-- columns:`` line become ``COMMENT ON COLUMN`` (``comment_statements``);
+* a metric's header ``-- columns:`` block lists its detail columns the same way
+  (``cclq.query.registry``; tests/test_sql_contract.py checks them against the result).
 """
 
 from __future__ import annotations
@@ -20,6 +34,7 @@ from pathlib import Path
 from cclq.locations import sql_root
 
 _REQUIRES = re.compile(r"^--\s*requires:\s*(.*)$", re.MULTILINE)
+_EXTENDS = re.compile(r"^--\s*extends:\s*(.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -28,15 +43,16 @@ class ViewModule:
     path: Path
     requires: tuple[str, ...]
     sql: str
+    extends: tuple[str, ...] = ()  # the modules it is part of wherever they are loaded
 
 
 def _parse_module(root: Path, path: Path) -> ViewModule:
     text = path.read_text()
-    requires: list[str] = []
-    for m in _REQUIRES.finditer(text):
-        requires.extend(r.strip() for r in m.group(1).split(",") if r.strip())
+    def listed(pattern: re.Pattern[str]) -> tuple[str, ...]:
+        return tuple(r.strip() for m in pattern.finditer(text) for r in m.group(1).split(",") if r.strip())
+
     name = path.relative_to(root).with_suffix("").as_posix().replace("/", ".")
-    return ViewModule(name, path, tuple(requires), text)
+    return ViewModule(name, path, listed(_REQUIRES), text, listed(_EXTENDS))
 
 
 _DEFINES = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?(?:VIEW|MACRO|TABLE)\s+(\w+)", re.IGNORECASE)
@@ -46,11 +62,27 @@ def defined_names(module: ViewModule) -> set[str]:
     return {m.lower() for m in _DEFINES.findall(module.sql)}
 
 
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def strip_comments(sql: str) -> str:
+    """``sql`` without its comments (``--`` to the end of the line, ``/* */``; not
+    inside string literals or quoted names), trailing blanks and empty lines: the
+    code that decides a result, which ``sql/metrics/CHECKSUMS`` freezes."""
+    code = _TOKENS.sub(lambda m: m.group(0) if m.group(0)[0] in "'\"" else "", sql)
+    return "\n".join(line.rstrip() for line in code.splitlines() if line.strip()) + "\n"
+
+
 def _words(sql: str) -> set[str]:
     """Identifiers a piece of SQL mentions, comments and string literals left out."""
     code = re.sub(r"--[^\n]*", " ", sql)
     code = re.sub(r"'(?:[^']|'')*'", " ", code)
     return {w.lower() for w in re.findall(r"\w+", code)}
+
+
+# DuckDB's catalog: a query over it asks about every view (`cclq sql "SELECT view_name,
+# comment FROM duckdb_views()"` names the views only in string literals, if at all)
+_CATALOG_QUERIES = {"duckdb_views", "duckdb_columns", "duckdb_tables", "duckdb_functions", "information_schema"}
 
 
 def modules_for(sql: str) -> tuple[ViewModule, ...]:
@@ -59,23 +91,32 @@ def modules_for(sql: str) -> tuple[ViewModule, ...]:
     view's whole stack, down to the Parquet files, when the view is created)."""
     words = _words(sql)
     modules = view_modules()
+    if words & _CATALOG_QUERIES or re.match(r"\s*SHOW\s+(ALL\s+)?TABLES\b", sql, re.IGNORECASE):
+        return modules  # a question about the views themselves (their comments): all of them
     by_name = {m.name: m for m in modules}
+    extended_by: dict[str, list[str]] = {}
+    for m in modules:
+        for base in m.extends:
+            extended_by.setdefault(base, []).append(m.name)
     wanted: set[str] = set()
-    todo = [m.name for m in modules if defined_names(m) & words]
-    while todo:
-        name = todo.pop()
-        if name not in wanted:
-            wanted.add(name)
-            todo.extend(by_name[name].requires)
+
+    def want(names: list[str]) -> None:
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            if name not in wanted:
+                wanted.add(name)
+                todo.extend(by_name[name].requires)
+                todo.extend(extended_by.get(name, ()))  # its extensions come with it
+
+    want([m.name for m in modules if defined_names(m) & words])
     # a module may use another's objects without declaring it: follow the SQL too
     changed = True
     while changed:
-        changed = False
         used = set().union(*(_words(by_name[n].sql) for n in wanted))
-        for m in modules:
-            if m.name not in wanted and defined_names(m) & used:
-                wanted.add(m.name)
-                changed = True
+        before = len(wanted)
+        want([m.name for m in modules if m.name not in wanted and defined_names(m) & used])
+        changed = len(wanted) > before
     return tuple(m for m in modules if m.name in wanted)
 
 
@@ -102,4 +143,151 @@ def view_modules() -> tuple[ViewModule, ...]:
 
     for name in sorted(modules):
         visit(name, ())
+    for m in ordered:
+        for base in m.extends:
+            if base not in m.requires:
+                raise ValueError(f"sql/views: {m.name} extends {base!r} without requiring it (it must load after it)")
     return tuple(ordered)
+
+
+# --- documentation in DuckDB's catalog (COMMENT ON) ------------------------------------
+
+_CREATE_VIEW = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+(\w+)", re.IGNORECASE)
+_RELATION = re.compile(r"^--\s*relation:\s*(\w+)\s*$")
+_LOADER_LINE = re.compile(r"^\s*(requires|extends|relation):")
+_COLUMNS = re.compile(r"^\s*columns:\s*$")
+_COLUMN = re.compile(r"^(\s+)(\w+)(?:\s{2,}(\S.*))?$")
+_AS_IN = re.compile(r"^\s*\(as in (\w+):(.*)$")
+
+
+@dataclass(frozen=True)
+class RelationDoc:
+    """A view's (or base relation's) documentation: its comment text, the phrase of each
+    column it documents, and the columns that take their phrase from another relation."""
+
+    name: str
+    text: str
+    columns: dict[str, str]
+    inherited: dict[str, str]  # column -> the relation whose phrase it takes
+
+
+def parse_doc_block(lines: list[str]) -> tuple[str, dict[str, str], dict[str, str]]:
+    """A comment block (lines starting ``--``) as (text, columns, inherited columns).
+
+    ``-- columns:`` starts the column list; each entry is ``--<indent><name>  <phrase>``
+    (two or more spaces between), lines indented deeper continue the phrase, and
+    ``--<indent>(as in <relation>: a, b, ...)`` (on one or more lines) gives columns the
+    phrase they have in ``<relation>``. The first line indented less than the entries, or
+    not an entry, ends the list; the other lines are the relation's text (their layout
+    kept). Loader lines (``requires:``, ``extends:``, ``relation:``) are left out."""
+    text: list[str] = []
+    columns: dict[str, str] = {}
+    inherited: dict[str, str] = {}
+    in_columns, indent, last, as_in = False, 0, None, None
+    pending = ""
+    for line in lines:
+        body = line[2:]
+        if _LOADER_LINE.match(body):
+            continue
+        if _COLUMNS.match(body):
+            in_columns, indent, last = True, 0, None
+            continue
+        if as_in is not None:
+            pending += " " + body.strip()
+        elif in_columns:
+            m_as = _AS_IN.match(body)
+            m = _COLUMN.match(body)
+            depth = len(body) - len(body.lstrip())
+            if m_as:
+                as_in, pending = m_as.group(1), m_as.group(2)
+            elif m and (indent == 0 or depth == indent):
+                indent, last = depth, m.group(2)
+                columns[last] = (m.group(3) or "").strip()
+                continue
+            elif last is not None and body.strip() and depth > indent:
+                columns[last] = (columns[last] + " " + body.strip()).strip()
+                continue
+            else:
+                in_columns = False
+        if as_in is not None:
+            if ")" in pending:
+                names = pending[: pending.index(")")]
+                inherited.update({n.strip(): as_in for n in names.split(",") if n.strip()})
+                as_in = None
+            continue
+        if not in_columns and body.strip():
+            text.append((body[1:] if body.startswith(" ") else body).rstrip())
+    return "\n".join(text), columns, inherited
+
+
+def doc_blocks(sql: str) -> list[RelationDoc]:
+    """The documented relations of a SQL file: the comment block right above each
+    ``CREATE ... VIEW <name>``, and each block that starts ``-- relation: <name>``."""
+    out: list[RelationDoc] = []
+    block: list[str] = []
+
+    def close_relation() -> None:
+        if block and _RELATION.match(block[0]):
+            out.append(RelationDoc(_RELATION.match(block[0]).group(1), *parse_doc_block(block)))
+
+    for line in sql.splitlines() + [""]:
+        if line.startswith("--"):
+            block.append(line)
+            continue
+        m = _CREATE_VIEW.match(line)
+        if m and block and not _RELATION.match(block[0]):
+            out.append(RelationDoc(m.group(1), *parse_doc_block(block)))
+        else:
+            close_relation()
+        block = []
+    return out
+
+
+@lru_cache(maxsize=1)
+def relation_docs() -> dict[str, RelationDoc]:
+    """Every documented relation by name: the base relations (sql/relations.sql) and the
+    views of every module (the last definition of a name wins, as in DuckDB)."""
+    docs = {d.name: d for d in doc_blocks((sql_root() / "relations.sql").read_text())}
+    for module in view_modules():
+        docs.update({d.name: d for d in doc_blocks(module.sql)})
+    return docs
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def column_docs(doc: RelationDoc) -> dict[str, str]:
+    """A relation's column phrases, the inherited ones looked up."""
+    docs = relation_docs()
+    out = {}
+    for column, source in doc.inherited.items():
+        phrase = docs[source].columns.get(column) if source in docs else None
+        if not phrase:
+            raise ValueError(f"{doc.name}: column {column} is documented as in {source}, which does not document it")
+        out[column] = phrase
+    out.update({c: p for c, p in doc.columns.items() if p})
+    return out
+
+
+def comment_statements(name: str, kind: str = "VIEW", doc: RelationDoc | None = None) -> list[str]:
+    """``COMMENT ON`` statements that put relation ``name``'s documentation (``doc``, else
+    the one ``relation_docs`` has) into DuckDB's catalog (``duckdb_views().comment``,
+    ``duckdb_columns().comment``); ``kind`` is VIEW or TABLE. Names come from our own
+    files; the texts are quoted as literals."""
+    doc = doc or relation_docs().get(name)
+    if doc is None:
+        return []
+    out = [f"COMMENT ON {kind} {_ident(name)} IS {_literal(doc.text)};"] if doc.text else []
+    out += [f"COMMENT ON COLUMN {_ident(name)}.{_ident(c)} IS {_literal(p)};" for c, p in column_docs(doc).items()]
+    return out
+
+
+def module_script(module: ViewModule) -> str:
+    """A module's SQL, then the COMMENT ON statements of the views it defines."""
+    comments = [s for d in doc_blocks(module.sql) for s in comment_statements(d.name, doc=d)]
+    return module.sql.strip() + ("\n" + "\n".join(comments) if comments else "") + "\n"

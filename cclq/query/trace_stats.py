@@ -11,12 +11,10 @@ connection and is split by trace in Python.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from cclq.query.metrics import run_cached_query
+from cclq.query.session import Session
 
 # One row per (trace, rank, op name, class): the building block of both users. GPU ops
 # win; XLA device ops only for traces with no GPU op (a TensorFlow GPU profile has both
@@ -55,11 +53,10 @@ class OpStat:
     total_ns: int
 
 
-def op_stats(con: duckdb.DuckDBPyConnection, cache_dir: Path | None = None) -> dict[str, list[OpStat]]:
+def op_stats(session: Session) -> dict[str, list[OpStat]]:
     """trace -> every (rank, op name) with its call count and summed duration (through the
-    metric result cache when ``cache_dir`` is given)."""
-    table = run_cached_query(con, "op_stats", _OP_STATS_SQL + " ORDER BY trace, rank, total_ns DESC, name",
-                             cache_dir)
+    metric result cache when the session has one)."""
+    table = run_cached_query(session, "op_stats", _OP_STATS_SQL + " ORDER BY trace, rank, total_ns DESC, name")
     out: dict[str, list[OpStat]] = {}
     for r in table.to_pylist():
         out.setdefault(r["trace"], []).append(OpStat(r["source"], r["rank"], r["name"], r["op_class"],
@@ -85,12 +82,11 @@ def top_ops(stats: list[OpStat], n: int = 12) -> dict[str, Any]:
     }
 
 
-def step_durations(con: duckdb.DuckDBPyConnection,
-                   cache_dir: Path | None = None) -> dict[str, list[tuple[int, int, float]]]:
+def step_durations(session: Session) -> dict[str, list[tuple[int, int, float]]]:
     """trace -> (rank, step, seconds) of every step (the ``steps`` view)."""
     sql = ("SELECT trace, rank, step, dur_ns FROM steps WHERE dur_ns IS NOT NULL AND step IS NOT NULL "
            "ORDER BY trace, rank, step")
     out: dict[str, list[tuple[int, int, float]]] = {}
-    for r in run_cached_query(con, "step_durations", sql, cache_dir).to_pylist():
+    for r in run_cached_query(session, "step_durations", sql).to_pylist():
         out.setdefault(r["trace"], []).append((int(r["rank"]), int(r["step"]), r["dur_ns"] / 1e9))
     return out

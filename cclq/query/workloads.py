@@ -13,10 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import duckdb
-
 from cclq.cards.load import CARD_FIELDS
-from cclq.query.engine import define_views
+from cclq.query.session import Session
 
 # (key on CCL-Bench's website, where it comes from: a cards column or a path in the card)
 _METADATA: list[tuple[str, str | tuple[str, ...]]] = [
@@ -100,11 +98,11 @@ class Workload:
         return meta
 
 
-def load_workloads(con: duckdb.DuckDBPyConnection) -> dict[str, Workload]:
-    """trace -> Workload for every trace the connection sees."""
-    define_views(con, "SELECT * FROM traces")
+def load_workloads(session: Session) -> dict[str, Workload]:
+    """trace -> Workload for every trace the session sees."""
+    session.define_views("SELECT * FROM traces")
     card_columns = [name for name, _, _ in CARD_FIELDS]
-    cur = con.execute(f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(card_columns)} "
+    cur = session.execute(f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(card_columns)} "
                       "FROM traces ORDER BY trace")
     names = [d[0] for d in cur.description]
     out: dict[str, Workload] = {}

@@ -34,11 +34,11 @@ from typing import Any, Protocol
 
 import yaml
 
-from cclq import __version__
 from cclq.errors import UsageError
 from cclq.record import CHECK_FILE, ERROR_FILE, READY_FILE, RESULT_FILE, results
 from cclq.record.card import build_card, write_card
 from cclq.record.config import Run, expand, load_config, workload_name
+from cclq.version import __version__
 
 RECORD_FILE = "record.yaml"
 FAILED_DIR = ".record-failed"

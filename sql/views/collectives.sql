@@ -75,7 +75,10 @@
 --   size on one rank) keys it apart from them; the stream fallback assumes
 --   equal stream ids on every rank; and times are each rank's own clock (no
 --   cross-host alignment).
--- requires: kernel_classes, catalog, execution_traces, dtypes, horovod
+-- (Sources beyond the Kineto trace, the execution trace's tensor sizes and Horovod's
+-- operations, are added by collectives_execution_traces.sql and collectives_horovod.sql,
+-- which `extend` this module: see sql/README.md.)
+-- requires: kernel_classes, catalog, dtypes
 
 -- nccl-tests' bus-bandwidth factor for a collective over n ranks
 -- (doc/PERFORMANCE.md): all_reduce 2(n-1)/n; all_gather, reduce_scatter,
@@ -156,6 +159,17 @@ JOIN dtype_sizes AS d ON d.dtype_key = dtype_key(s.input_type)
 WHERE s.shape IS NOT NULL
   AND list_count(s.shape) = len(s.shape);  -- deeper nesting cast to NULL entries
 
+-- Extension point: CPU-op sizes from records other than the Kineto trace, in the
+-- columns of `_collective_cpu_op_sizes` (size_preference 4 and up). Empty here; a
+-- module that extends this one replaces it (collectives_execution_traces.sql: the
+-- execution trace's tensors).
+CREATE OR REPLACE VIEW _collective_cpu_op_sizes_extra AS
+SELECT
+  NULL::VARCHAR AS trace, NULL::INTEGER AS rank, NULL::VARCHAR AS file_id, NULL::BIGINT AS event_idx,
+  NULL::INTEGER AS size_preference, NULL::VARCHAR AS size_kind, NULL::BIGINT AS in_nelems,
+  NULL::BIGINT AS out_nelems, NULL::BIGINT AS in_bytes, NULL::BIGINT AS out_bytes, NULL::VARCHAR AS dtype
+WHERE false;
+
 -- What each collective CPU op says about its message, one row per way it says
 -- it (`size_kind`, ranked by `size_preference`, 1 = best):
 --   1 'msg nelems'               its own In/Out msg nelems x dtype
@@ -206,26 +220,11 @@ from_inputs AS (
   FROM _collective_cpu_op_tensors
   WHERE NOT output_listed_first
   GROUP BY trace, rank, file_id, event_idx
-),
-from_execution_trace AS (
-  -- the op's record_param_comms node in the execution trace: its tensors, exactly
-  SELECT
-    l.trace, l.rank, l.file_id, l.event_idx,
-    4 AS size_preference,
-    'execution trace tensors' AS size_kind,
-    NULL::BIGINT AS in_nelems,
-    NULL::BIGINT AS out_nelems,
-    nullif(n.input_bytes, 0) AS in_bytes,
-    nullif(n.output_bytes, 0) AS out_bytes,
-    n.dtype
-  FROM et_links AS l
-  JOIN et_nodes AS n ON n.trace = l.trace AND n.rank = l.rank AND n.file_id = l.et_file_id AND n.node_id = l.node_id
-  WHERE n.name = 'record_param_comms' AND n.input_bytes > 0
 )
 SELECT * FROM from_msg_nelems
 UNION ALL SELECT * FROM from_output_and_input
 UNION ALL SELECT * FROM from_inputs
-UNION ALL SELECT * FROM from_execution_trace;
+UNION ALL SELECT * FROM _collective_cpu_op_sizes_extra;
 
 -- The size of each process group a rank names, from any event that states it:
 -- a `Group size` argument (kernel or CPU op), else the length of a
@@ -543,34 +542,65 @@ SELECT
 FROM ordinals;
 
 -- Every collective: the GPU communication kernels above (classified by
--- kernel_class_rules `rules_version`), and the tensor operations of Horovod timelines
--- (horovod_ops: coll_type from the operation, `collective_name` the tensor, ts/dur the
--- operation's span, bytes from its output dtype and shape, group size the workers that
--- negotiated it; matched across ranks by tensor and operation number, though a
--- timeline is one file for the whole job).
+-- kernel_class_rules `rules_version`), and those of other records
+-- (`_collectives_extra`: Horovod's tensor operations, collectives_horovod.sql).
+-- Extension point `_collectives_extra`: rows in the columns of
+-- _collectives_from_kernels_with (by name; the missing ones NULL). Empty here; a
+-- module that extends this one replaces it.
+CREATE OR REPLACE VIEW _collectives_extra AS
+SELECT
+  NULL::VARCHAR AS trace, NULL::INTEGER AS rank, NULL::VARCHAR AS coll_type, NULL::BIGINT AS ts_ns,
+  NULL::BIGINT AS dur_ns, NULL::BIGINT AS end_ns, NULL::BIGINT AS bytes, NULL::BIGINT AS group_size,
+  NULL::DOUBLE AS algbw_gbps, NULL::DOUBLE AS busbw_gbps, NULL::VARCHAR AS match_id,
+  NULL::VARCHAR AS type_source, NULL::VARCHAR AS size_source, NULL::VARCHAR AS group_size_source,
+  NULL::VARCHAR AS reason, NULL::VARCHAR AS dtype, NULL::VARCHAR AS collective_name,
+  NULL::VARCHAR AS file_id, NULL::BIGINT AS event_idx
+WHERE false;
+
 CREATE OR REPLACE MACRO collectives_with(rules_version) AS TABLE
 SELECT * FROM _collectives_from_kernels_with(rules_version)
 UNION ALL BY NAME
-SELECT
-  trace, rank, coll_type, ts_ns, dur_ns, end_ns, bytes,
-  workers AS group_size,
-  bytes / nullif(dur_ns, 0) AS algbw_gbps,
-  bytes / nullif(dur_ns, 0) * coll_busbw_factor(coll_type, workers) AS busbw_gbps,
-  'horovod/' || tensor || ' #' || op_seq AS match_id,
-  'horovod ' || op || ' span' AS type_source,
-  CASE WHEN bytes IS NOT NULL THEN 'horovod output dtype x shape' END AS size_source,
-  CASE WHEN workers IS NOT NULL THEN 'horovod negotiation ticks' END AS group_size_source,
-  nullif(concat_ws('; ',
-    CASE WHEN coll_type IS NULL THEN 'type unknown: horovod ' || op END,
-    CASE WHEN bytes IS NULL THEN 'size unknown: no output dtype and shape' END
-  ), '') AS reason,
-  dtype,
-  tensor AS collective_name,
-  file_id,
-  event_idx
-FROM horovod_ops;
+SELECT * FROM _collectives_extra;
 
--- Version 1 of collectives_with: what the released collective metrics read.
+-- Every collective on every rank (version 1 of collectives_with: what the released
+-- collective metrics read): one row per collective instance per rank, from the GPU
+-- communication kernels and Horovod's tensor operations, with its type, message
+-- size, group size, bandwidths and the cross-rank `match_id` (the head of
+-- sql/views/collectives.sql says where each fact comes from).
+-- columns:
+--   trace              the trace
+--   rank               the rank that ran it
+--   coll_type          all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send | recv | ... (NULL: unknown)
+--   ts_ns              start of the kernel (or Horovod operation), ns
+--   dur_ns             its duration, ns
+--   end_ns             its end, ns
+--   bytes              message bytes as nccl-tests counts them (all_gather its output, reduce_scatter its input, else the input)
+--   group_size         ranks in the collective's group (n)
+--   pg_name            process group name
+--   pg_desc            process group description
+--   seq                c10d's sequence number within the group
+--   algbw_gbps         bytes / duration, GB/s
+--   busbw_gbps         algbw x nccl-tests' bus factor for the type and n, GB/s
+--   match_id           the key equal for the instances of one collective on different ranks
+--   type_source        where coll_type comes from
+--   size_source        where bytes come from
+--   group_size_source  where group_size comes from
+--   reason             what is unknown about it, and why
+--   in_nelems          input elements
+--   out_nelems         output elements
+--   dtype              element type
+--   in_split_size      all_to_allv input splits (text)
+--   out_split_size     all_to_allv output splits (text)
+--   pg_ranks           the group's ranks (text, may be truncated)
+--   collective_name    the collective's name as recorded (c10d name; a Horovod tensor)
+--   kernel_name        the communication kernel's name
+--   device             the GPU
+--   stream             the stream
+--   launch_ns          when the runtime call launched the kernel, ns
+--   correlation        CUPTI correlation id of the kernel
+--   external_id        the kernel's External id (link to its CPU op)
+--   file_id            the source file of the kernel (or Horovod operation)
+--   event_idx          its position in that file
 CREATE OR REPLACE VIEW collectives AS
 SELECT * FROM collectives_with(1);
 

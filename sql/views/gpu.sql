@@ -12,6 +12,13 @@
 --           with a stream and a correlation id like a kernel)
 -- Consumers that mean kernels filter `kind = 'kernel'`; every metric that reads
 -- gpu_ops or gpu_ops_classified does (or names the kinds it wants).
+-- columns:
+--   kind    kernel | memcpy | memset | sync, from the category
+--   device  the GPU: the event's `device` argument, else its pid
+--   stream  the stream: the event's `stream` argument, else its tid
+--   end_ns  end time in ns (ts_ns + dur_ns)
+--   (as in events: trace, rank, name, ts_ns, dur_ns, correlation, external_id, bytes,
+--   collective_name, args, file_id, event_idx)
 CREATE OR REPLACE VIEW gpu_ops AS
 SELECT
   trace,
@@ -35,6 +42,14 @@ WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'cuda_sync');
 
 -- One row per GPU kernel, with launch shape and the collective arguments that
 -- PyTorch copies onto NCCL kernels.
+-- columns:
+--   device  the GPU: the event's `device` argument, else its pid
+--   stream  the stream: the event's `stream` argument, else its tid
+--   end_ns  end time in ns (ts_ns + dur_ns)
+--   (as in events: trace, rank, name, ts_ns, dur_ns, correlation, external_id, grid,
+--   block, blocks_per_sm, warps_per_sm, occupancy_pct, registers_per_thread,
+--   shared_memory_bytes, collective_name, in_msg_nelems, out_msg_nelems, group_size,
+--   dtype, pg_name, pg_desc, pg_ranks, seq, args, file_id, event_idx)
 CREATE OR REPLACE VIEW kernels AS
 SELECT
   trace,

@@ -79,3 +79,18 @@ SELECT trace, rank, key, ts_ns, end_ns FROM intervals_overlay(a, b) WHERE in_a A
 -- Pieces covered by `a` but not by `b` (e.g. communication not hidden by compute).
 CREATE OR REPLACE MACRO intervals_subtract(a, b) AS TABLE
 SELECT trace, rank, key, ts_ns, end_ns FROM intervals_overlay(a, b) WHERE in_a AND NOT in_b;
+
+-- Per (trace, rank), summed over the keys: `a_ns` = |U(a)|, `overlap_ns` = the part
+-- of it `b` covers (|U(a) ∩ U(b)|), `exposed_ns` = the part `b` does not (|U(a) -
+-- U(b)|); 0 rather than NULL for a rank with `a` but no overlap. The ONE
+-- computation of communication/compute overlap and of exposed communication
+-- (communication_overlap_ratio, compute_comm_overlap, scale_up_bw_utility).
+CREATE OR REPLACE MACRO intervals_overlap_totals(a, b) AS TABLE
+SELECT
+  trace,
+  rank,
+  sum(end_ns - ts_ns) FILTER (WHERE in_a) AS a_ns,
+  coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND in_b), 0) AS overlap_ns,
+  coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND NOT in_b), 0) AS exposed_ns
+FROM intervals_overlay(a, b)
+GROUP BY ALL;

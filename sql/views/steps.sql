@@ -1,6 +1,8 @@
 -- Training/inference steps, from whichever record of them a rank has, and the step
 -- each GPU activity belongs to.
--- requires: kernel_classes, xla
+-- (The steps of XLA profiles are added by steps_xla.sql, which `extends` this module:
+-- see sql/README.md.)
+-- requires: kernel_classes
 
 -- The records that mark a step, ONE versioned table (`step_marker_rules`). Per
 -- (trace, rank) the source with the lowest `preference` that the rank has wins.
@@ -173,6 +175,17 @@ LEFT JOIN sglang_phases AS p USING (trace, rank, iteration);
 CREATE OR REPLACE VIEW engine_iterations AS
 SELECT * FROM engine_iterations_with(2);
 
+-- Extension point: steps from other records than step_marker_rules' (the steps of
+-- an XLA profile, steps_xla.sql), one row per (trace, rank, step) in the columns
+-- below, with a `preference` after every rule's (a rank's rule steps win). Empty
+-- here; a module that extends this one replaces it.
+CREATE OR REPLACE VIEW _steps_extra AS
+SELECT
+  NULL::VARCHAR AS trace, NULL::INTEGER AS rank, NULL::VARCHAR AS source, NULL::BIGINT AS step,
+  NULL::BIGINT AS ts_ns, NULL::BIGINT AS end_ns, NULL::BIGINT AS records, NULL::INTEGER AS preference,
+  NULL::VARCHAR AS phase
+WHERE false;
+
 -- One row per (trace, rank, step) by step_marker_rules `rules_version`. Per
 -- (trace, rank) the first source it has wins:
 --   cpu_annotation       `ProfilerStep#N` on the CPU track (what `prof.step()`
@@ -220,12 +233,7 @@ candidates AS MATERIALIZED (  -- read twice: for the preferred source, and the r
   FROM engine_iterations_with(rules_version) AS e
   WHERE phase IS DISTINCT FROM 'idle'
   UNION ALL
-  SELECT
-    trace, rank, 'xla_' || any_value(source) AS source, step, min(ts_ns), max(end_ns),
-    count(*) AS records, 1000 AS preference, NULL::VARCHAR AS phase
-  FROM xla_steps
-  WHERE step IS NOT NULL
-  GROUP BY trace, rank, step
+  SELECT trace, rank, source, step, ts_ns, end_ns, records, preference, phase FROM _steps_extra
 ),
 chosen AS (
   SELECT trace, rank, min(preference) AS preference
@@ -236,7 +244,21 @@ SELECT c.trace, c.rank, c.step, c.ts_ns, c.end_ns, c.end_ns - c.ts_ns AS dur_ns,
 FROM candidates AS c
 JOIN chosen AS h ON h.trace = c.trace AND h.rank = c.rank AND h.preference = c.preference;
 
--- The steps of the latest rules (version 2). Metrics name their version.
+-- The steps of the latest rules (version 2): one row per (trace, rank, step) from
+-- the first source a rank has (steps_with: ProfilerStep#N on the CPU track, else on
+-- the GPU track, else inference engine iterations, else XLA steps). Metrics name
+-- their version (`steps_with(<version>)`).
+-- columns:
+--   trace    the trace
+--   rank     the rank
+--   step     the step number: N of ProfilerStep#N, the engine iteration number, or the XLA step number
+--   ts_ns    the step's first start, ns
+--   end_ns   the step's last end, ns (an XLA step ends when its slowest device ends)
+--   dur_ns   end_ns - ts_ns
+--   source   the record the step comes from: cpu_annotation | gpu_annotation | an
+--            engine source (vllm_execute_context, sglang_run_batch, ...) | xla_<source>
+--   records  how many step records were merged into the row (threads, streams, device planes)
+--   phase    engine iterations: prefill | decode | mixed; NULL otherwise
 CREATE OR REPLACE VIEW steps AS
 SELECT * FROM steps_with(2);
 
@@ -293,10 +315,22 @@ SELECT * FROM gpu_ops_steps_of(rules_version, 1);
 CREATE OR REPLACE VIEW gpu_ops_steps AS
 SELECT * FROM gpu_ops_steps_of(1, 2);
 
+-- The inner-step rule, the ONE place it is written: step `i` (1, 2, ... in step
+-- order) of a rank's `n` steps is measured unless it is the first (warm-up) or the
+-- last (cut by the profiler window) of three or more; with one or two steps all
+-- are: CCL-Bench's `steps[1:-1] if len(steps) > 2`.
+CREATE OR REPLACE MACRO is_inner_step(i, n) AS n <= 2 OR (i > 1 AND i < n);
+
+-- Why a rank has no steps, naming the step markers of step_marker_rules
+-- `rules_version` (the `reason` of the metrics that need steps).
+CREATE OR REPLACE MACRO no_steps_reason(rules_version) AS
+  CASE WHEN rules_version >= 2
+    THEN 'no steps (no ProfilerStep#N annotations, no inference engine iterations, no XLA steps)'
+    ELSE 'no steps (no ProfilerStep#N annotations, no XLA steps)'
+  END;
+
 -- The steps a per-step metric measures, per rank of `scope` (pass `metric_scope`):
--- the steps of steps_with(`rules_version`) without the first (warm-up) and the
--- last (cut by the profiler window) when a rank has three or more, all of them
--- otherwise: CCL-Bench's `steps[1:-1] if len(steps) > 2`.
+-- the steps of steps_with(`rules_version`) that `is_inner_step`.
 CREATE OR REPLACE MACRO inner_step_windows(rules_version, scope) AS TABLE
 WITH numbered AS (
   SELECT
@@ -308,4 +342,4 @@ WITH numbered AS (
 )
 SELECT trace, rank, step, ts_ns AS window_start, end_ns AS window_end
 FROM numbered
-WHERE n <= 2 OR (i > 1 AND i < n);
+WHERE is_inner_step(i, n);

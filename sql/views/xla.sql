@@ -11,7 +11,7 @@
 -- threads, with one exception: a host-only profile (JAX on CPU devices) has no
 -- device plane, and there the host threads' XLA ops (events carrying `hlo_op`,
 -- device from their `device_ordinal` argument) stand in for the devices.
--- requires: names, slices, kernel_classes
+-- requires: names, slices, kernel_classes, dtypes
 
 -- One row per (trace, rank, pid) whose process name is an xprof plane.
 -- `device_kind`: TPU | GPU (device planes, `is_device`), host, or the plane's own
@@ -66,16 +66,9 @@ SELECT
 FROM thread_names AS t
 JOIN xla_planes AS p USING (trace, rank, pid);
 
--- Bytes of one element of an XLA primitive type (NULL when unknown, e.g. s4).
-CREATE OR REPLACE MACRO xla_dtype_bytes(dt) AS
-CASE
-  WHEN lower(dt) IN ('pred', 's8', 'u8') OR lower(dt) LIKE 'f8%' THEN 1
-  WHEN lower(dt) IN ('bf16', 'f16', 's16', 'u16') THEN 2
-  WHEN lower(dt) IN ('f32', 's32', 'u32') THEN 4
-  WHEN lower(dt) IN ('f64', 's64', 'u64', 'c64') THEN 8
-  WHEN lower(dt) = 'c128' THEN 16
-  WHEN lower(dt) = 'token' THEN 0
-END;
+-- Bytes of one element of an XLA primitive type (NULL when unknown, e.g. s4), from
+-- the one dtype table (sql/views/dtypes.sql).
+CREATE OR REPLACE MACRO xla_dtype_bytes(dt) AS dtype_bytes(lower(dt));
 
 -- Bytes of one array shape such as `bf16[8,1024]` (layout suffix ignored).
 -- A scalar (`f32[]`) is one element; a dynamic bound `<=10` counts as 10.

@@ -48,6 +48,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cclq.locations import PACKAGE_DIR
+
 HTA_FOLDERS = (
     "hta_trace_filter_2rank", "hta_nccl_data", "hta_df_index_resolver", "hta_negative_queue_length",
     "hta_ns_resolution", "hta_alexnet", "hta_amd_mi250", "hta_mtia_single_rank",
@@ -104,9 +106,11 @@ _CCLQ_CHILD = r"""
 import json, resource, sys, time
 t_start = time.perf_counter()
 from pathlib import Path
-from cclq.query.engine import connect
+
 from cclq.ingest.run import ingest
-from cclq.query.metrics import resolve, run_metric
+from cclq.query.metrics import run_metric
+from cclq.query.registry import resolve
+from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 cfg = json.load(open(sys.argv[1]))
 res = {"import_s": time.perf_counter() - t_start, "errors": {}, "metrics": {}}
@@ -121,13 +125,12 @@ for o in report.outcomes:
     if o.status == "failed":
         res["errors"][o.path] = o.message
 t = time.perf_counter()
-con = connect(wh, views=False)  # as `cclq metric` does: views only when a result is computed
+con = connect(wh, views=False, cache=bool(cfg.get("cache")))  # as `cclq metric`: views only when computed
 res["connect_s"] = time.perf_counter() - t
 for name in cfg["metrics"]:
     t = time.perf_counter()
     try:
-        cache = wh.cache_dir if cfg.get("cache") else None
-        rows = run_metric(con, resolve(name), cache_dir=cache).num_rows
+        rows = run_metric(con, resolve(name)).num_rows
         res["metrics"][name] = {"rows": rows, "seconds": time.perf_counter() - t,
                                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     except Exception as e:
@@ -192,7 +195,7 @@ def cclq_child(folders: list[Path], warehouse: Path, metrics: list[str], scratch
 
 def hta_metric_names() -> list[str]:
     """The HTA-parity metrics the registry has now (the others are skipped)."""
-    from cclq.query.metrics import registry
+    from cclq.query.registry import registry
 
     have = registry()
     return [m for m in HTA_METRICS if m in have]

@@ -312,8 +312,9 @@ def clone_traces(wh_root: Path, source: str, targets: list[str]) -> None:
 
 
 def _time_one_query(wh_root: Path, metric: str) -> float:
-    from cclq.query.engine import connect
-    from cclq.query.metrics import resolve, run_metric
+    from cclq.query.metrics import run_metric
+    from cclq.query.registry import resolve
+    from cclq.query.session import connect
     from cclq.store.warehouse import Warehouse
 
     start = time.perf_counter()
@@ -325,8 +326,9 @@ def _time_one_query(wh_root: Path, metric: str) -> float:
 
 
 def _time_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
-    from cclq.query.engine import connect
-    from cclq.query.metrics import resolve, run_metric
+    from cclq.query.metrics import run_metric
+    from cclq.query.registry import resolve
+    from cclq.query.session import connect
     from cclq.store.warehouse import Warehouse
 
     start = time.perf_counter()
@@ -364,7 +366,7 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
     """(scaling rows, per-metric timings over the shared traces)."""
     from cclq.dev.synth.kineto import generate_workload
     from cclq.ingest.run import ingest
-    from cclq.query.metrics import registry
+    from cclq.query.registry import registry
     from cclq.store.warehouse import Warehouse
 
     rows: list[MetricBenchRow] = []
@@ -376,8 +378,8 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
             start = time.perf_counter()
             ingest([shared_traces], wh, jobs=2)
             ingest_s = time.perf_counter() - start
-            from cclq.query.engine import connect
             from cclq.query.metrics import run_metric
+            from cclq.query.session import connect
 
             con = connect(wh)
             total = 0.0

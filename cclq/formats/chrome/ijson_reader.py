@@ -44,11 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cclq.errors import TraceFileError
-from cclq.formats.base import (
-    BatchSink,
-    Detected,
-    ReadResult,
-)
+from cclq.formats.base import READER_IJSON, BatchSink, Detected, ReadResult
 from cclq.formats.chrome import events as ev_rules
 from cclq.formats.chrome.events import (
     BAD_DUR,

@@ -32,7 +32,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cclq import __version__
 from cclq.present.board.pages import (
     ASSETS,
     MetricColumn,
@@ -46,15 +45,12 @@ from cclq.present.report import (
     collect_reports,
     report_dict,
 )
-from cclq.query.engine import connect
-from cclq.query.metrics import (
-    LEADERBOARD_CATEGORIES,
-    MetricRun,
-    MetricSpec,
-    latest_specs,
-)
+from cclq.query.metrics import MetricRun
+from cclq.query.registry import LEADERBOARD_CATEGORIES, MetricSpec, latest_specs
+from cclq.query.session import QuerySettings, connect
 from cclq.query.sqlfiles import view_modules
 from cclq.store.warehouse import Warehouse
+from cclq.version import __version__
 
 BOARD_VERSION = 1  # of the stored data layout; a new layout recomputes every workload
 # Short descriptions of CCL-Bench's website categories (its benchmark_config.json has its own).
@@ -209,6 +205,7 @@ def build_board(
     force: bool = False,
     on_metric: Callable[[MetricRun], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
+    settings: QuerySettings | None = None,
 ) -> BoardResult:
     """Builds (or brings up to date) the site in ``out_dir``.
 
@@ -219,7 +216,7 @@ def build_board(
     params = params or {}
     specs = board_specs(all_metrics)
     wh.require()
-    con = connect(wh, views=False)
+    con = connect(wh, views=False, settings=settings)
     fingerprints = _fingerprints(con, specs, params)
     con.close()
     stored = _stored(out_dir)
@@ -231,9 +228,10 @@ def build_board(
         on_start(len(todo), len(specs))
     fresh: dict[str, dict[str, Any]] = {}
     if todo:
-        con = connect(wh, traces=None if len(todo) == len(fingerprints) else todo, views=False)
+        con = connect(wh, traces=None if len(todo) == len(fingerprints) else todo, views=False,
+                      settings=settings, cache=use_cache)
         try:
-            reports = collect_reports(con, specs, params, wh.cache_dir if use_cache else None, on_metric)
+            reports = collect_reports(con, specs, params, on_metric)
         finally:
             con.close()
         for trace, report in reports.items():
@@ -284,6 +282,7 @@ def build_from_config(
     use_cache: bool = True,
     on_start: Callable[[int, int], None] | None = None,
     on_metric: Callable[[MetricRun], None] | None = None,
+    settings: QuerySettings | None = None,
 ) -> ConfigBoardResult:
     """``cclq board OUT --config benchmark_config.json``: ingests the config's trace
     folders (unchanged files are skipped), builds the site, and writes
@@ -300,7 +299,8 @@ def build_from_config(
         six_digits,
         stale_metrics,
     )
-    from cclq.query.metrics import registry, resolve, run_metric, summarize_rows
+    from cclq.query.metrics import run_metric, summarize_rows
+    from cclq.query.registry import registry, resolve
 
     params = params or {}
     cfg = load_config(config_path)
@@ -325,7 +325,7 @@ def build_from_config(
         report = ingest(folders, wh)
         problems += [o.message for o in report.failed]
     wh.require()
-    con = connect(wh, views=False)
+    con = connect(wh, views=False, settings=settings)
     try:
         cards = {t: (json.loads(types or "[]"), phase)
                  for t, types, phase in con.execute("SELECT trace, trace_types, phase FROM cards").fetchall()}
@@ -339,7 +339,8 @@ def build_from_config(
         trace_id = ids[i] if ids[i] in known else None
         types, phase = cards.get(trace_id, ([], None)) if trace_id else ([], None)
         plans.append(plan_pair(pair, trace_id, list(types or []), phase, cfg.metric_info, stale, cache))
-    board = build_board(wh, out_dir, params, use_cache=use_cache, on_start=on_start, on_metric=on_metric)
+    board = build_board(wh, out_dir, params, use_cache=use_cache, on_start=on_start, on_metric=on_metric,
+                        settings=settings)
     metadata = {row["trace"]: row.get("metadata") for row in
                 json.loads((out_dir / "benchmark_data.json").read_text(encoding="utf-8"))["rows"]}
     # each metric once, over every trace that needs it
@@ -350,7 +351,8 @@ def build_from_config(
                 wanted.setdefault(m, set()).add(p.trace_id)
     values: dict[tuple[str, str], tuple[float | None, str | None]] = {}
     if wanted:
-        con = connect(wh, traces=sorted(set().union(*wanted.values())), views=False)
+        con = connect(wh, traces=sorted(set().union(*wanted.values())), views=False, settings=settings,
+                      cache=use_cache)
         try:
             for name, traces in sorted(wanted.items()):
                 if name not in registry():
@@ -360,8 +362,9 @@ def build_from_config(
                     continue
                 spec = resolve(name)
                 try:
-                    rows = run_metric(con, spec, {k: v for k, v in params.items() if k in {p.name for p in spec.params}},
-                                      cache_dir=wh.cache_dir if use_cache else None).to_pylist()
+                    rows = run_metric(con, spec,
+                                      {k: v for k, v in params.items() if k in {p.name for p in spec.params}}
+                                      ).to_pylist()
                 except CclqError as e:
                     problems.append(f"metric {name}: {e.message}")
                     rows = []

@@ -15,11 +15,11 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from cclq import __version__
 from cclq.present.board.figures import workload_figures
 from cclq.present.render import format_number
 from cclq.present.report import spread
-from cclq.query.metrics import LEADERBOARD_CATEGORIES
+from cclq.query.registry import LEADERBOARD_CATEGORIES
+from cclq.version import __version__
 
 ASSETS = ("board.css", "board.js")
 _NO_FAVICON = '<link rel="icon" href="data:,">'  # no favicon request, so no 404 in the console

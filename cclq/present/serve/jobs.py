@@ -141,8 +141,9 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
     from cclq.ingest.run import ingest
     from cclq.present.board.build import build_board
     from cclq.present.board.config import in_config_unit, six_digits
-    from cclq.query.engine import connect
-    from cclq.query.metrics import registry, resolve, run_metric, summarize_rows
+    from cclq.query.metrics import run_metric, summarize_rows
+    from cclq.query.registry import registry, resolve
+    from cclq.query.session import connect
 
     wh = settings.warehouse
     start = time.perf_counter()
@@ -167,7 +168,7 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
     names, info = job_metrics(settings, trace_types, card[1] if card else None)
     metrics: dict[str, float | None] = {}
     reasons: dict[str, str] = {}
-    con = connect(wh, traces=[workload.trace], views=False)
+    con = connect(wh, traces=[workload.trace], views=False, cache=True)
     try:
         for name in names:
             if name not in registry():
@@ -175,7 +176,7 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
                 continue
             spec = resolve(name)
             try:
-                value, reason = summarize_rows(spec, run_metric(con, spec, {}, cache_dir=wh.cache_dir).to_pylist())
+                value, reason = summarize_rows(spec, run_metric(con, spec, {}).to_pylist())
             except CclqError as e:
                 value, reason = None, e.message
             # the unit the config's metric_info shows (percent for CCL-Bench's % metrics)

@@ -7,6 +7,10 @@
 -- summary: value
 -- description: Model FLOPs per second of device time over the XLA ops that report model_flops: sum(model_flops) / sum(device time), in FLOP/s.
 -- needs: XLA ops with model_flops > 0 and device time > 0
+-- columns:
+--   ops            XLA ops with model_flops > 0 and a device time
+--   model_flops    their summed model FLOPs
+--   device_time_s  their summed device time, s
 -- Definition: over xla_ops with model_flops > 0 and device_ps > 0 (every device):
 -- sum(model_flops) / sum(device_ps / 1e12). Summing over devices makes it the
 -- per-device rate while busy with those ops. As CCL-Bench group 21, apart from

@@ -9,6 +9,10 @@
 -- description: Share of the rank's kernel span during which at least one GPU kernel runs, |U(kernels)| / (last kernel end - first kernel start) per rank, 0..1.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   busy_s   time at least one kernel runs on the rank (union over streams), s
+--   span_s   first kernel start to last kernel end on the rank, s
+--   kernels  kernels on the rank
 -- Definition: U = the union of all the rank's kernel intervals over every stream
 -- (concurrent kernels count once); the span runs from the first kernel start to
 -- the last kernel end on that rank. Memcpy/memset activities are not kernels and

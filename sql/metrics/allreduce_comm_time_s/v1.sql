@@ -7,6 +7,8 @@
 -- summary: value
 -- description: Sum of the device time of all-reduce XLA ops with a known message size, over all devices, in seconds.
 -- needs: all-reduce XLA ops with message size and device time
+-- columns:
+--   allreduce_ops  all-reduce XLA ops counted
 -- Definition: sum of xla_ops.device_ps over ops with op_kind = 'comm', coll_type =
 -- 'all_reduce' (hlo_category all-reduce / all-reduce fusion, names all-reduce.N,
 -- psum.N, ...; async pairs start to done), message_bytes > 0 and device_ps > 0.

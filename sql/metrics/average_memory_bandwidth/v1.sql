@@ -9,6 +9,10 @@
 -- description: Achieved memcpy bandwidth per rank, Σbytes / Σdur over memcpy activities with bytes > 0 and dur > 0, in GB/s (1e9 B/s).
 -- needs: memcpy activities with a byte count
 -- params: none
+-- columns:
+--   memcpys   memcpys with bytes and a duration
+--   bytes     their bytes
+--   memcpy_s  their summed duration, s
 -- Definition: memcpy activities are the GPU `gpu_memcpy` events (every direction:
 -- HtoD, DtoH, DtoD, PtoP, ...) with Kineto's `bytes` argument; bytes per
 -- nanosecond equals GB/s. A duration-weighted average: long copies weigh more.
@@ -17,19 +21,7 @@
 -- Differs from CCL-Bench: its JSON variant picks events by a memcpy name regex
 -- (which also catches memsets and copy kernels, whose `bytes` are absent), and its
 -- TPU variant times copy-start/copy-done pairs; here only memcpy activities.
-WITH per_rank AS (
-  SELECT trace, rank, count(*) AS memcpys, sum(bytes) AS total_bytes, sum(dur_ns) AS memcpy_ns
-  FROM gpu_ops
-  WHERE kind = 'memcpy' AND bytes > 0 AND dur_ns > 0
-  GROUP BY ALL
-)
-SELECT
-  m.trace,
-  m.rank,
-  p.total_bytes / p.memcpy_ns AS value,
-  CASE WHEN p.memcpys IS NULL THEN 'no memcpy with bytes and duration' END AS reason,
-  p.memcpys,
-  p.total_bytes AS bytes,
-  p.memcpy_ns / 1e9 AS memcpy_s
-FROM metric_scope AS m
-LEFT JOIN per_rank AS p USING (trace, rank)
+-- Query: average_memory_bandwidth_rows in
+-- sql/views/metric_bodies/average_memory_bandwidth.sql, the body version 2 shares.
+-- Version 1 leaves out memcpy_gb.
+SELECT * EXCLUDE (memcpy_gb) FROM average_memory_bandwidth_rows(metric_scope)

@@ -8,6 +8,11 @@
 -- description: CCL-Bench group 21's aggregate collective bandwidth, (n_chips - 1) * sum(message bytes) / sum(device time) over sized and timed collective XLA ops, in GB/s (1e9 B/s).
 -- needs: collective XLA ops with message size and device time; n_chips
 -- params: n_chips = card.total_count
+-- columns:
+--   n_chips         chips of the trace (the card, else the device planes)
+--   sized_comm_ops  collective XLA ops with a message size
+--   message_bytes   their summed message bytes
+--   comm_time_s     their summed device time, s
 -- Definition: over xla_ops with op_kind = 'comm', message_bytes > 0 and device_ps > 0
 -- (every collective type, every device): (n_chips - 1) * sum(message_bytes) /
 -- sum(device time in s) / 1e9. The (n - 1) factor is group 21's rough scaling from

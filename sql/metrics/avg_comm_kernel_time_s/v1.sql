@@ -7,6 +7,8 @@
 -- summary: value
 -- description: Mean device time of one collective XLA op (an async start/done pair is one op, start to done), in seconds.
 -- needs: collective XLA ops on device planes
+-- columns:
+--   comm_ops  collective XLA ops averaged
 -- Definition: mean of xla_ops.device_ps over ops with op_kind = 'comm', every
 -- device. Differs from CCL-Bench group 21 (mean over comm-named X events,
 -- host included): device ops only, and an async pair is one op with its span.

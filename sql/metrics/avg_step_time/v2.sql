@@ -9,6 +9,13 @@
 -- description: Mean step duration per rank in seconds (ProfilerStep#N, else inference engine iterations, else the steps of an XLA profile), first and last step dropped when there are more than two.
 -- needs: steps: ProfilerStep#N annotations (CPU or GPU track), vLLM/SGLang engine-iteration annotations, or XLA steps
 -- params: none
+-- columns:
+--   steps_used     steps averaged (the inner ones)
+--   steps_seen     steps found on the rank
+--   source         the record the steps come from (`steps` view: cpu_annotation,
+--                    gpu_annotation, an engine source, xla_...)
+--   prefill_steps  averaged steps that are prefill engine iterations
+--   decode_steps   averaged steps that are decode engine iterations
 -- Definition: as version 1, on the steps of step_marker_rules version 2
 -- (`steps_with(2)`, sql/views/steps.sql): a rank without ProfilerStep#N uses the
 -- engine iterations of an inference server (vLLM execute_context_* annotations,
@@ -31,35 +38,6 @@
 -- (execute_context_0(0)_generation_0(0)) as steps, and on TPU divides the
 -- profile's wall time by the card's `iteration` when it finds no step events,
 -- where such a rank is not applicable here.
-WITH numbered AS (
-  SELECT
-    trace, rank, step, dur_ns, source, phase,
-    row_number() OVER (PARTITION BY trace, rank ORDER BY step) AS i,
-    count(*) OVER (PARTITION BY trace, rank) AS n
-  FROM steps_with(2)
-),
-inner_steps AS (
-  SELECT
-    trace, rank, avg(dur_ns) AS mean_ns, count(*) AS steps_used, max(n) AS steps_seen,
-    any_value(source) AS source,
-    count(*) FILTER (WHERE phase = 'prefill') AS prefill_steps,
-    count(*) FILTER (WHERE phase = 'decode') AS decode_steps
-  FROM numbered
-  WHERE n <= 2 OR (i > 1 AND i < n)
-  GROUP BY ALL
-)
-SELECT
-  s.trace,
-  s.rank,
-  p.mean_ns / 1e9 AS value,
-  CASE
-    WHEN p.steps_used IS NULL
-      THEN 'no steps (no ProfilerStep#N annotations, no inference engine iterations, no XLA steps)'
-  END AS reason,
-  p.steps_used,
-  p.steps_seen,
-  p.source,
-  p.prefill_steps,
-  p.decode_steps
-FROM metric_scope AS s
-LEFT JOIN inner_steps AS p USING (trace, rank)
+-- Query: avg_step_time_rows in sql/views/metric_bodies/avg_step_time.sql, the body
+-- version 1 shares, with rules version 2.
+SELECT * FROM avg_step_time_rows(2, metric_scope)

@@ -9,11 +9,11 @@
 -- needs: GPU all-reduce kernels with a known message size and group size
 -- params: link_gbs default 100
 -- columns:
---   all_reduces       the all-reduce instances averaged (every rank's)
---   ranks             the ranks they ran on
---   link_gbs          B, the link bandwidth used, GB/s
---   median_busbw_gbps the median bus bandwidth of those all-reduces, GB/s (nccl-tests' definition)
---   unsized           all-reduces left out: no message size or group size known, or group size 1
+--   all_reduces        the all-reduce instances averaged (every rank's)
+--   ranks              the ranks they ran on
+--   link_gbs           B, the link bandwidth used, GB/s
+--   median_busbw_gbps  the median bus bandwidth of those all-reduces, GB/s (nccl-tests' definition)
+--   unsized            all-reduces left out: no message size or group size known, or group size 1
 -- Definition: over the all-reduce collectives of every rank (`collectives_with(2)`,
 -- sql/views/collectives.sql: type, bytes and group size from the kernel's
 -- arguments or its CPU op) with bytes > 0, n >= 2 and a positive duration:

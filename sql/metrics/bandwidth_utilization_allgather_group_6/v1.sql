@@ -9,6 +9,15 @@
 -- description: Median bus-bandwidth utilisation of AllGather collectives, busbw / the card's link bandwidth (scale-up within a node, scale-out across nodes), over every rank's instances, 0..1.
 -- needs: all_gather kernels with a known message and group size; the card's network_topo.bandwidth_gbps and count_per_node (or Process Group Ranks)
 -- params: none
+-- columns:
+--   median_busbw_gbps      the median bus bandwidth of the collectives, GB/s (value = this /
+--                            the link bandwidth)
+--   scale_up_collectives   collectives whose group runs within one node (NVLink-class link)
+--   scale_out_collectives  collectives whose group spans nodes (network link)
+--   ranks                  ranks with such collectives
+--   unsized                collectives of these types without a bandwidth (no size or
+--                            duration), left out
+--   unplaced               collectives whose link (scale-up or scale-out) is unknown, left out
 -- Definition: per collective instance (`collective_links_with(2)`,
 -- sql/views/hardware.sql, over the `collectives` view with kernel_class_rules
 -- v2): busbw = bytes / kernel duration x (n-1)/n (nccl-tests; bytes = the

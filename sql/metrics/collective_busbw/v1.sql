@@ -7,6 +7,16 @@
 -- summary: max
 -- description: Median bus bandwidth (GB/s = 1e9 B/s) of the collectives of each (collective type, power-of-two message-size bucket), over every rank's instances.
 -- needs: communication kernels whose type, message size and group size are known (kernel collective args, or CPU collective ops with record_shapes)
+-- columns:
+--   coll_type          the collective type
+--   size_bucket        the lower bound of the size bucket (a power of two), bytes
+--   size_range         the bucket as text (lower .. 2 x lower)
+--   collectives        collectives in the bucket
+--   ranks              ranks they ran on
+--   min_bytes          smallest message in the bucket, bytes
+--   max_bytes          largest message in the bucket, bytes
+--   mean_busbw_gbps    mean bus bandwidth, GB/s
+--   median_algbw_gbps  median algorithm bandwidth (bytes / duration), GB/s
 -- Definition (nccl-tests, doc/PERFORMANCE.md): per collective instance on one
 -- rank, algbw = bytes / kernel duration and busbw = algbw x factor(n), with
 -- factor all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;

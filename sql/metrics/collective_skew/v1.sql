@@ -7,6 +7,17 @@
 -- summary: mean
 -- description: Start skew of each collective across ranks: latest start - earliest start of its kernels on the ranks that ran it, in seconds.
 -- needs: two or more ranks, communication kernels
+-- columns:
+--   match_id        the cross-rank key of the collective (collectives.match_id)
+--   coll_type       the collective type
+--   ranks_seen      ranks that ran it
+--   group_size      ranks in its group
+--   end_skew_s      latest end - earliest end across the ranks, s
+--   straggler_rank  the rank that started last (ties: the lowest)
+--   min_dur_s       the shortest instance: the collective's own latency once every rank
+--                     arrived, s
+--   bytes           its message bytes
+--   first_start_ns  the earliest start across the ranks, ns
 -- One row per collective (trace, match_id, coll_type); `match_id` pairs the
 -- instances of one collective on different ranks: process group + Seq when the
 -- kernels carry Seq, else the rank-local ordinal within (process group or

@@ -9,6 +9,11 @@
 -- description: Bytes moved by AllGather collectives per rank over the whole trace, Σ message bytes / 1e9 (GB); for XLA, per device of the rank.
 -- needs: GPU kernels or XLA ops; collective message sizes (kernel collective args, CPU collective ops with record_shapes, or XLA shapes)
 -- params: none
+-- columns:
+--   collectives  collectives (GPU) or collective XLA ops of the type on the rank
+--   unsized      those without a message size, not in the value
+--   devices      1 for a GPU rank, an XLA rank's device planes (the value is per device)
+--   source       gpu collectives | xla collective ops; gpu | xla when the rank ran none
 -- Definition: value = Σ bytes / 1e9 over the rank's all_gather collectives with a
 -- known size (`collective_volumes_with(2, ...)`, sql/views/collective_volumes.sql:
 -- GPU comm kernels of kernel_class_rules v2 through the `collectives` view,

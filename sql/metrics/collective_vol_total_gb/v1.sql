@@ -9,6 +9,12 @@
 -- description: Bytes moved by all collectives per rank over the whole trace, Σ message bytes / 1e9 (GB) over every collective type; for XLA, per device of the rank.
 -- needs: GPU kernels or XLA ops; collective message sizes (kernel collective args, CPU collective ops with record_shapes, or XLA shapes)
 -- params: none
+-- columns:
+--   collectives    collectives (GPU) or collective XLA ops on the rank
+--   unsized        those without a message size, not in the value
+--   four_types_gb  GB of all_reduce, all_gather, reduce_scatter and all_to_all only (the sum of
+--                    the four collective_vol_<type>_gb)
+--   source         gpu collectives | xla collective ops; gpu | xla when the rank ran none
 -- Definition: as collective_vol_allreduce_gb and its siblings, over every typed
 -- collective of the rank (`collective_volumes_with(2, ...)`): all_reduce,
 -- all_gather, reduce_scatter, all_to_all, and broadcast, reduce, send, recv,

@@ -9,14 +9,14 @@
 -- needs: an XLA/xprof profile (TPU, or GPU through XLA) with communication ops
 -- params: none
 -- columns:
---   events               the communication op events counted (an async op's -start and -done are two)
---   all_reduce_s         all-reduce device time, seconds
---   all_gather_s         all-gather device time, seconds
---   reduce_scatter_s     reduce-scatter device time, seconds
---   all_to_all_s         all-to-all device time, seconds
---   collective_permute_s collective-permute device time, seconds
---   other_comm_s         send, recv, broadcast and other communication ops, seconds
---   devices              the devices with communication ops
+--   events                the communication op events counted (an async op's -start and -done are two)
+--   all_reduce_s          all-reduce device time, seconds
+--   all_gather_s          all-gather device time, seconds
+--   reduce_scatter_s      reduce-scatter device time, seconds
+--   all_to_all_s          all-to-all device time, seconds
+--   collective_permute_s  collective-permute device time, seconds
+--   other_comm_s          send, recv, broadcast and other communication ops, seconds
+--   devices               the devices with communication ops
 -- Definition: over `xla_op_events` (sql/views/xla.sql: one row per op event on a
 -- device's XLA Ops line, or per host XLA op of a CPU-only profile) whose
 -- classification (xla_op_rules) is comm: value = Σ device_duration_ps (else dur)

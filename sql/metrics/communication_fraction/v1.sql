@@ -8,6 +8,12 @@
 -- summary: mean
 -- description: Share of device op time spent in communication, 0..1: GPU sum(comm kernel time)/sum(kernel time) per rank; XLA per device plane sum(comm op time)/sum(op time), averaged over the rank's devices.
 -- needs: GPU kernels (Kineto) or XLA ops (xprof)
+-- columns:
+--   source         gpu_kernels | xla_ops: what was measured
+--   xla_op_source  xla_ops: where the device totals come from (xla_device_totals.op_source)
+--   comm_s         communication time, s (comm kernels, or comm XLA ops summed over devices)
+--   op_time_s      all kernel (or XLA op) time, s
+--   xla_devices    xla_ops: device planes averaged
 -- One metric for both kinds of trace; `source` says which definition a row used.
 -- * GPU (a rank with Kineto kernels): sum(dur) of kernels the shared
 --   classification (gpu_ops_classified_with(1): kernel_class_rules version 1) calls `comm` /
@@ -23,46 +29,7 @@
 -- windows (group 9 averages inner ProfilerStep windows, attributing whole kernels
 -- that overlap them); XLA: device ops only (group 9 keeps every X event of a TPU
 -- pid), every rank file rather than the first, async pairs by span.
-WITH gpu AS (
-  SELECT
-    trace,
-    rank,
-    sum(dur_ns) FILTER (WHERE kernel_class = 'comm') AS comm_ns,
-    sum(dur_ns) AS all_ns,
-    count(*) AS kernels
-  FROM gpu_ops_classified_with(1)
-  WHERE kind = 'kernel'
-  GROUP BY trace, rank
-),
-xla AS (
-  SELECT
-    trace,
-    rank,
-    avg(comm_ps / all_ps) AS mean_fraction,
-    sum(comm_ps) AS comm_ps,
-    sum(all_ps) AS all_ps,
-    count(*) AS devices,
-    string_agg(DISTINCT op_source, ',') AS op_source
-  FROM xla_device_totals
-  WHERE all_ps > 0
-  GROUP BY trace, rank
-)
-SELECT
-  s.trace,
-  s.rank,
-  CASE
-    WHEN g.kernels IS NOT NULL THEN coalesce(g.comm_ns, 0) / g.all_ns
-    ELSE x.mean_fraction
-  END AS value,
-  CASE
-    WHEN g.kernels IS NULL AND x.devices IS NULL THEN 'no GPU kernels and no XLA ops'
-    WHEN g.kernels IS NOT NULL AND coalesce(g.all_ns, 0) = 0 THEN 'GPU kernels have no duration'
-  END AS reason,
-  CASE WHEN g.kernels IS NOT NULL THEN 'gpu_kernels' WHEN x.devices IS NOT NULL THEN 'xla_ops' END AS source,
-  CASE WHEN g.kernels IS NULL THEN x.op_source END AS xla_op_source,
-  CASE WHEN g.kernels IS NOT NULL THEN coalesce(g.comm_ns, 0) / 1e9 ELSE x.comm_ps / 1e12 END AS comm_s,
-  CASE WHEN g.kernels IS NOT NULL THEN g.all_ns / 1e9 ELSE x.all_ps / 1e12 END AS op_time_s,
-  x.devices AS xla_devices
-FROM metric_scope AS s
-LEFT JOIN gpu AS g USING (trace, rank)
-LEFT JOIN xla AS x USING (trace, rank)
+-- Query: communication_fraction_rows in
+-- sql/views/metric_bodies/communication_fraction.sql, the body version 2 shares, with
+-- rules version 1.
+SELECT * FROM communication_fraction_rows(1, metric_scope)

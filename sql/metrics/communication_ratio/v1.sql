@@ -8,6 +8,10 @@
 -- description: Share of GPU kernel time spent in communication kernels, Σdur(comm kernels) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   comm_s              communication kernel time of the trace, s
+--   kernel_s            all kernel time of the trace, s
+--   ranks_with_kernels  ranks with kernels
 -- Definition: durations are summed, not merged (two concurrent kernels both count),
 -- over every rank of the trace and the whole trace (no step window). comm = kernels
 -- the shared classification calls `comm` (sql/views/kernel_classes.sql,
@@ -16,31 +20,6 @@
 -- kernels but no communication scores 0.
 -- Differs from CCL-Bench: CCL-Bench reports percent (0..100), uses its own comm
 -- regex, and reads at most 16 sampled rank files; here it is 0..1 over every rank.
-WITH scoped_kernels AS (
-  SELECT o.trace, o.rank, o.kernel_class, o.dur_ns
-  FROM gpu_ops_classified_with(1) AS o
-  JOIN metric_scope AS m USING (trace, rank)
-  WHERE o.kind = 'kernel'
-),
-per_trace AS (
-  SELECT
-    trace,
-    count(*) AS kernels,
-    count(DISTINCT rank) AS ranks_with_kernels,
-    sum(dur_ns) AS kernel_ns,
-    coalesce(sum(dur_ns) FILTER (WHERE kernel_class = 'comm'), 0) AS comm_ns
-  FROM scoped_kernels
-  GROUP BY trace
-)
-SELECT
-  t.trace,
-  p.comm_ns / nullif(p.kernel_ns, 0) AS value,
-  CASE
-    WHEN p.kernels IS NULL THEN 'no GPU kernels'
-    WHEN p.kernel_ns = 0 THEN 'GPU kernels have no duration'
-  END AS reason,
-  p.comm_ns / 1e9 AS comm_s,
-  p.kernel_ns / 1e9 AS kernel_s,
-  p.ranks_with_kernels
-FROM (SELECT DISTINCT trace FROM metric_scope) AS t
-LEFT JOIN per_trace AS p USING (trace)
+-- Query: communication_ratio_rows in sql/views/metric_bodies/communication_ratio.sql,
+-- the body version 2 shares, with rules version 1.
+SELECT * FROM communication_ratio_rows(1, metric_scope)

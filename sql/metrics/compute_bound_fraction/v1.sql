@@ -9,6 +9,10 @@
 -- description: Share of kernel time in long, GPU-filling kernels: Σdur(kernels with SM coverage > 0.7 and dur > 10 µs) / Σdur(kernels with a coverage) per rank, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties
 -- params: none
+-- columns:
+--   compute_bound_s           time of kernels with SM coverage > 0.7 and longer than 10 us, s
+--   kernel_s                  time of the kernels with a known SM coverage, s
+--   kernels_without_coverage  kernels without a known SM coverage (left out)
 -- Definition: SM coverage as in mean_sm_coverage v1 (view `kernel_sm_coverage`:
 -- min(blocks per SM, 1), else grid blocks / SM count). A kernel is compute-bound
 -- when its coverage is strictly above 0.7 and its duration strictly above

@@ -9,6 +9,11 @@
 -- description: Share of communication time that runs under compute inside the inner steps, Σ_steps |U(comm) ∩ U(compute)| / Σ_steps |U(comm)| per rank, kernels clipped to each step, 0..1.
 -- needs: steps (ProfilerStep#N, inference engine iterations or XLA steps), and communication kernels or XLA collective ops inside them
 -- params: none
+-- columns:
+--   steps_used    inner steps measured
+--   comm_s        |U(comm)| within the inner steps, s
+--   overlapped_s  the part of it that compute overlaps, s
+--   source        gpu | xla: the device work measured
 -- Definition: the rank's steps of step_marker_rules v2 (`steps_with(2)`), the
 -- first and last dropped when there are more than two (as avg_step_time). In
 -- each inner step window every GPU kernel is clipped to the window; comm = the
@@ -59,13 +64,7 @@ clipped AS MATERIALIZED (
 comm AS (SELECT * FROM clipped WHERE is_comm),
 compute AS (SELECT * FROM clipped WHERE NOT is_comm),
 per_rank AS (
-  SELECT
-    trace,
-    rank,
-    sum(end_ns - ts_ns) FILTER (WHERE in_a) AS comm_ns,
-    coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND in_b), 0) AS overlap_ns
-  FROM intervals_overlay(comm, compute)
-  GROUP BY ALL
+  SELECT trace, rank, a_ns AS comm_ns, overlap_ns FROM intervals_overlap_totals(comm, compute)
 ),
 stepped AS (
   SELECT trace, rank, count(*) AS steps_used FROM windows GROUP BY ALL

@@ -7,6 +7,10 @@
 -- summary: value
 -- description: Mean over devices of the share of the device's active span spent in compute XLA ops, 0..1.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- columns:
+--   devices       XLA devices averaged
+--   min_fraction  the lowest device's compute fraction
+--   max_fraction  the highest device's compute fraction
 -- Definition (view xla_device_totals): per device, sum of compute ops' device time
 -- / (last op end - first op start on that device); the value is the mean over the
 -- trace's devices. Not clipped: device_duration_ps may exceed an op's span only

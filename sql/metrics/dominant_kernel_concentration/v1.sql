@@ -9,6 +9,11 @@
 -- description: Share of GPU kernel time taken by the single most expensive kernel name, max over names of Σdur(name) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   dominant_kernel  the kernel name with the most time
+--   dominant_s       its summed time, s
+--   kernel_s         all kernel time, s
+--   kernel_names     distinct kernel names
 -- Definition: kernels are grouped by their full name (template arguments and all)
 -- across every rank of the trace; durations are summed, not merged. Memcpy/memset
 -- activities are not kernels. `dominant_kernel` names the winner (on a tie, the

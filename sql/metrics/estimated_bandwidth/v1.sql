@@ -9,9 +9,9 @@
 -- needs: an XLA/xprof profile whose ops carry raw_bytes_accessed or bytes_accessed
 -- params: none
 -- columns:
---   total_bytes   the bytes the host's device ops accessed
---   wall_s        the devices' active span on that host, seconds (xla_wall_time.device_span_ns)
---   ops_with_bytes the op events that carried a byte count
+--   total_bytes     the bytes the host's device ops accessed
+--   wall_s          the devices' active span on that host, seconds (xla_wall_time.device_span_ns)
+--   ops_with_bytes  the op events that carried a byte count
 -- Definition: per rank (one profile file: a host and its devices), over
 -- `xla_op_events` (every device op event, or each host XLA op of a CPU-only
 -- profile): total_bytes = Σ raw_bytes_accessed, else bytes_accessed, where > 0;

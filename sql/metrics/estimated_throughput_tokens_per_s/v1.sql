@@ -8,6 +8,9 @@
 -- description: Estimated tokens per second: estimated_total_tokens / wall_time_s.
 -- needs: XLA ops carrying model_flops; model_params
 -- params: model_params = card.num_params
+-- columns:
+--   tokens       estimated tokens processed (estimated_total_tokens)
+--   wall_time_s  the profile's wall time, s
 -- Definition (macro xla_token_estimate): sum(model_flops) / flops_per_token /
 -- wall_time_s, where wall_time_s is the device-activity span (see wall_time_s).
 -- Differs from CCL-Bench group 21 through its parts: no host events in the wall

@@ -8,6 +8,9 @@
 -- description: Tokens the profile processed, estimated as total model FLOPs / FLOPs per token.
 -- needs: XLA ops carrying model_flops; model_params
 -- params: model_params = card.num_params
+-- columns:
+--   total_model_flops  the model FLOPs of the trace's XLA ops
+--   flops_per_token    model FLOPs per token from the card (flops_per_token_used)
 -- Definition (macro xla_token_estimate): sum(model_flops) over the device XLA ops
 -- / flops_per_token_used (6 or 2 * model_params). Differs from CCL-Bench group
 -- 21: no fallback to achieved_flops * wall_time when the FLOPs sum is 0 (that

@@ -8,6 +8,10 @@
 -- description: The FLOPs-per-token assumption the token estimates use: 6 * model_params for training, 2 * model_params for inference.
 -- needs: model_params
 -- params: model_params = card.num_params
+-- columns:
+--   model_params     the model's parameter count from the card
+--   flops_per_param  FLOPs per parameter and token for the phase (6 training, 2 inference)
+--   phase            the card's phase
 -- Definition: 6 * model_params (forward + backward), or 2 * model_params when the
 -- card's phase is inference or serving; a trace without a card counts as
 -- training. model_params: --param model_params=N, else the card's num_params.

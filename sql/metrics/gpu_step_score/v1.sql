@@ -39,7 +39,7 @@ WITH numbered AS (
 per_rank AS (
   SELECT trace, rank, avg(dur_ns) AS mean_ns
   FROM numbered
-  WHERE n <= 2 OR (i > 1 AND i < n)
+  WHERE is_inner_step(i, n)
   GROUP BY ALL
 ),
 per_trace AS (

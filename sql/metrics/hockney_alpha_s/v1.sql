@@ -8,6 +8,11 @@
 -- description: Hockney latency alpha of the ring all-reduce model T = 2(n-1)*alpha + 2(n-1)/n*S*beta, fitted by least squares over the all-reduce XLA ops, in seconds.
 -- needs: >= 5 sized and timed all-reduce XLA ops in >= 2 distinct message sizes; n_chips
 -- params: n_chips = card.total_count
+-- columns:
+--   n_chips         chips of the trace (the card's total_count)
+--   samples         collective ops fitted (message size, time)
+--   distinct_sizes  distinct message sizes among them
+--   r2              the fit's coefficient of determination
 -- Definition (macro xla_hockney_fit): samples = every all-reduce op (every
 -- device) with message_bytes S > 0 and device time T > 0; with n = n_chips,
 -- x = S/n and y = T/(2(n-1)); ordinary least squares with an intercept (DuckDB

@@ -8,6 +8,11 @@
 -- description: Hockney inverse bandwidth beta of the ring all-reduce model T = 2(n-1)*alpha + 2(n-1)/n*S*beta, fitted by least squares over the all-reduce XLA ops, in seconds per byte.
 -- needs: >= 5 sized and timed all-reduce XLA ops in >= 2 distinct message sizes; n_chips
 -- params: n_chips = card.total_count
+-- columns:
+--   n_chips         chips of the trace (the card's total_count)
+--   samples         collective ops fitted (message size, time)
+--   distinct_sizes  distinct message sizes among them
+--   r2              the fit's coefficient of determination
 -- Definition: the slope of the fit described in hockney_alpha_s (macro
 -- xla_hockney_fit): x = S/n, y = T/(2(n-1)), beta = slope. Same as CCL-Bench
 -- group 21 apart from the op set (device ops; async pairs start to done).

@@ -8,6 +8,11 @@
 -- description: 1/beta of the Hockney ring all-reduce fit (the link bandwidth the model implies), in bytes per second.
 -- needs: >= 5 sized and timed all-reduce XLA ops in >= 2 distinct message sizes; n_chips; a positive fitted beta
 -- params: n_chips = card.total_count
+-- columns:
+--   n_chips          chips of the trace (the card's total_count)
+--   samples          collective ops fitted (message size, time)
+--   distinct_sizes   distinct message sizes among them
+--   beta_s_per_byte  the fitted time per byte, s/B
 -- Definition: 1 / beta of the fit described in hockney_alpha_s (macro
 -- xla_hockney_fit); not applicable when the fitted beta is <= 0 (time does not
 -- grow with size), as in CCL-Bench group 21.

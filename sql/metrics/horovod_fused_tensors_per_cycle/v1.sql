@@ -7,6 +7,10 @@
 -- summary: value
 -- description: Mean number of tensors Horovod processed per cycle of its background loop (tensor operations starting in the cycle), over the cycles that processed any.
 -- needs: a Horovod timeline with cycle markers (HOROVOD_TIMELINE_MARK_CYCLES=1)
+-- columns:
+--   cycles       cycles with any operation
+--   max_tensors  the most tensors in one cycle
+--   ops          tensor operations counted
 -- A cycle runs from one CYCLE_START marker to the next (the last: to the end of the
 -- last operation). Horovod negotiates, then fuses into one collective (up to
 -- HOROVOD_FUSION_THRESHOLD bytes) the tensors that are ready in a cycle, so more

@@ -7,6 +7,13 @@
 -- summary: value
 -- description: Where Horovod's tensor operations spend their time, 0..1: value = the communication share (NCCL/MPI/Gloo/oneCCL collective phases) of all phase time; negotiation, wait, queue, fusion_copy and other shares as detail columns (the six sum to 1).
 -- needs: a Horovod timeline (HOROVOD_TIMELINE)
+-- columns:
+--   negotiation_share  share of tensor time in negotiation (first to last worker ready)
+--   wait_share         share in WAIT_FOR_DATA / WAIT_FOR_OTHER_TENSOR_DATA (data stalls)
+--   queue_share        share in QUEUE (waiting for the previous operation on the stream)
+--   fusion_copy_share  share in MEMCPY_*_BUFFER / COPY_ALLGATHER_OUTPUT copies
+--   other_share        share in other activities (INIT_FUSION_BUFFER, ALLOCATE_OUTPUT, ...)
+--   phase_time_s       all phase time (the shares' denominator), s
 -- Phase time is summed over tensors: the negotiation span of each tensor operation
 -- (first worker ready .. last worker ready) and every activity inside the operation
 -- (horovod_phases, which says how activity names map to the categories). Tensors

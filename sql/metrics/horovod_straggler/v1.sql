@@ -7,6 +7,13 @@
 -- summary: value
 -- description: The worker that reported its tensors ready last most often in Horovod's negotiations (the one the others waited for), with how late it was.
 -- needs: a Horovod timeline with two or more workers
+-- columns:
+--   negotiations  negotiations with two or more workers
+--   times_last    how often the rank was the last worker ready
+--   last_share    times_last / negotiations
+--   mean_late_s   mean of its tick - the first tick, over the negotiations it was last in, s
+--   max_late_s    the largest such lateness, s
+--   workers       workers seen in the negotiations
 -- In each negotiation every worker ticks when its tensor is ready; the last tick
 -- ends the wait (ties: the lowest rank). value = the worker last in the most
 -- negotiations (ties: the lowest rank). Details: negotiations (with two or more

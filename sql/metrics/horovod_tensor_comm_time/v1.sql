@@ -7,6 +7,12 @@
 -- summary: sum
 -- description: Communication time of each tensor in a Horovod timeline: the seconds of its NCCL/MPI/Gloo/oneCCL collective phases over all its operations (one row per tensor).
 -- needs: a Horovod timeline (HOROVOD_TIMELINE)
+-- columns:
+--   tensor         the tensor (Horovod timeline process)
+--   ops            operations of the tensor
+--   bytes          their output bytes
+--   op             the operation types
+--   negotiation_s  time in negotiation, s
 -- The communication phases are horovod_phases with category 'communication'. A
 -- collective that fuses several tensors is counted for each of them (their spans
 -- are identical), so the `python -m cclq.main` summary (the sum over tensors) is

@@ -7,6 +7,9 @@
 -- summary: mean
 -- description: HTA 0.5.0-compatible communication/computation overlap per rank (get_comm_comp_overlap): 100 * |U(COMMUNICATION) ∩ U(COMPUTATION)| / |U(COMMUNICATION)| over HTA's analysed window, 0..100, unrounded.
 -- needs: HTA COMMUNICATION rows (names matching ^nccl.*Kernel) on the rank
+-- columns:
+--   comm_us     |U(COMMUNICATION)| in HTA's window, us
+--   overlap_us  the part of it COMPUTATION overlaps, us
 -- Reproduces HTA 0.5.0 (rows, window, timestamps and classes from
 -- sql/views/hta.sql): U(X) = HTA's merge of the GPU rows (stream arg present)
 -- of class X, all streams together; COMMUNICATION = names matching

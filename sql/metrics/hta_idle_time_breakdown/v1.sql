@@ -7,6 +7,16 @@
 -- summary: sum
 -- description: HTA 0.5.0-compatible idle time breakdown (get_idle_time_breakdown, consecutive_kernel_delay = 30 us) for every rank: one row per (rank, stream), value = the stream's total idle µs, split into host_wait / kernel_wait / other.
 -- needs: HTA kernel rows (kernel, memcpy, memset, MTIA ccp events with a stream arg)
+-- columns:
+--   stream             the GPU stream (one row per stream)
+--   host_wait_us       gaps whose kernel was launched after the previous kernel ended (waiting
+--                        for the host), us
+--   kernel_wait_us     other gaps shorter than 30 us (between consecutive kernels), us
+--   other_us           the remaining gaps, us
+--   host_wait_ratio    host_wait_us / idle time
+--   kernel_wait_ratio  kernel_wait_us / idle time
+--   other_ratio        other_us / idle time
+--   kernels            kernels on the stream
 -- Reproduces HTA 0.5.0 (rows, window, timestamps and CPU<->GPU links from
 -- sql/views/hta.sql), but for every rank (HTA's default is rank 0 only).
 -- Per stream, HTA's kernels (stream arg present and cat in kernel, Kernel,

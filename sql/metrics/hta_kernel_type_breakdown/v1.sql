@@ -7,6 +7,9 @@
 -- summary: sum
 -- description: HTA 0.5.0-compatible kernel-type breakdown (get_gpu_kernel_breakdown's kernel_type_df, memory kernels included): one row per label such as "COMPUTATION overlapping COMMUNICATION", value = µs of GPU time where exactly that set of kernel types runs, summed over ranks.
 -- needs: HTA GPU rows (events with a `stream` arg) of class COMPUTATION, COMMUNICATION or MEMORY
+-- columns:
+--   kernel_type  HTA's kernel type (COMMUNICATION, COMPUTATION, MEMORY, ...; one row each)
+--   percentage   HTA's rounded percentage of the type
 -- Reproduces HTA 0.5.0 (rows, window, timestamps and classes from
 -- sql/views/hta.sql). Per rank, the GPU rows (stream arg present, all streams)
 -- of each class COMPUTATION (bit 1), COMMUNICATION (2), MEMORY (4) are merged

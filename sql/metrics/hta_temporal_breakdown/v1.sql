@@ -7,6 +7,14 @@
 -- summary: mean
 -- description: HTA 0.5.0-compatible temporal breakdown per rank (get_temporal_breakdown): value = kernel_time_us = last GPU end - first GPU start over HTA's analysed window, split into idle, compute and non-compute microseconds.
 -- needs: HTA GPU rows (events with a `stream` arg) on the rank
+-- columns:
+--   idle_time_us           kernel_time - |union of GPU rows|, us
+--   compute_time_us        |union of COMPUTATION rows|, us
+--   non_compute_time_us    kernel_time - compute - idle (comm/memory/other not under compute), us
+--   kernel_time_us         last merged GPU end - first GPU start (the value), us
+--   idle_time_pctg         100 x idle / kernel_time, rounded to 2 decimals as HTA prints it
+--   compute_time_pctg      100 x compute / kernel_time, rounded likewise
+--   non_compute_time_pctg  100 x non-compute / kernel_time, rounded likewise
 -- Reproduces HTA 0.5.0 exactly, quirks included (all from sql/views/hta.sql):
 -- HTA's load filter, its µs rounding of float timestamps (ceil ts, floor end),
 -- its ProfilerStep tail filter (CPU rows before the start of the last step, the

@@ -9,9 +9,9 @@
 -- needs: GPU kernels
 -- params: none
 -- columns:
---   kernels          the compute kernels counted
---   comm_kernel_s    the communication kernel time left out, seconds
---   ranks            the ranks with kernels
+--   kernels        the compute kernels counted
+--   comm_kernel_s  the communication kernel time left out, seconds
+--   ranks          the ranks with kernels
 -- Definition: durations are summed, not merged (two concurrent kernels both
 -- count), over every rank of the trace and the whole trace. Kernels only:
 -- memcpy and memset activities count on neither side. comm = kernel_class_rules

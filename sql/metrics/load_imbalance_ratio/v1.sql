@@ -8,6 +8,13 @@
 -- description: Busiest rank's GPU busy time over the idlest rank's, max / min over ranks of |U(kernels)| (>= 1; 1 = balanced).
 -- needs: >= 2 ranks, GPU kernels on every rank
 -- params: none
+-- columns:
+--   ranks         ranks of the trace in scope
+--   world_size    the trace's world size
+--   max_busy_s    the busiest rank's kernel busy time, s
+--   min_busy_s    the idlest rank's kernel busy time, s
+--   busiest_rank  the busiest rank
+--   idlest_rank   the idlest rank
 -- Definition: busy time of a rank = |U(kernels)|, the union of its kernel
 -- intervals over every stream (whole trace; memcpy/memset are not kernels). The
 -- ratio is over the ranks present in the warehouse for the trace (`ranks`; the

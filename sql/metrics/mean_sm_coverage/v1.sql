@@ -9,6 +9,10 @@
 -- description: Duration-weighted mean SM coverage of the rank's GPU kernels, Σ(dur·min(blocks per SM, 1)) / Σdur, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties
 -- params: none
+-- columns:
+--   kernels                kernels on the rank
+--   kernels_with_coverage  kernels with a known SM coverage
+--   coverage_source        blocks_per_sm | grid (the grid and the SM count) | mixed
 -- Definition: a kernel's SM coverage (view `kernel_sm_coverage`,
 -- sql/views/sm_coverage.sql) is min(blocks_per_sm, 1) from Kineto's `blocks per
 -- SM`; where that argument is missing (ROCm traces, older PyTorch) it falls back
@@ -19,32 +23,6 @@
 -- Not applicable when no kernel of the rank has a coverage.
 -- Differs from CCL-Bench: CCL-Bench reports percent; its nsys variant is an
 -- unweighted mean over kernels. Here it is 0..1 and always duration-weighted.
-WITH per_rank AS (
-  SELECT
-    trace,
-    rank,
-    count(*) AS kernels,
-    count(sm_coverage) AS kernels_with_coverage,
-    sum(sm_coverage * dur_ns) FILTER (WHERE sm_coverage IS NOT NULL) AS weighted_ns,
-    sum(dur_ns) FILTER (WHERE sm_coverage IS NOT NULL) AS covered_ns,
-    CASE
-      WHEN count(DISTINCT coverage_source) > 1 THEN 'mixed'
-      ELSE any_value(coverage_source)
-    END AS coverage_source
-  FROM kernel_sm_coverage
-  GROUP BY ALL
-)
-SELECT
-  m.trace,
-  m.rank,
-  p.weighted_ns / nullif(p.covered_ns, 0) AS value,
-  CASE
-    WHEN p.kernels IS NULL THEN 'no GPU kernels'
-    WHEN p.kernels_with_coverage = 0 THEN 'no blocks per SM, and no grid with a known SM count'
-    WHEN p.covered_ns = 0 THEN 'GPU kernels have no duration'
-  END AS reason,
-  p.kernels,
-  p.kernels_with_coverage,
-  p.coverage_source
-FROM metric_scope AS m
-LEFT JOIN per_rank AS p USING (trace, rank)
+-- Query: mean_sm_coverage_rows in sql/views/metric_bodies/mean_sm_coverage.sql, the
+-- body version 2 shares. Version 1 leaves out coverage_weighted_s, covered_s.
+SELECT * EXCLUDE (coverage_weighted_s, covered_s) FROM mean_sm_coverage_rows(metric_scope)

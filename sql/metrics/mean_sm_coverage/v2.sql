@@ -9,6 +9,12 @@
 -- description: Duration-weighted mean SM coverage of the rank's GPU kernels, Σ(dur·min(blocks per SM, 1)) / Σdur, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties
 -- params: none
+-- columns:
+--   kernels                kernels on the rank
+--   kernels_with_coverage  kernels with a known SM coverage
+--   coverage_source        blocks_per_sm | grid (the grid and the SM count) | mixed
+--   coverage_weighted_s    Σ(duration x coverage) of the covered kernels, s
+--   covered_s              Σ duration of the kernels with a coverage, s
 -- Definition: a kernel's SM coverage (view `kernel_sm_coverage`,
 -- sql/views/sm_coverage.sql) is min(blocks_per_sm, 1) from Kineto's `blocks per
 -- SM`; where that argument is missing (ROCm traces, older PyTorch) it falls back
@@ -26,34 +32,6 @@
 -- `covered_s` = Σdur of the kernels with a coverage, per rank.
 -- Differs from version 1: the same rows plus those two columns; version 1's
 -- summary was the unweighted mean of the per-rank values.
-WITH per_rank AS (
-  SELECT
-    trace,
-    rank,
-    count(*) AS kernels,
-    count(sm_coverage) AS kernels_with_coverage,
-    sum(sm_coverage * dur_ns) FILTER (WHERE sm_coverage IS NOT NULL) AS weighted_ns,
-    sum(dur_ns) FILTER (WHERE sm_coverage IS NOT NULL) AS covered_ns,
-    CASE
-      WHEN count(DISTINCT coverage_source) > 1 THEN 'mixed'
-      ELSE any_value(coverage_source)
-    END AS coverage_source
-  FROM kernel_sm_coverage
-  GROUP BY ALL
-)
-SELECT
-  m.trace,
-  m.rank,
-  p.weighted_ns / nullif(p.covered_ns, 0) AS value,
-  CASE
-    WHEN p.kernels IS NULL THEN 'no GPU kernels'
-    WHEN p.kernels_with_coverage = 0 THEN 'no blocks per SM, and no grid with a known SM count'
-    WHEN p.covered_ns = 0 THEN 'GPU kernels have no duration'
-  END AS reason,
-  p.kernels,
-  p.kernels_with_coverage,
-  p.coverage_source,
-  p.weighted_ns / 1e9 AS coverage_weighted_s,
-  p.covered_ns / 1e9 AS covered_s
-FROM metric_scope AS m
-LEFT JOIN per_rank AS p USING (trace, rank)
+-- Query: mean_sm_coverage_rows in sql/views/metric_bodies/mean_sm_coverage.sql, the
+-- body version 1 shares.
+SELECT * FROM mean_sm_coverage_rows(metric_scope)

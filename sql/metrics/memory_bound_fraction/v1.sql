@@ -9,6 +9,16 @@
 -- description: Share of GPU kernel time in memory-bound kernel families (elementwise, normalization, softmax, reduction, memory transfer) per rank, 0..1.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   memory_bound_s     time of memory-bound kernel families, s
+--   kernel_s           all kernel time, s
+--   elementwise_s      time of the elementwise family, s
+--   normalization_s    time of the normalization family, s
+--   softmax_s          time of the softmax family, s
+--   reduction_s        time of the reduction family, s
+--   memory_transfer_s  time of the memory transfer family, s
+--   gemm_s             time of the gemm family, s
+--   communication_s    time of the communication family, s
 -- Definition: every kernel gets one family by the 'boundness' rules of
 -- kernel_family_rules v1 (sql/views/kernel_families.sql), first match in the
 -- order communication (the shared classification), memory_transfer, gemm,
@@ -22,44 +32,7 @@
 -- together, and its nsys variant is a different metric altogether (kernels with
 -- grid/SM coverage < 50%). Here it is 0..1 per rank, names only, the same for
 -- every trace format.
-WITH families AS (
-  SELECT name, boundness, memory_bound FROM kernel_name_families(1)
-),
-per_rank AS (
-  SELECT
-    o.trace,
-    o.rank,
-    count(*) AS kernels,
-    sum(o.dur_ns) AS kernel_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.memory_bound), 0) AS memory_bound_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.boundness = 'elementwise'), 0) AS elementwise_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.boundness = 'normalization'), 0) AS normalization_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.boundness = 'softmax'), 0) AS softmax_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.boundness = 'reduction'), 0) AS reduction_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.boundness = 'memory_transfer'), 0) AS memory_transfer_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.boundness = 'gemm'), 0) AS gemm_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.boundness = 'communication'), 0) AS communication_ns
-  FROM gpu_ops AS o
-  JOIN families AS f USING (name)
-  WHERE o.kind = 'kernel'
-  GROUP BY ALL
-)
-SELECT
-  m.trace,
-  m.rank,
-  p.memory_bound_ns / nullif(p.kernel_ns, 0) AS value,
-  CASE
-    WHEN p.kernels IS NULL THEN 'no GPU kernels'
-    WHEN p.kernel_ns = 0 THEN 'GPU kernels have no duration'
-  END AS reason,
-  p.memory_bound_ns / 1e9 AS memory_bound_s,
-  p.kernel_ns / 1e9 AS kernel_s,
-  p.elementwise_ns / 1e9 AS elementwise_s,
-  p.normalization_ns / 1e9 AS normalization_s,
-  p.softmax_ns / 1e9 AS softmax_s,
-  p.reduction_ns / 1e9 AS reduction_s,
-  p.memory_transfer_ns / 1e9 AS memory_transfer_s,
-  p.gemm_ns / 1e9 AS gemm_s,
-  p.communication_ns / 1e9 AS communication_s
-FROM metric_scope AS m
-LEFT JOIN per_rank AS p USING (trace, rank)
+-- Query: memory_bound_fraction_rows in
+-- sql/views/metric_bodies/memory_bound_fraction.sql, the body version 2 shares, with
+-- rules version 1.
+SELECT * FROM memory_bound_fraction_rows(1, metric_scope)

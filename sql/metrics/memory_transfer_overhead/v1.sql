@@ -9,6 +9,11 @@
 -- description: Share of the rank's GPU span spent in memcpys that no compute kernel overlaps, |U(memcpy) - U(non-comm kernels)| / span(memcpy ∪ kernels), 0..1.
 -- needs: GPU kernels or memcpy activities
 -- params: none
+-- columns:
+--   exposed_memcpy_s  |U(memcpy) - U(non-comm kernels)|, s
+--   memcpy_s          |U(memcpy)|, s
+--   span_s            span of memcpys and kernels, s
+--   memcpys           memcpys on the rank
 -- Definition: U(memcpy) = union of the rank's memcpy activities (`gpu_memcpy`,
 -- every direction); U(non-comm kernels) = union of its kernels that the shared
 -- classification does not call comm. The exposed copy time is the first minus the

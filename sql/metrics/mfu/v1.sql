@@ -9,6 +9,18 @@
 -- description: Model FLOPs utilisation: the model FLOPs per second the measured steps imply (from the card's model_arch, batch and sequence length) over the peak FLOP/s of the card's devices at its precision, 0..1.
 -- needs: card: phase, model_arch (num_params or num_params_active, num_layers, num_heads, head_dim), seq_len, hardware model and precision with a known peak, total_count; training: batch_size and steps; inference: vLLM engine iterations with token counts
 -- params: num_params = card.num_params, num_params_active = card.num_params_active, num_params_embedding = card.num_params_embedding default 0, num_layers = card.num_layers, num_heads = card.num_heads, head_dim = card.head_dim, batch_size = card.batch_size, seq_len = card.seq_len, total_count = card.total_count
+-- columns:
+--   mode               training | inference, from the card's phase
+--   flops_per_token    model FLOPs per token from the card's model architecture
+--   tokens_per_s       tokens per second (training: batch x seq_len / step time; inference:
+--                        engine iterations)
+--   step_s             training: the mean inner step time, s
+--   step_source        training: the record the steps come from
+--   engine_iterations  inference: engine iterations with token counts
+--   peak_flops         the device's dense peak FLOP/s at the card's precision
+--   total_count        devices of the workload (the card's total_count)
+--   hardware_model     the card's hardware model
+--   precision          the card's precision
 -- Definition (PaLM's model FLOPs, the formula CCL-Bench uses): with N =
 -- num_params_active (MoE: the parameters a token runs through), else
 -- num_params; N_emb = num_params_embedding (0 when the card omits it); L, Q, H =
@@ -72,7 +84,7 @@ step_time AS (
   FROM (
     SELECT trace, rank, avg(dur_ns) AS mean_ns, any_value(source) AS source
     FROM numbered
-    WHERE n <= 2 OR (i > 1 AND i < n)
+    WHERE is_inner_step(i, n)
     GROUP BY ALL
   )
   GROUP BY trace

@@ -9,6 +9,10 @@
 -- description: Share of GPU kernel time in mixture-of-experts kernels, Σdur(MoE kernels) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   moe_s             time of MoE kernels, s
+--   kernel_s          all kernel time, s
+--   moe_kernel_names  distinct MoE kernel names
 -- Definition: a kernel is MoE when its name matches the one 'moe' rule of
 -- kernel_family_rules v1 (sql/views/kernel_families.sql), case-insensitive:
 --   moe|expert|router|routing|gating|topk|grouped_gemm|dispatchkernel|combinekernel
@@ -20,31 +24,6 @@
 -- `dispatch`, `combine` and `gate_` (which match unrelated kernels, e.g.
 -- `aggregate_`), and its nsys variant uses a different pattern again; here there
 -- is one pattern for every trace format.
-WITH families AS (
-  SELECT name, is_moe FROM kernel_name_families(1)
-),
-per_trace AS (
-  SELECT
-    o.trace,
-    count(*) AS kernels,
-    sum(o.dur_ns) AS kernel_ns,
-    coalesce(sum(o.dur_ns) FILTER (WHERE f.is_moe), 0) AS moe_ns,
-    count(DISTINCT o.name) FILTER (WHERE f.is_moe) AS moe_kernel_names
-  FROM gpu_ops AS o
-  JOIN metric_scope AS m USING (trace, rank)
-  JOIN families AS f USING (name)
-  WHERE o.kind = 'kernel'
-  GROUP BY o.trace
-)
-SELECT
-  t.trace,
-  p.moe_ns / nullif(p.kernel_ns, 0) AS value,
-  CASE
-    WHEN p.kernels IS NULL THEN 'no GPU kernels'
-    WHEN p.kernel_ns = 0 THEN 'GPU kernels have no duration'
-  END AS reason,
-  p.moe_ns / 1e9 AS moe_s,
-  p.kernel_ns / 1e9 AS kernel_s,
-  p.moe_kernel_names
-FROM (SELECT DISTINCT trace FROM metric_scope) AS t
-LEFT JOIN per_trace AS p USING (trace)
+-- Query: moe_fraction_rows in sql/views/metric_bodies/moe_fraction.sql, the body
+-- version 2 shares, with rules version 1.
+SELECT * FROM moe_fraction_rows(1, metric_scope)

@@ -7,6 +7,8 @@
 -- summary: value
 -- description: Number of collective XLA ops executed on all devices of the profile (an async start/done pair counts once).
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- columns:
+--   devices  XLA device planes the ops ran on
 -- Definition: count of xla_ops rows with op_kind = 'comm', all devices, the whole
 -- profile. 0 when the profile has XLA ops but no collective.
 -- Differs from CCL-Bench group 21: device ops only, and an async pair is one

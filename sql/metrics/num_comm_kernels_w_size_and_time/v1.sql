@@ -7,6 +7,8 @@
 -- summary: value
 -- description: Number of collective XLA ops with a known message size (> 0 bytes) and device time (> 0): the samples bandwidth and Hockney metrics use.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- columns:
+--   comm_ops  all collective XLA ops, sized or not
 -- Definition: count of xla_ops rows with op_kind = 'comm', message_bytes > 0 and
 -- device_ps > 0. message_bytes: result shape (shape_with_layout; a tuple sums its
 -- arrays; a pair uses the done's shape), else raw_bytes_accessed, else

@@ -9,6 +9,12 @@
 -- description: Estimated share of step time saved by doubling the scale-up (intra-node) link bandwidth: half the scale-up communication time no compute hides, over the step time, per rank, 0..1.
 -- needs: steps (ProfilerStep#N or inference engine iterations), GPU communication kernels whose group placement is known (Process Group Ranks, or the card's count_per_node / total_count)
 -- params: none
+-- columns:
+--   steps_used          inner steps measured
+--   exposed_scale_up_s  scale-up comm time compute does not hide, s
+--   scale_up_comm_s     |U(scale-up comm)| in the inner steps, s
+--   steps_s             the inner steps' summed duration, s
+--   unplaced_comm_s     comm kernel time whose link is unknown (left out), s
 -- Definition: over the rank's inner steps (`steps_with(2)`, the first and last
 -- dropped when there are more than two): scale-up comm = the communication
 -- kernels (kernel_class_rules v2) whose collective runs within one node
@@ -58,12 +64,7 @@ clipped AS MATERIALIZED (
 scale_up AS (SELECT * FROM clipped WHERE part = 'scale_up'),
 compute AS (SELECT * FROM clipped WHERE part = 'compute'),
 exposed AS (
-  SELECT
-    trace, rank,
-    sum(end_ns - ts_ns) FILTER (WHERE in_a) AS scale_up_ns,
-    coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND NOT in_b), 0) AS exposed_ns
-  FROM intervals_overlay(scale_up, compute)
-  GROUP BY ALL
+  SELECT trace, rank, a_ns AS scale_up_ns, exposed_ns FROM intervals_overlap_totals(scale_up, compute)
 ),
 comm_parts AS (
   SELECT

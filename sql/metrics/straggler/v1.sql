@@ -9,6 +9,13 @@
 -- description: Spread of communication kernel time across ranks, (max - min) / max over ranks of Σdur(comm kernels), 0..1 (0 = every rank spends the same time in communication).
 -- needs: two or more ranks with communication kernels
 -- params: none
+-- columns:
+--   slowdown        max / min comm time across the ranks (CCL-Bench's second number)
+--   straggler_rank  the rank with the least comm time (the likely straggler)
+--   ranks           ranks counted
+--   max_comm_s      the most comm time of a rank, s
+--   min_comm_s      the least comm time of a rank, s
+--   most_comm_rank  the rank with the most comm time
 -- Definition: per rank, comm_s = Σ duration of the kernels kernel_class_rules v2
 -- calls comm (every NCCL/RCCL kernel, DeepEP's exchange kernels, ...), summed
 -- over streams, not merged, whole trace; value = (max - min) / max over the

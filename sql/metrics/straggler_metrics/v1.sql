@@ -9,11 +9,11 @@
 -- needs: two or more ranks with communication kernels
 -- params: none
 -- columns:
---   delay           (max - min) / max of the per-rank totals: the value of `straggler`
---   ranks           the ranks with communication kernels
---   max_comm_s      the largest per-rank communication kernel total, seconds
---   min_comm_s      the smallest per-rank total, seconds
---   least_comm_rank the rank with the least communication time (the likely straggler: it waits least)
+--   delay            (max - min) / max of the per-rank totals: the value of `straggler`
+--   ranks            the ranks with communication kernels
+--   max_comm_s       the largest per-rank communication kernel total, seconds
+--   min_comm_s       the smallest per-rank total, seconds
+--   least_comm_rank  the rank with the least communication time (the likely straggler: it waits least)
 -- Definition: per rank, comm_s = Σ duration of the kernels kernel_class_rules
 -- v2 calls comm, summed over streams, not merged, whole trace (as `straggler`);
 -- value = max / min over the ranks in scope that ran communication kernels.

@@ -7,6 +7,12 @@
 -- summary: value
 -- description: The rank that starts matched collectives last most often (the latest starter of the most collectives seen on two or more ranks).
 -- needs: two or more ranks, communication kernels matched across ranks
+-- columns:
+--   late_count           matched collectives the rank started last
+--   matched_collectives  collectives matched across two or more ranks
+--   share                late_count / matched_collectives
+--   tied_ranks           ranks sharing the top late_count
+--   late_skew_s          summed start skew of the collectives it was last in, s
 -- A collective counts when it is seen on at least two ranks (see the
 -- `collective_matches` macro and collective_skew); its latest starter is the rank
 -- whose kernel started last (ties to the lowest rank). value = the rank that is

@@ -8,6 +8,9 @@
 -- description: Estimated tokens per second from XLA model FLOPs (CCL-Bench group 21's `throughput`, the same number as estimated_throughput_tokens_per_s).
 -- needs: XLA ops carrying model_flops; model_params
 -- params: model_params = card.num_params
+-- columns:
+--   tokens       estimated tokens processed (estimated_total_tokens)
+--   wall_time_s  the profile's wall time, s
 -- Definition: identical to estimated_throughput_tokens_per_s (group 21 registers
 -- both names for one function): sum(model_flops) / flops_per_token / wall_time_s,
 -- computed by the shared macro xla_token_estimate.

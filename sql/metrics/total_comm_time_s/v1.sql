@@ -7,6 +7,10 @@
 -- summary: value
 -- description: Sum of the device time of collective XLA ops over all devices (an async start/done pair counts from start to done), in seconds.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- columns:
+--   comm_ops      collective XLA ops counted
+--   devices       XLA devices
+--   per_device_s  the value / devices, s
 -- Definition: sum of xla_ops.device_ps over ops with op_kind = 'comm': device_duration_ps
 -- (else dur) of synchronous collectives; for an async `-start`/`-done` pair, the
 -- span from the start's ts to the done's end, counted once (the transfer runs

@@ -9,6 +9,8 @@
 -- description: Wall time with at least one communication kernel running, |U(comm kernels)| per rank over the whole trace, in seconds.
 -- needs: GPU kernels
 -- params: none
+-- columns:
+--   comm_kernels  communication kernels on the rank
 -- Definition: value = |U|, U = the union of the rank's comm kernel intervals over
 -- all streams and the whole trace (comm = kernel_class_rules version 2,
 -- kernel_class = 'comm'), so concurrent comm kernels count once. One quantity:
@@ -29,30 +31,7 @@
 -- dpsk::ep::) are communication, its get_dispatch_layout is compute; version 1
 -- called get_dispatch_layout comm and left cached_notify, barrier and the
 -- dpsk::ep::cuda:: names compute.
-WITH kernels_used AS MATERIALIZED (
-  SELECT trace, rank, 0 AS key, ts_ns, end_ns, kernel_class = 'comm' AS is_comm
-  FROM gpu_ops_classified_with(2)
-  WHERE kind = 'kernel'
-),
-comm AS (
-  SELECT * FROM kernels_used WHERE is_comm
-),
-comm_busy AS (
-  SELECT trace, rank, sum(end_ns - ts_ns) AS comm_ns
-  FROM intervals_union(comm)
-  GROUP BY ALL
-),
-kernels_seen AS (
-  SELECT trace, rank, count(*) AS kernels, count(*) FILTER (WHERE is_comm) AS comm_kernels
-  FROM kernels_used
-  GROUP BY ALL
-)
-SELECT
-  m.trace,
-  m.rank,
-  CASE WHEN k.kernels IS NOT NULL THEN coalesce(c.comm_ns, 0) / 1e9 END AS value,
-  CASE WHEN k.kernels IS NULL THEN 'no GPU kernels' END AS reason,
-  k.comm_kernels
-FROM metric_scope AS m
-LEFT JOIN kernels_seen AS k USING (trace, rank)
-LEFT JOIN comm_busy AS c USING (trace, rank)
+-- Query: total_communication_time_rows in
+-- sql/views/metric_bodies/total_communication_time.sql, the body version 1 shares, with
+-- rules version 2.
+SELECT * FROM total_communication_time_rows(2, metric_scope)

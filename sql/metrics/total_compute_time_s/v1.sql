@@ -7,6 +7,9 @@
 -- summary: value
 -- description: Sum of the device time of compute XLA ops (fusions, convolutions, dots, custom calls) over all devices, in seconds.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- columns:
+--   devices       XLA devices
+--   per_device_s  the value / devices, s
 -- Definition: sum of xla_ops.device_ps (device_duration_ps, else the event's dur)
 -- over ops with op_kind = 'compute' (xla_op_rules), all devices added up.
 -- Differs from CCL-Bench group 21: only device-plane XLA ops count (group 21

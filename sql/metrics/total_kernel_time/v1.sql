@@ -8,6 +8,8 @@
 -- summary: sum
 -- description: Sum of GPU kernel durations per rank, in seconds (not merged: concurrent kernels both count).
 -- needs: GPU kernels
+-- columns:
+--   kernels  kernels on the rank
 -- CCL-Bench sums over all rank files; `python -m cclq.main` does the same (summary: sum).
 -- Memcpy/memset activities are not kernels and are not counted.
 WITH per_rank AS (

@@ -7,6 +7,8 @@
 -- summary: value
 -- description: Sum of the model_flops argument over the XLA ops of all devices (the model FLOPs the profile executed).
 -- needs: XLA ops carrying model_flops
+-- columns:
+--   ops_with_model_flops  ops with a model_flops argument
 -- Definition: sum(xla_ops.model_flops) over every device. Not applicable when no
 -- op carries model_flops (CCL-Bench group 21 reports 0 there, and sums the
 -- argument over every X event, host included).

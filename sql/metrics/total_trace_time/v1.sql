@@ -9,6 +9,10 @@
 -- description: Span of device activity over every rank of the trace, last end minus first start of GPU kernels, memcpys and memsets or XLA device ops, in seconds.
 -- needs: GPU activity (kernels, memcpy, memset) or XLA device ops
 -- params: none
+-- columns:
+--   ranks           ranks with device work
+--   source          gpu | xla | gpu,xla: the device work spanned
+--   profile_span_s  span of every recorded event (the profiler window, CPU side included), s
 -- Definition: min over ranks of the first start and max of the last end of the
 -- device work the views hold, whatever format it came from: GPU activities
 -- (`gpu_ops`: kernels, memcpys, memsets; not the cuda_sync waits, which are host

@@ -9,6 +9,12 @@
 -- description: Time per output token per rank from the trace: the mean duration of the decode engine iterations, in seconds.
 -- needs: inference engine-iteration annotations with decode iterations; not a training workload; card output_len > 1 when given
 -- params: output_len = card.output_len
+-- columns:
+--   basis              how the decode iterations were chosen (recorded phase, or CCL-Bench's
+--                        rule)
+--   decode_iterations  decode iterations averaged
+--   iterations         engine iterations of the rank
+--   source             the engine-iteration source of the rank
 -- Definition (view tpot_per_rank, sql/views/inference.sql): a decode iteration
 -- gives every running sequence one token, so a
 -- request's time per output token is the duration of the decode iterations it

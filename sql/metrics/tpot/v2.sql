@@ -9,6 +9,12 @@
 -- description: Time per output token: the serving benchmark's median TPOT from the workload's result files when it has one, else (version 1) the mean duration of the decode engine iterations, per rank, in seconds.
 -- needs: vLLM bench serve / SGLang bench_serving results, or inference engine-iteration annotations with decode iterations; not a training workload; card output_len > 1 when given
 -- params: output_len = card.output_len
+-- columns:
+--   source             'benchmark results (<format>)' or 'trace: <basis>': where the value
+--                        comes from
+--   trace_tpot_s       the trace-derived TPOT (version 1's value), s
+--   decode_iterations  decode iterations averaged
+--   iterations         engine iterations of the rank
 -- value = `benchmark_latencies.median_tpot_s` (the results table's median_tpot_ms
 -- of the last run, in seconds: (latency - TTFT) / (output tokens - 1) per request,
 -- scheduling gaps between iterations included) for every rank of a trace whose

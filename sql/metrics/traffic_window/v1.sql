@@ -9,12 +9,12 @@
 -- needs: GPU communication kernels (steps, ProfilerStep#N or engine iterations, make it per step; without them the whole trace counts as one)
 -- params: none
 -- columns:
---   basis              'inner steps' or 'whole trace (no steps)': the window the kernels were taken from
---   steps_used         the inner steps (1 for the whole trace)
---   all_reduce_s       all-reduce kernel time per step, seconds
---   gather_scatter_s   all-gather and reduce-scatter kernel time per step, seconds
---   p2p_s              send / recv kernel time per step, seconds
---   other_comm_s       every other communication kernel (broadcast, all-to-all, unknown type) per step, seconds
+--   basis             'inner steps' or 'whole trace (no steps)': the window the kernels were taken from
+--   steps_used        the inner steps (1 for the whole trace)
+--   all_reduce_s      all-reduce kernel time per step, seconds
+--   gather_scatter_s  all-gather and reduce-scatter kernel time per step, seconds
+--   p2p_s             send / recv kernel time per step, seconds
+--   other_comm_s      every other communication kernel (broadcast, all-to-all, unknown type) per step, seconds
 -- Definition: per rank, the communication kernels (kernel_class_rules v2) that
 -- start inside an inner step window (`inner_step_windows(2)`: the first and the
 -- last step dropped when there are more than two), durations summed, not merged

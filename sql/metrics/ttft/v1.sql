@@ -9,6 +9,14 @@
 -- description: Time to first token per rank from the trace: the duration of the first engine iteration that runs a prefill, in seconds.
 -- needs: inference engine-iteration annotations (vLLM execute_context_* / execute_model, SGLang run_batch / forward_batch_generation, vLLM-TPU core step); not a training workload
 -- params: none
+-- columns:
+--   basis           how the iteration was chosen (first prefill by recorded phase, or the
+--                     first)
+--   iteration       the engine iteration taken
+--   source          the engine-iteration source of the rank
+--   phase           the phase of that iteration
+--   context_tokens  the prompt tokens it prefilled (vLLM)
+--   iterations      engine iterations of the rank
 -- Definition (view ttft_per_rank, sql/views/inference.sql): the rank's engine
 -- iterations (`engine_iterations_with(2)`, sql/views/steps.sql) in start order. Where the trace records each iteration's
 -- phase (vLLM's execute_context_<prefill requests>(..)_generation_<decode

@@ -9,6 +9,12 @@
 -- description: Time to first token: the serving benchmark's median TTFT from the workload's result files when it has one, else (version 1) the duration of the first engine iteration that prefills, per rank, in seconds.
 -- needs: vLLM bench serve / SGLang bench_serving results, or inference engine-iteration annotations; not a training workload
 -- params: none
+-- columns:
+--   source        'benchmark results (<format>)' or 'trace: <basis>': where the value comes
+--                   from
+--   trace_ttft_s  the trace-derived TTFT (version 1's value), s
+--   iteration     the engine iteration taken
+--   iterations    engine iterations of the rank
 -- value = `benchmark_latencies.median_ttft_s` (sql/views/inference.sql: the
 -- results table's median_ttft_ms of the last run, in seconds) for every rank of a
 -- trace whose result files have it: the time a client waited, queueing and

@@ -7,6 +7,10 @@
 -- summary: value
 -- description: Span of device activity in an XLA profile (last end minus first start over device-plane events), in seconds.
 -- needs: an xprof profile: device planes, or host XLA ops (JAX on CPU)
+-- columns:
+--   span_source        the device-plane events the value spans (xla_wall_time.span_source;
+--                        comma-separated when several)
+--   all_events_span_s  span of every recorded event, host included, s
 -- Definition (view xla_wall_time): per profile file, max(end) - min(ts) over every
 -- slice on a device plane (/device:TPU:N, /device:GPU:N; all lines); a host-only
 -- profile uses the span of its host XLA ops. With several files (hosts) the

@@ -1,0 +1,156 @@
+"""A query session: one catalog snapshot of the warehouse opened in DuckDB.
+
+Everything that reads the warehouse (a metric, a report, a diff, the board, ``cclq sql``,
+the daemon, a Dask worker) goes through a ``Session``. It holds what a query depends on,
+in one object instead of module-level state: the DuckDB connection, the snapshot it
+reads (locked against garbage collection while the session lives), the traces it
+selected, the memory limit and the spill folder, and the folder of cached results.
+
+``QuerySettings`` (``cclq.query.settings``) are the user's choices: the entry point
+reads them once; a library caller passes its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from cclq.errors import QueryError
+from cclq.query.engine import base_relations, define_views, setup_script
+from cclq.query.settings import QuerySettings
+from cclq.sqltext import quote_literal
+from cclq.store.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
+
+log = logging.getLogger("cclq")
+
+# Statements `cclq sql` runs when read-only (the default): queries, and EXPLAIN of them.
+_READ_ONLY_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+
+
+class Session:
+    """One snapshot of a warehouse, opened in an in-memory DuckDB.
+
+    ``traces`` restricts every relation to those trace ids (None: all). ``for_sql``
+    defines only the view modules that SQL needs (None: all of them); ``views=False``
+    only the base relations, and ``define_views`` adds modules when a query needs them
+    (a metric whose result is cached never does). ``snapshot_id`` opens that snapshot
+    instead of the current one (a Dask worker reading what its client reads).
+    ``cache``: metric results are stored in and read from the warehouse's cache.
+    """
+
+    def __init__(self, warehouse: Warehouse, *, traces: Sequence[str] | None = None,
+                 settings: QuerySettings | None = None, views: bool = True, for_sql: str | None = None,
+                 snapshot_id: str | None = None, cache: bool = False) -> None:
+        self.warehouse = warehouse
+        self.settings = settings or QuerySettings()
+        self.traces: list[str] | None = None if traces is None else list(traces)
+        self.cache_dir: Path | None = warehouse.cache_dir if cache else None
+        self.snapshot: Snapshot = warehouse.open_snapshot(snapshot_id=snapshot_id)
+        self.spill_dir: Path | None = None
+        self._closed = False
+        try:
+            self.spill_dir = self.settings.make_spill_folder(warehouse)
+            self.con = duckdb.connect(":memory:")
+            # DuckDB draws its progress bar on stdout for a query past 2 s, into the middle
+            # of `cclq metric -f csv > file` (found by the scale bench at 400 traces)
+            self.con.execute("\n".join([*self.settings.set_statements(self.spill_dir),
+                                        "SET enable_progress_bar = false;"]))
+            if views:
+                self.con.execute(setup_script(self.snapshot, self.traces, for_sql))
+            else:
+                self.con.execute("\n".join(["SET parquet_metadata_cache = true;",
+                                            *base_relations(self.snapshot, self.traces)]))
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the connection -------------------------------------------------------
+    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+        """Runs SQL on the session's connection (DuckDB's ``execute``)."""
+        return self.con.execute(sql, parameters)
+
+    def define_views(self, sql: str, comments: bool = False) -> None:
+        """Creates the view modules ``sql`` needs that the session does not have yet
+        (``comments``: with their documentation, for what users read)."""
+        define_views(self.con, sql, comments)
+
+    def close(self) -> None:
+        """Closes the connection, releases the snapshot and removes the spill folder."""
+        if self._closed:
+            return
+        self._closed = True
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+        self.snapshot.close()
+        if self.spill_dir is not None:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # a session dropped without close() still frees its snapshot
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown: nothing left to report to)
+            pass
+
+    # -- what it reads --------------------------------------------------------
+    def readable_files(self) -> list[Path]:
+        """Every file the session reads: its snapshot's catalog files and the data files
+        of the traces it selected."""
+        root = self.warehouse.root
+        data = [root / p for (p,) in self.con.execute("SELECT DISTINCT path FROM parts ORDER BY path").fetchall()]
+        return [self.snapshot.catalog_file(name) for name in CATALOG_SCHEMAS] + data
+
+    def run_user_query(self, query: str, read_only: bool = True) -> pa.Table:
+        """Runs ad-hoc SQL. Read-only (the default): only SELECT-like statements, no file
+        readable but the snapshot's, none writable, the configuration locked (so a
+        ``COPY ... TO`` into the warehouse or an ``ATTACH`` cannot change what metrics
+        read, nor read files elsewhere)."""
+        con = self.con
+        try:
+            statements = con.extract_statements(query)
+        except duckdb.Error as e:
+            raise QueryError(str(e).splitlines()[0]) from e
+        if not statements:
+            raise QueryError("no SQL statement given")
+        if read_only:
+            for st in statements:
+                if st.type not in _READ_ONLY_STATEMENTS:
+                    kind = str(st.type).rsplit(".", 1)[-1]
+                    raise QueryError(f"cclq sql is read-only: {kind} statements are not run",
+                                     hint="queries (SELECT, DESCRIBE, SHOW, EXPLAIN) only; "
+                                          "`cclq sql --read-write` or `cclq shell` for a full DuckDB session")
+            listed = "[" + ", ".join(quote_literal(str(p)) for p in self.readable_files()) + "]"
+            con.execute(f"SET allowed_paths = {listed}")
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+        try:
+            result = None
+            for st in statements:
+                result = con.execute(st.query)
+            assert result is not None
+            return result.to_arrow_table()
+        except duckdb.Error as e:
+            raise QueryError(str(e).splitlines()[0]) from e
+
+
+def connect(wh: Warehouse, require: bool = True, traces: Sequence[str] | None = None,
+            for_sql: str | None = None, views: bool = True, snapshot_id: str | None = None,
+            settings: QuerySettings | None = None, cache: bool = False) -> Session:
+    """Opens a query session on the warehouse's current snapshot (see ``Session``)."""
+    del require  # kept for callers written before sessions: a session always needs a warehouse
+    return Session(wh, traces=traces, settings=settings, views=views, for_sql=for_sql,
+                   snapshot_id=snapshot_id, cache=cache)

@@ -1,0 +1,98 @@
+"""How queries run: the user's memory limit and spill folder.
+
+``--memory-limit`` / ``--spill-dir``, else ``$CCLQ_MEMORY_LIMIT`` / ``$CCLQ_SPILL_DIR``:
+read once by an entry point (``QuerySettings.from_env``) and handed to every
+``Session``; a library caller passes its own. Standard library only, so that the CLI
+can read them before anything heavy is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cclq.errors import UsageError
+from cclq.sqltext import quote_literal
+
+if TYPE_CHECKING:
+    from cclq.store.warehouse import Warehouse
+
+MEMORY_ENV = "CCLQ_MEMORY_LIMIT"
+SPILL_ENV = "CCLQ_SPILL_DIR"
+# Without a memory limit: this share of the machine's memory (DuckDB's own default is
+# 80%, which leaves too little to Python, pyarrow and a second process).
+DEFAULT_MEMORY_SHARE = 0.5
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|B)?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class QuerySettings:
+    """How queries run: the memory limit (``500MB``, ``4GiB``, ``25%`` of RAM; None: half
+    the RAM) beyond which DuckDB spills to ``spill_dir`` (None: the warehouse's
+    ``spill/``, else the system's temp folder)."""
+
+    memory_limit: str | None = None
+    spill_dir: Path | None = None
+
+    @classmethod
+    def from_env(cls, memory_limit: str | None = None, spill_dir: str | Path | None = None) -> QuerySettings:
+        """The options given, else ``$CCLQ_MEMORY_LIMIT`` and ``$CCLQ_SPILL_DIR``: what an
+        entry point (the CLI, ``python -m cclq.main``) reads once."""
+        spill = spill_dir or os.environ.get(SPILL_ENV) or None
+        settings = cls(memory_limit or os.environ.get(MEMORY_ENV) or None, Path(spill) if spill else None)
+        settings.duckdb_memory_limit()  # a bad value is a usage error here, before any work
+        return settings
+
+    def duckdb_memory_limit(self) -> str:
+        """The limit as DuckDB takes it, in MiB."""
+        text = self.memory_limit
+        total = _physical_memory()
+        if not text:
+            return f"{int(total * DEFAULT_MEMORY_SHARE) >> 20}MiB" if total else "80%"
+        m = _MEMORY.match(text)
+        if not m:
+            raise UsageError(f"memory limit {text!r}: want a size such as 500MB or 4GiB, or a share of RAM such as 25%")
+        number, unit = float(m.group(1)), (m.group(2) or "B").upper()
+        if unit == "%":
+            if not 0 < number <= 100 or not total:
+                raise UsageError(f"memory limit {text!r}: a share of RAM is 1..100%")
+            return f"{int(total * number / 100) >> 20}MiB"
+        factor = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+                  "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}[unit]
+        if number * factor < 64e6:
+            raise UsageError(f"memory limit {text!r}: DuckDB needs at least 64 MB")
+        return f"{int(number * factor) >> 20}MiB"
+
+    def make_spill_folder(self, wh: Warehouse) -> Path:
+        """A spill folder of this session's own (``<pid>@<host>-<random>``), removed when the
+        session closes; writers collect the folders of this host's processes that died (a
+        warehouse on a shared file system has readers on other hosts). A warehouse that
+        cannot be written spills to the system's temp folder instead."""
+        parents = [self.spill_dir] if self.spill_dir is not None else [
+            wh.root / "spill", Path(tempfile.gettempdir()) / "cclq-spill"]
+        for parent in parents:
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+                return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}@{socket.gethostname()}-", dir=parent))
+            except OSError:
+                continue
+        where = " or ".join(str(p) for p in parents)
+        raise UsageError(f"no folder to spill query data to ({where} cannot be written)",
+                         hint=f"--spill-dir DIR or ${SPILL_ENV}")
+
+    def set_statements(self, spill: Path) -> list[str]:
+        """The SET statements of a session with these settings."""
+        return [f"SET memory_limit = {quote_literal(self.duckdb_memory_limit())};",
+                f"SET temp_directory = {quote_literal(str(spill))};"]
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0

@@ -1,0 +1,76 @@
+-- Documentation of the relations cclq/engine.py creates over the warehouse's files
+-- (they are not views of sql/views: their files depend on the warehouse). Each block
+-- starts with `-- relation: <name>`, then the relation's description, then a
+-- `-- columns:` block; the loader turns them into COMMENT ON statements (sql/README.md,
+-- "Documentation in DuckDB's catalog"). Nothing here is run as SQL.
+
+-- relation: events
+-- Every trace event of every ingested file, one row each, in ONE schema whatever the
+-- format (Kineto/Chrome JSON, nsys, xprof, Horovod timelines, ...): the trace and rank,
+-- the Chrome event fields, every argument as JSON text (`args`), and the arguments the
+-- views use promoted to typed columns (cclq/schema.py PROMOTED_ARGS). `slices` is its
+-- events with a duration.
+-- columns:
+--   trace                 the trace (workload run) the event belongs to (files.trace)
+--   rank                  the rank whose file holds the event
+--   file_id               id of the source file (files.file_id)
+--   event_idx             position in the source's event array
+--   ph                    Chrome phase (X, i, s/t/f, M, ...; B/E pairs become one 'B' row)
+--   cat                   category, legacy names mapped to today's
+--   cat_raw               original category when it was mapped
+--   name                  the event name (op, kernel, annotation, ...)
+--   pid                   the process id, as text (pids can be strings, e.g. "Spans"); the GPU device for GPU activity
+--   tid                   the thread id, as text; the stream for GPU activity
+--   ts_ns                 start time in exact ns (epoch ns when the file has a base)
+--   dur_ns                duration in ns; NULL for instants, flows, metadata, an open B
+--   flow_id               'id' of s/t/f flow and async events
+--   bp                    flow binding point ('e' = enclosing slice)
+--   scope                 instant scope 's' (g/p/t)
+--   args                  all args as JSON text, nothing dropped
+--   device                GPU device index (args: device)
+--   stream                CUDA/HIP stream id (args: stream)
+--   correlation           CUPTI correlation id (launch <-> kernel) (args: correlation)
+--   external_id           link to the CPU op / annotation (args: External id)
+--   bytes                 memcpy/memset bytes (args: bytes)
+--   memory_bw_gbps        Kineto memcpy bandwidth (args: memory bandwidth (GB/s))
+--   grid                  kernel grid [x, y, z] (args: grid)
+--   block                 kernel block [x, y, z] (args: block)
+--   blocks_per_sm         grid blocks / SM count (args: blocks per SM)
+--   warps_per_sm          warps per SM (args: warps per SM)
+--   occupancy_pct         estimated occupancy, % (args: est. achieved occupancy %)
+--   registers_per_thread  registers per thread (args: registers per thread)
+--   shared_memory_bytes   static + dynamic shared memory (args: shared memory)
+--   ev_idx                event index, joins PyTorch execution traces (args: Ev Idx)
+--   record_function_id    record_function id (ET rf_id) (args: Record function id)
+--   python_id             python_function id (args: Python id)
+--   python_parent_id      parent python_function id (args: Python parent id)
+--   sequence_number       autograd sequence number (fwd <-> bwd) (args: Sequence number)
+--   collective_name       c10d collective name (args: Collective name)
+--   in_msg_nelems         input message elements (args: In msg nelems)
+--   out_msg_nelems        output message elements (args: Out msg nelems)
+--   group_size            ranks in the process group (args: Group size)
+--   dtype                 element type (Float, BFloat16, ...) (args: dtype)
+--   pg_name               process group name (args: Process Group Name)
+--   pg_desc               process group description (args: Process Group Description)
+--   pg_ranks              ranks of the group (text, may be truncated) (args: Process Group Ranks)
+--   seq                   c10d sequence number within the group (args: Seq)
+--   in_split_size         all_to_allv input splits (text) (args: In split size)
+--   out_split_size        all_to_allv output splits (text) (args: Out split size)
+--   hlo_op                HLO instruction name (args: hlo_op)
+--   hlo_module            HLO module name (args: hlo_module)
+--   hlo_category          xprof op category (args: hlo_category)
+--   long_name             full HLO text (args: long_name)
+--   flops                 op FLOPs (args: flops)
+--   model_flops           model FLOPs of the op (args: model_flops)
+--   bytes_accessed        bytes accessed (args: bytes_accessed)
+--   raw_bytes_accessed    raw bytes accessed (args: raw_bytes_accessed)
+--   shape_with_layout     result shape, e.g. bf16[8,128]{1,0} (args: shape_with_layout)
+--   device_duration_ps    device time in picoseconds (args: device_duration_ps)
+--   group_id              step group id (args: group_id)
+--   step_num              step number (args: step_num)
+--   run_id                XLA run id (args: run_id)
+--   program_id            XLA program id (args: program_id)
+
+-- relation: files
+-- One row per ingested input file of the snapshot: its trace, rank, format, content
+-- hash and ingest version (the catalog, cclq/warehouse.py).
