@@ -11,12 +11,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
+from test_ccl_bench_names import build_gpu, build_tpu
 
 from cclq.present.board.build import build_from_config
 from cclq.present.board.config import auto_metrics, in_config_unit, six_digits
 from cclq.store.warehouse import Warehouse
-from conftest import run_cli
-from test_ccl_bench_names import build_gpu, build_tpu
 
 GPU_CARD = textwrap.dedent("""\
     workload:
@@ -69,8 +69,8 @@ def rows_of(out: Path) -> dict[str, dict]:
 def test_auto_follows_trace_types_and_phases():
     assert auto_metrics(METRIC_INFO, ["json"], "training") == ["avg_step_time", "kernel_compute_time_group_6",
                                                                  "communication_overhead"]
-    assert auto_metrics(METRIC_INFO, ["json"], "Inference") == ["avg_step_time", "ttft",
-                                                                  "kernel_compute_time_group_6", "communication_overhead"]
+    assert auto_metrics(METRIC_INFO, ["json"], "Inference") == [
+        "avg_step_time", "ttft", "kernel_compute_time_group_6", "communication_overhead"]
     assert auto_metrics(METRIC_INFO, ["nsys", "json_tpu"], None) == ["avg_step_time", "comm_kernel_breakdown_tpu",
                                                                      "straggler"]
     assert in_config_unit(0.25, "ratio", {"unit": "%"}) == 25.0

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import run_ingest
 
 from cclq.compat.main import run_here
 from cclq.dev.synth.kineto import KinetoTraceBuilder
@@ -22,7 +23,6 @@ from cclq.query.metrics import run_metric, summarize
 from cclq.query.registry import registry, resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
-from conftest import run_ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 KINETO_FOLDER = ROOT / "trace_collection" / "synthetic_mlp_dp4"

@@ -15,8 +15,8 @@ import gzip
 import http.client
 import io
 import json
-import re
 import os
+import re
 import socket
 import subprocess
 import sys

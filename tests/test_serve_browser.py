@@ -26,7 +26,6 @@ if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
 from test_board_browser import FLAGS, console_errors  # noqa: E402
 from test_ccl_bench_names import build_gpu  # noqa: E402
 from test_serve import CARD, TOKEN, Server  # noqa: E402

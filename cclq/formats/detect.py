@@ -142,7 +142,7 @@ def detect(path: str) -> Detected:
     text = head.lstrip()
     if text.startswith(b"\xef\xbb\xbf"):
         text = text[3:].lstrip()
-    if not text[:1] in (b"{", b"["):
+    if text[:1] not in (b"{", b"["):
         raise TraceFileError(path, f"not a recognised trace format (starts with {head[:8]!r})")
     if text[:1] == b"[":
         # Horovod's timeline (HOROVOD_TIMELINE): a bare array of negotiation and

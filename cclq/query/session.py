@@ -58,10 +58,8 @@ class Session:
         try:
             self.spill_dir = self.settings.make_spill_folder(warehouse)
             self.con = duckdb.connect(":memory:")
-            # DuckDB draws its progress bar on stdout for a query past 2 s, into the middle
-            # of `cclq metric -f csv > file` (found by the scale bench at 400 traces)
-            self.con.execute("\n".join([*self.settings.set_statements(self.spill_dir),
-                                        "SET enable_progress_bar = false;"]))
+            self.con.execute("\n".join(self.settings.set_statements(self.spill_dir)))
+            _no_progress_bar(self.con)
             if views:
                 self.con.execute(setup_script(self.snapshot, self.traces, for_sql))
             else:
@@ -145,6 +143,17 @@ class Session:
             return result.to_arrow_table()
         except duckdb.Error as e:
             raise QueryError(str(e).splitlines()[0]) from e
+
+
+def _no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB draws its progress bar on stdout for a query past 2 s, into the middle of
+    `cclq metric -f csv > file` (found by the scale bench at 400 traces). In a Jupyter
+    kernel without ipywidgets DuckDB refuses to touch the setting at all (it cannot draw
+    its bar there either): the setting is then left as it is."""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.InvalidInputException:
+        pass
 
 
 def connect(wh: Warehouse, require: bool = True, traces: Sequence[str] | None = None,

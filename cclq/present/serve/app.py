@@ -332,7 +332,7 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         (folder / "incoming").mkdir(parents=True)
         sink = _FormSink(folder / "incoming", settings.limits.max_files)
         try:
-            parser = MultipartParser(boundary, sink.callbacks())
+            parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type]  # a TypedDict of callables
             received = 0
             async for chunk in request.stream():
                 received += len(chunk)
@@ -384,7 +384,8 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         return JSONResponse({"status": status})
 
     async def api_unknown(request: Request) -> JSONResponse:
-        return error(404, "Upload ID not found" if request.url.path.startswith("/api/results/") else "no such API route")
+        unknown_id = request.url.path.startswith("/api/results/")
+        return error(404, "Upload ID not found" if unknown_id else "no such API route")
 
     async def index(request: Request) -> HTMLResponse:
         if settings.site_dir is not None:  # the site's own page, with its own upload form

@@ -27,10 +27,14 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Protocol
 
 CHUNK = 1 << 16
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class ArchiveRefused(Exception):
@@ -90,7 +94,7 @@ def member_path(dest: Path, name: str) -> Path:
     return target
 
 
-def _copy_bounded(src: BinaryIO, target: Path, budget: Budget, ratio_base: int, name: str) -> None:
+def _copy_bounded(src: Readable, target: Path, budget: Budget, ratio_base: int, name: str) -> None:
     """Streams one member to a new file, refusing as soon as a bound is crossed."""
     limits = budget.limits
     cap = min(limits.max_total_bytes, int(limits.max_ratio * max(ratio_base, 1)))

@@ -158,7 +158,8 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
     job.log += [f"ingest: {len(report.outcomes)} file(s), {len(failed)} failed"] + failed
     con = connect(wh, views=False)
     try:
-        present = con.execute("SELECT count(*) FROM files WHERE trace = ?", [workload.trace]).fetchone()[0]
+        row = con.execute("SELECT count(*) FROM files WHERE trace = ?", [workload.trace]).fetchone()
+        present = row[0] if row else 0
         card = con.execute("SELECT trace_types, phase FROM cards WHERE trace = ?", [workload.trace]).fetchone()
     finally:
         con.close()
