@@ -560,12 +560,27 @@ def board(
     force: Annotated[bool, typer.Option("--force", help="Recompute every workload, not only the changed ones.")] = False,
     no_cache: NoCacheOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
+    config: Annotated[
+        Optional[Path], typer.Option("--config", help="CCL-Bench's website/benchmark_config.json: its pairs "
+                                                      "(ingested as needed), `auto` or listed metrics, "
+                                                      "required_update; benchmark_data.json follows it.")
+    ] = None,
+    write_config: Annotated[
+        Optional[Path], typer.Option("--write-config", help="Also write a benchmark_config.json naming every "
+                                                            "workload of the warehouse (\"auto\").")
+    ] = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Build the static leaderboard site: one row per workload, a page per workload with plots,
-    and benchmark_data.json in CCL-Bench's format. A rebuild recomputes only changed workloads."""
+    and benchmark_data.json in CCL-Bench's format. A rebuild recomputes only changed workloads.
+
+    With --config, CCL-Bench's website config drives benchmark_data.json / data.js: its
+    pairs, their metrics (`auto`: the metric_info entries whose trace_types meet the card's
+    metric_source.traces) and required_update (docs/ccl-bench.md). Exit status 1 if a pair
+    or metric failed (each named on stderr; the rest is written)."""
     from cclq.cli.progress import StepProgress
-    from cclq.present.board.build import board_specs, build_board
+    from cclq.present.board.build import board_specs, build_board, build_from_config
+    from cclq.present.board.build import write_config as write_board_config
     from cclq.query.params import check_batch_params, parse_param_args
 
     params = parse_param_args(param or [])
@@ -577,6 +592,26 @@ def board(
         if traces and not quiet:
             bar.append(StepProgress(f"metrics over {traces} workload(s)", metrics).__enter__())
 
+    if config is not None:
+        try:
+            cresult = build_from_config(wh, out_dir, config, params, use_cache=not no_cache, on_start=start,
+                                        settings=_query_settings(),
+                                        on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
+        finally:
+            for b in bar:
+                b.__exit__(None, None, None)
+        for line in cresult.problems:
+            print(f"cclq: error: {line}", file=sys.stderr)
+        if write_config is not None:
+            n = write_board_config(wh, write_config)
+            if not quiet:
+                print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
+        if not quiet:
+            print(f"board: {cresult.pairs} pair(s) from {config}: {cresult.computed} value(s) computed, "
+                  f"{cresult.reused} reused -> {out_dir / 'benchmark_data.json'}", file=sys.stderr)
+        if cresult.problems:
+            raise typer.Exit(1)
+        return
     try:
         result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
@@ -589,6 +624,10 @@ def board(
         print(f"board: {result.workloads} workload(s), {len(result.computed)} computed, {result.reused} unchanged"
               + (f", {result.removed} removed" if result.removed else "")
               + f" -> {out_dir / 'index.html'} ({result.seconds:.1f} s)", file=sys.stderr)
+    if write_config is not None:
+        n = write_board_config(wh, write_config)
+        if not quiet:
+            print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------- cards
@@ -668,6 +707,89 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
             os.unlink(init)
             shutil.rmtree(spill, ignore_errors=True)
     raise typer.Exit(code)
+
+
+# ------------------------------------------------------------------------- serve
+@app.command(epilog="Example: cclq serve --port 8000   (then open http://127.0.0.1:8000/)")
+def serve(
+    data_dir: Annotated[Path, typer.Option("--data", help="Folder for upload jobs (uploads/<id>/) and, unless "
+                                                          "--board says otherwise, the board (board/).")]
+    = Path(".cclq/serve"),
+    host: Annotated[str, typer.Option("--host", help="Address to bind; 127.0.0.1 keeps it on this machine.")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on.")] = 8000,
+    board_dir: Annotated[Optional[Path], typer.Option("--board", help="The board's folder [default: DATA/board].")]
+    = None,
+    site_dir: Annotated[
+        Optional[Path], typer.Option("--site", help="Serve this static site as it is instead of cclq's board (a "
+                                                    "CCL-Bench checkout: its index.html's upload form works as is).")
+    ] = None,
+    config: Annotated[
+        Optional[Path], typer.Option("--config", help="CCL-Bench's benchmark_config.json: an upload gets its "
+                                                      "metric_info metrics (`auto` by the card's trace types).")
+    ] = None,
+    token: Annotated[
+        Optional[str], typer.Option("--token", envvar="CCLQ_SERVE_TOKEN", show_default=False,
+                                    help="Uploads need `Authorization: Bearer TOKEN` [env: CCLQ_SERVE_TOKEN].")
+    ] = None,
+    max_upload_mb: Annotated[int, typer.Option("--max-upload-mb", min=1, help="Largest upload (request body).")]
+    = 1024,
+    max_unpacked_mb: Annotated[int, typer.Option("--max-unpacked-mb", min=1, help="Most an upload may unpack to.")]
+    = 8192,
+    max_files: Annotated[int, typer.Option("--max-files", min=1, help="Most files an upload may unpack to.")] = 20000,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=64, help="Upload jobs run at once.")] = 1,
+    queue_size: Annotated[int, typer.Option("--queue", min=1, help="Jobs that may wait; more are refused (503).")]
+    = 16,
+    warehouse: WarehouseOpt = None,
+) -> None:
+    """Serve the board with CCL-Bench's upload API: POST /api/upload (a zip/tar/tar.gz/.gz of a
+    trace folder), GET /api/results/<id> (results.json), GET /health.
+
+    An upload is unpacked safely (no paths out of its folder, no links, bounded size, file
+    count and inflation), its card checked, then a job queue ingests it, computes the metrics
+    and rebuilds the board. Needs the extra: pip install 'cclq[serve]'."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UsageError("cclq serve needs Starlette and uvicorn", hint="pip install 'cclq[serve]'") from None
+    from cclq.present.serve.app import ServeSettings
+    from cclq.present.serve.app import serve as run_server
+    from cclq.present.serve.archive import Limits
+
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        print(f"cclq: warning: serving on {host} without a token: anyone who reaches it can upload",
+              file=sys.stderr)
+    settings = ServeSettings(
+        data_dir=data_dir, warehouse=_warehouse(warehouse), board_dir=board_dir or data_dir / "board",
+        config_path=config, token=token, site_dir=site_dir,
+        limits=Limits(max_upload_bytes=max_upload_mb * MIB, max_total_bytes=max_unpacked_mb * MIB,
+                      max_files=max_files),
+        workers=jobs, queue_size=queue_size)
+    print(f"cclq serve: http://{host}:{port}/  (uploads in {data_dir / 'uploads'}, warehouse "
+          f"{settings.warehouse.root}; Ctrl-C stops)", file=sys.stderr)
+    run_server(settings, host, port)
+
+
+# --------------------------------------------------------------------- ccl-bench
+ccl_bench_app = typer.Typer(help="Switching a CCL-Bench checkout over to cclq (docs/ccl-bench.md).",
+                            no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(ccl_bench_app, name="ccl-bench")
+
+
+@ccl_bench_app.command("shim", epilog="Example: cclq ccl-bench shim ~/ccl-bench --force")
+def ccl_bench_shim(
+    checkout: Annotated[Path, typer.Argument(help="The CCL-Bench checkout (the folder holding tools/ and website/).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace CCL-Bench's own tools/main.py (kept as "
+                                                        "tools/main_ccl_bench.py).")] = False,
+) -> None:
+    """Write tools/main.py so CCL-Bench's website scripts get their numbers from cclq, and add
+    .cclq/ to the checkout's .gitignore."""
+    from cclq.compat.shim import write_shim
+
+    result = write_shim(checkout, force=force)
+    print(f"wrote {result.shim}" + (f" (CCL-Bench's dispatcher kept as {result.kept.name})" if result.kept else "")
+          + ("; .cclq/ added to .gitignore" if result.gitignore_changed else ""), file=sys.stderr)
 
 
 # ------------------------------------------------------------------------ record

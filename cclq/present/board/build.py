@@ -263,3 +263,185 @@ def build_board(
     _write(out_dir / "index.html", index_page(workloads, columns, generated_at, str(wh.root)))
     result.seconds = time.perf_counter() - start
     return result
+
+
+@dataclass
+class ConfigBoardResult:
+    board: BoardResult
+    pairs: int = 0
+    computed: int = 0  # (pair, metric) values computed
+    reused: int = 0  # values taken from the benchmark_data.json already in OUT
+    problems: list[str] = field(default_factory=list)  # one line each: a pair or metric that failed
+
+
+def build_from_config(
+    wh: Warehouse,
+    out_dir: Path,
+    config_path: Path,
+    params: dict[str, str] | None = None,
+    use_cache: bool = True,
+    on_start: Callable[[int, int], None] | None = None,
+    on_metric: Callable[[MetricRun], None] | None = None,
+    settings: QuerySettings | None = None,
+) -> ConfigBoardResult:
+    """``cclq board OUT --config benchmark_config.json``: ingests the config's trace
+    folders (unchanged files are skipped), builds the site, and writes
+    ``benchmark_data.json`` / ``data.js`` for the config's pairs exactly as CCL-Bench's
+    ``generate_data.py`` would lay them out (rules: ``cclq.present.board.config``)."""
+    from cclq.errors import CclqError
+    from cclq.ingest.plan import plan_inputs
+    from cclq.ingest.run import ingest
+    from cclq.present.board.config import (
+        cached_values,
+        in_config_unit,
+        load_config,
+        plan_pair,
+        six_digits,
+        stale_metrics,
+    )
+    from cclq.query.metrics import run_metric, summarize_rows
+    from cclq.query.registry import registry, resolve
+
+    params = params or {}
+    cfg = load_config(config_path)
+    problems: list[str] = []
+    ids: dict[int, str | None] = {}
+    folders: list[Path] = []
+    for i, pair in enumerate(cfg.pairs):
+        path = Path(pair.trace).expanduser()
+        try:
+            workloads = [w for w in plan_inputs([path]) if not w.failure]
+        except CclqError as e:
+            problems.append(f"{pair.trace}: {e.message}")
+            ids[i] = None
+            continue
+        if len(workloads) != 1:
+            problems.append(f"{pair.trace}: holds {len(workloads)} workloads; a pair names one workload folder")
+            ids[i] = None
+            continue
+        ids[i] = workloads[0].trace
+        folders.append(path)
+    if folders:
+        report = ingest(folders, wh)
+        problems += [o.message for o in report.failed]
+    wh.require()
+    con = connect(wh, views=False, settings=settings)
+    try:
+        cards = {t: (json.loads(types or "[]"), phase)
+                 for t, types, phase in con.execute("SELECT trace, trace_types, phase FROM cards").fetchall()}
+        known = {t for (t,) in con.execute("SELECT DISTINCT trace FROM files").fetchall()}
+    finally:
+        con.close()
+    cache = cached_values(out_dir / "benchmark_data.json")
+    stale = stale_metrics(cfg.metric_info)
+    plans = []
+    for i, pair in enumerate(cfg.pairs):
+        trace_id = ids[i] if ids[i] in known else None
+        types, phase = cards.get(trace_id, ([], None)) if trace_id else ([], None)
+        plans.append(plan_pair(pair, trace_id, list(types or []), phase, cfg.metric_info, stale, cache))
+    board = build_board(wh, out_dir, params, use_cache=use_cache, on_start=on_start, on_metric=on_metric,
+                        settings=settings)
+    metadata = {row["trace"]: row.get("metadata") for row in
+                json.loads((out_dir / "benchmark_data.json").read_text(encoding="utf-8"))["rows"]}
+    # each metric once, over every trace that needs it
+    wanted: dict[str, set[str]] = {}
+    for p in plans:
+        for m in p.to_compute:
+            if p.trace_id is not None:
+                wanted.setdefault(m, set()).add(p.trace_id)
+    values: dict[tuple[str, str], tuple[float | None, str | None]] = {}
+    if wanted:
+        con = connect(wh, traces=sorted(set().union(*wanted.values())), views=False, settings=settings,
+                      cache=use_cache)
+        try:
+            for name, traces in sorted(wanted.items()):
+                if name not in registry():
+                    problems.append(f"metric {name}: unknown to cclq (`cclq metrics` lists them)")
+                    for t in traces:
+                        values[(t, name)] = (None, f"unknown metric {name}")
+                    continue
+                spec = resolve(name)
+                try:
+                    rows = run_metric(con, spec,
+                                      {k: v for k, v in params.items() if k in {p.name for p in spec.params}}
+                                      ).to_pylist()
+                except CclqError as e:
+                    problems.append(f"metric {name}: {e.message}")
+                    rows = []
+                for t in traces:
+                    value, reason = summarize_rows(spec, [r for r in rows if r["trace"] == t]) if rows else (
+                        None, "the metric failed")
+                    values[(t, name)] = (in_config_unit(value, spec.unit, cfg.metric_info.get(name)), reason)
+        finally:
+            con.close()
+    result = ConfigBoardResult(board, pairs=len(plans))
+    rows_out = []
+    all_metrics: set[str] = set()
+    for p in plans:
+        metrics: dict[str, float | None] = {}
+        reasons: dict[str, str] = {}
+        for m in p.metrics:
+            all_metrics.add(m)
+            if m in p.cached:
+                metrics[m] = p.cached[m]
+                result.reused += 1
+                continue
+            if p.trace_id is None:
+                value, reason = None, "the trace folder was not ingested"
+            else:
+                value, reason = values.get((p.trace_id, m), (None, "not computed"))
+                result.computed += 1
+            metrics[m] = six_digits(value)
+            if metrics[m] is None:
+                reasons[m] = reason or "no value"
+        if p.note:
+            problems.append(f"{p.pair.trace}: {p.note}")
+        rows_out.append({"trace": p.pair.trace, "metadata": metadata.get(p.trace_id) if p.trace_id else None,
+                         "metrics": metrics, "reasons": reasons})
+    bench = {
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "all_metrics": sorted(all_metrics),
+        "metric_categories": cfg.metric_categories,
+        "metric_info": cfg.metric_info,
+        "rows": rows_out,
+    }
+    _write(out_dir / "benchmark_data.json", json.dumps(bench, indent=1))
+    _write(out_dir / "data.js", "// generated by cclq board --config: CCL-Bench's website data\n"
+                                f"const BENCHMARK_DATA = {json.dumps(bench, indent=1)};\n")
+    result.problems = problems
+    return result
+
+
+def metric_info(specs: list[MetricSpec], trace_types: list[str]) -> dict[str, dict[str, Any]]:
+    """CCL-Bench's metric_info entries for cclq's leaderboard metrics (what
+    ``cclq board --write-config`` writes)."""
+    return {
+        s.name: {"label": f"{s.name} ({s.unit})", "description": s.description, "unit": s.unit,
+                 "higher_is_better": {"higher": True, "lower": False}.get(s.polarity),
+                 "category": s.leaderboard, "trace_types": list(trace_types), "required_update": False}
+        for s in specs if s.leaderboard
+    }
+
+
+def category_list() -> list[dict[str, str]]:
+    return [{"id": k, "label": v, "description": CATEGORY_DESCRIPTIONS.get(k, "")}
+            for k, v in LEADERBOARD_CATEGORIES.items()]
+
+
+def write_config(wh: Warehouse, path: Path) -> int:
+    """Writes a benchmark_config.json naming every workload of the warehouse (its source
+    folder, "auto"); returns the number of pairs."""
+    from cclq.present.board.config import CCLQ_TRACE_TYPES, config_for, workload_folder
+
+    wh.require()
+    con = connect(wh, views=False)
+    try:
+        paths: dict[str, list[str]] = {}
+        for trace, p in con.execute("SELECT trace, path FROM files ORDER BY trace, path").fetchall():
+            paths.setdefault(trace, []).append(p)
+    finally:
+        con.close()
+    folders = {t: workload_folder(ps) for t, ps in paths.items()}
+    doc = config_for(folders, metric_info(board_specs(), CCLQ_TRACE_TYPES), category_list())
+    _write(path, json.dumps(doc, indent=2) + "\n")
+    return len(folders)

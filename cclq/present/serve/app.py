@@ -1,0 +1,429 @@
+"""``cclq serve``: the board, plus an upload API compatible with CCL-Bench's
+``website/upload_server.py`` (the routes its page calls):
+
+    GET  /health                 {"ok": true}
+    POST /api/upload             multipart/form-data: files (one or more: a zip, tar,
+                                 tar.gz, .gz or plain trace files), group_name, and
+                                 optionally workload_card (the card as JSON)
+    GET  /api/results/<id>       {"status": queued | processing | done | error,
+                                  "results": {"metrics", "metric_info", "reasons"}, ...}
+    GET  /                       the board (cclq board's site), with an upload form; or,
+                                 with ``--site DIR``, DIR's own index.html and files as they
+                                 are (CCL-Bench's checkout: its page's upload form calls the
+                                 routes above on the same origin)
+
+Built on Starlette (the ASGI toolkit under FastAPI) served by uvicorn; both are in the
+``serve`` extra and imported only here. Why not Flask, which CCL-Bench uses: an ASGI
+handler reads the request body as a stream, so an upload goes to disk chunk by chunk
+and is cut off at the size cap (Flask/Werkzeug parse the whole form before the
+handler sees it, spooling it to a temporary folder outside the job's), and
+python-multipart's push parser lets each file part be written straight into the job
+folder. Nothing of an upload is written outside its job folder until the job's
+ingest commits to the warehouse.
+
+Safety: the server binds to 127.0.0.1 unless told otherwise; with a token (``--token``
+or ``CCLQ_SERVE_TOKEN``) an upload needs ``Authorization: Bearer <token>``; archives
+are unpacked by ``cclq.present.serve.archive`` (no traversal, no links, bounded size,
+count and inflation); upload ids are checked against their pattern before they touch
+a path; errors are JSON ``{"error": "...", "message": "..."}`` (CCL-Bench's page shows
+``message``) with a 4xx/5xx status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from cclq.present.serve.archive import ArchiveRefused, Limits, safe_filename, unpack_upload
+from cclq.present.serve.jobs import Job, JobQueue, JobSettings, write_json
+from cclq.store.warehouse import Warehouse
+
+UPLOAD_ID = re.compile(r"^\d{8}T\d{6}Z_[0-9a-f]{8}$")
+MAX_FIELD_BYTES = 1 << 20  # group_name, workload_card: small text fields
+FILE_FIELDS = ("files", "file")
+TOKEN_ENV = "CCLQ_SERVE_TOKEN"
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    data_dir: Path  # uploads/<id>/ live here
+    warehouse: Warehouse
+    board_dir: Path
+    config_path: Path | None = None
+    site_dir: Path | None = None  # serve this static site as it is (CCL-Bench's checkout) instead of the board
+    token: str | None = None
+    limits: Limits = Limits()
+    workers: int = 1
+    queue_size: int = 16
+
+
+class UploadRefused(Exception):
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.message, self.extra = status, message, extra
+
+
+class _FormSink:
+    """python-multipart callbacks: file parts go straight to ``incoming/``, text fields
+    to small bounded buffers."""
+
+    def __init__(self, incoming: Path, max_files: int) -> None:
+        self.incoming = incoming
+        self.max_files = max_files
+        self.files: list[tuple[Path, str]] = []  # (stored path, safe original name)
+        self.uploaded: list[dict[str, Any]] = []
+        self.rejected: list[dict[str, str]] = []
+        self.fields: dict[str, bytes] = {}
+        self._headers: dict[bytes, bytes] = {}
+        self._field_name = b""
+        self._header_name = b""
+        self._header_value = b""
+        self._out: BinaryIO | None = None
+        self._out_name = ""
+        self._buf: bytearray | None = None
+        self._size = 0
+
+    def callbacks(self) -> dict[str, Any]:
+        return {"on_part_begin": self._begin, "on_header_field": self._hfield, "on_header_value": self._hvalue,
+                "on_header_end": self._hend, "on_headers_finished": self._headers_done,
+                "on_part_data": self._data, "on_part_end": self._end}
+
+    def _begin(self) -> None:
+        self._headers, self._out, self._buf, self._size = {}, None, None, 0
+
+    def _hfield(self, data: bytes, start: int, end: int) -> None:
+        self._header_name += data[start:end]
+
+    def _hvalue(self, data: bytes, start: int, end: int) -> None:
+        self._header_value += data[start:end]
+
+    def _hend(self) -> None:
+        self._headers[self._header_name.lower()] = self._header_value
+        self._header_name = self._header_value = b""
+
+    def _headers_done(self) -> None:
+        from python_multipart.multipart import parse_options_header
+
+        _, options = parse_options_header(self._headers.get(b"content-disposition", b""))
+        name = options.get(b"name", b"").decode("utf-8", "replace")
+        filename = options.get(b"filename")
+        self._field_name = name.encode()
+        if filename is None:
+            self._buf = bytearray()
+            return
+        original = filename.decode("utf-8", "replace")
+        if name not in FILE_FIELDS:
+            self.rejected.append({"original": original, "reason": f"file in field {name!r} (want `files`)"})
+            return
+        if len(self.files) >= self.max_files:
+            raise UploadRefused(413, f"more than {self.max_files} files in the upload")
+        safe = safe_filename(original)
+        if safe is None or any(n == safe for _, n in self.files):
+            self.rejected.append({"original": original, "reason": "invalid or repeated filename"})
+            return
+        path = self.incoming / f"{len(self.files):04d}-{safe}"
+        self._out, self._out_name = open(path, "xb"), safe
+        self.files.append((path, safe))
+
+    def _data(self, data: bytes, start: int, end: int) -> None:
+        if self._out is not None:
+            self._out.write(data[start:end])
+            self._size += end - start
+        elif self._buf is not None:
+            self._buf += data[start:end]
+            if len(self._buf) > MAX_FIELD_BYTES:
+                raise UploadRefused(413, f"form field {self._field_name.decode()!r} is over {MAX_FIELD_BYTES} bytes")
+
+    def _end(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self.uploaded.append({"filename": self._out_name, "size_bytes": self._size})
+        elif self._buf is not None:
+            self.fields[self._field_name.decode()] = bytes(self._buf)
+        self._out, self._buf = None, None
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+
+
+def new_upload_id() -> str:
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}_{uuid.uuid4().hex[:8]}"
+
+
+def _card_from_form(text: str, workload: Path) -> bool:
+    """Writes the form's card (JSON) as the workload's card unless the upload has one;
+    returns whether it wrote it. Null values are dropped, as CCL-Bench does."""
+    import yaml
+
+    from cclq.cards.load import find_card
+
+    if not text.strip() or find_card(workload) is not None:
+        return False
+    try:
+        card = json.loads(text)
+    except ValueError as e:
+        raise UploadRefused(400, f"workload_card is not JSON: {e}") from None
+    if not isinstance(card, dict):
+        raise UploadRefused(400, "workload_card must be a JSON object")
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if v is not None}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    (workload / "workload_card.yaml").write_text(yaml.safe_dump(strip(card), sort_keys=False), encoding="utf-8")
+    return True
+
+
+def _check_card(workload: Path) -> tuple[str | None, list[dict[str, str]]]:
+    """(card file name, problems as `cclq cards check` finds them); a card that cannot
+    be read at all refuses the upload."""
+    from cclq.cards.check import check_card_file
+    from cclq.cards.load import find_card
+
+    card = find_card(workload)
+    if card is None:
+        return None, []
+    problems = [{"field": p.field, "problem": p.problem} for p in check_card_file(card)]
+    if any(p["field"] == "-" for p in problems):
+        raise UploadRefused(422, f"the workload card {card.name} cannot be read", card_problems=problems)
+    return card.name, problems
+
+
+def prepare_upload(settings: ServeSettings, upload_id: str, sink: _FormSink) -> dict[str, Any]:
+    """After the body is on disk: unpack, card, queue entry. Runs in a worker thread."""
+    folder = settings.data_dir / "uploads" / upload_id
+    group = sink.fields.get("group_name", b"").decode("utf-8", "replace").strip()
+    if not sink.files:
+        raise UploadRefused(400, "No files provided", rejected=sink.rejected)
+    if not group:
+        raise UploadRefused(400, "Missing group_name")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", group).strip("._-")[:64] or "upload"
+    workload = folder / "trace" / f"{slug}_{upload_id[-8:]}"
+    try:
+        written = unpack_upload(sink.files, workload, settings.limits)
+    except ArchiveRefused as e:
+        raise UploadRefused(422, e.message) from None
+    shutil.rmtree(folder / "incoming", ignore_errors=True)
+    if not written:
+        raise UploadRefused(400, "the upload holds no files")
+    generated = _card_from_form(sink.fields.get("workload_card", b"").decode("utf-8", "replace"), workload)
+    card_name, problems = _check_card(workload)
+    return {"status": "ok", "upload_id": upload_id, "group_name": group, "uploaded": sink.uploaded,
+            "rejected": sink.rejected, "workload_card_generated": generated, "workload": workload.name,
+            "files": len(written), "card": card_name, "card_problems": problems,
+            "results_url": f"/api/results/{upload_id}"}
+
+
+def _authorized(settings: ServeSettings, header: str | None) -> bool:
+    if not settings.token:
+        return True
+    given = (header or "").removeprefix("Bearer ").strip()
+    return hmac.compare_digest(given.encode(), settings.token.encode())
+
+
+UPLOAD_FORM = """
+<section id="cclq-upload" class="toolbar" style="margin:1em">
+<form id="upload-form">
+<strong>Upload a trace folder</strong>
+<input type="file" id="upload-files" name="files" multiple required>
+<input type="text" id="upload-group" name="group_name" placeholder="group / workload name" required>
+<input type="password" id="upload-token" placeholder="token (if the server has one)">
+<button type="submit" id="upload-submit">Upload</button>
+<span id="upload-status" role="status"></span>
+</form>
+</section>
+<script src="/_serve/upload.js"></script>
+"""
+UPLOAD_JS = """// cclq serve: posts the form to /api/upload, polls the job, reloads the board when it lands
+(function () {
+  const form = document.getElementById("upload-form");
+  const status = document.getElementById("upload-status");
+  function say(text) { status.textContent = text; }
+  async function poll(id) {
+    const r = await fetch("/api/results/" + encodeURIComponent(id));
+    const body = await r.json();
+    if (body.status === "done") { say("done: reloading the board"); location.reload(); return; }
+    if (body.status === "error" || !r.ok) { say("failed: " + (body.error || r.status)); return; }
+    say(body.status + " ...");
+    setTimeout(function () { poll(id); }, 500);
+  }
+  form.addEventListener("submit", async function (ev) {
+    ev.preventDefault();
+    const data = new FormData();
+    for (const f of document.getElementById("upload-files").files) data.append("files", f, f.name);
+    data.append("group_name", document.getElementById("upload-group").value);
+    const headers = {};
+    const token = document.getElementById("upload-token").value;
+    if (token) headers["Authorization"] = "Bearer " + token;
+    say("uploading ...");
+    const r = await fetch("/api/upload", {method: "POST", body: data, headers: headers});
+    const body = await r.json();
+    if (!r.ok) { say("refused: " + body.error); return; }
+    say("queued as " + body.upload_id);
+    poll(body.upload_id);
+  });
+})();
+"""
+PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>cclq benchmark board</title>
+<link rel="icon" href="data:,"></head>
+<body><h1>cclq benchmark board</h1><p>No workload yet: upload a trace folder below.</p></body></html>"""
+
+
+def board_index(board_dir: Path) -> str:
+    """The board's index.html (or a placeholder before the first build) with the upload
+    form before </body>."""
+    path = board_dir / "index.html"
+    html = path.read_text(encoding="utf-8") if path.is_file() else PLACEHOLDER
+    at = html.rfind("</body>")
+    return html[:at] + UPLOAD_FORM + html[at:] if at >= 0 else html + UPLOAD_FORM
+
+
+def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
+    """The ASGI app. ``queue`` defaults to a new JobQueue over the settings."""
+    import anyio
+    from python_multipart.multipart import MultipartParser, parse_options_header
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    board = None if settings.site_dir is not None else settings.board_dir
+    jobs = queue or JobQueue(JobSettings(settings.warehouse, board, settings.config_path,
+                                         settings.workers, settings.queue_size))
+    uploads = settings.data_dir / "uploads"
+    uploads.mkdir(parents=True, exist_ok=True)
+    static_root = settings.site_dir if settings.site_dir is not None else settings.board_dir
+    static_root.mkdir(parents=True, exist_ok=True)
+
+    def error(status: int, message: str, **extra: Any) -> JSONResponse:
+        # `error` as CCL-Bench's server sends it; `message` too, which its page displays
+        return JSONResponse({"error": message, "message": message, **extra}, status_code=status)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    async def upload(request: Request) -> Response:
+        if request.method == "OPTIONS":
+            return Response(status_code=204)
+        if not _authorized(settings, request.headers.get("authorization")):
+            return error(401, "a valid token is needed: Authorization: Bearer <token>")
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.limits.max_upload_bytes:
+            return error(413, f"the upload is over {settings.limits.max_upload_bytes} bytes")
+        ctype, options = parse_options_header(request.headers.get("content-type", ""))
+        boundary = options.get(b"boundary")
+        if ctype != b"multipart/form-data" or not boundary:
+            return error(415, "send multipart/form-data (fields: files, group_name, workload_card)")
+        upload_id = new_upload_id()
+        folder = uploads / upload_id
+        (folder / "incoming").mkdir(parents=True)
+        sink = _FormSink(folder / "incoming", settings.limits.max_files)
+        try:
+            parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type]  # a TypedDict of callables
+            received = 0
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > settings.limits.max_upload_bytes:
+                    raise UploadRefused(413, f"the upload is over {settings.limits.max_upload_bytes} bytes")
+                parser.write(chunk)
+            parser.finalize()
+            sink.close()
+            body = await anyio.to_thread.run_sync(prepare_upload, settings, upload_id, sink)
+        except UploadRefused as e:
+            sink.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            return error(e.status, e.message, **e.extra)
+        except Exception as e:  # noqa: BLE001 - a malformed body; nothing of it is kept
+            sink.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            return error(400, f"malformed upload: {type(e).__name__}: {e}")
+        job = Job(upload_id, folder, folder / "trace" / body["workload"], log=[])
+        if body["card_problems"]:
+            job.log.append(f"card: {len(body['card_problems'])} problem(s)")
+        if not jobs.submit(job):
+            shutil.rmtree(folder, ignore_errors=True)
+            return error(503, "the job queue is full; try again later")
+        write_json(folder / "upload.json", body)
+        return JSONResponse(body)  # 200: CCL-Bench's page checks for exactly that
+
+    async def results(request: Request) -> JSONResponse:
+        upload_id = request.path_params["upload_id"]
+        if not UPLOAD_ID.match(upload_id):
+            return error(404, "Upload ID not found")
+        folder = uploads / upload_id
+        job = jobs.get(upload_id)
+        state: dict[str, Any] = {}
+        if job is None and (folder / "job.json").is_file():
+            try:
+                state = json.loads((folder / "job.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return error(500, f"the state of upload {upload_id} cannot be read")
+        status = job.status if job is not None else state.get("status")
+        if status is None:
+            return error(404, "Upload ID not found")
+        log = "\n".join(job.log if job is not None else state.get("log", []))
+        if status == "done" and (folder / "results.json").is_file():
+            return JSONResponse({"status": "done", "log": log,
+                                 "results": json.loads((folder / "results.json").read_text(encoding="utf-8"))})
+        if status == "error":
+            return JSONResponse({"status": "error", "log": log,
+                                 "error": job.error if job is not None else state.get("error")})
+        return JSONResponse({"status": status})
+
+    async def api_unknown(request: Request) -> JSONResponse:
+        unknown_id = request.url.path.startswith("/api/results/")
+        return error(404, "Upload ID not found" if unknown_id else "no such API route")
+
+    async def index(request: Request) -> HTMLResponse:
+        if settings.site_dir is not None:  # the site's own page, with its own upload form
+            page = settings.site_dir / "index.html"
+            return HTMLResponse(page.read_text(encoding="utf-8") if page.is_file() else PLACEHOLDER,
+                                status_code=200 if page.is_file() else 404)
+        return HTMLResponse(board_index(settings.board_dir))
+
+    async def upload_js(request: Request) -> Response:
+        return Response(UPLOAD_JS, media_type="text/javascript")
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/api/upload", upload, methods=["POST", "OPTIONS"]),
+        Route("/api/results/{upload_id}", results, methods=["GET"]),
+        Route("/api/{rest:path}", api_unknown, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+        Route("/", index, methods=["GET"]),
+        Route("/index.html", index, methods=["GET"]),
+        Route("/_serve/upload.js", upload_js, methods=["GET"]),
+        Mount("/", app=StaticFiles(directory=static_root, check_dir=False)),
+    ]
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        yield
+        await anyio.to_thread.run_sync(jobs.close)
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.jobs = jobs
+    return app
+
+
+def serve(settings: ServeSettings, host: str, port: int) -> None:
+    """Runs the server until interrupted (builds the board first when the warehouse
+    has workloads)."""
+    import uvicorn
+
+    from cclq.present.board.build import build_board
+
+    if settings.site_dir is None and settings.warehouse.exists():
+        build_board(settings.warehouse, settings.board_dir)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")

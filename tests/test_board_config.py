@@ -1,0 +1,171 @@
+"""``cclq board OUT --config benchmark_config.json``: CCL-Bench's website config read as
+it is (pairs, "auto" or listed metrics, required_update per pair and per metric), and
+``--write-config``. Expected rows are written out by hand from the traces of
+tests/test_ccl_bench_names.py (two ranks, inner step 1000 us, compute kernels 1200 us a
+rank; a TPU profile with 10 us of communication device time)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from test_ccl_bench_names import build_gpu, build_tpu
+
+from cclq.present.board.build import build_from_config
+from cclq.present.board.config import auto_metrics, in_config_unit, six_digits
+from cclq.store.warehouse import Warehouse
+
+GPU_CARD = textwrap.dedent("""\
+    workload:
+      model: {phase: training}
+      hardware:
+        xpu_spec: {type: GPU, model: nvidia_h100, total_count: 2, count_per_node: 2}
+    metric_source:
+      traces: [json]
+    """)
+TPU_CARD = textwrap.dedent("""\
+    workload:
+      model: {phase: training}
+      hardware:
+        xpu_spec: {type: TPU, model: tpu_v6e, total_count: 2, count_per_node: 2}
+    metric_source:
+      traces: [json_tpu]
+    """)
+METRIC_INFO = {
+    "avg_step_time": {"label": "Step Time (s)", "unit": "s", "trace_types": ["json", "json_tpu"],
+                      "category": "model_execution"},
+    "ttft": {"unit": "s", "trace_types": ["json"], "phases": ["inference"], "category": "model_execution"},
+    "kernel_compute_time_group_6": {"unit": "s", "trace_types": ["json"], "category": "gpu_efficiency"},
+    "comm_kernel_breakdown_tpu": {"unit": "s", "trace_types": ["json_tpu"], "category": "communication"},
+    "straggler": {"unit": "ratio", "trace_types": ["nsys"], "category": "communication"},
+    "communication_overhead": {"unit": "%", "trace_types": ["json"], "category": "communication"},
+}
+CATEGORIES = [{"id": "model_execution", "label": "Model Execution", "description": "from the config"}]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("cfg")
+    build_gpu(root / "traces" / "gpu_run", card=GPU_CARD)
+    build_tpu(root / "traces" / "tpu_run")
+    (root / "traces" / "tpu_run" / "workload_card.yaml").write_text(TPU_CARD)
+    return {"root": root, "gpu": root / "traces" / "gpu_run", "tpu": root / "traces" / "tpu_run"}
+
+
+def write_config(path: Path, pairs: list[dict], info: dict | None = None) -> Path:
+    path.write_text(json.dumps({"pairs": pairs, "metric_categories": CATEGORIES,
+                                "metric_info": info if info is not None else METRIC_INFO}))
+    return path
+
+
+def rows_of(out: Path) -> dict[str, dict]:
+    data = json.loads((out / "benchmark_data.json").read_text())
+    return {r["trace"]: r for r in data["rows"]}
+
+
+def test_auto_follows_trace_types_and_phases():
+    assert auto_metrics(METRIC_INFO, ["json"], "training") == ["avg_step_time", "kernel_compute_time_group_6",
+                                                                 "communication_overhead"]
+    assert auto_metrics(METRIC_INFO, ["json"], "Inference") == [
+        "avg_step_time", "ttft", "kernel_compute_time_group_6", "communication_overhead"]
+    assert auto_metrics(METRIC_INFO, ["nsys", "json_tpu"], None) == ["avg_step_time", "comm_kernel_breakdown_tpu",
+                                                                     "straggler"]
+    assert in_config_unit(0.25, "ratio", {"unit": "%"}) == 25.0
+    assert in_config_unit(0.25, "ratio", {"unit": "ratio"}) == 0.25 and in_config_unit(0.25, "s", {"unit": "%"}) == 0.25
+    assert auto_metrics(METRIC_INFO, [], "training") == []
+    assert six_digits(0.123456789) == 0.123457 and six_digits(float("nan")) is None and six_digits(-1.0) is None
+
+
+def test_config_pairs_auto_lists_and_required_update(folders, tmp_path):
+    wh = Warehouse(tmp_path / "wh")
+    out = tmp_path / "site"
+    gpu, tpu = str(folders["gpu"]), str(folders["tpu"])
+    cfg = write_config(tmp_path / "benchmark_config.json", [
+        {"trace": gpu, "metrics": "auto", "required_update": False},
+        {"trace": tpu, "metrics": ["comm_kernel_breakdown_tpu", "avg_step_time", "no_such_metric"],
+         "required_update": True},
+    ])
+    # a stale site: the GPU row already has a value (a sentinel) for avg_step_time
+    out.mkdir()
+    (out / "benchmark_data.json").write_text(json.dumps({"rows": [
+        {"trace": gpu, "metadata": {}, "metrics": {"avg_step_time": 42.0}},
+        {"trace": tpu, "metadata": {}, "metrics": {"comm_kernel_breakdown_tpu": 7.0}},
+    ]}))
+    result = build_from_config(wh, out, cfg)
+    rows = rows_of(out)
+    assert list(rows) == [gpu, tpu]
+    # auto on a json training card: avg_step_time and kernel_compute_time_group_6 (ttft is
+    # for inference, the others for other trace types); avg_step_time reused (the pair and
+    # the metric say no update), kernel_compute_time computed: 2 ranks x 1200 us
+    # communication_overhead: a 0..1 ratio in cclq, percent in the config: (340 + 440) /
+    # (340 + 1200 + 440 + 1200) x 100
+    assert rows[gpu]["metrics"] == {"avg_step_time": 42.0, "kernel_compute_time_group_6": 0.0024,
+                                    "communication_overhead": float(f"{780 / 3180 * 100:.6g}")}
+    # the TPU pair says required_update: every listed metric computed, 6 digits, null for
+    # the unknown name (with its reason)
+    assert rows[tpu]["metrics"] == {"comm_kernel_breakdown_tpu": 1e-05, "avg_step_time": None,
+                                    "no_such_metric": None}
+    assert rows[tpu]["reasons"]["no_such_metric"] == "unknown metric no_such_metric"
+    assert rows[gpu]["metadata"]["workload_name"] == "gpu_run"
+    assert (result.reused, result.computed) == (1, 5)
+    assert any("no_such_metric" in p for p in result.problems)
+    data = json.loads((out / "benchmark_data.json").read_text())
+    assert data["metric_info"] == METRIC_INFO and data["metric_categories"] == CATEGORIES
+    assert data["all_metrics"] == sorted(["avg_step_time", "kernel_compute_time_group_6", "communication_overhead",
+                                          "comm_kernel_breakdown_tpu", "no_such_metric"])
+    assert (out / "data.js").read_text().count("const BENCHMARK_DATA = ") == 1
+    assert (out / "index.html").is_file()
+
+    # metric_info says avg_step_time changed: recomputed for the GPU pair (1000 us step)
+    info = {**METRIC_INFO, "avg_step_time": {**METRIC_INFO["avg_step_time"], "required_update": True}}
+    write_config(cfg, [{"trace": gpu, "metrics": "auto", "required_update": False}], info)
+    result = build_from_config(wh, out, cfg)
+    assert rows_of(out)[gpu]["metrics"] == {"avg_step_time": 0.001, "kernel_compute_time_group_6": 0.0024,
+                                            "communication_overhead": float(f"{780 / 3180 * 100:.6g}")}
+    assert (result.reused, result.computed) == (2, 1)
+
+
+def test_the_cli_and_write_config(folders, tmp_path):
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", str(folders["gpu"]), str(folders["tpu"]), "-w", str(wh)).returncode == 0
+    written = tmp_path / "written_config.json"
+    proc = run_cli("board", str(tmp_path / "site1"), "-q", "--write-config", str(written), "-w", str(wh))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(written.read_text())
+    assert doc["pairs"] == [{"trace": str(folders["gpu"]), "metrics": "auto", "required_update": False},
+                            {"trace": str(folders["tpu"]), "metrics": "auto", "required_update": False}]
+    assert "json" in doc["metric_info"]["avg_step_time"]["trace_types"]
+    # fed back, it gives one row a pair with every leaderboard metric
+    proc = run_cli("board", str(tmp_path / "site2"), "-q", "--config", str(written), "-w", str(wh))
+    assert proc.returncode == 0, proc.stderr
+    rows = rows_of(tmp_path / "site2")
+    assert set(rows) == {str(folders["gpu"]), str(folders["tpu"])}
+    assert set(rows[str(folders["gpu"])]["metrics"]) == set(doc["metric_info"])
+    assert rows[str(folders["gpu"])]["metrics"]["avg_step_time"] == 0.001
+    # a config naming a folder that is not there: exit 1, the error named, the rest written
+    bad = write_config(tmp_path / "bad.json", [{"trace": str(tmp_path / "missing"), "metrics": "auto"},
+                                               {"trace": str(folders["gpu"]), "metrics": ["avg_step_time"]}])
+    proc = run_cli("board", str(tmp_path / "site3"), "-q", "--config", str(bad), "-w", str(wh))
+    assert proc.returncode == 1
+    assert "missing" in proc.stderr and "Traceback" not in proc.stderr
+    assert rows_of(tmp_path / "site3")[str(folders["gpu"])]["metrics"] == {"avg_step_time": 0.001}
+
+
+def test_an_upload_job_picks_the_configs_metrics(tmp_path):
+    """`cclq serve --config`: an upload gets the config's auto choice for its card, or all
+    of metric_info when the card names no trace types (as process_upload.py runs them
+    all); without a config, cclq's leaderboard metrics with their metric_info."""
+    from cclq.present.board.build import board_specs
+    from cclq.present.serve.jobs import JobSettings, job_metrics
+
+    cfg = write_config(tmp_path / "benchmark_config.json", [])
+    settings = JobSettings(Warehouse(tmp_path / "wh"), tmp_path / "board", cfg)
+    names, info = job_metrics(settings, ["json"], "training")
+    assert names == ["avg_step_time", "kernel_compute_time_group_6", "communication_overhead"]
+    assert info == {n: METRIC_INFO[n] for n in names}
+    assert job_metrics(settings, [], None)[0] == list(METRIC_INFO)
+    names, info = job_metrics(JobSettings(Warehouse(tmp_path / "wh"), tmp_path / "board", None), ["json"], None)
+    assert names == [s.name for s in board_specs() if s.leaderboard] and set(info) == set(names)

@@ -1,0 +1,328 @@
+"""``cclq serve`` over real HTTP: the test starts the real command on a free local port
+and talks to it with the standard library's HTTP client (urllib / http.client).
+
+Checked: /health; an upload (a zip of a hand-built two-rank trace folder) queued, run,
+and answered in CCL-Bench's results.json shape with the numbers worked out by hand;
+its row on the board; the token; the JSON errors of malformed requests; hostile
+archives (traversal, absolute name, symlink, hard link, compression bomb, oversize
+body, too many files) refused with a JSON error, with nothing left in the server's
+folders nor anywhere else under the test's root. Skipped without the serve extra.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import io
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the serve extra is not installed (pip install -e '.[serve]')")
+pytest.importorskip("uvicorn", reason="the serve extra is not installed")
+pytest.importorskip("python_multipart", reason="the serve extra is not installed")
+
+from test_ccl_bench_names import build_gpu  # noqa: E402
+from test_serve_archive import link, make_tar, make_zip  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "s3cret-token"
+CARD = """workload:
+  model: {phase: training}
+  hardware:
+    xpu_spec: {type: GPU, model: nvidia_h100, total_count: 2, count_per_node: 2}
+metric_source:
+  traces: [json]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, root: Path, *extra: str) -> None:
+        self.root = root
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = open(root / "server.log", "w")
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "CCLQ_DAEMON": "0", "CCLQ_SERVE_TOKEN": TOKEN}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from cclq.cli.app import main; main()", "serve", "--port", str(self.port),
+             "--data", str(root / "data"), "-w", str(root / "wh"), "--max-upload-mb", "2",
+             "--max-unpacked-mb", "64", "--max-files", "50", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=root)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if self.get("/health")[1] == {"ok": True}:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise AssertionError("the server did not start: " + (root / "server.log").read_text())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+    def get(self, path: str) -> tuple[int, dict | str]:
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=30) as r:
+                body = r.read().decode()
+                status = r.status
+                ctype = r.headers.get("content-type", "")
+        except urllib.error.HTTPError as e:
+            body, status, ctype = e.read().decode(), e.code, e.headers.get("content-type", "")
+        return status, json.loads(body) if "json" in ctype else body
+
+    def upload(self, files: list[tuple[str, bytes]], fields: dict[str, str] | None = None,
+               token: str | None = TOKEN, raw: bytes | None = None, ctype: str | None = None) -> tuple[int, dict]:
+        boundary = uuid.uuid4().hex
+        parts = []
+        for k, v in (fields if fields is not None else {"group_name": "grp"}).items():
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode())
+        for name, data in files:
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                         f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+        body = raw if raw is not None else b"".join(parts) + f"--{boundary}--\r\n".encode()
+        headers = {"Content-Type": ctype or f"multipart/form-data; boundary={boundary}"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        req = urllib.request.Request(self.base + "/api/upload", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def upload_streaming(self, name: str, data: bytes, chunked: bool) -> tuple[int, dict]:
+        """A body sent in pieces, as a browser or curl sends a large file; the server may
+        answer and close before the client has sent it all (a broken pipe for the
+        client is then expected), so the answer is read whatever the send did."""
+        boundary = uuid.uuid4().hex
+        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\nbig\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n\r\n'
+                ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.putrequest("POST", "/api/upload")
+        conn.putheader("Content-Type", f"multipart/form-data; boundary={boundary}")
+        conn.putheader("Authorization", f"Bearer {TOKEN}")
+        conn.putheader("Transfer-Encoding" if chunked else "Content-Length", "chunked" if chunked else str(len(body)))
+        conn.endheaders()
+        try:
+            for i in range(0, len(body), 1 << 16):
+                piece = body[i:i + (1 << 16)]
+                conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            if chunked:
+                conn.send(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        r = conn.getresponse()
+        out = r.status, json.loads(r.read())
+        conn.close()
+        return out
+
+    def wait(self, upload_id: str, timeout: float = 240) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, body = self.get(f"/api/results/{upload_id}")
+            assert status == 200, body
+            if body["status"] in ("done", "error"):
+                return body
+            time.sleep(0.5)
+        raise AssertionError(f"job {upload_id} did not finish")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    s = Server(root)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def zipped_folder(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in sorted(folder.rglob("*")):
+            zf.write(p, f"{folder.name}/{p.relative_to(folder)}")
+    return buf.getvalue()
+
+
+def everything(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.name != "server.log"}
+
+
+def test_health(server):
+    assert server.get("/health") == (200, {"ok": True})
+
+
+def test_an_upload_runs_and_lands_on_the_board(server, tmp_path):
+    build_gpu(tmp_path / "my_run", card=CARD)
+    status, body = server.upload([("my_run.zip", zipped_folder(tmp_path / "my_run"))], {"group_name": "team a"})
+    assert status == 200, body
+    assert body["status"] == "ok" and body["group_name"] == "team a"
+    assert body["uploaded"][0]["filename"] == "my_run.zip" and body["files"] == 3
+    assert body["card"] == "workload_card.yaml" and isinstance(body["card_problems"], list)
+    assert body["workload"].startswith("team_a_")
+    done = server.wait(body["upload_id"])
+    assert done["status"] == "done", done
+    results = done["results"]
+    assert set(results) >= {"metrics", "metric_info"}  # CCL-Bench's results.json keys
+    assert set(results["metrics"]) == set(results["metric_info"])
+    # by hand (tests/test_ccl_bench_names.py's layout): the inner step lasts 1000 us;
+    # comm (200 + 40 + 100) and (300 + 40 + 100) us of 1540 and 1640 us of kernels
+    assert results["metrics"]["avg_step_time"] == 0.001
+    assert results["metrics"]["straggler"] == pytest.approx((440 - 340) / 440, rel=1e-5)
+    assert results["metrics"]["communication_fraction"] == pytest.approx((340 / 1540 + 440 / 1640) / 2, rel=1e-5)
+    assert results["metrics"]["mfu"] is None and results["reasons"]["mfu"]
+    status, page = server.get("/")
+    assert status == 200 and f'data-trace="{body["workload"]}"' in page and 'id="upload-form"' in page
+    assert server.get("/benchmark_data.json")[0] == 200
+    # results survive a restart: read from the job folder
+    folder = server.root / "data" / "uploads" / body["upload_id"]
+    assert json.loads((folder / "results.json").read_text())["metrics"] == results["metrics"]
+
+
+def test_a_failed_job_says_why_and_loses_nothing(server, tmp_path):
+    """Two workload folders in one upload: the job fails with the reason; the board and
+    the warehouse are as they were."""
+    build_gpu(tmp_path / "two" / "run_a", card=CARD)
+    build_gpu(tmp_path / "two" / "run_b", card=CARD)
+    rows = re.findall(r'data-trace="([^"]+)"', server.get("/")[1])
+    status, body = server.upload([("two.zip", zipped_folder(tmp_path / "two"))], {"group_name": "two"})
+    assert status == 200, body
+    done = server.wait(body["upload_id"])
+    assert done["status"] == "error" and "2 workload folders" in done["error"], done
+    assert re.findall(r'data-trace="([^"]+)"', server.get("/")[1]) == rows
+
+
+def test_too_many_file_parts(server):
+    status, body = server.upload([(f"f{i}.json", b"{}") for i in range(51)])
+    assert status == 413 and "more than 50 files" in body["error"]
+
+
+def test_the_token(server):
+    status, body = server.upload([("a.json", b"{}")], token=None)
+    assert status == 401 and "token" in body["error"]
+    status, body = server.upload([("a.json", b"{}")], token="wrong")
+    assert status == 401
+
+
+def test_malformed_requests_get_json_errors(server):
+    assert server.upload([], {"group_name": "x"})[0] == 400
+    status, body = server.upload([("a.json", b"{}")], {})
+    assert (status, body["error"]) == (400, "Missing group_name")
+    status, body = server.upload([], raw=b"hello", ctype="text/plain")
+    assert status == 415 and "multipart" in body["error"]
+    not_found = {"error": "Upload ID not found", "message": "Upload ID not found"}
+    assert server.get("/api/results/20990101T000000Z_deadbeef") == (404, not_found)
+    assert server.get("/api/results/..%2F..%2Fetc") == (404, not_found)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/../../../etc/passwd")
+    r = conn.getresponse()
+    assert r.status == 404 and b"root:" not in r.read()
+    conn.close()
+    status, body = server.upload([("c.zip", zipped_folder_with_card(b"[unclosed: yaml"))], {"group_name": "x"})
+    assert status == 422 and body["card_problems"], body
+
+
+def zipped_folder_with_card(card: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("run/kineto_trace_0.json", "{}")
+        zf.writestr("run/workload_card.yaml", card)
+    return buf.getvalue()
+
+
+def _hostile(tmp: Path) -> dict[str, tuple[str, bytes, str]]:
+    return {
+        "traversal": ("t.zip", make_zip(tmp / "t.zip", [("ok.json", b"{}"), ("../../../escaped.txt", b"x")])
+                      .read_bytes(), "leaves the upload folder"),
+        "absolute": ("a.zip", make_zip(tmp / "a.zip", [(str(tmp / "abs-escape.txt"), b"x")]).read_bytes(),
+                     "absolute path"),
+        "symlink": ("s.tar.gz", make_tar(tmp / "s.tgz", [link("passwd", "/etc/passwd")]).read_bytes(),
+                    "symbolic link"),
+        "hardlink": ("h.tar.gz", make_tar(tmp / "h.tgz", [link("h", "../../../escaped.txt", hard=True)])
+                     .read_bytes(), "hard link"),
+        "bomb": ("b.json.bin.gz", gzip.compress(bytes(48 << 20)), "inflates"),
+        "too many files": ("m.zip", make_zip(tmp / "m.zip", [(f"f{i}.json", b"{}") for i in range(60)]).read_bytes(),
+                           "more than 50"),
+        "oversize": ("big.bin", os.urandom(3 << 20), "over 2097152 bytes"),
+        "oversize, chunked": ("big.bin", os.urandom(3 << 20), "over 2097152 bytes"),
+    }
+
+
+@pytest.mark.parametrize("case", ["traversal", "absolute", "symlink", "hardlink", "bomb", "too many files",
+                                  "oversize", "oversize, chunked"])
+def test_hostile_uploads_are_refused_and_leave_nothing(case, server, tmp_path):
+    name, data, words = _hostile(tmp_path)[case]
+    before = everything(server.root)
+    if case.startswith("oversize"):
+        status, body = server.upload_streaming(name, data, chunked=case.endswith("chunked"))
+    else:
+        status, body = server.upload([(name, data)], {"group_name": "evil"})
+    assert status in (413, 422), body
+    assert words in body["error"], body
+    assert everything(server.root) == before  # no job folder, no file anywhere under the server's root
+    assert not (tmp_path / "abs-escape.txt").exists() and not (server.root / "escaped.txt").exists()
+    assert not (server.root / "data" / "escaped.txt").exists()
+
+
+def test_serving_a_ccl_bench_site_as_it_is(tmp_path):
+    """--site: the folder's own index.html and files, unchanged by a job; the upload API
+    answers as CCL-Bench's page expects (200, status ok, then metrics and metric_info)."""
+    site = tmp_path / "ccl-bench"
+    (site / "website").mkdir(parents=True)
+    page = "<!doctype html><html><body><h1>CCL-Bench</h1><form id='their-form'></form></body></html>"
+    (site / "index.html").write_text(page)
+    (site / "website" / "data.js").write_text("const BENCHMARK_DATA = {};\n")
+    (tmp_path / "root").mkdir()
+    server = Server(tmp_path / "root", "--site", str(site))
+    try:
+        assert server.get("/") == (200, page)
+        assert server.get("/website/data.js")[1] == "const BENCHMARK_DATA = {};\n"
+        build_gpu(tmp_path / "run", card=CARD)
+        card = json.dumps({"workload": {"model": {"phase": "training"}}, "metric_source": {"traces": ["json"]}})
+        status, body = server.upload([("run.zip", zipped_folder(tmp_path / "run"))],
+                                     {"group_name": "site run", "workload_card": card})
+        assert (status, body["status"]) == (200, "ok")
+        assert body["workload_card_generated"] is False  # the upload has its own card
+        done = server.wait(body["upload_id"])
+        assert done["status"] == "done" and done["results"]["metrics"]["avg_step_time"] == 0.001
+        assert (site / "index.html").read_text() == page and sorted(p.name for p in site.rglob("*")) == [
+            "data.js", "index.html", "website"]
+        assert not (tmp_path / "root" / "data" / "board").exists()
+        # no card in the upload: the form's card is written (nulls dropped) and checked
+        (tmp_path / "run" / "workload_card.yaml").unlink()
+        form_card = json.dumps({"workload": {"model": {"phase": "training", "moe": None}},
+                                "metric_source": {"traces": ["json"]}})
+        status, body = server.upload([("run.zip", zipped_folder(tmp_path / "run"))],
+                                     {"group_name": "no card", "workload_card": form_card})
+        assert (status, body["workload_card_generated"], body["card"]) == (200, True, "workload_card.yaml")
+        assert body["card_problems"]  # the template's required fields are missing: reported, not refused
+        written = (tmp_path / "root" / "data" / "uploads" / body["upload_id"] / "trace" / body["workload"]
+                   / "workload_card.yaml").read_text()
+        assert "moe" not in written and "json" in written
+    finally:
+        server.stop()
