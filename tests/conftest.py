@@ -21,7 +21,7 @@ SHARED_TRACES = SHARED / "traces"
 GOLDEN = SHARED / "golden" / "hta"
 
 # `python -m cclq.main` would start a warm daemon per warehouse (cclq/daemon.py) that
-# outlives the test; tests/test_daemon.py turns it on where it is the subject.
+# outlives the test; tests/compat/test_daemon.py turns it on where it is the subject.
 os.environ["CCLQ_DAEMON"] = "0"
 
 
@@ -92,3 +92,23 @@ def board_site(tmp_path_factory: pytest.TempPathFactory):
     assert not report.failed, [o.message for o in report.failed]
     result = build_board(wh, root / "site")
     return wh.root, root / "site", result
+
+
+def gpu_trace(path: Path, rank: int = 0, world: int = 1, kernels: int = 2, dur_ns: int = 4_000) -> Path:
+    """A Kineto trace of ``kernels`` GEMM kernels of ``dur_ns`` each, 10 us apart."""
+    from cclq.dev.synth.kineto import KinetoTraceBuilder
+
+    b = KinetoTraceBuilder(rank=rank, world_size=world)
+    for i in range(kernels):
+        b.kernel("gemm", ts=i * 10_000, dur=dur_ns)
+    return b.write(path)
+
+
+def kernel_time_by_trace(wh: Warehouse) -> dict[str, float]:
+    """total_kernel_time per trace, through the result cache as `cclq metric` reads it."""
+    from cclq.query.metrics import run_metric
+    from cclq.query.registry import resolve
+
+    con = connect(wh, cache=True)
+    rows = run_metric(con, resolve("total_kernel_time")).to_pylist()
+    return {r["trace"]: r["value"] for r in rows}

@@ -10,7 +10,7 @@ already imported, only does the work (a cached result is a file read).
 
 The daemon is a convenience, never a dependency: whatever goes wrong with it (no socket,
 a refused connection, a daemon that dies mid-call) the client runs the call in its own
-process, as before, and the answer is the same (``tests/test_daemon.py``). Ingest and
+process, as before, and the answer is the same (``tests/compat/test_daemon.py``). Ingest and
 the result cache make a repeated call safe. The daemon:
 
 * serves one warehouse, one call at a time, in the caller's working folder and with the

@@ -32,7 +32,7 @@ block under the header's other keys::
     --               (a deeper-indented line continues the phrase)
 
 (``-- columns: none ...`` when there are none). ``documented_columns`` reads it;
-tests/test_sql_contract.py runs every metric and checks the block against the result.
+tests/query/test_sql_contract.py runs every metric and checks the block against the result.
 
 Versions that differ only in a rules version share one body, ``<name>_rows(<rules
 version>, metric_scope)`` in ``sql/views/metric_bodies/<name>.sql``; each version's

@@ -21,7 +21,7 @@ Documentation the loader reads (the format is in sql/README.md):
   ``COMMENT ON VIEW``, and its ``--   <column>  <phrase>`` lines under a
   ``-- columns:`` line become ``COMMENT ON COLUMN`` (``comment_statements``);
 * a metric's header ``-- columns:`` block lists its detail columns the same way
-  (``cclq.query.registry``; tests/test_sql_contract.py checks them against the result).
+  (``cclq.query.registry``; tests/query/test_sql_contract.py checks them against the result).
 """
 
 from __future__ import annotations

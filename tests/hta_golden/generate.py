@@ -1,4 +1,4 @@
-"""Writes HTA 0.5.0's outputs that ../shared/golden/hta does not hold, for tests/test_hta_analyses.py.
+"""Writes HTA 0.5.0's outputs that ../shared/golden/hta does not hold, for tests/query/test_hta_analyses.py.
 
 Run with an interpreter that has HolisticTraceAnalysis==0.5.0 installed (a throwaway venv, as
 `cclq bench --hta` uses; HTA is not a cclq dependency and this script imports nothing of cclq):

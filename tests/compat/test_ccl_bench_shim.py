@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ORIGINAL = "#!/usr/bin/env python3\n# CCL-Bench's dispatcher\nprint('ccl-bench')\n"
 
 

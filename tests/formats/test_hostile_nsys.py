@@ -24,7 +24,7 @@ def _q(name: str) -> str:  # the test's own quoting (the code's quote_ident is u
     return '"' + name.replace('"', '""') + '"'
 
 
-MEMORY_CAP = 2560 << 20  # as tests/test_hostile_reader.py: ~1 GiB left to the read itself
+MEMORY_CAP = 2560 << 20  # as tests/formats/test_hostile_reader.py: ~1 GiB left to the read itself
 
 
 def _capped(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:

@@ -36,7 +36,7 @@ pytest.importorskip("python_multipart", reason="the serve extra is not installed
 from test_ccl_bench_names import build_gpu  # noqa: E402
 from test_serve_archive import link, make_tar, make_zip  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token"
 CARD = """workload:
   model: {phase: training}
@@ -190,7 +190,7 @@ def test_an_upload_runs_and_lands_on_the_board(server, tmp_path):
     results = done["results"]
     assert set(results) >= {"metrics", "metric_info"}  # CCL-Bench's results.json keys
     assert set(results["metrics"]) == set(results["metric_info"])
-    # by hand (tests/test_ccl_bench_names.py's layout): the inner step lasts 1000 us;
+    # by hand (tests/query/test_ccl_bench_names.py's layout): the inner step lasts 1000 us;
     # comm (200 + 40 + 100) and (300 + 40 + 100) us of 1540 and 1640 us of kernels
     assert results["metrics"]["avg_step_time"] == 0.001
     assert results["metrics"]["straggler"] == pytest.approx((440 - 340) / 440, rel=1e-5)

@@ -24,7 +24,7 @@ from cclq.query.registry import registry, resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KINETO_FOLDER = ROOT / "trace_collection" / "synthetic_mlp_dp4"
 
 CCL_BENCH_NAMES = [

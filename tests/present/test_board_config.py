@@ -1,7 +1,7 @@
 """``cclq board OUT --config benchmark_config.json``: CCL-Bench's website config read as
 it is (pairs, "auto" or listed metrics, required_update per pair and per metric), and
 ``--write-config``. Expected rows are written out by hand from the traces of
-tests/test_ccl_bench_names.py (two ranks, inner step 1000 us, compute kernels 1200 us a
+tests/query/test_ccl_bench_names.py (two ranks, inner step 1000 us, compute kernels 1200 us a
 rank; a TPU profile with 10 us of communication device time)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HTA 0.5.0 parity for the analyses beyond the four breakdowns (tests/test_hta_parity.py).
+"""HTA 0.5.0 parity for the analyses beyond the four breakdowns (tests/query/test_hta_parity.py).
 
 Each metric is asserted against HTA's own output in ../shared/golden/hta/<folder>/ (written
 by HTA 0.5.0 on ../shared/traces/hta_<folder>), every number of the file, one parametrized
@@ -57,7 +57,7 @@ from cclq.query.registry import resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 
-HTA_GOLDEN = Path(__file__).resolve().parent / "hta_golden"
+HTA_GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden"
 
 FOLDERS = [
     "alexnet",

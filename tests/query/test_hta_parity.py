@@ -18,7 +18,7 @@ a single rank) against `straggler_rank`, whose definition differs; what is compa
 is asserted, see test_straggler_rank_agrees_with_hta_potential_stragglers.
 
 The other golden files are outputs of HTA analyses outside those four; they are asserted
-in tests/test_hta_analyses.py (kernel_breakdown*, idle_interval_stats, the launch stats,
+in tests/query/test_hta_analyses.py (kernel_breakdown*, idle_interval_stats, the launch stats,
 queue length, time blocked on a full queue, memory bandwidth, user annotations, profiler
 steps); the top-level vision_transformer_expected_from_hta_tests.csv has no trace folder of
 ours.

@@ -1,5 +1,5 @@
 """``cclq serve``'s upload form in a real headless browser: Debian's chromium driven by
-Selenium, as tests/test_board_browser.py does (nothing downloaded; skipped when
+Selenium, as tests/present/test_board_browser.py does (nothing downloaded; skipped when
 /usr/bin/chromium, /usr/bin/chromedriver, Selenium or the serve extra is missing).
 
 A person's path: open the board, choose a trace archive in the form, give a group

@@ -34,7 +34,7 @@ def test_released_versions_are_frozen():
     has the checksum recorded in sql/metrics/CHECKSUMS. A changed checksum means a
     released version would change meaning: make a new version file instead. A new
     version is recorded by `CCLQ_UPDATE_CHECKSUMS=1 python -m pytest
-    tests/test_sql_contract.py -k frozen`, which adds missing versions and never
+    tests/query/test_sql_contract.py -k frozen`, which adds missing versions and never
     rewrites a recorded one."""
     path = sql_root() / "metrics" / CHECKSUMS
     recorded = released_checksums()
@@ -49,7 +49,7 @@ def test_released_versions_are_frozen():
         missing = []
     assert not missing, (
         f"versions not in sql/metrics/{CHECKSUMS}: {', '.join(missing)}; record them with "
-        f"`{UPDATE_ENV}=1 python -m pytest tests/test_sql_contract.py -k frozen`")
+        f"`{UPDATE_ENV}=1 python -m pytest tests/query/test_sql_contract.py -k frozen`")
     gone = sorted(set(recorded) - set(current))
     assert not gone, f"sql/metrics/{CHECKSUMS} lists versions that have no file: {', '.join(gone)}"
     changed = sorted(label for label in current if recorded[label] != current[label])
