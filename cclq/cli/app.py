@@ -7,6 +7,7 @@ its ``ExitCode``; ``--debug`` (or ``CCLQ_DEBUG=1``) shows the traceback instead.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from cclq.errors import CclqError, ExitCode, UsageError
+from cclq.errors import CclqError, ExitCode, UsageError, show_path
 from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
 from cclq.present.render import OutputFormat, write_table
 from cclq.query.settings import QuerySettings
@@ -997,6 +998,10 @@ def _log_to_stderr() -> None:
     logger.propagate = False
 
 
+_DISK_ERRORS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded",
+                errno.EROFS: "read-only file system", errno.EACCES: "permission denied"}
+
+
 def main() -> None:
     """Entry point: maps user errors to one line on stderr and an exit code."""
     global _settings
@@ -1022,6 +1027,12 @@ def main() -> None:
     except Exception as e:
         if debug:
             raise
+        if isinstance(e, OSError) and e.errno in _DISK_ERRORS:
+            # a full or read-only disk under what a command writes (the board, compaction,
+            # an output file) is the user's to fix, not a bug: one line naming where
+            where = show_path(e.filename) if e.filename else "the output"
+            print(f"cclq: error: {where}: {_DISK_ERRORS[e.errno]} ({e.strerror})", file=sys.stderr)
+            sys.exit(ExitCode.FAILED)
         print(f"cclq: error: {type(e).__name__}: {e}", file=sys.stderr)
         print("hint: this is a bug in cclq; run again with --debug for the traceback", file=sys.stderr)
         sys.exit(ExitCode.FAILED)
