@@ -70,9 +70,15 @@ def run_here(argv: list[str]) -> int:
                   "or file (or use `cclq metric NAME --all`)", file=sys.stderr)
             return 2
         (workload,) = workloads
-        report = ingest([args.trace], wh, jobs=None)
+        # The folder's own trace: another folder of the same name ingested before keeps
+        # its id, and this one gets a distinct one (never the other folder's numbers).
+        report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
         for outcome in report.failed:
             print(f"cclq: error: {outcome.message}", file=sys.stderr)
+        trace = report.traces.get(str(workload.root))
+        if trace is None:  # the workload failed as a whole: nothing of it to answer for
+            return 1
+        workload.trace = trace
         params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
                   if v is not None and k in {p.name for p in spec.params}}
         con = connect(wh, traces=[workload.trace], views=False, settings=QuerySettings.from_env(), cache=True)

@@ -3,6 +3,7 @@ collection of runs, which file is a loose trace, and the trace id of each."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -64,6 +65,20 @@ def _split_formats(w: Workload) -> None:
 def trace_id_for(name: str) -> str:
     """A path-safe trace id: the folder name, or a loose file's stem."""
     return _TRACE_ID_UNSAFE.sub("_", name).strip("._") or "trace"
+
+
+def distinct_trace_id(w: Workload) -> str:
+    """The id a workload gets when its name's id is held by another place (``python -m
+    cclq.main``, which must answer for this folder and no other): the name plus a digest
+    of the resolved path, so the same folder always gets the same id."""
+    digest = hashlib.sha1(str(w.root).encode()).hexdigest()[:8]
+    return f"{w.trace}-{digest}"
+
+
+def rename_workload(w: Workload, trace: str) -> None:
+    """Gives ``w`` (and its ``+nsys`` sibling files) the trace id ``trace``."""
+    w.file_traces = {p: trace + t[len(w.trace):] for p, t in w.file_traces.items()}
+    w.trace = trace
 
 
 def _loose_file_trace_id(path: Path) -> str:

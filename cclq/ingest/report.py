@@ -47,6 +47,8 @@ class IngestReport:
     outcomes: list[FileOutcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     compacted: list[Any] = field(default_factory=list)  # cclq.store.compaction.Compaction of the traces compacted
+    # workload root (str of its resolved path) -> the trace id its files went to
+    traces: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[FileOutcome]:

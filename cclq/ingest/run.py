@@ -73,6 +73,7 @@ def ingest(
     checksum: bool = False,
     options: ReadOptions = ReadOptions(),
     dask: str | None = None,
+    distinct_ids: bool = False,
 ) -> IngestReport:
     """Ingests every workload under ``inputs``; see the module docstring.
 
@@ -82,6 +83,9 @@ def ingest(
     chooses the JSON reader and the bounds a file must keep (``cclq.formats.chrome.reader``).
     ``dask`` parses on a Dask cluster instead of local processes: ``local[:N]``, a
     scheduler address or a scheduler file (``cclq.ingest.dask``); everything else stays here.
+    ``distinct_ids``: a workload whose name's trace id is held by files from another place
+    gets its own id (name plus a digest of its path; ``report.traces`` says which) instead
+    of failing; ``python -m cclq.main`` asks for it, since it must answer for its folder.
     """
     if dask is not None:
         from cclq.ingest.dask import parse_cluster
@@ -94,7 +98,7 @@ def ingest(
         warehouse.clean_tmp()
         warehouse.collect_garbage()  # what a killed run renamed into place but never committed
         committer = Committer(warehouse, warehouse.read_state(), report)
-        tasks = committer.plan(workloads, force)
+        tasks = committer.plan(workloads, force, distinct_ids)
         committer.flush()  # files that left their folders, new cards: before any parse
         todo: list[FileTask] = []
         rankless: dict[str, list[str]] = {}  # trace -> files that state no rank (unchanged ones)
