@@ -43,3 +43,65 @@ def test_cclq_main_answers_for_each_of_two_folders_of_the_same_name(tmp_path, da
                 assert float(r.stdout.split()[-1]) == pytest.approx(alone[side], rel=1e-12), side
     finally:
         subprocess.run([sys.executable, "-m", "cclq.compat.daemon_process", "--stop"], env=env, capture_output=True)
+
+
+# ---------------------------------------------------------------- 2. NULL for "does not apply"
+@pytest.fixture(scope="module")
+def suite_wh(tmp_path_factory):
+    """The generated suite: Kineto (hand-placed and generated DDP), XLA/TPU, Nsight
+    Systems and a Horovod timeline, each a trace of its own."""
+    from presentation_traces import board_workloads
+
+    from cclq.dev.synth.horovod import HorovodTimelineBuilder
+    from cclq.dev.synth.nsys import NsysExportBuilder
+    from cclq.ingest.run import ingest
+    from cclq.store.warehouse import Warehouse
+
+    root = tmp_path_factory.mktemp("suite")
+    board_workloads(root / "in")
+    b = NsysExportBuilder(sm_count=132)
+    p = b.process(pid=4242)
+    b.nvtx_range(p, 0, 20_000, "ProfilerStep#1")
+    b.kernel(p, 0, 7, 2_000, 12_000, "sm90_xmma_gemm_bf16bf16_bf16f32", grid=(264, 1, 1))
+    b.memcpy(p, 0, 7, 18_000, 19_000, 4_000_000)
+    b.write(root / "in" / "nsys_run" / "node.sqlite")
+    h = HorovodTimelineBuilder(start_epoch_us=1_700_000_000_000_000)
+    h.op("allreduce.w", "ALLREDUCE", {0: 100, 1: 130}, [("QUEUE", 140, 150), ("NCCL_ALLREDUCE", 160, 200)],
+         shape=[1000])
+    h.cycle(90)
+    h.write(root / "in" / "horovod_run" / "timeline.json")
+    wh = Warehouse(root / "wh")
+    report = ingest([root / "in"], wh, jobs=1)
+    assert not report.failed, [o.message for o in report.failed]
+    return wh
+
+
+def test_a_row_with_a_reason_has_no_value_in_any_metric(suite_wh):
+    """Every metric (latest version) on every format of the suite: a row that says why
+    the metric does not apply has a NULL value, never 0 (and never another number)."""
+    from cclq.query.metrics import run_metrics
+    from cclq.query.registry import latest_specs
+    from cclq.query.session import connect
+
+    con = connect(suite_wh, views=False)
+    specs = latest_specs()
+    assert len(specs) >= 63
+    runs = run_metrics(con, specs)
+    problems = []
+    for spec in specs:
+        run = runs[spec.name]
+        assert run.table is not None, (spec.label, run.error)
+        rows = run.table.select(["trace", "value", "reason"]).to_pylist()
+        problems += [f"{spec.label} on {r['trace']}: {r['value']!r} with reason {r['reason']!r}"
+                     for r in rows if r["reason"] is not None and r["value"] is not None]
+    assert not problems, "\n".join(problems)
+
+
+def test_horovod_tensor_comm_time_is_nan_on_a_kineto_trace(tmp_path):
+    env = {**os.environ, "CCLQ_DAEMON": "0"}
+    generate_workload(tmp_path / "k", ranks=1, steps=2, layers=1, seed=3)
+    r = _main(env, "--trace", str(tmp_path / "k"), "--metric", "horovod_tensor_comm_time",
+              "--warehouse", str(tmp_path / "wh"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "nan"
+    assert "no Horovod timeline" in r.stderr
