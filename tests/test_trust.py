@@ -105,3 +105,14 @@ def test_horovod_tensor_comm_time_is_nan_on_a_kineto_trace(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-1] == "nan"
     assert "no Horovod timeline" in r.stderr
+
+
+# ---------------------------------------------------------------- 7. coll_call_num and barriers
+def test_coll_call_num_says_that_barriers_count():
+    """The latest coll_call_num counts barriers (as `collectives` lists them): its header
+    says so and why, and where to look for data-moving collectives only."""
+    from cclq.query.registry import resolve
+
+    text = resolve("coll_call_num").path.read_text()
+    header = "\n".join(line for line in text.splitlines() if line.startswith("--"))
+    assert "Barriers count" in header and "'barrier'" in header and "collectives" in header
