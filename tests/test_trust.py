@@ -116,3 +116,69 @@ def test_coll_call_num_says_that_barriers_count():
     text = resolve("coll_call_num").path.read_text()
     header = "\n".join(line for line in text.splitlines() if line.startswith("--"))
     assert "Barriers count" in header and "'barrier'" in header and "collectives" in header
+
+
+# ---------------------------------------------------------------- 9. output after the work
+@pytest.fixture(scope="module")
+def small_cli_wh(tmp_path_factory):
+    from conftest import run_cli
+
+    root = tmp_path_factory.mktemp("out")
+    generate_workload(root / "in" / "w", ranks=2, steps=3, layers=1, seed=4)
+    wh = str(root / "wh")
+    r = run_cli("ingest", str(root / "in" / "w"), "-w", wh, "-q")
+    assert r.returncode == 0, r.stderr
+    return root, wh
+
+
+def test_output_into_a_new_folder_is_made(small_cli_wh):
+    from conftest import run_cli
+
+    root, wh = small_cli_wh
+    out = root / "new" / "dir" / "x.csv"
+    r = run_cli("metric", "total_kernel_time", "--all", "-w", wh, "-f", "csv", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().startswith("trace,")
+    page = root / "new" / "sub" / "r.html"
+    r = run_cli("report", "w", "-f", "html", "-o", str(page), "-w", wh)
+    assert r.returncode == 0, r.stderr
+    assert "<html" in page.read_text().lower()
+
+
+def test_output_folder_with_several_metrics_gets_one_csv_per_metric(small_cli_wh):
+    import csv
+
+    from conftest import run_cli
+
+    root, wh = small_cli_wh
+    out = root / "per_metric"
+    r = run_cli("metric", "total_kernel_time", "avg_step_time", "--all", "-w", wh, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["avg_step_time.csv", "total_kernel_time.csv"]
+    rows = list(csv.DictReader((out / "total_kernel_time.csv").open()))
+    assert {row["trace"] for row in rows} == {"w"} and all(float(row["value"]) > 0 for row in rows)
+
+
+def test_details_of_several_metrics_nest_in_json_and_parquet(small_cli_wh):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from conftest import run_cli
+
+    root, wh = small_cli_wh
+    names = ("total_kernel_time", "coll_call_num")
+    r = run_cli("metric", *names, "--all", "-w", wh, "-f", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    coll = [row for row in rows if row["metric"] == "coll_call_num"]
+    assert coll and all(isinstance(row["details"], dict) for row in coll)
+    assert coll[0]["details"]["source"] == "gpu_kernels"
+    out = root / "long.parquet"
+    r = run_cli("metric", *names, "--all", "-w", wh, "-f", "parquet", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    table = pq.read_table(out)
+    assert pa.types.is_struct(table.schema.field("details").type)
+    sources = {row["details"]["source"] for row in table.to_pylist() if row["metric"] == "coll_call_num"}
+    assert sources == {"gpu_kernels"}
