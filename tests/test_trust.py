@@ -182,3 +182,71 @@ def test_details_of_several_metrics_nest_in_json_and_parquet(small_cli_wh):
     assert pa.types.is_struct(table.schema.field("details").type)
     sources = {row["details"]["source"] for row in table.to_pylist() if row["metric"] == "coll_call_num"}
     assert sources == {"gpu_kernels"}
+
+
+# ---------------------------------------------------------------- 8. the leaderboard
+def _ccl_bench_pill(value, info) -> str:
+    """CCL-Bench's website index.html ``metricPill`` (cornell-sysphotonics/ccl-bench,
+    index.html at 1d257f0), line for line: N/A for null; thresholds default to
+    {high: 50, mid: 25} and higher_is_better to true."""
+    if value is None:
+        return "mp-na"
+    thr = info.get("thresholds") or {"high": 50, "mid": 25}
+    higher = info.get("higher_is_better") is not False
+    if higher:
+        return "mp-high" if value >= thr["high"] else "mp-mid" if value >= thr["mid"] else "mp-low"
+    return "mp-high" if value <= thr["mid"] else "mp-mid" if value <= thr["high"] else "mp-low"
+
+
+def _cclq_cells(index_html: str) -> dict[tuple[str, str], tuple[str, str]]:
+    """(trace, metric) -> (tint: q-good | q-poor | '' | na, data-sort) read from the page."""
+    import re
+
+    metrics = {int(c): m for c, m in re.findall(r'<th data-col="(\d+)"[^>]*data-metric="([^"]+)"', index_html)}
+    out = {}
+    for block in index_html.split('<tr data-trace="')[1:]:
+        trace = block.split('"', 1)[0]
+        cells = re.findall(r'<td class="([^"]*)"(?: data-sort="([^"]*)")?[^>]*>(.*?)</td>', block, re.S)
+        for i, (cls, sort, body) in enumerate(cells):
+            if i in metrics:
+                tint = "na" if 'class="na"' in body else next((c for c in cls.split() if c.startswith("q-")), "")
+                out[(trace, metrics[i])] = (tint, sort)
+    return out
+
+
+def test_the_board_never_ranks_nothing_and_ccl_bench_reads_it_the_same(board_site):
+    """Not applicable and zero communication are neither tinted nor ranked (sorted
+    last); load_imbalance_ratio is on the board; CCL-Bench's own page logic on
+    benchmark_data.json marks the same cells best and worst as cclq's page."""
+    import json
+
+    _, site, _ = board_site
+    data = json.loads((site / "benchmark_data.json").read_text())
+    info = data["metric_info"]
+    assert "load_imbalance_ratio" in data["all_metrics"]
+    assert info["load_imbalance_ratio"]["higher_is_better"] is False
+    assert info["mfu"]["unit"] == "%" and info["average_memory_bandwidth"]["unit"] == "GB/s"
+    for name, mi in info.items():
+        assert set(mi["thresholds"]) == {"high", "mid"}, name
+        assert isinstance(mi["trace_types"], list), name
+        assert mi["unit"], name
+    rows = {r["trace"]: r for r in data["rows"]}
+    # run_b has no all-reduce: 0 s of communication is not a best value
+    assert rows["run_b"]["metrics"]["total_communication_time"] is None
+    assert "no communication" in rows["run_b"]["reasons"]["total_communication_time"]
+    # load_imbalance_ratio by hand: run_a's ranks each have 2x100 + 50 + 30 us of kernels
+    assert rows["run_a"]["metrics"]["load_imbalance_ratio"] == 1.0
+    cells = _cclq_cells((site / "index.html").read_text())
+    assert cells[("run_b", "total_communication_time")] == ("", "")  # shown, no tint, sorted last
+    compared = 0
+    for trace, row in rows.items():
+        for name, value in row["metrics"].items():
+            tint, _ = cells[(trace, name)]
+            pill = _ccl_bench_pill(value, info[name])
+            expected = {"q-good": "mp-high", "q-poor": "mp-low", "na": "mp-na"}.get(tint, "mp-mid")
+            if value is None:
+                expected = "mp-na"
+            assert pill == expected, (trace, name, value, tint, info[name])
+            compared += 1
+    assert compared == len(rows) * len(info)
+    assert any(t == "q-good" for t, _ in cells.values()) and any(t == "q-poor" for t, _ in cells.values())
