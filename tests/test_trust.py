@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -164,7 +163,6 @@ def test_details_of_several_metrics_nest_in_json_and_parquet(small_cli_wh):
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-
     from conftest import run_cli
 
     root, wh = small_cli_wh
