@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -248,3 +249,57 @@ def test_the_board_never_ranks_nothing_and_ccl_bench_reads_it_the_same(board_sit
             compared += 1
     assert compared == len(rows) * len(info)
     assert any(t == "q-good" for t, _ in cells.values()) and any(t == "q-poor" for t, _ in cells.values())
+
+
+# ---------------------------------------------------------------- 4. steps per device
+def _xprof_two_gpus(path: Path) -> list[dict]:
+    """An xprof trace-viewer document with two GPU planes whose Steps records are far
+    apart in time (as GPU:4 and GPU:6 of the TensorFlow BERT profile). Times in us."""
+    import json
+
+    events: list[dict] = [{"ph": "M", "pid": 100, "name": "process_name", "args": {"name": "/host:CPU"}},
+                          {"ph": "M", "pid": 100, "tid": 1, "name": "thread_name", "args": {"name": "python"}}]
+    steps = {4: (0.0, 19_900.0), 6: (627_000.0, 21_300.0)}  # device -> (first start, middle step's length)
+    for pid, (device, (start, middle)) in enumerate(steps.items(), start=1):
+        events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"/device:GPU:{device}"}})
+        events.append({"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "Steps"}})
+        events.append({"ph": "M", "pid": pid, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}})
+        t = start
+        for step, dur in ((0, 30_000.0), (1, middle), (2, 25_000.0)):
+            events.append({"ph": "X", "pid": pid, "tid": 1, "ts": t, "dur": dur, "name": str(step),
+                           "args": {"group_id": str(step)}})
+            events.append({"ph": "X", "pid": pid, "tid": 2, "ts": t + 10, "dur": 100.0, "name": "fusion.1",
+                           "args": {"hlo_op": "fusion.1", "hlo_category": "non-fusion elementwise",
+                                    "group_id": str(step)}})
+            t += dur + 1_000
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": events}))
+    return events
+
+
+def test_avg_step_time_is_per_device_on_a_multi_device_xprof_trace(tmp_path):
+    """Each device's steps: 0, 1, 2; the inner one (1) is 19.9 ms on GPU:4 and 21.3 ms
+    on GPU:6 (the JSON above); the mean over devices is 20.6 ms, not the 0.65 s from
+    GPU:4's start of step 1 to GPU:6's end of it."""
+    from cclq.ingest.run import ingest
+    from cclq.query.metrics import run_metric, summarize
+    from cclq.query.registry import resolve
+    from cclq.query.session import connect
+    from cclq.store.warehouse import Warehouse
+
+    events = _xprof_two_gpus(tmp_path / "bert" / "host0.trace.json")
+    by_hand = {}
+    for e in events:
+        if e.get("ph") == "X" and e["tid"] == 1 and e["name"] == "1":
+            by_hand[e["pid"]] = e["dur"] / 1e6
+    assert by_hand == {1: 0.0199, 2: 0.0213}
+    wh = Warehouse(tmp_path / "wh")
+    report = ingest([tmp_path / "bert"], wh, jobs=1)
+    assert not report.failed, [o.message for o in report.failed]
+    spec = resolve("avg_step_time")
+    con = connect(wh, views=False)
+    rows = run_metric(con, spec, {}).to_pylist()
+    assert [r["devices"] for r in rows] == [2]
+    value, reason = summarize(spec, run_metric(con, spec, {}))
+    assert reason is None
+    assert value == pytest.approx((0.0199 + 0.0213) / 2, rel=1e-9)
