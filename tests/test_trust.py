@@ -303,3 +303,81 @@ def test_avg_step_time_is_per_device_on_a_multi_device_xprof_trace(tmp_path):
     value, reason = summarize(spec, run_metric(con, spec, {}))
     assert reason is None
     assert value == pytest.approx((0.0199 + 0.0213) / 2, rel=1e-9)
+
+
+# ---------------------------------------------------------------- 3. two runs in one folder
+def test_two_nsight_exports_99_days_apart_are_flagged_with_the_evidence(tmp_path):
+    import csv
+    import io
+
+    from conftest import run_cli
+
+    from cclq.dev.synth.nsys import NsysExportBuilder
+
+    day_ns = 86_400 * 10**9
+    for name, start, app in (("train_a.sqlite", 1_700_000_000 * 10**9, "python"),
+                             ("bench_b.sqlite", 1_700_000_000 * 10**9 + 99 * day_ns, "nccl_tests")):
+        b = NsysExportBuilder(session_start_ns=start)
+        p = b.process(pid=4242, name=app)
+        b.kernel(p, 0, 7, 2_000, 12_000, "sm90_xmma_gemm_bf16bf16_bf16f32", grid=(264, 1, 1))
+        b.write(tmp_path / "two_runs" / name)
+    wh = str(tmp_path / "wh")
+    r = run_cli("ingest", str(tmp_path / "two_runs"), "-w", wh, "-q")
+    assert "99.0 days apart" in r.stderr and "train_a.sqlite" in r.stderr and "bench_b.sqlite" in r.stderr, r.stderr
+    r = run_cli("traces", "-w", wh, "-f", "csv")
+    assert r.returncode == 0, r.stderr
+    (row,) = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert "default" in row["rank_source"]
+    assert "files start 99.0 days apart" in row["flag"] and "guessed ranks" in row["flag"]
+    r = run_cli("traces", "-w", wh)
+    assert "flag" in r.stdout and "99.0 days apart" in r.stdout
+
+
+# ---------------------------------------------------------------- 6. half-ingested traces
+class _StopAfter:
+    """A reporter that presses Ctrl-C once ``n`` files are done."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def start(self, total_bytes: int, files: int) -> None: ...
+    def advance(self, nbytes: int) -> None: ...
+    def warn(self, message: str) -> None: ...
+    def finish(self) -> None: ...
+
+    def file_done(self, outcome) -> None:
+        self.n -= 1
+        if self.n == 0:
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_commits_what_was_parsed_says_so_and_the_trace_is_flagged_partial(tmp_path):
+    import csv
+    import io
+
+    from conftest import run_cli
+
+    from cclq.ingest.report import IngestInterrupted
+    from cclq.ingest.run import ingest
+    from cclq.store.warehouse import Warehouse
+
+    generate_workload(tmp_path / "in" / "w8", ranks=8, steps=2, layers=1, seed=5)
+    wh = Warehouse(tmp_path / "wh")
+    with pytest.raises(IngestInterrupted) as caught:
+        ingest([tmp_path / "in" / "w8"], wh, jobs=1, reporter=_StopAfter(6))
+    message = caught.value.message()
+    assert "6 file(s) committed" in message and "2 not ingested" in message and "partial: w8" in message
+    assert "run the same `cclq ingest` again to finish" in message
+    r = run_cli("traces", "-w", str(wh.root), "-f", "csv")
+    (row,) = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert (row["ranks_seen"], row["flag"]) == ("6", "partial: 6 of 8 ranks")
+    r = run_cli("metric", "total_kernel_time", "--all", "-w", str(wh.root), "-f", "csv")
+    assert r.returncode == 0 and "trace 'w8' is partial (6 of 8 ranks)" in r.stderr, r.stderr
+    r = run_cli("metric", "total_kernel_time", "--all", "-w", str(wh.root), "-f", "csv", "--allow-partial")
+    assert "partial" not in r.stderr
+    # a re-run finishes it: the flag goes
+    r = run_cli("ingest", str(tmp_path / "in" / "w8"), "-w", str(wh.root), "-q")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("traces", "-w", str(wh.root), "-f", "csv")
+    (row,) = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert (row["ranks_seen"], row["flag"]) == ("8", "")

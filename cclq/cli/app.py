@@ -221,7 +221,8 @@ def compact(
 def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
     """List the ingested traces: format, world size, ranks, span, card fields."""
     con = _session(_warehouse(warehouse))
-    cols = "trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s"
+    cols = ("trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s, "
+            "rank_source, flag")
     if fmt is not OutputFormat.table:
         cols = "*"
     table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").to_arrow_table()
@@ -290,6 +291,9 @@ def metric(
                      "(existing, or a name without a suffix) gets one file per metric."),
     ] = None,
     dask: DaskOpt = None,
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="Compute traces that hold fewer ranks than their world size "
+                           "(an interrupted ingest) without the warning.")] = False,
 ) -> None:
     """Compute metrics for every selected trace, each in a single DuckDB query.
 
@@ -327,11 +331,24 @@ def metric(
 
         parse_cluster(dask)  # a bad --dask is a usage error before anything runs
     _prepare_output(output, folder=len(specs) > 1 and output is not None and _is_folder_output(output))
+    _warn_partial(wh, selection, allow_partial)
     if len(specs) == 1:
         _one_metric(wh, specs[0], params, selection, no_cache, fmt, output, dask)
         return
     check_batch_params(specs, params)
     _several_metrics(wh, specs, params, selection, no_cache, fmt, output, dask)
+
+
+def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: bool) -> None:
+    """A trace with fewer ranks than its world size (an interrupted ingest, files
+    missing): its values cover the ranks present only; say so unless allowed."""
+    if allow_partial:
+        return
+    from cclq.query.partial import partial_traces
+
+    for trace, what in partial_traces(wh, selection).items():
+        print(f"cclq: warning: trace {trace!r} is partial ({what}): its values cover those ranks only "
+              "(re-run `cclq ingest` if it was interrupted; --allow-partial to accept)", file=sys.stderr)
 
 
 def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
@@ -637,6 +654,7 @@ def board(
     params = parse_param_args(param or [])
     check_batch_params(board_specs(all_metrics), params)
     wh = _warehouse(warehouse)
+    _warn_partial(wh, None, False)  # the board shows them; say which are not whole runs
     bar: list[StepProgress] = []
 
     def start(traces: int, metrics: int) -> None:
@@ -950,8 +968,10 @@ def main() -> None:
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        print("cclq: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        from cclq.ingest.report import IngestInterrupted
+
+        print(f"cclq: {e.message()}" if isinstance(e, IngestInterrupted) else "cclq: interrupted", file=sys.stderr)
         sys.exit(ExitCode.INTERRUPTED)
     except Exception as e:
         if debug:

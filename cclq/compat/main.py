@@ -81,6 +81,11 @@ def run_here(argv: list[str]) -> int:
         workload.trace = trace
         params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
                   if v is not None and k in {p.name for p in spec.params}}
+        from cclq.query.partial import partial_traces
+
+        for trace, what in partial_traces(wh, [workload.trace]).items():
+            print(f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
+                  file=sys.stderr)
         con = connect(wh, traces=[workload.trace], views=False, settings=QuerySettings.from_env(), cache=True)
         value, reason = summarize(spec, run_metric(con, spec, params))
     except CclqError as e:

@@ -56,7 +56,7 @@ from cclq.ingest.parse import (
     parse_in_worker,
 )
 from cclq.ingest.plan import plan_inputs
-from cclq.ingest.report import FileOutcome, IngestReport, Reporter, SilentReporter
+from cclq.ingest.report import FileOutcome, IngestInterrupted, IngestReport, Reporter, SilentReporter
 from cclq.store.warehouse import (
     Warehouse,
 )
@@ -126,6 +126,18 @@ def ingest(
                     committer.flush()
                 if committer.stopped:
                     break
+        except KeyboardInterrupt:
+            # Ctrl-C: commit what was parsed (readers see a whole snapshot either way),
+            # then say what was committed and that a re-run finishes the rest
+            results.close()
+            try:
+                committer.flush()
+            except Exception:  # noqa: BLE001 - nothing more to do on the way out
+                pass
+            staged = {o.path for o in report.outcomes}
+            not_done = [FileOutcome(str(t.path), t.trace, "failed", f"{show_path(t.path)}: not ingested: interrupted")
+                        for t in todo if str(t.path) not in staged]
+            raise IngestInterrupted(report, not_done) from None
         finally:
             results.close()  # a stopped run: no new parses
         for task in todo[done:]:
@@ -146,11 +158,41 @@ def ingest(
         for lines in rankless.values():
             if len(lines) > 1:
                 report.warnings.extend(line for line in lines if "guessed rank" in line)
+        report.warnings.extend(far_apart_warnings(committer.committed.files.values(),
+                                                  {o.trace for o in report.outcomes if o.status == "ingested"}))
         warehouse.collect_garbage()
         warehouse.clean_tmp()  # what a dead parser process left behind
     for w in report.warnings:
         reporter.warn(w)
     return report
+
+
+FAR_APART_NS = 86_400 * 10**9  # file clocks a day apart: not one run
+
+
+def far_apart_warnings(files: Iterable[dict], traces: set[str]) -> list[str]:
+    """Warnings for traces whose files start more than a day apart (two runs in one
+    folder, e.g. two Nsight Systems exports recorded months apart), with the evidence:
+    the earliest and the latest file and their start times. `cclq traces` flags them."""
+    by_trace: dict[str, list[tuple[int, str]]] = {}
+    for row in files:
+        if row["trace"] in traces and row.get("ts_min_ns") is not None:
+            by_trace.setdefault(row["trace"], []).append((row["ts_min_ns"], row["path"]))
+    out = []
+    for trace, starts in sorted(by_trace.items()):
+        (first_ns, first), (last_ns, last) = min(starts), max(starts)
+        if last_ns - first_ns > FAR_APART_NS:
+            days = (last_ns - first_ns) / 86_400e9
+            out.append(f"trace {trace!r}: its files start {days:.1f} days apart ({show_path(first)} at "
+                       f"{_utc(first_ns)}, {show_path(last)} at {_utc(last_ns)}); they are probably not one run: "
+                       "put each run in a folder of its own")
+    return out
+
+
+def _utc(ns: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 def _compact_small_files(warehouse: Warehouse, committer: Committer, report: IngestReport,
