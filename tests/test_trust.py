@@ -306,31 +306,60 @@ def test_avg_step_time_is_per_device_on_a_multi_device_xprof_trace(tmp_path):
 
 
 # ---------------------------------------------------------------- 3. two runs in one folder
-def test_two_nsight_exports_99_days_apart_are_flagged_with_the_evidence(tmp_path):
+def _two_exports(folder: Path, days: int) -> None:
+    from cclq.dev.synth.nsys import NsysExportBuilder
+
+    day_ns = 86_400 * 10**9
+    for name, start, app in (("train_a.sqlite", 1_700_000_000 * 10**9, "python"),
+                             ("bench_b.sqlite", 1_700_000_000 * 10**9 + days * day_ns, "nccl_tests")):
+        b = NsysExportBuilder(session_start_ns=start)
+        p = b.process(pid=4242, name=app)
+        b.kernel(p, 0, 7, 2_000, 12_000, "sm90_xmma_gemm_bf16bf16_bf16f32", grid=(264, 1, 1))
+        b.write(folder / name)
+
+
+def test_two_nsight_exports_99_days_apart_become_two_traces_with_the_evidence(tmp_path):
     import csv
     import io
 
     from conftest import run_cli
 
-    from cclq.dev.synth.nsys import NsysExportBuilder
-
-    day_ns = 86_400 * 10**9
-    for name, start, app in (("train_a.sqlite", 1_700_000_000 * 10**9, "python"),
-                             ("bench_b.sqlite", 1_700_000_000 * 10**9 + 99 * day_ns, "nccl_tests")):
-        b = NsysExportBuilder(session_start_ns=start)
-        p = b.process(pid=4242, name=app)
-        b.kernel(p, 0, 7, 2_000, 12_000, "sm90_xmma_gemm_bf16bf16_bf16f32", grid=(264, 1, 1))
-        b.write(tmp_path / "two_runs" / name)
+    _two_exports(tmp_path / "two_runs", days=99)
     wh = str(tmp_path / "wh")
     r = run_cli("ingest", str(tmp_path / "two_runs"), "-w", wh, "-q")
-    assert "99.0 days apart" in r.stderr and "train_a.sqlite" in r.stderr and "bench_b.sqlite" in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "started 99.0 days apart" in r.stderr and "train_a.sqlite first, bench_b.sqlite last" in r.stderr
     r = run_cli("traces", "-w", wh, "-f", "csv")
     assert r.returncode == 0, r.stderr
-    (row,) = list(csv.DictReader(io.StringIO(r.stdout)))
-    assert "default" in row["rank_source"]
-    assert "files start 99.0 days apart" in row["flag"] and "guessed ranks" in row["flag"]
-    r = run_cli("traces", "-w", wh)
-    assert "flag" in r.stdout and "99.0 days apart" in r.stdout
+    rows = {row["trace"]: row for row in csv.DictReader(io.StringIO(r.stdout))}
+    assert sorted(rows) == ["two_runs+bench_b", "two_runs+train_a"]
+    for row in rows.values():
+        assert row["ranks_seen"] == "1" and float(row["span_s"]) < 1 and row["flag"] == ""
+
+
+def test_files_of_one_trace_a_day_apart_are_flagged_in_cclq_traces(tmp_path):
+    """What is not split (Kineto files of one folder) is flagged, with rank_source."""
+    import csv
+    import io
+    import json
+
+    from conftest import run_cli
+
+    from cclq.dev.synth.kineto import KinetoTraceBuilder
+
+    for rank, base in ((0, 1_700_000_000 * 10**9), (1, 1_700_000_000 * 10**9 + 3 * 86_400 * 10**9)):
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        b.kernel("gemm_kernel", 1_000, 10_000, launch_ts=500)
+        b.write(tmp_path / "w" / f"rank{rank}.pt.trace.json")
+        path = tmp_path / "w" / f"rank{rank}.pt.trace.json"
+        doc = json.loads(path.read_text())
+        doc["baseTimeNanoseconds"] = base
+        path.write_text(json.dumps(doc))
+    wh = str(tmp_path / "wh")
+    r = run_cli("ingest", str(tmp_path / "w"), "-w", wh, "-q")
+    assert "start 3.0 days apart" in r.stderr, r.stderr
+    (row,) = list(csv.DictReader(io.StringIO(run_cli("traces", "-w", wh, "-f", "csv").stdout)))
+    assert row["flag"] == "files start 3.0 days apart" and row["rank_source"]
 
 
 # ---------------------------------------------------------------- 6. half-ingested traces

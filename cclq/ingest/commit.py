@@ -188,6 +188,7 @@ class Committer:
             if w.failure:
                 self.report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", w.failure))
                 continue
+            self.report.warnings.extend(w.notes)
             for where, problem in w.errors:
                 self.report.outcomes.append(FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
             elsewhere = _held_elsewhere(w, files)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sqlite3
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ class Workload:
     failure: str | None = None  # the whole workload fails (a trace id clash in this run)
     # files that go to another trace than ``trace`` (see ``_split_formats``)
     file_traces: dict[Path, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # warnings for the user (a split, with its evidence)
 
     def trace_of(self, path: Path) -> str:
         return self.file_traces.get(path, self.trace)
@@ -59,6 +61,39 @@ def _split_formats(w: Workload) -> None:
     sqlite = [p for p in w.files if is_sqlite(str(p))]
     if sqlite and any(is_trace_event_json(str(p)) for p in w.files if p not in sqlite):
         w.file_traces = {p: w.trace + NSYS_SIBLING for p in sqlite}
+
+
+APART_NS = 86_400 * 10**9  # session starts a day apart: not one run
+
+
+def _session_start_ns(path: Path) -> int | None:
+    """An Nsight Systems export's session start (epoch ns), or None if it cannot say."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _split_far_apart(w: Workload) -> None:
+    """Nsight Systems exports in one folder whose sessions started more than a day
+    apart are not one run (two exports 99 days apart, of different applications, once
+    became one trace with a guessed rank and a span of 99 days): each export goes to a
+    trace of its own, ``<id>+<file stem>``, and the user is told why."""
+    starts = {p: t for p in w.files if is_sqlite(str(p)) and (t := _session_start_ns(p)) is not None}
+    if len(starts) < 2 or max(starts.values()) - min(starts.values()) <= APART_NS:
+        return
+    first, last = min(starts, key=starts.__getitem__), max(starts, key=starts.__getitem__)
+    days = (starts[last] - starts[first]) / 86_400e9
+    for p in starts:
+        w.file_traces[p] = f"{w.trace_of(p)}+{_loose_file_trace_id(p)}"
+    w.notes.append(f"{show_path(w.root)}: its Nsight Systems exports started {days:.1f} days apart "
+                   f"({first.name} first, {last.name} last); they are not one run: each is a trace of its own "
+                   f"({', '.join(sorted(w.file_traces[p] for p in starts))})")
 
 
 # --------------------------------------------------------------------------- plan
@@ -133,6 +168,7 @@ def _folder_workload(folder: Path) -> Workload:
     files, errors = _walk_files(folder)
     w = Workload(trace_id_for(folder.name), folder, files, find_card(folder), True, errors)
     _split_formats(w)
+    _split_far_apart(w)
     return w
 
 
