@@ -410,3 +410,68 @@ def test_ctrl_c_commits_what_was_parsed_says_so_and_the_trace_is_flagged_partial
     r = run_cli("traces", "-w", str(wh.root), "-f", "csv")
     (row,) = list(csv.DictReader(io.StringIO(r.stdout)))
     assert (row["ranks_seen"], row["flag"]) == ("8", "")
+
+
+# ---------------------------------------------------------------- 5. device ids that do not join
+def test_mean_sm_coverage_on_a_rocm_trace_whose_kernels_say_another_device(tmp_path):
+    """One GPU listed (id 0, 304 CUs), kernels on device 2 without blocks per SM:
+    the listed GPU's CU count applies. A Tensile GEMM's grid counts threads: 38912
+    threads / 256 per block = 152 workgroups, coverage 152/304 = 0.5 (not 1)."""
+    import json
+
+    from cclq.dev.synth.kineto import KinetoTraceBuilder
+    from cclq.ingest.run import ingest
+    from cclq.query.metrics import run_metric, summarize
+    from cclq.query.registry import resolve
+    from cclq.query.session import connect
+    from cclq.store.warehouse import Warehouse
+
+    b = KinetoTraceBuilder(rank=0, world_size=1, device=2)
+    b.kernel("Cijk_Ailk_Bljk_HHS_BH_MT128x128x64_MI32x32x8x1", 1_000, 100_000, args={"grid": [38912, 1, 1],
+                                                                                    "block": [256, 1, 1]})
+    b.kernel("elementwise_kernel", 200_000, 50_000, args={"grid": [608, 1, 1], "block": [256, 1, 1]})
+    b.kernel("Cijk_small", 300_000, 50_000, args={"grid": [100, 1, 1], "block": [256, 1, 1]})
+    path = b.write(tmp_path / "rocm" / "rank0.pt.trace.json")
+    doc = json.loads(path.read_text())
+    doc["deviceProperties"] = [{"id": 0, "name": "AMD Instinct MI300X", "numSms": 304}]
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["args"].pop("blocks per SM", None)
+    path.write_text(json.dumps(doc))
+    wh = Warehouse(tmp_path / "wh")
+    report = ingest([tmp_path / "rocm"], wh, jobs=1)
+    assert not report.failed, [o.message for o in report.failed]
+    con = connect(wh, views=False)
+    spec = resolve("mean_sm_coverage")
+    (row,) = run_metric(con, spec, {}).to_pylist()
+    by_hand = (100 * (152 / 304) + 50 * 1.0 + 50 * (100 / 304)) / 200
+    assert row["value"] == pytest.approx(by_hand, rel=1e-12)
+    assert (row["sm_count_from"], row["grids_in_threads"], row["kernels_with_coverage"]) == ("only_device", 1, 3)
+    assert summarize(spec, run_metric(con, spec, {}))[0] == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_mean_sm_coverage_says_which_devices_do_not_join(tmp_path):
+    import json
+
+    from cclq.dev.synth.kineto import KinetoTraceBuilder
+    from cclq.ingest.run import ingest
+    from cclq.query.metrics import run_metric
+    from cclq.query.registry import resolve
+    from cclq.query.session import connect
+    from cclq.store.warehouse import Warehouse
+
+    b = KinetoTraceBuilder(rank=0, world_size=1, device=2)
+    b.kernel("elementwise_kernel", 1_000, 50_000, args={"grid": [608, 1, 1], "block": [256, 1, 1]})
+    path = b.write(tmp_path / "two" / "rank0.pt.trace.json")
+    doc = json.loads(path.read_text())
+    doc["deviceProperties"] = [{"id": 0, "numSms": 304}, {"id": 1, "numSms": 304}]
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["args"].pop("blocks per SM", None)
+    path.write_text(json.dumps(doc))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([tmp_path / "two"], wh, jobs=1)
+    (row,) = run_metric(connect(wh, views=False), resolve("mean_sm_coverage"), {}).to_pylist()
+    assert row["value"] is None
+    assert row["reason"].startswith("kernels carry grids on device 2, but deviceProperties lists SM counts "
+                                    "for device 0, 1 only")
