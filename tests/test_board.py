@@ -162,7 +162,11 @@ def test_benchmark_data_json_has_ccl_bench_shape(board_site):
 def test_workload_pages_have_every_plot_or_the_reason(board_site):
     _, site, _ = board_site
     dp8 = (site / "w" / "synthetic_dp8.html").read_text()
-    assert dp8.count('data-available="true"') == 7 and dp8.count("<svg") == 7
+    # the generated workload launches its kernels and copies (cudaLaunchKernel, cudaMemcpyAsync
+    # with a bandwidth arg): the three HTA figures are drawn too
+    assert dp8.count('data-available="true"') == 10 and dp8.count("<svg") == 10
+    for key in ("queue_length", "launch_delay", "memory_bw"):
+        assert f'id="fig-{key}" data-available="true"' in dp8
     single = (site / "w" / "run_c.html").read_text()
     # one rank: no straggler; the page says why instead of drawing
     assert re.search(r'id="fig-straggler" data-available="false">.*?n/a: single rank', single)

@@ -101,13 +101,16 @@ def test_every_command_is_in_the_readme_command_list():
 
 def test_readme_install_is_what_ci_runs():
     ci = (REPO / ".ci" / "run").read_text()
-    ci_install = re.search(r"^# --- install.*?\n(.*?)^# --- test", ci, flags=re.M | re.S).group(1)
+    ci_install = re.search(r"^# --- install.*?\n(.*?)^# --- lint", ci, flags=re.M | re.S).group(1)
+    ci_checks = re.search(r"^# --- lint.*?\n(.*?)^# --- test", ci, flags=re.M | re.S).group(1)
     ci_test = ci[ci.index("# --- test"):]
     ci_install_lines = [ln.strip() for ln in ci_install.splitlines() if ln.strip() and not ln.startswith("#")]
     assert first_block(section(readme(), "Install")) == ci_install_lines
+    ci_check_lines = [ln.strip() for ln in ci_checks.splitlines() if ln.strip() and not ln.startswith("#")]
     ci_test_lines = [ln.strip() for ln in ci_test.splitlines() if ln.strip() and not ln.startswith("#")]
     test_section = section(readme(), "Test")
-    assert first_block(test_section) == [ci_test_lines[-1]] == ["pytest"]
+    assert ci_test_lines[-1] == "pytest"
+    assert first_block(test_section) == ci_check_lines + [ci_test_lines[-1]]
     # The steps CI takes before pytest (optional for a user: those tests skip without them).
     for line in ci_test_lines:
         if line.startswith("pip install"):

@@ -404,7 +404,8 @@ def test_a_newline_in_a_file_name_stays_on_one_error_line(tmp_path):
     result = run_cli("ingest", str(root), "-w", str(tmp_path / "wh"), "-q")
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("cclq: error:")]
-    assert errors == [f'cclq: error: "{root}/bad\\nrank1.json": not a recognised trace format (starts with b\'not json\')']
+    assert errors == [f'cclq: error: "{root}/bad\\nrank1.json": not a recognised trace format (text; not JSON, '
+                      "SQLite, xplane.pb or a results file)"]
     assert len(result.stderr.splitlines()) == 1
 
 

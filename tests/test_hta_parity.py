@@ -17,14 +17,11 @@ plus potential_stragglers.csv (only trace_filter_2rank has one: the other folder
 a single rank) against `straggler_rank`, whose definition differs; what is comparable
 is asserted, see test_straggler_rank_agrees_with_hta_potential_stragglers.
 
-The other golden files are outputs of HTA analyses outside those four, which cclq does
-not reproduce, and are not asserted: kernel_breakdown.csv and kernel_breakdown_all.csv
-(the per-kernel-name half of get_gpu_kernel_breakdown), idle_interval_stats.csv (the
-describe() statistics of get_idle_time_breakdown's gaps), cuda_kernel_launch_stats.csv
-and cuda_kernel_launch_stats_summary.csv, queue_length_summary.csv,
-time_blocked_on_full_queue.csv, memory_bw_summary.csv,
-cpu_user_annotation_breakdown.csv, profiler_steps.csv, and the top-level
-vision_transformer_expected_from_hta_tests.csv (no trace folder of ours).
+The other golden files are outputs of HTA analyses outside those four; they are asserted
+in tests/test_hta_analyses.py (kernel_breakdown*, idle_interval_stats, the launch stats,
+queue length, time blocked on a full queue, memory bandwidth, user annotations, profiler
+steps); the top-level vision_transformer_expected_from_hta_tests.csv has no trace folder of
+ours.
 
 Small hand-built traces pin each metric (and the HTA load rules in sql/views/hta.sql:
 tail filter, µs rounding of float64 timestamps, the event-#0 quirk) to values worked

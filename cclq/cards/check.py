@@ -196,8 +196,8 @@ def _check_kind(spec: Field, value: Any) -> str | None:
         for v in value:
             if v is None or (isinstance(v, str) and v.strip().upper() == "N/A"):
                 continue
-            if not _is_number(v) or v < 0:
-                return f"entries must be numbers >= 0 (or N/A), got {_describe(v)}"
+            if not _is_number(v) or v <= 0:  # 0 Gbps is no link: every utilisation over it is NULL
+                return f"entries must be numbers > 0 (or N/A), got {_describe(v)}"
         return None
     raise AssertionError(f"unknown field kind {kind}")
 

@@ -121,6 +121,24 @@ def _convert(value: Any, kind: str) -> Any:
 
 # A card is a few KB of YAML (the template is 3.5 KB); a bigger file is not a card.
 MAX_CARD_BYTES = 1 << 20
+# The template nests 5 levels; 1 KB of ``[[[...]]]`` nests 500, which every recursive
+# walk of the card (JSON, the checks) would follow into a RecursionError.
+MAX_CARD_DEPTH = 32
+
+
+def card_depth(doc: Any, stop: int = MAX_CARD_DEPTH + 1) -> int:
+    """How deep mappings and lists nest in a parsed card (a scalar is 0), counted
+    without recursion and only up to ``stop``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth >= stop:
+                return deepest
+            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 @functools.cache
@@ -163,6 +181,8 @@ def _read_toml(text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"invalid TOML: {e}") from e
+    except RecursionError as e:
+        raise ValueError(f"nested deeper than {MAX_CARD_DEPTH} levels: not a workload card") from e
 
 
 def is_torchtitan_config(doc: dict[str, Any]) -> bool:
@@ -225,7 +245,7 @@ def read_card_document(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise ValueError(f"not UTF-8 text: {e.reason} at byte {e.start}") from e
     if path.suffix == ".toml":
-        return _read_toml(text)
+        return _bounded(_read_toml(text))
     # Without an anchor ("&") there can be no alias: libyaml's C loader, 10x faster than
     # the Python one (a 400-workload ingest read 400 cards); with one, the Python loader
     # that refuses aliases.
@@ -237,12 +257,18 @@ def read_card_document(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as e:
         raise ValueError(f"invalid YAML: {str(e).splitlines()[0]}") from e
     except RecursionError as e:
-        raise ValueError("invalid YAML: nested too deeply") from e
+        raise ValueError(f"nested deeper than {MAX_CARD_DEPTH} levels: not a workload card") from e
     if card is None:
         return {}
     if not isinstance(card, dict):
         raise ValueError("a workload card must be a YAML mapping")
-    return card
+    return _bounded(card)
+
+
+def _bounded(doc: dict[str, Any]) -> dict[str, Any]:
+    if card_depth(doc) > MAX_CARD_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_CARD_DEPTH} levels: not a workload card")
+    return doc
 
 
 def _finite(value: Any) -> Any:

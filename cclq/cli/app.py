@@ -148,6 +148,17 @@ def ingest(
         float, typer.Option("--max-inflate-ratio", min=1.01,
                             help="Fail a gzip file that expands more than this many times (judged past 64 MiB).")
     ] = DEFAULT_LIMITS.max_inflate_ratio,
+    max_columns: Annotated[
+        int, typer.Option("--max-columns", min=1, help="Fail a results CSV with more columns than this.")
+    ] = DEFAULT_LIMITS.max_columns,
+    max_sqlite_seconds: Annotated[
+        float, typer.Option("--max-sqlite-seconds", min=0.001,
+                            help="Fail an Nsight Systems export SQLite reads for longer than this.")
+    ] = DEFAULT_LIMITS.max_sqlite_seconds,
+    max_sqlite_mb: Annotated[
+        float, typer.Option("--max-sqlite-mb", min=1, help="Fail an Nsight Systems export whose reading needs more "
+                                                          "SQLite memory than this.")
+    ] = DEFAULT_LIMITS.max_sqlite_bytes / MIB,
     dask: DaskOpt = None,
 ) -> None:
     """Stream trace files into the Parquet warehouse (unchanged files are skipped).
@@ -169,7 +180,8 @@ def ingest(
         raise UsageError("--jobs is for parser processes on this machine; with --dask, "
                          "say how many with local:N, or size the cluster you join")
     limits = ReadLimits(max_string_bytes=int(max_string_mb * MIB), max_event_bytes=int(max_event_mb * MIB),
-                        max_depth=max_depth, max_inflate_ratio=max_inflate_ratio)
+                        max_depth=max_depth, max_inflate_ratio=max_inflate_ratio, max_columns=max_columns,
+                        max_sqlite_seconds=max_sqlite_seconds, max_sqlite_bytes=int(max_sqlite_mb * MIB))
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
     report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
@@ -833,6 +845,10 @@ def bench(
         Optional[Path], typer.Option("--main-loop", help="Folder of workload folders: time CCL-Bench's loop of "
                                                          "`python -m cclq.main` calls, per process and warm.")
     ] = None,
+    commits: Annotated[
+        int, typer.Option("--commits", min=0, help="Also time N durable commits and an ingest with fsync on and "
+                                                   "off (CCLQ_FSYNC), on the temp folder's disk.")
+    ] = 0,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
@@ -861,6 +877,11 @@ def bench(
             write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
         write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
                     title="one query over all traces vs a loop trace by trace (seconds)")
+    if commits:
+        from cclq.dev.bench.run import run_commit_bench
+
+        write_table(pa.Table.from_pylist(run_commit_bench(commits, repeats=repeats)), fmt,
+                    title="durable commits: fsync on and off (seconds)")
     if board_workloads:
         from cclq.dev.bench.run import run_board_bench
 

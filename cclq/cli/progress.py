@@ -16,7 +16,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from cclq.errors import show_path
 from cclq.ingest.report import FileOutcome, IngestReport
+from cclq.present.render import cell
 
 _stderr = Console(stderr=True)
 
@@ -78,14 +80,15 @@ def print_summary(report: IngestReport) -> None:
             # names fold onto more lines rather than vanish into "…" on a narrow terminal
             t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric or col == "status",
                          overflow="fold")
-        for o in parsed:
-            t.add_row(o.trace, "" if o.rank is None else str(o.rank), o.path.rsplit("/", 1)[-1], o.status,
+        for o in parsed:  # file names and messages are data: never markup, control characters escaped
+            t.add_row(cell(o.trace), "" if o.rank is None else str(o.rank), cell(o.path.rsplit("/", 1)[-1]), o.status,
                       f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "",
                       f"{o.size_bytes / 1e6:.1f}", f"{o.seconds:.2f}" if o.seconds else "")
         _stderr.print(t)
     for o in report.outcomes:
         if o.status in ("skipped", "removed"):
-            _stderr.print(f"{o.status}: {o.path}: {o.message}", highlight=False, soft_wrap=True)
+            _stderr.print(cell(f"{o.status}: {o.message}" if o.message.startswith(show_path(o.path))
+                               else f"{o.status}: {show_path(o.path)}: {o.message}"), highlight=False, soft_wrap=True)
     counts: dict[str, int] = {}
     for o in report.outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1

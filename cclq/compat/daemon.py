@@ -24,6 +24,15 @@ the result cache make a repeated call safe. The daemon:
 ``CCLQ_DAEMON=0`` turns it off (the test suite does, except here);
 ``python -m cclq.compat.daemon --stop [--warehouse W]`` stops one.
 
+Neither side waits forever on the other. The daemon acknowledges a call (one space, JSON
+whitespace) as it starts it; a client that gets no acknowledgement within
+``CCLQ_DAEMON_ACK_S`` (2 s: a stopped daemon, or one busy with another call) or no
+answer within ``CCLQ_DAEMON_TIMEOUT_S`` (600 s) runs the call itself and starts no
+daemon. The daemon reads a request for at most 5 s, answers anything that is not a
+well-formed request with an error, and no request can stop it but ``stop``. Paths in
+the fingerprint (the interpreter, the package) and the warehouse's are normalised, so
+``../venv/bin/python -m cclq.main`` is the same caller as ``/abs/venv/bin/python``.
+
 Standard library only at import: this module is the client too.
 """
 
@@ -48,8 +57,34 @@ if TYPE_CHECKING:
 
 ENABLE_ENV = "CCLQ_DAEMON"
 IDLE_ENV = "CCLQ_DAEMON_IDLE_S"
+ACK_ENV = "CCLQ_DAEMON_ACK_S"
+TIMEOUT_ENV = "CCLQ_DAEMON_TIMEOUT_S"
 DEFAULT_IDLE_S = 600.0
 START_TIMEOUT_S = 30.0
+DEFAULT_ACK_S = 2.0  # a daemon that is there starts a call in milliseconds
+DEFAULT_TIMEOUT_S = 600.0
+REQUEST_READ_S = 5.0  # the daemon's patience with a client sending its request
+ACK = b" "
+
+
+class _Unresponsive:
+    """A daemon that accepted the connection but did not serve in time."""
+
+
+UNRESPONSIVE = _Unresponsive()
+
+
+def _seconds(env: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(env, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _norm(path: str | os.PathLike[str]) -> str:
+    """An absolute path with ``..`` and ``.`` resolved, links kept (a venv's python is a link)."""
+    return os.path.normpath(os.path.abspath(os.fspath(path)))
 
 
 def enabled() -> bool:
@@ -75,7 +110,7 @@ def _paths(wh_root: Path) -> dict[str, Path] | None:
     home = _home()
     if home is None:
         return None
-    stem = hashlib.sha256(str(wh_root).encode()).hexdigest()[:20]
+    stem = hashlib.sha256(_norm(wh_root).encode()).hexdigest()[:20]
     return {kind: home / f"{stem}.{kind}" for kind in ("sock", "lock", "log")}
 
 
@@ -85,9 +120,9 @@ def installed_code_stamp() -> str:
     from cclq.locations import PACKAGE_DIR, sql_root
     from cclq.version import __version__
 
-    h = hashlib.sha256(f"{__version__}\0{sys.executable}".encode())
+    h = hashlib.sha256(f"{__version__}\0{_norm(sys.executable)}".encode())
     for top, suffix in ((PACKAGE_DIR, ".py"), (sql_root(), ".sql")):
-        stack = [top]
+        stack = [_norm(top)]
         entries = []
         while stack:
             with os.scandir(stack.pop()) as it:
@@ -119,7 +154,9 @@ def call(argv: list[str], wh_root: Path) -> int | None:
     request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": _caller_env(), "code": installed_code_stamp()})
     started: subprocess.Popen | None = None
     for _ in range(3):
-        reply = _ask(paths["sock"], request)
+        reply = _ask(paths["sock"], request, _seconds(ACK_ENV, DEFAULT_ACK_S), _seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+        if reply is UNRESPONSIVE:
+            return None  # there, but not serving: run here, and start no other daemon
         if reply is None or reply.get("restart"):
             if reply is not None:
                 _wait_gone(paths["lock"])  # an outdated daemon: it exits, a new one starts
@@ -127,6 +164,9 @@ def call(argv: list[str], wh_root: Path) -> int | None:
             if started is None:
                 return None
             continue
+        if not isinstance(reply.get("stdout"), str) or not isinstance(reply.get("stderr"), str) \
+                or not isinstance(reply.get("rc"), int):
+            return None  # not an answer to a call (an old daemon's error reply): run here
         sys.stdout.write(reply["stdout"])
         sys.stderr.write(reply["stderr"])
         sys.stdout.flush()
@@ -135,17 +175,30 @@ def call(argv: list[str], wh_root: Path) -> int | None:
     return None
 
 
-def _ask(sock_path: Path, request: str) -> dict | None:
-    """One request and its reply; None if no daemon answered (none runs, or it died)."""
+def _ask(sock_path: Path, request: str, ack_s: float = DEFAULT_ACK_S,
+         reply_s: float = DEFAULT_TIMEOUT_S) -> dict | _Unresponsive | None:
+    """One request and its reply; None if no daemon answered (none runs, or it died),
+    ``UNRESPONSIVE`` if one took the connection but did not start the request within
+    ``ack_s`` seconds, or did not finish it within ``reply_s``."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(ack_s)
             s.connect(str(sock_path))
             s.sendall(request.encode() + b"\n")
             s.shutdown(socket.SHUT_WR)
             data = bytearray()
-            while chunk := s.recv(1 << 16):
+            first = s.recv(1 << 16)  # the acknowledgement, or the whole of a short reply
+            data += first
+            s.settimeout(reply_s)
+            deadline = time.monotonic() + reply_s
+            while first and (chunk := s.recv(1 << 16)):
                 data += chunk
-        return json.loads(data) if data else None
+                if time.monotonic() > deadline:
+                    return UNRESPONSIVE
+        reply = json.loads(data) if data.strip() else None
+        return reply if isinstance(reply, dict) else None
+    except TimeoutError:
+        return UNRESPONSIVE
     except (OSError, ValueError):
         return None
 
@@ -166,8 +219,11 @@ def _start(wh_root: Path, paths: dict[str, Path]) -> subprocess.Popen | None:
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
-        if _ask(paths["sock"], json.dumps({"ping": True})) is not None:
+        answer = _ask(paths["sock"], json.dumps({"ping": True}), DEFAULT_ACK_S, DEFAULT_ACK_S)
+        if isinstance(answer, dict):
             return proc
+        if answer is UNRESPONSIVE:
+            return None
         if proc.poll() is not None and not _locked(paths["lock"]):
             return None  # it died without serving, and no other daemon holds the warehouse
         time.sleep(0.02)
@@ -198,7 +254,7 @@ def stop(wh_root: Path) -> bool:
     paths = _paths(wh_root)
     if paths is None:
         return False
-    stopped = _ask(paths["sock"], json.dumps({"stop": True})) is not None
+    stopped = isinstance(_ask(paths["sock"], json.dumps({"stop": True}), DEFAULT_ACK_S, DEFAULT_ACK_S), dict)
     if stopped:
         _wait_gone(paths["lock"])
     return stopped
@@ -232,9 +288,11 @@ def serve(wh_root: Path, run: Callable[[list[str]], int], idle_s: float) -> None
             except TimeoutError:
                 break
             with conn:
-                conn.settimeout(None)
-                if not _handle(conn, run, code):
-                    break
+                try:
+                    if not _handle(conn, run, code):
+                        break
+                except Exception as e:  # noqa: BLE001 - no request may take the daemon down
+                    print(f"cclq daemon: request failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     finally:
         with contextlib.suppress(FileNotFoundError):
             sock_path.unlink()
@@ -242,14 +300,50 @@ def serve(wh_root: Path, run: Callable[[list[str]], int], idle_s: float) -> None
         lock.close()
 
 
+def _valid_call(request: object) -> str | None:
+    """What is wrong with a call request, or None: argv a list of text, cwd text, env a
+    mapping of text to text, code text."""
+    if not isinstance(request, dict):
+        return "a request is a JSON object"
+    argv, env = request.get("argv"), request.get("env")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return "argv must be a list of strings"
+    if not isinstance(request.get("cwd"), str) or not isinstance(request.get("code"), str):
+        return "cwd and code must be strings"
+    if not isinstance(env, dict) or not all(isinstance(k, str) and k.startswith("CCLQ_") and isinstance(v, str)
+                                            for k, v in env.items()):
+        return "env must map CCLQ_* names to strings"
+    return None
+
+
+def _read_request(conn: socket.socket) -> bytes | None:
+    """The request, read within ``REQUEST_READ_S`` (and at most 16 MiB); None if the
+    client did not send it in time."""
+    conn.settimeout(REQUEST_READ_S)
+    deadline = time.monotonic() + REQUEST_READ_S
+    data = bytearray()
+    try:
+        while chunk := conn.recv(1 << 16):
+            data += chunk
+            if time.monotonic() > deadline or len(data) > 16 << 20:
+                return None
+    except (TimeoutError, OSError):
+        return None
+    return bytes(data)
+
+
 def _handle(conn: socket.socket, run: Callable[[list[str]], int], code: str) -> bool:
     """Serves one request; False when the daemon should exit after it."""
-    data = bytearray()
-    while chunk := conn.recv(1 << 16):
-        data += chunk
+    data = _read_request(conn)
+    if data is None:
+        return True
     try:
         request = json.loads(data)
     except ValueError:
+        request = None
+    if not isinstance(request, dict):
+        with contextlib.suppress(OSError):
+            conn.sendall(json.dumps({"error": "a request is a JSON object"}).encode())
         return True
     if request.get("ping"):
         conn.sendall(b"{}")
@@ -257,9 +351,19 @@ def _handle(conn: socket.socket, run: Callable[[list[str]], int], code: str) -> 
     if request.get("stop"):
         conn.sendall(b"{}")
         return False
+    problem = _valid_call(request)
+    if problem is not None:
+        with contextlib.suppress(OSError):
+            conn.sendall(json.dumps({"error": problem}).encode())
+        return True
     if request.get("code") != code:
         conn.sendall(json.dumps({"restart": True}).encode())
         return False
+    conn.settimeout(None)
+    try:
+        conn.sendall(ACK)  # the call starts: the client now waits for its answer
+    except OSError:
+        return True
     out, err = io.StringIO(), io.StringIO()
     saved_env = dict(os.environ)
     try:

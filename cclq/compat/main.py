@@ -12,12 +12,23 @@ values, but pool the kernels of every rank file for some metrics; where cclq's
 rule differs from CCL-Bench's reduction, the metric's header says so (version 2 of
 mean_sm_coverage, memory_bound_fraction and average_memory_bandwidth pools as
 CCL-Bench does; version 1 averaged ranks).
+
+A workload whose ingest failed in this call (a file that changed and no longer parses)
+prints ``nan`` and exits 1, with the reason on stderr: the warehouse may still hold the
+file's previous version, and its number is not passed off as current. On a read-only
+warehouse the call needs no write when nothing changed: it checks that every file is as
+ingested and only reads.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cclq.ingest.report import FileOutcome
+    from cclq.store.warehouse import Warehouse
 
 # Standard library only at import: the client half of a warm call (cclq/daemon.py) is
 # this module, and it must start in milliseconds. The work's imports are in run_here.
@@ -53,18 +64,18 @@ def run_here(argv: list[str]) -> int:
     """The call itself: ingest the folder if needed, run the metric, print one number."""
     from cclq.errors import CclqError
     from cclq.ingest.plan import plan_inputs
-    from cclq.ingest.run import ingest
+    from cclq.ingest.run import ingest, is_up_to_date
     from cclq.query.metrics import run_metric, summarize
     from cclq.query.registry import resolve
     from cclq.query.session import QuerySettings, connect
-    from cclq.store.warehouse import Warehouse, resolve_warehouse
+    from cclq.store.warehouse import ReadOnlyWarehouse, Warehouse, resolve_warehouse
 
     args = _parser().parse_args(argv)
     con = None
     try:
         spec = resolve(args.metric)
         wh = Warehouse(resolve_warehouse(args.warehouse))
-        workloads = plan_inputs([args.trace])
+        workloads = plan_inputs([args.trace], wh.root)
         if len(workloads) != 1:
             print(f"cclq: error: {args.trace} holds {len(workloads)} workloads; give one workload folder "
                   "or file (or use `cclq metric NAME --all`)", file=sys.stderr)
@@ -72,13 +83,26 @@ def run_here(argv: list[str]) -> int:
         (workload,) = workloads
         # The folder's own trace: another folder of the same name ingested before keeps
         # its id, and this one gets a distinct one (never the other folder's numbers).
-        report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
-        for outcome in report.failed:
+        traces: dict[str, str] = {}
+        try:
+            report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
+            failed, traces = report.failed, report.traces
+        except ReadOnlyWarehouse:
+            if not is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
+                raise
+            failed = []  # nothing to write: read what is there
+        for outcome in failed:
             print(f"cclq: error: {outcome.message}", file=sys.stderr)
-        trace = report.traces.get(str(workload.root))
+        trace = traces.get(str(workload.root))
         if trace is None:  # the workload failed as a whole: nothing of it to answer for
             return 1
         workload.trace = trace
+        stale = _stale(failed, wh) if failed else []
+        if stale:
+            print(f"cclq: {spec.label} of {workload.trace} is not computed: {len(stale)} of its files failed to "
+                  "ingest (above) and the warehouse holds an older version of them", file=sys.stderr)
+            print("nan")
+            return 1
         params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
                   if v is not None and k in {p.name for p in spec.params}}
         from cclq.query.partial import partial_traces
@@ -100,6 +124,16 @@ def run_here(argv: list[str]) -> int:
         return 0
     print(repr(value))
     return 0
+
+
+def _stale(failed: list[FileOutcome], wh: Warehouse) -> list[FileOutcome]:
+    """The failures that leave old data in place: a file the catalog holds (its new
+    version failed), or a folder (unreadable, so nothing was removed). A file that never
+    ingested leaves no number behind; the rest of the workload is current without it."""
+    import os
+
+    held = {row["path"] for row in wh.read_state().files.values()}
+    return [o for o in failed if o.path in held or os.path.isdir(o.path)]
 
 
 if __name__ == "__main__":

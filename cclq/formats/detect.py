@@ -112,6 +112,19 @@ def _detect_results(path: str, head: bytes) -> Detected | None:
     return None
 
 
+def _kind_of(head: bytes) -> str:
+    """What an unrecognised file looks like, in words that quote none of its content."""
+    sample = head[:4096]
+    if b"\x00" in sample:
+        return "binary data"
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(sample) - 4:  # not only a character cut at the sample's end
+            return "binary data"
+    return "text"
+
+
 def _top_key(head: bytes, key: str) -> bool:
     return re.search(rb'"' + re.escape(key.encode()) + rb'"\s*:', head) is not None
 
@@ -143,7 +156,9 @@ def detect(path: str) -> Detected:
     if text.startswith(b"\xef\xbb\xbf"):
         text = text[3:].lstrip()
     if not text[:1] in (b"{", b"["):
-        raise TraceFileError(path, f"not a recognised trace format (starts with {head[:8]!r})")
+        # Never the bytes themselves: the file may be anything a link leads to (/etc/shadow)
+        raise TraceFileError(path, f"not a recognised trace format ({_kind_of(head)}; not JSON, SQLite, "
+                                   "xplane.pb or a results file)")
     if text[:1] == b"[":
         # Horovod's timeline (HOROVOD_TIMELINE): a bare array of negotiation and
         # operation phases, from rank 0 for the whole job (cclq/formats/chrome.py)

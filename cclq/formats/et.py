@@ -20,6 +20,11 @@ Both layouts are read: schema 1.0.1 (``parent``, ``inputs`` / ``input_shapes`` /
 ``[tensor_id, storage_id, offset, numel, itemsize, device]``. In 1.0.1 a
 ``record_param_comms`` node lists (tensor, seq, pg, rank, collective name, in splits, out
 splits) as its inputs; newer ones carry ``collective_name`` etc. as attributes.
+
+The bounds of every JSON reader hold (``cclq.formats.limits``): the structural scan runs
+over the text before ijson does, so nesting past ``--max-depth``, a string past
+``--max-string-mb`` or one node past ``--max-event-mb`` fails the file in seconds and flat
+memory (ijson's objects for a node take ~50 times its text).
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ from cclq.formats.base import (
     Detected,
     Prepared,
     ProgressFn,
+    ReadOptions,
     ReadResult,
     record_batch,
 )
 from cclq.formats.chrome.ijson_reader import parse_error_message, scan_top_level_keys
+from cclq.formats.chrome.jsonscan import bounds_check
+from cclq.formats.limits import DEFAULT_LIMITS, LimitExceeded, number_too_long
 from cclq.formats.source import Source, gzip_errors, read_tail
 from cclq.schema import ET_NODE_SCHEMA, ET_TENSOR_SCHEMA
 
@@ -130,6 +138,10 @@ class EtReader:
 
     name = f"pytorch_et/ijson-{ijson.backend}"
     tables = ("et_nodes", "et_tensors")
+    NODE_DEPTH = 3  # {"nodes": [ {node} ]}: a node is an "event" of the structural scan
+
+    def __init__(self, options: ReadOptions | None = None) -> None:
+        self.limits = options.limits if options is not None else DEFAULT_LIMITS
 
     def prepare(self, path: str, detected: Detected) -> Prepared:
         meta = scan_top_level_keys(detected.head, last=False, keys=_META_KEYS)
@@ -155,7 +167,9 @@ class EtReader:
                 tensors.clear()
 
         idx = -1
-        with Source(path, progress) as source:
+        limits = self.limits
+        with Source(path, progress, limits=limits,
+                    check=lambda compressed: bounds_check(path, limits, self.NODE_DEPTH, compressed)) as source:
             try:
                 for raw in ijson.items(source.stream, "nodes.item"):
                     idx += 1
@@ -165,10 +179,16 @@ class EtReader:
                     nodes.append(self._node_row(file_id, idx, _Node(raw), tensors))
                     if len(nodes) >= BATCH_ROWS:
                         flush()
+            except LimitExceeded:
+                raise
             except ijson.JSONError as e:
                 raise TraceFileError(path, parse_error_message(e, source)) from e
             except gzip_errors() as e:
                 raise TraceFileError(path, f"corrupt gzip stream: {e}") from e
+            except ValueError as e:  # ijson converting an integer of more than 4300 digits
+                if "digits" in str(e):
+                    raise number_too_long(path) from e
+                raise
             flush()
             result.content_hash = source.finish_hash()
             result.decompressed_bytes = source.stream.offset

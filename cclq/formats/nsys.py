@@ -39,6 +39,14 @@ with the lowest rank.
 A table that an export lacks is simply absent (no memsets recorded); a table without a
 column cclq needs fails the file with a message naming both (nsys changes its schema
 between versions).
+
+An export is a file like any other input, so it is read as untrusted: opened read-only
+and ``immutable``; only tables named as Nsight names them (``_NSIGHT_NAME``) are seen,
+and every table name goes into SQL through ``quote_ident``; SQLite's temp store is kept
+in memory under a heap bound, its values under the string bound, and its run time under
+a deadline (``cclq.formats.limits``); values that are not integers where nsys writes
+integers are read as NULL, and times whose epoch value leaves int64 are dropped as
+``bad ts`` / ``bad dur``, as the JSON readers do.
 """
 
 from __future__ import annotations
@@ -58,9 +66,17 @@ from cclq.formats.base import (
     Detected,
     Prepared,
     ProgressFn,
+    ReadOptions,
     ReadResult,
     rank_from_name,
     record_batch,
+)
+from cclq.formats.limits import (
+    DEFAULT_LIMITS,
+    ReadLimits,
+    sqlite_too_hungry,
+    sqlite_too_slow,
+    sqlite_value_too_long,
 )
 from cclq.schema import EVENT_SCHEMA
 
@@ -83,20 +99,69 @@ _NSYS_TABLES = ("TARGET_INFO_SESSION_START_TIME", "CUPTI_ACTIVITY_KIND_KERNEL", 
                 "NVTX_EVENTS", "META_DATA_EXPORT", "EXPORT_META_DATA", "ThreadNames")
 
 
-def _open(path: str) -> sqlite3.Connection:
+# What Nsight Systems names its tables (``CUPTI_ACTIVITY_KIND_KERNEL``, ``StringIds``,
+# ``MPI_P2P_EVENTS``): a letter, then letters, digits and underscores. Other tables are
+# not nsys's and are never read.
+_NSIGHT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def quote_ident(name: str) -> str:
+    """A SQLite identifier as SQL text: the one way a name from a file enters SQL here."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _int_sql(expr: str) -> str:
+    """``expr`` when SQLite holds an integer there, else NULL (a text in an integer column)."""
+    return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} END"
+
+
+def _uri(path: str) -> str:
+    from urllib.parse import quote
+
+    return f"file:{quote(path)}?mode=ro&immutable=1"
+
+
+def _open(path: str, limits: ReadLimits = DEFAULT_LIMITS) -> sqlite3.Connection:
     """The export, read-only: ``immutable`` asks SQLite for no locks and no journal, so a
-    file on a read-only disk (or being copied) is read as it is."""
-    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    file on a read-only disk (or being copied) is read as it is. Temp tables and sorts go
+    to memory, under SQLite's heap limit (process-wide: one export is read per parser
+    process at a time), values under the string bound; the deadline is ``_Deadline``'s."""
+    con = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
+    con.text_factory = lambda b: b.decode("utf-8", errors="replace")
     con.execute("PRAGMA query_only = true")
+    con.execute("PRAGMA trusted_schema = false")
+    con.execute("PRAGMA temp_store = MEMORY")
+    con.execute(f"PRAGMA hard_heap_limit = {int(limits.max_sqlite_bytes)}")
+    con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(int(limits.max_string_bytes), (1 << 31) - 1))
     return con
 
 
+class _Deadline:
+    """Interrupts SQLite past ``max_sqlite_seconds`` since the file was opened."""
+
+    def __init__(self, con: sqlite3.Connection, seconds: float) -> None:
+        import time
+
+        self._now = time.monotonic
+        self.until = time.monotonic() + seconds
+        self.passed = False
+        con.set_progress_handler(self._check, 10_000)
+
+    def _check(self) -> int:
+        if self._now() > self.until:
+            self.passed = True
+            return 1
+        return 0
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
-    return {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if isinstance(name, str) and _NSIGHT_NAME.fullmatch(name)}
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in con.execute(f'PRAGMA table_info("{table}")')}
+    return {row[1] for row in con.execute(f"PRAGMA table_info({quote_ident(table)})")}
 
 
 def detect_sqlite(path: str) -> Detected:
@@ -117,15 +182,34 @@ def detect_sqlite(path: str) -> Detected:
 class _Export:
     """An open export: which tables and columns it has, and the checks on them."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, limits: ReadLimits = DEFAULT_LIMITS) -> None:
         self.path = path
+        self.limits = limits
+        self.version = "unknown"
         try:
-            self.con = _open(path)
+            self.con = _open(path, limits)
+            self.deadline = _Deadline(self.con, limits.max_sqlite_seconds)
             self.tables = _tables(self.con)
         except sqlite3.Error as e:
-            raise TraceFileError(path, f"not a readable SQLite database ({e})") from e
+            raise self._error(e, "not a readable SQLite database") from e
         self._cols: dict[str, set[str]] = {}
         self.version = self._meta("EXPORT_SCHEMA_VERSION") or "unknown"
+
+    def _error(self, e: sqlite3.Error, what: str | None = None) -> TraceFileError:
+        """A SQLite error as the file's one line: a bound when one was hit."""
+        text = str(e)
+        if self.deadline_passed():
+            return sqlite_too_slow(self.path, self.limits)
+        if "too big" in text:
+            return sqlite_value_too_long(self.path, self.limits)
+        if "out of memory" in text:
+            return sqlite_too_hungry(self.path, self.limits)
+        return TraceFileError(self.path, f"{what} ({e})" if what else
+                              f"Nsight Systems export (schema {self.version}): {e}")
+
+    def deadline_passed(self) -> bool:
+        deadline = getattr(self, "deadline", None)
+        return deadline is not None and deadline.passed
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -143,17 +227,20 @@ class _Export:
                                             "nsys 2022.2 and later")
 
     def col(self, table: str, column: str, alias: str | None = None, expr: str | None = None) -> str:
-        """``expr AS alias`` when the table has the column, else ``NULL AS alias``."""
+        """``expr AS alias`` when the table has the column, else ``NULL AS alias``; an
+        integer column (no ``expr``) reads NULL where the file holds something else."""
         alias = alias or column
         if column in self.columns(table):
-            return f"{expr or 't.' + column} AS {alias}"
+            return f"{expr or _int_sql('t.' + column)} AS {alias}"
         return f"NULL AS {alias}"
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:
             return self.con.execute(sql, params).fetchall()
         except sqlite3.Error as e:
-            raise TraceFileError(self.path, f"Nsight Systems export (schema {self.version}): {e}") from e
+            raise self._error(e) from e
+        except MemoryError as e:  # SQLite's NOMEM: its heap bound
+            raise sqlite_too_hungry(self.path, self.limits) from e
 
     def batches(self, sql: str) -> Iterator[list[tuple]]:
         try:
@@ -161,14 +248,16 @@ class _Export:
             while rows := cursor.fetchmany(BATCH_ROWS):
                 yield rows
         except sqlite3.Error as e:
-            raise TraceFileError(self.path, f"Nsight Systems export (schema {self.version}): {e}") from e
+            raise self._error(e) from e
+        except MemoryError as e:
+            raise sqlite_too_hungry(self.path, self.limits) from e
 
     def _meta(self, key: str) -> str | None:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if table in self.tables:
-                row = self.con.execute(f'SELECT value FROM "{table}" WHERE name = ?', (key,)).fetchone()
+                row = self.query(f"SELECT value FROM {quote_ident(table)} WHERE name = ?", (key,))
                 if row:
-                    return str(row[0])
+                    return str(row[0][0])
         return None
 
     def close(self) -> None:
@@ -199,9 +288,12 @@ class NsysReader:
     name = "nsys_sqlite/sqlite3"
     tables = ("events",)
 
+    def __init__(self, options: ReadOptions | None = None) -> None:
+        self.limits = options.limits if options is not None else DEFAULT_LIMITS
+
     # -- prepare --------------------------------------------------------------
     def prepare(self, path: str, detected: Detected) -> Prepared:
-        ex = _Export(path)
+        ex = _Export(path, self.limits)
         try:
             return self._prepare(ex, path)
         finally:
@@ -212,13 +304,17 @@ class NsysReader:
         if ex.has("TARGET_INFO_SESSION_START_TIME"):
             ex.require("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")
             row = ex.query("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
-            session = int(row[0][0]) if row and row[0][0] is not None else 0
+            session = row[0][0] if row and type(row[0][0]) is int else 0
         # which process drives which GPU (most of its kernels and copies)
         work: dict[int, dict[int, int]] = {}  # process key -> device -> activities
         for table in _GPU_TABLES:
             if ex.has(table):
                 ex.require(table, "deviceId", "globalPid")
-                for gpid, device, n in ex.query(f"SELECT globalPid, deviceId, count(*) FROM {table} GROUP BY 1, 2"):
+                for gpid, device, n in ex.query(
+                        f"SELECT {_int_sql('globalPid')}, {_int_sql('deviceId')}, count(*) FROM {quote_ident(table)} "
+                        "GROUP BY 1, 2"):
+                    if gpid is None or device is None:
+                        continue
                     work.setdefault(_process_key(gpid), {}).setdefault(device, 0)
                     work[_process_key(gpid)][device] += n
         devices = sorted({d for per in work.values() for d in per})
@@ -256,7 +352,7 @@ class NsysReader:
     # -- read -----------------------------------------------------------------
     def read(self, path: str, detected: Detected, prepared: Prepared, file_id: str,
              sinks: dict[str, BatchSink], progress: ProgressFn | None) -> ReadResult:
-        ex = _Export(path)
+        ex = _Export(path, self.limits)
         try:
             return _Read(ex, prepared, file_id, sinks["events"], progress).run()
         finally:
@@ -269,13 +365,15 @@ def _mpi_ranks(ex: _Export) -> dict[int, int]:
     ranks: dict[int, int] = {}
     if ex.has("MPI_RANKS"):
         ex.require("MPI_RANKS", "globalTid", "rank")
-        for gtid, rank in ex.query("SELECT globalTid, rank FROM MPI_RANKS"):
-            ranks[_process_key(gtid)] = int(rank)
+        for gtid, rank in ex.query(f"SELECT {_int_sql('globalTid')}, {_int_sql('rank')} FROM MPI_RANKS"):
+            if gtid is not None and rank is not None:
+                ranks[_process_key(gtid)] = rank
     if not ranks and ex.has("NVTX_EVENTS") and {"eventType", "text", "globalTid"} <= ex.columns("NVTX_EVENTS"):
         for gtid, text in ex.query(
-                f"SELECT globalTid, text FROM NVTX_EVENTS WHERE eventType IN {_NVTX_THREAD_NAMES} AND text LIKE 'MPI Rank %'"):
-            m = _MPI_RANK_NAME.match(text or "")
-            if m:
+                f"SELECT {_int_sql('globalTid')}, text FROM NVTX_EVENTS "
+                f"WHERE eventType IN {_NVTX_THREAD_NAMES} AND text LIKE 'MPI Rank %'"):
+            m = _MPI_RANK_NAME.match(text) if isinstance(text, str) else None
+            if m and gtid is not None and len(m.group(1)) < 10:
                 ranks[_process_key(gtid)] = int(m.group(1))
     return ranks
 
@@ -291,8 +389,9 @@ def _device_properties(ex: _Export) -> list[dict[str, Any]]:
     present = [(c, k) for c, k in wanted if c in cols]
     if not any(c == "id" for c, _ in present):
         return []
-    rows = ex.query(f"SELECT {', '.join(c for c, _ in present)} FROM TARGET_INFO_GPU")
-    return [dict(zip((k for _, k in present), row)) for row in rows]
+    texts = {"name", "busLocation"}
+    rows = ex.query(f"SELECT {', '.join(c if c in texts else _int_sql(c) for c, _ in present)} FROM TARGET_INFO_GPU")
+    return [dict(zip((k for _, k in present), row)) for row in rows if row[0] is not None]
 
 
 class _Read:
@@ -351,15 +450,15 @@ class _Read:
         ex.require(table, name_col)
         short = "LEFT JOIN StringIds AS sn ON sn.id = t.shortName" if "shortName" in cols else ""
         sql = f"""
-            SELECT t.start, t.end, t.deviceId, t.streamId, t.correlationId, t.globalPid,
+            SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')},
                    dn.value AS name, {'sn.value' if short else 'NULL'} AS short_name,
                    {ex.col(table, 'gridX')}, {ex.col(table, 'gridY')}, {ex.col(table, 'gridZ')},
                    {ex.col(table, 'blockX')}, {ex.col(table, 'blockY')}, {ex.col(table, 'blockZ')},
                    {ex.col(table, 'registersPerThread')}, {ex.col(table, 'staticSharedMemory')},
                    {ex.col(table, 'dynamicSharedMemory')}, {ex.col(table, 'contextId')},
                    {ex.col(table, 'graphNodeId')}
-            FROM {table} AS t
-            LEFT JOIN StringIds AS dn ON dn.id = t.{name_col}
+            FROM {quote_ident(table)} AS t
+            LEFT JOIN StringIds AS dn ON dn.id = t.{quote_ident(name_col)}
             {short}"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
@@ -378,14 +477,15 @@ class _Read:
     def _memcpys(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind")
-        sql = f"""SELECT t.start, t.end, t.deviceId, t.streamId, t.correlationId, t.globalPid, t.bytes, t.copyKind,
+        sql = f"""SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.bytes')},
+                         {_int_sql('t.copyKind')},
                          {ex.col(table, 'srcKind')}, {ex.col(table, 'dstKind')}, {ex.col(table, 'contextId')}
-                  FROM {table} AS t"""
+                  FROM {quote_ident(table)} AS t"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
             names = [f"Memcpy {_COPY_KINDS.get(k, 'Unknown')} ({_MEMORY_KINDS.get(s, 'Unknown')} -> "
                      f"{_MEMORY_KINDS.get(d, 'Unknown')})" for k, s, d in zip(c[7], c[8], c[9])]
-            bw = [b / (e - s) if b is not None and e is not None and s is not None and e > s else None
+            bw = [b / (e - s) if type(b) is int and type(e) is int and type(s) is int and e > s else None
                   for s, e, b in zip(c[0], c[1], c[6])]  # bytes per ns = GB/s
             args = [_args({"copy kind": k, "src kind": s, "dst kind": d, "context": ctx})
                     for k, s, d, ctx in zip(c[7], c[8], c[9], c[10])]
@@ -395,9 +495,9 @@ class _Read:
     def _memsets(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes")
-        sql = f"""SELECT t.start, t.end, t.deviceId, t.streamId, t.correlationId, t.globalPid, t.bytes,
+        sql = f"""SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.bytes')},
                          {ex.col(table, 'memKind')}, {ex.col(table, 'value')}
-                  FROM {table} AS t"""
+                  FROM {quote_ident(table)} AS t"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
             names = [f"Memset ({_MEMORY_KINDS.get(k, 'Device')})" for k in c[7]]
@@ -408,7 +508,8 @@ class _Read:
     def _syncs(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType")
-        sql = f"SELECT t.start, t.end, t.deviceId, t.streamId, t.correlationId, t.globalPid, t.syncType FROM {table} AS t"
+        sql = (f"SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.syncType')} "
+               f"FROM {quote_ident(table)} AS t")
         for rows in ex.batches(sql):
             c = list(zip(*rows))
             names = [_SYNC_KINDS.get(k, "Unknown Sync") for k in c[6]]
@@ -423,8 +524,8 @@ class _Read:
         if name_col is None:
             ex.require(table, "nameId")
         ex.require(table, "start", "end", "globalTid")
-        sql = f"""SELECT t.start, t.end, t.globalTid, {ex.col(table, 'correlationId')}, s.value
-                  FROM {table} AS t LEFT JOIN StringIds AS s ON s.id = t.{name_col}"""
+        sql = f"""SELECT t.start, t.end, {_int_sql('t.globalTid')}, {ex.col(table, 'correlationId')}, s.value
+                  FROM {quote_ident(table)} AS t LEFT JOIN StringIds AS s ON s.id = t.{quote_ident(name_col)}"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
             names = [None if v is None else _API_VERSION.sub("", v) for v in c[4]]
@@ -436,13 +537,15 @@ class _Read:
         cols = ex.columns(table)
         domains = {}
         if "domainId" in cols:
-            domains = dict(ex.query(f"SELECT domainId, text FROM {table} WHERE eventType = {_NVTX_DOMAIN_CREATE}"))
+            domains = dict(ex.query(f"SELECT domainId, text FROM {quote_ident(table)} "
+                                    f"WHERE eventType = {_NVTX_DOMAIN_CREATE}"))
         text = "coalesce(t.text, s.value)" if "textId" in cols else "t.text"
         join = "LEFT JOIN StringIds AS s ON s.id = t.textId" if "textId" in cols else ""
         wanted = _NVTX_RANGES + _NVTX_MARKS + _NVTX_THREAD_NAMES
-        sql = f"""SELECT t.start, {ex.col(table, 'end')}, t.globalTid, t.eventType, {text} AS name,
-                         {ex.col(table, 'domainId')}, {ex.col(table, 'category')}, {ex.col(table, 'jsonText')}
-                  FROM {table} AS t {join}
+        sql = f"""SELECT t.start, {ex.col(table, 'end', expr='t."end"')}, {_int_sql('t.globalTid')}, t.eventType,
+                         {text} AS name, {ex.col(table, 'domainId', expr='t.domainId')}, {ex.col(table, 'category')},
+                         {ex.col(table, 'jsonText', expr='t.jsonText')}
+                  FROM {quote_ident(table)} AS t {join}
                   WHERE t.eventType IN ({', '.join(map(str, wanted))})"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
@@ -464,12 +567,13 @@ class _Read:
         rows: list[tuple[Any, ...]] = []  # (gpid or None, device or None, gtid or None, name, value)
         if ex.has("PROCESSES") and {"globalPid", "name"} <= ex.columns("PROCESSES"):
             seen = set(self.meta["device_of_process"]) | set(self.rank_of_process)
-            for gpid, name in ex.query("SELECT globalPid, name FROM PROCESSES"):
+            for gpid, name in ex.query(f"SELECT {_int_sql('globalPid')}, name FROM PROCESSES"):
                 if _process_key(gpid) in seen:
                     rows.append((gpid, None, None, "process_name", name))
         if ex.has("ThreadNames") and {"nameId", "globalTid"} <= ex.columns("ThreadNames"):
             for gtid, name in ex.query(
-                    "SELECT t.globalTid, s.value FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"):
+                    f"SELECT {_int_sql('t.globalTid')}, s.value FROM ThreadNames AS t "
+                    "JOIN StringIds AS s ON s.id = t.nameId"):
                 rows.append((None, None, gtid, "thread_name", name))
         for prop in self.meta["device_properties"]:
             if prop["id"] in self.meta["devices"]:
@@ -491,17 +595,12 @@ class _Read:
         ph = ph if ph is not None else ["X"] * n
         cats = cat if isinstance(cat, list) else [cat] * n
         self.result.events_read += n
+        keep = [True] * n
+        if not meta:
+            start, end, keep = self._times(start, end, ph)
         starts = pa.array(start, pa.int64())
         ends = pa.array(end, pa.int64())
         durs = pc.subtract(ends, starts)
-        keep = [True] * n
-        if not meta:
-            ok = pc.and_kleene(pc.is_valid(starts), pc.fill_null(pc.greater_equal(durs, 0), True)).to_pylist()
-            for i, good in enumerate(ok):
-                if not good:
-                    reason = "no start" if starts[i].as_py() is None else "negative dur"
-                    self.result.drops[reason, ph[i]] += 1
-            keep = ok
         gpu = device is not None and not meta
         if gpu:
             pids = [None if d is None else str(d) for d in device]
@@ -512,6 +611,10 @@ class _Read:
             if meta and device is not None:  # a GPU's name: its pid is the device
                 pids = [str(d) if d is not None else p for d, p in zip(device, pids)]
         ts = pc.add(starts, self.session) if not meta else pa.array([self.session] * n, pa.int64())
+        for key in ("shared_memory_bytes", "bytes"):  # sums and raw values that may leave int64
+            if key in promoted:
+                promoted[key] = [v if type(v) is int and _INT64[0] <= v <= _INT64[1] else None for v in promoted[key]]
+        name = [_text(v) for v in name] if isinstance(name, (list, tuple)) else name
         columns: dict[str, Any] = {
             "file_id": pa.array([self.file_id] * n, pa.string()),
             "event_idx": pa.array(range(self.next_idx, self.next_idx + n), pa.int64()),
@@ -538,6 +641,38 @@ class _Read:
         self.sink(batch)
         self.result.rows_written += batch.num_rows
 
+    def _times(self, start: Any, end: Any, ph: list[str]) -> tuple[list[Any], list[Any], list[bool]]:
+        """Starts and ends that make epoch ns within int64, and which rows keep: the others
+        are dropped and counted as the JSON readers count them (``bad ts``: not an
+        integer, or beyond int64 once the session start is added; ``bad dur``;
+        ``negative dur``; ``no start``)."""
+        lo, hi = _INT64
+        session = self.session
+        starts: list[Any] = []
+        ends: list[Any] = []
+        keep: list[bool] = []
+        drops = self.result.drops
+        for s, e, p in zip(start, end, ph):
+            reason = None
+            if s is None:
+                reason = "no start"
+            elif type(s) is not int or not lo <= s + session <= hi:
+                reason = "bad ts"
+            elif e is not None and (type(e) is not int or not lo <= e + session <= hi or not lo <= e - s <= hi):
+                reason = "bad dur"
+            elif e is not None and e < s:
+                reason = "negative dur"
+            if reason is None:
+                starts.append(s)
+                ends.append(e)
+                keep.append(True)
+            else:
+                drops[reason, p] += 1
+                starts.append(None)
+                ends.append(None)
+                keep.append(False)
+        return starts, ends, keep
+
     def _with_ranks(self, batch: pa.RecordBatch, gpid: Any, gtid: Any, device: Any, keep: list[bool]) -> pa.RecordBatch:
         """The batch with its rows' ranks in front: a GPU row's rank is its device's (or its
         process's MPI rank), a CPU row's its process's; others the file's lowest rank."""
@@ -557,5 +692,14 @@ class _Read:
 
 
 def _args(values: dict[str, Any]) -> str | None:
-    kept = {k: v for k, v in values.items() if v is not None}
-    return json.dumps(kept) if kept else None
+    kept = {k: _text(v) if isinstance(v, bytes) else v for k, v in values.items() if v is not None}
+    return json.dumps(kept, default=str) if kept else None
+
+
+def _text(value: Any) -> str | None:
+    """A value read where nsys writes text: a blob or a number from a crafted file as text."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)

@@ -18,7 +18,8 @@ FORMAT_READERS: dict[str, Reader] = {
 
 def reader_for(detected: Detected, options: ReadOptions | None = None) -> Reader:
     """The reader of a detected kind (``detect`` only returns kinds listed here);
-    ``options`` choose the JSON reader and its bounds."""
-    if detected.kind == "chrome_json" and options is not None:
-        return ChromeReader(options)
-    return FORMAT_READERS[detected.kind]
+    ``options`` choose the JSON reader and the bounds (``cclq.formats.limits``) every reader keeps."""
+    if options is None:
+        return FORMAT_READERS[detected.kind]
+    return {"chrome_json": ChromeReader, "nsys_sqlite": NsysReader, "pytorch_et": EtReader,
+            "results": ResultsReader}[detected.kind](options)

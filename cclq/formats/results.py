@@ -19,8 +19,10 @@ all of it as ``config_json``. Formats, recognised by content:
                         ``ttfts``, ...)
 ``sglang_bench_jsonl``  SGLang ``bench_serving`` results, one JSON object per run and line
 
-Numbers that are not numbers (a cell ``n/a``) are counted, not fatal, as are log lines
-no rule knows. A results file belongs to its workload, not to a rank: its rows carry
+Numbers that are not numbers (a cell ``n/a``, a count of 5,000 digits) are counted, not
+fatal, as are log lines no rule knows. The bounds of ``cclq.formats.limits`` hold: a line
+past ``--max-event-mb``, a CSV cell past ``--max-string-mb`` or a header of more than
+``--max-columns`` columns fails the file, in one line, before the row is built. A results file belongs to its workload, not to a rank: its rows carry
 rank 0 and claim nothing.
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import re
@@ -40,13 +43,21 @@ from cclq.formats.base import (
     Detected,
     Prepared,
     ProgressFn,
+    ReadOptions,
     ReadResult,
     record_batch,
+)
+from cclq.formats.limits import (
+    DEFAULT_LIMITS,
+    LimitExceeded,
+    ReadLimits,
+    cell_too_long,
+    line_too_long,
+    too_many_columns,
 )
 from cclq.formats.source import Source, gzip_errors
 from cclq.schema import RESULTS_SCHEMA
 
-MAX_LINE = 64 << 20  # a results line longer than this is not one (an SGLang line with per-request lists is MBs)
 DDLB_COLUMNS = {"implementation", "mean_time (ms)"}
 _DDLB_METRICS = (  # column -> (metric, unit)
     ("mean_time (ms)", "mean_time_ms", "ms"), ("std_time", "std_time_ms", "ms"), ("min_time", "min_time_ms", "ms"),
@@ -100,6 +111,11 @@ def _number(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def _count(text: str) -> int | None:
+    """A count a log states (``Batch size: 64``); None when it is no plausible one."""
+    return int(text) if len(text) <= 18 else None
+
+
 def _int(v: Any) -> int | None:
     f = _number(v)
     return int(f) if f is not None and f == int(f) and abs(f) < 2**63 else None
@@ -117,6 +133,9 @@ class ResultsReader:
 
     name = "results"
     tables = ("results",)
+
+    def __init__(self, options: ReadOptions | None = None) -> None:
+        self.limits = options.limits if options is not None else DEFAULT_LIMITS
 
     def prepare(self, path: str, detected: Detected) -> Prepared:
         return Prepared(rank=0, rank_source="results file (not per rank)")
@@ -143,13 +162,20 @@ class ResultsReader:
 
         parse = {"ddlb_csv": _ddlb_csv, "ddl_benchmarks_log": _ddl_log, "vllm_bench_json": _serving_json,
                  "sglang_bench_jsonl": _serving_jsonl}[detected.flavor]
-        with Source(path, progress) as source:
-            text = io.TextIOWrapper(source.stream, encoding="utf-8", errors="replace", newline="")
+        limits = self.limits
+        with Source(path, progress, limits=limits, keep_bom=True) as source:  # utf-8-sig drops it
+            text = io.TextIOWrapper(source.stream, encoding="utf-8-sig", errors="replace", newline="")
+            lines = _bounded_lines(text, path, limits)
             try:
-                parse(_bounded_lines(text, path), emit, result)
+                if detected.flavor == "ddlb_csv":
+                    _ddlb_csv(lines, emit, result, path, limits)
+                else:
+                    parse(lines, emit, result)
+            except LimitExceeded:
+                raise
             except gzip_errors() as e:
                 raise TraceFileError(path, f"corrupt gzip stream: {e}") from e
-            except ValueError as e:
+            except (ValueError, csv.Error) as e:
                 raise TraceFileError(path, str(e)) from e
             flush()
             result.content_hash = source.finish_hash()
@@ -159,21 +185,54 @@ class ResultsReader:
         return result
 
 
-def _bounded_lines(text: io.TextIOBase, path: str) -> Iterator[str]:
+def _bounded_lines(text: io.TextIOBase, path: str, limits: ReadLimits) -> Iterator[str]:
+    """The file's lines, each at most ``max_event_bytes`` characters (a line is a results
+    file's event: a CSV row, a log line, an SGLang JSON object)."""
+    bound = limits.max_event_bytes
+    number = 0
     while True:
-        line = text.readline(MAX_LINE + 1)
+        line = text.readline(bound + 1)
+        number += 1
         if not line:
             return
-        if len(line) > MAX_LINE:
-            raise TraceFileError(path, f"a line longer than {MAX_LINE >> 20} MB: not a results file")
+        if len(line) > bound:
+            raise line_too_long(path, number, limits)
         yield line
 
 
-def _ddlb_csv(lines: Iterator[str], emit: Any, result: ReadResult) -> None:
+def _ddlb_csv(lines: Iterator[str], emit: Any, result: ReadResult, path: str = "",
+              limits: ReadLimits = DEFAULT_LIMITS) -> None:
     """DDLB's CSV: the header once (from the first row's keys), one row per
-    (shape, implementation configuration)."""
+    (shape, implementation configuration). The header's width is checked before any
+    row is split (10^6 columns took 209 s and 4 GB as dicts of every row)."""
+    header = next(lines, None)
+    if header is None:
+        return
+    columns = header.count(",") + 1
+    if columns > limits.max_columns:
+        raise too_many_columns(path, columns, limits)
+    old_limit = csv.field_size_limit()
+    csv.field_size_limit(limits.max_string_bytes)
+    try:
+        _ddlb_rows(itertools.chain([header], lines), emit, result, path, limits)
+    finally:
+        csv.field_size_limit(old_limit)
+
+
+def _ddlb_rows(lines: Iterator[str], emit: Any, result: ReadResult, path: str, limits: ReadLimits) -> None:
     reader = csv.DictReader(lines)
-    for idx, row in enumerate(reader):
+    rows = iter(reader)
+    idx = -1
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            if "field larger than field limit" in str(e):
+                raise cell_too_long(path, reader.line_num + 1, limits) from e  # the line that failed
+            raise TraceFileError(path, f"CSV line {reader.line_num}: {e}") from e
+        idx += 1
         result.events_read += 1
         if None in row or any(v is None for v in row.values()):
             result.drops["row with another number of cells than the header", ""] += 1
@@ -217,16 +276,22 @@ def _ddl_log(lines: Iterator[str], emit: Any, result: ReadResult) -> None:
                 "world_size": config.get("world_size"), "config_json": json.dumps(config)}
         if name == "model":
             config["model"] = m.group(1)
-        elif name == "batch":
-            config["batch_size"] = int(m.group(1))
-        elif name == "gpus":
-            config["world_size"] = int(m.group(1))
+        elif name in ("batch", "gpus"):
+            count = _count(m.group(1))
+            if count is None:
+                result.drops[f"{name} line: not a plausible count", ""] += 1
+            config["batch_size" if name == "batch" else "world_size"] = count
         elif name in ("date", "cmd"):
             config[name] = m.group(1)
         elif name == "iter":
             unit = f"{m.group(3)}/s"
-            emit({**base, "metric": "samples_per_s_per_gpu_iter", "value": float(m.group(2)), "unit": unit,
-                  "run": attempt, "item": int(m.group(1))})
+            item = _count(m.group(1))
+            value = _number(m.group(2))
+            if item is None or value is None:
+                result.drops["iter line: not a number", ""] += 1
+                continue
+            emit({**base, "metric": "samples_per_s_per_gpu_iter", "value": value, "unit": unit,
+                  "run": attempt, "item": item})
         elif name == "per_gpu":
             unit = f"{m.group(1).lower()}/s"
             emit({**base, "metric": "samples_per_s_per_gpu", "value": float(m.group(2)), "unit": unit, "run": attempt})
@@ -234,7 +299,7 @@ def _ddl_log(lines: Iterator[str], emit: Any, result: ReadResult) -> None:
                   "run": attempt})
         elif name == "total":
             unit = f"{m.group(1)}/s"
-            base["world_size"] = int(m.group(2))
+            base["world_size"] = _count(m.group(2))
             emit({**base, "metric": "total_samples_per_s", "value": float(m.group(3)), "unit": unit, "run": attempt})
             emit({**base, "metric": "total_samples_per_s_ci95", "value": float(m.group(4)), "unit": unit,
                   "run": attempt})

@@ -88,9 +88,29 @@ class _TailKeeper:
         return b"".join(self._tail)
 
 
-def _inflate_blocks(raw: _RawCounter, compressed: bool, path: str, limits: ReadLimits) -> Iterator[bytes]:
-    """Decompressed blocks of ``BLOCK_BYTES`` (the last one shorter). A gzip stream that
-    expands beyond the limits raises ``LimitExceeded`` at the block that crosses them."""
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def blank_bom(block: bytes) -> bytes:
+    """A first block with its UTF-8 byte order mark (Windows editors write one) as three
+    spaces: JSON parsers refuse a BOM but skip whitespace, and every offset stays the
+    file's own."""
+    return b"   " + block[3:] if block.startswith(UTF8_BOM) else block
+
+
+def _inflate_blocks(raw: _RawCounter, compressed: bool, path: str, limits: ReadLimits,
+                    keep_bom: bool = False) -> Iterator[bytes]:
+    """Decompressed blocks of ``BLOCK_BYTES`` (the last one shorter), the first with its
+    BOM blanked unless ``keep_bom``. A gzip stream that expands beyond the limits raises
+    ``LimitExceeded`` at the block that crosses them."""
+    first = not keep_bom
+    for block in _inflate(raw, compressed, path, limits):
+        if first:
+            block, first = blank_bom(block), False
+        yield block
+
+
+def _inflate(raw: _RawCounter, compressed: bool, path: str, limits: ReadLimits) -> Iterator[bytes]:
     buffered = io.BufferedReader(raw, buffer_size=BLOCK_BYTES)
     if not compressed:
         while block := buffered.read(BLOCK_BYTES):
@@ -275,7 +295,8 @@ class Source:
     """
 
     def __init__(self, path: str, progress: ProgressFn | None = None, limits: ReadLimits = DEFAULT_LIMITS,
-                 check: Callable[[bool], BlockCheck] | None = None, read_ahead: bool = True) -> None:
+                 check: Callable[[bool], BlockCheck] | None = None, read_ahead: bool = True,
+                 keep_bom: bool = False) -> None:
         self.path = path
         self.limits = limits
         try:
@@ -286,7 +307,7 @@ class Source:
         self._file.seek(0)
         self.compressed = magic == GZIP_MAGIC
         self.raw = _RawCounter(self._file, progress)
-        blocks = _inflate_blocks(self.raw, self.compressed, path, limits)
+        blocks = _inflate_blocks(self.raw, self.compressed, path, limits, keep_bom)
         block_check = check(self.compressed) if check is not None else None
         self.stream = DecodedStream((_ReadAhead if read_ahead else _Inline)(blocks, block_check))
 
@@ -319,8 +340,8 @@ def read_head(path: str, limit: int = HEAD_BYTES) -> tuple[bytes, bool]:
             f.seek(0)
             if magic == GZIP_MAGIC:
                 with gzip.GzipFile(fileobj=f) as gz:
-                    return _read_gzip(path, gz, limit), True
-            return f.read(limit), False
+                    return blank_bom(_read_gzip(path, gz, limit)), True
+            return blank_bom(f.read(limit)), False
     except OSError as e:
         if isinstance(e, gzip.BadGzipFile):
             raise TraceFileError(path, f"corrupt gzip stream: {e}") from e

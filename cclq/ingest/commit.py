@@ -191,6 +191,8 @@ class Committer:
             self.report.warnings.extend(w.notes)
             for where, problem in w.errors:
                 self.report.outcomes.append(FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
+            for where, why in w.skipped:  # special files, links leaving the input folder
+                self.report.outcomes.append(FileOutcome(str(where), w.trace, "skipped", f"{show_path(where)}: {why}"))
             elsewhere = _held_elsewhere(w, files)
             if elsewhere and distinct and not force:
                 rename_workload(w, distinct_trace_id(w))

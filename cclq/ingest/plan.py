@@ -1,5 +1,21 @@
 """From the paths a user gives to workloads: which folder is one run, which is a
-collection of runs, which file is a loose trace, and the trace id of each."""
+collection of runs, which file is a loose trace, and the trace id of each.
+
+What a folder walk passes over, and says so (``Workload.skipped``, reported as "skipped"):
+
+* a FIFO, socket or device: reading a FIFO would block the ingest forever, and a
+  device is no trace;
+* a symbolic link whose target is outside the input folder (the path given on the
+  command line, resolved): an input folder is what the user chose to ingest, and a link
+  out of it (``rank0.json -> /etc/shadow`` in an unpacked archive) is not followed.
+  Links within the input folder are followed (a workload sharing a file with another);
+  a link that leads nowhere fails alone with "cannot read". Folders reached through a
+  link are not walked (``os.walk``'s default). A file or folder named on the command
+  line is the user's own choice and is read wherever it is.
+
+And it passes over the warehouse when it lies inside an input folder (``--warehouse
+in/wh`` with input ``in``): its Parquet files are never input.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +51,8 @@ class Workload:
     # (path, problem) for parts of the folder that could not be read: the files seen are
     # ingested, but nothing is removed as "no longer in the folder" (it may be there)
     errors: list[tuple[Path, str]] = field(default_factory=list)
+    # (path, why) for files passed over on purpose (special files, links leaving the input)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
     failure: str | None = None  # the whole workload fails (a trace id clash in this run)
     # files that go to another trace than ``trace`` (see ``_split_formats``)
     file_traces: dict[Path, str] = field(default_factory=dict)
@@ -124,31 +142,54 @@ def _loose_file_trace_id(path: Path) -> str:
     return trace_id_for(name)
 
 
-def _is_regular_or_broken(path: Path) -> bool:
-    """Whether a file found in a folder may be read: a regular file, or a link that
-    leads nowhere (which then fails alone with "cannot read"). A FIFO, socket or device
-    is passed by: reading a FIFO would block the ingest forever."""
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"))
+
+
+def _why_skip(path: Path, boundary: Path) -> str | None:
+    """Why a file found in a folder is passed over (see the module docstring), or None
+    when it may be read: a regular file, or a link that leads nowhere (which then fails
+    alone with "cannot read")."""
+    if path.is_symlink():
+        target = Path(os.path.realpath(path))
+        if not target.is_relative_to(boundary):
+            return f"a symbolic link to {show_path(target)}, outside the input folder: not followed"
     try:
-        return stat.S_ISREG(path.stat().st_mode)
+        mode = path.stat().st_mode
     except OSError:
-        return True
+        return None
+    for test, what in _SPECIAL:
+        if test(mode):
+            return f"{what}, not a regular file"
+    return None
 
 
-def _walk_files(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """The candidate files under ``folder``, and the folders that could not be read."""
+def _walk_files(folder: Path, boundary: Path | None = None, avoid: Path | None = None
+                ) -> tuple[list[Path], list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """The candidate files under ``folder``, the folders that could not be read, and the
+    files passed over with why. ``boundary`` is the input folder links may not leave;
+    ``avoid`` a folder never walked (the warehouse)."""
     files: list[Path] = []
     errors: list[tuple[Path, str]] = []
+    skipped: list[tuple[Path, str]] = []
+    boundary = boundary or folder
 
     def unreadable(e: OSError) -> None:
         errors.append((Path(e.filename or folder), f"cannot read folder: {e.strerror or e}"))
 
     for dirpath, dirnames, filenames in os.walk(folder, onerror=unreadable):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and (avoid is None or Path(dirpath) / d != avoid))
         for name in sorted(filenames):
             p = Path(dirpath) / name
-            if is_candidate(str(p)) and _is_regular_or_broken(p):
+            if not is_candidate(str(p)):
+                continue
+            why = _why_skip(p, boundary)
+            if why is None:
                 files.append(p)
-    return files, errors
+            else:
+                skipped.append((p, why))
+    return files, errors, skipped
 
 
 def _is_workload_folder(folder: Path) -> bool:
@@ -164,18 +205,20 @@ def _is_workload_folder(folder: Path) -> bool:
     return not subfolders and any(p.is_file() and is_candidate(str(p)) for p in entries)
 
 
-def _folder_workload(folder: Path) -> Workload:
-    files, errors = _walk_files(folder)
-    w = Workload(trace_id_for(folder.name), folder, files, find_card(folder), True, errors)
+def _folder_workload(folder: Path, boundary: Path, avoid: Path | None) -> Workload:
+    files, errors, skipped = _walk_files(folder, boundary, avoid)
+    w = Workload(trace_id_for(folder.name), folder, files, find_card(folder), True, errors, skipped)
     _split_formats(w)
     _split_far_apart(w)
     return w
 
 
-def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
+def plan_inputs(inputs: Iterable[str | Path], warehouse: Path | None = None) -> list[Workload]:
     """The workloads the inputs name. A path that does not exist is a usage error; a
     folder that cannot be read, or a second workload whose name maps to a trace id that
-    another input of this run already has, is a workload that fails alone."""
+    another input of this run already has, is a workload that fails alone. ``warehouse``
+    (when it lies inside an input) is never walked."""
+    avoid = Path(os.path.realpath(warehouse)) if warehouse is not None else None
     workloads: list[Workload] = []
     for raw in inputs:
         path = Path(raw).expanduser()
@@ -189,6 +232,7 @@ def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
             is_workload = _is_workload_folder(path)
             folders = [path] if is_workload else sorted(
                 p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
+                and (avoid is None or p.resolve() != avoid)
             )
         except OSError as e:
             workloads.append(Workload(trace_id_for(path.name), path, [], None, True,
@@ -196,7 +240,7 @@ def plan_inputs(inputs: Iterable[str | Path]) -> list[Workload]:
             continue
         for folder in folders:
             try:
-                workloads.append(_folder_workload(folder))
+                workloads.append(_folder_workload(folder, path, avoid))
             except OSError as e:
                 workloads.append(Workload(trace_id_for(folder.name), folder, [], None, True,
                                           failure=f"{show_path(folder)}: cannot read folder: {e.strerror or e}"))

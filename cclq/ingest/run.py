@@ -64,6 +64,28 @@ from cclq.store.warehouse import (
 # A batch of parsed files is committed once it is this old (or at the end): one snapshot
 
 
+def is_up_to_date(inputs: Iterable[str | Path], warehouse: Warehouse, distinct_ids: bool = False,
+                  traces: dict[str, str] | None = None) -> bool:
+    """Whether an ingest of ``inputs`` would change nothing: every file unchanged (size and
+    mtime as the catalog has them), none gone, no card changed, no folder unreadable.
+    Takes no lock and writes nothing: for a reader of a read-only warehouse.
+    ``distinct_ids`` and ``traces`` as in ``ingest`` (``traces`` is filled in)."""
+    if not warehouse.exists():
+        return False
+    workloads = plan_inputs(inputs, warehouse.root)
+    if any(w.failure or w.errors for w in workloads):
+        return False
+    report = IngestReport(warehouse.root)
+    committer = Committer(warehouse, warehouse.read_state(), report)
+    tasks = committer.plan(workloads, force=False, distinct=distinct_ids)
+    if traces is not None:
+        traces.update(report.traces)
+    if committer.dirty or committer.deferred or report.outcomes and any(
+            o.status != "skipped" for o in report.outcomes):
+        return False
+    return all(is_unchanged(task, False, False) for task in tasks)
+
+
 def ingest(
     inputs: Iterable[str | Path],
     warehouse: Warehouse,
@@ -92,7 +114,7 @@ def ingest(
 
         parse_cluster(dask)  # a bad --dask (or no Dask installed) fails before anything is done
     reporter = reporter or SilentReporter()
-    workloads = plan_inputs(inputs)
+    workloads = plan_inputs(inputs, warehouse.root)
     report = IngestReport(warehouse.root)
     with warehouse.lock():
         warehouse.clean_tmp()

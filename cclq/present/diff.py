@@ -223,33 +223,37 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from cclq.present.render import cell
     from cclq.present.render import format_number as num
 
     def f(v: float | None) -> str:
         return "" if v is None else num(v)
 
+    def row(table: Table, *cells: Any) -> None:  # names and notes come from traces: never markup
+        table.add_row(*(cell(c) for c in cells))
+
     console = Console(file=out, width=None if out.isatty() else 170, highlight=False)
-    console.print(Text("A: ", style="bold") + Text(", ".join(result.a)))
-    console.print(Text("B: ", style="bold") + Text(", ".join(result.b)))
+    console.print(Text("A: ", style="bold") + cell(", ".join(result.a)))
+    console.print(Text("B: ", style="bold") + cell(", ".join(result.b)))
     t = Table(title="metrics: B against A", title_justify="left", header_style="bold")
     for col, just in (("metric", "left"), ("rank", "right"), ("unit", "left"), ("A", "right"), ("B", "right"),
                       ("B - A", "right"), ("change", "right"), ("", "left"), ("note", "left")):
         t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for m in result.metrics:
         style = {"better": "green", "worse": "red"}.get(m["verdict"], "")
-        t.add_row(m["metric"] if m["rank"] is None else "", "" if m["rank"] is None else str(m["rank"]), m["unit"],
-                  f(m["a"]) if m["a"] is not None else Text("n/a", style="dim"),
-                  f(m["b"]) if m["b"] is not None else Text("n/a", style="dim"),
-                  f(m["delta"]), Text(_pct(m["rel"]), style=style), Text(m["verdict"], style=style),
-                  Text(m["note"], style="dim"))
+        row(t, m["metric"] if m["rank"] is None else "", "" if m["rank"] is None else str(m["rank"]), m["unit"],
+            f(m["a"]) if m["a"] is not None else Text("n/a", style="dim"),
+            f(m["b"]) if m["b"] is not None else Text("n/a", style="dim"),
+            f(m["delta"]), Text(_pct(m["rel"]), style=style), Text(m["verdict"], style=style),
+            Text(m["note"], style="dim"))
     console.print(t)
     g = Table(title=f"op time by kernel class and collective type ({result.ranks})", title_justify="left",
               header_style="bold")
     for col in ("group", "name", "calls A", "calls B", "time A (s)", "time B (s)", "B - A (s)", "change", ""):
         g.add_column(col, justify="left" if col in ("group", "name", "") else "right")
     for r in result.op_groups:
-        g.add_row(r["group"], str(r["name"]), f(r["calls_a"]), f(r["calls_b"]), f(r["time_a_s"]), f(r["time_b_s"]),
-                  f(r["delta_s"]), _pct(r["rel"]), "" if r["status"] == "both" else r["status"])
+        row(g, r["group"], str(r["name"]), f(r["calls_a"]), f(r["calls_b"]), f(r["time_a_s"]), f(r["time_b_s"]),
+            f(r["delta_s"]), _pct(r["rel"]), "" if r["status"] == "both" else r["status"])
     console.print(g)
     only_a = sum(o["status"] == "only A" for o in result.ops)
     only_b = sum(o["status"] == "only B" for o in result.ops)
@@ -260,6 +264,6 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
                      overflow="fold", max_width=70 if col == "name" else None)
     for o in result.ops[:top]:
         name = o["name"] if len(o["name"]) <= 100 else o["name"][:99] + "\u2026"  # CSV/JSON keep it whole
-        k.add_row(name, o["class"], f(o["calls_a"]), f(o["calls_b"]), f(o["time_a_s"]), f(o["time_b_s"]),
-                  f(o["delta_s"]), _pct(o["rel"]), "" if o["status"] == "both" else o["status"])
+        row(k, name, o["class"], f(o["calls_a"]), f(o["calls_b"]), f(o["time_a_s"]), f(o["time_b_s"]),
+            f(o["delta_s"]), _pct(o["rel"]), "" if o["status"] == "both" else o["status"])
     console.print(k)

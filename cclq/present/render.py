@@ -2,6 +2,12 @@
 
 stdout carries data only (a table, or exactly CSV / JSON); notices go to stderr,
 so ``cclq sql ... --format csv > out.csv`` is clean.
+
+Text from traces, cards and file names reaches a terminal only through ``cell`` (or
+``clean``): never read as Rich markup (a kernel named ``[/x]`` aborted ``cclq diff``,
+``[link=URL]`` made a hyperlink), and with control characters shown as escapes
+(``\x1b]0;title\x07`` set the terminal's title, ``\x1b[2J`` cleared the screen).
+CSV, JSON and Parquet output keep the data exactly as it is.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import sys
 from datetime import date, datetime
 from decimal import Decimal
@@ -30,6 +37,26 @@ class OutputFormat(str, Enum):
 
 
 MAX_TABLE_ROWS = 500
+
+# C0 and C1 control characters, DEL, and the bidirectional overrides and isolates that
+# reorder what a terminal shows (a name can look like another)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str) -> str:
+    """``text`` with every control character as a visible escape (``\x1b``, ``\n``)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1] if m.group() in "\n\r\t" else f"\\x{ord(m.group()):02x}"
+                        if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
+def cell(value: Any, style: str = "") -> Any:
+    """A table cell or printed line from data: a Rich ``Text`` (never markup) of the
+    cleaned text. A ``Text`` made by the caller is cleaned too."""
+    from rich.text import Text
+
+    if isinstance(value, Text):
+        return Text(clean(value.plain), style=value.style or style)
+    return Text(clean("" if value is None else str(value)), style=style)
 
 
 def _json_default(o: Any) -> Any:
@@ -95,15 +122,14 @@ def write_table(table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, o
 def _rich_table(names: list[str], rows: list[dict[str, Any]], out: TextIO, title: str | None) -> None:
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text
 
-    t = Table(title=Text(title) if title else None, show_lines=False, header_style="bold")
+    t = Table(title=cell(title) if title else None, show_lines=False, header_style="bold")
     for n in names:
-        t.add_column(Text(n), overflow="fold")
+        t.add_column(cell(n), overflow="fold")
     for r in rows[:MAX_TABLE_ROWS]:
-        # Text, not str: data is shown as it is, never read as rich markup
-        # ("[pytorch|profiler|execution_trace|thread]", "[enforce fail at ...]")
-        t.add_row(*(Text(_cell(r[n])) for n in names))
+        # never read as rich markup ("[pytorch|profiler|execution_trace|thread]",
+        # "[enforce fail at ...]"), control characters escaped
+        t.add_row(*(cell(_cell(r[n])) for n in names))
     console = Console(file=out, width=None if out.isatty() else 200)
     console.print(t)
     if len(rows) > MAX_TABLE_ROWS:

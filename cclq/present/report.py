@@ -3,7 +3,8 @@
 ``collect_reports`` is shared with the board: it runs a set of metrics over every trace
 of a connection in one process (each metric one query, or its cached result), splits
 the results by trace (``cclq.query.outcomes``), and adds what the plots need from the views
-(step durations, top ops) and from the metric rows (per-rank straggler counts, the
+(step durations, top ops, HTA's queue length, memory bandwidth and launch delays,
+downsampled: ``cclq.query.hta_series``) and from the metric rows (per-rank straggler counts, the
 temporal breakdown, bus bandwidth per message size). ``report_dict`` is the JSON form
 (``--format json``, and the board's stored data per workload); ``print_report`` the
 table form.
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from cclq.present.render import format_number
+from cclq.query.hta_series import hta_figure_data
 from cclq.query.metrics import MetricRun, run_metrics
 from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import CATEGORIES, MetricSpec
@@ -28,7 +30,8 @@ from cclq.query.workloads import Workload, load_workloads
 # leaderboard's): per-rank bars, straggler counts, temporal breakdown, bus bandwidth.
 FIGURE_METRICS = ("avg_step_time", "communication_fraction", "collective_skew", "hta_temporal_breakdown",
                   "collective_busbw")
-REPORT_VERSION = 1  # of the dict layout below; stored board data with another version is recomputed
+REPORT_VERSION = 2  # of the dict layout below; stored board data with another version is recomputed
+# 2: figures gained "hta" (queue length, memory bandwidth, launch delays: cclq.query.hta_series)
 
 
 @dataclass
@@ -70,8 +73,9 @@ def _rows(outcome: Outcome | None, columns: tuple[str, ...]) -> list[list[Any]] 
 
 
 def _figure_data(outcomes: dict[str, Outcome], steps: list[tuple[int, int, float]],
-                 ops: dict[str, Any]) -> dict[str, Any]:
+                 ops: dict[str, Any], hta: dict[str, Any]) -> dict[str, Any]:
     return {
+        "hta": hta,
         "steps": [list(s) for s in steps],
         "top_ops": ops,
         "straggler": _straggler_counts(outcomes.get("collective_skew")),
@@ -95,8 +99,9 @@ def collect_reports(
     outcomes = split_by_trace(runs, traces)
     steps = step_durations(session)
     ops = op_stats(session)
+    hta = hta_figure_data(session)
     return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
-                                                                      top_ops(ops.get(t, []))))
+                                                                      top_ops(ops.get(t, [])), hta.get(t, {})))
             for t in traces}
 
 
@@ -167,14 +172,16 @@ def print_report(data: dict[str, Any], out: TextIO) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from cclq.present.render import cell
+
     console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
     info = data["info"]
-    console.print(Text(data["trace"], style="bold"), Text(f"  {data['headline']}") if data["headline"] else "")
+    console.print(cell(data["trace"], style="bold"), cell(f"  {data['headline']}") if data["headline"] else "")
     facts = [info.get("format"), f"{info.get('ranks_seen')} rank(s) of world size {info.get('world_size')}",
              f"span {format_number(info['span_s'])} s" if info.get("span_s") is not None else None,
              f"{info.get('events'):,} events" if info.get("events") is not None else None,
              f"parallelism {data['parallelism']}" if data["parallelism"] else None]
-    console.print(", ".join(str(f) for f in facts if f))
+    console.print(cell(", ".join(str(f) for f in facts if f)))
     console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
                   "(value n/a with the reason)")
     for group in data["categories"]:
@@ -184,7 +191,8 @@ def print_report(data: dict[str, Any], out: TextIO) -> None:
             t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
         for e in group["metrics"]:
             if e["value"] is None:
-                t.add_row(e["metric"], Text("n/a", style="dim"), e["unit"], "", Text(e["reason"] or "", style="dim"))
+                t.add_row(cell(e["metric"]), Text("n/a", style="dim"), cell(e["unit"]), "",
+                          cell(e["reason"] or "", style="dim"))
             else:
-                t.add_row(e["metric"], format_number(e["value"]), e["unit"], spread(e), "")
+                t.add_row(cell(e["metric"]), format_number(e["value"]), cell(e["unit"]), cell(spread(e)), "")
         console.print(t)

@@ -55,7 +55,7 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
     try:
         table = session.execute(sql).to_arrow_table()
     except duckdb.Error as e:
-        raise QueryError(f"{label}: {str(e).splitlines()[0]}") from e
+        raise session.query_error(e, label) from e
     if path is not None:
         store_result(table, path)
     return table
@@ -192,7 +192,7 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
     try:
         return session.execute(query).to_arrow_table()
     except duckdb.Error as e:
-        raise QueryError(f"{spec.label}: {str(e).splitlines()[0]}") from e
+        raise session.query_error(e, spec.label) from e
 
 
 def _order_by(columns: list[str]) -> str:

@@ -12,6 +12,7 @@ reads them once; a library caller passes its own.
 
 from __future__ import annotations
 
+import glob
 import logging
 import shutil
 from collections.abc import Sequence
@@ -24,15 +25,11 @@ import pyarrow as pa
 
 from cclq.errors import QueryError
 from cclq.query.engine import base_relations, define_views, setup_script
+from cclq.query.readonly import check_read_only, lock_down
 from cclq.query.settings import QuerySettings
-from cclq.sqltext import quote_literal
 from cclq.store.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
 
 log = logging.getLogger("cclq")
-
-# Statements `cclq sql` runs when read-only (the default): queries, and EXPLAIN of them.
-_READ_ONLY_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-
 
 class Session:
     """One snapshot of a warehouse, opened in an in-memory DuckDB.
@@ -58,10 +55,8 @@ class Session:
         try:
             self.spill_dir = self.settings.make_spill_folder(warehouse)
             self.con = duckdb.connect(":memory:")
-            # DuckDB draws its progress bar on stdout for a query past 2 s, into the middle
-            # of `cclq metric -f csv > file` (found by the scale bench at 400 traces)
-            self.con.execute("\n".join([*self.settings.set_statements(self.spill_dir),
-                                        "SET enable_progress_bar = false;"]))
+            self.con.execute("\n".join(self.settings.set_statements(self.spill_dir)))
+            _no_progress_bar(self.con)
             if views:
                 self.con.execute(setup_script(self.snapshot, self.traces, for_sql))
             else:
@@ -115,36 +110,52 @@ class Session:
         return [self.snapshot.catalog_file(name) for name in CATALOG_SCHEMAS] + data
 
     def run_user_query(self, query: str, read_only: bool = True) -> pa.Table:
-        """Runs ad-hoc SQL. Read-only (the default): only SELECT-like statements, no file
-        readable but the snapshot's, none writable, the configuration locked (so a
-        ``COPY ... TO`` into the warehouse or an ``ATTACH`` cannot change what metrics
-        read, nor read files elsewhere)."""
+        """Runs ad-hoc SQL. Read-only (the default): queries all the way down, no file
+        readable but the snapshot's, none writable, the configuration locked
+        (``cclq.query.readonly``), so ad-hoc SQL can never change what metrics read."""
         con = self.con
-        try:
-            statements = con.extract_statements(query)
-        except duckdb.Error as e:
-            raise QueryError(str(e).splitlines()[0]) from e
-        if not statements:
-            raise QueryError("no SQL statement given")
         if read_only:
-            for st in statements:
-                if st.type not in _READ_ONLY_STATEMENTS:
-                    kind = str(st.type).rsplit(".", 1)[-1]
-                    raise QueryError(f"cclq sql is read-only: {kind} statements are not run",
-                                     hint="queries (SELECT, DESCRIBE, SHOW, EXPLAIN) only; "
-                                          "`cclq sql --read-write` or `cclq shell` for a full DuckDB session")
-            listed = "[" + ", ".join(quote_literal(str(p)) for p in self.readable_files()) + "]"
-            con.execute(f"SET allowed_paths = {listed}")
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
+            statements = check_read_only(con, query)
+            files = [str(p) for p in self.readable_files()]
+            # the views name files glob-escaped (a warehouse in `runs[1]/wh`): both spellings
+            lock_down(con, sorted({*files, *(glob.escape(f) for f in files)}))
+        else:
+            try:
+                statements = [st.query for st in con.extract_statements(query)]
+            except duckdb.Error as e:
+                raise QueryError(str(e).splitlines()[0]) from e
+            if not statements:
+                raise QueryError("no SQL statement given")
         try:
             result = None
-            for st in statements:
-                result = con.execute(st.query)
+            for statement in statements:
+                result = con.execute(statement)
             assert result is not None
             return result.to_arrow_table()
         except duckdb.Error as e:
-            raise QueryError(str(e).splitlines()[0]) from e
+            raise self.query_error(e) from e
+
+    def query_error(self, e: duckdb.Error, label: str = "") -> QueryError:
+        """A DuckDB error as the one line a user reads; a disk that filled up while the
+        query spilled says so, and where."""
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "failed to offload" in first or "No space left" in first or "Could not write" in first:
+            return QueryError(f"{label + ': ' if label else ''}disk full: the query spills beyond its memory "
+                              f"limit to {self.spill_dir}, and that disk has no room left ({first})",
+                              hint="free space there, or give --spill-dir DIR (or $CCLQ_SPILL_DIR) on a "
+                                   "disk with room, or a larger --memory-limit")
+        return QueryError(f"{label}: {first}" if label else first)
+
+
+def _no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB draws its progress bar on stdout for a query past 2 s, into the middle of
+    `cclq metric -f csv > file` (found by the scale bench at 400 traces). In a Jupyter
+    kernel without ipywidgets DuckDB refuses to touch the setting at all (it cannot draw
+    its bar there either): the setting is then left as it is."""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.InvalidInputException:
+        pass
 
 
 def connect(wh: Warehouse, require: bool = True, traces: Sequence[str] | None = None,

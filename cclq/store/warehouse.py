@@ -13,12 +13,28 @@ Layout (everything is Parquet, so any tool can read it)::
       tmp/                                      writes in progress (never read)
       spill/<pid>-<n>/                          what a query spills beyond its memory limit
       .lock                                     held by a running writer (ingest, compact)
+      .cclq-warehouse                           the marker: cclq made this folder a warehouse
+
+A writer never writes into, and never cleans, a folder it did not make: an existing
+non-empty folder without the marker (``-w project`` by mistake) is refused before
+anything is touched. A warehouse written before the marker existed (``CURRENT`` and
+``catalog/``) is adopted. Garbage collection deletes only data files by the names cclq
+gives them (``<table>/trace=<id>/<stem>.<12 hex>.parquet``, for the tables cclq writes),
+and spill folders named ``<pid>@<host>-<n>``.
 
 Every file is written once and never changed. A commit writes its data files under
 new names (invisible: no snapshot names them yet), then a new snapshot folder, then
 replaces ``CURRENT`` (``os.replace``, atomic): that last rename is the commit. So a
 reader that opened snapshot N sees exactly N's files however many commits follow,
 and a writer killed at any point leaves the last commit as it was.
+
+Durability, as SQLite and DuckDB commit: before a rename publishes a file, the file is
+``fsync``ed, and after the renames of a step the directories they changed are (a rename
+is an entry of its directory): the data files, then their folders; the snapshot's files,
+its folder and ``catalog/``; the ``CURRENT`` pointer and the root. So after a power loss
+``CURRENT`` names a complete snapshot whose data files are all there, or the previous
+one. ``CCLQ_FSYNC=0`` turns this off (a scratch warehouse on a disk that loses nothing,
+or to measure it: ``cclq bench --commits``).
 
 Readers (``open_snapshot``) hold a shared ``flock`` on their snapshot's
 ``files.parquet``. ``collect_garbage`` (writers only, under the lock) deletes a
@@ -48,10 +64,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cclq.cards.load import CARD_SCHEMA
-from cclq.errors import UsageError
+from cclq.errors import UsageError, show_path
 from cclq.locations import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, resolve_warehouse  # noqa: F401 (re-exported)
 
 CURRENT = "CURRENT"
+MARKER = ".cclq-warehouse"
+MARKER_TEXT = "a cclq warehouse: cclq writes, compacts and deletes files under this folder\n"
+# what collect_garbage may delete: a data file by the name new_data_path gives it
+_DATA_FILE = re.compile(r"trace=[^/]+/[^/]+\.[0-9a-f]{12}\.parquet")
 
 # The catalog tables. Every snapshot is written with these schemas, so a column that is
 # NULL in every row still has its type (a NULL-typed Parquet column reads back as
@@ -246,9 +266,36 @@ class Warehouse:
                 hint="run `cclq ingest DIR` first, or point --warehouse / CCLQ_WAREHOUSE at one",
             )
 
+    def is_ours(self) -> bool:
+        """Whether cclq made this folder a warehouse: its marker, or (before markers) a
+        ``CURRENT`` and a ``catalog/``, or the older layout's ``catalog/files/``."""
+        return ((self.root / MARKER).is_file() or (self.exists() and self.catalog_dir.is_dir())
+                or self.is_legacy())
+
+    def claim(self) -> None:
+        """Refuses a folder that is neither new, empty, nor a warehouse: cclq would write
+        into it and its garbage collection would delete its ``*.parquet``. Marks the rest."""
+        try:
+            entries = [p.name for p in self.root.iterdir()] if self.root.is_dir() else []
+        except OSError as e:
+            raise UsageError(f"{show_path(self.root)}: cannot read the warehouse folder ({e.strerror or e})") from e
+        if self.root.exists() and not self.root.is_dir():
+            raise UsageError(f"{show_path(self.root)} is a file, not a warehouse folder")
+        if entries and set(entries) != {".lock"} and not self.is_ours():
+            raise UsageError(f"{show_path(self.root)} is not empty and is not a cclq warehouse (no {MARKER}); "
+                             "cclq writes only into a warehouse it made",
+                             hint="point --warehouse / CCLQ_WAREHOUSE at a new or empty folder")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not (self.root / MARKER).is_file():
+                (self.root / MARKER).write_text(MARKER_TEXT)
+        except PermissionError as e:
+            raise read_only_error(self.root, e) from e
+
     def create(self) -> None:
         """Makes the folders and, for a new warehouse, an empty first snapshot (call under
-        the lock). A warehouse of an older layout is cleared: its data is ingested again."""
+        the lock, after ``claim``). A warehouse of an older layout is cleared: its data is
+        ingested again."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             if self.is_legacy():
@@ -271,8 +318,8 @@ class Warehouse:
         inherits it and must close its copy (``cclq.ingest._init_worker``), or an orphaned
         worker would keep the lock after its parent was killed.
         """
+        self.claim()
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
             f = open(self.root / ".lock", "a+")
         except PermissionError as e:
             raise read_only_error(self.root, e) from e
@@ -295,7 +342,10 @@ class Warehouse:
         shutil.rmtree(self.cache_dir, ignore_errors=True)
 
     def clean_tmp(self) -> None:
-        """Removes leftovers of killed runs. Only call while holding the lock."""
+        """Removes leftovers of killed runs. Only call while holding the lock, in a
+        warehouse cclq made (``claim``): ``tmp/`` is then cclq's own."""
+        if not self.is_ours():
+            raise UsageError(f"{show_path(self.root)} is not a cclq warehouse; its tmp/ is not cleaned")
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
 
@@ -391,21 +441,42 @@ class Warehouse:
         anything fails before that last step, the previous snapshot stays current and the
         half-done work is garbage for ``collect_garbage``.
         """
+        durable = fsync_enabled()
         moves = list(moves) + self._split_shared(state)
+        changed: set[Path] = set()  # directories whose entries the renames changed
         for tmp, rel in moves:
             target = self.root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
+            for d in reversed(target.parents):  # new folders are entries of their parents
+                if d.is_relative_to(self.root) and d != self.root and not d.is_dir():
+                    d.mkdir(exist_ok=True)
+                    changed.add(d.parent)
+            if durable:
+                fsync_path(tmp)
             os.replace(tmp, target)
+            changed.add(target.parent)
+        if durable:
+            for d in sorted(changed, key=lambda d: -len(d.parts)):  # children before parents
+                fsync_path(d)
         previous = self.current_id() if self.exists() else None
         snap_id = _next_id(previous)
         staging = self.tmp_dir / f"snapshot-{snap_id}-{uuid.uuid4().hex[:8]}"
         staging.mkdir(parents=True)
         for name, table in state.to_tables().items():
             pq.write_table(table, staging / f"{name}.parquet")
+            if durable:
+                fsync_path(staging / f"{name}.parquet")
+        if durable:
+            fsync_path(staging)
         os.replace(staging, self.catalog_dir / snap_id)
+        if durable:
+            fsync_path(self.catalog_dir)
         pointer = self.tmp_path(".current")
         pointer.write_text(snap_id + "\n")
+        if durable:
+            fsync_path(pointer)
         os.replace(pointer, self.root / CURRENT)
+        if durable:
+            fsync_path(self.root)
         return snap_id
 
     def _split_shared(self, state: CatalogState) -> list[tuple[Path, str]]:
@@ -453,6 +524,8 @@ class Warehouse:
     def collect_garbage(self) -> int:
         """Deletes snapshots no reader holds and data files no snapshot names (call under
         the lock). Returns how many data files went."""
+        if not self.is_ours():
+            raise UsageError(f"{show_path(self.root)} is not a cclq warehouse; nothing in it is collected")
         current = self.current_id()
         live: list[str] = [current]
         for folder in sorted(p for p in self.catalog_dir.iterdir() if p.is_dir()) if self.catalog_dir.is_dir() else []:
@@ -469,17 +542,16 @@ class Warehouse:
             referenced.update(parts.column("path").to_pylist())
         _collect_spill(self.root / "spill")
         removed = 0
-        for table_dir in (p for p in self.root.iterdir() if p.is_dir() and p.name not in _NOT_DATA):
-            for path in table_dir.rglob("*.parquet"):
+        from cclq.schema import TABLE_SCHEMAS
+
+        for table_dir in (self.root / t for t in TABLE_SCHEMAS if (self.root / t).is_dir()):
+            for path in table_dir.glob("trace=*/*.parquet"):
                 rel = path.relative_to(self.root).as_posix()
-                if rel not in referenced:
+                if rel not in referenced and _DATA_FILE.fullmatch(path.relative_to(table_dir).as_posix()):
                     path.unlink(missing_ok=True)
                     removed += 1
             _prune_empty_dirs(table_dir)
         return removed
-
-
-_NOT_DATA = {"catalog", "cache", "tmp", "spill"}
 
 
 def _collect_spill(spill: Path) -> None:
@@ -504,8 +576,28 @@ def _alive(pid: int) -> bool:
     return True
 
 
+FSYNC_ENV = "CCLQ_FSYNC"
+
+
+def fsync_enabled() -> bool:
+    return os.environ.get(FSYNC_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def fsync_path(path: Path) -> None:
+    """Flushes a file's data, or a directory's entries, to the disk."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ReadOnlyWarehouse(UsageError):
+    """The warehouse cannot be written (a read-only mount, no permission)."""
+
+
 def read_only_error(root: Path, e: OSError) -> UsageError:
-    return UsageError(f"{root}: the warehouse is not writable ({e.strerror or e}); cclq ingest cannot write it",
+    return ReadOnlyWarehouse(f"{root}: the warehouse is not writable ({e.strerror or e}); cclq ingest cannot write it",
                       hint="point --warehouse at a writable folder; reading commands work on a read-only warehouse")
 
 

@@ -157,8 +157,11 @@ per_trace AS (
     count(*) AS collectives,
     count(*) FILTER (WHERE i.busbw_gbps IS NULL) AS unsized,
     count(*) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NULL) AS unplaced,
-    count(*) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NOT NULL AND i.link_gbs IS NULL) AS no_link_bandwidth,
-    any_value(i.link) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NOT NULL AND i.link_gbs IS NULL)
+    -- a bandwidth of 0 (or less) is no bandwidth: `usable` leaves those instances out too
+    count(*) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NOT NULL AND NOT coalesce(i.link_gbs > 0, false))
+      AS no_link_bandwidth,
+    any_value(i.link) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NOT NULL
+                                    AND NOT coalesce(i.link_gbs > 0, false))
       AS link_without_bandwidth,
     min(i.placement_reason) FILTER (WHERE i.busbw_gbps IS NOT NULL AND i.link IS NULL) AS placement_reason
   FROM instances AS i
@@ -185,8 +188,9 @@ SELECT
       THEN 'no ' || array_to_string(coll_types, ' / ') || ' collective has a known message size and group size'
     WHEN p.no_link_bandwidth > 0
       THEN 'the card gives no ' || replace(p.link_without_bandwidth, '_', '-') || ' bandwidth (network_topo.bandwidth_gbps['
-           || CASE p.link_without_bandwidth WHEN 'scale_up' THEN '1' ELSE '0' END || '])'
-    ELSE 'group placement unknown: ' || p.placement_reason
+           || CASE p.link_without_bandwidth WHEN 'scale_up' THEN '1' ELSE '0' END || '] is missing or not above 0)'
+    WHEN p.placement_reason IS NOT NULL THEN 'group placement unknown: ' || p.placement_reason
+    ELSE 'no collective has both a known bus bandwidth and a link bandwidth from the card'
   END AS reason,
   u.median_busbw_gbps,
   u.scale_up_collectives,

@@ -104,6 +104,10 @@ WITH typed AS (
     coalesce(e.correlation, -1) AS correlation,
     e.ts_ns - f.base_time_ns AS rel_ns,
     e.dur_ns,
+    -- carried for the analyses in hta_analyses.sql (queue length, memory bandwidth, call stacks)
+    e.pid,
+    e.tid,
+    coalesce(e.memory_bw_gbps, 0.0) AS memory_bw_gbps,
     coalesce(
       e.dur_ns IS NOT NULL AND e.ph IS DISTINCT FROM 'B' AND e.cat IS NOT NULL AND coalesce(e.cat_raw, e.cat) <> 'Trace',
       false
@@ -331,7 +335,7 @@ CREATE OR REPLACE VIEW hta_events AS
 WITH scan AS MATERIALIZED (
   SELECT
     file_no, trace_no, event_idx, cat, name, stream, correlation, is_gpu_side, kernel_type, step_name, step_cat,
-    is_loaded, rel_ns, dur_ns
+    pid, tid, memory_bw_gbps, is_loaded, rel_ns, dur_ns
   FROM hta_raw
 ),
 clock AS MATERIALIZED (
@@ -357,7 +361,10 @@ SELECT
   a.is_gpu_side,
   a.kernel_type,
   a.partner_idx,
-  a.ts_runtime_us
+  a.ts_runtime_us,
+  a.pid,
+  a.tid,
+  a.memory_bw_gbps
 FROM hta_analyse(loaded) AS a
 JOIN hta_files AS f USING (file_no);
 

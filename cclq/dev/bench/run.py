@@ -487,3 +487,85 @@ def run_board_bench(workloads: int, repeats: int = 1) -> list[dict]:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return rows
+
+
+def run_commit_bench(commits: int, ingest_mb: int = 50, repeats: int = 1) -> list[dict]:
+    """What durable commits cost (``cclq.store.warehouse``: fsync of data files, snapshot
+    and directories, ``CCLQ_FSYNC=0`` to skip): ``commits`` commits of one small data file
+    each, in this process, and ``cclq ingest --force`` of a synthetic 8-rank workload of
+    ``ingest_mb`` MB in a child process; each with fsync on and off, best of ``repeats``,
+    interleaved. The warehouse is in the system temp folder: the cost is that disk's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cclq.store.warehouse import FSYNC_ENV, Warehouse
+
+    scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-commit-"))
+    best: dict[tuple[str, bool], float] = {}
+    fsyncs: dict[tuple[str, bool], tuple[int, float]] = {}
+    saved = os.environ.get(FSYNC_ENV)
+    try:
+        workload = synthetic_workload(scratch / "inputs", ingest_mb, 8)
+        small = pa.table({"x": pa.array(range(1000), pa.int64())})
+        for _ in range(max(repeats, 1)):
+            for durable in (True, False):
+                os.environ[FSYNC_ENV] = "1" if durable else "0"
+                wh = Warehouse(scratch / f"wh-{durable}")
+                shutil.rmtree(wh.root, ignore_errors=True)
+                with wh.lock():
+                    state = wh.read_state()
+                    start = time.perf_counter()
+                    for i in range(commits):
+                        tmp = wh.tmp_path()
+                        pq.write_table(small, tmp)
+                        wh.commit(state, [(tmp, wh.new_data_path("events", "bench", f"f{i}"))])
+                    seconds = (time.perf_counter() - start) / max(commits, 1)
+                key = ("commit", durable)
+                if seconds < best.get(key, float("inf")):
+                    best[key] = seconds
+                    fsyncs[key] = (0, 0.0)  # not counted for the small commits
+                seconds, calls, in_fsync = _ingest_counting_fsync(workload, scratch / f"ingest-{durable}")
+                key = ("ingest", durable)
+                if seconds < best.get(key, float("inf")):
+                    best[key] = seconds
+                    fsyncs[key] = (calls, in_fsync)
+    finally:
+        if saved is None:
+            os.environ.pop(FSYNC_ENV, None)
+        else:
+            os.environ[FSYNC_ENV] = saved
+        shutil.rmtree(scratch, ignore_errors=True)
+    rows = []
+    for case, label in (("commit", f"one commit of a small data file (mean of {commits})"),
+                        ("ingest", f"ingest --jobs 1 --force, synthetic {ingest_mb} MB, 8 ranks (in process)")):
+        on, off = best[(case, True)], best[(case, False)]
+        calls, in_fsync = fsyncs[(case, True)]
+        rows.append({"case": label, "fsync_s": round(on, 4), "no_fsync_s": round(off, 4),
+                     "cost_s": round(on - off, 4), "cost_pct": round(100 * (on - off) / off, 1),
+                     # time inside fsync itself: what the difference is, without the machine's noise
+                     "fsync_calls": calls if case == "ingest" else None,
+                     "in_fsync_s": round(in_fsync, 4) if case == "ingest" else None})
+    return rows
+
+
+def _ingest_counting_fsync(workload: Path, wh_root: Path) -> tuple[float, int, float]:
+    """``ingest(--jobs 1 --force)`` here, timed: (seconds, fsync calls, seconds inside them)."""
+    from cclq.ingest.run import ingest
+    from cclq.store.warehouse import Warehouse
+
+    real = os.fsync
+    spent = [0, 0.0]
+
+    def counted(fd: int) -> None:
+        start = time.perf_counter()
+        real(fd)
+        spent[0] += 1
+        spent[1] += time.perf_counter() - start
+
+    os.fsync = counted
+    try:
+        start = time.perf_counter()
+        ingest([workload], Warehouse(wh_root), jobs=1, force=True)
+        return time.perf_counter() - start, spent[0], spent[1]
+    finally:
+        os.fsync = real

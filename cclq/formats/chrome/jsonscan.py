@@ -29,9 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cclq.formats.limits import (
+    INT_DIGITS,
     LimitExceeded,
     ReadLimits,
     event_too_large,
+    number_too_long,
     string_too_long,
     too_deep,
 )
@@ -358,18 +360,62 @@ def reference_scan(data: bytes, limits: ReadLimits, event_depth: int, depth: int
     return first, ends, below
 
 
+_DIGIT = _table({b: 1 for b in b"0123456789"})
+
+
+class DigitRuns:
+    """Finds the first run of more than ``INT_DIGITS`` decimal digits in a text fed in
+    blocks. Python converts no longer integer, and ijson's C backend (yajl2_c 3.x)
+    crashes the process (a segfault, not an exception) on one, so no JSON parser may see
+    it. Digits inside strings count too: a run that long is no real trace's."""
+
+    def __init__(self) -> None:
+        self.run = 0  # digits that ended the previous block
+        self.found: int | None = None  # absolute offset of the first digit past the bound
+
+    def feed(self, data: bytes, base: int) -> None:
+        if self.found is not None or not data:
+            return
+        limit = INT_DIGITS
+        marks = data.translate(_DIGIT)
+        first_gap = marks.find(b"\x00")
+        if first_gap < 0:
+            if self.run + len(data) > limit:
+                self.found = base + (limit - self.run)
+            self.run += len(data)
+            return
+        if self.run + first_gap > limit:
+            self.found = base + (limit - self.run)
+            return
+        last_gap = marks.rfind(b"\x00")
+        if last_gap - first_gap > limit:
+            at = marks.find(b"\x01" * (limit + 1), first_gap, last_gap)
+            if at >= 0:
+                self.found = base + at + limit
+                return
+        self.run = len(data) - 1 - last_gap
+        if self.run > limit:
+            self.found = base + last_gap + 1 + limit
+
+
 def bounds_check(path: str, limits: ReadLimits, event_depth: int, compressed: bool
                  ) -> Callable[[bytes, int], tuple[int, LimitExceeded] | None]:
     """A ``Source`` block check that runs a ``StructureScanner`` over the whole text and
-    stops the reader at the first byte past a bound, with the error that names it."""
+    stops the reader at the first byte past a bound, with the error that names it (and
+    at a run of digits no parser may see, ``DigitRuns``)."""
     scanner = StructureScanner(limits, event_depth)
+    digits = DigitRuns()
     errors = {STRING: string_too_long, DEPTH: too_deep, EVENT: event_too_large}
 
     def check(block: bytes, offset: int) -> tuple[int, LimitExceeded] | None:
         scanner.feed(block)
+        digits.feed(block, offset)
         v = scanner.violation
-        if v is None or v.trigger >= offset + len(block):
-            return None
-        return v.trigger, errors[v.kind](path, v.start, limits, compressed)
+        found: list[tuple[int, LimitExceeded]] = []
+        if v is not None and v.trigger < offset + len(block):
+            found.append((v.trigger, errors[v.kind](path, v.start, limits, compressed)))
+        if digits.found is not None and digits.found < offset + len(block):
+            found.append((digits.found, number_too_long(path, digits.found, compressed)))
+        return min(found, key=lambda f: f[0]) if found else None
 
     return check

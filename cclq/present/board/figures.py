@@ -2,7 +2,8 @@
 
 Each figure is drawn from metric results (per-rank values, straggler counts from
 ``collective_skew``, ``hta_temporal_breakdown``, ``collective_busbw``) or from the
-views (steps, top kernels) that ``cclq.present.report`` collected; a figure without data is
+views (steps, top kernels, HTA's queue length, memory bandwidth and launch delays) that
+``cclq.present.report`` collected; a figure without data is
 kept with the reason instead of a picture, so a page never breaks.
 """
 
@@ -128,8 +129,11 @@ def step_timeline(data: dict[str, Any]) -> Figure:
     svg = line_chart(series, x_label="step (ProfilerStep#N)", y_label=f"step time ({unit})",
                      x_fmt=lambda v: f"{v:g}", tip_x=lambda v: f"step {v:g}",
                      tip_y=lambda v, f=factor: f"{format_number(v / f)} s")
+    drawn = "" if max(len(s.points) for s in series) <= 2 * 500 else (
+        f" {max(len(s.points) for s in series):,} steps a line: drawn as the first, lowest and highest step of "
+        "each pixel column (every spike stays), without a marker per step; the workload's data file has them all.")
     return Figure("steps", title, f"Duration of every recorded step ({how}). avg_step_time drops the first and "
-                  "last step when there are more than two.", svg)
+                  f"last step when there are more than two.{drawn}", svg)
 
 
 def temporal_figure(data: dict[str, Any]) -> Figure:
@@ -203,6 +207,50 @@ def top_kernels_figure(data: dict[str, Any]) -> Figure:
                   f"{'op kind' if xla else 'kernel class'}.", svg)
 
 
+def _hta(data: dict[str, Any], key: str) -> Any:
+    return ((data.get("figures") or {}).get("hta") or {}).get(key)
+
+
+def _peak_series_figure(data: dict[str, Any], key: str, title: str, y_label: str, what: str,
+                        series_name: Any) -> Figure:
+    entry = _hta(data, key)
+    if not entry or not entry.get("series"):
+        return Figure(key, title, f"n/a: no {what} in HTA's window of this trace", None)
+    pts = [p for s in entry["series"].values() for p in s]
+    factor, unit = seconds_scale(max(t for t, _ in pts) / 1e6 or 1e-6)
+    series = [Series(series_name(name), points=[(t / 1e6 * factor, v) for t, v in points])
+              for name, points in entry["series"].items()]
+    svg = line_chart(series, x_label=f"time since the first point ({unit})", y_label=y_label,
+                     markers=False, tip_x=lambda v, f=factor, u=unit: f"{format_number(v)} {u}")
+    return Figure(key, title, f"Rank {entry['rank']}: the highest value in each of 300 equal time bins "
+                  f"(HTA's series changes at every {what}).", svg)
+
+
+def queue_length_figure(data: dict[str, Any]) -> Figure:
+    return _peak_series_figure(data, "queue_length", "Launch queue length over time (HTA)",
+                               "outstanding GPU operations", "launch and GPU start", lambda s: f"stream {s}")
+
+
+def memory_bw_figure(data: dict[str, Any]) -> Figure:
+    return _peak_series_figure(data, "memory_bw", "Memory copy bandwidth over time (HTA)",
+                               "bandwidth (GB/s)", "memcpy or memset start and end", str)
+
+
+def launch_delay_figure(data: dict[str, Any]) -> Figure:
+    title = "Kernel launch delay distribution (HTA)"
+    buckets = _hta(data, "launch_delay")
+    if not buckets:
+        return Figure("launch_delay", title, "n/a: no kernel launches HTA 0.5.0 counts in this trace", None)
+    counts = dict(buckets)
+    top = max(counts)
+    labels = ["< 1 us"] + [f"{2 ** (k - 1):g}-{2 ** k:g} us" for k in range(1, top + 1)]
+    svg = bar_chart(labels, [Series("launches", [counts.get(k, 0) for k in range(top + 1)])],
+                    value_label="launches", category_label="launch delay", width=640)
+    return Figure("launch_delay", title, "hta_kernel_launches over all ranks: time from the end of each "
+                  "launch call to the start of its GPU operation (0 when it started first), in power-of-two "
+                  "buckets.", svg)
+
+
 def workload_figures(data: dict[str, Any]) -> list[Figure]:
     """Every plot of a workload page, in page order."""
     return [
@@ -213,4 +261,7 @@ def workload_figures(data: dict[str, Any]) -> list[Figure]:
         temporal_figure(data),
         busbw_figure(data),
         top_kernels_figure(data),
+        queue_length_figure(data),
+        launch_delay_figure(data),
+        memory_bw_figure(data),
     ]

@@ -287,6 +287,27 @@ def _log2_ticks(lo: float, hi: float) -> list[float]:
     return [2.0 ** k for k in range(a - a % step, b + 1, step) if lo / 2 <= 2.0 ** k <= hi * 2] or [lo, hi]
 
 
+MAX_MARKERS = 300  # per series: past this, points are drawn as the line alone
+
+
+def downsample(points: Sequence[tuple[float, float, int]], to_x: Callable[[float], float],
+               columns: int) -> list[tuple[float, float, int]]:
+    """The points (x, y, index) a screen can show: per pixel column of the plot, the
+    first, the lowest and the highest point, in x order. A line through them draws what
+    the line through every point draws (a spike stays a spike), with at most 3 points a
+    column (200,000 steps made a 28 MB page of 200,000 circles that took 47 s)."""
+    if len(points) <= 2 * columns:
+        return list(points)
+    buckets: dict[int, list[tuple[float, float, int]]] = {}
+    for p in points:
+        buckets.setdefault(int(to_x(p[0])), []).append(p)
+    kept: list[tuple[float, float, int]] = []
+    for _, members in sorted(buckets.items()):
+        chosen = {members[0], min(members, key=lambda p: p[1]), max(members, key=lambda p: p[1])}
+        kept.extend(sorted(chosen, key=lambda p: (p[0], p[2])))
+    return kept
+
+
 def line_chart(
     series: Sequence[Series],
     *,
@@ -379,13 +400,15 @@ def line_chart(
         frame.text(frame.left + frame.plot_w / 2, frame.height - 8, x_label, size=11, color=AXIS)
     for i, s in enumerate(series):
         color = _color(i, s)
-        ok = [(x, y, k) for k, (x, y) in enumerate(s.points) if usable(x, y)]
+        ok = downsample([(x, y, k) for k, (x, y) in enumerate(s.points) if usable(x, y)], to_x,
+                        max(int(frame.plot_w), 1))
         if lines and len(ok) > 1:
             path = " ".join(f"{'M' if k == 0 else 'L'}{_n(to_x(x))},{_n(to_y(y))}" for k, (x, y, _) in enumerate(ok))
             dash = ' stroke-dasharray="4 3"' if s.dashed else ""
             frame.parts.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.8"{dash}>'
                                f'<title>{_x(s.name)}</title></path>')
-        if markers:
+        if markers and (len(ok) <= MAX_MARKERS or not lines):
+            ok = ok if len(ok) <= MAX_MARKERS else ok[:: math.ceil(len(ok) / MAX_MARKERS)]
             r = 3.2 if len(ok) < 200 else 2.0
             for x, y, k in ok:
                 tip = f"{s.name + ': ' if s.name else ''}{tip_x(x)} -> {tip_y(y)}"

@@ -129,7 +129,7 @@ flops AS (
 )
 SELECT
   trace,
-  flops_per_token * tokens_per_s / (peak_flops * total_count) AS value,
+  CASE WHEN total_count > 0 THEN flops_per_token * tokens_per_s / (peak_flops * total_count) END AS value,
   CASE
     WHEN phase IS NULL THEN 'the card gives no phase (training or inference)'
     WHEN mode IS NULL THEN 'the card''s phase ' || phase || ' is neither training nor inference'
@@ -140,6 +140,7 @@ SELECT
     WHEN hardware_model IS NULL OR precision IS NULL THEN 'the card gives no hardware model or precision'
     WHEN peak_flops IS NULL THEN 'no peak FLOP/s known for ' || hardware_model || ' at ' || precision
     WHEN total_count IS NULL THEN 'the card gives no total_count'
+    WHEN total_count <= 0 THEN 'the card''s total_count is not above 0: no devices to divide by'
     WHEN mode = 'training' AND step_ns IS NULL THEN 'no steps (no ProfilerStep#N annotations, no XLA steps)'
     WHEN mode = 'training' AND step_ns = 0 THEN 'steps have zero duration'
     WHEN mode = 'inference' AND tokens_per_s IS NULL

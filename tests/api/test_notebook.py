@@ -1,0 +1,53 @@
+"""docs/notebook.ipynb, executed in a real Jupyter kernel: its outputs are checked
+against numbers read straight from the bundled trace files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+
+def _kernels_per_rank() -> dict[int, int]:
+    """Kernel events per rank, counted from the Kineto JSON itself (not through cclq)."""
+    counts: Counter[int] = Counter()
+    for path in (REPO / "trace_collection" / "synthetic_mlp_dp4").glob("*.json*"):
+        opener = __import__("gzip").open if path.suffix == ".gz" else open
+        with opener(path, "rt") as f:
+            doc = json.load(f)
+        rank = doc["distributedInfo"]["rank"]
+        counts[rank] += sum(1 for e in doc["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X")
+    return dict(counts)
+
+
+def _text(cell: dict) -> str:
+    out = []
+    for o in cell.get("outputs", []):
+        out.append(o.get("text", ""))
+        out.append(o.get("data", {}).get("text/plain", ""))
+    return "".join(out)
+
+
+def test_the_notebook_runs_and_shows_what_the_traces_hold(tmp_path: Path) -> None:
+    nb = nbformat.read(REPO / "docs" / "notebook.ipynb", as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(REPO / "docs")}})
+    client.execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert "4 files, 0 failed" in _text(code[0])
+    expected = sorted(_kernels_per_rank().items())
+    assert str(expected) in _text(code[3])  # kernels.rows() printed by the SQL cell
+    report = code[-1].outputs[0]["data"]
+    assert "text/html" in report and report["text/html"].count("<svg") >= 2  # the report's figures
+    assert "synthetic_mlp_dp4" in report["text/html"]
+    breakdown = code[5].outputs[0]["data"]["text/html"]  # HTA's columns, one row per rank
+    assert "idle_time(us)" in breakdown and "compute_time_pctg" in breakdown
+    assert "shape: (4, 8)" in _text(code[5])

@@ -1,0 +1,83 @@
+"""No SQL text in the package is built from a value that comes from a file, a path or
+the command line, except through the quoting functions of ``cclq/sqltext.py`` (and the
+nsys reader's ``quote_ident`` for SQLite). The test reads every f-string of the package
+that looks like SQL and checks what it interpolates: a quoting call, a number, or a name
+this table vouches for (cclq's own constants: table names from ``cclq.schema``, view
+names from its SQL files, column lists it builds from those)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "cclq"
+SQL = re.compile(r"\b(SELECT|FROM|CREATE|INSERT|UPDATE|DELETE|COPY|ATTACH|PRAGMA|SET|DROP|ALTER|WHERE|VIEW|"
+                 r"TABLE|read_parquet)\b")
+QUOTING = {"quote_literal", "quote_identifier", "path_literal", "quote_ident", "_safe_id"}
+NUMBERS = {"int", "max", "min", "len", "float", "repr"}
+# name -> why it is not outside text (per file: relative path -> names)
+TRUSTED: dict[str, dict[str, str]] = {
+    "query/engine.py": {"name": "a table of cclq.schema", "table": "a table of cclq.schema",
+                        "relation": "a catalog relation name of CATALOG_RELATIONS", "t": "a table of cclq.schema",
+                        "where": "_trace_filter(): trace ids through quote_literal",
+                        "', '.join((path_literal(p) for p in files))": "file paths, each through path_literal",
+                        "', '.join(cols)": "columns of cclq.schema with DuckDB types"},
+    "query/metrics.py": {"spec.sql": "a metric's SQL file of sql/metrics (cclq's own)",
+                         "', '.join(select)": "the metric's own columns, each quoted by _order_by/quote_literal",
+                         "_order_by(out_names)": "column names, each through a double-quoting join",
+                         "_order_by(table.column_names)": "column names, each through a double-quoting join",
+                         "view": "a name of SHARED_VIEWS (cclq's own)", "index": "a constant column name"},
+    "query/hta_series.py": {"key": "a column name constant", "value": "a column name constant",
+                            "view": "a view name constant", "MAX_SERIES": "a number", "BINS": "a number",
+                            "BINS - 1": "a number"},
+    "query/workloads.py": {"', '.join(_INFO_COLUMNS)": "cclq's own column list",
+                           "', '.join(card_columns)": "the card columns of cclq.cards.load.CARD_FIELDS"},
+    "query/readonly.py": {"listed": "file paths, each through quote_literal"},
+    "query/dask.py": {"DUCKDB_MEMORY_SHARE": "a number"},
+    "cli/app.py": {"cols": "a constant column list of the traces command"},
+    "formats/nsys.py": {"text": "a constant column expression", "short": "a constant column expression",
+                        "join": "a constant join clause",
+                        "', '.join((c if c in texts else _int_sql(c) for c, _ in present))":
+                            "names of cclq's own `wanted` list, present in the file's table",
+                        "'sn.value' if short else 'NULL'": "one of two constants",
+                        "', '.join(map(str, wanted))": "Nsight's event type numbers (cclq's constants)",
+                        "_NVTX_THREAD_NAMES": "an event type number", "_NVTX_DOMAIN_CREATE": "an event type number"},
+    "dev/synth/nsys.py": {"', '.join('?' * 18)": "placeholders", "', '.join('?' * 11)": "placeholders",
+                          "', '.join('?' * 10)": "placeholders", "', '.join('?' * 9)": "placeholders"},
+}
+
+
+def _allowed(expr: ast.expr, trusted: dict[str, str]) -> bool:
+    text = ast.unparse(expr)
+    if text in trusted:
+        return True
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in QUOTING or name in NUMBERS or name in ("_int_sql", "col"):
+            return True
+    if isinstance(expr, ast.Constant):
+        return True
+    return False
+
+
+def test_sql_text_interpolates_only_quoted_or_own_values() -> None:
+    unvouched = []
+    checked = 0
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        trusted = TRUSTED.get(rel, {})
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.JoinedStr):
+                continue
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            if not SQL.search(text):
+                continue
+            for value in node.values:
+                if isinstance(value, ast.FormattedValue):
+                    checked += 1
+                    if not _allowed(value.value, trusted):
+                        unvouched.append(f"cclq/{rel}:{node.lineno}: {{{ast.unparse(value.value)}}}")
+    print(f"\n{checked} interpolations into SQL text checked, {len(unvouched)} unvouched")
+    assert not unvouched, "\n".join(unvouched)
