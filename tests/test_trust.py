@@ -475,3 +475,25 @@ def test_mean_sm_coverage_says_which_devices_do_not_join(tmp_path):
     assert row["value"] is None
     assert row["reason"].startswith("kernels carry grids on device 2, but deviceProperties lists SM counts "
                                     "for device 0, 1 only")
+
+
+def test_a_name_clash_on_dask_names_both_folders_or_gets_a_distinct_id(tmp_path):
+    """The Dask path plans in the same Committer: a clear error naming both folders, or,
+    as cclq.main asks, the folder's own distinct id."""
+    pytest.importorskip("distributed")
+    from cclq.ingest.plan import distinct_trace_id, plan_inputs
+    from cclq.ingest.run import ingest
+    from cclq.store.warehouse import Warehouse
+
+    generate_workload(tmp_path / "a" / "workX", ranks=2, steps=2, layers=1, seed=1)
+    generate_workload(tmp_path / "b" / "workX", ranks=1, steps=2, layers=1, seed=2)
+    wh = Warehouse(tmp_path / "wh")
+    assert not ingest([tmp_path / "a" / "workX"], wh, jobs=1).failed
+    report = ingest([tmp_path / "b" / "workX"], wh, dask="local:1")
+    (failed,) = report.failed
+    assert str(tmp_path / "a" / "workX") in failed.message and str(tmp_path / "b" / "workX") in failed.message
+    report = ingest([tmp_path / "b" / "workX"], wh, dask="local:1", distinct_ids=True)
+    assert not report.failed, [o.message for o in report.failed]
+    (w,) = plan_inputs([tmp_path / "b" / "workX"], wh.root)
+    assert report.traces == {str(w.root): distinct_trace_id(w)}
+    assert {o.trace for o in report.outcomes} == {distinct_trace_id(w)}
