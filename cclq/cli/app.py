@@ -234,7 +234,8 @@ def compact(
 def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
     """List the ingested traces: format, world size, ranks, span, card fields."""
     con = _session(_warehouse(warehouse))
-    cols = "trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s"
+    cols = ("trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s, "
+            "rank_source, flag")
     if fmt is not OutputFormat.table:
         cols = "*"
     table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").to_arrow_table()
@@ -303,6 +304,9 @@ def metric(
                      "(existing, or a name without a suffix) gets one file per metric."),
     ] = None,
     dask: DaskOpt = None,
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="Compute traces that hold fewer ranks than their world size "
+                           "(an interrupted ingest) without the warning.")] = False,
 ) -> None:
     """Compute metrics for every selected trace, each in a single DuckDB query.
 
@@ -339,11 +343,25 @@ def metric(
         from cclq.ingest.dask import parse_cluster
 
         parse_cluster(dask)  # a bad --dask is a usage error before anything runs
+    _prepare_output(output, folder=len(specs) > 1 and output is not None and _is_folder_output(output))
+    _warn_partial(wh, selection, allow_partial)
     if len(specs) == 1:
         _one_metric(wh, specs[0], params, selection, no_cache, fmt, output, dask)
         return
     check_batch_params(specs, params)
     _several_metrics(wh, specs, params, selection, no_cache, fmt, output, dask)
+
+
+def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: bool) -> None:
+    """A trace with fewer ranks than its world size (an interrupted ingest, files
+    missing): its values cover the ranks present only; say so unless allowed."""
+    if allow_partial:
+        return
+    from cclq.query.partial import partial_traces
+
+    for trace, what in partial_traces(wh, selection).items():
+        print(f"cclq: warning: trace {trace!r} is partial ({what}): its values cover those ranks only "
+              "(re-run `cclq ingest` if it was interrupted; --allow-partial to accept)", file=sys.stderr)
 
 
 def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
@@ -377,10 +395,6 @@ def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str
 
 def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selection: list[str] | None,
                      no_cache: bool, fmt: OutputFormat, output: Path | None, dask: str | None) -> None:
-    import json
-
-    import pyarrow as pa
-
     from cclq.cli.progress import StepProgress
     from cclq.query.metrics import MetricRun, run_metrics
 
@@ -397,29 +411,109 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
             runs = run_metrics_on_dask(session, specs, params, dask, on_done=done)
     failed = [r for r in runs.values() if r.error]
     ok = [r for r in runs.values() if r.table is not None]
-    if output is not None and (output.is_dir() or not output.suffix):
-        output.mkdir(parents=True, exist_ok=True)
-        suffix = {"table": "txt", "csv": "csv", "json": "json", "parquet": "parquet"}[fmt.value]
+    if output is not None and _is_folder_output(output):
+        # one file per metric; "table" (the default) writes CSV, as the help says
+        file_fmt = OutputFormat.csv if fmt is OutputFormat.table else fmt
         for run in ok:
-            write_table(run.table, fmt, output=output / f"{run.spec.name}.{suffix}",
+            write_table(run.table, file_fmt, output=output / f"{run.spec.name}.{file_fmt.value}",
                         title=f"{run.spec.label} ({run.spec.unit})")
     else:
-        fixed = ("trace", "rank", "step", "value", "unit", "reason")
-        rows = []
-        for run in ok:
-            for row in run.table.to_pylist():
-                details = {k: v for k, v in row.items() if k not in fixed}
-                rows.append({"metric": run.spec.name, "version": run.spec.version, **{k: row[k] for k in fixed},
-                             "details": json.dumps(details, default=str) if details else None})
-        schema = pa.schema([("metric", pa.string()), ("version", pa.int32()), ("trace", pa.string()),
-                            ("rank", pa.int32()), ("step", pa.int64()), ("value", pa.float64()), ("unit", pa.string()),
-                            ("reason", pa.string()), ("details", pa.string())])
-        write_table(pa.Table.from_pylist(rows, schema=schema), fmt, output=output,
-                    title=f"{len(ok)} metrics (long form; `details` holds each metric's own columns)")
+        _write_long_form(ok, fmt, output)
     for run in failed:
         print(f"cclq: error: {run.spec.label}: {run.error}", file=sys.stderr)
     if failed:
         raise typer.Exit(ExitCode.QUERY)
+
+
+_FIXED_COLUMNS = ("trace", "rank", "step", "value", "unit", "reason")
+
+
+def _is_folder_output(output: Path) -> bool:
+    """-o with several metrics: a folder (existing, or a name without a suffix)."""
+    return output.is_dir() or not output.suffix
+
+
+def _prepare_output(output: Path | None, folder: bool = False) -> None:
+    """Creates the output's folder (or its parent folders) before any work is done, so
+    that a long computation never fails at the end for want of a folder; a folder
+    that cannot be made is a usage error (exit 2) before anything is computed."""
+    if output is None:
+        return
+    target = output if folder else output.parent
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{show_path(output)}: cannot create {'the folder' if folder else 'its folder'}: "
+                         f"{e.strerror or e}") from None
+    if not folder and output.is_dir():
+        raise UsageError(f"{show_path(output)} is a folder; give a file name")
+
+
+def _detail_type(types: list) -> Any:  # noqa: ANN401 - a pyarrow DataType
+    """One type for a detail column that several metrics return: theirs if they agree,
+    else text."""
+    import pyarrow as pa
+
+    known = {t for t in types if not pa.types.is_null(t)}
+    if len(known) == 1:
+        return known.pop()
+    return pa.null() if not known else pa.string()
+
+
+def _write_long_form(ok: list, fmt: OutputFormat, output: Path | None) -> None:  # list[MetricRun]
+    """Several metrics as one long table: a `metric` column, the fixed columns and each
+    metric's own columns in `details`: a struct in Parquet (fields: every detail column
+    of every metric, null where a metric has none), an object of that metric's own
+    columns in JSON, a JSON text in CSV and the table."""
+    import pyarrow as pa
+
+    own: dict[str, list[str]] = {}
+    types: dict[str, list] = {}
+    for run in ok:
+        own[run.spec.name] = [c for c in run.table.column_names if c not in _FIXED_COLUMNS]
+        for c in own[run.spec.name]:
+            types.setdefault(c, []).append(run.table.schema.field(c).type)
+    struct = pa.struct([(c, _detail_type(t)) for c, t in types.items()]) if types else None
+    rows = []
+    for run in ok:
+        for row in run.table.to_pylist():
+            details = {k: row[k] for k in own[run.spec.name]}
+            if struct is not None and details:
+                details = {k: (str(v) if v is not None and pa.types.is_string(struct.field(k).type)
+                               and not isinstance(v, str) else v) for k, v in details.items()}
+            rows.append({"metric": run.spec.name, "version": run.spec.version,
+                         **{k: row[k] for k in _FIXED_COLUMNS}, "details": details or None})
+    if fmt is OutputFormat.json:
+        _dump_json(rows, output)
+        return
+    fields = [("metric", pa.string()), ("version", pa.int32()), ("trace", pa.string()), ("rank", pa.int32()),
+              ("step", pa.int64()), ("value", pa.float64()), ("unit", pa.string()), ("reason", pa.string())]
+    if fmt is OutputFormat.parquet and struct is not None:
+        schema = pa.schema([*fields, ("details", struct)])
+    else:
+        schema = pa.schema([*fields, ("details", pa.string())])
+        rows = [{**r, "details": json.dumps(r["details"], default=str) if r["details"] else None} for r in rows]
+    write_table(pa.Table.from_pylist(rows, schema=schema), fmt, output=output,
+                title=f"{len(ok)} metrics (long form; `details` holds each metric's own columns)")
+
+
+def _finite(v: Any) -> Any:  # noqa: ANN401
+    """JSON has no NaN or infinity: null, at any depth."""
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return v
+
+
+def _dump_json(rows: list[dict], output: Path | None) -> None:
+    text = json.dumps(_finite(rows), default=str, indent=1) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text)
 
 
 # ------------------------------------------------------------------------ report
@@ -462,6 +556,7 @@ def report(
     params = parse_param_args(param or [])
     specs = latest_specs()
     check_batch_params(specs, params)
+    _prepare_output(output)
     with _session(wh, traces=[trace], views=False, cache=not no_cache) as session:
         _require_traces(session, wh, [trace])
         with StepProgress("metrics", len(specs)) as bar:
@@ -587,6 +682,7 @@ def board(
     params = parse_param_args(param or [])
     check_batch_params(board_specs(all_metrics), params)
     wh = _warehouse(warehouse)
+    _warn_partial(wh, None, False)  # the board shows them; say which are not whole runs
     bar: list[StepProgress] = []
 
     def start(traces: int, metrics: int) -> None:
@@ -1021,8 +1117,10 @@ def main() -> None:
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        print("cclq: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        from cclq.ingest.report import IngestInterrupted
+
+        print(f"cclq: {e.message()}" if isinstance(e, IngestInterrupted) else "cclq: interrupted", file=sys.stderr)
         sys.exit(ExitCode.INTERRUPTED)
     except Exception as e:
         if debug:

@@ -81,14 +81,22 @@ def run_here(argv: list[str]) -> int:
                   "or file (or use `cclq metric NAME --all`)", file=sys.stderr)
             return 2
         (workload,) = workloads
+        # The folder's own trace: another folder of the same name ingested before keeps
+        # its id, and this one gets a distinct one (never the other folder's numbers).
+        traces: dict[str, str] = {}
         try:
-            failed = ingest([args.trace], wh, jobs=None).failed
+            report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
+            failed, traces = report.failed, report.traces
         except ReadOnlyWarehouse:
-            if not is_up_to_date([args.trace], wh):
+            if not is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
                 raise
             failed = []  # nothing to write: read what is there
         for outcome in failed:
             print(f"cclq: error: {outcome.message}", file=sys.stderr)
+        trace = traces.get(str(workload.root))
+        if trace is None:  # the workload failed as a whole: nothing of it to answer for
+            return 1
+        workload.trace = trace
         stale = _stale(failed, wh) if failed else []
         if stale:
             print(f"cclq: {spec.label} of {workload.trace} is not computed: {len(stale)} of its files failed to "
@@ -97,6 +105,11 @@ def run_here(argv: list[str]) -> int:
             return 1
         params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
                   if v is not None and k in {p.name for p in spec.params}}
+        from cclq.query.partial import partial_traces
+
+        for trace, what in partial_traces(wh, [workload.trace]).items():
+            print(f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
+                  file=sys.stderr)
         con = connect(wh, traces=[workload.trace], views=False, settings=QuerySettings.from_env(), cache=True)
         value, reason = summarize(spec, run_metric(con, spec, params))
     except CclqError as e:

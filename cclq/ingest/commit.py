@@ -18,7 +18,7 @@ from cclq.cards.load import card_table, load_card
 from cclq.errors import TraceFileError, UnsupportedFormat, show_path
 from cclq.formats.source import content_hash
 from cclq.ingest.parse import DISK_FULL, DiskFullError, FileTask, ParsedFile
-from cclq.ingest.plan import Workload, trace_id_for
+from cclq.ingest.plan import Workload, distinct_trace_id, rename_workload, trace_id_for
 from cclq.ingest.report import FileOutcome, IngestReport
 from cclq.schema import INGEST_VERSION, RANKED_TABLES
 from cclq.store.warehouse import (
@@ -178,19 +178,26 @@ class Committer:
         self.rankless: list[tuple[FileTask, ParsedFile]] = []  # parsed files that state no rank
 
     # -- planning -------------------------------------------------------------
-    def plan(self, workloads: list[Workload], force: bool) -> list[FileTask]:
-        """The files to look at; applies removals and card changes to ``working``."""
+    def plan(self, workloads: list[Workload], force: bool, distinct: bool = False) -> list[FileTask]:
+        """The files to look at; applies removals and card changes to ``working``.
+        ``distinct``: a workload whose id another place holds takes a distinct id
+        (``distinct_trace_id``) instead of failing."""
         tasks: list[FileTask] = []
         files = self.working.files
         for w in workloads:
             if w.failure:
                 self.report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", w.failure))
                 continue
+            self.report.warnings.extend(w.notes)
             for where, problem in w.errors:
                 self.report.outcomes.append(FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
             for where, why in w.skipped:  # special files, links leaving the input folder
                 self.report.outcomes.append(FileOutcome(str(where), w.trace, "skipped", f"{show_path(where)}: {why}"))
             elsewhere = _held_elsewhere(w, files)
+            if elsewhere and distinct and not force:
+                rename_workload(w, distinct_trace_id(w))
+                elsewhere = _held_elsewhere(w, files)
+            self.report.traces[str(w.root)] = w.trace
             if elsewhere and not force:  # never replace another place's trace silently
                 self.report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", _clash_message(w, elsewhere)))
                 continue

@@ -19,8 +19,10 @@ in/wh`` with input ``in``): its Parquet files are never input.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import sqlite3
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -54,6 +56,7 @@ class Workload:
     failure: str | None = None  # the whole workload fails (a trace id clash in this run)
     # files that go to another trace than ``trace`` (see ``_split_formats``)
     file_traces: dict[Path, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # warnings for the user (a split, with its evidence)
 
     def trace_of(self, path: Path) -> str:
         return self.file_traces.get(path, self.trace)
@@ -78,10 +81,57 @@ def _split_formats(w: Workload) -> None:
         w.file_traces = {p: w.trace + NSYS_SIBLING for p in sqlite}
 
 
+APART_NS = 86_400 * 10**9  # session starts a day apart: not one run
+
+
+def _session_start_ns(path: Path) -> int | None:
+    """An Nsight Systems export's session start (epoch ns), or None if it cannot say."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _split_far_apart(w: Workload) -> None:
+    """Nsight Systems exports in one folder whose sessions started more than a day
+    apart are not one run (two exports 99 days apart, of different applications, once
+    became one trace with a guessed rank and a span of 99 days): each export goes to a
+    trace of its own, ``<id>+<file stem>``, and the user is told why."""
+    starts = {p: t for p in w.files if is_sqlite(str(p)) and (t := _session_start_ns(p)) is not None}
+    if len(starts) < 2 or max(starts.values()) - min(starts.values()) <= APART_NS:
+        return
+    first, last = min(starts, key=starts.__getitem__), max(starts, key=starts.__getitem__)
+    days = (starts[last] - starts[first]) / 86_400e9
+    for p in starts:
+        w.file_traces[p] = f"{w.trace_of(p)}+{_loose_file_trace_id(p)}"
+    w.notes.append(f"{show_path(w.root)}: its Nsight Systems exports started {days:.1f} days apart "
+                   f"({first.name} first, {last.name} last); they are not one run: each is a trace of its own "
+                   f"({', '.join(sorted(w.file_traces[p] for p in starts))})")
+
+
 # --------------------------------------------------------------------------- plan
 def trace_id_for(name: str) -> str:
     """A path-safe trace id: the folder name, or a loose file's stem."""
     return _TRACE_ID_UNSAFE.sub("_", name).strip("._") or "trace"
+
+
+def distinct_trace_id(w: Workload) -> str:
+    """The id a workload gets when its name's id is held by another place (``python -m
+    cclq.main``, which must answer for this folder and no other): the name plus a digest
+    of the resolved path, so the same folder always gets the same id."""
+    digest = hashlib.sha1(str(w.root).encode()).hexdigest()[:8]
+    return f"{w.trace}-{digest}"
+
+
+def rename_workload(w: Workload, trace: str) -> None:
+    """Gives ``w`` (and its ``+nsys`` sibling files) the trace id ``trace``."""
+    w.file_traces = {p: trace + t[len(w.trace):] for p, t in w.file_traces.items()}
+    w.trace = trace
 
 
 def _loose_file_trace_id(path: Path) -> str:
@@ -159,6 +209,7 @@ def _folder_workload(folder: Path, boundary: Path, avoid: Path | None) -> Worklo
     files, errors, skipped = _walk_files(folder, boundary, avoid)
     w = Workload(trace_id_for(folder.name), folder, files, find_card(folder), True, errors, skipped)
     _split_formats(w)
+    _split_far_apart(w)
     return w
 
 

@@ -47,7 +47,29 @@ class IngestReport:
     outcomes: list[FileOutcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     compacted: list[Any] = field(default_factory=list)  # cclq.store.compaction.Compaction of the traces compacted
+    # workload root (str of its resolved path) -> the trace id its files went to
+    traces: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[FileOutcome]:
         return [o for o in self.outcomes if o.status == "failed"]
+
+
+class IngestInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an ingest, after what was parsed so far was committed: ``report``
+    holds the outcomes up to then (``committed_message`` says them in words)."""
+
+    def __init__(self, report: IngestReport, not_done: list[FileOutcome]) -> None:
+        super().__init__()
+        self.report = report
+        self.not_done = not_done
+
+    def message(self) -> str:
+        """What was committed, which traces are left partial, and how to finish."""
+        done = [o for o in self.report.outcomes if o.status in ("ingested", "unchanged")]
+        partial = sorted({o.trace for o in self.not_done})
+        text = (f"interrupted: {sum(o.status == 'ingested' for o in done)} file(s) committed"
+                f" ({len({o.trace for o in done})} trace(s) touched), {len(self.not_done)} not ingested")
+        if partial:
+            text += f"; partial: {', '.join(partial)}"
+        return text + "; run the same `cclq ingest` again to finish (committed files are skipped)"

@@ -56,7 +56,7 @@ from cclq.ingest.parse import (
     parse_in_worker,
 )
 from cclq.ingest.plan import plan_inputs
-from cclq.ingest.report import FileOutcome, IngestReport, Reporter, SilentReporter
+from cclq.ingest.report import FileOutcome, IngestInterrupted, IngestReport, Reporter, SilentReporter
 from cclq.store.warehouse import (
     Warehouse,
 )
@@ -64,10 +64,12 @@ from cclq.store.warehouse import (
 # A batch of parsed files is committed once it is this old (or at the end): one snapshot
 
 
-def is_up_to_date(inputs: Iterable[str | Path], warehouse: Warehouse) -> bool:
+def is_up_to_date(inputs: Iterable[str | Path], warehouse: Warehouse, distinct_ids: bool = False,
+                  traces: dict[str, str] | None = None) -> bool:
     """Whether an ingest of ``inputs`` would change nothing: every file unchanged (size and
     mtime as the catalog has them), none gone, no card changed, no folder unreadable.
-    Takes no lock and writes nothing: for a reader of a read-only warehouse."""
+    Takes no lock and writes nothing: for a reader of a read-only warehouse.
+    ``distinct_ids`` and ``traces`` as in ``ingest`` (``traces`` is filled in)."""
     if not warehouse.exists():
         return False
     workloads = plan_inputs(inputs, warehouse.root)
@@ -75,7 +77,9 @@ def is_up_to_date(inputs: Iterable[str | Path], warehouse: Warehouse) -> bool:
         return False
     report = IngestReport(warehouse.root)
     committer = Committer(warehouse, warehouse.read_state(), report)
-    tasks = committer.plan(workloads, force=False)
+    tasks = committer.plan(workloads, force=False, distinct=distinct_ids)
+    if traces is not None:
+        traces.update(report.traces)
     if committer.dirty or committer.deferred or report.outcomes and any(
             o.status != "skipped" for o in report.outcomes):
         return False
@@ -91,6 +95,7 @@ def ingest(
     checksum: bool = False,
     options: ReadOptions = ReadOptions(),
     dask: str | None = None,
+    distinct_ids: bool = False,
 ) -> IngestReport:
     """Ingests every workload under ``inputs``; see the module docstring.
 
@@ -100,6 +105,9 @@ def ingest(
     chooses the JSON reader and the bounds a file must keep (``cclq.formats.chrome.reader``).
     ``dask`` parses on a Dask cluster instead of local processes: ``local[:N]``, a
     scheduler address or a scheduler file (``cclq.ingest.dask``); everything else stays here.
+    ``distinct_ids``: a workload whose name's trace id is held by files from another place
+    gets its own id (name plus a digest of its path; ``report.traces`` says which) instead
+    of failing; ``python -m cclq.main`` asks for it, since it must answer for its folder.
     """
     if dask is not None:
         from cclq.ingest.dask import parse_cluster
@@ -112,7 +120,7 @@ def ingest(
         warehouse.clean_tmp()
         warehouse.collect_garbage()  # what a killed run renamed into place but never committed
         committer = Committer(warehouse, warehouse.read_state(), report)
-        tasks = committer.plan(workloads, force)
+        tasks = committer.plan(workloads, force, distinct_ids)
         committer.flush()  # files that left their folders, new cards: before any parse
         todo: list[FileTask] = []
         rankless: dict[str, list[str]] = {}  # trace -> files that state no rank (unchanged ones)
@@ -140,6 +148,18 @@ def ingest(
                     committer.flush()
                 if committer.stopped:
                     break
+        except KeyboardInterrupt:
+            # Ctrl-C: commit what was parsed (readers see a whole snapshot either way),
+            # then say what was committed and that a re-run finishes the rest
+            results.close()
+            try:
+                committer.flush()
+            except Exception:  # noqa: BLE001 - nothing more to do on the way out
+                pass
+            staged = {o.path for o in report.outcomes}
+            not_done = [FileOutcome(str(t.path), t.trace, "failed", f"{show_path(t.path)}: not ingested: interrupted")
+                        for t in todo if str(t.path) not in staged]
+            raise IngestInterrupted(report, not_done) from None
         finally:
             results.close()  # a stopped run: no new parses
         for task in todo[done:]:
@@ -160,11 +180,41 @@ def ingest(
         for lines in rankless.values():
             if len(lines) > 1:
                 report.warnings.extend(line for line in lines if "guessed rank" in line)
+        report.warnings.extend(far_apart_warnings(committer.committed.files.values(),
+                                                  {o.trace for o in report.outcomes if o.status == "ingested"}))
         warehouse.collect_garbage()
         warehouse.clean_tmp()  # what a dead parser process left behind
     for w in report.warnings:
         reporter.warn(w)
     return report
+
+
+FAR_APART_NS = 86_400 * 10**9  # file clocks a day apart: not one run
+
+
+def far_apart_warnings(files: Iterable[dict], traces: set[str]) -> list[str]:
+    """Warnings for traces whose files start more than a day apart (two runs in one
+    folder, e.g. two Nsight Systems exports recorded months apart), with the evidence:
+    the earliest and the latest file and their start times. `cclq traces` flags them."""
+    by_trace: dict[str, list[tuple[int, str]]] = {}
+    for row in files:
+        if row["trace"] in traces and row.get("ts_min_ns") is not None:
+            by_trace.setdefault(row["trace"], []).append((row["ts_min_ns"], row["path"]))
+    out = []
+    for trace, starts in sorted(by_trace.items()):
+        (first_ns, first), (last_ns, last) = min(starts), max(starts)
+        if last_ns - first_ns > FAR_APART_NS:
+            days = (last_ns - first_ns) / 86_400e9
+            out.append(f"trace {trace!r}: its files start {days:.1f} days apart ({show_path(first)} at "
+                       f"{_utc(first_ns)}, {show_path(last)} at {_utc(last_ns)}); they are probably not one run: "
+                       "put each run in a folder of its own")
+    return out
+
+
+def _utc(ns: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 def _compact_small_files(warehouse: Warehouse, committer: Committer, report: IngestReport,

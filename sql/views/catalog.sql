@@ -15,6 +15,12 @@ FROM files AS f
 JOIN (SELECT DISTINCT file_id, rank FROM parts) AS p USING (file_id);
 
 -- One row per trace (workload). Grain: trace.
+-- `rank_source` lists how the files' ranks were found (a rank guessed by default is
+-- `default`); `flag` says why the trace may not be one whole run, NULL when nothing
+-- is known against it: `partial: N of M ranks` (fewer ranks than the world size: an
+-- interrupted ingest, or files missing), `guessed ranks` (two or more files of which
+-- some state no rank), `files start D days apart` (file clocks more than a day
+-- apart: two runs in one folder, not one run).
 -- `world_size` is the profiler's distributedInfo.world_size when any file has
 -- it, else the card's hardware.xpu_spec.total_count, else the ranks seen.
 CREATE OR REPLACE VIEW traces AS
@@ -28,7 +34,10 @@ WITH per_trace AS (
     max(ts_max_ns) AS end_ns,
     sum(events_written) AS events,
     sum(events_dropped) AS events_dropped,
-    sum(size_bytes) AS size_bytes
+    sum(size_bytes) AS size_bytes,
+    string_agg(DISTINCT rank_source, ',' ORDER BY rank_source) AS rank_source,
+    count(*) FILTER (WHERE rank_source = 'default') AS guessed_files,
+    max(ts_min_ns) - min(ts_min_ns) AS start_spread_ns
   FROM files
   GROUP BY trace
 ),
@@ -50,6 +59,14 @@ SELECT
   p.start_ns,
   p.end_ns,
   (p.end_ns - p.start_ns) / 1e9 AS span_s,
+  p.rank_source,
+  nullif(concat_ws('; ',
+    CASE WHEN r.ranks_seen < coalesce(p.profiler_world_size, c.total_count)
+      THEN format('partial: {} of {} ranks', r.ranks_seen, coalesce(p.profiler_world_size, c.total_count)) END,
+    CASE WHEN p.guessed_files > 0 AND p.files > 1 THEN 'guessed ranks' END,
+    CASE WHEN p.start_spread_ns > 86400e9
+      THEN format('files start {} days apart', round(p.start_spread_ns / 86400e9, 1)) END
+  ), '') AS flag,
   c.* EXCLUDE (trace)
 FROM per_trace AS p
 LEFT JOIN per_trace_ranks AS r USING (trace)

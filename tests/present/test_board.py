@@ -143,7 +143,7 @@ def test_benchmark_data_json_has_ccl_bench_shape(board_site):
     assert all({"id", "label", "description"} <= set(c) for c in data["metric_categories"])
     for name, info in data["metric_info"].items():
         spec = resolve(name)
-        assert info["category"] == spec.leaderboard and info["unit"] == spec.unit
+        assert info["category"] == spec.leaderboard and info["cclq_unit"] == spec.unit
         assert info["higher_is_better"] == {"higher": True, "lower": False}.get(spec.polarity)
     rows = {r["trace"]: r for r in data["rows"]}
     assert len(rows) == 6

@@ -329,11 +329,28 @@ def test_steps_of_an_xla_profile(xwh):
 
 
 def test_avg_step_time_on_xla_profiles(xwh):
-    for trace, dur, source in (("tpu", SLOWEST, "xla_device_steps"), ("tpu_host", SLOWEST, "xla_host_annotation"),
-                               ("tpu_modules", SLOWEST - 2 * SPEC.gap_ns, "xla_module_runs")):
+    # version 3: a device's Steps line or module runs are per device: each device's
+    # step 1 (3 steps: step 1 alone), then the mean over the 4 devices
+    mean = sum(_step_len(SPEC, d) for d in range(SPEC.devices)) / SPEC.devices
+    n = SPEC.devices
+    for trace, dur, source, used in (("tpu", mean, "xla_device_steps", (n, 3 * n, n)),
+                                     ("tpu_host", SLOWEST, "xla_host_annotation", (1, 3, 1)),
+                                     ("tpu_modules", mean - 2 * SPEC.gap_ns, "xla_module_runs", (n, 3 * n, n))):
         (row,) = rows(xwh, "avg_step_time", trace)
-        assert row["value"] == pytest.approx(dur / 1e9, abs=TOL), trace  # 3 steps: step 1 alone
-        assert (row["steps_used"], row["steps_seen"], row["source"]) == (1, 3, source)
+        assert row["value"] == pytest.approx(dur / 1e9, rel=1e-12), trace
+        assert (row["steps_used"], row["steps_seen"], row["devices"], row["source"]) == (*used, source)
+
+
+def test_avg_step_time_v2_joins_a_step_across_devices(xwh):
+    """Version 2 (frozen): one step from its first start to its end on the slowest device."""
+    from cclq.query.metrics import run_metric
+    from cclq.query.registry import resolve
+    from cclq.query.session import connect
+
+    con = connect(xwh, views=False)
+    got = {r["trace"]: r for r in run_metric(con, resolve("avg_step_time", 2), {}).to_pylist()}
+    for trace, dur in (("tpu", SLOWEST), ("tpu_host", SLOWEST), ("tpu_modules", SLOWEST - 2 * SPEC.gap_ns)):
+        assert got[trace]["value"] == pytest.approx(dur / 1e9, abs=TOL), trace
 
 
 def test_coll_call_num_on_xla_profiles_counts_collective_ops_per_device(xwh):

@@ -37,6 +37,8 @@ from cclq.present.board.pages import (
     MetricColumn,
     asset_text,
     index_page,
+    metric_lookup,
+    quarter_tints,
     workload_page,
 )
 from cclq.present.report import (
@@ -109,7 +111,7 @@ def standing(workloads: list[dict[str, Any]], columns: list[MetricColumn]) -> di
         if col.polarity not in ("higher", "lower"):
             continue
         values = [(w["trace"], e["value"]) for w in workloads for g in w["categories"] for e in g["metrics"]
-                  if e["metric"] == col.name and e["value"] is not None]
+                  if e["metric"] == col.name and col.ranked(e["value"])]
         ordered = sorted(v for _, v in values)
         for trace, v in values:
             better = (len(ordered) - bisect.bisect_right(ordered, v) if col.polarity == "higher"
@@ -166,28 +168,121 @@ def _has_failed_metric(data: dict[str, Any]) -> bool:
     return any(e.get("failed") for g in data.get("categories", []) for e in g["metrics"])
 
 
+# CCL-Bench's metric_info (website/benchmark_config.json of cornell-sysphotonics/ccl-bench
+# at 1d257f0) lists trace_types per metric: the card's metric_source.traces a metric is
+# chosen for with "auto". cclq-only metrics get the formats they have a value for.
+CCL_BENCH_TRACE_TYPES: dict[str, list[str]] = {
+    "avg_step_time": ["json_tpu", "json"], "ttft": ["json_tpu", "json"], "tpot": ["json_tpu", "json"],
+    "mfu": ["json_tpu", "json"], "mean_sm_coverage": ["nsys", "json"],
+    "dominant_kernel_concentration": ["nsys", "json", "json_tpu"], "moe_fraction": ["nsys", "json"],
+    "average_memory_bandwidth": ["nsys", "json", "json_tpu"], "memory_transfer_overhead": ["nsys", "json", "json_tpu"],
+    "communication_fraction": ["nsys", "json", "json_tpu"], "total_communication_time": ["nsys", "json", "json_tpu"],
+    "bandwidth_utilization_allgather_group_6": ["json", "json_tpu"],
+    "bandwidth_utilization_allreduce_group_6": ["json", "json_tpu"],
+    "bandwidth_utilization_alltoall_group_6": ["json"],
+    "bandwidth_utilization_reducescatter_group_6": ["json", "json_tpu"],
+    "bandwidth_utilization_peertopeer_group_6": ["nsys"], "compute_comm_overlap": ["json", "json_tpu", "nsys"],
+    "load_imbalance_ratio": ["nsys", "json"], "straggler": ["json"], "scale_up_bw_utility": ["json"],
+    "collective_vol_allreduce_gb": ["json", "tpu_profiler", "json_tpu"],
+    "collective_vol_allgather_gb": ["json", "tpu_profiler", "json_tpu"],
+    "collective_vol_reducescatter_gb": ["json", "tpu_profiler", "json_tpu"],
+    "collective_vol_alltoall_gb": ["json", "tpu_profiler", "json_tpu"],
+    "collective_vol_total_gb": ["json", "tpu_profiler", "json_tpu"],
+}
+# cclq's 0..1 fractions are percent in CCL-Bench's data ("%"); these ratios are not
+# fractions (load_imbalance_ratio >= 1) or CCL-Bench writes them as ratios (straggler)
+RATIOS_AS_RATIOS = frozenset({"load_imbalance_ratio", "straggler"})
+# a threshold no value reaches: every value of a column with no best or worst is in
+# the middle band of CCL-Bench's page (its pill colours need thresholds)
+_NO_BAND = 1e308
+
+
+def _ccl_bench_trace_type(fmt: str) -> str | None:
+    fmt = fmt.lower()
+    if "nsys" in fmt:
+        return "nsys"
+    if "xla" in fmt or "xplane" in fmt or "xprof" in fmt:
+        return "json_tpu"
+    if "kineto" in fmt or "chrome" in fmt or "json" in fmt:
+        return "json"
+    return None
+
+
+def _display(spec: MetricSpec) -> tuple[str, float]:
+    """(unit as CCL-Bench writes it, factor from cclq's value to it)."""
+    if spec.unit == "ratio" and spec.name not in RATIOS_AS_RATIOS:
+        return "%", 100.0
+    return spec.unit, 1.0
+
+
+def _thresholds(col: MetricColumn, scale: float, workloads: list[dict[str, Any]],
+                tints: dict[tuple[str, str], str]) -> dict[str, float]:
+    """CCL-Bench's page colours a pill by ``thresholds`` (higher is better: >= high best,
+    >= mid middle, else worst; lower is better: <= mid best, <= high middle, else worst).
+    These are cut where cclq's page cuts its best and worst quarters, so both pages mark
+    the same cells best and worst (a column without a polarity, or with fewer than four
+    ranked values, has neither: every value in the middle band)."""
+    good: list[float] = []
+    fair: list[float] = []  # not in the worst quarter
+    for w in workloads:
+        e = metric_lookup(w).get(col.name)
+        if e is None or not col.ranked(e["value"]):
+            continue
+        v = float(f"{e['value'] * scale:.6g}")
+        tint = tints.get((w["trace"], col.name))
+        if tint == "q-good":
+            good.append(v)
+        if tint != "q-poor":
+            fair.append(v)
+    if col.polarity == "lower":
+        return {"high": max(fair, default=-_NO_BAND), "mid": max(good, default=-_NO_BAND)}
+    if col.polarity == "higher":
+        return {"high": min(good, default=_NO_BAND), "mid": min(fair, default=_NO_BAND)}
+    return {"high": _NO_BAND, "mid": -_NO_BAND}
+
+
 def benchmark_data(workloads: list[dict[str, Any]], specs: list[MetricSpec], generated_at: str) -> dict[str, Any]:
     """CCL-Bench's ``website/benchmark_data.json``: generated_at, all_metrics,
     metric_categories, metric_info, and one row per workload (card metadata, metrics).
     Values have 6 significant digits and ``null`` when a metric does not apply, as its
-    ``generate_data.py`` stores them; ``reasons`` (extra) says why."""
+    ``generate_data.py`` stores them; ``reasons`` (extra) says why. CCL-Bench's page
+    (its index.html, ``metricPill`` and the column sort) reads ``unit``, ``thresholds``
+    and ``higher_is_better`` from metric_info, and takes a missing one for 50/25 and
+    higher is better: every metric has all three here, in CCL-Bench's units (cclq's
+    fractions as percent), with thresholds where cclq's page draws its quarters, so
+    the two pages mark the same cells best and worst. A value cclq does not rank (0 in
+    a communication column: no communication) is null with the reason, which that page
+    shows as N/A and sorts last, as cclq's does."""
     board = [s for s in specs if s.leaderboard]
-    info = {
-        s.name: {"label": f"{s.name} ({s.unit})", "description": s.description, "unit": s.unit,
-                 "higher_is_better": {"higher": True, "lower": False}.get(s.polarity),
-                 "category": s.leaderboard, "version": s.version, "summary": s.summary}
-        for s in board
-    }
+    columns = {c.name: c for c in leaderboard_columns(board)}
+    tints = quarter_tints(workloads, list(columns.values()))
+    info = {}
+    for s in board:
+        unit, scale = _display(s)
+        col = columns[s.name]
+        types = CCL_BENCH_TRACE_TYPES.get(s.name) or sorted({
+            t for w in workloads if (e := metric_lookup(w).get(s.name)) is not None and e["value"] is not None
+            and (t := _ccl_bench_trace_type(str(w.get("info", {}).get("format") or "")))})
+        info[s.name] = {
+            "label": f"{s.name} ({unit})", "description": s.description, "unit": unit,
+            # no polarity: none is better, and the thresholds put every value in the middle
+            "higher_is_better": {"higher": True, "lower": False}.get(s.polarity),
+            "category": s.leaderboard, "trace_types": types,
+            "thresholds": _thresholds(col, scale, workloads, tints),
+            "version": s.version, "summary": s.summary, "cclq_unit": s.unit, "scale": scale}
     rows = []
     for w in workloads:
-        entries = {e["metric"]: e for g in w["categories"] for e in g["metrics"]}
+        entries = metric_lookup(w)
         metrics: dict[str, float | None] = {}
         reasons: dict[str, str] = {}
         for s in board:
             e = entries.get(s.name)
             value = None if e is None else e["value"]
-            metrics[s.name] = None if value is None else float(f"{value:.6g}")
-            if value is None:
+            if value is not None and not columns[s.name].ranked(value):
+                reasons[s.name] = "no communication in this trace (0): not ranked"
+                value, e = None, None
+            metrics[s.name] = None if value is None else float(f"{value * info[s.name]['scale']:.6g}")
+            if value is None and s.name not in reasons:
                 reasons[s.name] = "not computed" if e is None else (e["reason"] or "no value")
         rows.append({"trace": w["trace"], "metadata": w["metadata"], "metrics": metrics, "reasons": reasons})
     return {

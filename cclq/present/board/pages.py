@@ -41,6 +41,12 @@ class MetricColumn:
     group: str  # leaderboard category id
     description: str
 
+    def ranked(self, value: float | None) -> bool:
+        """Whether a value takes part in the ranking (place, tint, sort). Not applicable
+        (None) never does, nor 0 in a communication column: a trace without
+        communication did not communicate well, it did not communicate at all."""
+        return value is not None and not (self.group == "communication" and value == 0)
+
 
 @dataclass(frozen=True)
 class CardColumn:
@@ -69,7 +75,7 @@ def _quality(columns: list[MetricColumn], lookups: dict[str, dict[str, dict[str,
         if col.polarity not in ("higher", "lower"):
             continue
         values = [(trace, m[col.name]["value"]) for trace, m in lookups.items()
-                  if col.name in m and m[col.name]["value"] is not None]
+                  if col.name in m and col.ranked(m[col.name]["value"])]
         if len(values) < 4:
             continue
         ordered = sorted(v for _, v in values)
@@ -82,6 +88,11 @@ def _quality(columns: list[MetricColumn], lookups: dict[str, dict[str, dict[str,
             elif place <= 0.25:
                 out[(trace, col.name)] = "q-poor"
     return out
+
+
+def quarter_tints(workloads: list[dict[str, Any]], columns: list[MetricColumn]) -> dict[tuple[str, str], str]:
+    """(trace, metric) -> 'q-good' | 'q-poor': the tints of the leaderboard page."""
+    return _quality(columns, {w["trace"]: metric_lookup(w) for w in workloads})
 
 
 def _card_cells(w: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -117,6 +128,9 @@ def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str |
     if extra := spread(entry):
         tip += f" ({extra})"
     cls = f"num {group} {quality}" if quality else f"num {group}"
+    if not col.ranked(value):  # shown, but not ranked: sorts with n/a, last
+        tip += " (no communication: not ranked)"
+        return f'<td class="{cls}" data-sort="" title="{_e(tip)}"><span class="v">{format_number(value)}</span></td>'
     return f'<td class="{cls}" data-sort="{value!r}" title="{_e(tip)}"><span class="v">{format_number(value)}</span></td>'
 
 

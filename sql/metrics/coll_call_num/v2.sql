@@ -37,6 +37,12 @@
 --                runs for these ranks only).
 -- A rank with none of the three (steps only) or without steps is not applicable,
 -- with the reason; never 0 for "does not apply".
+-- Barriers count: a barrier is a collective call (c10d::barrier, gloo:barrier, an
+-- NCCL barrier kernel; coll_type 'barrier' in the `collectives` view, which lists
+-- them too), so a gloo run shows two more calls per step when its loop calls
+-- dist.barrier() twice. This counts calls, not data-moving collectives: for the
+-- data moved see collective_vol_total_gb or the `collectives` rows whose coll_type
+-- is not 'barrier'.
 -- Differs from version 1: steps of step_marker_rules v2 (`steps_with(2)`: engine
 -- iterations of vLLM/SGLang where a rank has no ProfilerStep#N) and
 -- kernel_class_rules v2 (DeepEP's notify/cached-notify/barrier kernels count,

@@ -4,6 +4,7 @@
 -- grain: trace
 -- category: compute
 -- polarity: lower
+-- leaderboard: communication
 -- summary: value
 -- description: Busiest rank's GPU busy time over the idlest rank's, max / min over ranks of |U(kernels)| (>= 1; 1 = balanced).
 -- needs: >= 2 ranks, GPU kernels on every rank
