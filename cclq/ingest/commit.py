@@ -97,7 +97,8 @@ def _by_reason(drops: dict[tuple[str, str], int]) -> dict[str, int]:
 def _stats_rows(task: FileTask, parsed: ParsedFile) -> list[dict]:
     base = {"file_id": task.file_id, "trace": task.trace, "rank": parsed.rank}
     return [
-        {**base, "stat": reason, "ph": ph, "dropped": True, "count": n} for (reason, ph), n in sorted(parsed.drops.items())
+        {**base, "stat": reason, "ph": ph, "dropped": True, "count": n}
+        for (reason, ph), n in sorted(parsed.drops.items())
     ] + [
         {**base, "stat": note, "ph": None, "dropped": False, "count": n} for note, n in sorted(parsed.notes.items())
     ]
@@ -187,7 +188,8 @@ class Committer:
                 self.report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", w.failure))
                 continue
             for where, problem in w.errors:
-                self.report.outcomes.append(FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
+                self.report.outcomes.append(
+                    FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
             for where, why in w.skipped:  # special files, links leaving the input folder
                 self.report.outcomes.append(FileOutcome(str(where), w.trace, "skipped", f"{show_path(where)}: {why}"))
             elsewhere = _held_elsewhere(w, files)
@@ -215,7 +217,8 @@ class Committer:
                     continue
                 if not stat.S_ISREG(st.st_mode):  # reading a FIFO would never end
                     self.report.outcomes.append(FileOutcome(
-                        str(path), w.trace, "failed", f"{show_path(path)}: not a regular file (a pipe, socket or device)"))
+                        str(path), w.trace, "failed",
+                        f"{show_path(path)}: not a regular file (a pipe, socket or device)"))
                     continue
                 previous = files.get(fid)
                 if previous is not None and previous["path"] != str(path):
@@ -299,7 +302,7 @@ class Committer:
                 try:
                     parsed.parts = [(t, rank, str(rewrite_rank(Path(tmp), rank)), n) for t, _r, tmp, n in parsed.parts]
                     parsed.rank = rank
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - the file boundary: this file fails alone
                     parsed = DiskFullError(str(task.path), DISK_FULL) if is_disk_full(e) else TraceFileError(
                         str(task.path), f"could not be written to the warehouse: {type(e).__name__}: {e}")
             staged.append((task, self.stage(task, parsed)))
@@ -330,7 +333,7 @@ class Committer:
             _check_rows([row], FILES_SCHEMA)
             _check_rows(parts, PARTS_SCHEMA)
             _check_rows(stats, STATS_SCHEMA)
-        except Exception as e:  # this file fails; the run and the other files go on
+        except Exception as e:  # noqa: BLE001 - this file fails; the run and the other files go on
             parsed.discard()
             outcome = FileOutcome(path, task.trace, "failed",
                                   f"{show_path(path)}: could not be written to the warehouse: {type(e).__name__}: {e}",
@@ -428,7 +431,7 @@ class Committer:
             staged.apply(trial)
             try:
                 self.warehouse.commit(trial, [m for m in staged.moves if m[0].exists()])
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - the file boundary: only this file's commit fails
                 self._fail([staged], e)
                 if is_disk_full(e):
                     self.stopped = "the disk is full (no space left on device)"

@@ -239,7 +239,7 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
     except MemoryError:
         discard_all()
         return TraceFileError(path, "out of memory while parsing")
-    except Exception as e:  # the file boundary: whatever went wrong, this file fails alone
+    except Exception as e:  # noqa: BLE001 - the file boundary: whatever went wrong, this file fails alone
         discard_all()
         if is_disk_full(e):
             return DiskFullError(path, DISK_FULL)

@@ -217,7 +217,8 @@ def combine_results(parts: list[pa.Table]) -> pa.Table:
     con = duckdb.connect(":memory:")
     try:
         con.register("result_parts", table.append_column(index, pa.array(range(table.num_rows), pa.int64())))
-        order = con.execute(f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}").to_arrow_table()
+        order = con.execute(
+            f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}").to_arrow_table()
     finally:
         con.close()
     return table.take(order.column(0)).combine_chunks()

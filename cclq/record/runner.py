@@ -264,7 +264,8 @@ def _record_one(ranks: RankProcesses, run: Run, name: str, out_dir: Path, timeou
             try:
                 outcome = _finish(run, name, scratch, workload, out_dir, nproc, config)
             except OSError as e:  # a full disk, a folder that cannot be replaced
-                outcome = Outcome(run, name, "failed", reason=f"cannot write {e.filename or out_dir}: {e.strerror or e}")
+                outcome = Outcome(run, name, "failed",
+                                  reason=f"cannot write {e.filename or out_dir}: {e.strerror or e}")
         else:
             outcome = Outcome(run, name, "failed", reason=reason)
             _keep_logs(scratch, out_dir / FAILED_DIR / name)

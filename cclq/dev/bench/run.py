@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import io
 import os
 import shutil
 import subprocess
@@ -38,8 +39,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ijson
+
+if TYPE_CHECKING:
+    import pyarrow
 
 
 @dataclass
@@ -62,7 +67,7 @@ class BenchRow:
     peak_rss_j2_mb: float  # the largest of the --jobs 2 ingest process and its children
 
 
-def _open(path: Path):
+def _open(path: Path) -> io.BufferedIOBase:
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
     return gzip.open(path, "rb") if gz else open(path, "rb")
@@ -237,7 +242,8 @@ def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] |
                                                                                                 "relative")
             folder = synthetic_workload(workdir, total_mb, n, form)
             files = sorted(p for p in folder.iterdir() if p.name.startswith("kineto_trace_"))
-            label = f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}" + ("" if form == "relative" else f", {form} ts")
+            label = (f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}"
+                     + ("" if form == "relative" else f", {form} ts"))
             rows.append(bench_input(label, [folder], files, scratch, repeats))
         if perf_traces is not None and perf_traces.is_dir():
             for folder in sorted(p for p in perf_traces.iterdir() if p.is_dir()):
@@ -250,7 +256,7 @@ def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] |
     return rows
 
 
-def rows_to_table(rows: list[BenchRow]):  # -> pa.Table
+def rows_to_table(rows: list[BenchRow]) -> pyarrow.Table:
     import pyarrow as pa
 
     return pa.Table.from_pylist([asdict(r) for r in rows])
@@ -404,7 +410,8 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
                 total += dt
                 per_metric.append({"metric": spec.label, "rows": rows_out, "seconds": round(dt, 3)})
             per_metric.append({"metric": "ALL METRICS (one process)", "rows": None, "seconds": round(total, 3)})
-            per_metric.append({"metric": "ingest of the shared traces (-j 2)", "rows": None, "seconds": round(ingest_s, 3)})
+            per_metric.append({"metric": "ingest of the shared traces (-j 2)", "rows": None,
+                               "seconds": round(ingest_s, 3)})
         seed = scratch / "seed_in" / "synthetic_8rank"
         generate_workload(seed, ranks=8, steps=5, layers=4, seed=1)
         base = Warehouse(scratch / "base")

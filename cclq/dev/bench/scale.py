@@ -143,8 +143,8 @@ def run_main_loop_bench(traces_dir: Path, metrics: tuple[str, ...] = LOOP_METRIC
                 rows.append({"case": f"{label}, results {results}", "calls": calls, "failed": failed,
                              "seconds": round(seconds, 2), "ms_per_call": round(1000 * seconds / calls)})
             if daemon == "1":
-                subprocess.run([sys.executable, "-m", "cclq.compat.daemon_process", "--stop", "--warehouse", str(wh)], env=env,
-                               capture_output=True)
+                subprocess.run([sys.executable, "-m", "cclq.compat.daemon_process", "--stop", "--warehouse", str(wh)],
+                               env=env, capture_output=True)
         slowest = {r["case"].split(",")[1]: r["seconds"] for r in rows[:2]}
         for r in rows:
             r["speedup"] = round(slowest[r["case"].split(",")[1]] / r["seconds"], 1)

@@ -420,7 +420,8 @@ class _Chunker:
         while True:
             pos = _GAP.match(self.buf, pos).end()  # type: ignore[union-attr]
             self._fill(pos + CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10))
-            if self.buf[pos:pos + 1] == b"]" or (self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10)):
+            if self.buf[pos:pos + 1] == b"]" or (
+                    self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10)):
                 yield pos
                 return
             search = pos + CHUNK_BYTES

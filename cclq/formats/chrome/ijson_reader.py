@@ -36,7 +36,7 @@ import gc
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -69,7 +69,7 @@ from cclq.formats.chrome.events import (
 )
 from cclq.formats.chrome.jsonscan import bounds_check
 from cclq.formats.limits import DEFAULT_LIMITS, LimitExceeded, ReadLimits
-from cclq.formats.source import Source, gzip_errors, read_tail
+from cclq.formats.source import BlockCheck, Source, gzip_errors, read_tail
 from cclq.schema import EVENT_SCHEMA
 
 # Notes for a Horovod timeline that ends without its closing "]".
@@ -438,7 +438,7 @@ def read_chrome_json(
     return result
 
 
-def bounds_check_for(path: str, detected: Detected, limits: ReadLimits):  # -> Callable[[bool], BlockCheck]
+def bounds_check_for(path: str, detected: Detected, limits: ReadLimits) -> Callable[[bool], BlockCheck]:
     """The ``Source`` check that holds ijson to ``limits``."""
     return lambda compressed: bounds_check(path, limits, event_depth(detected), compressed)
 

@@ -117,7 +117,8 @@ def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str |
     if extra := spread(entry):
         tip += f" ({extra})"
     cls = f"num {group} {quality}" if quality else f"num {group}"
-    return f'<td class="{cls}" data-sort="{value!r}" title="{_e(tip)}"><span class="v">{format_number(value)}</span></td>'
+    return (f'<td class="{cls}" data-sort="{value!r}" title="{_e(tip)}">'
+            f'<span class="v">{format_number(value)}</span></td>')
 
 
 def _page(title: str, body: str, css: str, scripts: str = "") -> str:
@@ -174,14 +175,17 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
     n_metrics = len(columns)
     toggles = "".join(f'<label><input type="checkbox" data-group="{_e(gid)}" checked> {_e(title)}</label>'
                       for gid, title, _ in groups[1:])
+    counts = f"{len(workloads)} workloads &middot; {n_metrics} leaderboard metrics"
+    search = ('<input type="search" id="filter" placeholder="Filter: model, phase, hardware, framework ..." '
+              'aria-label="Filter workloads">')
     body = f"""<header class="top">
 <h1>cclq benchmark board</h1>
-<div class="sub">{len(workloads)} workloads &middot; {n_metrics} leaderboard metrics &middot; generated {_e(generated_at)}
+<div class="sub">{counts} &middot; generated {_e(generated_at)}
  from <code>{_e(source)}</code></div>
 </header>
 <main>
 <div class="toolbar">
-<input type="search" id="filter" placeholder="Filter: model, phase, hardware, framework ..." aria-label="Filter workloads">
+{search}
 <span class="count" id="count">{len(workloads)} workloads</span>
 <span class="groups" id="groups">{toggles}</span>
 <span class="legend">Click a column to sort (best first). <span style="background:var(--good-bg)">best quarter</span>
@@ -251,7 +255,8 @@ def _metric_tables(data: dict[str, Any]) -> str:
             rows.append(f'<tr data-metric="{_e(e["metric"])}"><td>{name}</td><td class="num">{value}</td>'
                         f'<td>{_e(e["unit"])}</td><td class="note">{note}</td></tr>')
         out.append(f'<div class="metric-group"><h3>{_e(group["title"])}</h3><table class="metrics">'
-                   '<colgroup><col class="c-metric"><col class="c-value"><col class="c-unit"><col></colgroup><thead><tr>'
+                   '<colgroup><col class="c-metric"><col class="c-value"><col class="c-unit"><col></colgroup>'
+                   '<thead><tr>'
                    '<th>metric</th><th class="num">value</th><th>unit</th><th>over / why n/a</th></tr></thead>'
                    f'<tbody>{"".join(rows)}</tbody></table></div>')
     return "\n".join(out)
