@@ -227,11 +227,11 @@ class EtReader:
         for key in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid"):
             row[key] = _int(attrs.get(key))
         for key in _COMM_ATTRS:
-            value = attrs.get(key)
+            attr = attrs.get(key)
             if key in ("in_msg_nelems", "out_msg_nelems", "pg_size"):
-                row[key] = _int(value)
-            elif value is not None:
-                row[key] = value if type(value) is str else _json(value)
+                row[key] = _int(attr)
+            elif attr is not None:
+                row[key] = attr if type(attr) is str else _json(attr)
         if row["name"] == "record_param_comms" and row.get("collective_name") is None and type(node.inputs) is list:
             # 1.0.1: (tensor, seq, pg, rank, collective name, in splits, out splits)
             strings = [v for v in node.inputs if type(v) is str and not v.startswith("<")]

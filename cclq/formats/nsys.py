@@ -54,8 +54,9 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -133,7 +134,8 @@ def _open(path: str, limits: ReadLimits = DEFAULT_LIMITS) -> sqlite3.Connection:
     con.execute("PRAGMA trusted_schema = false")
     con.execute("PRAGMA temp_store = MEMORY")
     con.execute(f"PRAGMA hard_heap_limit = {int(limits.max_sqlite_bytes)}")
-    con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(int(limits.max_string_bytes), (1 << 31) - 1))
+    if sys.version_info >= (3, 11):  # Connection.setlimit is 3.11+; on 3.10 the heap limit above bounds it
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(int(limits.max_string_bytes), (1 << 31) - 1))
     return con
 
 
@@ -273,6 +275,10 @@ def _tid(global_tid: int | None) -> int | None:
     return None if global_tid is None else global_tid & 0xFFFFFF
 
 
+@overload
+def _process_key(global_id: int) -> int: ...
+@overload
+def _process_key(global_id: None) -> None: ...
 def _process_key(global_id: int | None) -> int | None:
     """The process part of a ``globalTid`` (``globalPid`` has the thread bits zero)."""
     return None if global_id is None else global_id & ~0xFFFFFF
@@ -525,9 +531,8 @@ class _Read:
         """CPU-side calls: CUDA runtime/driver API, OS runtime, MPI."""
         ex = self.ex
         cols = ex.columns(table)
-        name_col = next((c for c in ("nameId", "textId") if c in cols), None)
-        if name_col is None:
-            ex.require(table, "nameId")
+        name_col = next((c for c in ("nameId", "textId") if c in cols), "nameId")
+        ex.require(table, name_col)  # fails naming nameId when neither is there
         ex.require(table, "start", "end", "globalTid")
         sql = f"""SELECT t.start, t.end, {_int_sql('t.globalTid')}, {ex.col(table, 'correlationId')}, s.value
                   FROM {quote_ident(table)} AS t LEFT JOIN StringIds AS s ON s.id = t.{quote_ident(name_col)}"""

@@ -166,7 +166,9 @@ class ResultsReader:
                  "sglang_bench_jsonl": _serving_jsonl}[detected.flavor]
         limits = self.limits
         with Source(path, progress, limits=limits, keep_bom=True) as source:  # utf-8-sig drops it
-            text = io.TextIOWrapper(source.stream, encoding="utf-8-sig", errors="replace", newline="")
+            # typeshed wants a buffered stream (read1 and more); TextIOWrapper uses read() when read1 is absent
+            text = io.TextIOWrapper(source.stream,  # type: ignore[type-var]
+                                    encoding="utf-8-sig", errors="replace", newline="")
             lines = _bounded_lines(text, path, limits)
             try:
                 if detected.flavor == "ddlb_csv":

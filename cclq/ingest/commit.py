@@ -40,7 +40,9 @@ def _card_warning(w: Workload) -> list[str]:
     """One warning for a card with template problems (``cclq cards check`` lists them)."""
     from cclq.cards.check import check_card_file
 
-    problems = check_card_file(w.card) if w.card is not None else []
+    if w.card is None:
+        return []
+    problems = check_card_file(w.card)
     if not problems:
         return []
     first = problems[0]
@@ -175,7 +177,7 @@ class Committer:
         self.stopped: str | None = None
         # trace -> changes that wait for the workload's first committed file (--force)
         self.deferred: dict[str, Callable[[CatalogState], None]] = {}
-        self._claims_index: dict[tuple[str, int], str] | None = None
+        self._claims_index: dict[tuple[str, int, str], str] | None = None
         self.rankless: list[tuple[FileTask, ParsedFile]] = []  # parsed files that state no rank
 
     # -- planning -------------------------------------------------------------
@@ -240,7 +242,9 @@ class Committer:
         """How the workload's card changes the catalog (None: it does not). The card is
         every trace's the workload fills (``<id>`` and ``<id>+nsys``)."""
         if not w.is_folder:
-            return lambda state: state.cards.pop(w.trace, None)  # a loose file replacing a folder
+            def drop_card(state: CatalogState) -> None:  # a loose file replacing a folder
+                state.cards.pop(w.trace, None)
+            return drop_card
         if w.card is None:
             new: dict[str, dict | None] = dict.fromkeys(w.traces)
         else:
@@ -298,14 +302,15 @@ class Committer:
             rank = task.previous["rank"] if task.previous and task.previous["rank"] not in taken else 0
             while rank in taken:
                 rank += 1
+            result: ParsedFile | TraceFileError = parsed
             if rank != parsed.rank:
                 try:
                     parsed.parts = [(t, rank, str(rewrite_rank(Path(tmp), rank)), n) for t, _r, tmp, n in parsed.parts]
                     parsed.rank = rank
                 except Exception as e:  # noqa: BLE001 - the file boundary: this file fails alone
-                    parsed = DiskFullError(str(task.path), DISK_FULL) if is_disk_full(e) else TraceFileError(
+                    result = DiskFullError(str(task.path), DISK_FULL) if is_disk_full(e) else TraceFileError(
                         str(task.path), f"could not be written to the warehouse: {type(e).__name__}: {e}")
-            staged.append((task, self.stage(task, parsed)))
+            staged.append((task, self.stage(task, result)))
         self.rankless.clear()
         return staged
 

@@ -245,8 +245,8 @@ def summarize_rows(spec: MetricSpec, rows: list[dict[str, Any]]) -> tuple[float 
         return float(values[0]), None
     if spec.summary == "ratio" and spec.summary_columns is not None:
         num, den = spec.summary_columns
-        pairs = [(r.get(num), r.get(den)) for r in rows if r["value"] is not None]
-        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        given = [(r.get(num), r.get(den)) for r in rows if r["value"] is not None]
+        pairs = [(a, b) for a, b in given if a is not None and b is not None]
         total = sum(b for _, b in pairs)
         if not pairs or total == 0:
             return None, f"no rows with {num} and a non-zero {den}"

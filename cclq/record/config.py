@@ -349,7 +349,7 @@ def expand(config_path: Path, world_size: int, cuda: bool = False) -> list[Run]:
     card = doc.get("card") or {}
     if not isinstance(card, dict):
         raise check.fail("card", "expected an object of workload-card fields")
-    common = dict(
+    common: dict[str, Any] = dict(
         validate=check.boolean("validate"),
         num_iterations=check.count("num_iterations", 1),
         num_warmups=check.count("num_warmups", 0),

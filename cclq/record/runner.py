@@ -286,10 +286,11 @@ def _wait(ranks: RankProcesses, scratch: Path, timeout_s: float) -> str | None:
         if done and (scratch / RESULT_FILE).is_file():
             return None
         failed = [r for r, code in enumerate(ranks.codes()) if code is not None]
-        if failed and grace_end is None:
-            grace_end = time.monotonic() + _GRACE_S
-        if failed and (len(failed) == nproc or time.monotonic() > grace_end):
-            return _failure_reason(ranks, scratch)
+        if failed:
+            if grace_end is None:
+                grace_end = time.monotonic() + _GRACE_S
+            if len(failed) == nproc or time.monotonic() > grace_end:
+                return _failure_reason(ranks, scratch)
         if time.monotonic() > deadline:
             return f"timed out after {timeout_s:g} s (a rank hung; see the logs)"
         time.sleep(0.02)

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SCALE_METRICS = ("total_kernel_time", "avg_step_time", "communication_overlap_ratio", "collective_skew",
                  "hta_temporal_breakdown")
@@ -133,7 +134,7 @@ def run_main_loop_bench(traces_dir: Path, metrics: tuple[str, ...] = LOOP_METRIC
         wh = scratch / "wh"
         _child([*_CLI, "ingest", *map(str, folders), "-w", str(wh), "-q"])  # a folder that fails fails its calls
         base = {**os.environ, "TMPDIR": str(scratch)}  # the daemon's socket folder: this run's own
-        rows = []
+        rows: list[dict[str, Any]] = []
         for label, daemon in (("a process per call", "0"), ("warm daemon", "1")):
             env = {**base, "CCLQ_DAEMON": daemon}
             shutil.rmtree(wh / "cache", ignore_errors=True)

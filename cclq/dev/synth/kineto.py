@@ -83,6 +83,7 @@ class Micros(float):
     """
 
     __slots__ = ("ns",)
+    ns: int
 
     def __new__(cls, ns: int) -> "Micros":
         obj = super().__new__(cls, ns / 1000)
@@ -1055,7 +1056,7 @@ class _RankSim:
 
 def generate_rank_trace(path: Path | str, rank: int, world_size: int, steps: int = 3,
                         layers: int = 4, seed: int = 0, target_bytes: int | None = None,
-                        gz: bool = False, *, base_time_ns: int = DEFAULT_BASE_TIME_NS,
+                        gz: bool = False, *, base_time_ns: int | None = DEFAULT_BASE_TIME_NS,
                         start_ns: int = DEFAULT_GEN_START_NS,
                         distributed_info: str = "before", time_form: str = "relative") -> dict[str, Any]:
     """Writes one rank's realistic DDP training trace, streaming events to ``path``.

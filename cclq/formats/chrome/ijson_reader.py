@@ -258,8 +258,8 @@ def _valid_times(ts: pa.Array, dur: pa.Array, ts_bad: list[int], dur_bad: list[i
     n = len(ts)
     bad_ts = set(ts_bad)
     # ts + base and ts + dur must stay in int64: checked where the arrays say they might not
-    lo, hi = pc.min_max(ts).values() if n else (None, None)
-    lo, hi = lo.as_py(), hi.as_py()
+    bounds: list[Any] = [s.as_py() for s in pc.min_max(ts).values()] if n else [None, None]
+    lo, hi = bounds
     base_risk = lo is not None and not (INT64_MIN <= lo + base and hi + base <= INT64_MAX)
     dmax = pc.max(dur).as_py() if n else None
     end_risk = dmax is not None and hi is not None and hi + base + dmax > INT64_MAX

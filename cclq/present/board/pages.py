@@ -26,7 +26,7 @@ _NO_FAVICON = '<link rel="icon" href="data:,">'  # no favicon request, so no 404
 
 
 def asset_text(name: str) -> str:
-    return resources.files("cclq.present.board").joinpath("assets", name).read_text()
+    return resources.files("cclq.present.board").joinpath("assets").joinpath(name).read_text()
 
 
 def _e(value: Any) -> str:
@@ -143,15 +143,15 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
         first = " first" if i == 0 else ""
         col_cells.append(f'<th data-col="{i}" data-type="{"num" if c.numeric else "text"}" class="g-workload{first}">'
                          f'<button type="button">{_e(c.title)}<span class="arrow"></span></button></th>')
-    for j, c in enumerate(columns, start=len(CARD_COLUMNS)):
-        better = {"higher": "higher is better", "lower": "lower is better"}.get(c.polarity, "")
-        title = f"{c.description}" + (f" ({better})" if better else "")
-        arrow = {"higher": "\u2191 ", "lower": "\u2193 "}.get(c.polarity, "")
-        label = _e(c.name).replace("_", "_<wbr>")
+    for j, mc in enumerate(columns, start=len(CARD_COLUMNS)):
+        better = {"higher": "higher is better", "lower": "lower is better"}.get(mc.polarity, "")
+        title = f"{mc.description}" + (f" ({better})" if better else "")
+        arrow = {"higher": "\u2191 ", "lower": "\u2193 "}.get(mc.polarity, "")
+        label = _e(mc.name).replace("_", "_<wbr>")
         col_cells.append(
-            f'<th data-col="{j}" data-type="num" data-better="{_e(c.polarity)}" data-metric="{_e(c.name)}" '
-            f'class="metric g-{_e(c.group)}" title="{_e(title)}"><button type="button">{label}'
-            f'<span class="arrow"></span><span class="unit">{arrow}{_e(c.unit)}</span></button></th>')
+            f'<th data-col="{j}" data-type="num" data-better="{_e(mc.polarity)}" data-metric="{_e(mc.name)}" '
+            f'class="metric g-{_e(mc.group)}" title="{_e(title)}"><button type="button">{label}'
+            f'<span class="arrow"></span><span class="unit">{arrow}{_e(mc.unit)}</span></button></th>')
     body_rows = []
     for w in workloads:
         cells = _card_cells(w)
@@ -160,8 +160,8 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
             html, key = cells[c.key]
             cls = ("first " if i == 0 else "") + ("num" if c.numeric else "")
             tds.append(f'<td class="{cls.strip()}" data-sort="{_e(key)}">{html}</td>')
-        for c in columns:
-            tds.append(_metric_cell(lookups[w["trace"]].get(c.name), c, quality.get((w["trace"], c.name))))
+        for mc in columns:
+            tds.append(_metric_cell(lookups[w["trace"]].get(mc.name), mc, quality.get((w["trace"], mc.name))))
         m = w["metadata"]
         search = " ".join(str(x) for x in (w["trace"], m["model_family"], m["phase"], m["hardware_type"],
                                            m["hardware_model"], m["framework"], m["comm_library"],
