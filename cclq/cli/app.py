@@ -413,6 +413,7 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
         fixed = ("trace", "rank", "step", "value", "unit", "reason")
         rows = []
         for run in ok:
+            assert run.table is not None  # ok holds the runs with a table
             for row in run.table.to_pylist():
                 details = {k: v for k, v in row.items() if k not in fixed}
                 rows.append({"metric": run.spec.name, "version": run.spec.version, **{k: row[k] for k in fixed},
@@ -914,8 +915,8 @@ def bench(
     except ValueError as e:
         raise UsageError(f"--sizes takes MB or MBxRANKS, --copies integers, comma-separated: {e}") from e
     if ingest_part:
-        rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
-        write_table(rows_to_table(rows), fmt, title="readers and ingest vs raw ijson (MB of JSON per second)")
+        bench_rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
+        write_table(rows_to_table(bench_rows), fmt, title="readers and ingest vs raw ijson (MB of JSON per second)")
     if metrics_part:
         from dataclasses import asdict
 

@@ -39,12 +39,13 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ijson
 
 if TYPE_CHECKING:
     import pyarrow
+    from _typeshed import FileDescriptorLike  # a stub-only module: what os.fsync takes
 
 
 @dataclass
@@ -238,8 +239,9 @@ def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] |
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-wh-"))
     try:
         for size in sizes:
-            total_mb, n, form = (tuple(size) + ("relative",))[:3] if isinstance(size, tuple) else (size, ranks,
-                                                                                                "relative")
+            parts: tuple[Any, ...] = ((tuple(size) + ("relative",))[:3] if isinstance(size, tuple)
+                                     else (size, ranks, "relative"))
+            total_mb, n, form = parts
             folder = synthetic_workload(workdir, total_mb, n, form)
             files = sorted(p for p in folder.iterdir() if p.name.startswith("kineto_trace_"))
             label = (f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}"
@@ -576,7 +578,7 @@ def _ingest_counting_fsync(workload: Path, wh_root: Path) -> tuple[float, int, f
     real = os.fsync
     spent = [0, 0.0]
 
-    def counted(fd: int) -> None:
+    def counted(fd: FileDescriptorLike) -> None:
         start = time.perf_counter()
         real(fd)
         spent[0] += 1
@@ -586,6 +588,6 @@ def _ingest_counting_fsync(workload: Path, wh_root: Path) -> tuple[float, int, f
     try:
         start = time.perf_counter()
         ingest([workload], Warehouse(wh_root), jobs=1, force=True)
-        return time.perf_counter() - start, spent[0], spent[1]
+        return time.perf_counter() - start, int(spent[0]), spent[1]
     finally:
         os.fsync = real
