@@ -61,7 +61,7 @@ class TraceFileError(CclqError):
         self.problem = problem
         self.detail = detail
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[type[TraceFileError], tuple[str, str, str | None]]:
         # picklable, so that parser processes can hand errors back
         return (type(self), (self.path, self.problem, self.detail))
 

@@ -7,9 +7,9 @@ to, whatever its path (a compacted file holds many ranks, and a trace id such as
 ``NULL`` must not depend on how a tool parses a folder name).
 
 ``PROMOTED_ARGS`` is the declarative mapping from a raw ``args`` key to a typed
-column that also holds its value (``args`` keeps every key as written) (the idea of HTA's ``event_args`` YAML, kept in code so it is versioned with
-``INGEST_VERSION``). Adding a key here is a schema change: bump ``INGEST_VERSION``
-so that ``cclq ingest`` rewrites old partitions.
+column that also holds its value (``args`` keeps every key as written) (the idea of HTA's
+``event_args`` YAML, kept in code so it is versioned with ``INGEST_VERSION``). Adding a key
+here is a schema change: bump ``INGEST_VERSION`` so that ``cclq ingest`` rewrites old partitions.
 """
 
 from __future__ import annotations

@@ -201,7 +201,8 @@ class Diff:
         body = "".join(
             f"<tr><td>{html.escape(str(r.get('name')))}</td><td>{_num(r.get('a'))}</td><td>{_num(r.get('b'))}</td>"
             f"<td>{_pct(r.get('rel'))}</td></tr>" for r in metrics)
-        sides = f"<p><b>A</b>: {html.escape(', '.join(self.result.a))} &nbsp; <b>B</b>: {html.escape(', '.join(self.result.b))}</p>"
+        sides = (f"<p><b>A</b>: {html.escape(', '.join(self.result.a))} &nbsp; "
+                 f"<b>B</b>: {html.escape(', '.join(self.result.b))}</p>")
         return f"<div class='cclq-diff'>{sides}<table>{head}{body}</table></div>"
 
 

@@ -254,8 +254,9 @@ def _consistency(card: dict[str, Any], out: list[tuple[str, str]]) -> None:
     plan = _get(card, _PLAN)
     plan = plan if isinstance(plan, dict) else {}
     factors = {k: _good_count(plan.get(k)) for k in WORLD_FACTORS if plan.get(k) is not None}
-    if total is not None and factors and all(v is not None for v in factors.values()):
-        product = math.prod(factors.values())
+    counts = [v for v in factors.values() if v is not None]
+    if total is not None and factors and len(counts) == len(factors):
+        product = math.prod(counts)
         if product != total:
             formula = " x ".join(f"{k} {v}" for k, v in factors.items())
             out.append((_PLAN, f"{formula} = {product} devices, but {_TOTAL} is {total}"))

@@ -173,7 +173,7 @@ def _read_toml(text: str) -> dict[str, Any]:
         import tomllib  # Python >= 3.11
     except ImportError:  # pragma: no cover - Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ImportError as e:
             raise ValueError("reading a TOML card needs Python 3.11+ or `pip install tomli` "
                              "(the `toml` extra)") from e

@@ -137,7 +137,9 @@ def ingest(
                                       "certainty goes to ijson) or 'ijson' (the reference, event by event)."),
     ] = "fast",
     max_string_mb: Annotated[
-        float, typer.Option("--max-string-mb", min=0.001, help="Fail a file holding a JSON string or number longer than this.")
+        float,
+        typer.Option("--max-string-mb", min=0.001,
+                     help="Fail a file holding a JSON string or number longer than this."),
     ] = DEFAULT_LIMITS.max_string_bytes / MIB,
     max_event_mb: Annotated[
         float, typer.Option("--max-event-mb", min=0.001, help="Fail a file holding one event larger than this.")
@@ -269,7 +271,8 @@ def sql(
 # ----------------------------------------------------------------------- metrics
 @app.command(epilog="Example: cclq metrics --format csv")
 def metrics(fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
-    """List every metric: versions, unit, grain, category, how `python -m cclq.main` summarises it, parameters and what it measures."""
+    """List every metric: versions, unit, grain, category, how `python -m cclq.main` summarises it,
+    parameters and what it measures."""
     from cclq.query.registry import catalog_table
 
     write_table(catalog_table(), fmt, output=output)
@@ -291,11 +294,15 @@ def metric(
         typer.Option("--category", "-c", help="Every metric of this category (repeatable): step_time, communication, "
                      "compute, memory, collectives, inference, hta."),
     ] = None,
-    version: Annotated[Optional[int], typer.Option("--version", "-v", help="Pin a metric version [default: latest].")] = None,
+    version: Annotated[
+        Optional[int], typer.Option("--version", "-v", help="Pin a metric version [default: latest].")
+    ] = None,
     param: Annotated[
         Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE, overrides the workload card (repeatable).")
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")
+    ] = False,
     warehouse: WarehouseOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     output: Annotated[
@@ -653,7 +660,9 @@ def board(
         bool, typer.Option("--all-metrics", help="Compute every metric for the workload pages, not only the "
                                                  "leaderboard's and the plots'.")
     ] = False,
-    force: Annotated[bool, typer.Option("--force", help="Recompute every workload, not only the changed ones.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Recompute every workload, not only the changed ones.")
+    ] = False,
     no_cache: NoCacheOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
     config: Annotated[
@@ -790,7 +799,8 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     wh = _warehouse(warehouse)
     exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
     if not Path(exe).exists():
-        raise UsageError("the duckdb CLI is not installed", hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
+        raise UsageError("the duckdb CLI is not installed",
+                         hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
     with wh.open_snapshot() as snapshot:  # held for the session: its files stay
         query_settings = _query_settings()
         spill = query_settings.make_spill_folder(wh)  # a spill folder of the shell's own
@@ -892,9 +902,15 @@ def ccl_bench_shim(
 # ------------------------------------------------------------------------ record
 @app.command(epilog="Example: cclq record ddlb_config.json -o runs --nproc 2 && cclq ingest runs")
 def record(
-    config: Annotated[Path, typer.Argument(help="DDLB's config.json (its `benchmark` object), or cclq's extension of it.")],
-    out_dir: Annotated[Path, typer.Option("--output", "-o", help="Folder to put one workload folder per configuration in.")],
-    nproc: Annotated[int, typer.Option("--nproc", "-n", min=1, help="World size: rank processes per configuration.")] = 2,
+    config: Annotated[
+        Path, typer.Argument(help="DDLB's config.json (its `benchmark` object), or cclq's extension of it.")
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder to put one workload folder per configuration in.")
+    ],
+    nproc: Annotated[
+        int, typer.Option("--nproc", "-n", min=1, help="World size: rank processes per configuration.")
+    ] = 2,
     timeout: Annotated[
         float, typer.Option("--timeout", min=1, help="Seconds one configuration may take before its ranks are stopped.")
     ] = 600,
@@ -945,7 +961,9 @@ def bench(
     traces_dir: Annotated[
         Optional[Path], typer.Option("--traces", help="Real traces to run every metric over (one process).")
     ] = None,
-    copies: Annotated[str, typer.Option(help="Copies of an 8-rank trace for the one-query vs loop scaling.")] = "1,10,100",
+    copies: Annotated[
+        str, typer.Option(help="Copies of an 8-rank trace for the one-query vs loop scaling.")
+    ] = "1,10,100",
     metric: Annotated[str, typer.Option(help="Metric for the scaling run.")] = "communication_overlap_ratio",
     hta_python: Annotated[
         Optional[str],
@@ -955,7 +973,9 @@ def bench(
         int, typer.Option("--hta-copies", help="Also compare with HTA on N ranks made of hta_df_index_resolver "
                                                "(8: a 430 MB set).")
     ] = 0,
-    repeats: Annotated[int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")] = 2,
+    repeats: Annotated[
+        int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")
+    ] = 2,
     board_workloads: Annotated[
         int, typer.Option("--board", min=0, help="Also time `cclq board` over this many workloads (copies of an "
                                                   "8-rank trace): cold, cached metrics, no change, one card changed.")
@@ -991,8 +1011,8 @@ def bench(
     except ValueError as e:
         raise UsageError(f"--sizes takes MB or MBxRANKS, --copies integers, comma-separated: {e}") from e
     if ingest_part:
-        rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
-        write_table(rows_to_table(rows), fmt, title="readers and ingest vs raw ijson (MB of JSON per second)")
+        bench_rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
+        write_table(rows_to_table(bench_rows), fmt, title="readers and ingest vs raw ijson (MB of JSON per second)")
     if metrics_part:
         from dataclasses import asdict
 

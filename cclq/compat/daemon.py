@@ -155,7 +155,7 @@ def call(argv: list[str], wh_root: Path) -> int | None:
     started: subprocess.Popen | None = None
     for _ in range(3):
         reply = _ask(paths["sock"], request, _seconds(ACK_ENV, DEFAULT_ACK_S), _seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-        if reply is UNRESPONSIVE:
+        if isinstance(reply, _Unresponsive):  # UNRESPONSIVE, its one instance
             return None  # there, but not serving: run here, and start no other daemon
         if reply is None or reply.get("restart"):
             if reply is not None:

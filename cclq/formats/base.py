@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -89,7 +89,7 @@ def rank_from_name(name: str) -> int | None:
     return None
 
 
-def record_batch(schema: pa.Schema, columns: dict[str, Sequence[Any] | pa.Array], n: int) -> pa.RecordBatch:
+def record_batch(schema: pa.Schema, columns: Mapping[str, Sequence[Any] | pa.Array], n: int) -> pa.RecordBatch:
     """A batch of ``schema`` from the columns a reader has; the others are NULL."""
     arrays = []
     for f in schema:
@@ -156,7 +156,9 @@ class Reader(Protocol):
     """One format family. ``name`` is recorded in ``files.parser``."""
 
     name: str
-    tables: tuple[str, ...]
+
+    @property
+    def tables(self) -> tuple[str, ...]: ...  # read-only, so that a class's ("events",) is one
 
     def prepare(self, path: str, detected: Detected) -> Prepared: ...
 

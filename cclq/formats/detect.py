@@ -155,7 +155,7 @@ def detect(path: str) -> Detected:
     text = head.lstrip()
     if text.startswith(b"\xef\xbb\xbf"):
         text = text[3:].lstrip()
-    if not text[:1] in (b"{", b"["):
+    if text[:1] not in (b"{", b"["):
         # Never the bytes themselves: the file may be anything a link leads to (/etc/shadow)
         raise TraceFileError(path, f"not a recognised trace format ({_kind_of(head)}; not JSON, SQLite, "
                                    "xplane.pb or a results file)")

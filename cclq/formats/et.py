@@ -96,11 +96,13 @@ class _Node:
             self.attrs = {a.get("name"): a.get("value") for a in raw.get("attrs") or [] if isinstance(a, dict)}
             ins, outs = raw.get("inputs") or {}, raw.get("outputs") or {}
             self.inputs, self.input_shapes, self.input_types = ins.get("values"), ins.get("shapes"), ins.get("types")
-            self.outputs, self.output_shapes, self.output_types = outs.get("values"), outs.get("shapes"), outs.get("types")
+            self.outputs, self.output_shapes, self.output_types = (
+                outs.get("values"), outs.get("shapes"), outs.get("types"))
             self.parent = raw.get("ctrl_deps")
         else:  # 1.0.1: flat
             self.attrs = {k: raw[k] for k in _COLUMN_ATTRS if k in raw}
-            self.inputs, self.input_shapes, self.input_types = raw.get("inputs"), raw.get("input_shapes"), raw.get("input_types")
+            self.inputs, self.input_shapes, self.input_types = (
+                raw.get("inputs"), raw.get("input_shapes"), raw.get("input_types"))
             self.outputs, self.output_shapes = raw.get("outputs"), raw.get("output_shapes")
             self.output_types = raw.get("output_types")
             self.parent = raw.get("parent")
@@ -216,7 +218,8 @@ class EtReader:
             "file_id": file_id, "node_idx": idx, "node_id": node_id, "parent_id": _int(node.parent),
             "name": raw.get("name") if type(raw.get("name")) is str else None,
             "op_schema": attrs.get("op_schema") if type(attrs.get("op_schema")) is str else None,
-            "inputs": _json(node.inputs), "input_shapes": _json(node.input_shapes), "input_types": _json(node.input_types),
+            "inputs": _json(node.inputs), "input_shapes": _json(node.input_shapes),
+            "input_types": _json(node.input_types),
             "outputs": _json(node.outputs), "output_shapes": _json(node.output_shapes),
             "output_types": _json(node.output_types),
             "input_bytes": sizes["input"], "output_bytes": sizes["output"],
@@ -224,11 +227,11 @@ class EtReader:
         for key in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid"):
             row[key] = _int(attrs.get(key))
         for key in _COMM_ATTRS:
-            value = attrs.get(key)
+            attr = attrs.get(key)
             if key in ("in_msg_nelems", "out_msg_nelems", "pg_size"):
-                row[key] = _int(value)
-            elif value is not None:
-                row[key] = value if type(value) is str else _json(value)
+                row[key] = _int(attr)
+            elif attr is not None:
+                row[key] = attr if type(attr) is str else _json(attr)
         if row["name"] == "record_param_comms" and row.get("collective_name") is None and type(node.inputs) is list:
             # 1.0.1: (tensor, seq, pg, rank, collective name, in splits, out splits)
             strings = [v for v in node.inputs if type(v) is str and not v.startswith("<")]

@@ -54,8 +54,9 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -133,7 +134,8 @@ def _open(path: str, limits: ReadLimits = DEFAULT_LIMITS) -> sqlite3.Connection:
     con.execute("PRAGMA trusted_schema = false")
     con.execute("PRAGMA temp_store = MEMORY")
     con.execute(f"PRAGMA hard_heap_limit = {int(limits.max_sqlite_bytes)}")
-    con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(int(limits.max_string_bytes), (1 << 31) - 1))
+    if sys.version_info >= (3, 11):  # Connection.setlimit is 3.11+; on 3.10 the heap limit above bounds it
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(int(limits.max_string_bytes), (1 << 31) - 1))
     return con
 
 
@@ -273,6 +275,10 @@ def _tid(global_tid: int | None) -> int | None:
     return None if global_tid is None else global_tid & 0xFFFFFF
 
 
+@overload
+def _process_key(global_id: int) -> int: ...
+@overload
+def _process_key(global_id: None) -> None: ...
 def _process_key(global_id: int | None) -> int | None:
     """The process part of a ``globalTid`` (``globalPid`` has the thread bits zero)."""
     return None if global_id is None else global_id & ~0xFFFFFF
@@ -327,7 +333,8 @@ class NsysReader:
         if len(work) <= 1 and len(devices) <= 1:  # one rank: the name, else the process's MPI rank
             (process,) = work or [None]
             if rank_from_name(path.rsplit("/", 1)[-1]) is None:
-                rank = mpi.get(process) if process is not None else (next(iter(mpi.values())) if len(mpi) == 1 else None)
+                rank = (mpi.get(process) if process is not None
+                        else (next(iter(mpi.values())) if len(mpi) == 1 else None))
                 if rank is not None:
                     prepared.rank, prepared.rank_source = rank, "MPI rank"
             return prepared
@@ -450,7 +457,8 @@ class _Read:
         ex.require(table, name_col)
         short = "LEFT JOIN StringIds AS sn ON sn.id = t.shortName" if "shortName" in cols else ""
         sql = f"""
-            SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')},
+            SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')},
+                   {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')},
                    dn.value AS name, {'sn.value' if short else 'NULL'} AS short_name,
                    {ex.col(table, 'gridX')}, {ex.col(table, 'gridY')}, {ex.col(table, 'gridZ')},
                    {ex.col(table, 'blockX')}, {ex.col(table, 'blockY')}, {ex.col(table, 'blockZ')},
@@ -477,7 +485,8 @@ class _Read:
     def _memcpys(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind")
-        sql = f"""SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.bytes')},
+        sql = f"""SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')},
+                         {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.bytes')},
                          {_int_sql('t.copyKind')},
                          {ex.col(table, 'srcKind')}, {ex.col(table, 'dstKind')}, {ex.col(table, 'contextId')}
                   FROM {quote_ident(table)} AS t"""
@@ -495,7 +504,8 @@ class _Read:
     def _memsets(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes")
-        sql = f"""SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.bytes')},
+        sql = f"""SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')},
+                         {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.bytes')},
                          {ex.col(table, 'memKind')}, {ex.col(table, 'value')}
                   FROM {quote_ident(table)} AS t"""
         for rows in ex.batches(sql):
@@ -508,7 +518,8 @@ class _Read:
     def _syncs(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType")
-        sql = (f"SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.syncType')} "
+        sql = (f"SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, "
+               f"{_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.syncType')} "
                f"FROM {quote_ident(table)} AS t")
         for rows in ex.batches(sql):
             c = list(zip(*rows))
@@ -520,9 +531,8 @@ class _Read:
         """CPU-side calls: CUDA runtime/driver API, OS runtime, MPI."""
         ex = self.ex
         cols = ex.columns(table)
-        name_col = next((c for c in ("nameId", "textId") if c in cols), None)
-        if name_col is None:
-            ex.require(table, "nameId")
+        name_col = next((c for c in ("nameId", "textId") if c in cols), "nameId")
+        ex.require(table, name_col)  # fails naming nameId when neither is there
         ex.require(table, "start", "end", "globalTid")
         sql = f"""SELECT t.start, t.end, {_int_sql('t.globalTid')}, {ex.col(table, 'correlationId')}, s.value
                   FROM {quote_ident(table)} AS t LEFT JOIN StringIds AS s ON s.id = t.{quote_ident(name_col)}"""
@@ -607,7 +617,8 @@ class _Read:
             tids = [None if s is None else str(s) for s in promoted["stream"]]
         else:
             pids = [None if g is None else str(_pid(g)) for g in gtid] if gtid is not None else [None] * n
-            tids = [None if g is None or meta and _tid(g) == 0 else str(_tid(g)) for g in gtid] if gtid is not None else [None] * n
+            tids = ([None if g is None or meta and _tid(g) == 0 else str(_tid(g)) for g in gtid]
+                    if gtid is not None else [None] * n)
             if meta and device is not None:  # a GPU's name: its pid is the device
                 pids = [str(d) if d is not None else p for d, p in zip(device, pids)]
         ts = pc.add(starts, self.session) if not meta else pa.array([self.session] * n, pa.int64())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cclq.formats.base import Detected, Reader, ReadOptions
 from cclq.formats.chrome.reader import ChromeReader
 from cclq.formats.et import EtReader
@@ -21,5 +23,6 @@ def reader_for(detected: Detected, options: ReadOptions | None = None) -> Reader
     ``options`` choose the JSON reader and the bounds (``cclq.formats.limits``) every reader keeps."""
     if options is None:
         return FORMAT_READERS[detected.kind]
-    return {"chrome_json": ChromeReader, "nsys_sqlite": NsysReader, "pytorch_et": EtReader,
-            "results": ResultsReader}[detected.kind](options)
+    make: dict[str, Callable[[ReadOptions], Reader]] = {
+        "chrome_json": ChromeReader, "nsys_sqlite": NsysReader, "pytorch_et": EtReader, "results": ResultsReader}
+    return make[detected.kind](options)

@@ -2,9 +2,10 @@
 
 Each file becomes rows of the ``results`` table, one per (measurement, metric), in long
 form: ``metric``, ``value``, ``unit``, ``run`` (the CSV row, log try or JSONL line it came
-from) and ``item`` (the iteration or request within it, NULL for an aggregate), the benchmark and implementation, the configuration as typed
-columns where every source has them (dtype, world size, batch size, m, n, k, valid) and
-all of it as ``config_json``. Formats, recognised by content:
+from) and ``item`` (the iteration or request within it, NULL for an aggregate), the
+benchmark and implementation, the configuration as typed columns where every source has
+them (dtype, world size, batch size, m, n, k, valid) and all of it as ``config_json``.
+Formats, recognised by content:
 
 ``ddlb_csv``            DDLB's results CSV (``implementation, mean_time (ms), std_time, ...,
                         valid``; what ``cclq record`` writes too): per row the time in ms
@@ -22,8 +23,8 @@ all of it as ``config_json``. Formats, recognised by content:
 Numbers that are not numbers (a cell ``n/a``, a count of 5,000 digits) are counted, not
 fatal, as are log lines no rule knows. The bounds of ``cclq.formats.limits`` hold: a line
 past ``--max-event-mb``, a CSV cell past ``--max-string-mb`` or a header of more than
-``--max-columns`` columns fails the file, in one line, before the row is built. A results file belongs to its workload, not to a rank: its rows carry
-rank 0 and claim nothing.
+``--max-columns`` columns fails the file, in one line, before the row is built. A results
+file belongs to its workload, not to a rank: its rows carry rank 0 and claim nothing.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ _LOG_RULES = [  # (name, regex); see ddl-benchmarks' imagenet/bert benchmark scr
     ("date", re.compile(r"^#Date: (.*)")),
     ("cmd", re.compile(r"^#CMD: (.*)")),
 ]
-LOG_MARKERS = re.compile(rb"(?m)^(?:Total (?:img|sen)/sec on \d+ GPU|(?:Img|Sen)/sec per GPU: |Iter #\d+: [\d.]+ (?:img|sen)/sec)")
+LOG_MARKERS = re.compile(rb"(?m)^(?:Total (?:img|sen)/sec on \d+ GPU|(?:Img|Sen)/sec per GPU: "
+                         rb"|Iter #\d+: [\d.]+ (?:img|sen)/sec)")
 
 # vLLM / SGLang serving results: which keys are per-request lists worth a row each
 _REQUEST_LISTS = {"ttfts": ("ttft_s", "s"), "latencies": ("latency_s", "s"), "output_lens": ("output_tokens", "tokens"),
@@ -164,7 +166,9 @@ class ResultsReader:
                  "sglang_bench_jsonl": _serving_jsonl}[detected.flavor]
         limits = self.limits
         with Source(path, progress, limits=limits, keep_bom=True) as source:  # utf-8-sig drops it
-            text = io.TextIOWrapper(source.stream, encoding="utf-8-sig", errors="replace", newline="")
+            # typeshed wants a buffered stream (read1 and more); TextIOWrapper uses read() when read1 is absent
+            text = io.TextIOWrapper(source.stream,  # type: ignore[type-var]
+                                    encoding="utf-8-sig", errors="replace", newline="")
             lines = _bounded_lines(text, path, limits)
             try:
                 if detected.flavor == "ddlb_csv":

@@ -22,10 +22,13 @@ import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from cclq.errors import TraceFileError
 from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits, inflates_too_much
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer  # a stub-only module: the buffer protocol readinto takes
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 1 << 20  # how much decompressed text the metadata sniffer looks at
@@ -51,7 +54,7 @@ def content_hash(path: str) -> str:
 class _RawCounter(io.RawIOBase):
     """Reads the file from disk, hashing and counting what passes through."""
 
-    def __init__(self, f: BinaryIO, progress: ProgressFn | None) -> None:
+    def __init__(self, f: io.BufferedReader, progress: ProgressFn | None) -> None:
         self._f = f
         self._progress = progress
         self.hash = hashlib.blake2b(digest_size=16)
@@ -60,7 +63,7 @@ class _RawCounter(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, buffer: WriteableBuffer) -> int:
         n = self._f.readinto(buffer)
         if n:
             self.hash.update(memoryview(buffer)[:n])
@@ -117,7 +120,8 @@ def _inflate(raw: _RawCounter, compressed: bool, path: str, limits: ReadLimits) 
             yield block
         return
     taken = _Taken(buffered)
-    gz = gzip.GzipFile(fileobj=taken)  # type: ignore[arg-type]
+    # typeshed wants a seek() for rewinding, which a read-once inflater never does
+    gz = gzip.GzipFile(fileobj=taken)  # type: ignore[call-overload]
     produced = 0
     while block := gz.read(BLOCK_BYTES):
         produced += len(block)
@@ -189,7 +193,7 @@ class _ReadAhead:
         if isinstance(item, BaseException):
             self._queue.put(item)
             raise item
-        return item  # type: ignore[return-value]
+        return item
 
     def close(self) -> None:
         self._stop.set()
@@ -273,9 +277,10 @@ class DecodedStream(io.RawIOBase):
             data, self._pending = self._pending[:size], self._pending[size:]
         return self._hand_out(data)
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)
+        data = self.read(len(view))
+        view[: len(data)] = data
         return len(data)
 
     def tail(self) -> bytes:

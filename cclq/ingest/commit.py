@@ -40,7 +40,9 @@ def _card_warning(w: Workload) -> list[str]:
     """One warning for a card with template problems (``cclq cards check`` lists them)."""
     from cclq.cards.check import check_card_file
 
-    problems = check_card_file(w.card) if w.card is not None else []
+    if w.card is None:
+        return []
+    problems = check_card_file(w.card)
     if not problems:
         return []
     first = problems[0]
@@ -97,7 +99,8 @@ def _by_reason(drops: dict[tuple[str, str], int]) -> dict[str, int]:
 def _stats_rows(task: FileTask, parsed: ParsedFile) -> list[dict]:
     base = {"file_id": task.file_id, "trace": task.trace, "rank": parsed.rank}
     return [
-        {**base, "stat": reason, "ph": ph, "dropped": True, "count": n} for (reason, ph), n in sorted(parsed.drops.items())
+        {**base, "stat": reason, "ph": ph, "dropped": True, "count": n}
+        for (reason, ph), n in sorted(parsed.drops.items())
     ] + [
         {**base, "stat": note, "ph": None, "dropped": False, "count": n} for note, n in sorted(parsed.notes.items())
     ]
@@ -174,7 +177,7 @@ class Committer:
         self.stopped: str | None = None
         # trace -> changes that wait for the workload's first committed file (--force)
         self.deferred: dict[str, Callable[[CatalogState], None]] = {}
-        self._claims_index: dict[tuple[str, int], str] | None = None
+        self._claims_index: dict[tuple[str, int, str], str] | None = None
         self.rankless: list[tuple[FileTask, ParsedFile]] = []  # parsed files that state no rank
 
     # -- planning -------------------------------------------------------------
@@ -190,7 +193,8 @@ class Committer:
                 continue
             self.report.warnings.extend(w.notes)
             for where, problem in w.errors:
-                self.report.outcomes.append(FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
+                self.report.outcomes.append(
+                    FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
             for where, why in w.skipped:  # special files, links leaving the input folder
                 self.report.outcomes.append(FileOutcome(str(where), w.trace, "skipped", f"{show_path(where)}: {why}"))
             elsewhere = _held_elsewhere(w, files)
@@ -222,7 +226,8 @@ class Committer:
                     continue
                 if not stat.S_ISREG(st.st_mode):  # reading a FIFO would never end
                     self.report.outcomes.append(FileOutcome(
-                        str(path), w.trace, "failed", f"{show_path(path)}: not a regular file (a pipe, socket or device)"))
+                        str(path), w.trace, "failed",
+                        f"{show_path(path)}: not a regular file (a pipe, socket or device)"))
                     continue
                 previous = files.get(fid)
                 if previous is not None and previous["path"] != str(path):
@@ -244,7 +249,9 @@ class Committer:
         """How the workload's card changes the catalog (None: it does not). The card is
         every trace's the workload fills (``<id>`` and ``<id>+nsys``)."""
         if not w.is_folder:
-            return lambda state: state.cards.pop(w.trace, None)  # a loose file replacing a folder
+            def drop_card(state: CatalogState) -> None:  # a loose file replacing a folder
+                state.cards.pop(w.trace, None)
+            return drop_card
         if w.card is None:
             new: dict[str, dict | None] = dict.fromkeys(w.traces)
         else:
@@ -302,14 +309,15 @@ class Committer:
             rank = task.previous["rank"] if task.previous and task.previous["rank"] not in taken else 0
             while rank in taken:
                 rank += 1
+            result: ParsedFile | TraceFileError = parsed
             if rank != parsed.rank:
                 try:
                     parsed.parts = [(t, rank, str(rewrite_rank(Path(tmp), rank)), n) for t, _r, tmp, n in parsed.parts]
                     parsed.rank = rank
-                except Exception as e:
-                    parsed = DiskFullError(str(task.path), DISK_FULL) if is_disk_full(e) else TraceFileError(
+                except Exception as e:  # noqa: BLE001 - the file boundary: this file fails alone
+                    result = DiskFullError(str(task.path), DISK_FULL) if is_disk_full(e) else TraceFileError(
                         str(task.path), f"could not be written to the warehouse: {type(e).__name__}: {e}")
-            staged.append((task, self.stage(task, parsed)))
+            staged.append((task, self.stage(task, result)))
         self.rankless.clear()
         return staged
 
@@ -337,7 +345,7 @@ class Committer:
             _check_rows([row], FILES_SCHEMA)
             _check_rows(parts, PARTS_SCHEMA)
             _check_rows(stats, STATS_SCHEMA)
-        except Exception as e:  # this file fails; the run and the other files go on
+        except Exception as e:  # noqa: BLE001 - this file fails; the run and the other files go on
             parsed.discard()
             outcome = FileOutcome(path, task.trace, "failed",
                                   f"{show_path(path)}: could not be written to the warehouse: {type(e).__name__}: {e}",
@@ -435,7 +443,7 @@ class Committer:
             staged.apply(trial)
             try:
                 self.warehouse.commit(trial, [m for m in staged.moves if m[0].exists()])
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - the file boundary: only this file's commit fails
                 self._fail([staged], e)
                 if is_disk_full(e):
                     self.stopped = "the disk is full (no space left on device)"

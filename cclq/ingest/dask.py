@@ -344,7 +344,7 @@ class _DaskParses:
             self.resubmits[i] = self.resubmits.get(i, 0) + 1
             self.submit(i)
             return None
-        except Exception as e:  # the task did not run to its end (the scheduler went away, ...)
+        except Exception as e:  # noqa: BLE001 - the task did not run to its end (the scheduler went away, ...)
             return TraceFileError(str(task.path), f"not parsed: {task_failure(e)}")
 
 

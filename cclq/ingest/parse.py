@@ -17,6 +17,7 @@ import pyarrow as pa
 from cclq.errors import TraceFileError
 from cclq.formats import xplane
 from cclq.formats.base import (
+    BatchSink,
     Prepared,
     ReadAgain,
     ReadOptions,
@@ -217,7 +218,7 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
         for attempt in range(3):  # the fast reader's helpers give up, then the fast reader
             writers[:] = [_TableSink(table, tmp_dir, file_id, trace, rank, prepared.ranks is not None)
                           for table in reader.tables]
-            sinks = {w.table: w.write for w in writers}
+            sinks: dict[str, BatchSink] = {w.table: w.write for w in writers}
             try:
                 result = reader.read(read_path, detected, prepared, file_id, sinks, progress)
                 break
@@ -239,7 +240,7 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
     except MemoryError:
         discard_all()
         return TraceFileError(path, "out of memory while parsing")
-    except Exception as e:  # the file boundary: whatever went wrong, this file fails alone
+    except Exception as e:  # noqa: BLE001 - the file boundary: whatever went wrong, this file fails alone
         discard_all()
         if is_disk_full(e):
             return DiskFullError(path, DISK_FULL)

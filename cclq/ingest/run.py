@@ -33,7 +33,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -125,7 +125,7 @@ def ingest(
         todo: list[FileTask] = []
         rankless: dict[str, list[str]] = {}  # trace -> files that state no rank (unchanged ones)
         for task in tasks:
-            if is_unchanged(task, force, checksum):
+            if task.previous is not None and is_unchanged(task, force, checksum):
                 report.outcomes.append(FileOutcome(str(task.path), task.trace, "unchanged", rank=task.previous["rank"],
                                                    size_bytes=task.size))
                 if task.previous.get("rank_source") == "default":
@@ -243,7 +243,7 @@ def _compact_small_files(warehouse: Warehouse, committer: Committer, report: Ing
 def _run_parsers(
     todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter,
     options: ReadOptions = ReadOptions(), dask: str | None = None,
-) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
+) -> Generator[tuple[FileTask, ParsedFile | TraceFileError] | None, None, None]:
     """Yields (task, result) in task order; parses in processes when jobs > 1 (one file
     alone is read here, its chunks built by ``jobs`` helper processes), on a Dask cluster
     when ``dask`` names one (``cclq.ingest.dask``). Yields None when it has waited

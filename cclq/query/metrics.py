@@ -217,7 +217,8 @@ def combine_results(parts: list[pa.Table]) -> pa.Table:
     con = duckdb.connect(":memory:")
     try:
         con.register("result_parts", table.append_column(index, pa.array(range(table.num_rows), pa.int64())))
-        order = con.execute(f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}").to_arrow_table()
+        order = con.execute(
+            f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}").to_arrow_table()
     finally:
         con.close()
     return table.take(order.column(0)).combine_chunks()
@@ -244,8 +245,8 @@ def summarize_rows(spec: MetricSpec, rows: list[dict[str, Any]]) -> tuple[float 
         return float(values[0]), None
     if spec.summary == "ratio" and spec.summary_columns is not None:
         num, den = spec.summary_columns
-        pairs = [(r.get(num), r.get(den)) for r in rows if r["value"] is not None]
-        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        given = [(r.get(num), r.get(den)) for r in rows if r["value"] is not None]
+        pairs = [(a, b) for a, b in given if a is not None and b is not None]
         total = sum(b for _, b in pairs)
         if not pairs or total == 0:
             return None, f"no rows with {num} and a non-zero {den}"

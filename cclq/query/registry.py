@@ -95,7 +95,8 @@ _RATIO = re.compile(r"^ratio\s+(?P<num>[a-z_][a-z0-9_]*)\s*/\s*(?P<den>[a-z_][a-
 _HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*?)\s*$")
 
 
-_PARAM = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*)\s*(?:=\s*card\.(?P<card>[a-z_0-9]+))?\s*(?:default\s+(?P<default>\S+))?$")
+_PARAM = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*)\s*(?:=\s*card\.(?P<card>[a-z_0-9]+))?"
+                    r"\s*(?:default\s+(?P<default>\S+))?$")
 
 
 @dataclass(frozen=True)

@@ -227,8 +227,9 @@ def doc_blocks(sql: str) -> list[RelationDoc]:
     block: list[str] = []
 
     def close_relation() -> None:
-        if block and _RELATION.match(block[0]):
-            out.append(RelationDoc(_RELATION.match(block[0]).group(1), *parse_doc_block(block)))
+        named = _RELATION.match(block[0]) if block else None
+        if named:
+            out.append(RelationDoc(named.group(1), *parse_doc_block(block)))
 
     for line in sql.splitlines() + [""]:
         if line.startswith("--"):

@@ -263,7 +263,8 @@ def _expand_options(option_dicts: Any, impl: str, checker: _Checker) -> list[dic
     if isinstance(option_dicts, dict):
         option_dicts = [option_dicts]
     if not isinstance(option_dicts, list) or not all(isinstance(d, dict) for d in option_dicts):
-        raise checker.fail(f"implementations.{impl}", "expected a list of option objects, e.g. [{\"backend\": [\"gloo\"]}]")
+        raise checker.fail(f"implementations.{impl}",
+                           "expected a list of option objects, e.g. [{\"backend\": [\"gloo\"]}]")
     expanded: list[dict[str, Any]] = []
     for base in option_dicts:
         listed = {k: v for k, v in base.items() if isinstance(v, list)}
@@ -324,7 +325,8 @@ def _shape_problem(primitive: str, sizes: dict[str, int], dtype: str, world_size
     if primitive in COLLECTIVE_PRIMITIVES:
         unit = DTYPE_BYTES[dtype] * (1 if primitive == "all_reduce" else world_size)
         if sizes["message_bytes"] % unit:
-            what = f"{DTYPE_BYTES[dtype]} bytes ({dtype})" + ("" if primitive == "all_reduce" else f" x {world_size} ranks")
+            what = (f"{DTYPE_BYTES[dtype]} bytes ({dtype})"
+                    + ("" if primitive == "all_reduce" else f" x {world_size} ranks"))
             return f"message_bytes={sizes['message_bytes']} is not a multiple of {what}"
     return None
 
@@ -347,7 +349,7 @@ def expand(config_path: Path, world_size: int, cuda: bool = False) -> list[Run]:
     card = doc.get("card") or {}
     if not isinstance(card, dict):
         raise check.fail("card", "expected an object of workload-card fields")
-    common = dict(
+    common: dict[str, Any] = dict(
         validate=check.boolean("validate"),
         num_iterations=check.count("num_iterations", 1),
         num_warmups=check.count("num_warmups", 0),

@@ -264,7 +264,8 @@ def _record_one(ranks: RankProcesses, run: Run, name: str, out_dir: Path, timeou
             try:
                 outcome = _finish(run, name, scratch, workload, out_dir, nproc, config)
             except OSError as e:  # a full disk, a folder that cannot be replaced
-                outcome = Outcome(run, name, "failed", reason=f"cannot write {e.filename or out_dir}: {e.strerror or e}")
+                outcome = Outcome(run, name, "failed",
+                                  reason=f"cannot write {e.filename or out_dir}: {e.strerror or e}")
         else:
             outcome = Outcome(run, name, "failed", reason=reason)
             _keep_logs(scratch, out_dir / FAILED_DIR / name)
@@ -285,10 +286,11 @@ def _wait(ranks: RankProcesses, scratch: Path, timeout_s: float) -> str | None:
         if done and (scratch / RESULT_FILE).is_file():
             return None
         failed = [r for r, code in enumerate(ranks.codes()) if code is not None]
-        if failed and grace_end is None:
-            grace_end = time.monotonic() + _GRACE_S
-        if failed and (len(failed) == nproc or time.monotonic() > grace_end):
-            return _failure_reason(ranks, scratch)
+        if failed:
+            if grace_end is None:
+                grace_end = time.monotonic() + _GRACE_S
+            if len(failed) == nproc or time.monotonic() > grace_end:
+                return _failure_reason(ranks, scratch)
         if time.monotonic() > deadline:
             return f"timed out after {timeout_s:g} s (a rank hung; see the logs)"
         time.sleep(0.02)

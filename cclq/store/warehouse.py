@@ -53,7 +53,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -432,7 +432,7 @@ class Warehouse:
             return CatalogState.from_tables(snap.tables)
 
     # -- committing -----------------------------------------------------------
-    def commit(self, state: CatalogState, moves: list[tuple[Path, str]] = ()) -> str:
+    def commit(self, state: CatalogState, moves: Sequence[tuple[Path, str]] = ()) -> str:
         """Publishes ``state`` as the new current snapshot (call under the lock).
 
         ``moves`` are (temp file, relative data path) pairs: the data files the new rows

@@ -46,7 +46,8 @@ def test_several_metrics_print_one_long_table_of_each_metrics_rows(two_workloads
     for name in ("total_kernel_time", "avg_step_time"):
         alone = _one(two_workloads, name)
         mine = [r for r in rows if r["metric"] == name]
-        assert [(r["trace"], r["rank"], r["value"]) for r in mine] == [(r["trace"], r["rank"], r["value"]) for r in alone]
+        assert [(r["trace"], r["rank"], r["value"]) for r in mine] == [
+            (r["trace"], r["rank"], r["value"]) for r in alone]
         # the metric's own columns, folded into details
         own = [k for k in alone[0] if k not in ("trace", "rank", "step", "value", "unit", "reason")]
         for r, a in zip(mine, alone):

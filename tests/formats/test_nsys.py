@@ -42,7 +42,8 @@ def test_real_exports_keep_every_kernel_and_copy(tmp_path, wh, name):
     shutil.copy(path, tmp_path / "w" / name)
     report = run_ingest([tmp_path / "w"], wh)
     assert [o.status for o in report.outcomes] == ["ingested"]
-    kernels, kernel_ns, first = _raw(path, "SELECT count(*), sum(end - start), min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    kernels, kernel_ns, first = _raw(
+        path, "SELECT count(*), sum(end - start), min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
     copies, copy_bytes = _raw(path, "SELECT count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
     (session,) = _raw(path, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
     assert query(wh, "SELECT count(*), sum(dur_ns), min(ts_ns) FROM kernels") == [(kernels, kernel_ns, session + first)]

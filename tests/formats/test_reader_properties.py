@@ -126,7 +126,8 @@ entry = st.one_of(event(), event(), event(), event(), event(), event(), st.just(
 def document(draw) -> str:
     events = draw(st.lists(entry, max_size=40))
     between = draw(st.sampled_from([",", ", ", ",\n", ",\n  ", " ,\n\t"]))
-    body = "[" + draw(st.sampled_from(["", "\n", "\n  "])) + between.join(events) + draw(st.sampled_from(["", "\n"])) + "]"
+    body = ("[" + draw(st.sampled_from(["", "\n", "\n  "])) + between.join(events)
+            + draw(st.sampled_from(["", "\n"])) + "]")
     if draw(st.integers(0, 5)) == 0:
         return body
     before = draw(st.lists(st.sampled_from(['"schemaVersion": 1', '"distributedInfo": {"rank": 2, "world_size": 4}',

@@ -184,7 +184,8 @@ def test_planes_lines_ops_and_steps(tpu):
     # the pair's message is the done's result shape; an all-reduce's its array
     assert query(tpu, "SELECT DISTINCT message_bytes, device_ps FROM xla_ops WHERE async_part = 'pair'") == [
         (Hand.gathered_bytes, Hand.pair_ps)]
-    sizes = query(tpu, "SELECT DISTINCT message_bytes, device_ps FROM xla_ops WHERE coll_type = 'all_reduce' ORDER BY 1")
+    sizes = query(tpu, "SELECT DISTINCT message_bytes, device_ps FROM xla_ops "
+                       "WHERE coll_type = 'all_reduce' ORDER BY 1")
     assert sizes == list(zip(Hand.ar_bytes, Hand.ar_ps))
     # host events (an `all-reduce-combiner` compiler pass) and framework lines are not ops
     assert query(tpu, "SELECT count(*) FROM xla_ops WHERE pid = '701' OR name LIKE 'jit(%'") == [(0,)]

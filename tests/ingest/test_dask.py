@@ -387,7 +387,8 @@ def test_dask_is_imported_only_when_asked_for(tmp_path):
     import sys
 
     write_trace(tmp_path / "w" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
-    code = ("import sys; from cclq.cli.app import app; from cclq.ingest.run import ingest; from cclq.query.metrics import run_metric; "
+    code = ("import sys; from cclq.cli.app import app; from cclq.ingest.run import ingest; "
+            "from cclq.query.metrics import run_metric; "
             "from cclq.store.warehouse import Warehouse; "
             f"ingest([{str(tmp_path / 'w')!r}], Warehouse({str(tmp_path / 'wh')!r}), jobs=1); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")

@@ -81,7 +81,8 @@ def test_base_time_is_added_whether_it_comes_before_or_after_the_events(tmp_path
     root.mkdir()
     (root / "rank0.json").write_text(f'{{"baseTimeNanoseconds": {base}, "traceEvents": [{ev}]}}')
     (root / "rank1.json").write_text(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}')
-    (root / "rank2.json.gz").write_bytes(gzip.compress(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}'.encode()))
+    (root / "rank2.json.gz").write_bytes(
+        gzip.compress(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}'.encode()))
     run_ingest([root], wh)
     assert query(wh, "SELECT rank, ts_ns FROM events ORDER BY rank") == [(r, base + 12345) for r in range(3)]
     assert query(wh, "SELECT DISTINCT base_time_ns FROM files") == [(base,)]
@@ -272,7 +273,8 @@ def test_cards_follow_the_folders(tmp_path, wh):
 
 
 def test_loose_file_gets_a_stable_trace_id(tmp_path, wh):
-    p = write_trace(tmp_path / "my run.pt.trace.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+    p = write_trace(tmp_path / "my run.pt.trace.json",
+                    [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
     run_ingest([p], wh)
     run_ingest([p], wh)
     assert query(wh, "SELECT trace, count(*) FROM files GROUP BY trace") == [("my_run", 1)]

@@ -80,7 +80,8 @@ def test_a_killed_parallel_ingest_leaves_no_worker_holding_the_lock(tmp_path, wh
 
 def _four_ranks(root: Path) -> Path:
     for rank in range(4):
-        write_trace(root / f"rank{rank}.json", GOOD_EVENTS * (rank + 1), distributedInfo={"rank": rank, "world_size": 4})
+        write_trace(root / f"rank{rank}.json", GOOD_EVENTS * (rank + 1),
+                    distributedInfo={"rank": rank, "world_size": 4})
     return root
 
 

@@ -207,7 +207,8 @@ def test_sqlite_files_that_are_no_nsys_export(tmp_path, wh):
     assert sorted((Path(o.path).name, o.status) for o in report.outcomes) == [
         ("broken.sqlite", "failed"), ("other.sqlite", "skipped"), ("rank0.json", "ingested")]
     by_name = {Path(o.path).name: o.message for o in report.outcomes}
-    assert by_name["other.sqlite"] == "a SQLite database, but not an Nsight Systems export (no StringIds and nsys tables)"
+    assert by_name["other.sqlite"] == (
+        "a SQLite database, but not an Nsight Systems export (no StringIds and nsys tables)")
     assert "not a readable SQLite database" in by_name["broken.sqlite"]
 
 

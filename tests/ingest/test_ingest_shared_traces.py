@@ -49,7 +49,8 @@ def shared_warehouse(tmp_path_factory) -> tuple[Warehouse, list]:
 
 def test_every_chrome_json_workload_is_ingested(shared_warehouse):
     wh, files = shared_warehouse
-    ingested = {(t, p) for t, p in query(wh, "SELECT trace, path FROM files WHERE format NOT IN ('nsys', 'pytorch_et')")}
+    ingested = {(t, p) for t, p in
+                query(wh, "SELECT trace, path FROM files WHERE format NOT IN ('nsys', 'pytorch_et')")}
     assert ingested == {(t, str(p.resolve())) for t, p, _ in files}
     assert len(files) >= 20
 
@@ -121,7 +122,8 @@ def test_dlrm_ranks_come_from_distributed_info(shared_warehouse):
     wh, files = shared_warehouse
     expected = {str(p.resolve()): doc["distributedInfo"]["rank"] for t, p, doc in files if t == "dlrm_param_8xV100"}
     got = {path: (rank, source) for path, rank, source in
-           query(wh, "SELECT path, rank, rank_source FROM files WHERE trace = 'dlrm_param_8xV100' AND format = 'kineto'")}
+           query(wh, "SELECT path, rank, rank_source FROM files "
+                     "WHERE trace = 'dlrm_param_8xV100' AND format = 'kineto'")}
     assert sorted(expected.values()) == list(range(8))
     assert got == {p: (r, "distributedInfo") for p, r in expected.items()}
     assert query(wh, "SELECT world_size, ranks_seen FROM traces WHERE trace = 'dlrm_param_8xV100'") == [(8, 8)]
@@ -143,7 +145,8 @@ def test_every_input_of_the_shared_traces_is_taken(tmp_path):
 
 def test_xprof_end_marker_is_a_note_not_a_drop(shared_warehouse):
     wh, files = shared_warehouse
-    ends_with_empty = {str(p.resolve()) for t, p, doc in files if isinstance(doc, dict) and doc["traceEvents"][-1] == {}}
+    ends_with_empty = {str(p.resolve()) for t, p, doc in files
+                       if isinstance(doc, dict) and doc["traceEvents"][-1] == {}}
     xprof = [path for (path,) in query(wh, "SELECT path FROM files WHERE format = 'xprof'")]
     assert len(xprof) >= 2 and set(xprof) <= ends_with_empty  # xla_jax_cpu_4dev, xprof_tf_bert_8gpu
     for path in xprof:

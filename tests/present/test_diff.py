@@ -55,7 +55,8 @@ def test_kernel_diff_of_two_traces_with_the_same_ranks(wh_root: Path):
     nccl = o["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
     assert (nccl["status"], nccl["time_a_s"], nccl["time_b_s"]) == ("only A", pytest.approx(60 * US), 0)
     soft = o["softmax_kernel"]
-    assert (soft["status"], soft["calls_b"], soft["time_b_s"], soft["rel"]) == ("only B", 2, pytest.approx(40 * US), None)
+    assert (soft["status"], soft["calls_b"], soft["time_b_s"], soft["rel"]) == (
+        "only B", 2, pytest.approx(40 * US), None)
     groups = {(r["group"], r["name"]): r for r in data["op_groups"]}
     assert groups[("class", "compute")]["delta_s"] == pytest.approx((740 - 500) * US)
     assert groups[("collective", "all_reduce")]["status"] == "only A"

@@ -515,7 +515,8 @@ def test_dlrm_skew_straggler_and_busbw_from_raw_json(real):
 def test_rccl_generic_kernels_typed_by_collective_name(real):
     traces, con = real
     doc = _load(traces / "tracelens_mi300_resnet_ddp" / "resnet_act_checkpoint.json.gz")
-    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_Generic")]
+    kernels = [e for e in doc["traceEvents"]
+               if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_Generic")]
     rows = {r["correlation"]: r for r in _coll(con, "tracelens_mi300_resnet_ddp")}
     assert len(rows) == len(kernels)
     types = {"allreduce": "all_reduce", "broadcast": "broadcast"}

@@ -375,7 +375,8 @@ def _sequences(real_con: duckdb.DuckDBPyConnection, folder: str, op: str) -> lis
 @pytest.mark.parametrize("folder,op", [("alexnet", "aten::conv2d"), ("alexnet", "aten::linear")])
 def test_frequent_cuda_kernel_sequences_match_hta(real_con: duckdb.DuckDBPyConnection, folder: str, op: str) -> None:
     with open(HTA_GOLDEN / folder / f"frequent_cuda_kernel_sequences_{op.replace('::', '_')}.csv", newline="") as f:
-        golden = [(g["pattern"], int(g["count"]), float(g["GPU kernel duration (us)"]), float(g["CPU op duration (us)"]))
+        golden = [(g["pattern"], int(g["count"]), float(g["GPU kernel duration (us)"]),
+                   float(g["CPU op duration (us)"]))
                   for g in csv.DictReader(f)]
     assert _sequences(real_con, folder, op) == golden
 
@@ -634,7 +635,8 @@ def test_user_annotation_others_bucket_by_hand(hand: duckdb.DuckDBPyConnection) 
     rows = {r["name"]: r for r in _rows(hand, "hta_cpu_user_annotation_breakdown", "hand_annotations",
                                         num_kernels="3", duration_ratio="0.5")}
     assert sorted(rows) == ["A", "B", "others"]
-    assert [rows["A"][k] for k in ("sum_us", "max_us", "min_us", "mean_us", "std_us", "names")] == [30, 30, 30, 30, 0, 1]
+    assert [rows["A"][k] for k in ("sum_us", "max_us", "min_us", "mean_us", "std_us", "names")] == [
+        30, 30, 30, 30, 0, 1]
     assert [rows["B"][k] for k in ("sum_us", "max_us", "min_us", "mean_us", "std_us", "names")] == [5, 5, 5, 5, 0, 1]
     o = rows["others"]
     assert (o["sum_us"], o["max_us"], o["min_us"], o["mean_us"], o["names"]) == (3, 2, 1, 1.5, 2)

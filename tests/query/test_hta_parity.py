@@ -329,7 +329,8 @@ def test_temporal_breakdown_by_hand(hand: dict[str, Any]) -> None:
     assert (r0["idle_time_pctg"], r0["compute_time_pctg"], r0["non_compute_time_pctg"]) == (46.43, 39.29, 14.29)
     r1 = _one(rows, "hand_window", 1)
     # rank 1: [10,50) gemm + [40,60) memset: kernel_time 50, no idle, compute 40, non-compute 10
-    assert (r1["kernel_time_us"], r1["idle_time_us"], r1["compute_time_us"], r1["non_compute_time_us"]) == (50, 0, 40, 10)
+    assert (r1["kernel_time_us"], r1["idle_time_us"], r1["compute_time_us"], r1["non_compute_time_us"]) == (
+        50, 0, 40, 10)
 
 
 def test_float64_rounding_by_hand(hand: dict[str, Any]) -> None:

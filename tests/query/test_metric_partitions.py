@@ -79,7 +79,8 @@ def test_combining_sorts_nulls_and_nans_as_duckdb_does():
     implementation of it; the values stay the bytes they were."""
     schema = pa.schema([("trace", pa.string()), ("rank", pa.int32()), ("step", pa.int64()),
                         ("value", pa.float64()), ("unit", pa.string()), ("reason", pa.string())])
-    a = pa.Table.from_pylist([{"trace": "b", "rank": None, "step": None, "value": math.nan, "unit": "s", "reason": None},
+    a = pa.Table.from_pylist([{"trace": "b", "rank": None, "step": None, "value": math.nan, "unit": "s",
+                               "reason": None},
                               {"trace": "b", "rank": None, "step": None, "value": None, "unit": "s", "reason": "x"}],
                              schema=schema)
     b = pa.Table.from_pylist([{"trace": "b", "rank": None, "step": None, "value": -0.5, "unit": "s", "reason": None},

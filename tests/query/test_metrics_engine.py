@@ -51,7 +51,8 @@ def test_every_shipped_metric_file_parses_and_compiles(two):
 def test_header_and_path_must_agree(tmp_path):
     bad = tmp_path / "my_metric" / "v2.sql"
     bad.parent.mkdir()
-    bad.write_text("-- metric: my_metric\n-- version: 1\n-- unit: s\n-- grain: rank\n-- category: compute\n-- polarity: neutral\n-- description: x\nSELECT 1")
+    bad.write_text("-- metric: my_metric\n-- version: 1\n-- unit: s\n-- grain: rank\n-- category: compute\n"
+                   "-- polarity: neutral\n-- description: x\nSELECT 1")
     with pytest.raises(ValueError, match="the path says otherwise"):
         parse_metric_file(bad)
 
@@ -92,7 +93,8 @@ def test_latest_version_runs_unless_pinned(tmp_path, monkeypatch, two):
     (sql / "views").symlink_to(REPO / "sql" / "views")
     d = sql / "metrics" / "demo"
     d.mkdir(parents=True)
-    header = "-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- category: compute\n-- polarity: neutral\n-- description: demo\n"
+    header = ("-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- category: compute\n"
+              "-- polarity: neutral\n-- description: demo\n")
     (d / "v1.sql").write_text(header.format(v=1) + "SELECT trace, 1 AS value FROM metric_scope GROUP BY trace")
     (d / "v2.sql").write_text(header.format(v=2) + "SELECT trace, 2 AS value FROM metric_scope GROUP BY trace")
     monkeypatch.setattr("cclq.query.registry.sql_root", lambda: sql)
@@ -279,7 +281,8 @@ def test_connections_and_the_shell_read_the_files_of_one_snapshot(tmp_path, wh):
         with wh.open_snapshot() as snap:
             script = setup_script(snap, traces)
             events = next(line for line in script.splitlines() if "VIEW events" in line)
-            assert "*" not in events.split("read_parquet")[1] and events.count(".parquet'") == (3 if traces is None else 2)
+            assert "*" not in events.split("read_parquet")[1]
+            assert events.count(".parquet'") == (3 if traces is None else 2)
             rows = duckdb.connect().execute(script).execute(count).fetchall()
         assert connect(wh, traces=traces).execute(count).fetchall() == rows
         assert {r[0] for r in rows} == ({"a", "b"} if traces is None else {"a"})

@@ -139,7 +139,8 @@ def build_mfu_infer(folder: Path) -> None:
 
 
 def build_mfu_variants(root: Path) -> None:
-    for name, card in (("mfu_unknown_hw", mfu_card("training", "nvidia_x999", "bf16", 2, "{batch_size: 8, seq_len: 16}")),
+    for name, card in (("mfu_unknown_hw", mfu_card("training", "nvidia_x999", "bf16", 2,
+                                                   "{batch_size: 8, seq_len: 16}")),
                        ("mfu_no_arch", mfu_card("training", "nvidia_h100", "bf16", 2, "{batch_size: 8, seq_len: 16}",
                                                 arch=False)),
                        ("mfu_no_batch", mfu_card("training", "nvidia_h100", "bf16", 2, "{seq_len: 16}"))):

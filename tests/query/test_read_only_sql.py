@@ -51,7 +51,8 @@ def _hostile(wh: Warehouse) -> dict[str, str]:
         "COPY catalog": f"COPY (SELECT 1 AS x) TO '{catalog}' (FORMAT parquet, USE_TMP_FILE false)",
         "COPY_DATABASE": "ATTACH ':memory:' AS a; COPY FROM DATABASE memory TO a",
         "EXPLAIN COPY": f"EXPLAIN COPY (SELECT 1) TO '{data}' (FORMAT parquet)",
-        "EXPLAIN ANALYZE COPY": f"EXPLAIN ANALYZE COPY (SELECT 2.0 AS dur_ns) TO '{data}' (FORMAT parquet, USE_TMP_FILE false)",
+        "EXPLAIN ANALYZE COPY": (f"EXPLAIN ANALYZE COPY (SELECT 2.0 AS dur_ns) TO '{data}' "
+                                 "(FORMAT parquet, USE_TMP_FILE false)"),
         "EXPLAIN (FORMAT) ANALYZE COPY": f"EXPLAIN (ANALYZE, FORMAT json) COPY (SELECT 1) TO '{data}'",
         "comment then EXPLAIN ANALYZE": f"/* x */ -- y\nEXPLAIN ANALYZE COPY (SELECT 1) TO '{current}'",
         "EXPLAIN EXPLAIN": f"EXPLAIN EXPLAIN ANALYZE COPY (SELECT 1) TO '{current}'",

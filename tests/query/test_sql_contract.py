@@ -25,7 +25,8 @@ def _label(spec) -> str:
 
 
 def test_strip_comments_keeps_strings_and_drops_comments():
-    sql = "SELECT 'a--b' AS \"x--y\", 1 -- note\n  /* block\n */ FROM t   \n\n-- only a comment\nWHERE a = 'it''s -- no'"
+    sql = ("SELECT 'a--b' AS \"x--y\", 1 -- note\n  /* block\n */ FROM t   \n\n"
+           "-- only a comment\nWHERE a = 'it''s -- no'")
     assert strip_comments(sql) == "SELECT 'a--b' AS \"x--y\", 1\n   FROM t\nWHERE a = 'it''s -- no'\n"
 
 

@@ -48,7 +48,8 @@ def test_every_rule_has_a_version_and_a_side(con):
     assert con.execute("SELECT count(*) FROM kernel_class_rules WHERE applies_to = 'gpu_activity' "
                        "AND role IS NOT NULL").fetchall() == [(0,)]
     # every GPU class the views document is reachable through a rule or a kind
-    assert {cls for v, side, cls, _ in rows if side == "gpu_activity" and v == 1} == {"comm", "sync", "memcpy", "memset"}
+    assert {cls for v, side, cls, _ in rows if side == "gpu_activity" and v == 1} == {
+        "comm", "sync", "memcpy", "memset"}
     # version 2 also names a compute kernel (DeepEP's get_dispatch_layout, for its family)
     assert {cls for v, side, cls, _ in rows if side == "gpu_activity" and v == 2} == {
         "comm", "sync", "memcpy", "memset", "compute"}

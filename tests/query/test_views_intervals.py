@@ -25,7 +25,8 @@ def _connection() -> duckdb.DuckDBPyConnection:
 
 
 def _load(con: duckdb.DuckDBPyConnection, name: str, rows: list[Interval]) -> None:
-    con.execute(f"CREATE OR REPLACE TABLE {name} (trace VARCHAR, rank INTEGER, key INTEGER, ts_ns BIGINT, end_ns BIGINT)")
+    con.execute(f"CREATE OR REPLACE TABLE {name} "
+                "(trace VARCHAR, rank INTEGER, key INTEGER, ts_ns BIGINT, end_ns BIGINT)")
     if rows:
         con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?, ?, ?)", rows)
 
@@ -42,7 +43,8 @@ def _random_intervals(rng: random.Random, n: int) -> list[Interval]:
     rows = []
     for _ in range(n):
         ts = rng.randrange(0, 2000)
-        rows.append((rng.choice(["a", "b"]), rng.randrange(3), rng.randrange(2), ts, ts + rng.choice([0, 1, 5, 40, 300])))
+        rows.append((rng.choice(["a", "b"]), rng.randrange(3), rng.randrange(2), ts,
+                     ts + rng.choice([0, 1, 5, 40, 300])))
     return rows
 
 

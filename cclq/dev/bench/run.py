@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import io
 import os
 import shutil
 import subprocess
@@ -38,8 +39,13 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import ijson
+
+if TYPE_CHECKING:
+    import pyarrow
+    from _typeshed import FileDescriptorLike  # a stub-only module: what os.fsync takes
 
 
 @dataclass
@@ -62,7 +68,7 @@ class BenchRow:
     peak_rss_j2_mb: float  # the largest of the --jobs 2 ingest process and its children
 
 
-def _open(path: Path):
+def _open(path: Path) -> io.BufferedIOBase:
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
     return gzip.open(path, "rb") if gz else open(path, "rb")
@@ -233,11 +239,13 @@ def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] |
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-wh-"))
     try:
         for size in sizes:
-            total_mb, n, form = (tuple(size) + ("relative",))[:3] if isinstance(size, tuple) else (size, ranks,
-                                                                                                "relative")
+            parts: tuple[Any, ...] = ((tuple(size) + ("relative",))[:3] if isinstance(size, tuple)
+                                     else (size, ranks, "relative"))
+            total_mb, n, form = parts
             folder = synthetic_workload(workdir, total_mb, n, form)
             files = sorted(p for p in folder.iterdir() if p.name.startswith("kineto_trace_"))
-            label = f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}" + ("" if form == "relative" else f", {form} ts")
+            label = (f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}"
+                     + ("" if form == "relative" else f", {form} ts"))
             rows.append(bench_input(label, [folder], files, scratch, repeats))
         if perf_traces is not None and perf_traces.is_dir():
             for folder in sorted(p for p in perf_traces.iterdir() if p.is_dir()):
@@ -250,7 +258,7 @@ def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] |
     return rows
 
 
-def rows_to_table(rows: list[BenchRow]):  # -> pa.Table
+def rows_to_table(rows: list[BenchRow]) -> pyarrow.Table:
     import pyarrow as pa
 
     return pa.Table.from_pylist([asdict(r) for r in rows])
@@ -404,7 +412,8 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
                 total += dt
                 per_metric.append({"metric": spec.label, "rows": rows_out, "seconds": round(dt, 3)})
             per_metric.append({"metric": "ALL METRICS (one process)", "rows": None, "seconds": round(total, 3)})
-            per_metric.append({"metric": "ingest of the shared traces (-j 2)", "rows": None, "seconds": round(ingest_s, 3)})
+            per_metric.append({"metric": "ingest of the shared traces (-j 2)", "rows": None,
+                               "seconds": round(ingest_s, 3)})
         seed = scratch / "seed_in" / "synthetic_8rank"
         generate_workload(seed, ranks=8, steps=5, layers=4, seed=1)
         base = Warehouse(scratch / "base")
@@ -569,7 +578,7 @@ def _ingest_counting_fsync(workload: Path, wh_root: Path) -> tuple[float, int, f
     real = os.fsync
     spent = [0, 0.0]
 
-    def counted(fd: int) -> None:
+    def counted(fd: FileDescriptorLike) -> None:
         start = time.perf_counter()
         real(fd)
         spent[0] += 1
@@ -579,6 +588,6 @@ def _ingest_counting_fsync(workload: Path, wh_root: Path) -> tuple[float, int, f
     try:
         start = time.perf_counter()
         ingest([workload], Warehouse(wh_root), jobs=1, force=True)
-        return time.perf_counter() - start, spent[0], spent[1]
+        return time.perf_counter() - start, int(spent[0]), spent[1]
     finally:
         os.fsync = real

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SCALE_METRICS = ("total_kernel_time", "avg_step_time", "communication_overlap_ratio", "collective_skew",
                  "hta_temporal_breakdown")
@@ -133,7 +134,7 @@ def run_main_loop_bench(traces_dir: Path, metrics: tuple[str, ...] = LOOP_METRIC
         wh = scratch / "wh"
         _child([*_CLI, "ingest", *map(str, folders), "-w", str(wh), "-q"])  # a folder that fails fails its calls
         base = {**os.environ, "TMPDIR": str(scratch)}  # the daemon's socket folder: this run's own
-        rows = []
+        rows: list[dict[str, Any]] = []
         for label, daemon in (("a process per call", "0"), ("warm daemon", "1")):
             env = {**base, "CCLQ_DAEMON": daemon}
             shutil.rmtree(wh / "cache", ignore_errors=True)
@@ -143,8 +144,8 @@ def run_main_loop_bench(traces_dir: Path, metrics: tuple[str, ...] = LOOP_METRIC
                 rows.append({"case": f"{label}, results {results}", "calls": calls, "failed": failed,
                              "seconds": round(seconds, 2), "ms_per_call": round(1000 * seconds / calls)})
             if daemon == "1":
-                subprocess.run([sys.executable, "-m", "cclq.compat.daemon_process", "--stop", "--warehouse", str(wh)], env=env,
-                               capture_output=True)
+                subprocess.run([sys.executable, "-m", "cclq.compat.daemon_process", "--stop", "--warehouse", str(wh)],
+                               env=env, capture_output=True)
         slowest = {r["case"].split(",")[1]: r["seconds"] for r in rows[:2]}
         for r in rows:
             r["speedup"] = round(slowest[r["case"].split(",")[1]] / r["seconds"], 1)

@@ -69,7 +69,8 @@ class HorovodTimelineBuilder:
                 pids[t.tensor] = len(pids) + 1
                 pid = pids[t.tensor]
                 first = min(t.ready_us.values())
-                timed.append((first, order, {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": t.tensor}}))
+                timed.append((first, order, {"name": "process_name", "ph": "M", "pid": pid,
+                                             "args": {"name": t.tensor}}))
                 timed.append((first, order + 1, {"name": "process_sort_index", "ph": "M", "pid": pid,
                                                  "args": {"sort_index": pid}}))
                 order += 2

@@ -22,6 +22,7 @@ import io
 import json
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -82,6 +83,7 @@ class Micros(float):
     """
 
     __slots__ = ("ns",)
+    ns: int
 
     def __new__(cls, ns: int) -> "Micros":
         obj = super().__new__(cls, ns / 1000)
@@ -97,7 +99,7 @@ class Micros(float):
 
     __str__ = __repr__
 
-    def __reduce__(self):  # copy/pickle keep the exact value
+    def __reduce__(self) -> tuple[type[Micros], tuple[int]]:  # copy/pickle keep the exact value
         return (Micros, (self.ns,))
 
 
@@ -778,7 +780,8 @@ class _RankSim:
         self.ev[idx] = _T_X % (cat, name, self.pid, tid, self.us(ts), self.us(self.t - ts),
                                _T_OP_ARGS % (ext, seq, extra, evidx))
 
-    def op(self, name: str, tid: int, extra: str = _A_NONE, seq: int | None = None):
+    def op(self, name: str, tid: int, extra: str = _A_NONE, seq: int | None = None
+           ) -> tuple[int, Callable[[], int]]:
         """Starts a cpu_op; returns a closer to call when its children are done."""
         self.t += self.jit(3_000)
         self.ext += 1
@@ -794,7 +797,7 @@ class _RankSim:
             return ext
         return ext, close
 
-    def annotation(self, name: str, tid: int):
+    def annotation(self, name: str, tid: int) -> tuple[int, int, Callable[[], int]]:
         self.ext += 1
         self.evidx += 1
         idx, ts, ext, evidx = self.open_x(), self.t, self.ext, self.evidx
@@ -806,7 +809,7 @@ class _RankSim:
             return ext
         return ext, ts, close
 
-    def py(self, name: str, tid: int, parent: int):
+    def py(self, name: str, tid: int, parent: int) -> tuple[int, Callable[[], None]]:
         self.t += self.jit(1_000)
         self.pyid += 1
         self.evidx += 1
@@ -1053,7 +1056,7 @@ class _RankSim:
 
 def generate_rank_trace(path: Path | str, rank: int, world_size: int, steps: int = 3,
                         layers: int = 4, seed: int = 0, target_bytes: int | None = None,
-                        gz: bool = False, *, base_time_ns: int = DEFAULT_BASE_TIME_NS,
+                        gz: bool = False, *, base_time_ns: int | None = DEFAULT_BASE_TIME_NS,
                         start_ns: int = DEFAULT_GEN_START_NS,
                         distributed_info: str = "before", time_form: str = "relative") -> dict[str, Any]:
     """Writes one rank's realistic DDP training trace, streaming events to ``path``.

@@ -115,7 +115,8 @@ class NsysExportBuilder:
             "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER, "
             "srcKind INTEGER, dstKind INTEGER)",
             "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER, end INTEGER, deviceId INTEGER, contextId INTEGER, "
-            "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, memKind INTEGER, value INTEGER)",
+            "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, memKind INTEGER, "
+            "value INTEGER)",
             "CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start INTEGER, end INTEGER, deviceId INTEGER, "
             "contextId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, syncType INTEGER, "
             "eventId INTEGER)",

@@ -39,12 +39,13 @@ import json
 import os
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import chain
 from multiprocessing import shared_memory
 from operator import attrgetter, itemgetter
+from types import GenericAlias
 from typing import Any, Union
 
 import msgspec
@@ -138,13 +139,15 @@ def _event_struct(levels: int | None) -> type:
     written as it is."""
     value = Any if levels is None else _json_value(levels)
     fields = [(name, msgspec.Raw, _NO_RAW) if name in _RAW_FIELDS else (name, value, None) for name in _FIELDS]
-    return msgspec.defstruct(f"Event{levels}", fields,  # type: ignore[no-any-return]
+    return msgspec.defstruct(f"Event{levels}", fields,
                              forbid_unknown_fields=levels is not None, gc=False)
 
 
 def _entries_of(struct: type, levels: int | None) -> Any:
     """An entry of the event array: an event, or anything else (dropped, counted)."""
-    other_list = list if levels is None else list[_json_value(max(levels - 1, 0))] if levels else list[None]
+    # GenericAlias(list, (t,)) is list[t] for a t built at run time
+    other_list = (list if levels is None
+                  else GenericAlias(list, (_json_value(max(levels - 1, 0)),)) if levels else list[None])
     return Union[struct, other_list, str, int, float, bool, None]
 
 
@@ -158,7 +161,7 @@ def _decoder(levels: int | None) -> msgspec.json.Decoder:
     if levels not in _DECODERS:
         struct = _event_struct(levels)
         _ALL_STRUCTS.add(struct)
-        _DECODERS[levels] = msgspec.json.Decoder(list[_entries_of(struct, levels)])
+        _DECODERS[levels] = msgspec.json.Decoder(GenericAlias(list, (_entries_of(struct, levels),)))
     return _DECODERS[levels]
 
 
@@ -270,7 +273,7 @@ class _Chunker:
             return False
         try:
             block = self.stream.read_block()
-        except (TraceFileError, *gzip_errors()) as e:
+        except (TraceFileError,) + gzip_errors() as e:
             # a damaged or exploding stream: ijson reads up to the same point and reports
             # it, or an earlier syntax error, as it always has
             raise FallbackToIjson(f"the stream failed: {e}") from None
@@ -401,9 +404,9 @@ class _Chunker:
                 self._finish(pos)
                 return
             if self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10):
-                chunks, close = self._last_chunk(pos)
+                chunks, last = self._last_chunk(pos)
                 yield from chunks
-                self._finish(close)
+                self._finish(last)
                 return
             chunks, close, end = self._next_chunk(pos)
             yield from chunks
@@ -420,7 +423,8 @@ class _Chunker:
         while True:
             pos = _GAP.match(self.buf, pos).end()  # type: ignore[union-attr]
             self._fill(pos + CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10))
-            if self.buf[pos:pos + 1] == b"]" or (self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10)):
+            if self.buf[pos:pos + 1] == b"]" or (
+                    self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10)):
                 yield pos
                 return
             search = pos + CHUNK_BYTES
@@ -958,7 +962,7 @@ class _Builder:
         generic = _GENERIC.decode(chunk.text)
         return {i for i in rows if generic[i if where is None else where[i]] == {}}
 
-    def _begin_end(self, ph: tuple[Any, ...], pid: tuple[Any, ...], tid: tuple[Any, ...], objs: list[Any],
+    def _begin_end(self, ph: Sequence[Any], pid: Sequence[Any], tid: Sequence[Any], objs: list[Any],
                    ts: pa.Array, keep: list[bool], first: int, where: list[int] | None
                    ) -> list[tuple[int, tuple[Any, ...], Any, int, int]]:
         """B/E pairs, in file order: B rows wait on a stack per (pid, tid); an E closes the
@@ -1015,9 +1019,9 @@ class _Builder:
             self.out_of_range[column] = self.out_of_range.get(column, 0) + k
 
     # -- columns
-    def _columns(self, m: int, index: pa.Array, ph: tuple[Any, ...], cat: tuple[Any, ...], name: tuple[Any, ...],
-                 pid: tuple[Any, ...], tid: tuple[Any, ...], ts: pa.Array, dur: pa.Array, fid: tuple[Any, ...],
-                 bp: tuple[Any, ...], sc: tuple[Any, ...], args: list[msgspec.Raw], rows: list[int] | None,
+    def _columns(self, m: int, index: pa.Array, ph: Sequence[Any], cat: Sequence[Any], name: Sequence[Any],
+                 pid: Sequence[Any], tid: Sequence[Any], ts: pa.Array, dur: pa.Array, fid: Sequence[Any],
+                 bp: Sequence[Any], sc: Sequence[Any], args: list[msgspec.Raw], rows: list[int] | None,
                  text: bytes) -> pa.RecordBatch:
         args_col, promoted = self._args_columns(args, rows, text)
         cat_col, cat_raw = map_categories(text_array(cat))
@@ -1230,6 +1234,7 @@ def _take_shared(where: tuple[str, int]) -> pa.Table:
     name, size = where
     shm = shared_memory.SharedMemory(name=name)  # (attaching registers it; unlink() below unregisters)
     try:
+        assert shm.buf is not None  # attached: None only after close()
         data = bytes(shm.buf[:size])
     finally:
         shm.close()

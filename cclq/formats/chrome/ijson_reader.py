@@ -36,7 +36,7 @@ import gc
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -69,7 +69,7 @@ from cclq.formats.chrome.events import (
 )
 from cclq.formats.chrome.jsonscan import bounds_check
 from cclq.formats.limits import DEFAULT_LIMITS, LimitExceeded, ReadLimits
-from cclq.formats.source import Source, gzip_errors, read_tail
+from cclq.formats.source import BlockCheck, Source, gzip_errors, read_tail
 from cclq.schema import EVENT_SCHEMA
 
 # Notes for a Horovod timeline that ends without its closing "]".
@@ -258,8 +258,8 @@ def _valid_times(ts: pa.Array, dur: pa.Array, ts_bad: list[int], dur_bad: list[i
     n = len(ts)
     bad_ts = set(ts_bad)
     # ts + base and ts + dur must stay in int64: checked where the arrays say they might not
-    lo, hi = pc.min_max(ts).values() if n else (None, None)
-    lo, hi = lo.as_py(), hi.as_py()
+    bounds: list[Any] = [s.as_py() for s in pc.min_max(ts).values()] if n else [None, None]
+    lo, hi = bounds
     base_risk = lo is not None and not (INT64_MIN <= lo + base and hi + base <= INT64_MAX)
     dmax = pc.max(dur).as_py() if n else None
     end_risk = dmax is not None and hi is not None and hi + base + dmax > INT64_MAX
@@ -438,7 +438,7 @@ def read_chrome_json(
     return result
 
 
-def bounds_check_for(path: str, detected: Detected, limits: ReadLimits):  # -> Callable[[bool], BlockCheck]
+def bounds_check_for(path: str, detected: Detected, limits: ReadLimits) -> Callable[[bool], BlockCheck]:
     """The ``Source`` check that holds ijson to ``limits``."""
     return lambda compressed: bounds_check(path, limits, event_depth(detected), compressed)
 

@@ -184,7 +184,8 @@ class StructureScanner:
             opens = pc.list_element(paired, _I32[0])
             lengths = pc.subtract(pc.subtract(pc.list_element(paired, _I32[1]), opens), _I64[1])
             if pc.max(lengths).as_py() > limits.max_string_bytes:
-                first = pc.indices_nonzero(pc.greater(lengths, pa.scalar(limits.max_string_bytes, pa.int64())))[0].as_py()
+                too_long = pc.greater(lengths, pa.scalar(limits.max_string_bytes, pa.int64()))
+                first = pc.indices_nonzero(too_long)[0].as_py()
                 start = base + opens[first].as_py()
                 self._report(STRING, start, start + 1 + limits.max_string_bytes)
         if (nq - first_pair) % 2:  # a string opened here runs past the block
@@ -253,7 +254,8 @@ class StructureScanner:
             c = closes.slice(carried, pairs)
             sizes = pc.add(pc.subtract(c, o), _I64[1])
             if pc.max(sizes).as_py() > self.limits.max_event_bytes:
-                first = pc.indices_nonzero(pc.greater(sizes, pa.scalar(self.limits.max_event_bytes, pa.int64())))[0].as_py()
+                too_big = pc.greater(sizes, pa.scalar(self.limits.max_event_bytes, pa.int64()))
+                first = pc.indices_nonzero(too_big)[0].as_py()
                 start = base + o[first].as_py()
                 self._report(EVENT, start, start + self.limits.max_event_bytes)
         if n_close:

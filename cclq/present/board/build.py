@@ -88,8 +88,9 @@ def board_specs(all_metrics: bool = False) -> list[MetricSpec]:
 
 def leaderboard_columns(specs: list[MetricSpec]) -> list[MetricColumn]:
     order = list(LEADERBOARD_CATEGORIES)
-    chosen = sorted((s for s in specs if s.leaderboard), key=lambda s: (order.index(s.leaderboard), s.name))
-    return [MetricColumn(s.name, s.unit, s.polarity, s.leaderboard, s.description) for s in chosen]
+    chosen = sorted(((s, cat) for s in specs if (cat := s.leaderboard)),
+                    key=lambda sc: (order.index(sc[1]), sc[0].name))
+    return [MetricColumn(s.name, s.unit, s.polarity, cat, s.description) for s, cat in chosen]
 
 
 def slug(trace: str) -> str:

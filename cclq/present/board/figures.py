@@ -71,7 +71,7 @@ def _per_rank(data: dict[str, Any], name: str, title: str, key: str) -> Figure:
         reference = (entry["value"] * factor, f"{how} {format_number(entry['value'])} s") if how == "mean" else None
         svg = bar_chart([str(r) for r in ranks], [Series(f"{name} ({unit})", [v * factor for v in values])],
                         value_label=f"{name} ({unit})", category_label="rank", highlight=highlight,
-                        tip_fmt=lambda v, f=factor: f"{format_number(v / f)} s", reference=reference)
+                        tip_fmt=lambda v: f"{format_number(v / factor)} s", reference=reference)
     else:
         reference = (entry["value"], f"{how} {format_number(entry['value'])}") if how == "mean" else None
         svg = bar_chart([str(r) for r in ranks], [Series(name, values)], value_label=f"{name} ({entry['unit']})",
@@ -128,7 +128,7 @@ def step_timeline(data: dict[str, Any]) -> Figure:
         how = f"min, median and max over {len(by_rank)} ranks"
     svg = line_chart(series, x_label="step (ProfilerStep#N)", y_label=f"step time ({unit})",
                      x_fmt=lambda v: f"{v:g}", tip_x=lambda v: f"step {v:g}",
-                     tip_y=lambda v, f=factor: f"{format_number(v / f)} s")
+                     tip_y=lambda v: f"{format_number(v / factor)} s")
     drawn = "" if max(len(s.points) for s in series) <= 2 * 500 else (
         f" {max(len(s.points) for s in series):,} steps a line: drawn as the first, lowest and highest step of "
         "each pixel column (every spike stays), without a marker per step; the workload's data file has them all.")
@@ -199,7 +199,7 @@ def top_kernels_figure(data: dict[str, Any]) -> Figure:
               for cls in classes]
     svg = bar_chart([op["name"] for op in ops], series, stacked=True, horizontal=True, label_width=300,
                     value_label=f"total time, all ranks ({unit})",
-                    tip_fmt=lambda v, f=factor: f"{format_number(v / f)} s", width=640)
+                    tip_fmt=lambda v: f"{format_number(v / factor)} s", width=640)
     shown = sum(op["total_s"] for op in ops)
     what = "XLA device op" if xla else "GPU kernel"
     return Figure("top_ops", title, f"The {len(ops)} {what} names with the most time, summed over ranks: "
@@ -221,7 +221,7 @@ def _peak_series_figure(data: dict[str, Any], key: str, title: str, y_label: str
     series = [Series(series_name(name), points=[(t / 1e6 * factor, v) for t, v in points])
               for name, points in entry["series"].items()]
     svg = line_chart(series, x_label=f"time since the first point ({unit})", y_label=y_label,
-                     markers=False, tip_x=lambda v, f=factor, u=unit: f"{format_number(v)} {u}")
+                     markers=False, tip_x=lambda v: f"{format_number(v)} {unit}")
     return Figure(key, title, f"Rank {entry['rank']}: the highest value in each of 300 equal time bins "
                   f"(HTA's series changes at every {what}).", svg)
 

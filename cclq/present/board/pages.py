@@ -26,7 +26,7 @@ _NO_FAVICON = '<link rel="icon" href="data:,">'  # no favicon request, so no 404
 
 
 def asset_text(name: str) -> str:
-    return resources.files("cclq.present.board").joinpath("assets", name).read_text()
+    return resources.files("cclq.present.board").joinpath("assets").joinpath(name).read_text()
 
 
 def _e(value: Any) -> str:
@@ -130,8 +130,10 @@ def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str |
     cls = f"num {group} {quality}" if quality else f"num {group}"
     if not col.ranked(value):  # shown, but not ranked: sorts with n/a, last
         tip += " (no communication: not ranked)"
-        return f'<td class="{cls}" data-sort="" title="{_e(tip)}"><span class="v">{format_number(value)}</span></td>'
-    return f'<td class="{cls}" data-sort="{value!r}" title="{_e(tip)}"><span class="v">{format_number(value)}</span></td>'
+        return (f'<td class="{cls}" data-sort="" title="{_e(tip)}">'
+                f'<span class="v">{format_number(value)}</span></td>')
+    return (f'<td class="{cls}" data-sort="{value!r}" title="{_e(tip)}">'
+            f'<span class="v">{format_number(value)}</span></td>')
 
 
 def _page(title: str, body: str, css: str, scripts: str = "") -> str:
@@ -156,15 +158,15 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
         first = " first" if i == 0 else ""
         col_cells.append(f'<th data-col="{i}" data-type="{"num" if c.numeric else "text"}" class="g-workload{first}">'
                          f'<button type="button">{_e(c.title)}<span class="arrow"></span></button></th>')
-    for j, c in enumerate(columns, start=len(CARD_COLUMNS)):
-        better = {"higher": "higher is better", "lower": "lower is better"}.get(c.polarity, "")
-        title = f"{c.description}" + (f" ({better})" if better else "")
-        arrow = {"higher": "\u2191 ", "lower": "\u2193 "}.get(c.polarity, "")
-        label = _e(c.name).replace("_", "_<wbr>")
+    for j, mc in enumerate(columns, start=len(CARD_COLUMNS)):
+        better = {"higher": "higher is better", "lower": "lower is better"}.get(mc.polarity, "")
+        title = f"{mc.description}" + (f" ({better})" if better else "")
+        arrow = {"higher": "\u2191 ", "lower": "\u2193 "}.get(mc.polarity, "")
+        label = _e(mc.name).replace("_", "_<wbr>")
         col_cells.append(
-            f'<th data-col="{j}" data-type="num" data-better="{_e(c.polarity)}" data-metric="{_e(c.name)}" '
-            f'class="metric g-{_e(c.group)}" title="{_e(title)}"><button type="button">{label}'
-            f'<span class="arrow"></span><span class="unit">{arrow}{_e(c.unit)}</span></button></th>')
+            f'<th data-col="{j}" data-type="num" data-better="{_e(mc.polarity)}" data-metric="{_e(mc.name)}" '
+            f'class="metric g-{_e(mc.group)}" title="{_e(title)}"><button type="button">{label}'
+            f'<span class="arrow"></span><span class="unit">{arrow}{_e(mc.unit)}</span></button></th>')
     body_rows = []
     for w in workloads:
         cells = _card_cells(w)
@@ -173,8 +175,8 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
             html, key = cells[c.key]
             cls = ("first " if i == 0 else "") + ("num" if c.numeric else "")
             tds.append(f'<td class="{cls.strip()}" data-sort="{_e(key)}">{html}</td>')
-        for c in columns:
-            tds.append(_metric_cell(lookups[w["trace"]].get(c.name), c, quality.get((w["trace"], c.name))))
+        for mc in columns:
+            tds.append(_metric_cell(lookups[w["trace"]].get(mc.name), mc, quality.get((w["trace"], mc.name))))
         m = w["metadata"]
         search = " ".join(str(x) for x in (w["trace"], m["model_family"], m["phase"], m["hardware_type"],
                                            m["hardware_model"], m["framework"], m["comm_library"],
@@ -188,14 +190,17 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
     n_metrics = len(columns)
     toggles = "".join(f'<label><input type="checkbox" data-group="{_e(gid)}" checked> {_e(title)}</label>'
                       for gid, title, _ in groups[1:])
+    counts = f"{len(workloads)} workloads &middot; {n_metrics} leaderboard metrics"
+    search = ('<input type="search" id="filter" placeholder="Filter: model, phase, hardware, framework ..." '
+              'aria-label="Filter workloads">')
     body = f"""<header class="top">
 <h1>cclq benchmark board</h1>
-<div class="sub">{len(workloads)} workloads &middot; {n_metrics} leaderboard metrics &middot; generated {_e(generated_at)}
+<div class="sub">{counts} &middot; generated {_e(generated_at)}
  from <code>{_e(source)}</code></div>
 </header>
 <main>
 <div class="toolbar">
-<input type="search" id="filter" placeholder="Filter: model, phase, hardware, framework ..." aria-label="Filter workloads">
+{search}
 <span class="count" id="count">{len(workloads)} workloads</span>
 <span class="groups" id="groups">{toggles}</span>
 <span class="legend">Click a column to sort (best first). <span style="background:var(--good-bg)">best quarter</span>
@@ -265,7 +270,8 @@ def _metric_tables(data: dict[str, Any]) -> str:
             rows.append(f'<tr data-metric="{_e(e["metric"])}"><td>{name}</td><td class="num">{value}</td>'
                         f'<td>{_e(e["unit"])}</td><td class="note">{note}</td></tr>')
         out.append(f'<div class="metric-group"><h3>{_e(group["title"])}</h3><table class="metrics">'
-                   '<colgroup><col class="c-metric"><col class="c-value"><col class="c-unit"><col></colgroup><thead><tr>'
+                   '<colgroup><col class="c-metric"><col class="c-value"><col class="c-unit"><col></colgroup>'
+                   '<thead><tr>'
                    '<th>metric</th><th class="num">value</th><th>unit</th><th>over / why n/a</th></tr></thead>'
                    f'<tbody>{"".join(rows)}</tbody></table></div>')
     return "\n".join(out)

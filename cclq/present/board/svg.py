@@ -199,7 +199,7 @@ def bar_chart(
         frame = _Frame(width, height, 58, 12, top_pad, 46)
     totals = []
     for i in range(n):
-        vals = [s.values[i] for s in series if i < len(s.values) and s.values[i] is not None]
+        vals = [v for v in (s.values[i] for s in series if i < len(s.values)) if v is not None]
         totals.append(sum(vals) if stacked else max(vals, default=0.0))
     top = max_value if max_value is not None else max([t for t in totals if t is not None] or [1.0]) or 1.0
     if reference is not None and max_value is None:
