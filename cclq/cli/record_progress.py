@@ -16,13 +16,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from cclq.record.runner import Outcome
+from cclq.record.runner import ConfigOutcome
 
 _stderr = Console(stderr=True)
 
 
 class RecordProgress:
-    """A ``cclq.record.runner.Reporter``: one bar over the configurations; failures and
+    """A ``cclq.record.runner.RecordReporter``: one bar over the configurations; failures and
     invalid results are printed as they happen, above the bar."""
 
     def __init__(self, enabled: bool = True) -> None:
@@ -44,7 +44,7 @@ class RecordProgress:
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=name)
 
-    def run_done(self, outcome: Outcome) -> None:
+    def run_done(self, outcome: ConfigOutcome) -> None:
         if outcome.status == "failed":
             _stderr.print(f"cclq: error: {outcome.name}: {outcome.reason}", markup=False, highlight=False,
                           soft_wrap=True)
@@ -60,7 +60,7 @@ class RecordProgress:
             self._progress = None
 
 
-def summary_table(outcomes: list[Outcome]) -> pa.Table:
+def summary_table(outcomes: list[ConfigOutcome]) -> pa.Table:
     """One row per configuration: where it went, its DDLB numbers, or why it failed."""
     rows: list[dict[str, Any]] = []
     for o in outcomes:

@@ -261,7 +261,7 @@ def stop(wh_root: Path) -> bool:
 
 
 # ----------------------------------------------------------------------------- server
-def serve(wh_root: Path, run: Callable[[list[str]], int], idle_s: float) -> None:
+def serve_calls(wh_root: Path, run: Callable[[list[str]], int], idle_s: float) -> None:
     """Answers calls until idle for ``idle_s`` or asked to stop. One daemon per warehouse:
     the lock file decides, and a second one exits at once."""
     paths = _paths(wh_root)

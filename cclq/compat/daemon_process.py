@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from cclq.compat.daemon import DEFAULT_IDLE_S, IDLE_ENV, serve, stop
+from cclq.compat.daemon import DEFAULT_IDLE_S, IDLE_ENV, serve_calls, stop
 from cclq.compat.main import run_here
 from cclq.locations import resolve_warehouse
 
@@ -31,7 +31,7 @@ def main() -> None:
     import cclq.query.engine
     import cclq.query.metrics  # noqa: F401
 
-    serve(wh_root, run_here, float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S))
+    serve_calls(wh_root, run_here, float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S))
 
 
 if __name__ == "__main__":

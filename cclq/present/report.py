@@ -24,7 +24,7 @@ from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import CATEGORIES, MetricSpec
 from cclq.query.session import Session
 from cclq.query.trace_stats import op_stats, step_durations, top_ops
-from cclq.query.workloads import Workload, load_workloads
+from cclq.query.workloads import WorkloadInfo, load_workloads
 
 # Metrics the workload plots are drawn from (the board computes them besides the
 # leaderboard's): per-rank bars, straggler counts, temporal breakdown, bus bandwidth.
@@ -36,7 +36,7 @@ REPORT_VERSION = 2  # of the dict layout below; stored board data with another v
 
 @dataclass
 class WorkloadReport:
-    workload: Workload
+    workload: WorkloadInfo
     outcomes: dict[str, Outcome]
     figures: dict[str, Any] = field(default_factory=dict)  # plot data (see _figure_data)
 

@@ -1,7 +1,7 @@
 """What each workload is: its card and the trace's own facts (for report, diff, board).
 
 Read from the ``traces`` view (one row per trace: format, world size, ranks, span,
-and the flattened workload card). ``Workload.metadata`` gives the card in the keys
+and the flattened workload card). ``WorkloadInfo.metadata`` gives the card in the keys
 CCL-Bench's website uses (``website/generate_data.py``: ``workload_name``,
 ``model_family``, ``bandwidth_scaleout``, ``comm_env`` ...), with ``""`` for what the
 card leaves out, as that script writes it.
@@ -59,7 +59,7 @@ def _dig(node: Any, path: tuple[str, ...]) -> Any:
 
 
 @dataclass
-class Workload:
+class WorkloadInfo:
     """One trace with its card (``card``: the flattened fields that are set)."""
 
     trace: str
@@ -98,14 +98,14 @@ class Workload:
         return meta
 
 
-def load_workloads(session: Session) -> dict[str, Workload]:
-    """trace -> Workload for every trace the session sees."""
+def load_workloads(session: Session) -> dict[str, WorkloadInfo]:
+    """trace -> WorkloadInfo for every trace the session sees."""
     session.define_views("SELECT * FROM traces")
     card_columns = [name for name, _, _ in CARD_FIELDS]
     cur = session.execute(f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(card_columns)} "
                       "FROM traces ORDER BY trace")
     names = [d[0] for d in cur.description]
-    out: dict[str, Workload] = {}
+    out: dict[str, WorkloadInfo] = {}
     for values in cur.fetchall():
         row = dict(zip(names, values))
         info = {k: _plain(row[k]) for k in _INFO_COLUMNS}
@@ -113,5 +113,5 @@ def load_workloads(session: Session) -> dict[str, Workload]:
         if "trace_types" in card:
             card["trace_types"] = json.loads(card["trace_types"])
         doc = json.loads(row["card_json"]) if row["card_json"] else None
-        out[row["trace"]] = Workload(row["trace"], info, card, doc)
+        out[row["trace"]] = WorkloadInfo(row["trace"], info, card, doc)
     return out

@@ -49,7 +49,7 @@ _GRACE_S = 3.0
 
 
 @dataclass
-class Outcome:
+class ConfigOutcome:
     """What became of one configuration."""
 
     run: Run
@@ -61,17 +61,17 @@ class Outcome:
     seconds: float = 0.0
 
 
-class Reporter(Protocol):
+class RecordReporter(Protocol):
     def start(self, total: int) -> None: ...
     def run_started(self, name: str) -> None: ...
-    def run_done(self, outcome: Outcome) -> None: ...
+    def run_done(self, outcome: ConfigOutcome) -> None: ...
     def finish(self) -> None: ...
 
 
 class _Silent:
     def start(self, total: int) -> None: ...
     def run_started(self, name: str) -> None: ...
-    def run_done(self, outcome: Outcome) -> None: ...
+    def run_done(self, outcome: ConfigOutcome) -> None: ...
     def finish(self) -> None: ...
 
 
@@ -117,9 +117,9 @@ def machine_problem(run: Run, world_size: int) -> str | None:
 
 
 def record(config: Path, out_dir: Path, nproc: int, timeout_s: float = 600.0,
-           reporter: Reporter | None = None) -> list[Outcome]:
+           reporter: RecordReporter | None = None) -> list[ConfigOutcome]:
     """Records every configuration of ``config`` into ``out_dir``; never raises for a
-    configuration that fails (its Outcome says why)."""
+    configuration that fails (its ConfigOutcome says why)."""
     require_torch()
     import torch
 
@@ -129,7 +129,7 @@ def record(config: Path, out_dir: Path, nproc: int, timeout_s: float = 600.0,
     out_dir.mkdir(parents=True, exist_ok=True)
     reporter = reporter or _Silent()
     names = _unique_names(runs, nproc)
-    outcomes: list[Outcome] = []
+    outcomes: list[ConfigOutcome] = []
     ranks: RankProcesses | None = None
     reporter.start(len(runs))
     finished = False
@@ -138,7 +138,7 @@ def record(config: Path, out_dir: Path, nproc: int, timeout_s: float = 600.0,
             reporter.run_started(name)
             problem = run.problem or machine_problem(run, nproc)
             if problem:
-                outcome = Outcome(run, name, "failed", reason=problem)
+                outcome = ConfigOutcome(run, name, "failed", reason=problem)
             else:
                 if ranks is None:
                     ranks = RankProcesses(nproc, out_dir)
@@ -247,7 +247,7 @@ def _kill(p: subprocess.Popen[bytes]) -> None:
 
 
 def _record_one(ranks: RankProcesses, run: Run, name: str, out_dir: Path, timeout_s: float,
-                config: Path) -> Outcome:
+                config: Path) -> ConfigOutcome:
     started = time.monotonic()
     nproc = len(ranks.procs)
     scratch = out_dir / f".record-{name}"
@@ -264,10 +264,10 @@ def _record_one(ranks: RankProcesses, run: Run, name: str, out_dir: Path, timeou
             try:
                 outcome = _finish(run, name, scratch, workload, out_dir, nproc, config)
             except OSError as e:  # a full disk, a folder that cannot be replaced
-                outcome = Outcome(run, name, "failed",
+                outcome = ConfigOutcome(run, name, "failed",
                                   reason=f"cannot write {e.filename or out_dir}: {e.strerror or e}")
         else:
-            outcome = Outcome(run, name, "failed", reason=reason)
+            outcome = ConfigOutcome(run, name, "failed", reason=reason)
             _keep_logs(scratch, out_dir / FAILED_DIR / name)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -339,7 +339,7 @@ def _keep_logs(scratch: Path, target: Path) -> None:
 
 
 def _finish(run: Run, name: str, scratch: Path, workload: Path, out_dir: Path, nproc: int,
-            config: Path) -> Outcome:
+            config: Path) -> ConfigOutcome:
     """Adds the CSV, the card and record.yaml to the traces; moves the folder into place."""
     result = json.loads((scratch / RESULT_FILE).read_text())
     facts = result["facts"]
@@ -372,4 +372,4 @@ def _finish(run: Run, name: str, scratch: Path, workload: Path, out_dir: Path, n
         target.rename(old)
     workload.rename(target)
     shutil.rmtree(out_dir / FAILED_DIR / name, ignore_errors=True)
-    return Outcome(run, name, "recorded", folder=target, row=row, reason=invalid)
+    return ConfigOutcome(run, name, "recorded", folder=target, row=row, reason=invalid)

@@ -394,7 +394,7 @@ def build_from_config(
     from cclq.present.board.config import (
         cached_values,
         in_config_unit,
-        load_config,
+        load_board_config,
         plan_pair,
         six_digits,
         stale_metrics,
@@ -403,7 +403,7 @@ def build_from_config(
     from cclq.query.registry import registry, resolve
 
     params = params or {}
-    cfg = load_config(config_path)
+    cfg = load_board_config(config_path)
     problems: list[str] = []
     ids: dict[int, str | None] = {}
     folders: list[Path] = []

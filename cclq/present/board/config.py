@@ -69,7 +69,7 @@ class PairPlan:
     note: str | None = None  # why auto chose nothing, or why the pair failed
 
 
-def load_config(path: Path) -> BoardConfig:
+def load_board_config(path: Path) -> BoardConfig:
     """Reads and checks the config; a wrong shape is a usage error naming the key."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))

@@ -125,10 +125,10 @@ def job_metrics(settings: JobSettings, trace_types: list[str], phase: str | None
     is a config (all of its metric_info when the card names no trace types, as
     CCL-Bench's process_upload runs them all), else cclq's leaderboard metrics."""
     from cclq.present.board.build import board_specs, metric_info
-    from cclq.present.board.config import CCLQ_TRACE_TYPES, auto_metrics, load_config
+    from cclq.present.board.config import CCLQ_TRACE_TYPES, auto_metrics, load_board_config
 
     if settings.config_path is not None:
-        info = load_config(settings.config_path).metric_info
+        info = load_board_config(settings.config_path).metric_info
         names = auto_metrics(info, trace_types, phase) if trace_types else list(info)
         return names, {m: info[m] for m in names}
     info = metric_info(board_specs(), CCLQ_TRACE_TYPES)
