@@ -737,10 +737,26 @@ def bench(
         Optional[Path], typer.Option("--main-loop", help="Folder of workload folders: time CCL-Bench's loop of "
                                                          "`python -m cclq.main` calls, per process and warm.")
     ] = None,
+    targets: Annotated[
+        Optional[Path], typer.Option("--targets", help="A folder of workloads (../shared/traces): time the speed "
+                                                       "targets (report / metric, board / ingest, the --board N "
+                                                       "board cold) and nothing else.")
+    ] = None,
+    baseline: Annotated[
+        Optional[Path], typer.Option("--baseline", help="With --targets: another cclq source tree (an earlier "
+                                                        "commit) to time in the same run, before / after.")
+    ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
     import pyarrow as pa
+
+    if targets is not None:
+        from cclq.dev.bench.targets import run_target_bench
+
+        rows = run_target_bench(targets, board_workloads=board_workloads, baseline=baseline, repeats=repeats)
+        write_table(pa.Table.from_pylist(rows), fmt, title="speed targets: a_s / b_s (wall seconds, cold)")
+        return
 
     from cclq.dev.bench.run import (
         parse_sizes,
