@@ -422,6 +422,14 @@ ParamOpt = Annotated[
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")]
 
 
+def _run_label(run: Any) -> str:
+    """A metric in a progress line: its name, and whether it was decided from the catalog
+    (it applies to none of the traces: its SQL did not run) or failed."""
+    if run.table is None and run.error is None and run.not_applicable:
+        return f"{run.spec.name}: not applicable (from the catalog)"
+    return f"{run.spec.name}: failed" if run.error else run.spec.name
+
+
 def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
     known = {row[0] for row in session.execute("SELECT DISTINCT trace FROM files").fetchall()}
     missing = [t for t in wanted if t not in known]
@@ -452,7 +460,7 @@ def report(
     with _session(wh, traces=[trace], views=False, cache=not no_cache) as session:
         _require_traces(session, wh, [trace])
         with StepProgress("metrics", len(specs)) as bar:
-            reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(run.spec.name))
+            reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(_run_label(run)))
     data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
     out = open(output, "w") if output else sys.stdout
     try:
@@ -515,7 +523,7 @@ def diff(
     with _session(wh, traces=side_a + side_b, views=False, cache=not no_cache) as session, \
             StepProgress("metrics", len(specs)) as bar:
         result = run_diff(session, specs, side_a, side_b, params, rank=rank,
-                          on_metric=lambda run: bar.advance(run.spec.name))
+                          on_metric=lambda run: bar.advance(_run_label(run)))
     if fmt is OutputFormat.table:
         out = open(output, "w") if output else sys.stdout
         try:
@@ -569,7 +577,7 @@ def board(
         result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
                              settings=_query_settings(),
-                             on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
+                             on_metric=lambda run: bar[0].advance(_run_label(run)) if bar else None)
     finally:
         for b in bar:
             b.__exit__(None, None, None)
