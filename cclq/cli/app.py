@@ -253,12 +253,104 @@ def sql(
 
 
 # ----------------------------------------------------------------------- metrics
-@app.command(epilog="Example: cclq metrics --format csv")
-def metrics(fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
-    """List every metric: versions, unit, grain, category, how `python -m cclq.main` summarises it, parameters and what it measures."""
-    from cclq.query.registry import catalog_table
+@app.command(epilog="Examples: cclq metrics communication   |   cclq metrics overlap   |   "
+                     "cclq metrics --applicable dlrm_param_8xV100   |   cclq metrics --long --format csv")
+def metrics(
+    words: Annotated[
+        Optional[list[str]],
+        typer.Argument(help="A category (step_time, communication, compute, memory, collectives, inference, hta) "
+                            "or words to search for in names, descriptions and needs.", show_default=False),
+    ] = None,
+    category: Annotated[
+        Optional[list[str]], typer.Option("--category", "-c", help="Only this category (repeatable).")
+    ] = None,
+    applicable: Annotated[
+        Optional[str], typer.Option("--applicable", help="What can apply to this trace, and why the rest cannot "
+                                                         "(decided from the catalog, no metric is run).")
+    ] = None,
+    long: Annotated[bool, typer.Option("--long", "-l", help="Every column: versions, grain, summary, params.")] = False,
+    warehouse: WarehouseOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+) -> None:
+    """List the metrics, one line each (name, unit, category, what it measures); filter by
+    category or search words; `--applicable TRACE` says which can apply to a trace."""
+    from cclq.query.registry import CATEGORIES, catalog_table, did_you_mean, latest_specs
 
-    write_table(catalog_table(), fmt, output=output)
+    specs = latest_specs()
+    chosen = set(category or [])
+    search: list[str] = []
+    for w in words or []:
+        if w in CATEGORIES:
+            chosen.add(w)
+        else:
+            search.append(w)
+    unknown = sorted(chosen - set(CATEGORIES))
+    if unknown:
+        raise UsageError(f"no category {', '.join(unknown)}",
+                         hint=did_you_mean(unknown[0], set(CATEGORIES), f"categories: {', '.join(CATEGORIES)}"))
+    if chosen:
+        specs = [s for s in specs if s.category in chosen]
+    for w in search:
+        specs = [s for s in specs if w.lower() in " ".join((s.name, s.description, s.needs, s.category)).lower()]
+    if not specs:
+        names = {s.name for s in latest_specs()} | set(CATEGORIES)
+        raise UsageError(f"no metric matches {' '.join(search or sorted(chosen))!r}",
+                         hint=did_you_mean(search[0] if search else "", names, "`cclq metrics` lists them all"))
+    if applicable is not None:
+        _applicable(_warehouse(warehouse), applicable, specs, fmt, output)
+        return
+    if long or fmt is not OutputFormat.table:
+        table = catalog_table()
+        keep = {s.name for s in specs}
+        write_table(table.filter([m in keep for m in table.column("metric").to_pylist()]), fmt, output=output)
+        return
+    _write_lines([(s.name, s.unit, s.category, s.description) for s in specs], output)
+
+
+def _write_lines(rows: list[tuple[str, ...]], output: Path | None) -> None:
+    """Aligned columns, one line per row, the last column cut to the terminal's width
+    (120 when not a terminal) with an ellipsis: a listing that fits on one screen line each."""
+    width = shutil.get_terminal_size((120, 24)).columns if output is None else 200
+    sizes = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for r in rows:
+        head = "  ".join(c.ljust(n) for c, n in zip(r[:-1], sizes))
+        room = max(width - len(head) - 2, 20)
+        tail = r[-1] if len(r[-1]) <= room else r[-1][:room - 1].rstrip() + "…"
+        lines.append(f"{head}  {tail}".rstrip())
+    text = "\n".join(lines) + "\n"
+    if output is not None:
+        output.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _applicable(wh: Warehouse, trace: str, specs: list, fmt: OutputFormat, output: Path | None) -> None:
+    """``cclq metrics --applicable TRACE``: the catalog's decision for each metric."""
+    import pyarrow as pa
+
+    from cclq.query.applicability import parse_facts, trace_facts, unmet
+
+    with _session(wh, traces=[trace], views=False) as session:
+        _require_traces(session, wh, [trace])
+        facts = trace_facts(session)[trace]
+    rows = []
+    for s in specs:
+        reason = unmet(s, facts)
+        checked = ", ".join(str(f) for f in parse_facts(s))
+        rows.append({"metric": s.name, "category": s.category, "applies": "no" if reason else "may",
+                     "why": reason or (f"the catalog has {checked}; its SQL decides" if checked else
+                                       "no catalog facts declared; its SQL decides"), "needs": s.needs})
+    rows.sort(key=lambda r: (r["applies"] == "no", r["category"], r["metric"]))
+    if fmt is not OutputFormat.table:
+        write_table(pa.Table.from_pylist(rows), fmt, output=output)
+        return
+    may = sum(r["applies"] == "may" for r in rows)
+    print(f"{trace}: formats {', '.join(sorted(facts.formats)) or 'none'}, tables "
+          f"{', '.join(sorted(facts.tables)) or 'none'}, {facts.ranks} rank(s)\n"
+          f"{may} metric(s) may apply (their SQL decides), {len(rows) - may} cannot (from the catalog):")
+    _write_lines([(r["metric"], r["applies"], r["why"]) for r in rows], output)
 
 
 @app.command(epilog="Examples: cclq metric communication_overlap_ratio --all --format csv\n\n"
@@ -270,7 +362,8 @@ def metric(
     ] = None,
     all_traces: Annotated[bool, typer.Option("--all", help="Run over every trace in the warehouse.")] = False,
     trace: Annotated[
-        Optional[list[str]], typer.Option("--trace", "-t", help="Run over this trace (repeatable).")
+        Optional[list[str]], typer.Option("--trace", "-t", help="Run over this trace (repeatable; a glob "
+                                                                "pattern such as 'run1_*' takes every match).")
     ] = None,
     category: Annotated[
         Optional[list[str]],
@@ -290,6 +383,9 @@ def metric(
                      "(existing, or a name without a suffix) gets one file per metric."),
     ] = None,
     dask: DaskOpt = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show the metric's header, SQL file and version instead of running it.")
+    ] = False,
 ) -> None:
     """Compute metrics for every selected trace, each in a single DuckDB query.
 
@@ -305,13 +401,20 @@ def metric(
     cclq metric collective_busbw --all --dask tcp://head:8786 -w /shared/wh
     """
     from cclq.query.params import check_batch_params, parse_param_args
-    from cclq.query.registry import CATEGORIES, latest_specs, resolve
+    from cclq.query.registry import CATEGORIES, did_you_mean, latest_specs, resolve
 
+    if explain:
+        if not names:
+            raise UsageError("--explain wants metric names")
+        for n in names:
+            _explain(resolve(n, version))
+        return
     if all_traces == bool(trace):
         raise UsageError("say which traces: --all, or --trace T (repeatable)")
     unknown = sorted(set(category or []) - set(CATEGORIES))
     if unknown:
-        raise UsageError(f"no category {', '.join(unknown)}", hint=f"categories: {', '.join(CATEGORIES)}")
+        raise UsageError(f"no category {', '.join(unknown)}",
+                         hint=did_you_mean(unknown[0], set(CATEGORIES), f"categories: {', '.join(CATEGORIES)}"))
     specs = [resolve(n, version) for n in names or []]
     specs += [s for s in latest_specs() if s.category in (category or []) and s.name not in {x.name for x in specs}]
     if not specs:
@@ -320,8 +423,7 @@ def metric(
         raise UsageError("--version pins one metric; give one name with it")
     params = parse_param_args(param or [])
     wh = _warehouse(warehouse)
-    selection = None if all_traces else list(trace or [])
-    _check_traces(wh, selection)
+    selection = None if all_traces else _check_traces(wh, list(trace or []))
     if dask is not None:
         from cclq.ingest.dask import parse_cluster
 
@@ -333,14 +435,54 @@ def metric(
     _several_metrics(wh, specs, params, selection, no_cache, fmt, output, dask)
 
 
-def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
+def _explain(spec: Any) -> None:
+    """``cclq metric NAME --explain``: where the metric is defined and what it says of itself."""
+    from cclq.query.registry import METRIC_BODIES, registry
+    from cclq.query.sqlfiles import modules_for
+
+    versions = sorted(registry()[spec.name])
+    header = []
+    for line in spec.text.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line[2:].strip() if not line.startswith("--   ") else "  " + line[2:].strip())
+    bodies = [str(m.path) for m in modules_for(spec.sql) if m.name.startswith(METRIC_BODIES)]
+    print(f"{spec.label} (versions: {', '.join(f'v{v}' for v in versions)})")
+    print(f"SQL file: {spec.path}")
+    for body in bodies:
+        print(f"shared body: {body}")
+    print("\n".join(header))
+    print(f"query: {len(spec.sql.splitlines())} lines after the header; `cclq shell` has every view it reads")
+
+
+def _check_traces(wh: Warehouse, selection: list[str]) -> list[str]:
+    """The trace ids ``--trace`` names: ids, or glob patterns (``'run1_*'``, as ``diff``
+    takes them) matched against the warehouse's; an unknown id is a usage error with the
+    nearest ids (the same id in another case first)."""
+    import fnmatch
+
     if not selection:
-        return
+        return selection
     with wh.open_snapshot() as snapshot:
-        known = set(snapshot.tables["files"].column("trace").to_pylist())
-    missing = [t for t in selection if t not in known]
-    if missing:
-        raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+        known = sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
+    out: list[str] = []
+    for t in selection:
+        if t in known:
+            out.append(t)
+        elif any(c in t for c in "*?["):
+            matched = fnmatch.filter(known, t)
+            if not matched:
+                raise UsageError(f"no trace matches {t!r} in {wh.root}", hint="`cclq traces` lists them")
+            out += matched
+        else:
+            _no_trace(wh, t, known)
+    return list(dict.fromkeys(out))
+
+
+def _no_trace(wh: Warehouse, trace: str, known: list[str]) -> None:
+    from cclq.query.registry import did_you_mean
+
+    raise UsageError(f"no trace {trace!r} in {wh.root}", hint=did_you_mean(trace, known, "`cclq traces` lists them"))
 
 
 def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str] | None,  # noqa: ANN001
@@ -433,8 +575,10 @@ def _run_label(run: Any) -> str:
 def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
     known = {row[0] for row in session.execute("SELECT DISTINCT trace FROM files").fetchall()}
     missing = [t for t in wanted if t not in known]
-    if missing:
-        raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+    if missing:  # the session may see only the selected traces: suggest from all of them
+        with wh.open_snapshot() as snapshot:
+            every = sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
+        _no_trace(wh, missing[0], every)
 
 
 @app.command(epilog="Example: cclq report dlrm_param_8xV100 --format html -o dlrm.html")

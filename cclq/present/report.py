@@ -91,7 +91,7 @@ def collect_reports(
     """trace -> WorkloadReport for every trace the session sees."""
     workloads = load_workloads(session)
     traces = sorted(workloads)
-    runs = run_metrics(session, specs, params, on_done=on_metric)
+    runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
     outcomes = split_by_trace(runs, traces)
     steps = step_durations(session)
     ops = op_stats(session)
