@@ -588,6 +588,10 @@ def report(
     output: OutputOpt = None,
     param: ParamOpt = None,
     no_cache: NoCacheOpt = False,
+    all_metrics: Annotated[
+        bool, typer.Option("--all-metrics", help="List the metrics that do not apply too, each with the reason "
+                                                 "(the table folds them into one line).")
+    ] = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Every metric of one trace at once, grouped by category, with the reason for each one
@@ -616,7 +620,7 @@ def report(
 
             out.write(workload_page(data, standalone=True))
         else:
-            print_report(data, out)
+            print_report(data, out, all_metrics=all_metrics)
     finally:
         if output:
             out.close()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from cclq.present.render import format_number
+from cclq.present.units import for_people, people_text
 from cclq.query.metrics import MetricRun, run_metrics
 from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import CATEGORIES, MetricSpec
@@ -157,12 +157,15 @@ def spread(entry: dict[str, Any]) -> str:
            "ratio": "pooled ratio"}[entry["summary"]]
     text = f"{how} of {n} {what}"
     if entry["min"] is not None and entry["min"] != entry["max"]:
-        text += f" ({format_number(entry['min'])} .. {format_number(entry['max'])})"
+        text += f" ({people_text(entry['min'], entry['unit'])} .. {people_text(entry['max'], entry['unit'])})"
     return text
 
 
-def print_report(data: dict[str, Any], out: TextIO) -> None:
-    """The table form: a heading, then one table per category (n/a rows with their reason)."""
+def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -> None:
+    """The table form: a heading, then one table per category, values in units for people
+    (``cclq.present.units``; ``--format json`` has the exact ones). The metrics that do not
+    apply are folded into one line with their count (``all_metrics``: a row each, with the
+    reason)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -171,20 +174,30 @@ def print_report(data: dict[str, Any], out: TextIO) -> None:
     info = data["info"]
     console.print(Text(data["trace"], style="bold"), Text(f"  {data['headline']}") if data["headline"] else "")
     facts = [info.get("format"), f"{info.get('ranks_seen')} rank(s) of world size {info.get('world_size')}",
-             f"span {format_number(info['span_s'])} s" if info.get("span_s") is not None else None,
+             f"span {people_text(info['span_s'], 's')}" if info.get("span_s") is not None else None,
              f"{info.get('events'):,} events" if info.get("events") is not None else None,
              f"parallelism {data['parallelism']}" if data["parallelism"] else None]
     console.print(", ".join(str(f) for f in facts if f))
     console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
-                  "(value n/a with the reason)")
+                  + ("(value n/a with the reason)" if all_metrics else "(--all-metrics lists them with the reason)"))
+    folded: list[str] = []
     for group in data["categories"]:
+        if not all_metrics:
+            folded += [e["metric"] for e in group["metrics"] if e["value"] is None]
+            group = {**group, "metrics": [e for e in group["metrics"] if e["value"] is not None]}
+            if not group["metrics"]:
+                continue
         t = Table(title=group["title"], title_justify="left", header_style="bold", show_lines=False)
-        for col, justify in (("metric", "left"), ("value", "right"), ("unit", "left"), ("over", "left"),
-                             ("note", "left")):
+        columns = [("metric", "left"), ("value", "right"), ("unit", "left"), ("over", "left")]
+        for col, justify in columns + ([("note", "left")] if all_metrics else []):
             t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
         for e in group["metrics"]:
             if e["value"] is None:
                 t.add_row(e["metric"], Text("n/a", style="dim"), e["unit"], "", Text(e["reason"] or "", style="dim"))
             else:
-                t.add_row(e["metric"], format_number(e["value"]), e["unit"], spread(e), "")
+                number, unit = for_people(e["value"], e["unit"])
+                t.add_row(e["metric"], number, unit, spread(e), *([""] if all_metrics else []))
         console.print(t)
+    if folded:
+        console.print(Text(f"{len(folded)} not applicable: {', '.join(folded)} (--all-metrics shows them "
+                           "with the reason)", style="dim"))
