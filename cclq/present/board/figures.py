@@ -79,8 +79,32 @@ def _per_rank(data: dict[str, Any], name: str, title: str, key: str) -> Figure:
     caption = (f"{name} per rank; the workload's value is the {how_words} over ranks, "
                f"{format_number(entry['value'])} {entry['unit']}.")
     if highlight:
-        caption += f" In red: rank {straggler}, the straggler."
+        caption += " " + _straggler_words(data, straggler, name, values[highlight[0]], values)
     return Figure(key, title, caption, svg)
+
+
+def _straggler_words(data: dict[str, Any], rank: int | None, name: str, value: float, values: list[float]) -> str:
+    """What the red bar is and why: the rank that started the most collectives last
+    (collective_skew's straggler), and where its own value stands among the ranks, which
+    need not be the worst (a rank that arrives last waits least, so its step can be short)."""
+    straggler = (data.get("figures") or {}).get("straggler") or {}
+    late = dict(straggler.get("late_count") or []).get(rank, 0)
+    matched = straggler.get("matched", 0)
+    order = sorted(values)
+    if len(values) < 2 or order[0] == order[-1]:
+        where = "the same as the other ranks'"
+    elif value == order[0]:
+        where = f"the lowest of the {len(values)} ranks"
+    elif value == order[-1]:
+        where = f"the highest of the {len(values)} ranks"
+    else:
+        where = f"{_place(sorted(values, reverse=True).index(value) + 1)} highest of the {len(values)} ranks"
+    return (f"In red: rank {rank}, which started {late} of {matched} matched collectives last (the straggler "
+            f"by collective_skew); its {name} is {where}.")
+
+
+def _place(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def straggler_figure(data: dict[str, Any]) -> Figure:
