@@ -27,3 +27,19 @@ def test_the_red_bar_is_explained_with_where_it_stands():
            "its avg_step_time is the lowest of the 3 ranks." in text
     assert "the highest of the 3 ranks" in _caption(_data([0.010, 0.011, 0.030]))
     assert "2nd highest of the 3 ranks" in _caption(_data([0.030, 0.010, 0.020]))
+
+
+def test_kernel_names_are_shortened_with_the_full_name_on_hover():
+    from cclq.present.board.figures import short_kernel_name, top_kernels_figure
+
+    full = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
+    assert short_kernel_name(full) == "vectorized_elementwise_kernel"
+    assert short_kernel_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)") \
+        == "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    assert short_kernel_name("gemm_kernel") == "gemm_kernel"
+    data = {"figures": {"top_ops": {"source": "gpu", "total_s": 2.0, "ops": [
+        {"name": full, "class": "compute", "calls": 3, "ranks": 1, "total_s": 1.5}]}}}
+    svg = top_kernels_figure(data).svg or ""
+    assert ">vectorized_elementwise_kernel</text>" in svg
+    assert "<title>void at::native::vectorized_elementwise_kernel&lt;4" in svg

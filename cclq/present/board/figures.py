@@ -202,6 +202,26 @@ def busbw_figure(data: dict[str, Any]) -> Figure:
                   "collectives of each type and power-of-two message-size bucket, every rank pooled.", svg)
 
 
+def short_kernel_name(name: str) -> str:
+    """A kernel name a person can read in a plot label: without ``void``, template
+    arguments (``<...>``), the argument list and namespaces, e.g.
+    ``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, ...)``
+    -> ``vectorized_elementwise_kernel``. The full name stays in the tooltip."""
+    text = name.strip()
+    if text.startswith("void "):
+        text = text[5:]
+    out, depth = [], 0
+    for ch in text:  # drop what is inside <...> and (...), nested
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    short = "".join(out).strip().rsplit("::", 1)[-1].strip()
+    return short or name
+
+
 def top_kernels_figure(data: dict[str, Any]) -> Figure:
     top = (data.get("figures") or {}).get("top_ops") or {}
     ops = top.get("ops") or []
@@ -217,7 +237,8 @@ def top_kernels_figure(data: dict[str, Any]) -> Figure:
                      tips=[f"{op['calls']} calls on {op['ranks']} rank(s), {op['total_s'] / total:.1%} of the time"
                            if total else "" for op in ops])
               for cls in classes]
-    svg = bar_chart([op["name"] for op in ops], series, stacked=True, horizontal=True, label_width=300,
+    names = [op["name"] if xla else short_kernel_name(op["name"]) for op in ops]
+    svg = bar_chart(names, series, stacked=True, horizontal=True, label_width=300, full_labels=[op["name"] for op in ops],
                     value_label=f"total time, all ranks ({unit})",
                     tip_fmt=lambda v, f=factor: f"{format_number(v / f)} s", width=640)
     shown = sum(op["total_s"] for op in ops)
