@@ -238,7 +238,8 @@ def top_kernels_figure(data: dict[str, Any]) -> Figure:
                            if total else "" for op in ops])
               for cls in classes]
     names = [op["name"] if xla else short_kernel_name(op["name"]) for op in ops]
-    svg = bar_chart(names, series, stacked=True, horizontal=True, label_width=300, full_labels=[op["name"] for op in ops],
+    svg = bar_chart(names, series, stacked=True, horizontal=True, label_width=300,
+                    full_labels=[op["name"] for op in ops],
                     value_label=f"total time, all ranks ({unit})",
                     tip_fmt=lambda v, f=factor: f"{format_number(v / f)} s", width=640)
     shown = sum(op["total_s"] for op in ops)
