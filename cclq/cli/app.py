@@ -174,6 +174,14 @@ def ingest(
     reporter = IngestProgress(enabled=not quiet)
     report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
                         options=ReadOptions(reader=reader, limits=limits), dask=dask)
+    if not report.outcomes:  # not one candidate file under the paths: say what was looked for
+        print(f"cclq: error: no trace or results file under {', '.join(str(p) for p in paths)}",
+              file=sys.stderr)
+        print("hint: cclq looks in every folder below for Kineto / Chrome trace JSON (*.json, *.json.gz), "
+              "xprof trace JSON and xplane.pb, Nsight Systems SQLite exports (*.sqlite), PyTorch execution "
+              "traces, Horovod timelines and benchmark results (DDLB CSV, vLLM / SGLang JSON, logs); cards, "
+              "documents, images and archives are passed by", file=sys.stderr)
+        raise typer.Exit(ExitCode.FAILED)
     if not quiet:
         print_summary(report)
     for outcome in report.outcomes:

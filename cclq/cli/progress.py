@@ -89,9 +89,13 @@ class IngestProgress:
 
 
 def print_summary(report: IngestReport) -> None:
-    """A table of the files parsed, then one line per file skipped, and totals (stderr)."""
+    """A table of the files parsed, then one line per file skipped, and totals (stderr).
+
+    Not on a terminal (a pipe, a log) the table takes the width its cells need instead
+    of 80 columns, so no file name or trace id is folded over several lines."""
+    out = _stderr if _stderr.is_terminal else Console(stderr=True, width=1000, soft_wrap=True)
     if not report.outcomes:
-        _stderr.print("nothing to ingest")
+        out.print("nothing to ingest")
         return
     parsed = [o for o in report.outcomes if o.status in ("ingested", "unchanged")]
     if parsed:
@@ -105,20 +109,20 @@ def print_summary(report: IngestReport) -> None:
             t.add_row(o.trace, "" if o.rank is None else str(o.rank), o.path.rsplit("/", 1)[-1], o.status,
                       f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "",
                       f"{o.size_bytes / 1e6:.1f}", f"{o.seconds:.2f}" if o.seconds else "")
-        _stderr.print(t)
+        out.print(t)
     for o in report.outcomes:
         if o.status in ("skipped", "removed"):
-            _stderr.print(f"{o.status}: {o.path}: {o.message}", highlight=False, soft_wrap=True)
+            out.print(f"{o.status}: {o.path}: {o.message}", highlight=False, soft_wrap=True)
     counts: dict[str, int] = {}
     for o in report.outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
     if report.compacted:
         before = sum(c.files_before for c in report.compacted)
         after = sum(c.files_after for c in report.compacted)
-        _stderr.print(f"compacted {len({c.trace for c in report.compacted})} trace(s) of small files: "
+        out.print(f"compacted {len({c.trace for c in report.compacted})} trace(s) of small files: "
                       f"{before} data files -> {after}", highlight=False)
     total_mb = sum(o.size_bytes for o in report.outcomes if o.status == "ingested") / 1e6
-    _stderr.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
+    out.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
                   highlight=False)
 
 
