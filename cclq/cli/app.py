@@ -743,6 +743,22 @@ def board(
               + f" -> {out_dir / 'index.html'} ({result.seconds:.1f} s)", file=sys.stderr)
 
 
+# ------------------------------------------------------------------------ daemon
+daemon_app = typer.Typer(help="The background process `python -m cclq.main` keeps per warehouse (CCL-Bench's "
+                              "calls answer fast from it).", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(daemon_app, name="daemon")
+
+
+@daemon_app.command("stop", epilog="Example: cclq daemon stop -w ../shared/wh")
+def daemon_stop(warehouse: WarehouseOpt = None) -> None:
+    """Stop the warehouse's daemon now (it also exits by itself after CCLQ_DAEMON_IDLE_S seconds
+    without a call, 600 by default; CCLQ_DAEMON=0 starts none)."""
+    from cclq.compat import daemon
+
+    root = resolve_warehouse(warehouse)
+    print(f"stopped the daemon of {root}" if daemon.stop(root) else f"no daemon runs for {root}", file=sys.stderr)
+
+
 # ------------------------------------------------------------------------- cards
 cards_app = typer.Typer(help="Workload cards: check them against CCL-Bench's template.", no_args_is_help=True,
                         rich_markup_mode=None)
