@@ -189,6 +189,14 @@ def ingest(
     reporter = IngestProgress(enabled=not quiet)
     report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
                         options=ReadOptions(reader=reader, limits=limits), dask=dask)
+    if not report.outcomes:  # not one candidate file under the paths: say what was looked for
+        print(f"cclq: error: no trace or results file under {', '.join(str(p) for p in paths)}",
+              file=sys.stderr)
+        print("hint: cclq looks in every folder below for Kineto / Chrome trace JSON (*.json, *.json.gz), "
+              "xprof trace JSON and xplane.pb, Nsight Systems SQLite exports (*.sqlite), PyTorch execution "
+              "traces, Horovod timelines and benchmark results (DDLB CSV, vLLM / SGLang JSON, logs); cards, "
+              "documents, images and archives are passed by", file=sys.stderr)
+        raise typer.Exit(ExitCode.FAILED)
     if not quiet:
         print_summary(report)
     for outcome in report.outcomes:
@@ -269,13 +277,104 @@ def sql(
 
 
 # ----------------------------------------------------------------------- metrics
-@app.command(epilog="Example: cclq metrics --format csv")
-def metrics(fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
-    """List every metric: versions, unit, grain, category, how `python -m cclq.main` summarises it,
-    parameters and what it measures."""
-    from cclq.query.registry import catalog_table
+@app.command(epilog="Examples: cclq metrics communication   |   cclq metrics overlap   |   "
+                     "cclq metrics --applicable dlrm_param_8xV100   |   cclq metrics --long --format csv")
+def metrics(
+    words: Annotated[
+        Optional[list[str]],
+        typer.Argument(help="A category (step_time, communication, compute, memory, collectives, inference, hta) "
+                            "or words to search for in names, descriptions and needs.", show_default=False),
+    ] = None,
+    category: Annotated[
+        Optional[list[str]], typer.Option("--category", "-c", help="Only this category (repeatable).")
+    ] = None,
+    applicable: Annotated[
+        Optional[str], typer.Option("--applicable", help="What can apply to this trace, and why the rest cannot "
+                                                         "(decided from the catalog, no metric is run).")
+    ] = None,
+    long: Annotated[bool, typer.Option("--long", "-l", help="Every column: versions, grain, summary, params.")] = False,
+    warehouse: WarehouseOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+) -> None:
+    """List the metrics, one line each (name, unit, category, what it measures); filter by
+    category or search words; `--applicable TRACE` says which can apply to a trace."""
+    from cclq.query.registry import CATEGORIES, catalog_table, did_you_mean, latest_specs
 
-    write_table(catalog_table(), fmt, output=output)
+    specs = latest_specs()
+    chosen = set(category or [])
+    search: list[str] = []
+    for w in words or []:
+        if w in CATEGORIES:
+            chosen.add(w)
+        else:
+            search.append(w)
+    unknown = sorted(chosen - set(CATEGORIES))
+    if unknown:
+        raise UsageError(f"no category {', '.join(unknown)}",
+                         hint=did_you_mean(unknown[0], set(CATEGORIES), f"categories: {', '.join(CATEGORIES)}"))
+    if chosen:
+        specs = [s for s in specs if s.category in chosen]
+    for w in search:
+        specs = [s for s in specs if w.lower() in " ".join((s.name, s.description, s.needs, s.category)).lower()]
+    if not specs:
+        names = {s.name for s in latest_specs()} | set(CATEGORIES)
+        raise UsageError(f"no metric matches {' '.join(search or sorted(chosen))!r}",
+                         hint=did_you_mean(search[0] if search else "", names, "`cclq metrics` lists them all"))
+    if applicable is not None:
+        _applicable(_warehouse(warehouse), applicable, specs, fmt, output)
+        return
+    if long or fmt is not OutputFormat.table:
+        table = catalog_table()
+        keep = {s.name for s in specs}
+        write_table(table.filter([m in keep for m in table.column("metric").to_pylist()]), fmt, output=output)
+        return
+    _write_lines([(s.name, s.unit, s.category, s.description) for s in specs], output)
+
+
+def _write_lines(rows: list[tuple[str, ...]], output: Path | None) -> None:
+    """Aligned columns, one line per row, the last column cut to the terminal's width
+    (120 when not a terminal) with an ellipsis: a listing that fits on one screen line each."""
+    width = shutil.get_terminal_size((120, 24)).columns if output is None else 200
+    sizes = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for r in rows:
+        head = "  ".join(c.ljust(n) for c, n in zip(r[:-1], sizes))
+        room = max(width - len(head) - 2, 20)
+        tail = r[-1] if len(r[-1]) <= room else r[-1][:room - 1].rstrip() + "…"
+        lines.append(f"{head}  {tail}".rstrip())
+    text = "\n".join(lines) + "\n"
+    if output is not None:
+        output.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _applicable(wh: Warehouse, trace: str, specs: list, fmt: OutputFormat, output: Path | None) -> None:
+    """``cclq metrics --applicable TRACE``: the catalog's decision for each metric."""
+    import pyarrow as pa
+
+    from cclq.query.applicability import parse_facts, trace_facts, unmet
+
+    with _session(wh, traces=[trace], views=False) as session:
+        _require_traces(session, wh, [trace])
+        facts = trace_facts(session)[trace]
+    rows = []
+    for s in specs:
+        reason = unmet(s, facts)
+        checked = ", ".join(str(f) for f in parse_facts(s))
+        rows.append({"metric": s.name, "category": s.category, "applies": "no" if reason else "may",
+                     "why": reason or (f"the catalog has {checked}; its SQL decides" if checked else
+                                       "no catalog facts declared; its SQL decides"), "needs": s.needs})
+    rows.sort(key=lambda r: (r["applies"] == "no", r["category"], r["metric"]))
+    if fmt is not OutputFormat.table:
+        write_table(pa.Table.from_pylist(rows), fmt, output=output)
+        return
+    may = sum(r["applies"] == "may" for r in rows)
+    print(f"{trace}: formats {', '.join(sorted(facts.formats)) or 'none'}, tables "
+          f"{', '.join(sorted(facts.tables)) or 'none'}, {facts.ranks} rank(s)\n"
+          f"{may} metric(s) may apply (their SQL decides), {len(rows) - may} cannot (from the catalog):")
+    _write_lines([(r["metric"], r["applies"], r["why"]) for r in rows], output)
 
 
 @app.command(epilog="Examples: cclq metric communication_overlap_ratio --all --format csv\n\n"
@@ -287,7 +386,8 @@ def metric(
     ] = None,
     all_traces: Annotated[bool, typer.Option("--all", help="Run over every trace in the warehouse.")] = False,
     trace: Annotated[
-        Optional[list[str]], typer.Option("--trace", "-t", help="Run over this trace (repeatable).")
+        Optional[list[str]], typer.Option("--trace", "-t", help="Run over this trace (repeatable; a glob "
+                                                                "pattern such as 'run1_*' takes every match).")
     ] = None,
     category: Annotated[
         Optional[list[str]],
@@ -314,6 +414,9 @@ def metric(
     allow_partial: Annotated[
         bool, typer.Option("--allow-partial", help="Compute traces that hold fewer ranks than their world size "
                            "(an interrupted ingest) without the warning.")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show the metric's header, SQL file and version instead of running it.")
+    ] = False,
 ) -> None:
     """Compute metrics for every selected trace, each in a single DuckDB query.
 
@@ -329,13 +432,20 @@ def metric(
     cclq metric collective_busbw --all --dask tcp://head:8786 -w /shared/wh
     """
     from cclq.query.params import check_batch_params, parse_param_args
-    from cclq.query.registry import CATEGORIES, latest_specs, resolve
+    from cclq.query.registry import CATEGORIES, did_you_mean, latest_specs, resolve
 
+    if explain:
+        if not names:
+            raise UsageError("--explain wants metric names")
+        for n in names:
+            _explain(resolve(n, version))
+        return
     if all_traces == bool(trace):
         raise UsageError("say which traces: --all, or --trace T (repeatable)")
     unknown = sorted(set(category or []) - set(CATEGORIES))
     if unknown:
-        raise UsageError(f"no category {', '.join(unknown)}", hint=f"categories: {', '.join(CATEGORIES)}")
+        raise UsageError(f"no category {', '.join(unknown)}",
+                         hint=did_you_mean(unknown[0], set(CATEGORIES), f"categories: {', '.join(CATEGORIES)}"))
     specs = [resolve(n, version) for n in names or []]
     specs += [s for s in latest_specs() if s.category in (category or []) and s.name not in {x.name for x in specs}]
     if not specs:
@@ -344,8 +454,7 @@ def metric(
         raise UsageError("--version pins one metric; give one name with it")
     params = parse_param_args(param or [])
     wh = _warehouse(warehouse)
-    selection = None if all_traces else list(trace or [])
-    _check_traces(wh, selection)
+    selection = None if all_traces else _check_traces(wh, list(trace or []))
     if dask is not None:
         from cclq.ingest.dask import parse_cluster
 
@@ -371,14 +480,54 @@ def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: boo
               "(re-run `cclq ingest` if it was interrupted; --allow-partial to accept)", file=sys.stderr)
 
 
-def _check_traces(wh: Warehouse, selection: list[str] | None) -> None:
+def _explain(spec: Any) -> None:
+    """``cclq metric NAME --explain``: where the metric is defined and what it says of itself."""
+    from cclq.query.registry import METRIC_BODIES, registry
+    from cclq.query.sqlfiles import modules_for
+
+    versions = sorted(registry()[spec.name])
+    header = []
+    for line in spec.text.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line[2:].strip() if not line.startswith("--   ") else "  " + line[2:].strip())
+    bodies = [str(m.path) for m in modules_for(spec.sql) if m.name.startswith(METRIC_BODIES)]
+    print(f"{spec.label} (versions: {', '.join(f'v{v}' for v in versions)})")
+    print(f"SQL file: {spec.path}")
+    for body in bodies:
+        print(f"shared body: {body}")
+    print("\n".join(header))
+    print(f"query: {len(spec.sql.splitlines())} lines after the header; `cclq shell` has every view it reads")
+
+
+def _check_traces(wh: Warehouse, selection: list[str]) -> list[str]:
+    """The trace ids ``--trace`` names: ids, or glob patterns (``'run1_*'``, as ``diff``
+    takes them) matched against the warehouse's; an unknown id is a usage error with the
+    nearest ids (the same id in another case first)."""
+    import fnmatch
+
     if not selection:
-        return
+        return selection
     with wh.open_snapshot() as snapshot:
-        known = set(snapshot.tables["files"].column("trace").to_pylist())
-    missing = [t for t in selection if t not in known]
-    if missing:
-        raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+        known = sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
+    out: list[str] = []
+    for t in selection:
+        if t in known:
+            out.append(t)
+        elif any(c in t for c in "*?["):
+            matched = fnmatch.filter(known, t)
+            if not matched:
+                raise UsageError(f"no trace matches {t!r} in {wh.root}", hint="`cclq traces` lists them")
+            out += matched
+        else:
+            _no_trace(wh, t, known)
+    return list(dict.fromkeys(out))
+
+
+def _no_trace(wh: Warehouse, trace: str, known: list[str]) -> None:
+    from cclq.query.registry import did_you_mean
+
+    raise UsageError(f"no trace {trace!r} in {wh.root}", hint=did_you_mean(trace, known, "`cclq traces` lists them"))
 
 
 def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str] | None,  # noqa: ANN001
@@ -536,11 +685,21 @@ ParamOpt = Annotated[
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")]
 
 
+def _run_label(run: Any) -> str:
+    """A metric in a progress line: its name, and whether it was decided from the catalog
+    (it applies to none of the traces: its SQL did not run) or failed."""
+    if run.table is None and run.error is None and run.not_applicable:
+        return f"{run.spec.name}: not applicable (from the catalog)"
+    return f"{run.spec.name}: failed" if run.error else run.spec.name
+
+
 def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
     known = {row[0] for row in session.execute("SELECT DISTINCT trace FROM files").fetchall()}
     missing = [t for t in wanted if t not in known]
-    if missing:
-        raise UsageError(f"no trace {', '.join(map(repr, missing))} in {wh.root}", hint="`cclq traces` lists them")
+    if missing:  # the session may see only the selected traces: suggest from all of them
+        with wh.open_snapshot() as snapshot:
+            every = sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
+        _no_trace(wh, missing[0], every)
 
 
 @app.command(epilog="Example: cclq report dlrm_param_8xV100 --format html -o dlrm.html")
@@ -550,6 +709,10 @@ def report(
     output: OutputOpt = None,
     param: ParamOpt = None,
     no_cache: NoCacheOpt = False,
+    all_metrics: Annotated[
+        bool, typer.Option("--all-metrics", help="List the metrics that do not apply too, each with the reason "
+                                                 "(the table folds them into one line).")
+    ] = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Every metric of one trace at once, grouped by category, with the reason for each one
@@ -567,7 +730,7 @@ def report(
     with _session(wh, traces=[trace], views=False, cache=not no_cache) as session:
         _require_traces(session, wh, [trace])
         with StepProgress("metrics", len(specs)) as bar:
-            reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(run.spec.name))
+            reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(_run_label(run)))
     data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
     out = open(output, "w") if output else sys.stdout
     try:
@@ -579,7 +742,7 @@ def report(
 
             out.write(workload_page(data, standalone=True))
         else:
-            print_report(data, out)
+            print_report(data, out, all_metrics=all_metrics)
     finally:
         if output:
             out.close()
@@ -630,7 +793,7 @@ def diff(
     with _session(wh, traces=side_a + side_b, views=False, cache=not no_cache) as session, \
             StepProgress("metrics", len(specs)) as bar:
         result = run_diff(session, specs, side_a, side_b, params, rank=rank,
-                          on_metric=lambda run: bar.advance(run.spec.name))
+                          on_metric=lambda run: bar.advance(_run_label(run)))
     if fmt is OutputFormat.table:
         out = open(output, "w") if output else sys.stdout
         try:
@@ -722,7 +885,7 @@ def board(
         result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
                              settings=_query_settings(),
-                             on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
+                             on_metric=lambda run: bar[0].advance(_run_label(run)) if bar else None)
     finally:
         for b in bar:
             b.__exit__(None, None, None)
@@ -734,6 +897,22 @@ def board(
         n = write_board_config(wh, write_config)
         if not quiet:
             print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------ daemon
+daemon_app = typer.Typer(help="The background process `python -m cclq.main` keeps per warehouse (CCL-Bench's "
+                              "calls answer fast from it).", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(daemon_app, name="daemon")
+
+
+@daemon_app.command("stop", epilog="Example: cclq daemon stop -w ../shared/wh")
+def daemon_stop(warehouse: WarehouseOpt = None) -> None:
+    """Stop the warehouse's daemon now (it also exits by itself after CCLQ_DAEMON_IDLE_S seconds
+    without a call, 600 by default; CCLQ_DAEMON=0 starts none)."""
+    from cclq.compat import daemon
+
+    root = resolve_warehouse(warehouse)
+    print(f"stopped the daemon of {root}" if daemon.stop(root) else f"no daemon runs for {root}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------- cards
@@ -993,10 +1172,26 @@ def bench(
         int, typer.Option("--commits", min=0, help="Also time N durable commits and an ingest with fsync on and "
                                                    "off (CCLQ_FSYNC), on the temp folder's disk.")
     ] = 0,
+    targets: Annotated[
+        Optional[Path], typer.Option("--targets", help="A folder of workloads (../shared/traces): time the speed "
+                                                       "targets (report / metric, board / ingest, the --board N "
+                                                       "board cold) and nothing else.")
+    ] = None,
+    baseline: Annotated[
+        Optional[Path], typer.Option("--baseline", help="With --targets: another cclq source tree (an earlier "
+                                                        "commit) to time in the same run, before / after.")
+    ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
     import pyarrow as pa
+
+    if targets is not None:
+        from cclq.dev.bench.targets import run_target_bench
+
+        rows = run_target_bench(targets, board_workloads=board_workloads, baseline=baseline, repeats=repeats)
+        write_table(pa.Table.from_pylist(rows), fmt, title="speed targets: a_s / b_s (wall seconds, cold)")
+        return
 
     from cclq.dev.bench.run import (
         parse_sizes,

@@ -1,8 +1,15 @@
-"""What ``cclq ingest`` shows on stderr: a progress bar with MB/s, then a summary."""
+"""What ``cclq ingest`` shows on stderr: a progress bar with MB/s, then a summary.
+
+On a terminal the bars redraw in place and vanish when done; when stderr is not a
+terminal (a pipe, a CI log) nothing can redraw, so each bar becomes one plain line per
+step instead (per file, per metric: counts and seconds) and a closing line, and a log
+shows what is happening while it happens.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
 
 from rich.console import Console
 from rich.progress import (
@@ -23,6 +30,11 @@ from cclq.present.render import cell
 _stderr = Console(stderr=True)
 
 
+def _line(text: str) -> None:
+    """One progress line on stderr, written at once (for logs: not a terminal)."""
+    print(text, file=sys.stderr, flush=True)
+
+
 class IngestProgress:
     """A ``cclq.ingest.Reporter`` drawing one bar over all bytes to parse."""
 
@@ -32,10 +44,16 @@ class IngestProgress:
         self._task: TaskID | None = None
         self._done = 0
         self._files = 0
+        self._lines = False  # stderr is not a terminal: a line per file
+        self._start = 0.0
 
     def start(self, total_bytes: int, files: int) -> None:
         self._files = files
         if not self.enabled or files == 0:
+            return
+        if not _stderr.is_terminal:
+            self._lines, self._start = True, time.perf_counter()
+            _line(f"ingest: {files} file(s) to parse, {total_bytes / 1e6:.1f} MB")
             return
         self._progress = Progress(
             TextColumn("ingest {task.description}"),
@@ -55,6 +73,11 @@ class IngestProgress:
 
     def file_done(self, outcome: FileOutcome) -> None:
         self._done += 1
+        if self._lines:
+            events = f", {outcome.events:,} events" if outcome.events else ""
+            _line(f"ingest {self._done}/{self._files} {outcome.trace}/{outcome.path.rsplit('/', 1)[-1]}: "
+                  f"{outcome.status}{events}, {outcome.seconds:.2f} s "
+                  f"({time.perf_counter() - self._start:.1f} s in all)")
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=f"{self._done}/{self._files} files")
 
@@ -68,9 +91,13 @@ class IngestProgress:
 
 
 def print_summary(report: IngestReport) -> None:
-    """A table of the files parsed, then one line per file skipped, and totals (stderr)."""
+    """A table of the files parsed, then one line per file skipped, and totals (stderr).
+
+    Not on a terminal (a pipe, a log) the table takes the width its cells need instead
+    of 80 columns, so no file name or trace id is folded over several lines."""
+    out = _stderr if _stderr.is_terminal else Console(stderr=True, width=1000, soft_wrap=True)
     if not report.outcomes:
-        _stderr.print("nothing to ingest")
+        out.print("nothing to ingest")
         return
     parsed = [o for o in report.outcomes if o.status in ("ingested", "unchanged")]
     if parsed:
@@ -84,10 +111,10 @@ def print_summary(report: IngestReport) -> None:
             t.add_row(cell(o.trace), "" if o.rank is None else str(o.rank), cell(o.path.rsplit("/", 1)[-1]), o.status,
                       f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "",
                       f"{o.size_bytes / 1e6:.1f}", f"{o.seconds:.2f}" if o.seconds else "")
-        _stderr.print(t)
+        out.print(t)
     for o in report.outcomes:
         if o.status in ("skipped", "removed"):
-            _stderr.print(cell(f"{o.status}: {o.message}" if o.message.startswith(show_path(o.path))
+            out.print(cell(f"{o.status}: {o.message}" if o.message.startswith(show_path(o.path))
                                else f"{o.status}: {show_path(o.path)}: {o.message}"), highlight=False, soft_wrap=True)
     counts: dict[str, int] = {}
     for o in report.outcomes:
@@ -95,10 +122,10 @@ def print_summary(report: IngestReport) -> None:
     if report.compacted:
         before = sum(c.files_before for c in report.compacted)
         after = sum(c.files_after for c in report.compacted)
-        _stderr.print(f"compacted {len({c.trace for c in report.compacted})} trace(s) of small files: "
+        out.print(f"compacted {len({c.trace for c in report.compacted})} trace(s) of small files: "
                       f"{before} data files -> {after}", highlight=False)
     total_mb = sum(o.size_bytes for o in report.outcomes if o.status == "ingested") / 1e6
-    _stderr.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
+    out.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
                   highlight=False)
 
 
@@ -114,9 +141,15 @@ class StepProgress:
         self._title = title
         self._total = total
         self._enabled = enabled and total > 0
+        self._lines = False  # stderr is not a terminal: a line per step
+        self._done = 0
+        self._start = self._last = 0.0
 
     def __enter__(self) -> "StepProgress":
-        if self._enabled:
+        if self._enabled and not _stderr.is_terminal:
+            self._lines = True
+            self._start = self._last = time.perf_counter()
+        elif self._enabled:
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                       TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
                                       console=_stderr, transient=True)
@@ -125,11 +158,19 @@ class StepProgress:
         return self
 
     def advance(self, label: str = "") -> None:
+        if self._lines:
+            self._done += 1
+            now = time.perf_counter()
+            _line(f"{self._title} {self._done}/{self._total}{' ' + label if label else ''} ({now - self._last:.2f} s)")
+            self._last = now
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, advance=1,
                                   description=f"{self._title} {label}" if label else self._title)
 
     def __exit__(self, *exc: object) -> None:
+        if self._lines:
+            self._lines = False
+            _line(f"{self._title}: {self._done}/{self._total} done in {time.perf_counter() - self._start:.1f} s")
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

@@ -169,10 +169,28 @@ def call(argv: list[str], wh_root: Path) -> int | None:
             return None  # not an answer to a call (an old daemon's error reply): run here
         sys.stdout.write(reply["stdout"])
         sys.stderr.write(reply["stderr"])
+        if started is not None:
+            _tell_once(paths, started.pid)
         sys.stdout.flush()
         sys.stderr.flush()
         return int(reply["rc"])
     return None
+
+
+def _tell_once(paths: dict[str, Path], pid: int) -> None:
+    """The first daemon a user's calls start says so on stderr, once (a marker file next
+    to the sockets): a process that stays after the call should not be a surprise."""
+    marker = paths["log"].parent / "told-about-daemon"
+    if marker.exists():
+        return
+    idle = os.environ.get(IDLE_ENV, str(int(DEFAULT_IDLE_S)))
+    sys.stderr.write(f"cclq: note: a background process (pid {pid}) keeps this warehouse open so that the next "
+                     f"calls answer fast; it exits after {idle} s without a call ({IDLE_ENV}). Stop it with "
+                     f"`cclq daemon stop`; {ENABLE_ENV}=0 runs every call in its own process. (Said once.)\n")
+    try:
+        marker.touch()
+    except OSError:
+        pass
 
 
 def _ask(sock_path: Path, request: str, ack_s: float = DEFAULT_ACK_S,

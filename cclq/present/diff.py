@@ -27,7 +27,7 @@ from typing import Any
 from cclq.errors import UsageError
 from cclq.query.metrics import MetricRun, run_metrics
 from cclq.query.outcomes import Outcome, split_by_trace
-from cclq.query.registry import MetricSpec
+from cclq.query.registry import MetricSpec, did_you_mean
 from cclq.query.session import Session
 from cclq.query.trace_stats import OpStat, op_stats
 from cclq.query.workloads import load_workloads
@@ -47,7 +47,8 @@ def resolve_side(spec: str, known: list[str]) -> list[str]:
         elif part in known:
             out.append(part)
         else:
-            raise UsageError(f"no trace {part!r} in the warehouse", hint="`cclq traces` lists them")
+            raise UsageError(f"no trace {part!r} in the warehouse",
+                             hint=did_you_mean(part, known, "`cclq traces` lists them"))
     if not out:
         raise UsageError(f"{spec!r} names no trace")
     return sorted(dict.fromkeys(out))
@@ -158,7 +159,7 @@ def diff(
         missing = [t for t in a + b if rank not in (workloads[t].info.get("ranks") or [])]
         if missing:
             raise UsageError(f"rank {rank} is not in {', '.join(missing)}")
-    runs = run_metrics(session, specs, params, on_done=on_metric)
+    runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
     per_trace = split_by_trace(runs, sorted(set(a) | set(b)))
     metrics = _metric_rows(specs, per_trace, a, b, same_ranks or rank is not None)
     if rank is not None:  # per-rank metrics of that rank only

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from cclq.present.render import format_number
+from cclq.present.units import for_people, people_text
 from cclq.query.hta_series import hta_figure_data
 from cclq.query.metrics import MetricRun, run_metrics
 from cclq.query.outcomes import Outcome, split_by_trace
@@ -95,7 +95,7 @@ def collect_reports(
     """trace -> WorkloadReport for every trace the session sees."""
     workloads = load_workloads(session)
     traces = sorted(workloads)
-    runs = run_metrics(session, specs, params, on_done=on_metric)
+    runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
     outcomes = split_by_trace(runs, traces)
     steps = step_durations(session)
     ops = op_stats(session)
@@ -162,12 +162,15 @@ def spread(entry: dict[str, Any]) -> str:
            "ratio": "pooled ratio"}[entry["summary"]]
     text = f"{how} of {n} {what}"
     if entry["min"] is not None and entry["min"] != entry["max"]:
-        text += f" ({format_number(entry['min'])} .. {format_number(entry['max'])})"
+        text += f" ({people_text(entry['min'], entry['unit'])} .. {people_text(entry['max'], entry['unit'])})"
     return text
 
 
-def print_report(data: dict[str, Any], out: TextIO) -> None:
-    """The table form: a heading, then one table per category (n/a rows with their reason)."""
+def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -> None:
+    """The table form: a heading, then one table per category, values in units for people
+    (``cclq.present.units``; ``--format json`` has the exact ones). The metrics that do not
+    apply are folded into one line with their count (``all_metrics``: a row each, with the
+    reason)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -178,21 +181,31 @@ def print_report(data: dict[str, Any], out: TextIO) -> None:
     info = data["info"]
     console.print(cell(data["trace"], style="bold"), cell(f"  {data['headline']}") if data["headline"] else "")
     facts = [info.get("format"), f"{info.get('ranks_seen')} rank(s) of world size {info.get('world_size')}",
-             f"span {format_number(info['span_s'])} s" if info.get("span_s") is not None else None,
+             f"span {people_text(info['span_s'], 's')}" if info.get("span_s") is not None else None,
              f"{info.get('events'):,} events" if info.get("events") is not None else None,
              f"parallelism {data['parallelism']}" if data["parallelism"] else None]
     console.print(cell(", ".join(str(f) for f in facts if f)))
     console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
-                  "(value n/a with the reason)")
+                  + ("(value n/a with the reason)" if all_metrics else "(--all-metrics lists them with the reason)"))
+    folded: list[str] = []
     for group in data["categories"]:
+        if not all_metrics:
+            folded += [e["metric"] for e in group["metrics"] if e["value"] is None]
+            group = {**group, "metrics": [e for e in group["metrics"] if e["value"] is not None]}
+            if not group["metrics"]:
+                continue
         t = Table(title=group["title"], title_justify="left", header_style="bold", show_lines=False)
-        for col, justify in (("metric", "left"), ("value", "right"), ("unit", "left"), ("over", "left"),
-                             ("note", "left")):
+        columns = [("metric", "left"), ("value", "right"), ("unit", "left"), ("over", "left")]
+        for col, justify in columns + ([("note", "left")] if all_metrics else []):
             t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
         for e in group["metrics"]:
             if e["value"] is None:
                 t.add_row(cell(e["metric"]), Text("n/a", style="dim"), cell(e["unit"]), "",
                           cell(e["reason"] or "", style="dim"))
             else:
-                t.add_row(cell(e["metric"]), format_number(e["value"]), cell(e["unit"]), cell(spread(e)), "")
+                number, unit = for_people(e["value"], e["unit"])
+                t.add_row(cell(e["metric"]), number, cell(unit), cell(spread(e)), *([""] if all_metrics else []))
         console.print(t)
+    if folded:
+        console.print(Text(f"{len(folded)} not applicable: {', '.join(folded)} (--all-metrics shows them "
+                           "with the reason)", style="dim"))

@@ -11,13 +11,15 @@ run in one session share the views they build (``run_metrics``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from cclq.errors import QueryError
+from cclq.query.applicability import plan, trace_facts
 from cclq.query.cache import (
     inputs_key,
     is_cached,
@@ -101,8 +103,11 @@ class MetricRun:
     """One metric's outcome in a batch: its result table, or why there is none."""
 
     spec: MetricSpec
-    table: pa.Table | None
+    table: pa.Table | None  # None: it failed, or it applies to no trace (``not_applicable``)
     error: str | None = None  # the metric failed as a whole (its SQL did not run)
+    # trace -> why the metric cannot apply, decided from the catalog (``plan_first``)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0  # time spent on it (0 when decided from the catalog)
 
 
 def run_metrics(
@@ -110,6 +115,7 @@ def run_metrics(
     specs: list[MetricSpec],
     params: dict[str, str] | None = None,
     on_done: Callable[[MetricRun], None] | None = None,
+    plan_first: bool = False,
 ) -> dict[str, MetricRun]:
     """Runs several metrics over every trace the session sees, in that one session.
 
@@ -118,17 +124,30 @@ def run_metrics(
     error instead of ending the batch, so one broken metric cannot hide the others.
     ``params`` may hold parameters for many metrics; each gets the ones it declares.
     ``on_done`` is called after each metric (progress bars).
+
+    ``plan_first``: decide from the catalog which metrics cannot apply to which traces
+    (``cclq.query.applicability``); a metric that applies to none of them is not run at
+    all (its run has no table, and ``not_applicable`` says why for each trace), one that
+    applies to some runs over all of them as usual, with ``not_applicable`` for the rest.
     """
     params = params or {}
-    pending = [s for s in specs if not is_cached(session, s, params_for(s, params))]
+    planned = plan(specs, trace_facts(session)) if plan_first else None
+    to_run = [s for s in specs if planned is None or not planned.applies_nowhere(s.name)]
+    pending = [s for s in to_run if not is_cached(session, s, params_for(s, params))]
     shared = _share_views(session, pending)
     runs: dict[str, MetricRun] = {}
     try:
         for spec in specs:
-            try:
-                run = MetricRun(spec, run_metric(session, spec, params_for(spec, params)))
-            except QueryError as e:
-                run = MetricRun(spec, None, e.message)
+            skipped = planned.skipped.get(spec.name, {}) if planned is not None else {}
+            start = time.perf_counter()
+            if planned is not None and planned.applies_nowhere(spec.name):
+                run = MetricRun(spec, None, None, skipped)
+            else:
+                try:
+                    run = MetricRun(spec, run_metric(session, spec, params_for(spec, params)), None, skipped)
+                except QueryError as e:
+                    run = MetricRun(spec, None, e.message, skipped)
+                run.seconds = time.perf_counter() - start
             runs[spec.name] = run
             if on_done is not None:
                 on_done(run)
@@ -138,14 +157,19 @@ def run_metrics(
     return runs
 
 
-# Views that several metrics read and that cost much more than their result holds:
-# ``collectives`` matches every communication kernel with the CPU ops around it (most of
-# the time of collective_skew, collective_busbw and straggler_rank), and its result is
-# one row per collective per rank. When two or more metrics of a batch will compute it,
-# it is computed once into a temporary table of the same name, which DuckDB resolves
-# before the view, so each metric reads the stored rows (the same rows: the result and
-# its cache key do not change).
-SHARED_VIEWS = ("collectives",)
+# Views that several metrics read: ``collectives`` matches every communication kernel
+# with the CPU ops around it (most of the time of collective_skew, collective_busbw and
+# straggler_rank), and every metric over GPU kernels, steps or XLA ops reads the views
+# below it. On a small trace most of a metric's time is DuckDB planning the deep stack
+# of views under it (collective_vol_total_gb: 0.2 s of 0.37 s on dlrm_param_8xV100),
+# planned again by each metric. When two or more metrics of a batch will read one of
+# these views, it is computed once into a temporary table of the same name, which
+# DuckDB resolves before the view, so each metric reads (and plans over) the stored
+# rows: the same rows, so the result and its cache key do not change. In dependency
+# order; each holds a row per kernel, op, step or collective (never per event: not
+# ``slices``), so they stay small next to the events they come from.
+SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified", "gpu_launches", "xla_ops",
+                "device_ranks", "steps", "gpu_ops_steps", "cpu_collectives", "collectives")
 
 
 def _share_views(session: Session, pending: list[MetricSpec]) -> list[str]:
@@ -166,33 +190,44 @@ def _share_views(session: Session, pending: list[MetricSpec]) -> list[str]:
     return done
 
 
+# The metric's rows, computed once: DESCRIBE of the query and then the query itself
+# planned its (deep) stack of views twice, a third of a small report's time.
+_ROWS = "_cclq_metric_rows"
+_COMPILE_ERRORS = ("ParserException", "BinderException", "CatalogException")
+
+
 def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
     import duckdb
 
     try:
-        described = session.execute(f"DESCRIBE ({spec.sql})").fetchall()
+        session.execute(f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS {spec.sql}")
     except duckdb.Error as e:
-        raise QueryError(f"{spec.label} ({spec.path.name}) does not compile: {str(e).splitlines()[0]}") from e
-    names = [row[0] for row in described]
-    if "trace" not in names or "value" not in names:
-        raise QueryError(f"{spec.label}: the query must return `trace` and `value` columns")
-    fixed = {"trace", "rank", "step", "value", "reason"}
-    extras = [f'm."{n}"' for n in names if n not in fixed]
-    select = [
-        "m.trace",
-        "CAST(m.rank AS INTEGER) AS rank" if "rank" in names else "CAST(NULL AS INTEGER) AS rank",
-        "CAST(m.step AS BIGINT) AS step" if "step" in names else "CAST(NULL AS BIGINT) AS step",
-        "CAST(m.value AS DOUBLE) AS value",
-        f"{quote_literal(spec.unit)} AS unit",
-        "CAST(m.reason AS VARCHAR) AS reason" if "reason" in names else "CAST(NULL AS VARCHAR) AS reason",
-    ] + extras
-    out_names = ["trace", "rank", "step", "value", "unit", "reason"] + [n for n in names if n not in fixed]
-    # sorted by the output columns (not m's), exactly as combine_results sorts them
-    query = f"SELECT * FROM (SELECT {', '.join(select)} FROM ({spec.sql}) AS m) ORDER BY {_order_by(out_names)}"
-    try:
-        return session.execute(query).to_arrow_table()
-    except duckdb.Error as e:
+        if type(e).__name__ in _COMPILE_ERRORS:
+            raise QueryError(f"{spec.label} ({spec.path.name}) does not compile: {str(e).splitlines()[0]}") from e
         raise session.query_error(e, spec.label) from e
+    try:
+        names = [row[0] for row in session.execute(f"DESCRIBE {_ROWS}").fetchall()]
+        if "trace" not in names or "value" not in names:
+            raise QueryError(f"{spec.label}: the query must return `trace` and `value` columns")
+        fixed = {"trace", "rank", "step", "value", "reason"}
+        extras = [f'm."{n}"' for n in names if n not in fixed]
+        select = [
+            "m.trace",
+            "CAST(m.rank AS INTEGER) AS rank" if "rank" in names else "CAST(NULL AS INTEGER) AS rank",
+            "CAST(m.step AS BIGINT) AS step" if "step" in names else "CAST(NULL AS BIGINT) AS step",
+            "CAST(m.value AS DOUBLE) AS value",
+            f"{quote_literal(spec.unit)} AS unit",
+            "CAST(m.reason AS VARCHAR) AS reason" if "reason" in names else "CAST(NULL AS VARCHAR) AS reason",
+        ] + extras
+        out_names = ["trace", "rank", "step", "value", "unit", "reason"] + [n for n in names if n not in fixed]
+        # sorted by the output columns (not m's), exactly as combine_results sorts them
+        query = f"SELECT * FROM (SELECT {', '.join(select)} FROM {_ROWS} AS m) ORDER BY {_order_by(out_names)}"
+        try:
+            return session.execute(query).to_arrow_table()
+        except duckdb.Error as e:
+            raise session.query_error(e, spec.label) from e
+    finally:
+        session.execute(f"DROP TABLE IF EXISTS temp.{_ROWS}")
 
 
 def _order_by(columns: list[str]) -> str:

@@ -42,14 +42,22 @@ def split_by_trace(runs: dict[str, MetricRun], traces: list[str]) -> dict[str, d
     """trace -> metric name -> Outcome, for every trace in ``traces`` and every run."""
     out: dict[str, dict[str, Outcome]] = {t: {} for t in traces}
     for name, run in runs.items():
+        # decided from the catalog: the trace cannot meet the metric's `applies_if` facts
+        for t in traces:
+            if t in run.not_applicable:
+                out[t][name] = Outcome(run.spec, None, run.not_applicable[t])
         if run.table is None:
             for t in traces:
-                out[t][name] = Outcome(run.spec, None, f"the metric failed: {run.error}", failed=True)
+                if t not in run.not_applicable:
+                    why = f"the metric failed: {run.error}" if run.error else "no result rows for this trace"
+                    out[t][name] = Outcome(run.spec, None, why, failed=run.error is not None)
             continue
         by_trace: dict[str, list[dict[str, Any]]] = {}
         for row in run.table.to_pylist():
             by_trace.setdefault(row["trace"], []).append(row)
         for t in traces:
+            if t in run.not_applicable:
+                continue
             rows = by_trace.get(t, [])
             if not rows:
                 out[t][name] = Outcome(run.spec, None, "no result rows for this trace")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from cclq.errors import UsageError
-from cclq.query.registry import MetricSpec
+from cclq.query.registry import MetricSpec, did_you_mean
 from cclq.sqltext import quote_literal
 
 
@@ -38,7 +38,9 @@ def params_relation(spec: MetricSpec, given: dict[str, str]) -> str:
     unknown = set(given) - {p.name for p in spec.params}
     if unknown:
         known = ", ".join(p.name for p in spec.params) or "none"
-        raise UsageError(f"{spec.label} takes no parameter {', '.join(sorted(unknown))} (it takes: {known})")
+        first = sorted(unknown)[0]
+        raise UsageError(f"{spec.label} takes no parameter {', '.join(sorted(unknown))} (it takes: {known})",
+                         hint=did_you_mean(first, {p.name for p in spec.params}, "") or None)
     cols = ["t.trace"]
     for p in spec.params:
         options = []
@@ -63,7 +65,8 @@ def check_batch_params(specs: list[MetricSpec], params: dict[str, str]) -> None:
     unknown = sorted(set(params) - known)
     if unknown:
         raise UsageError(f"no metric here takes the parameter {', '.join(unknown)} "
-                         f"(they take: {', '.join(sorted(known)) or 'none'})")
+                         f"(they take: {', '.join(sorted(known)) or 'none'})",
+                         hint=did_you_mean(unknown[0], known, "") or None)
 
 
 def params_for(spec: MetricSpec, params: dict[str, str]) -> dict[str, str]:

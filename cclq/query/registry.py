@@ -44,6 +44,7 @@ A released version never changes meaning: a new definition is a new file.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from dataclasses import dataclass
@@ -241,12 +242,34 @@ def released_checksums() -> dict[str, str]:
     return out
 
 
+def nearest(word: str, names: list[str] | set[str], n: int = 3) -> list[str]:
+    """The names a mistyped ``word`` most likely meant, best first: the same name in
+    another case (alone), else close spellings (difflib), then names containing it or contained
+    in it. Empty when nothing is close."""
+    names = sorted(set(names))
+    lower = word.lower()
+    same_case = [x for x in names if x.lower() == lower]
+    if same_case:  # the name in another case: that is what was meant
+        return same_case[:n]
+    by_lower: dict[str, list[str]] = {}
+    for x in names:
+        by_lower.setdefault(x.lower(), []).append(x)
+    close = [x for m in difflib.get_close_matches(lower, list(by_lower), n=n, cutoff=0.6) for x in by_lower[m]]
+    within = [x for x in names if lower and (lower in x.lower() or x.lower() in lower)]
+    return list(dict.fromkeys(same_case + close + within))[:n]
+
+
+def did_you_mean(word: str, names: list[str] | set[str], fallback: str) -> str:
+    """A usage-error hint: ``did you mean A, B?`` or ``fallback`` when nothing is close."""
+    close = nearest(word, names)
+    return f"did you mean {', '.join(close)}?" if close else fallback
+
+
 def resolve(name: str, version: int | None = None) -> MetricSpec:
     versions = registry().get(name)
     if not versions:
-        close = [n for n in registry() if name in n or n in name]
-        hint = f"did you mean {', '.join(close)}?" if close else "`cclq metrics` lists them"
-        raise UsageError(f"unknown metric {name!r}", hint=hint)
+        raise UsageError(f"unknown metric {name!r}",
+                         hint=did_you_mean(name, set(registry()), "`cclq metrics` lists them"))
     if version is None:
         return versions[max(versions)]
     if version not in versions:

@@ -59,9 +59,17 @@ def test_the_daemon_answers_as_the_process_itself_would(setup):
                   daemon_on=False) for w, m in CALLS]
     warm = [_main(env, "--trace", str(tmp_path / "in" / w), "--metric", m) for w, m in CALLS]
     assert _paths(tmp_path)["sock"].exists()  # a daemon served them
+    # the call that started it says so, once, on stderr (and how to stop it)
+    notes = [d.stderr for d in warm if "cclq: note: a background process" in d.stderr]
+    assert len(notes) == 1 and "`cclq daemon stop`" in notes[0]
     for (w, m), h, d in zip(CALLS, here, warm):
         assert (d.returncode, d.stdout) == (h.returncode, h.stdout), (w, m)
-        assert d.stderr.replace(str(tmp_path / "wh"), "W") == h.stderr.replace(str(tmp_path / "wh_here"), "W")
+        told = "".join(x for x in d.stderr.splitlines(keepends=True) if not x.startswith("cclq: note: a background"))
+        assert told.replace(str(tmp_path / "wh"), "W") == h.stderr.replace(str(tmp_path / "wh_here"), "W")
+    stop = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "daemon", "stop",
+                           "-w", str(tmp_path / "wh")], env=env, capture_output=True, text=True)
+    assert stop.returncode == 0 and stop.stderr.strip() == f"stopped the daemon of {tmp_path / 'wh'}"
+    assert not daemon._locked(_paths(tmp_path)["lock"])
     assert here[0].stdout.strip() and here[0].stdout.strip() != "nan"
     assert here[-1].returncode == 2 and "no_such_metric" in here[-1].stderr
 

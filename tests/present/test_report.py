@@ -109,7 +109,13 @@ def test_report_table_and_html(run_a: Path, tmp_path: Path):
     assert table.returncode == 0, table.stderr
     for title in ("Step time and throughput", "Communication", "HTA breakdowns"):
         assert title in table.stdout
-    assert "0.00225" in table.stdout and "n/a" in table.stdout
+    # avg_step_time is 0.00225 s (test_report_values_are_the_hand_computed_ones): in ms for people
+    (row,) = [x for x in table.stdout.splitlines() if "avg_step_time" in x]
+    assert [c.strip() for c in row.split("│")[2:4]] == ["2.25", "ms"]
+    # what does not apply is folded into one line; --all-metrics lists it with the reason
+    assert "n/a" not in table.stdout and " not applicable: " in table.stdout
+    every = run_cli("report", "run_a", "--all-metrics", "--warehouse", str(run_a))
+    assert "n/a" in every.stdout and "no XLA ops (not an XLA/xprof profile)" in every.stdout
     out = tmp_path / "run_a.html"
     html_run = run_cli("report", "run_a", "-f", "html", "-o", str(out), "--warehouse", str(run_a))
     assert html_run.returncode == 0, html_run.stderr

@@ -80,8 +80,32 @@ def _per_rank(data: dict[str, Any], name: str, title: str, key: str) -> Figure:
     caption = (f"{name} per rank; the workload's value is the {how_words} over ranks, "
                f"{format_number(entry['value'])} {entry['unit']}.")
     if highlight:
-        caption += f" In red: rank {straggler}, the straggler."
+        caption += " " + _straggler_words(data, straggler, name, values[highlight[0]], values)
     return Figure(key, title, caption, svg)
+
+
+def _straggler_words(data: dict[str, Any], rank: int | None, name: str, value: float, values: list[float]) -> str:
+    """What the red bar is and why: the rank that started the most collectives last
+    (collective_skew's straggler), and where its own value stands among the ranks, which
+    need not be the worst (a rank that arrives last waits least, so its step can be short)."""
+    straggler = (data.get("figures") or {}).get("straggler") or {}
+    late = dict(straggler.get("late_count") or []).get(rank, 0)
+    matched = straggler.get("matched", 0)
+    order = sorted(values)
+    if len(values) < 2 or order[0] == order[-1]:
+        where = "the same as the other ranks'"
+    elif value == order[0]:
+        where = f"the lowest of the {len(values)} ranks"
+    elif value == order[-1]:
+        where = f"the highest of the {len(values)} ranks"
+    else:
+        where = f"{_place(sorted(values, reverse=True).index(value) + 1)} highest of the {len(values)} ranks"
+    return (f"In red: rank {rank}, which started {late} of {matched} matched collectives last (the straggler "
+            f"by collective_skew); its {name} is {where}.")
+
+
+def _place(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def straggler_figure(data: dict[str, Any]) -> Figure:
@@ -182,6 +206,26 @@ def busbw_figure(data: dict[str, Any]) -> Figure:
                   "collectives of each type and power-of-two message-size bucket, every rank pooled.", svg)
 
 
+def short_kernel_name(name: str) -> str:
+    """A kernel name a person can read in a plot label: without ``void``, template
+    arguments (``<...>``), the argument list and namespaces, e.g.
+    ``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, ...)``
+    -> ``vectorized_elementwise_kernel``. The full name stays in the tooltip."""
+    text = name.strip()
+    if text.startswith("void "):
+        text = text[5:]
+    out, depth = [], 0
+    for ch in text:  # drop what is inside <...> and (...), nested
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    short = "".join(out).strip().rsplit("::", 1)[-1].strip()
+    return short or name
+
+
 def top_kernels_figure(data: dict[str, Any]) -> Figure:
     top = (data.get("figures") or {}).get("top_ops") or {}
     ops = top.get("ops") or []
@@ -197,7 +241,9 @@ def top_kernels_figure(data: dict[str, Any]) -> Figure:
                      tips=[f"{op['calls']} calls on {op['ranks']} rank(s), {op['total_s'] / total:.1%} of the time"
                            if total else "" for op in ops])
               for cls in classes]
-    svg = bar_chart([op["name"] for op in ops], series, stacked=True, horizontal=True, label_width=300,
+    names = [op["name"] if xla else short_kernel_name(op["name"]) for op in ops]
+    svg = bar_chart(names, series, stacked=True, horizontal=True, label_width=300,
+                    full_labels=[op["name"] for op in ops],
                     value_label=f"total time, all ranks ({unit})",
                     tip_fmt=lambda v: f"{format_number(v / factor)} s", width=640)
     shown = sum(op["total_s"] for op in ops)

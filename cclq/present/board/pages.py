@@ -18,6 +18,7 @@ from typing import Any
 from cclq.present.board.figures import workload_figures
 from cclq.present.render import format_number
 from cclq.present.report import spread
+from cclq.present.units import for_people
 from cclq.query.registry import LEADERBOARD_CATEGORIES
 from cclq.version import __version__
 
@@ -265,10 +266,11 @@ def _metric_tables(data: dict[str, Any]) -> str:
                 value = f'<span class="na" title="{_e(e["reason"] or "no value")}">n/a</span>'
                 note = _e(e["reason"])
             else:
-                value = format_number(e["value"])
+                number, unit = for_people(e["value"], e["unit"])
+                value = f'<span title="{_e(format_number(e["value"]))} {_e(e["unit"])}">{_e(number)}</span>'
                 note = _e(spread(e))
             rows.append(f'<tr data-metric="{_e(e["metric"])}"><td>{name}</td><td class="num">{value}</td>'
-                        f'<td>{_e(e["unit"])}</td><td class="note">{note}</td></tr>')
+                        f'<td>{_e(e["unit"] if e["value"] is None else unit)}</td><td class="note">{note}</td></tr>')
         out.append(f'<div class="metric-group"><h3>{_e(group["title"])}</h3><table class="metrics">'
                    '<colgroup><col class="c-metric"><col class="c-value"><col class="c-unit"><col></colgroup>'
                    '<thead><tr>'
@@ -292,7 +294,9 @@ def _tiles(data: dict[str, Any], columns: list[MetricColumn], standing: dict[str
         if e["value"] is None:
             value = f'<span class="na" title="{_e(e["reason"] or "no value")}">n/a</span>'
         else:
-            value = f'{format_number(e["value"])} <span class="unit">{_e(c.unit)}</span>'
+            number, unit = for_people(e["value"], c.unit)
+            value = (f'<span title="{_e(format_number(e["value"]))} {_e(c.unit)}">{_e(number)}</span> '
+                     f'<span class="unit">{_e(unit)}</span>')
         place = ""
         if c.name in standing and e["value"] is not None:
             k, n = standing[c.name]

@@ -180,8 +180,12 @@ def bar_chart(
     reference: tuple[float, str] | None = None,
     max_value: float | None = None,
     label_width: float = 60,
+    full_labels: Sequence[str] | None = None,
 ) -> str:
     """Bars per label, one bar per series side by side (or ``stacked``).
+
+    ``full_labels``: what hovering a label or bar shows when ``labels`` are shortened
+    (kernel names: the shortened name is drawn, the full one is in the tooltip).
 
     ``highlight`` draws the bars of those label indexes in ``highlight_color`` (e.g. the
     straggler rank); ``reference`` is a dashed line at a value with a label (a mean).
@@ -229,6 +233,7 @@ def bar_chart(
     bar = max(min(slot * 0.8 / groups, 48), 1.0)
     every = max(1, math.ceil(n / (frame.plot_h / 11 if horizontal else frame.plot_w / 30)))
     for i, label in enumerate(labels):
+        full = full_labels[i] if full_labels is not None and i < len(full_labels) else label
         base = 0.0
         for j, s in enumerate(series):
             v = s.values[i] if i < len(s.values) else None
@@ -236,7 +241,7 @@ def bar_chart(
                 continue
             off = 0 if stacked else j
             start = slot * i + (slot - bar * groups) / 2 + off * bar
-            tip = f"{label}: {s.name + ' ' if s.name else ''}{tip_fmt(v)}"
+            tip = f"{full}: {s.name + ' ' if s.name else ''}{tip_fmt(v)}"
             if s.tips and i < len(s.tips) and s.tips[i]:
                 tip += f" ({s.tips[i]})"
             if horizontal:
@@ -252,7 +257,7 @@ def bar_chart(
         if i % every == 0:
             if horizontal:
                 frame.text(frame.left - 6, frame.top + slot * i + slot / 2 + 4, _clip(label, int(label_width / 6.2)),
-                           anchor="end", size=10, tip=label)
+                           anchor="end", size=10, tip=full)
             else:
                 frame.text(frame.left + slot * i + slot / 2, frame.height - frame.bottom + 14, label, size=10)
     if category_label and not horizontal:

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Model FLOPs per second of device time over the XLA ops that report model_flops: sum(model_flops) / sum(device time), in FLOP/s.
 -- needs: XLA ops with model_flops > 0 and device time > 0
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   ops            XLA ops with model_flops > 0 and a device time
 --   model_flops    their summed model FLOPs

@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Share of the rank's kernel span during which at least one GPU kernel runs, |U(kernels)| / (last kernel end - first kernel start) per rank, 0..1.
 -- needs: GPU kernels
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   busy_s   time at least one kernel runs on the rank (union over streams), s

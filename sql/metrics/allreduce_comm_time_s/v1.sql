@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Sum of the device time of all-reduce XLA ops with a known message size, over all devices, in seconds.
 -- needs: all-reduce XLA ops with message size and device time
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   allreduce_ops  all-reduce XLA ops counted
 -- Definition: sum of xla_ops.device_ps over ops with op_kind = 'comm', coll_type =

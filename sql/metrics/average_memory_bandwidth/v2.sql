@@ -8,6 +8,7 @@
 -- summary: ratio memcpy_gb / memcpy_s
 -- description: Achieved memcpy bandwidth per rank, Σbytes / Σdur over memcpy activities with bytes > 0 and dur > 0, in GB/s (1e9 B/s).
 -- needs: memcpy activities with a byte count
+-- applies_if: table events | no memcpy with bytes and duration
 -- params: none
 -- columns:
 --   memcpys    memcpys with bytes and a duration

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: CCL-Bench group 21's aggregate collective bandwidth, (n_chips - 1) * sum(message bytes) / sum(device time) over sized and timed collective XLA ops, in GB/s (1e9 B/s).
 -- needs: collective XLA ops with message size and device time; n_chips
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- params: n_chips = card.total_count
 -- columns:
 --   n_chips         chips of the trace (the card, else the device planes)

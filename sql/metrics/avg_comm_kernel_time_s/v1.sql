@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Mean device time of one collective XLA op (an async start/done pair is one op, start to done), in seconds.
 -- needs: collective XLA ops on device planes
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   comm_ops  collective XLA ops averaged
 -- Definition: mean of xla_ops.device_ps over ops with op_kind = 'comm', every

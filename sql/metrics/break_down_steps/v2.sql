@@ -7,6 +7,7 @@
 -- summary: mean
 -- description: GPU kernel seconds per rank and step, split into COMM / ATTN / MOE_ROUTE / MOE_EXPERT / DENSE_GEMM / OTHER (seconds and 0..1 shares).
 -- needs: steps (ProfilerStep#N on the CPU or GPU track, or inference engine iterations), GPU kernels
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   step_source      the record the step comes from (`steps` view source)

@@ -7,6 +7,7 @@
 -- summary: mean
 -- description: Start skew of each collective across ranks: latest start - earliest start of its kernels on the ranks that ran it, in seconds.
 -- needs: two or more ranks, communication kernels
+-- applies_if: ranks >= 2 | single rank
 -- columns:
 --   match_id        the cross-rank key of the collective (collectives.match_id)
 --   coll_type       the collective type

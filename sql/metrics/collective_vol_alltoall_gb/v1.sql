@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Bytes moved by AllToAll collectives per rank over the whole trace, Σ message bytes / 1e9 (GB); for XLA, per device of the rank.
 -- needs: GPU kernels or XLA ops; collective message sizes (kernel collective args, CPU collective ops with record_shapes, or XLA shapes)
+-- applies_if: table events | no GPU kernels and no XLA ops
 -- params: none
 -- columns:
 --   collectives  collectives (GPU) or collective XLA ops of the type on the rank

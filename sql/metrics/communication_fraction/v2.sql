@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Share of device op time spent in communication, 0..1: GPU sum(comm kernel time)/sum(kernel time) per rank; XLA per device plane sum(comm op time)/sum(op time), averaged over the rank's devices.
 -- needs: GPU kernels (Kineto) or XLA ops (xprof)
+-- applies_if: table events | no GPU kernels and no XLA ops
 -- columns:
 --   source         gpu_kernels | xla_ops: what was measured
 --   xla_op_source  xla_ops: where the device totals come from (xla_device_totals.op_source)

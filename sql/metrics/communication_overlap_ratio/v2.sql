@@ -7,6 +7,7 @@
 -- summary: mean
 -- description: Share of communication time hidden under compute: |U(comm) ∩ U(non-comm kernels)| / |U(comm)| per rank, 0..1.
 -- needs: GPU kernels, communication kernels on the rank
+-- applies_if: table events | no GPU kernels
 -- columns:
 --   comm_kernels  communication kernels on the rank
 --   comm_s        |U(comm kernels)|, s

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Share of GPU kernel time spent in communication kernels, Σdur(comm kernels) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   comm_s              communication kernel time of the trace, s

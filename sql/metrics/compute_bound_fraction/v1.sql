@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Share of kernel time in long, GPU-filling kernels: Σdur(kernels with SM coverage > 0.7 and dur > 10 µs) / Σdur(kernels with a coverage) per rank, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   compute_bound_s           time of kernels with SM coverage > 0.7 and longer than 10 us, s

@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Share of communication time that runs under compute inside the inner steps, Σ_steps |U(comm) ∩ U(compute)| / Σ_steps |U(comm)| per rank, kernels clipped to each step, 0..1.
 -- needs: steps (ProfilerStep#N, inference engine iterations or XLA steps), and communication kernels or XLA collective ops inside them
+-- applies_if: table events | no GPU kernels and no XLA ops
 -- params: none
 -- columns:
 --   steps_used    inner steps measured

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Mean over devices of the share of the device's active span spent in compute XLA ops, 0..1.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   devices       XLA devices averaged
 --   min_fraction  the lowest device's compute fraction

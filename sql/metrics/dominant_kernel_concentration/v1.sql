@@ -8,6 +8,7 @@
 -- summary: value
 -- description: Share of GPU kernel time taken by the single most expensive kernel name, max over names of Σdur(name) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   dominant_kernel  the kernel name with the most time

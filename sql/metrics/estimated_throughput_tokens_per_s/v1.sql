@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Estimated tokens per second: estimated_total_tokens / wall_time_s.
 -- needs: XLA ops carrying model_flops; model_params
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- params: model_params = card.num_params
 -- columns:
 --   tokens       estimated tokens processed (estimated_total_tokens)

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Tokens the profile processed, estimated as total model FLOPs / FLOPs per token.
 -- needs: XLA ops carrying model_flops; model_params
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- params: model_params = card.num_params
 -- columns:
 --   total_model_flops  the model FLOPs of the trace's XLA ops

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Hockney latency alpha of the ring all-reduce model T = 2(n-1)*alpha + 2(n-1)/n*S*beta, fitted by least squares over the all-reduce XLA ops, in seconds.
 -- needs: >= 5 sized and timed all-reduce XLA ops in >= 2 distinct message sizes; n_chips
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- params: n_chips = card.total_count
 -- columns:
 --   n_chips         chips of the trace (the card's total_count)

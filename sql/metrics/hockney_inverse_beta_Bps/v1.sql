@@ -7,6 +7,7 @@
 -- summary: value
 -- description: 1/beta of the Hockney ring all-reduce fit (the link bandwidth the model implies), in bytes per second.
 -- needs: >= 5 sized and timed all-reduce XLA ops in >= 2 distinct message sizes; n_chips; a positive fitted beta
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- params: n_chips = card.total_count
 -- columns:
 --   n_chips          chips of the trace (the card's total_count)

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Mean number of tensors Horovod processed per cycle of its background loop (tensor operations starting in the cycle), over the cycles that processed any.
 -- needs: a Horovod timeline with cycle markers (HOROVOD_TIMELINE_MARK_CYCLES=1)
+-- applies_if: format horovod | no Horovod timeline
 -- columns:
 --   cycles       cycles with any operation
 --   max_tensors  the most tensors in one cycle

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Where Horovod's tensor operations spend their time, 0..1: value = the communication share (NCCL/MPI/Gloo/oneCCL collective phases) of all phase time; negotiation, wait, queue, fusion_copy and other shares as detail columns (the six sum to 1).
 -- needs: a Horovod timeline (HOROVOD_TIMELINE)
+-- applies_if: format horovod | no Horovod timeline
 -- columns:
 --   negotiation_share  share of tensor time in negotiation (first to last worker ready)
 --   wait_share         share in WAIT_FOR_DATA / WAIT_FOR_OTHER_TENSOR_DATA (data stalls)

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: The worker that reported its tensors ready last most often in Horovod's negotiations (the one the others waited for), with how late it was.
 -- needs: a Horovod timeline with two or more workers
+-- applies_if: format horovod | no Horovod timeline
 -- columns:
 --   negotiations  negotiations with two or more workers
 --   times_last    how often the rank was the last worker ready

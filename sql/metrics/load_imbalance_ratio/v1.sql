@@ -8,6 +8,7 @@
 -- summary: value
 -- description: Busiest rank's GPU busy time over the idlest rank's, max / min over ranks of |U(kernels)| (>= 1; 1 = balanced).
 -- needs: >= 2 ranks, GPU kernels on every rank
+-- applies_if: ranks >= 2 | single rank
 -- params: none
 -- columns:
 --   ranks         ranks of the trace in scope

@@ -8,6 +8,7 @@
 -- summary: ratio coverage_weighted_s / covered_s
 -- description: Duration-weighted mean SM coverage of the rank's GPU kernels, Σ(dur·min(blocks per SM, 1)) / Σdur, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   kernels                kernels on the rank

@@ -8,6 +8,7 @@
 -- summary: ratio memory_bound_s / kernel_s
 -- description: Share of GPU kernel time in memory-bound kernel families (elementwise, normalization, softmax, reduction, memory transfer) per rank, 0..1.
 -- needs: GPU kernels
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   memory_bound_s     time of memory-bound kernel families, s

@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Share of the rank's GPU span spent in memcpys that no compute kernel overlaps, |U(memcpy) - U(non-comm kernels)| / span(memcpy ∪ kernels), 0..1.
 -- needs: GPU kernels or memcpy activities
+-- applies_if: table events | no GPU kernels or memcpy activities
 -- params: none
 -- columns:
 --   exposed_memcpy_s  |U(memcpy) - U(non-comm kernels)|, s

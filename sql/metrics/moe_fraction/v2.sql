@@ -8,6 +8,7 @@
 -- summary: value
 -- description: Share of GPU kernel time in mixture-of-experts kernels, Σdur(MoE kernels) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   moe_s             time of MoE kernels, s

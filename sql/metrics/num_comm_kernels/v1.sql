@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Number of collective XLA ops executed on all devices of the profile (an async start/done pair counts once).
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   devices  XLA device planes the ops ran on
 -- Definition: count of xla_ops rows with op_kind = 'comm', all devices, the whole

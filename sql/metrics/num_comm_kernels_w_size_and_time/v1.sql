@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Number of collective XLA ops with a known message size (> 0 bytes) and device time (> 0): the samples bandwidth and Hockney metrics use.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   comm_ops  all collective XLA ops, sized or not
 -- Definition: count of xla_ops rows with op_kind = 'comm', message_bytes > 0 and

@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Estimated share of step time saved by doubling the scale-up (intra-node) link bandwidth: half the scale-up communication time no compute hides, over the step time, per rank, 0..1.
 -- needs: steps (ProfilerStep#N or inference engine iterations), GPU communication kernels whose group placement is known (Process Group Ranks, or the card's count_per_node / total_count)
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   steps_used          inner steps measured

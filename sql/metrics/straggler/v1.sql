@@ -8,6 +8,7 @@
 -- summary: value
 -- description: Spread of communication kernel time across ranks, (max - min) / max over ranks of Σdur(comm kernels), 0..1 (0 = every rank spends the same time in communication).
 -- needs: two or more ranks with communication kernels
+-- applies_if: ranks >= 2 | single rank
 -- params: none
 -- columns:
 --   slowdown        max / min comm time across the ranks (CCL-Bench's second number)

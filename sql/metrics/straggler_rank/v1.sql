@@ -7,6 +7,7 @@
 -- summary: value
 -- description: The rank that starts matched collectives last most often (the latest starter of the most collectives seen on two or more ranks).
 -- needs: two or more ranks, communication kernels matched across ranks
+-- applies_if: ranks >= 2 | single rank
 -- columns:
 --   late_count           matched collectives the rank started last
 --   matched_collectives  collectives matched across two or more ranks

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Sum of the device time of collective XLA ops over all devices (an async start/done pair counts from start to done), in seconds.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   comm_ops      collective XLA ops counted
 --   devices       XLA devices

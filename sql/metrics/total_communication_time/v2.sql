@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Wall time with at least one communication kernel running, |U(comm kernels)| per rank over the whole trace, in seconds.
 -- needs: GPU kernels
+-- applies_if: table events | no GPU kernels
 -- params: none
 -- columns:
 --   comm_kernels  communication kernels on the rank

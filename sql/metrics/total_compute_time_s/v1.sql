@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Sum of the device time of compute XLA ops (fusions, convolutions, dots, custom calls) over all devices, in seconds.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   devices       XLA devices
 --   per_device_s  the value / devices, s

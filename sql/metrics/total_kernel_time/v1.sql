@@ -8,6 +8,7 @@
 -- summary: sum
 -- description: Sum of GPU kernel durations per rank, in seconds (not merged: concurrent kernels both count).
 -- needs: GPU kernels
+-- applies_if: table events | no GPU kernels
 -- columns:
 --   kernels  kernels on the rank
 -- CCL-Bench sums over all rank files; `python -m cclq.main` does the same (summary: sum).

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Sum of the model_flops argument over the XLA ops of all devices (the model FLOPs the profile executed).
 -- needs: XLA ops carrying model_flops
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- columns:
 --   ops_with_model_flops  ops with a model_flops argument
 -- Definition: sum(xla_ops.model_flops) over every device. Not applicable when no

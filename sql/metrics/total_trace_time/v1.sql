@@ -8,6 +8,7 @@
 -- summary: value
 -- description: Span of device activity over every rank of the trace, last end minus first start of GPU kernels, memcpys and memsets or XLA device ops, in seconds.
 -- needs: GPU activity (kernels, memcpy, memset) or XLA device ops
+-- applies_if: table events | no GPU activity and no XLA device ops
 -- params: none
 -- columns:
 --   ranks           ranks with device work

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Span of device activity in an XLA profile (last end minus first start over device-plane events), in seconds.
 -- needs: an xprof profile: device planes, or host XLA ops (JAX on CPU)
+-- applies_if: format xprof chrome | no device planes and no host XLA ops (not an XLA/xprof profile)
 -- columns:
 --   span_source        the device-plane events the value spans (xla_wall_time.span_source;
 --                        comma-separated when several)

@@ -1,0 +1,100 @@
+"""``cclq bench --targets DIR``: the three speed targets of the report, diff and board paths.
+
+Each is a ratio of the wall-clock and of the CPU times of ``cclq`` processes (start-up included, nothing
+cached: ``--no-cache``), measured in one run:
+
+* ``report / metric``: a cold ``cclq report T`` against one cold ``cclq metric
+  total_kernel_time --trace T`` (target: 3x or less);
+* ``board / ingest``: a cold ``cclq board`` over every workload of DIR against the
+  ``cclq ingest`` of DIR (target: 1x or less);
+* ``board N``: a cold ``cclq board`` over N copies of a generated 8-rank trace, in
+  seconds (target: 20 s for 500).
+
+``baseline`` names another source tree of cclq (a checkout of an earlier commit, e.g.
+``git archive <commit> | tar -x -C DIR``): every case runs with it too, on the same
+warehouses in the same run, so before and after are measured under the same load.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _cclq(src: Path | None, *args: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of one ``cclq`` process (with ``src`` first on the path when
+    given). CPU is user + system time of the process and its threads (``wait4``): on a
+    machine that others share, wall time measures their load as much as ours."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: nothing blocks on a full pipe
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"cclq {' '.join(args)} failed ({proc.returncode}): {err.read()[-2000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
+def _best(repeats: int, run) -> tuple[float, float]:  # noqa: ANN001 - a callable returning (wall, cpu)
+    runs = [run() for _ in range(max(repeats, 1))]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
+def _row(target: str, label: str, a: tuple[float, float], b: tuple[float, float] | None) -> dict:
+    row = {"target": target, "source": label, "a_wall_s": round(a[0], 2), "a_cpu_s": round(a[1], 2),
+           "b_wall_s": None, "b_cpu_s": None, "ratio_wall": None, "ratio_cpu": None}
+    if b is not None:
+        row.update(b_wall_s=round(b[0], 2), b_cpu_s=round(b[1], 2), ratio_wall=round(a[0] / b[0], 2),
+                   ratio_cpu=round(a[1] / b[1], 2))
+    return row
+
+
+def run_target_bench(traces: Path, trace: str = "dlrm_param_8xV100", board_workloads: int = 500,
+                     baseline: Path | None = None, repeats: int = 1) -> list[dict]:
+    """One row per (target, source): the times and the ratio (see the module docstring)."""
+    from cclq.dev.bench.run import board_warehouse
+
+    scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-targets-"))
+    here = Path(__file__).resolve().parents[3]
+    sources: list[tuple[str, Path | None]] = [("this tree", here)]
+    if baseline is not None:
+        sources.insert(0, ("baseline", baseline.resolve()))
+    rows: list[dict] = []
+    try:
+        one = scratch / "one"
+        shutil.copytree(traces / trace, one / trace)
+        big = board_warehouse(scratch / "board", board_workloads) if board_workloads else None
+        for label, src in sources:
+            wh1, wh2 = scratch / f"wh1-{label}", scratch / f"wh2-{label}"
+            _cclq(src, "ingest", str(one), "-w", str(wh1))
+            metric = _best(repeats, lambda: _cclq(src, "metric", "total_kernel_time", "--trace", trace,
+                                                  "--no-cache", "-w", str(wh1)))
+            report = _best(repeats, lambda: _cclq(src, "report", trace, "--no-cache", "-w", str(wh1)))
+            rows.append(_row(f"report / metric on {trace} (<= 3)", label, report, metric))
+
+            def ingest_all() -> tuple[float, float]:
+                shutil.rmtree(wh2, ignore_errors=True)
+                return _cclq(src, "ingest", str(traces), "-w", str(wh2))
+
+            ingest = _best(repeats, ingest_all)
+            site = scratch / f"site-{label}"
+            board = _best(repeats, lambda: _cclq(src, "board", str(site), "--no-cache", "-q", "-w", str(wh2)))
+            rows.append(_row(f"board / ingest of {traces.name} (<= 1)", label, board, ingest))
+            if big is not None:
+                site = scratch / f"site-big-{label}"
+                seconds = _best(repeats, lambda: _cclq(src, "board", str(site), "--no-cache", "-q", "-w", str(big)))
+                rows.append(_row(f"board of {board_workloads} workloads, cold (<= 20 s)", label, seconds, None))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return rows
