@@ -332,7 +332,7 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         (folder / "incoming").mkdir(parents=True)
         sink = _FormSink(folder / "incoming", settings.limits.max_files)
         try:
-            parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type]  # a TypedDict of callables
+            parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type,unused-ignore]  # a TypedDict of callables (python-multipart absent: Any)
             received = 0
             async for chunk in request.stream():
                 received += len(chunk)
