@@ -25,14 +25,15 @@ from rich.table import Table
 
 from cclq.errors import show_path
 from cclq.ingest.report import FileOutcome, IngestReport
-from cclq.present.render import cell
+from cclq.present.render import cell, clean
 
 _stderr = Console(stderr=True)
 
 
 def _line(text: str) -> None:
-    """One progress line on stderr, written at once (for logs: not a terminal)."""
-    print(text, file=sys.stderr, flush=True)
+    """One progress line on stderr, written at once (for logs: not a terminal); control
+    characters from file or metric names shown as escapes."""
+    print(clean(text), file=sys.stderr, flush=True)
 
 
 class IngestProgress:

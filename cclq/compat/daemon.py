@@ -92,10 +92,17 @@ def enabled() -> bool:
 
 
 # ----------------------------------------------------------------------------- places
+# A Unix socket's path holds at most 107 bytes (Linux): a long $TMPDIR cannot hold ours
+_SOCKET_PATH_MAX = 100
+
+
 def _home() -> Path | None:
-    """``$TMPDIR/cclq-<uid>``, made private; None if it exists but another user owns it or
-    others can open it (then no daemon: a socket there could be someone else's)."""
+    """``$TMPDIR/cclq-<uid>`` (``/tmp/cclq-<uid>`` when that path is too long for a
+    socket), made private; None if it exists but another user owns it or others can
+    open it (then no daemon: a socket there could be someone else's)."""
     home = Path(tempfile.gettempdir()) / f"cclq-{os.getuid()}"
+    if len(os.fsencode(home)) + 26 > _SOCKET_PATH_MAX:  # "/<20 hex>.sock" and a margin
+        home = Path("/tmp") / f"cclq-{os.getuid()}"
     try:
         home.mkdir(mode=0o700, exist_ok=True)
         st = home.stat()

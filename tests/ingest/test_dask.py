@@ -32,18 +32,11 @@ from cclq.query.session import connect  # noqa: E402
 from cclq.schema import TABLE_SCHEMAS  # noqa: E402
 from cclq.store.warehouse import Warehouse  # noqa: E402
 
+
 # Metric columns whose last bits depend on the order DuckDB adds DOUBLEs up in (an avg or
 # sum of floats over rows of several files or devices): two local runs can differ there
 # too, with another thread count or even with the same one. They are compared to 1e-12;
 # every other column, and the row order, byte for byte.
-ORDER_DEPENDENT_FLOATS = {
-    "collective_busbw": {"mean_busbw_gbps"},
-    "communication_fraction": {"value"},
-    "compute_utilization_proxy": {"value"},
-    "mean_sm_coverage": {"value", "coverage_weighted_s"},
-}
-
-
 @pytest.fixture(scope="module")
 def cluster():
     import dask
@@ -272,17 +265,18 @@ def test_workers_that_run_other_code_or_see_another_warehouse_are_refused(cluste
 
 # ----------------------------------------------------------------------- metrics
 def _assert_same_result(name: str, mine: pa.Table, local: pa.Table) -> None:
-    loose = ORDER_DEPENDENT_FLOATS.get(name, set())
-    if not loose:
-        assert mine.equals(local), name
-        return
+    """The same rows in the same order; floating-point columns to 1e-12 relative, since a
+    sum over a partition's rows adds in another order than a sum over all of them."""
     assert mine.schema.equals(local.schema) and mine.num_rows == local.num_rows, name
     for column in local.column_names:
-        if column not in loose:
+        if not pa.types.is_floating(local.schema.field(column).type):
             assert mine[column].equals(local[column]), (name, column)
             continue
         for a, b in zip(mine[column].to_pylist(), local[column].to_pylist()):
-            assert (a is None and b is None) or math.isclose(a, b, rel_tol=1e-12), (name, column, a, b)
+            same = (a is None and b is None) or (a is not None and b is not None and
+                                                 (a == b or (math.isnan(a) and math.isnan(b))
+                                                  or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)))
+            assert same, (name, column, a, b)
 
 
 def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(cluster, local_wh):
