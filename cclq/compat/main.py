@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cclq.ingest.report import FileOutcome
     from cclq.store.warehouse import Warehouse
 
-# Standard library only at import: the client half of a warm call (cclq/daemon.py) is
+# Standard library only at import: the client half of a warm call (cclq/compat/daemon.py) is
 # this module, and it must start in milliseconds. The work's imports are in run_here.
 
 
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs the call in the warehouse's warm daemon (cclq/daemon.py), else right here."""
+    """Runs the call in the warehouse's warm daemon (cclq/compat/daemon.py), else right here."""
     argv = list(sys.argv[1:] if argv is None else argv)
     from cclq.compat import daemon
 

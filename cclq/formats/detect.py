@@ -161,7 +161,7 @@ def detect(path: str) -> Detected:
                                    "xplane.pb or a results file)")
     if text[:1] == b"[":
         # Horovod's timeline (HOROVOD_TIMELINE): a bare array of negotiation and
-        # operation phases, from rank 0 for the whole job (cclq/formats/chrome.py)
+        # operation phases, from rank 0 for the whole job (cclq/formats/chrome/ijson_reader.py)
         if _HOROVOD.search(head):
             return Detected("chrome_json", "horovod", True, head)
         return Detected("chrome_json", "chrome", True, head)

@@ -220,7 +220,7 @@ def _utc(ns: int) -> str:
 def _compact_small_files(warehouse: Warehouse, committer: Committer, report: IngestReport,
                          jobs: int) -> list[Any]:
     """Compacts the traces this ingest wrote whose files are many and small (see
-    cclq/compaction.py) in ``jobs`` processes, as one more commit; if that fails, the
+    cclq/store/compaction.py) in ``jobs`` processes, as one more commit; if that fails, the
     traces stay as ingested."""
     from cclq.store import compaction
 

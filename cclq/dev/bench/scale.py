@@ -13,7 +13,7 @@ order DuckDB's threads add in moves the last bits of a sum).
 D --metric M`` once per (workload folder, metric). The same loop with ``python -m
 cclq.main`` over every folder of a traces directory and a few metrics, with the
 warehouse already built: every call its own process (``CCLQ_DAEMON=0``), and with the
-warm daemon (``cclq/daemon.py``); each with the metric results computed in the loop
+warm daemon (``cclq/compat/daemon.py``); each with the metric results computed in the loop
 (cache emptied first) and read back (a second loop).
 """
 
