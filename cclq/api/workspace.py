@@ -113,7 +113,7 @@ class Workspace:
     def _known(self) -> list[str]:
         self.warehouse.require()
         with self.warehouse.open_snapshot() as snapshot:
-            return sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
+            return snapshot.trace_ids()
 
     def _select(self, traces: str | Sequence[str] | None) -> list[str] | None:
         if traces is None:

@@ -509,7 +509,7 @@ def _check_traces(wh: Warehouse, selection: list[str]) -> list[str]:
     if not selection:
         return selection
     with wh.open_snapshot() as snapshot:
-        known = sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
+        known = snapshot.trace_ids()
     out: list[str] = []
     for t in selection:
         if t in known:
@@ -698,7 +698,7 @@ def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
     missing = [t for t in wanted if t not in known]
     if missing:  # the session may see only the selected traces: suggest from all of them
         with wh.open_snapshot() as snapshot:
-            every = sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
+            every = snapshot.trace_ids()
         _no_trace(wh, missing[0], every)
 
 
@@ -787,7 +787,7 @@ def diff(
     wh = _warehouse(warehouse)
     wh.require()
     with wh.open_snapshot() as snapshot:
-        known = sorted(set(snapshot.tables["files"].column("trace").to_pylist()))
+        known = snapshot.trace_ids()
     side_a, side_b = resolve_side(a, known), resolve_side(b, known)
     specs = latest_specs()
     with _session(wh, traces=side_a + side_b, views=False, cache=not no_cache) as session, \

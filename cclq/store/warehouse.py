@@ -216,6 +216,10 @@ class Snapshot:
     def catalog_file(self, name: str) -> Path:
         return self.folder / f"{name}.parquet"
 
+    def trace_ids(self) -> list[str]:
+        """Every trace id the snapshot's catalog holds files of, sorted."""
+        return sorted(set(self.tables["files"].column("trace").to_pylist()))
+
     def data_files(self, table: str, traces: list[str] | None = None) -> list[Path]:
         """Absolute paths of the data files of ``table`` (optionally for some traces only),
         each once, in a stable order."""
