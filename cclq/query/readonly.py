@@ -31,15 +31,22 @@ _HINT = ("queries only (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN o
          "`cclq sql --read-write` or `cclq shell` for a full DuckDB session")
 
 
-def check_read_only(con: duckdb.DuckDBPyConnection, text: str, depth: int = 0) -> list[str]:
-    """The statements of ``text`` if every one is a query (see the module docstring),
-    else ``QueryError`` naming the first that is not."""
+def split_statements(con: duckdb.DuckDBPyConnection, text: str) -> list[duckdb.Statement]:
+    """DuckDB's parse of ``text`` into statements; a parse error or no statement at all
+    is a ``QueryError``."""
     try:
         statements = con.extract_statements(text)
     except duckdb.Error as e:
         raise QueryError(str(e).splitlines()[0]) from e
     if not statements:
         raise QueryError("no SQL statement given")
+    return statements
+
+
+def check_read_only(con: duckdb.DuckDBPyConnection, text: str, depth: int = 0) -> list[str]:
+    """The statements of ``text`` if every one is a query (see the module docstring),
+    else ``QueryError`` naming the first that is not."""
+    statements = split_statements(con, text)
     out = []
     for st in statements:
         kind = str(st.type).rsplit(".", 1)[-1]

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from cclq.errors import QueryError
 from cclq.query.engine import base_relations, define_views, setup_script
-from cclq.query.readonly import check_read_only, lock_down
+from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings
 from cclq.query.sqlfiles import modules_for
 from cclq.store.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
@@ -129,12 +129,7 @@ class Session:
             # the views name files glob-escaped (a warehouse in `runs[1]/wh`): both spellings
             lock_down(con, sorted({*files, *(glob.escape(f) for f in files)}))
         else:
-            try:
-                statements = [st.query for st in con.extract_statements(query)]
-            except duckdb.Error as e:
-                raise QueryError(str(e).splitlines()[0]) from e
-            if not statements:
-                raise QueryError("no SQL statement given")
+            statements = [st.query for st in split_statements(con, query)]
         try:
             result = None
             for statement in statements:
