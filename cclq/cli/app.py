@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from cclq.dev.bench.command import bench
 from cclq.errors import CclqError, ExitCode, UsageError, show_path
 from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
 from cclq.present.render import OutputFormat, write_table
@@ -1121,140 +1122,7 @@ def record(
 
 
 # ------------------------------------------------------------------------- bench
-@app.command(epilog="Example: cclq bench --sizes 127x1,1000x1,1000x8 --perf-traces ../shared/perf-traces")
-def bench(
-    sizes: Annotated[
-        str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated; "
-                               "MBxR for R ranks (1000x1: one file of 1 GB); :FORM for its timestamps "
-                               "(relative, epoch, subns; 127x1:epoch).")
-    ] = "250",
-    ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace when a size does not say.")] = 8,
-    workdir: Annotated[
-        Optional[Path], typer.Option(help="Keep generated traces here and reuse them [default: a temp dir].")
-    ] = None,
-    perf_traces: Annotated[
-        Optional[Path], typer.Option("--perf-traces", help="Also benchmark every folder of real traces here.")
-    ] = None,
-    ingest_part: Annotated[bool, typer.Option("--ingest/--no-ingest", help="Run the ingest benchmark.")] = True,
-    metrics_part: Annotated[bool, typer.Option("--metrics/--no-metrics", help="Run the metric benchmark.")] = True,
-    traces_dir: Annotated[
-        Optional[Path], typer.Option("--traces", help="Real traces to run every metric over (one process).")
-    ] = None,
-    copies: Annotated[
-        str, typer.Option(help="Copies of an 8-rank trace for the one-query vs loop scaling.")
-    ] = "1,10,100",
-    metric: Annotated[str, typer.Option(help="Metric for the scaling run.")] = "communication_overlap_ratio",
-    hta_python: Annotated[
-        Optional[str],
-        typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
-    ] = None,
-    hta_copies: Annotated[
-        int, typer.Option("--hta-copies", help="Also compare with HTA on N ranks made of hta_df_index_resolver "
-                                               "(8: a 430 MB set).")
-    ] = 0,
-    repeats: Annotated[
-        int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")
-    ] = 2,
-    board_workloads: Annotated[
-        int, typer.Option("--board", min=0, help="Also time `cclq board` over this many workloads (copies of an "
-                                                  "8-rank trace): cold, cached metrics, no change, one card changed.")
-    ] = 0,
-    scale: Annotated[
-        Optional[Path], typer.Option("--scale", help="A workload folder: ingest N copies of it and time metrics and "
-                                                     "peak RSS at each N (--scale-copies), and under --memory-limit.")
-    ] = None,
-    scale_copies: Annotated[str, typer.Option(help="Copies for --scale, comma-separated.")] = "10,100,400",
-    main_loop: Annotated[
-        Optional[Path], typer.Option("--main-loop", help="Folder of workload folders: time CCL-Bench's loop of "
-                                                         "`python -m cclq.main` calls, per process and warm.")
-    ] = None,
-    commits: Annotated[
-        int, typer.Option("--commits", min=0, help="Also time N durable commits and an ingest with fsync on and "
-                                                   "off (CCLQ_FSYNC), on the temp folder's disk.")
-    ] = 0,
-    targets: Annotated[
-        Optional[Path], typer.Option("--targets", help="A folder of workloads (../shared/traces): time the speed "
-                                                       "targets (report / metric, board / ingest, the --board N "
-                                                       "board cold) and nothing else.")
-    ] = None,
-    baseline: Annotated[
-        Optional[Path], typer.Option("--baseline", help="With --targets: another cclq source tree (an earlier "
-                                                        "commit) to time in the same run, before / after.")
-    ] = None,
-    fmt: FormatOpt = OutputFormat.table,
-) -> None:
-    """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
-    import pyarrow as pa
-
-    if targets is not None:
-        from cclq.dev.bench.targets import run_target_bench
-
-        rows = run_target_bench(targets, board_workloads=board_workloads, baseline=baseline, repeats=repeats)
-        write_table(pa.Table.from_pylist(rows), fmt, title="speed targets: a_s / b_s (wall seconds, cold)")
-        return
-
-    from cclq.dev.bench.run import (
-        parse_sizes,
-        rows_to_table,
-        run_ingest_bench,
-        run_metric_bench,
-    )
-
-    try:
-        size_list = parse_sizes(sizes, ranks)
-        copy_list = [int(s) for s in copies.split(",") if s.strip()]
-    except ValueError as e:
-        raise UsageError(f"--sizes takes MB or MBxRANKS, --copies integers, comma-separated: {e}") from e
-    if ingest_part:
-        bench_rows = run_ingest_bench(size_list, ranks, workdir, perf_traces, repeats)
-        write_table(rows_to_table(bench_rows), fmt, title="readers and ingest vs raw ijson (MB of JSON per second)")
-    if metrics_part:
-        from dataclasses import asdict
-
-        scaling, per_metric = run_metric_bench(copy_list, metric, traces_dir, repeats)
-        if per_metric:
-            write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
-        write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
-                    title="one query over all traces vs a loop trace by trace (seconds)")
-    if commits:
-        from cclq.dev.bench.run import run_commit_bench
-
-        write_table(pa.Table.from_pylist(run_commit_bench(commits, repeats=repeats)), fmt,
-                    title="durable commits: fsync on and off (seconds)")
-    if board_workloads:
-        from cclq.dev.bench.run import run_board_bench
-
-        rows = run_board_bench(board_workloads, repeats=repeats)
-        write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq board over {board_workloads} workloads (seconds)")
-    if scale is not None:
-        from cclq.dev.bench.scale import run_scale_bench
-
-        try:
-            scale_list = [int(s) for s in scale_copies.split(",") if s.strip()]
-        except ValueError as e:
-            raise UsageError(f"--scale-copies takes comma-separated integers: {e}") from e
-        rows = run_scale_bench(scale, scale_list)
-        write_table(pa.Table.from_pylist(rows), fmt, title=f"copies of {scale.name}: seconds and peak RSS")
-    if main_loop is not None:
-        from cclq.dev.bench.scale import run_main_loop_bench
-
-        rows = run_main_loop_bench(main_loop)
-        write_table(pa.Table.from_pylist(rows), fmt, title=f"python -m cclq.main per (folder, metric) over {main_loop}")
-    if hta_python:
-        from cclq.dev.bench.hta import (
-            COPIES_SOURCE,
-            DEFAULT_SHARED_TRACES,
-            rank_copies,
-            run_hta_bench,
-        )
-
-        rows = run_hta_bench(hta_python=hta_python, repeats=repeats)
-        write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
-        if hta_copies:
-            (source,) = (DEFAULT_SHARED_TRACES / COPIES_SOURCE).glob("*.json.gz")
-            folder = rank_copies(source, hta_copies, (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
-            rows = run_hta_bench([folder], hta_python=hta_python, repeats=repeats)
-            write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq vs HTA 0.5.0 on {folder.name}")
+app.command(epilog="Example: cclq bench --sizes 127x1,1000x1,1000x8 --perf-traces ../shared/perf-traces")(bench)
 
 
 _QUERY_OPTIONS = ("--memory-limit", "--spill-dir")

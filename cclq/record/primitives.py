@@ -61,6 +61,12 @@ def _small_ints(numel: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     return torch.randint(-3, 4, (numel,), generator=_generator(seed), dtype=torch.int64).to(dtype)
 
 
+def _grad_of(param: torch.Tensor) -> torch.Tensor:
+    """A parameter's gradient, which backward() has set by the time it is read."""
+    assert param.grad is not None, "gradient read before backward()"
+    return param.grad
+
+
 def _compare(out: torch.Tensor, ref: torch.Tensor, atol: float, what: str, rtol: float = 0.0) -> str | None:
     """None when every element is within ``atol + rtol * |ref|``; else the worst
     element, in words."""
@@ -364,10 +370,10 @@ class _DataParallelMLP(Primitive):
                 p_ref.copy_(p.detach().to("cpu", torch.float64))
         loss = sum(ref(self.batch_of(r).to(self.dtype).to(torch.float64)).pow(2).mean() for r in ranks)
         (loss / len(ranks)).backward()
-        return torch.cat([p.grad.flatten() for p in ref.parameters()])
+        return torch.cat([_grad_of(p).flatten() for p in ref.parameters()])
 
     def flat_grads(self) -> torch.Tensor:
-        return torch.cat([p.grad.flatten() for p in self.params])
+        return torch.cat([_grad_of(p).flatten() for p in self.params])
 
     def compare_grads(self, out: torch.Tensor, ref: torch.Tensor) -> str | None:
         atol = _GRAD_RTOL[self.run_spec.dtype] * float(ref.abs().max())
@@ -401,7 +407,7 @@ class PyTorchDataParallelMLP(_DataParallelMLP):
         return ready
 
     def _launch(self, bi: int, async_op: bool) -> dist.Work:
-        torch.cat([self.params[i].grad.flatten() for i in self.buckets[bi]], out=self.flats[bi])
+        torch.cat([_grad_of(self.params[i]).flatten() for i in self.buckets[bi]], out=self.flats[bi])
         return dist.all_reduce(self.flats[bi], async_op=async_op)
 
     def run(self) -> torch.Tensor:

@@ -122,7 +122,7 @@ def run_rank(spec: dict[str, Any], rank: int) -> None:
     dist.init_process_group(
         backend, init_method=(scratch / "rendezvous").as_uri(), rank=rank, world_size=world_size,
         timeout=timedelta(seconds=float(spec["timeout_s"])),
-        **({"device_id": device} if backend == "nccl" else {}),
+        device_id=device if backend == "nccl" else None,
     )
     try:
         prim = build(run, rank, world_size, device)
