@@ -497,3 +497,23 @@ def test_a_name_clash_on_dask_names_both_folders_or_gets_a_distinct_id(tmp_path)
     (w,) = plan_inputs([tmp_path / "b" / "workX"], wh.root)
     assert report.traces == {str(w.root): distinct_trace_id(w)}
     assert {o.trace for o in report.outcomes} == {distinct_trace_id(w)}
+
+
+def test_several_partial_traces_are_named_in_one_warning_line(tmp_path):
+    """A folder of rank samples (one file of an 8-rank run each) is common in shared trace
+    collections: the warning names them all on one line instead of one line each."""
+    from conftest import run_cli
+
+    for name, keep in (("a", 1), ("b", 3)):
+        generate_workload(tmp_path / "full" / name, ranks=4, steps=1, layers=1, seed=7)
+        (tmp_path / "in" / name).mkdir(parents=True)
+        for f in sorted((tmp_path / "full" / name).iterdir()):
+            if not f.name.startswith("kineto_trace_") or int(f.name.split("_")[2].split(".")[0]) < keep:
+                f.rename(tmp_path / "in" / name / f.name)
+    r = run_cli("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("metric", "total_kernel_time", "--all", "-w", str(tmp_path / "wh"), "-f", "csv")
+    lines = [line for line in r.stderr.splitlines() if "partial" in line]
+    assert lines == ["cclq: warning: 2 traces are partial, their values cover the ranks present only: "
+                     "a (1 of 4 ranks), b (3 of 4 ranks) (re-run `cclq ingest` if one was interrupted; "
+                     "--allow-partial to accept)"], r.stderr

@@ -476,9 +476,15 @@ def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: boo
         return
     from cclq.query.partial import partial_traces
 
-    for trace, what in partial_traces(wh, selection).items():
+    partial = partial_traces(wh, selection)
+    if len(partial) == 1:
+        ((trace, what),) = partial.items()
         print(f"cclq: warning: trace {trace!r} is partial ({what}): its values cover those ranks only "
               "(re-run `cclq ingest` if it was interrupted; --allow-partial to accept)", file=sys.stderr)
+    elif partial:  # one line, not one per trace: a folder of rank samples has many
+        listed = ", ".join(f"{trace} ({what})" for trace, what in partial.items())
+        print(f"cclq: warning: {len(partial)} traces are partial, their values cover the ranks present only: "
+              f"{listed} (re-run `cclq ingest` if one was interrupted; --allow-partial to accept)", file=sys.stderr)
 
 
 def _explain(spec: Any) -> None:
