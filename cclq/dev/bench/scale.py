@@ -50,15 +50,22 @@ def _child(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, fl
 
 
 def copy_workload(source: Path, root: Path, copies: int) -> Path:
-    """``root`` holding ``copies`` workload folders of symlinks to ``source``'s files."""
+    """``root`` holding ``copies`` workload folders of ``source``'s files, as hard links to
+    one copy beside ``root`` (ingest does not follow a symbolic link out of its input
+    folder, and N real copies would cost N times the disk)."""
     files = [p for p in sorted(source.iterdir()) if p.is_file()]
+    master = root.with_name(root.name + ".source")
+    master.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        if not (master / f.name).exists():
+            shutil.copyfile(f, master / f.name)
     for i in range(copies):
         folder = root / f"{source.name}_c{i:04d}"
         if folder.is_dir():
             continue
         folder.mkdir(parents=True)
         for f in files:
-            (folder / f.name).symlink_to(f.resolve())
+            os.link(master / f.name, folder / f.name)
     return root
 
 
