@@ -105,8 +105,13 @@ def test_scale_bench_ingests_copies_and_checks_the_limited_run(tmp_path):
         (1, "ingest"), (1, "total_kernel_time"),
         (3, "ingest"), (3, "total_kernel_time"), (3, "total_kernel_time --memory-limit 100MB")]
     assert rows[-1]["same"] is True and all(r["peak_rss_mb"] > 0 for r in rows)
-    # three workloads of symlinks, each its own trace
+    # three workloads of hard links, each its own trace, all of them ingested
     assert sorted(p.name for p in (tmp_path / "scratch" / "in3").iterdir()) == ["src_c0000", "src_c0001", "src_c0002"]
+    from cclq.store.warehouse import Warehouse
+
+    with Warehouse(tmp_path / "scratch" / "wh3").open_snapshot() as snapshot:
+        assert snapshot.trace_ids() == ["src_c0000", "src_c0001", "src_c0002"]
+        assert snapshot.tables["files"].num_rows == 3 * 2
 
 
 def test_main_loop_bench_runs_every_call_both_ways(tmp_path):
