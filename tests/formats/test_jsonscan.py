@@ -10,16 +10,78 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from cclq.formats.chrome.jsonscan import (  # noqa: E402
+    DEPTH,
     EVENT,
     STRING,
+    TOKEN_BYTES,
     StructureScanner,
     Violation,
-    reference_scan,
+    report_order,
 )
 from cclq.formats.limits import ReadLimits  # noqa: E402
 
 # the bytes the scan cares about, and some it does not
 ALPHABET = b'{}[]"\\\\ab1 ,:\n'
+
+
+def reference_scan(data: bytes, limits: ReadLimits, event_depth: int, depth: int = 0
+                   ) -> tuple[Violation | None, list[int], int | None]:
+    """The scanner's specification as a byte loop: (first violation, event ends, first
+    close below the events' container). Slow; for tests."""
+    found: list[Violation] = []
+    in_str = False
+    escape = False  # the previous byte was an unpaired backslash
+    str_open = ev_open = run_start = -1
+    ends: list[int] = []
+    below: int | None = None
+    for i, b in enumerate(data):
+        c = chr(b)
+        if b in TOKEN_BYTES:
+            if run_start < 0:
+                run_start = i
+        elif run_start >= 0:
+            if i - run_start > limits.max_string_bytes:
+                found.append(Violation(STRING, run_start, run_start + limits.max_string_bytes))
+            run_start = -1
+        if escape:  # this byte is escaped: a quote here neither opens nor closes a string
+            escape = False
+            if c == '"':
+                continue
+        elif c == "\\":
+            escape = True
+            continue
+        if in_str:
+            if c == '"':
+                in_str = False
+                if i - str_open - 1 > limits.max_string_bytes:
+                    found.append(Violation(STRING, str_open, str_open + 1 + limits.max_string_bytes))
+            continue
+        if c == '"':
+            in_str, str_open = True, i
+        elif c in "{[":
+            depth += 1
+            if depth > limits.max_depth:
+                found.append(Violation(DEPTH, i, i))
+            if depth == event_depth:
+                ev_open = i
+        elif c in "}]":
+            depth -= 1
+            if depth == event_depth - 1:
+                if ev_open >= 0 and i - ev_open + 1 > limits.max_event_bytes:
+                    found.append(Violation(EVENT, ev_open, ev_open + limits.max_event_bytes))
+                ends.append(i)
+                ev_open = -1
+            if depth == event_depth - 2 and below is None:
+                below = i
+    n = len(data)
+    if run_start >= 0 and n - run_start > limits.max_string_bytes:
+        found.append(Violation(STRING, run_start, run_start + limits.max_string_bytes))
+    if in_str and n - str_open - 1 > limits.max_string_bytes:
+        found.append(Violation(STRING, str_open, str_open + 1 + limits.max_string_bytes))
+    if ev_open >= 0 and n - ev_open > limits.max_event_bytes:
+        found.append(Violation(EVENT, ev_open, ev_open + limits.max_event_bytes))
+    first = min(found, key=report_order) if found else None
+    return first, ends, below
 
 
 def _scan(data: bytes, cuts: list[int], limits: ReadLimits, event_depth: int, depth: int):

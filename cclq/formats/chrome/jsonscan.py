@@ -74,7 +74,7 @@ class Violation:
     trigger: int
 
 
-def _rank(v: Violation) -> tuple[int, int, int]:
+def report_order(v: Violation) -> tuple[int, int, int]:
     """Which of two violations is reported: the first a parser would reach; at one byte
     (a long string is also a long run of letters), the one that starts first."""
     return v.trigger, v.start, (STRING, DEPTH, EVENT).index(v.kind)
@@ -116,7 +116,7 @@ class StructureScanner:
     # ------------------------------------------------------------------ reporting
     def _report(self, kind: str, start: int, trigger: int) -> None:
         v = Violation(kind, start, trigger)
-        if self.violation is None or _rank(v) < _rank(self.violation):
+        if self.violation is None or report_order(v) < report_order(self.violation):
             self.violation = v
 
     # ---------------------------------------------------------------------- feed
@@ -300,66 +300,6 @@ class StructureScanner:
                                           max_index=len(codes) - 1), False)
             keep = pc.and_(keep, pc.invert(hit))
         return pc.filter(pos, keep), pc.filter(codes, keep)
-
-
-def reference_scan(data: bytes, limits: ReadLimits, event_depth: int, depth: int = 0
-                   ) -> tuple[Violation | None, list[int], int | None]:
-    """The scanner's specification as a byte loop: (first violation, event ends, first
-    close below the events' container). Slow; for tests."""
-    found: list[Violation] = []
-    in_str = False
-    escape = False  # the previous byte was an unpaired backslash
-    str_open = ev_open = run_start = -1
-    ends: list[int] = []
-    below: int | None = None
-    for i, b in enumerate(data):
-        c = chr(b)
-        if b in TOKEN_BYTES:
-            if run_start < 0:
-                run_start = i
-        elif run_start >= 0:
-            if i - run_start > limits.max_string_bytes:
-                found.append(Violation(STRING, run_start, run_start + limits.max_string_bytes))
-            run_start = -1
-        if escape:  # this byte is escaped: a quote here neither opens nor closes a string
-            escape = False
-            if c == '"':
-                continue
-        elif c == "\\":
-            escape = True
-            continue
-        if in_str:
-            if c == '"':
-                in_str = False
-                if i - str_open - 1 > limits.max_string_bytes:
-                    found.append(Violation(STRING, str_open, str_open + 1 + limits.max_string_bytes))
-            continue
-        if c == '"':
-            in_str, str_open = True, i
-        elif c in "{[":
-            depth += 1
-            if depth > limits.max_depth:
-                found.append(Violation(DEPTH, i, i))
-            if depth == event_depth:
-                ev_open = i
-        elif c in "}]":
-            depth -= 1
-            if depth == event_depth - 1:
-                if ev_open >= 0 and i - ev_open + 1 > limits.max_event_bytes:
-                    found.append(Violation(EVENT, ev_open, ev_open + limits.max_event_bytes))
-                ends.append(i)
-                ev_open = -1
-            if depth == event_depth - 2 and below is None:
-                below = i
-    n = len(data)
-    if run_start >= 0 and n - run_start > limits.max_string_bytes:
-        found.append(Violation(STRING, run_start, run_start + limits.max_string_bytes))
-    if in_str and n - str_open - 1 > limits.max_string_bytes:
-        found.append(Violation(STRING, str_open, str_open + 1 + limits.max_string_bytes))
-    if ev_open >= 0 and n - ev_open > limits.max_event_bytes:
-        found.append(Violation(EVENT, ev_open, ev_open + limits.max_event_bytes))
-    first = min(found, key=_rank) if found else None
-    return first, ends, below
 
 
 _DIGIT = _table({b: 1 for b in b"0123456789"})
