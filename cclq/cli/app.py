@@ -588,9 +588,6 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
         raise typer.Exit(ExitCode.QUERY)
 
 
-_FIXED_COLUMNS = ("trace", "rank", "step", "value", "unit", "reason")
-
-
 def _is_folder_output(output: Path) -> bool:
     """-o with several metrics: a folder (existing, or a name without a suffix)."""
     return output.is_dir() or not output.suffix
@@ -630,10 +627,12 @@ def _write_long_form(ok: list, fmt: OutputFormat, output: Path | None) -> None: 
     columns in JSON, a JSON text in CSV and the table."""
     import pyarrow as pa
 
+    from cclq.query.outcomes import FIXED_COLUMNS
+
     own: dict[str, list[str]] = {}
     types: dict[str, list] = {}
     for run in ok:
-        own[run.spec.name] = [c for c in run.table.column_names if c not in _FIXED_COLUMNS]
+        own[run.spec.name] = [c for c in run.table.column_names if c not in FIXED_COLUMNS]
         for c in own[run.spec.name]:
             types.setdefault(c, []).append(run.table.schema.field(c).type)
     struct = pa.struct([(c, _detail_type(t)) for c, t in types.items()]) if types else None
@@ -645,7 +644,7 @@ def _write_long_form(ok: list, fmt: OutputFormat, output: Path | None) -> None: 
                 details = {k: (str(v) if v is not None and pa.types.is_string(struct.field(k).type)
                                and not isinstance(v, str) else v) for k, v in details.items()}
             rows.append({"metric": run.spec.name, "version": run.spec.version,
-                         **{k: row[k] for k in _FIXED_COLUMNS}, "details": details or None})
+                         **{k: row[k] for k in FIXED_COLUMNS}, "details": details or None})
     if fmt is OutputFormat.json:
         _dump_json(rows, output)
         return

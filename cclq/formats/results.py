@@ -83,10 +83,6 @@ LOG_MARKERS = re.compile(rb"(?m)^(?:Total (?:img|sen)/sec on \d+ GPU|(?:Img|Sen)
 # vLLM / SGLang serving results: which keys are per-request lists worth a row each
 _REQUEST_LISTS = {"ttfts": ("ttft_s", "s"), "latencies": ("latency_s", "s"), "output_lens": ("output_tokens", "tokens"),
                   "input_lens": ("input_tokens", "tokens"), "tpots": ("tpot_s", "s")}
-SERVING_KEYS = re.compile(rb'"(?:avg_latency|mean_ttft_ms|median_ttft_ms|ttfts|mean_tpot_ms|median_tpot_ms|'
-                          rb'output_throughput|request_throughput)"\s*:')
-
-
 def _unit(key: str) -> str | None:
     """The unit a serving-benchmark key names by its suffix (vLLM and SGLang spell them so)."""
     k = key.lower()
@@ -364,5 +360,3 @@ def _serving_jsonl(lines: Iterator[str], emit: Any, result: ReadResult) -> None:
             continue
         _serving(doc, emit, result, {"run": run})
 
-
-RESULTS_FLAVORS = ("ddlb_csv", "ddl_benchmarks_log", "vllm_bench_json", "sglang_bench_jsonl")

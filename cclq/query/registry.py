@@ -50,7 +50,6 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -298,12 +297,6 @@ def catalog_table() -> pa.Table:
 def latest_specs() -> list[MetricSpec]:
     """The latest version of every metric, by name."""
     return [versions[max(versions)] for _, versions in sorted(registry().items())]
-
-
-def describe_metric(spec: MetricSpec) -> dict[str, Any]:
-    return {"metric": spec.name, "version": spec.version, "unit": spec.unit, "grain": spec.grain,
-            "category": spec.category, "polarity": spec.polarity, "leaderboard": spec.leaderboard,
-            "summary": summary_rule(spec), "needs": spec.needs, "description": spec.description}
 
 
 def summary_rule(spec: MetricSpec) -> str:

@@ -195,9 +195,6 @@ class CatalogState:
             "cards": pa.Table.from_pylist([self.cards[t] for t in sorted(self.cards)], schema=CARD_SCHEMA),
         }
 
-    def data_paths(self) -> set[str]:
-        return {p["path"] for rows in self.parts.values() for p in rows}
-
 
 @dataclass
 class Snapshot:

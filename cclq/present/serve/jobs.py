@@ -28,8 +28,6 @@ from typing import Any
 from cclq.errors import CclqError
 from cclq.store.warehouse import Warehouse
 
-STATES = ("queued", "processing", "done", "error")
-
 
 def write_json(path: Path, doc: Any) -> None:
     """Atomic: a reader sees the old file or the new one."""
