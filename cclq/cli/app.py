@@ -564,10 +564,11 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
     with _session(wh, traces=selection, views=False, cache=not no_cache) as session, \
             StepProgress("metrics", len(specs)) as progress:
         def done(run: MetricRun) -> None:
-            progress.advance(run.spec.name)
+            progress.advance(_run_label(run))
 
-        if dask is None:
-            runs = run_metrics(session, specs, params, on_done=done)
+        if dask is None:  # what the catalog rules out is not run (docs/metrics.md: applicability)
+            runs = run_metrics(session, specs, params, on_done=done, plan_first=True)
+            _add_catalog_rows(runs)
         else:  # the metrics not cached are computed together, one task per trace partition
             from cclq.query.dask import run_metrics_on_dask
 
@@ -586,6 +587,22 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
         print(f"cclq: error: {run.spec.label}: {run.error}", file=sys.stderr)
     if failed:
         raise typer.Exit(ExitCode.QUERY)
+
+
+def _add_catalog_rows(runs: dict) -> None:  # name -> MetricRun
+    """A metric the catalog rules out for every trace ran no SQL: its result is one row per
+    trace with no value and the catalog's reason (the words its SQL would give)."""
+    import pyarrow as pa
+
+    for run in runs.values():
+        if run.table is None and run.error is None and run.not_applicable:
+            run.table = pa.table({
+                "trace": pa.array(list(run.not_applicable), pa.string()),
+                "rank": pa.nulls(len(run.not_applicable), pa.int32()),
+                "step": pa.nulls(len(run.not_applicable), pa.int64()),
+                "value": pa.nulls(len(run.not_applicable), pa.float64()),
+                "unit": pa.array([run.spec.unit] * len(run.not_applicable), pa.string()),
+                "reason": pa.array(list(run.not_applicable.values()), pa.string())})
 
 
 def _is_folder_output(output: Path) -> bool:

@@ -118,3 +118,23 @@ def test_planned_reason_is_what_the_sql_says(wh: Warehouse):
     assert checked >= 20  # the XLA metrics on the Kineto traces, the skew metrics on one rank, ...
     assert unmet(resolve("total_comm_time_s"), facts["dp4"]) == "no XLA ops (not an XLA/xprof profile)"
     assert unmet(resolve("total_comm_time_s"), facts["tpu"]) is None
+
+
+def test_metric_category_answers_what_the_catalog_rules_out_without_its_sql(wh: Warehouse):
+    """`cclq metric --category` plans like the report: on the Kineto trace, the XLA-only
+    `total_comm_time_s` is answered from the catalog (one row, no value, the reason
+    its SQL would give) and the progress line says it did not run."""
+    import csv
+    import io
+
+    from conftest import run_cli
+
+    r = run_cli("metric", "--category", "communication", "--trace", "dp4", "-w", str(wh.root), "-f", "csv")
+    assert r.returncode == 0, r.stderr
+    rows = [row for row in csv.DictReader(io.StringIO(r.stdout)) if row["metric"] == "total_comm_time_s"]
+    assert [(row["trace"], row["rank"], row["value"], row["reason"]) for row in rows] == [
+        ("dp4", "", "", "no XLA ops (not an XLA/xprof profile)")]
+    assert "total_comm_time_s: not applicable (from the catalog)" in r.stderr
+    # metrics the catalog cannot rule out still ran: the NCCL time of every rank
+    assert {row["rank"] for row in csv.DictReader(io.StringIO(r.stdout))
+            if row["metric"] == "total_communication_time"} == {"0", "1", "2", "3"}
