@@ -809,7 +809,7 @@ def diff(
             sys.stdout.write(text)
     else:
         types = {"rank": pa.int64(), "a": pa.float64(), "b": pa.float64(), "delta": pa.float64(), "rel": pa.float64(),
-                 "calls_a": pa.float64(), "calls_b": pa.float64()}
+                 "calls_a": pa.float64(), "calls_b": pa.float64(), "valid_a": pa.bool_(), "valid_b": pa.bool_()}
         schema = pa.schema([(c, types.get(c, pa.string())) for c in DIFF_COLUMNS])
         write_table(pa.Table.from_pylist(long_rows(result), schema=schema), fmt, output=output)
 
