@@ -175,6 +175,7 @@ def ingest(
     """
     from cclq.cli.progress import IngestProgress, print_summary
     from cclq.formats.base import READERS, ReadOptions
+    from cclq.ingest.report import IngestInterrupted
     from cclq.ingest.run import ingest as run_ingest
 
     if reader not in READERS:
@@ -187,8 +188,14 @@ def ingest(
                         max_sqlite_seconds=max_sqlite_seconds, max_sqlite_bytes=int(max_sqlite_mb * MIB))
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
-    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
-                        options=ReadOptions(reader=reader, limits=limits), dask=dask)
+    try:
+        report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
+                            options=ReadOptions(reader=reader, limits=limits), dask=dask)
+    except IngestInterrupted as e:
+        # said here: typer turns a KeyboardInterrupt that leaves the command into a silent
+        # exit 130, so main() would never see it
+        print(f"cclq: {e.message()}", file=sys.stderr)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     if not report.outcomes:  # not one candidate file under the paths: say what was looked for
         print(f"cclq: error: no trace or results file under {', '.join(str(p) for p in paths)}",
               file=sys.stderr)
