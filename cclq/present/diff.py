@@ -17,10 +17,11 @@ Two parts, both computed in one process on one connection:
 * benchmark results: what the benchmark measured about itself (the ``results`` rows of
   a DDLB CSV, ``cclq record``'s ddlb_results.csv, a serving benchmark's JSON): per
   configuration (shape, dtype, world size) and result metric (``mean_time_ms``, ...)
-  the value on A and on B, the change, and DDLB's ``valid`` on each side. The
-  implementation is part of the configuration, except when each side holds one
-  implementation: then comparing them is the point (gloo against nccl) and the header
-  names both. A ``cclq record`` run on CPU has no GPU op: the table form then says so
+  the value on A and on B, the change, and DDLB's ``valid`` on each side. When each
+  side holds one configuration (two ``cclq record`` workloads) those two are compared,
+  whatever differs between them (gloo against nccl, 4 kB against 1 MB), and the header
+  names both; otherwise rows match by configuration, the implementation left out of it
+  when each side holds one. A ``cclq record`` run on CPU has no GPU op: the table form then says so
   instead of printing empty op tables.
 """
 
@@ -157,8 +158,9 @@ def _result_polarity(metric: str, unit: str | None) -> str:
     return "neutral"
 
 
-def _config(r: BenchmarkResult, with_impl: bool) -> tuple[Any, ...]:
-    return (r.benchmark, r.implementation if with_impl else None, r.m, r.n, r.k, r.dtype, r.world_size)
+def _config(r: BenchmarkResult, with_impl: bool = True, with_shape: bool = True) -> tuple[Any, ...]:
+    shape = (r.m, r.n, r.k, r.dtype, r.world_size) if with_shape else (None,) * 5
+    return (r.benchmark, r.implementation if with_impl else None, *shape)
 
 
 def _config_text(key: tuple[Any, ...]) -> str:
@@ -166,6 +168,10 @@ def _config_text(key: tuple[Any, ...]) -> str:
     parts = [f"m={m} n={n} k={k}" if m is not None else "", dtype or "",
              f"np={world}" if world is not None else ""]
     return " ".join(p for p in parts if p)
+
+
+def _describe(key: tuple[Any, ...]) -> str:
+    return " ".join(p for p in (key[1] or "", _config_text(key)) if p)
 
 
 def _valid(values: list[bool | None]) -> bool | None:
@@ -177,15 +183,27 @@ def _valid(values: list[bool | None]) -> bool | None:
 def compare_results(a: list[BenchmarkResult], b: list[BenchmarkResult]) -> tuple[list[dict[str, Any]], str]:
     """Matches the two sides' benchmark results by configuration and metric (several runs
     of one on a side: their mean). Returns the rows and a note on how they were matched."""
+    configs_a, configs_b = {_config(r) for r in a}, {_config(r) for r in b}
     impls_a = sorted({r.implementation or "" for r in a})
     impls_b = sorted({r.implementation or "" for r in b})
-    with_impl = not (len(impls_a) == 1 and len(impls_b) == 1)
-    note = "" if with_impl or impls_a == impls_b else f"implementation A: {impls_a[0]}; B: {impls_b[0]}"
+    note = ""
+    if len(configs_a) == 1 and len(configs_b) == 1:
+        # one configuration a side (two `cclq record` workloads): those two are compared
+        with_impl = with_shape = False
+        (ca,), (cb,) = configs_a, configs_b
+        if ca != cb:
+            note = f"A: {_describe(ca)}; B: {_describe(cb)}"
+    else:
+        with_shape = True
+        with_impl = not (len(impls_a) == 1 and len(impls_b) == 1)
+        if not with_impl and impls_a != impls_b:
+            note = f"implementation A: {impls_a[0]}; B: {impls_b[0]}"
 
     def side(rows: list[BenchmarkResult]) -> dict[tuple[Any, ...], dict[str, Any]]:
         out: dict[tuple[Any, ...], dict[str, Any]] = {}
         for r in rows:
-            e = out.setdefault((*_config(r, with_impl), r.metric), {"values": [], "valid": [], "unit": r.unit})
+            e = out.setdefault((*_config(r, with_impl, with_shape), r.metric),
+                               {"values": [], "valid": [], "unit": r.unit})
             if r.value is not None:
                 e["values"].append(r.value)
             e["valid"].append(r.valid)
@@ -208,6 +226,9 @@ def compare_results(a: list[BenchmarkResult], b: list[BenchmarkResult]) -> tuple
                      "delta": None if va is None or vb is None else vb - va, "rel": _rel(va, vb),
                      "verdict": verdict, "valid_a": valid_a.get(key[:-1]), "valid_b": valid_b.get(key[:-1]),
                      "status": "both" if ea and eb else ("only A" if ea else "only B")})
+    if len(configs_a) == 1 and configs_a == configs_b:
+        for row in rows:  # the one configuration of both sides
+            row["config"], row["implementation"] = _config_text(next(iter(configs_a))), impls_a[0] or None
     return rows, note
 
 
@@ -340,13 +361,15 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
     if result.results:
         title = "benchmark results: B against A" + (f" ({result.results_note})" if result.results_note else "")
         r_t = Table(title=title, title_justify="left", header_style="bold")
-        for col in ("configuration", "metric", "unit", "A", "B", "B - A", "change", "", "valid A", "valid B"):
+        wheres = [" ".join(p for p in (r["implementation"] or "", r["config"]) if p) for r in result.results]
+        columns = ("configuration",) * any(wheres) + ("metric", "unit", "A", "B", "B - A", "change", "", "valid A",
+                                                      "valid B")
+        for col in columns:
             r_t.add_column(col, justify="left" if col in ("configuration", "metric", "unit", "") else "right",
                            overflow="fold")
-        for r in result.results:
+        for where, r in zip(wheres, result.results):
             style = {"better": "green", "worse": "red"}.get(r["verdict"], "")
-            where = r["config"] if r["implementation"] is None else f"{r['implementation']} {r['config']}"
-            row(r_t, where, r["metric"], r["unit"] or "",
+            row(r_t, *((where,) if any(wheres) else ()), r["metric"], r["unit"] or "",
                 f(r["a"]) if r["a"] is not None else Text("only B" if r["status"] == "only B" else "n/a",
                                                          style="dim"),
                 f(r["b"]) if r["b"] is not None else Text("only A" if r["status"] == "only A" else "n/a",

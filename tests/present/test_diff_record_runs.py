@@ -66,11 +66,11 @@ def test_results_rows_are_compared(wh_root: Path):
     assert data["ops"] == [] and data["op_groups"] == []
     rows = {r["metric"]: r for r in data["results"]}
     mean = rows["mean_time_ms"]
-    # one implementation per side: they are what is compared, named in the note
-    assert data["results_note"] == ("implementation A: pytorch (backend=gloo, device=cpu); "
-                                    "B: pytorch (backend=mpi, device=cpu)")
-    assert mean["implementation"] is None and mean["status"] == "both"
-    assert mean["config"] == "m=1024 n=1 k=1 float32 np=2"  # 4096 B of float32 = 1024 elements
+    # one configuration per side (two record workloads): those two are compared, both named
+    shape = "m=1024 n=1 k=1 float32 np=2"  # 4096 B of float32 = 1024 elements
+    assert data["results_note"] == (f"A: pytorch (backend=gloo, device=cpu) {shape}; "
+                                    f"B: pytorch (backend=mpi, device=cpu) {shape}")
+    assert mean["status"] == "both"
     assert mean["a"] == pytest.approx(2.0) and mean["b"] == pytest.approx(4.0)
     assert mean["delta"] == pytest.approx(2.0) and mean["rel"] == pytest.approx(1.0)
     assert mean["verdict"] == "worse"  # a time: lower is better
@@ -102,7 +102,18 @@ def test_csv_carries_the_results_part(wh_root: Path):
     assert (mean["valid_a"], mean["valid_b"]) == ("True", "False")
 
 
-def test_same_implementation_on_both_sides_matches_by_it():
+def test_the_same_configuration_on_both_sides_is_named_once(wh_root: Path):
+    code, out, err = _diff(wh_root, "rec_a", "rec_b", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["results_note"] == ""
+    mean = next(r for r in data["results"] if r["metric"] == "mean_time_ms")
+    assert mean["implementation"] == "pytorch (backend=gloo, device=cpu)"
+    assert mean["config"] == "m=1024 n=1 k=1 float32 np=2"
+    assert mean["a"] == pytest.approx(2.0) and mean["b"] == pytest.approx(2.0) and mean["verdict"] == ""
+
+
+def test_several_configurations_match_by_configuration():
     from cclq.present.diff import compare_results
     from cclq.query.trace_stats import BenchmarkResult
 
@@ -115,3 +126,11 @@ def test_same_implementation_on_both_sides_matches_by_it():
     by_impl = {row["implementation"]: row for row in rows}
     assert by_impl["x"]["status"] == "both" and by_impl["x"]["delta"] == 2.0
     assert by_impl["y"]["status"] == "only A" and by_impl["y"]["b"] is None
+    # one implementation a side, two shapes each: matched by shape, the implementations compared
+    def s(impl: str, m: int, value: float) -> BenchmarkResult:
+        return BenchmarkResult("ddlb", impl, "mean_time_ms", "ms", value, m, 1, 1, "float32", 2, True)
+
+    rows, note = compare_results([s("gloo", 8, 1.0), s("gloo", 16, 2.0)], [s("mpi", 8, 4.0), s("mpi", 16, 1.0)])
+    assert note == "implementation A: gloo; B: mpi"
+    assert [(row["config"], row["delta"], row["verdict"]) for row in rows] == [
+        ("m=16 n=1 k=1 float32 np=2", -1.0, "better"), ("m=8 n=1 k=1 float32 np=2", 3.0, "worse")]
