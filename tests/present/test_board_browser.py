@@ -179,6 +179,15 @@ return {clipped: clipped, page: document.scrollingElement.scrollWidth,
 """
 
 
+def keep_screenshot(driver, path: Path) -> Path:
+    """The window as it is (no resize), also copied to $CCLQ_SCREENSHOT_DIR when set."""
+    driver.save_screenshot(str(path))
+    if os.environ.get("CCLQ_SCREENSHOT_DIR"):
+        Path(os.environ["CCLQ_SCREENSHOT_DIR"]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(os.environ["CCLQ_SCREENSHOT_DIR"]) / path.name)
+    return path
+
+
 def na_only_columns(driver) -> list[str]:
     """The metric columns whose every cell reads n/a (read from the cells' text, shown or not)."""
     return driver.execute_script("""
@@ -211,10 +220,7 @@ def test_board_and_report_fit_1400_px(browser, board_site, tmp_path: Path):
         empty = set(na_only_columns(browser))
         assert empty and not shown & empty
         assert "Framework" not in shown and "Workload" in shown
-        browser.save_screenshot(str(tmp_path / "board_1400.png"))
-        if os.environ.get("CCLQ_SCREENSHOT_DIR"):
-            shutil.copy(tmp_path / "board_1400.png", Path(os.environ["CCLQ_SCREENSHOT_DIR"]) / "board_1400.png")
-        assert (tmp_path / "board_1400.png").stat().st_size > 10_000
+        assert keep_screenshot(browser, tmp_path / "board_1400.png").stat().st_size > 10_000
 
         page = tmp_path / "report.html"  # what `cclq report TRACE --format html` writes
         stored = json.loads((site / "data" / "synthetic_dp8.json").read_text())
@@ -223,8 +229,7 @@ def test_board_and_report_fit_1400_px(browser, board_site, tmp_path: Path):
         fit = browser.execute_script(_FIT)
         assert fit["clipped"] == [], fit["clipped"]
         assert fit["page"] <= 1400, fit
-        browser.save_screenshot(str(tmp_path / "report_1400.png"))
-        assert (tmp_path / "report_1400.png").stat().st_size > 10_000
+        assert keep_screenshot(browser, tmp_path / "report_1400.png").stat().st_size > 10_000
         assert console_errors(browser) == []
     finally:
         browser.set_window_size(1600, 1000)
