@@ -288,3 +288,6 @@ def test_headings_are_words_and_na_only_columns_start_hidden(board_site):
     assert any("empty-col" in c for c in heads.values())
     assert ">communication fraction<" in html and "communication_<wbr>" not in html
     assert len(DEFAULT_METRICS) <= 8  # with the five default card columns: fits 1400 px (browser test)
+    # a trace id wraps between its parts, never mid-word; its text is unchanged
+    assert '<a href="w/synthetic_dp4.html">synthetic_<wbr>dp4</a>' in html
+    assert [row[0][0] for row in cells.rows.values()] == sorted(cells.rows)

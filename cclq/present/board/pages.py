@@ -10,6 +10,7 @@ report --format html``): its stylesheet is then inlined.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -99,19 +100,25 @@ def quarter_tints(workloads: list[dict[str, Any]], columns: list[MetricColumn]) 
     return _quality(columns, {w["trace"]: metric_lookup(w) for w in workloads})
 
 
+def _breakable(text: Any) -> str:
+    """Escaped text with a line-break opportunity after each ``_ + . -``: a long trace id
+    or model name wraps between its parts (``dlrm_param_`` / ``8xV100``), not mid-word."""
+    return "<wbr>".join(_e(part) for part in re.split(r"(?<=[_+.-])", "" if text is None else str(text)))
+
+
 def _card_cells(w: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """card column key -> (cell HTML, sort key)."""
     m = w["metadata"]
-    model = _e(m["model_family"]) + (' <span class="badge">MoE</span>' if m.get("moe") is True else "")
+    model = _breakable(m["model_family"]) + (' <span class="badge">MoE</span>' if m.get("moe") is True else "")
     phase = f'<span class="badge {_e(m["phase"])}">{_e(m["phase"])}</span>' if m["phase"] else ""
     devices = w["info"].get("world_size") if m["total_count"] == "" else m["total_count"]
     hardware = m["hardware_model"] or m["hardware_type"]
     href = f"w/{_e(w['slug'])}.html"
     return {
-        "workload": (f'<a href="{href}">{_e(w["trace"])}</a>', w["trace"].lower()),
+        "workload": (f'<a href="{href}">{_breakable(w["trace"])}</a>', w["trace"].lower()),
         "model": (model, str(m["model_family"]).lower()),
         "phase": (phase, str(m["phase"])),
-        "hardware": (_e(hardware), str(hardware).lower()),
+        "hardware": (_breakable(hardware), str(hardware).lower()),
         "devices": (_e(devices), "" if devices in (None, "") else str(devices)),
         "framework": (_e(m["framework"]), str(m["framework"]).lower()),
         "parallelism": (_e(w["parallelism"]), w["parallelism"].lower()),
