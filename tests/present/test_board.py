@@ -291,3 +291,19 @@ def test_headings_are_words_and_na_only_columns_start_hidden(board_site):
     # a trace id wraps between its parts, never mid-word; its text is unchanged
     assert '<a href="w/synthetic_dp4.html">synthetic_<wbr>dp4</a>' in html
     assert [row[0][0] for row in cells.rows.values()] == sorted(cells.rows)
+
+
+def test_a_category_whose_default_columns_are_empty_shows_one_with_values():
+    from cclq.present.board.pages import DEFAULT_METRICS, MetricColumn, default_metrics
+
+    cols = [MetricColumn("avg_step_time", "s", "lower", "model_execution", ""),
+            MetricColumn("mfu", "ratio", "higher", "model_execution", ""),
+            MetricColumn("total_trace_time", "s", "lower", "model_execution", ""),
+            MetricColumn("some_new_metric", "s", "lower", "memory", "")]
+    assert "avg_step_time" in DEFAULT_METRICS and "mfu" not in DEFAULT_METRICS
+    # avg_step_time has values: it alone; memory names no default: its first column
+    assert default_metrics(cols) == {"avg_step_time", "some_new_metric"}
+    # avg_step_time is n/a everywhere: the first column with a value joins it
+    assert default_metrics(cols, {"avg_step_time"}) == {"avg_step_time", "mfu", "some_new_metric"}
+    assert default_metrics(cols, {"avg_step_time", "mfu"}) == {"avg_step_time", "total_trace_time",
+                                                               "some_new_metric"}

@@ -167,14 +167,17 @@ DEFAULT_METRICS = frozenset({
 })
 
 
-def default_metrics(columns: list[MetricColumn]) -> set[str]:
-    """The metric columns shown before any category is opened (``DEFAULT_METRICS``, or a
-    category's first column when it names none of them)."""
+def default_metrics(columns: list[MetricColumn], empty: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """The metric columns shown before any category is opened: ``DEFAULT_METRICS``, and,
+    in a category where none of those has a value on this board (``empty``: columns n/a
+    in every row), its first column that has one, so that a category with numbers never
+    starts hidden (its heading, with "+N", shows only when one of its columns does)."""
     shown = {c.name for c in columns if c.name in DEFAULT_METRICS}
     for gid in LEADERBOARD_CATEGORIES:
         group = [c for c in columns if c.group == gid]
-        if group and not any(c.name in shown for c in group):
-            shown.add(group[0].name)
+        if group and all(c.name in empty for c in group if c.name in shown):
+            with_value = [c for c in group if c.name not in empty]
+            shown.add((with_value or group)[0].name)
     return shown
 
 
@@ -213,8 +216,8 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
     columns; the spans written here are those of the default view."""
     lookups = {w["trace"]: metric_lookup(w) for w in workloads}
     quality = _quality(columns, lookups)
-    shown = default_metrics(columns)
     empty = empty_metrics(columns, lookups)
+    shown = default_metrics(columns, empty)
 
     def classes(group: str, default: bool, is_empty: bool) -> str:
         return f"g-{_e(group)}" + ("" if default else " more") + (" empty-col" if is_empty else "")
