@@ -1320,6 +1320,12 @@ _DISK_ERRORS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded",
                 errno.EROFS: "read-only file system", errno.EACCES: "permission denied"}
 
 
+def _say_interrupted(e: KeyboardInterrupt) -> None:
+    from cclq.ingest.report import IngestInterrupted
+
+    print(f"cclq: {e.message()}" if isinstance(e, IngestInterrupted) else "cclq: interrupted", file=sys.stderr)
+
+
 def main() -> None:
     """Entry point: maps user errors to one line on stderr and an exit code."""
     global _settings
@@ -1340,10 +1346,15 @@ def main() -> None:
             print(f"hint: {e.hint}", file=sys.stderr)
         sys.exit(e.exit_code)
     except KeyboardInterrupt as e:
-        from cclq.ingest.report import IngestInterrupted
-
-        print(f"cclq: {e.message()}" if isinstance(e, IngestInterrupted) else "cclq: interrupted", file=sys.stderr)
+        _say_interrupted(e)
         sys.exit(ExitCode.INTERRUPTED)
+    except SystemExit as e:
+        # typer turns a Ctrl-C inside a command into a silent exit 130 (its Exit, caused
+        # by the KeyboardInterrupt): say so, as for one that reaches here
+        cause = getattr(e.__context__, "__cause__", None)
+        if isinstance(cause, KeyboardInterrupt):
+            _say_interrupted(cause)
+        raise
     except Exception as e:
         if debug:
             raise

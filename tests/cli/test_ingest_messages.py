@@ -75,3 +75,19 @@ def test_ctrl_c_says_what_was_committed(tmp_path: Path):
     # and it is so: the warehouse holds exactly the committed ranks
     listed = run_cli("traces", "-w", str(tmp_path / "wh"), "-f", "csv")
     assert f",{committed}," in listed.stdout.splitlines()[1] or f"partial: {committed} of 8" in listed.stdout
+
+
+def test_ctrl_c_in_any_command_says_it_was_interrupted(tmp_path: Path):
+    """typer ends a command interrupted by Ctrl-C with a silent exit 130; cclq says so."""
+    code = ("import cclq.present.board.build as b\n"
+            "def interrupted(*a, **k):\n"
+            "    raise KeyboardInterrupt\n"
+            "b.build_board = interrupted\n"
+            "from cclq.cli.app import main\n"
+            "main()\n")
+    gpu_trace(tmp_path / "in" / "w1" / "kineto_trace_0.json")
+    assert run_cli("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q").returncode == 0
+    done = subprocess.run([sys.executable, "-c", code, "board", str(tmp_path / "site"), "-w", str(tmp_path / "wh")],
+                          capture_output=True, text=True)
+    assert done.returncode == 130
+    assert done.stderr.strip().splitlines()[-1] == "cclq: interrupted", done.stderr
