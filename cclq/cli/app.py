@@ -176,6 +176,7 @@ def ingest(
     """
     from cclq.cli.progress import IngestProgress, print_summary
     from cclq.formats.base import READERS, ReadOptions
+    from cclq.ingest.report import IngestInterrupted
     from cclq.ingest.run import ingest as run_ingest
 
     if reader not in READERS:
@@ -188,8 +189,14 @@ def ingest(
                         max_sqlite_seconds=max_sqlite_seconds, max_sqlite_bytes=int(max_sqlite_mb * MIB))
     wh = _warehouse(warehouse)
     reporter = IngestProgress(enabled=not quiet)
-    report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
-                        options=ReadOptions(reader=reader, limits=limits), dask=dask)
+    try:
+        report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
+                            options=ReadOptions(reader=reader, limits=limits), dask=dask)
+    except IngestInterrupted as e:
+        # said here: typer turns a KeyboardInterrupt that leaves the command into a silent
+        # exit 130, so main() would never see it
+        print(f"cclq: {e.message()}", file=sys.stderr)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     if not report.outcomes:  # not one candidate file under the paths: say what was looked for
         print(f"cclq: error: no trace or results file under {', '.join(str(p) for p in paths)}",
               file=sys.stderr)
@@ -832,7 +839,7 @@ def diff(
             sys.stdout.write(text)
     else:
         types = {"rank": pa.int64(), "a": pa.float64(), "b": pa.float64(), "delta": pa.float64(), "rel": pa.float64(),
-                 "calls_a": pa.float64(), "calls_b": pa.float64()}
+                 "calls_a": pa.float64(), "calls_b": pa.float64(), "valid_a": pa.bool_(), "valid_b": pa.bool_()}
         schema = pa.schema([(c, types.get(c, pa.string())) for c in DIFF_COLUMNS])
         write_table(pa.Table.from_pylist(long_rows(result), schema=schema), fmt, output=output)
 
@@ -1203,6 +1210,12 @@ _DISK_ERRORS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded",
                 errno.EROFS: "read-only file system", errno.EACCES: "permission denied"}
 
 
+def _say_interrupted(e: KeyboardInterrupt) -> None:
+    from cclq.ingest.report import IngestInterrupted
+
+    print(f"cclq: {e.message()}" if isinstance(e, IngestInterrupted) else "cclq: interrupted", file=sys.stderr)
+
+
 def main() -> None:
     """Entry point: maps user errors to one line on stderr and an exit code."""
     global _settings
@@ -1223,10 +1236,15 @@ def main() -> None:
             print(f"hint: {e.hint}", file=sys.stderr)
         sys.exit(e.exit_code)
     except KeyboardInterrupt as e:
-        from cclq.ingest.report import IngestInterrupted
-
-        print(f"cclq: {e.message()}" if isinstance(e, IngestInterrupted) else "cclq: interrupted", file=sys.stderr)
+        _say_interrupted(e)
         sys.exit(ExitCode.INTERRUPTED)
+    except SystemExit as e:
+        # typer turns a Ctrl-C inside a command into a silent exit 130 (its Exit, caused
+        # by the KeyboardInterrupt): say so, as for one that reaches here
+        cause = getattr(e.__context__, "__cause__", None)
+        if isinstance(cause, KeyboardInterrupt):
+            _say_interrupted(cause)
+        raise
     except Exception as e:
         if debug:
             raise

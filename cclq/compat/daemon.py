@@ -177,21 +177,23 @@ def call(argv: list[str], wh_root: Path) -> int | None:
         sys.stdout.write(reply["stdout"])
         sys.stderr.write(reply["stderr"])
         if started is not None:
-            _tell_once(paths, started.pid)
+            _tell_once(paths, started.pid, wh_root)
         sys.stdout.flush()
         sys.stderr.flush()
         return int(reply["rc"])
     return None
 
 
-def _tell_once(paths: dict[str, Path], pid: int) -> None:
+def _tell_once(paths: dict[str, Path], pid: int, wh_root: Path) -> None:
     """The first daemon a user's calls start says so on stderr, once (a marker file next
-    to the sockets): a process that stays after the call should not be a surprise."""
+    to the sockets): a process that stays after the call, and a warehouse folder the
+    call wrote (``./.cclq/`` by default), should not be a surprise."""
     marker = paths["log"].parent / "told-about-daemon"
     if marker.exists():
         return
     idle = os.environ.get(IDLE_ENV, str(int(DEFAULT_IDLE_S)))
-    sys.stderr.write(f"cclq: note: a background process (pid {pid}) keeps this warehouse open so that the next "
+    sys.stderr.write(f"cclq: note: traces are ingested into the warehouse {wh_root} (delete it to start over); "
+                     f"a background process (pid {pid}) keeps it open so that the next "
                      f"calls answer fast; it exits after {idle} s without a call ({IDLE_ENV}). Stop it with "
                      f"`cclq daemon stop`; {ENABLE_ENV}=0 runs every call in its own process. (Said once.)\n")
     try:

@@ -205,7 +205,7 @@ class Committer:
             if elsewhere and not force:  # never replace another place's trace silently
                 self.report.outcomes.append(FileOutcome(str(w.root), w.trace, "failed", _clash_message(w, elsewhere)))
                 continue
-            card_change = self._card_change(w) if (w.is_folder or elsewhere) else None
+            card_change = self._card_change(w, force) if (w.is_folder or elsewhere) else None
             if elsewhere:  # --force: the old files and card go with the first new file
                 replacement = self._replacement(w, elsewhere, card_change)
                 self.deferred.update(dict.fromkeys(w.traces, replacement))
@@ -245,9 +245,11 @@ class Committer:
                                                                 "no longer in the folder"))
         return tasks
 
-    def _card_change(self, w: Workload) -> Callable[[CatalogState], None] | None:
+    def _card_change(self, w: Workload, force: bool = False) -> Callable[[CatalogState], None] | None:
         """How the workload's card changes the catalog (None: it does not). The card is
-        every trace's the workload fills (``<id>`` and ``<id>+nsys``)."""
+        every trace's the workload fills (``<id>`` and ``<id>+nsys``). A card that breaks
+        the template is kept and said so, once: when it is new or changed (or with
+        --force), not on every re-ingest of a folder whose card did not change."""
         if not w.is_folder:
             def drop_card(state: CatalogState) -> None:  # a loose file replacing a folder
                 state.cards.pop(w.trace, None)
@@ -261,8 +263,10 @@ class Committer:
             except ValueError as e:  # a bad card: warn, keep what the warehouse has
                 self.report.warnings.append(f"{show_path(w.card)}: {e}; card ignored")
                 return None
-            self.report.warnings.extend(_card_warning(w))  # a card that breaks the template is kept, and said so
-        if all(self.working.cards.get(t) == row for t, row in new.items()):
+        unchanged = all(self.working.cards.get(t) == row for t, row in new.items())
+        if w.card is not None and (force or not unchanged):
+            self.report.warnings.extend(_card_warning(w))
+        if unchanged:
             return None
 
         def change(state: CatalogState) -> None:

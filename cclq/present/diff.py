@@ -14,6 +14,15 @@ Two parts, both computed in one process on one connection:
   (the same rank set on every trace) times are totals; otherwise they are divided by
   each side's rank count (per-rank means), so runs of different sizes compare.
   ``--rank R`` compares that rank alone on both sides.
+* benchmark results: what the benchmark measured about itself (the ``results`` rows of
+  a DDLB CSV, ``cclq record``'s ddlb_results.csv, a serving benchmark's JSON): per
+  configuration (shape, dtype, world size) and result metric (``mean_time_ms``, ...)
+  the value on A and on B, the change, and DDLB's ``valid`` on each side. When each
+  side holds one configuration (two ``cclq record`` workloads) those two are compared,
+  whatever differs between them (gloo against nccl, 4 kB against 1 MB), and the header
+  names both; otherwise rows match by configuration, the implementation left out of it
+  when each side holds one. A ``cclq record`` run on CPU has no GPU op: the table form then says so
+  instead of printing empty op tables.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from cclq.query.metrics import MetricRun, run_metrics
 from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import MetricSpec, did_you_mean
 from cclq.query.session import Session
-from cclq.query.trace_stats import OpStat, op_stats
+from cclq.query.trace_stats import BenchmarkResult, OpStat, benchmark_results, op_stats
 from cclq.query.workloads import load_workloads
 
 
@@ -76,6 +85,8 @@ class DiffResult:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     op_groups: list[dict[str, Any]] = field(default_factory=list)  # per class and per collective type
     ops: list[dict[str, Any]] = field(default_factory=list)  # per op name, by |time change|
+    results: list[dict[str, Any]] = field(default_factory=list)  # benchmark results rows, matched
+    results_note: str = ""  # how results were matched (the two implementations when they differ)
 
 
 def _side_value(outcomes: list[Outcome]) -> tuple[float | None, str | None]:
@@ -138,6 +149,89 @@ def _compare(a: dict[tuple[Any, ...], list[float]], b: dict[tuple[Any, ...], lis
     return rows
 
 
+def _result_polarity(metric: str, unit: str | None) -> str:
+    """Times are better lower, throughputs higher; anything else has no direction."""
+    if unit in ("ms", "s", "us", "ns"):
+        return "lower"
+    if unit == "TFLOPS" or (unit or "").endswith("/s") or "throughput" in metric:
+        return "higher"
+    return "neutral"
+
+
+def _config(r: BenchmarkResult, with_impl: bool = True, with_shape: bool = True) -> tuple[Any, ...]:
+    shape = (r.m, r.n, r.k, r.dtype, r.world_size) if with_shape else (None,) * 5
+    return (r.benchmark, r.implementation if with_impl else None, *shape)
+
+
+def _config_text(key: tuple[Any, ...]) -> str:
+    _, _, m, n, k, dtype, world = key
+    parts = [f"m={m} n={n} k={k}" if m is not None else "", dtype or "",
+             f"np={world}" if world is not None else ""]
+    return " ".join(p for p in parts if p)
+
+
+def _describe(key: tuple[Any, ...]) -> str:
+    return " ".join(p for p in (key[1] or "", _config_text(key)) if p)
+
+
+def _valid(values: list[bool | None]) -> bool | None:
+    """A side's validation verdict: False when any run failed it, True when all passed."""
+    known = [v for v in values if v is not None]
+    return None if not known else all(known)
+
+
+def compare_results(a: list[BenchmarkResult], b: list[BenchmarkResult]) -> tuple[list[dict[str, Any]], str]:
+    """Matches the two sides' benchmark results by configuration and metric (several runs
+    of one on a side: their mean). Returns the rows and a note on how they were matched."""
+    configs_a, configs_b = {_config(r) for r in a}, {_config(r) for r in b}
+    impls_a = sorted({r.implementation or "" for r in a})
+    impls_b = sorted({r.implementation or "" for r in b})
+    note = ""
+    if len(configs_a) == 1 and len(configs_b) == 1:
+        # one configuration a side (two `cclq record` workloads): those two are compared
+        with_impl = with_shape = False
+        (ca,), (cb,) = configs_a, configs_b
+        if ca != cb:
+            note = f"A: {_describe(ca)}; B: {_describe(cb)}"
+    else:
+        with_shape = True
+        with_impl = not (len(impls_a) == 1 and len(impls_b) == 1)
+        if not with_impl and impls_a != impls_b:
+            note = f"implementation A: {impls_a[0]}; B: {impls_b[0]}"
+
+    def side(rows: list[BenchmarkResult]) -> dict[tuple[Any, ...], dict[str, Any]]:
+        out: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for r in rows:
+            e = out.setdefault((*_config(r, with_impl, with_shape), r.metric),
+                               {"values": [], "valid": [], "unit": r.unit})
+            if r.value is not None:
+                e["values"].append(r.value)
+            e["valid"].append(r.valid)
+        return out
+
+    sa, sb = side(a), side(b)
+    valid_a = {k[:-1]: _valid(v["valid"]) for k, v in sa.items()}
+    valid_b = {k[:-1]: _valid(v["valid"]) for k, v in sb.items()}
+    rows = []
+    for key in sorted(set(sa) | set(sb), key=lambda k: tuple("" if x is None else str(x) for x in k)):
+        ea, eb = sa.get(key), sb.get(key)
+        va = statistics.fmean(ea["values"]) if ea and ea["values"] else None
+        vb = statistics.fmean(eb["values"]) if eb and eb["values"] else None
+        unit = (ea or eb or {}).get("unit")
+        polarity = _result_polarity(key[-1], unit)
+        verdict = "" if va is None or vb is None or va == vb or polarity == "neutral" else (
+            "better" if (vb > va) == (polarity == "higher") else "worse")
+        rows.append({"benchmark": key[0], "implementation": key[1], "config": _config_text(key[:-1]),
+                     "metric": key[-1], "unit": unit, "a": va, "b": vb,
+                     "delta": None if va is None or vb is None else vb - va, "rel": _rel(va, vb),
+                     "verdict": verdict, "valid_a": valid_a.get(key[:-1]), "valid_b": valid_b.get(key[:-1]),
+                     "status": "both" if ea and eb else ("only A" if ea else "only B")})
+    if len(configs_a) == 1 and configs_a == configs_b:
+        for row in rows:  # the one configuration of both sides
+            row["config"], row["implementation"] = _config_text(next(iter(configs_a))), impls_a[0] or None
+    return rows, note
+
+
 def diff(
     session: Session,
     specs: list[MetricSpec],
@@ -183,12 +277,15 @@ def diff(
             groups.append({"group": label, **row})
     ops = _compare(_aggregate(side_a, lambda s: (s.name, s.op_class), scale_a),
                    _aggregate(side_b, lambda s: (s.name, s.op_class), scale_b), ("name", "class"))
-    return DiffResult(a, b, basis, ranks, metrics, groups, ops)
+    results = benchmark_results(session)
+    result_rows, note = compare_results([r for t in a for r in results.get(t, [])],
+                                        [r for t in b for r in results.get(t, [])])
+    return DiffResult(a, b, basis, ranks, metrics, groups, ops, result_rows, note)
 
 
 # ----------------------------------------------------------------------- output
 DIFF_COLUMNS = ("part", "name", "rank", "unit", "group", "class", "a", "b", "delta", "rel", "verdict",
-                "calls_a", "calls_b", "status", "note")
+                "calls_a", "calls_b", "valid_a", "valid_b", "status", "note")
 
 
 def long_rows(result: DiffResult) -> list[dict[str, Any]]:
@@ -205,12 +302,22 @@ def long_rows(result: DiffResult) -> list[dict[str, Any]]:
         out.append({"part": "op", "name": o["name"], "unit": "s", "class": o["class"], "a": o["time_a_s"],
                     "b": o["time_b_s"], "delta": o["delta_s"], "rel": o["rel"], "calls_a": o["calls_a"],
                     "calls_b": o["calls_b"], "status": o["status"], "note": result.basis})
+    for r in result.results:
+        out.append({"part": "result", "name": r["metric"], "unit": r["unit"], "group": r["config"],
+                    "class": r["implementation"], "a": r["a"], "b": r["b"], "delta": r["delta"], "rel": r["rel"],
+                    "verdict": r["verdict"], "valid_a": r["valid_a"], "valid_b": r["valid_b"],
+                    "status": r["status"], "note": result.results_note})
     return [{c: r.get(c) for c in DIFF_COLUMNS} for r in out]
 
 
 def diff_dict(result: DiffResult) -> dict[str, Any]:
     return {"a": result.a, "b": result.b, "op_basis": result.basis, "op_ranks": result.ranks,
-            "metrics": result.metrics, "op_groups": result.op_groups, "ops": result.ops}
+            "metrics": result.metrics, "op_groups": result.op_groups, "ops": result.ops,
+            "results": result.results, "results_note": result.results_note}
+
+
+def _yes_no(valid: bool | None) -> str:
+    return "" if valid is None else ("yes" if valid else "NO")
 
 
 def _pct(rel: float | None) -> str:
@@ -236,18 +343,45 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
     console = Console(file=out, width=None if out.isatty() else 170, highlight=False)
     console.print(Text("A: ", style="bold") + cell(", ".join(result.a)))
     console.print(Text("B: ", style="bold") + cell(", ".join(result.b)))
-    t = Table(title="metrics: B against A", title_justify="left", header_style="bold")
-    for col, just in (("metric", "left"), ("rank", "right"), ("unit", "left"), ("A", "right"), ("B", "right"),
-                      ("B - A", "right"), ("change", "right"), ("", "left"), ("note", "left")):
-        t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
-    for m in result.metrics:
-        style = {"better": "green", "worse": "red"}.get(m["verdict"], "")
-        row(t, m["metric"] if m["rank"] is None else "", "" if m["rank"] is None else str(m["rank"]), m["unit"],
-            f(m["a"]) if m["a"] is not None else Text("n/a", style="dim"),
-            f(m["b"]) if m["b"] is not None else Text("n/a", style="dim"),
-            f(m["delta"]), Text(_pct(m["rel"]), style=style), Text(m["verdict"], style=style),
-            Text(m["note"], style="dim"))
-    console.print(t)
+    if result.metrics:
+        t = Table(title="metrics: B against A", title_justify="left", header_style="bold")
+        for col, just in (("metric", "left"), ("rank", "right"), ("unit", "left"), ("A", "right"), ("B", "right"),
+                          ("B - A", "right"), ("change", "right"), ("", "left"), ("note", "left")):
+            t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
+        for m in result.metrics:
+            style = {"better": "green", "worse": "red"}.get(m["verdict"], "")
+            row(t, m["metric"] if m["rank"] is None else "", "" if m["rank"] is None else str(m["rank"]),
+                m["unit"], f(m["a"]) if m["a"] is not None else Text("n/a", style="dim"),
+                f(m["b"]) if m["b"] is not None else Text("n/a", style="dim"),
+                f(m["delta"]), Text(_pct(m["rel"]), style=style), Text(m["verdict"], style=style),
+                Text(m["note"], style="dim"))
+        console.print(t)
+    else:
+        console.print("metrics: none applies to either side")
+    if result.results:
+        title = "benchmark results: B against A" + (f" ({result.results_note})" if result.results_note else "")
+        r_t = Table(title=title, title_justify="left", header_style="bold")
+        wheres = [" ".join(p for p in (r["implementation"] or "", r["config"]) if p) for r in result.results]
+        columns = ("configuration",) * any(wheres) + ("metric", "unit", "A", "B", "B - A", "change", "", "valid A",
+                                                      "valid B")
+        for col in columns:
+            r_t.add_column(col, justify="left" if col in ("configuration", "metric", "unit", "") else "right",
+                           overflow="fold")
+        for where, r in zip(wheres, result.results):
+            style = {"better": "green", "worse": "red"}.get(r["verdict"], "")
+            row(r_t, *((where,) if any(wheres) else ()), r["metric"], r["unit"] or "",
+                f(r["a"]) if r["a"] is not None else Text("only B" if r["status"] == "only B" else "n/a",
+                                                         style="dim"),
+                f(r["b"]) if r["b"] is not None else Text("only A" if r["status"] == "only A" else "n/a",
+                                                         style="dim"),
+                f(r["delta"]), Text(_pct(r["rel"]), style=style), Text(r["verdict"], style=style),
+                _yes_no(r["valid_a"]), _yes_no(r["valid_b"]))
+        console.print(r_t)
+    if not result.ops:
+        console.print("ops: no GPU kernel and no XLA device op on either side (a CPU run, e.g. `cclq record` "
+                      "on gloo, records none), so there is no op time to compare"
+                      + ("; the benchmark results above are what the runs measured." if result.results else "."))
+        return
     g = Table(title=f"op time by kernel class and collective type ({result.ranks})", title_justify="left",
               header_style="bold")
     for col in ("group", "name", "calls A", "calls B", "time A (s)", "time B (s)", "B - A (s)", "change", ""):

@@ -90,3 +90,38 @@ def step_durations(session: Session) -> dict[str, list[tuple[int, int, float]]]:
     for r in run_cached_query(session, "step_durations", sql).to_pylist():
         out.setdefault(r["trace"], []).append((int(r["rank"]), int(r["step"]), r["dur_ns"] / 1e9))
     return out
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """One aggregate number a benchmark reported about itself (a ``results`` row with no
+    ``item``): DDLB's ``mean_time_ms`` of one configuration, a serving run's median TTFT."""
+
+    benchmark: str | None
+    implementation: str | None
+    metric: str
+    unit: str | None
+    value: float | None
+    m: int | None
+    n: int | None
+    k: int | None
+    dtype: str | None
+    world_size: int | None
+    valid: bool | None
+
+
+_RESULTS_SQL = """
+SELECT trace, benchmark, implementation, metric, unit, value, m, n, k, dtype, world_size, valid
+FROM results
+WHERE item IS NULL
+ORDER BY trace, file_id, run, metric
+"""
+
+
+def benchmark_results(session: Session) -> dict[str, list[BenchmarkResult]]:
+    """trace -> the aggregate rows of its benchmark result files (what ``cclq record``'s
+    ddlb_results.csv and DDLB's own CSV hold), in file and run order."""
+    out: dict[str, list[BenchmarkResult]] = {}
+    for trace, *fields in session.execute(_RESULTS_SQL).fetchall():
+        out.setdefault(trace, []).append(BenchmarkResult(*fields))
+    return out

@@ -60,11 +60,12 @@ def test_the_daemon_answers_as_the_process_itself_would(setup):
     warm = [_main(env, "--trace", str(tmp_path / "in" / w), "--metric", m) for w, m in CALLS]
     assert _paths(tmp_path)["sock"].exists()  # a daemon served them
     # the call that started it says so, once, on stderr (and how to stop it)
-    notes = [d.stderr for d in warm if "cclq: note: a background process" in d.stderr]
+    notes = [d.stderr for d in warm if "cclq: note: traces are ingested into the warehouse" in d.stderr]
     assert len(notes) == 1 and "`cclq daemon stop`" in notes[0]
+    assert f"the warehouse {tmp_path / 'wh'} (delete it" in notes[0] and "CCLQ_DAEMON_IDLE_S" in notes[0]
     for (w, m), h, d in zip(CALLS, here, warm):
         assert (d.returncode, d.stdout) == (h.returncode, h.stdout), (w, m)
-        told = "".join(x for x in d.stderr.splitlines(keepends=True) if not x.startswith("cclq: note: a background"))
+        told = "".join(x for x in d.stderr.splitlines(keepends=True) if not x.startswith("cclq: note: traces are"))
         assert told.replace(str(tmp_path / "wh"), "W") == h.stderr.replace(str(tmp_path / "wh_here"), "W")
     stop = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "daemon", "stop",
                            "-w", str(tmp_path / "wh")], env=env, capture_output=True, text=True)

@@ -162,3 +162,99 @@ def test_site_works_from_a_static_http_server(browser, board_site, tmp_path: Pat
     finally:
         server.shutdown()
         server.server_close()
+
+
+# What the 1400x1000 test reads from the DOM: every shown heading's text fits its cell
+# (scrollWidth <= clientWidth), and neither the page nor the table's frame scrolls sideways.
+_FIT = """
+const shown = el => getComputedStyle(el).display !== 'none' && el.offsetParent !== null;
+const clipped = Array.from(document.querySelectorAll('th')).filter(shown)
+  .filter(th => th.scrollWidth > th.clientWidth)
+  .map(th => [th.textContent.trim(), th.scrollWidth, th.clientWidth]);
+const frame = document.querySelector('.table-wrap');
+return {clipped: clipped, page: document.scrollingElement.scrollWidth,
+        frame: frame ? [frame.scrollWidth, frame.clientWidth] : null,
+        headings: Array.from(document.querySelectorAll('#leaderboard tr.cols th')).filter(shown)
+          .map(th => th.getAttribute('data-metric') || th.textContent.trim())};
+"""
+
+
+def keep_screenshot(driver, path: Path) -> Path:
+    """The window as it is (no resize), also copied to $CCLQ_SCREENSHOT_DIR when set."""
+    driver.save_screenshot(str(path))
+    if os.environ.get("CCLQ_SCREENSHOT_DIR"):
+        Path(os.environ["CCLQ_SCREENSHOT_DIR"]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(os.environ["CCLQ_SCREENSHOT_DIR"]) / path.name)
+    return path
+
+
+def na_only_columns(driver) -> list[str]:
+    """The metric columns whose every cell reads n/a (read from the cells' text, shown or not)."""
+    return driver.execute_script("""
+const table = document.getElementById('leaderboard');
+return Array.from(table.querySelectorAll('tr.cols th[data-metric]')).filter(th => {
+  const i = Array.from(th.parentNode.children).indexOf(th);
+  return Array.from(table.tBodies[0].rows).every(r => r.cells[i].textContent.trim() === 'n/a');
+}).map(th => th.getAttribute('data-metric'));""")
+
+
+def test_board_and_report_fit_1400_px(browser, board_site, tmp_path: Path):
+    """At 1400x1000 the leaderboard's default columns and a report page show without
+    sideways scrolling and with no heading cut; a screenshot of each is kept."""
+    from cclq.present.board.pages import workload_page
+
+    _, site, _ = board_site
+    browser.set_window_size(1400, 1000)
+    try:
+        browser.get((site / "index.html").as_uri())
+        fit = browser.execute_script(_FIT)
+        assert fit["clipped"] == [], fit["clipped"]
+        assert fit["page"] <= 1400, fit
+        assert fit["frame"][0] <= fit["frame"][1], fit  # the table's own frame does not scroll either
+        # headings are words, not identifiers cut at the column edge
+        heading = browser.find_element(By.CSS_SELECTOR, 'th[data-metric="communication_fraction"]')
+        assert heading.text.splitlines()[:2] == ["communication", "fraction"] or \
+            heading.text.startswith("communication fraction"), heading.text
+        # the extra columns are behind each group's "+N"; the n/a-only ones behind a checkbox
+        shown = set(fit["headings"])
+        empty = set(na_only_columns(browser))
+        assert empty and not shown & empty
+        assert "Framework" not in shown and "Workload" in shown
+        assert keep_screenshot(browser, tmp_path / "board_1400.png").stat().st_size > 10_000
+
+        page = tmp_path / "report.html"  # what `cclq report TRACE --format html` writes
+        stored = json.loads((site / "data" / "synthetic_dp8.json").read_text())
+        page.write_text(workload_page(stored, standalone=True))
+        browser.get(page.as_uri())
+        fit = browser.execute_script(_FIT)
+        assert fit["clipped"] == [], fit["clipped"]
+        assert fit["page"] <= 1400, fit
+        assert keep_screenshot(browser, tmp_path / "report_1400.png").stat().st_size > 10_000
+        assert console_errors(browser) == []
+    finally:
+        browser.set_window_size(1600, 1000)
+
+
+def test_group_headings_open_their_columns(browser, board_site):
+    """"+N" in a category's heading shows all its columns and the heading spans them; the
+    "columns with no value" checkbox shows the columns n/a in every row."""
+    _, site, _ = board_site
+    browser.get((site / "index.html").as_uri())
+    comm = browser.find_element(By.CSS_SELECTOR, 'tr.groups th[data-group="communication"]')
+    headers = browser.find_elements(By.CSS_SELECTOR, "tr.cols th.g-communication")
+
+    def shown() -> int:
+        return sum(h.is_displayed() for h in headers)
+
+    before = shown()
+    assert int(comm.get_attribute("colspan")) == before < len(headers)
+    empty = [m for m in na_only_columns(browser)
+             if m in {h.get_attribute("data-metric") for h in headers}]
+    assert empty
+    comm.find_element(By.CSS_SELECTOR, "button.more-btn").click()
+    assert shown() == len(headers) - len(empty)
+    assert int(comm.get_attribute("colspan")) == shown()
+    browser.find_element(By.ID, "show-empty").click()
+    assert shown() == len(headers)
+    assert int(comm.get_attribute("colspan")) == len(headers)
+    assert console_errors(browser) == []

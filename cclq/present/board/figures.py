@@ -54,7 +54,22 @@ def _straggler_rank(data: dict[str, Any]) -> int | None:
     return min(counts, key=lambda rc: (-rc[1], rc[0]))[0]
 
 
+def _worst(values: list[float], polarity: str | None) -> int | None:
+    """Index of the worst value by the metric's polarity (the highest step time, the
+    highest communication share); None when no value is worse than another or the
+    metric has no polarity. Ties go to the first (lowest) rank."""
+    if len(values) < 2 or min(values) == max(values) or polarity not in ("higher", "lower"):
+        return None
+    worst = max(values) if polarity == "lower" else min(values)
+    return values.index(worst)
+
+
 def _per_rank(data: dict[str, Any], name: str, title: str, key: str) -> Figure:
+    """A metric's value per rank as bars. The red bar is the rank with the worst value
+    (for step time: the slowest rank, the highest step time), which a reader looks for
+    first; the collective straggler (who starts collectives last) has its own plot and
+    is named in the caption, since a rank that arrives last waits least and its own
+    step can be short."""
     entry = _metric(data, name)
     if entry is None:
         return Figure(key, title, f"{name} was not computed for this board.", None)
@@ -63,8 +78,9 @@ def _per_rank(data: dict[str, Any], name: str, title: str, key: str) -> Figure:
         return Figure(key, title, f"n/a: {entry['reason'] or 'no value'}", None)
     ranks = [r for r, _ in rows]
     values = [v for _, v in rows]
-    straggler = _straggler_rank(data)
-    highlight = [i for i, r in enumerate(ranks) if r == straggler]
+    polarity = entry.get("polarity") or ("lower" if entry["unit"] == "s" else None)
+    worst = _worst(values, polarity)
+    highlight = [] if worst is None else [worst]
     how = entry["summary"]
     if entry["unit"] == "s":
         factor, unit = seconds_scale(max(values))
@@ -79,15 +95,24 @@ def _per_rank(data: dict[str, Any], name: str, title: str, key: str) -> Figure:
     how_words = "pooled ratio" if entry["summary"] == "ratio" else entry["summary"]
     caption = (f"{name} per rank; the workload's value is the {how_words} over ranks, "
                f"{format_number(entry['value'])} {entry['unit']}.")
-    if highlight:
-        caption += " " + _straggler_words(data, straggler, name, values[highlight[0]], values)
+    if worst is not None:
+        extreme = "highest" if polarity == "lower" else "lowest"
+        mean = sum(values) / len(values)
+        off = abs(values[worst] - mean) / mean if mean else 0.0
+        caption += (f" In red: rank {ranks[worst]}, the {extreme} {name} of the {len(values)} ranks "
+                    f"({format_number(values[worst])} {entry['unit']}, {off:.0%} "
+                    f"{'above' if values[worst] >= mean else 'below'} the mean of the ranks;"
+                    f" {polarity} is better).")
+    straggler = _straggler_rank(data)
+    if straggler is not None and straggler in ranks:
+        caption += " " + _straggler_words(data, straggler, name, values[ranks.index(straggler)], values)
     return Figure(key, title, caption, svg)
 
 
-def _straggler_words(data: dict[str, Any], rank: int | None, name: str, value: float, values: list[float]) -> str:
-    """What the red bar is and why: the rank that started the most collectives last
-    (collective_skew's straggler), and where its own value stands among the ranks, which
-    need not be the worst (a rank that arrives last waits least, so its step can be short)."""
+def _straggler_words(data: dict[str, Any], rank: int, name: str, value: float, values: list[float]) -> str:
+    """Where the collective straggler (the rank that started the most collectives last,
+    collective_skew) stands among the ranks here, which need not be the worst (a rank
+    that arrives last waits least, so its step can be short)."""
     straggler = (data.get("figures") or {}).get("straggler") or {}
     late = dict(straggler.get("late_count") or []).get(rank, 0)
     matched = straggler.get("matched", 0)
@@ -100,8 +125,8 @@ def _straggler_words(data: dict[str, Any], rank: int | None, name: str, value: f
         where = f"the highest of the {len(values)} ranks"
     else:
         where = f"{_place(sorted(values, reverse=True).index(value) + 1)} highest of the {len(values)} ranks"
-    return (f"In red: rank {rank}, which started {late} of {matched} matched collectives last (the straggler "
-            f"by collective_skew); its {name} is {where}.")
+    return (f"Rank {rank} started {late} of {matched} matched collectives last (the straggler by "
+            f"collective_skew, see its plot); its {name} is {where}.")
 
 
 def _place(n: int) -> str:

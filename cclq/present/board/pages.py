@@ -10,6 +10,7 @@ report --format html``): its stylesheet is then inlined.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -54,13 +55,16 @@ class CardColumn:
     key: str
     title: str
     numeric: bool = False
+    default: bool = True  # shown before the Workload group is opened
+
+
 
 
 CARD_COLUMNS = (
     CardColumn("workload", "Workload"), CardColumn("model", "Model"), CardColumn("phase", "Phase"),
     CardColumn("hardware", "Hardware"), CardColumn("devices", "Devices", numeric=True),
-    CardColumn("framework", "Framework"), CardColumn("parallelism", "Parallelism"),
-    CardColumn("comm_library", "Comm library"),
+    CardColumn("framework", "Framework", default=False), CardColumn("parallelism", "Parallelism", default=False),
+    CardColumn("comm_library", "Comm library", default=False),
 )
 
 
@@ -96,19 +100,25 @@ def quarter_tints(workloads: list[dict[str, Any]], columns: list[MetricColumn]) 
     return _quality(columns, {w["trace"]: metric_lookup(w) for w in workloads})
 
 
+def _breakable(text: Any) -> str:
+    """Escaped text with a line-break opportunity after each ``_ + . -``: a long trace id
+    or model name wraps between its parts (``dlrm_param_`` / ``8xV100``), not mid-word."""
+    return "<wbr>".join(_e(part) for part in re.split(r"(?<=[_+.-])", "" if text is None else str(text)))
+
+
 def _card_cells(w: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """card column key -> (cell HTML, sort key)."""
     m = w["metadata"]
-    model = _e(m["model_family"]) + (' <span class="badge">MoE</span>' if m.get("moe") is True else "")
+    model = _breakable(m["model_family"]) + (' <span class="badge">MoE</span>' if m.get("moe") is True else "")
     phase = f'<span class="badge {_e(m["phase"])}">{_e(m["phase"])}</span>' if m["phase"] else ""
     devices = w["info"].get("world_size") if m["total_count"] == "" else m["total_count"]
     hardware = m["hardware_model"] or m["hardware_type"]
     href = f"w/{_e(w['slug'])}.html"
     return {
-        "workload": (f'<a href="{href}">{_e(w["trace"])}</a>', w["trace"].lower()),
+        "workload": (f'<a href="{href}">{_breakable(w["trace"])}</a>', w["trace"].lower()),
         "model": (model, str(m["model_family"]).lower()),
         "phase": (phase, str(m["phase"])),
-        "hardware": (_e(hardware), str(hardware).lower()),
+        "hardware": (_breakable(hardware), str(hardware).lower()),
         "devices": (_e(devices), "" if devices in (None, "") else str(devices)),
         "framework": (_e(m["framework"]), str(m["framework"]).lower()),
         "parallelism": (_e(w["parallelism"]), w["parallelism"].lower()),
@@ -116,8 +126,8 @@ def _card_cells(w: dict[str, Any]) -> dict[str, tuple[str, str]]:
     }
 
 
-def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str | None) -> str:
-    group = f"g-{_e(col.group)}"
+def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str | None, group: str) -> str:
+    """One leaderboard cell; ``group`` is the column's classes (its group, shown or not)."""
     if entry is None:
         return (f'<td class="num {group}" data-sort=""><span class="na" title="not computed for this workload">'
                 "n/a</span></td>")
@@ -143,30 +153,106 @@ def _page(title: str, body: str, css: str, scripts: str = "") -> str:
             f"{_NO_FAVICON}\n{css}\n</head>\n<body>\n{body}\n{scripts}</body>\n</html>\n")
 
 
+# The metric columns the leaderboard shows before a category is opened ("+N" in its
+# heading): each category's headline numbers, at most eight in all, so that the five
+# default card columns and these fit a 1400 px window without scrolling sideways
+# (tests/present/test_board_browser.py measures it). A category none of whose columns
+# is here shows its first one.
+DEFAULT_METRICS = frozenset({
+    "avg_step_time", "ttft", "tpot",
+    "aggregate_gpu_utilization",
+    "average_memory_bandwidth",
+    "communication_fraction", "compute_comm_overlap",
+    "scale_up_bw_utility",
+})
+
+
+def default_metrics(columns: list[MetricColumn], empty: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """The metric columns shown before any category is opened: ``DEFAULT_METRICS``, and,
+    in a category where none of those has a value on this board (``empty``: columns n/a
+    in every row), its first column that has one, so that a category with numbers never
+    starts hidden (its heading, with "+N", shows only when one of its columns does)."""
+    shown = {c.name for c in columns if c.name in DEFAULT_METRICS}
+    for gid in LEADERBOARD_CATEGORIES:
+        group = [c for c in columns if c.group == gid]
+        if group and all(c.name in empty for c in group if c.name in shown):
+            with_value = [c for c in group if c.name not in empty]
+            shown.add((with_value or group)[0].name)
+    return shown
+
+
+def empty_metrics(columns: list[MetricColumn], lookups: dict[str, dict[str, dict[str, Any]]]) -> set[str]:
+    """Metric columns that are n/a in every row: hidden until "columns with no value" is
+    ticked, since a column of n/a tells nothing about any workload on this board."""
+    return {c.name for c in columns
+            if not any((e := m.get(c.name)) is not None and e["value"] is not None for m in lookups.values())}
+
+
+def header_label(name: str) -> str:
+    """A metric's column heading: its name with spaces, so the browser wraps it between
+    words (``communication fraction``); the exact name is in the heading's tooltip."""
+    return _e(name.replace("_", " "))
+
+
+def _group_css(group_ids: list[str]) -> str:
+    """The show/hide rules of the leaderboard, one set per column group (the categories
+    come from the registry, so they are written here rather than in board.css): a
+    category unticked hides its columns; its extra columns show once it is opened."""
+    rules = ["table.board:not(.show-empty) .empty-col { display: none; }"]
+    for gid in group_ids:
+        g = _e(gid)
+        rules.append(f"table.board.hide-{g} .g-{g} {{ display: none; }}")
+        rules.append(f"table.board:not(.more-{g}) .more.g-{g} {{ display: none; }}")
+    return "<style>\n" + "\n".join(rules) + "\n</style>"
+
+
 def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], generated_at: str,
                source: str) -> str:
-    """The leaderboard: one row per workload, card columns, then metric columns by category."""
+    """The leaderboard: one row per workload, card columns, then metric columns grouped by
+    category. A few columns per group show by default (``CardColumn.default``,
+    ``default_metrics``); a group's heading opens the rest ("+N"), a checkbox per
+    category hides it, and a column with no value in any row is hidden until asked for.
+    The script (assets/board.js) keeps each group heading's span equal to its shown
+    columns; the spans written here are those of the default view."""
     lookups = {w["trace"]: metric_lookup(w) for w in workloads}
     quality = _quality(columns, lookups)
-    groups = [("workload", "Workload", len(CARD_COLUMNS))]
+    empty = empty_metrics(columns, lookups)
+    shown = default_metrics(columns, empty)
+
+    def classes(group: str, default: bool, is_empty: bool) -> str:
+        return f"g-{_e(group)}" + ("" if default else " more") + (" empty-col" if is_empty else "")
+
+    groups = [("workload", "Workload", [(c.default, False) for c in CARD_COLUMNS])]
     for gid, title in LEADERBOARD_CATEGORIES.items():
-        n = sum(c.group == gid for c in columns)
-        if n:
-            groups.append((gid, title, n))
-    group_row = "".join(f'<th colspan="{n}" class="g-{gid}">{_e(title)}</th>' for gid, title, n in groups)
+        cols = [(c.name in shown, c.name in empty) for c in columns if c.group == gid]
+        if cols:
+            groups.append((gid, title, cols))
+    group_cells = []
+    for gid, title, cols in groups:
+        span = sum(d and not e for d, e in cols)
+        extra = sum(not d for d, _ in cols)
+        more = (f' <button type="button" class="more-btn" data-group="{_e(gid)}" aria-expanded="false" '
+                f'title="show all {len(cols)} columns of {_e(title)}">+{extra}</button>' if extra else "")
+        hidden = "" if span else " hidden"
+        group_cells.append(f'<th colspan="{max(span, 1)}" class="g-{_e(gid)}" data-group="{_e(gid)}"{hidden}>'
+                           f'{_e(title)}{more}</th>')
+    group_row = "".join(group_cells)
     col_cells = []
     for i, c in enumerate(CARD_COLUMNS):
-        first = " first" if i == 0 else ""
-        col_cells.append(f'<th data-col="{i}" data-type="{"num" if c.numeric else "text"}" class="g-workload{first}">'
+        first = " first" if i == 0 else (" wrap" if c.key in ("model", "hardware") else "")
+        col_cells.append(f'<th data-col="{i}" data-type="{"num" if c.numeric else "text"}" '
+                         f'class="{classes("workload", c.default, False)}{first}">'
                          f'<button type="button">{_e(c.title)}<span class="arrow"></span></button></th>')
     for j, mc in enumerate(columns, start=len(CARD_COLUMNS)):
         better = {"higher": "higher is better", "lower": "lower is better"}.get(mc.polarity, "")
-        title = f"{mc.description}" + (f" ({better})" if better else "")
+        title = f"{mc.name}: {mc.description}" + (f" ({better})" if better else "")
+        if mc.name in empty:
+            title += "; no workload on this board has a value"
         arrow = {"higher": "\u2191 ", "lower": "\u2193 "}.get(mc.polarity, "")
-        label = _e(mc.name).replace("_", "_<wbr>")
         col_cells.append(
             f'<th data-col="{j}" data-type="num" data-better="{_e(mc.polarity)}" data-metric="{_e(mc.name)}" '
-            f'class="metric g-{_e(mc.group)}" title="{_e(title)}"><button type="button">{label}'
+            f'class="metric {classes(mc.group, mc.name in shown, mc.name in empty)}" title="{_e(title)}">'
+            f'<button type="button">{header_label(mc.name)}'
             f'<span class="arrow"></span><span class="unit">{arrow}{_e(mc.unit)}</span></button></th>')
     body_rows = []
     for w in workloads:
@@ -174,10 +260,13 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
         tds = []
         for i, c in enumerate(CARD_COLUMNS):
             html, key = cells[c.key]
-            cls = ("first " if i == 0 else "") + ("num" if c.numeric else "")
-            tds.append(f'<td class="{cls.strip()}" data-sort="{_e(key)}">{html}</td>')
+            cls = " ".join(x for x in ("first" if i == 0 else "", "num" if c.numeric else "",
+                                       "wrap" if c.key in ("model", "hardware") else "",
+                                       "" if c.default else "more g-workload") if x)
+            tds.append(f'<td class="{cls}" data-sort="{_e(key)}">{html}</td>')
         for mc in columns:
-            tds.append(_metric_cell(lookups[w["trace"]].get(mc.name), mc, quality.get((w["trace"], mc.name))))
+            tds.append(_metric_cell(lookups[w["trace"]].get(mc.name), mc, quality.get((w["trace"], mc.name)),
+                                    classes(mc.group, mc.name in shown, mc.name in empty)))
         m = w["metadata"]
         search = " ".join(str(x) for x in (w["trace"], m["model_family"], m["phase"], m["hardware_type"],
                                            m["hardware_model"], m["framework"], m["comm_library"],
@@ -191,6 +280,9 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
     n_metrics = len(columns)
     toggles = "".join(f'<label><input type="checkbox" data-group="{_e(gid)}" checked> {_e(title)}</label>'
                       for gid, title, _ in groups[1:])
+    if empty and workloads:
+        toggles += (f'<label title="{_e(", ".join(sorted(empty)))}"><input type="checkbox" id="show-empty"> '
+                    f"columns with no value ({len(empty)})</label>")
     counts = f"{len(workloads)} workloads &middot; {n_metrics} leaderboard metrics"
     search = ('<input type="search" id="filter" placeholder="Filter: model, phase, hardware, framework ..." '
               'aria-label="Filter workloads">')
@@ -204,7 +296,8 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
 {search}
 <span class="count" id="count">{len(workloads)} workloads</span>
 <span class="groups" id="groups">{toggles}</span>
-<span class="legend">Click a column to sort (best first). <span style="background:var(--good-bg)">best quarter</span>
+<span class="legend">Click a column to sort (best first); +N in a category's heading shows all its columns.
+<span style="background:var(--good-bg)">best quarter</span>
 <span style="background:var(--poor-bg)">worst quarter</span> n/a: hover for the reason</span>
 </div>
 {table}
@@ -212,7 +305,8 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
 <footer>cclq {_e(__version__)} &middot; values are each metric's one-number summary per workload (the number
 <code>python -m cclq.main</code> prints), 6 significant digits as <code>cclq metric</code> prints them &middot;
 machine form: <a href="benchmark_data.json">benchmark_data.json</a> (CCL-Bench's website format)</footer>"""
-    css = '<link rel="stylesheet" href="assets/board.css">'
+    css = ('<link rel="stylesheet" href="assets/board.css">\n'
+           + _group_css([g for g, _, _ in groups]))
     return _page("cclq benchmark board", body, css, '<script src="assets/board.js"></script>\n')
 
 

@@ -62,11 +62,43 @@
     if (button) { button.addEventListener('click', function () { sortBy(th); }); }
   });
   if (filter) { filter.addEventListener('input', applyFilter); }
-  // one checkbox per metric category: unticked hides its columns
+  // Column groups: a checkbox per metric category hides it, "+N" in a group's heading
+  // shows all its columns, "columns with no value" shows those n/a in every row. The
+  // rules are classes on the table (the page's <style>); each group heading then spans
+  // the columns of its group that are shown, and is hidden when none is.
+  var groupHeads = Array.prototype.slice.call(table.querySelectorAll('thead tr.groups th[data-group]'));
+  function relayout() {
+    groupHeads.forEach(function (head) {
+      var shown = headers.filter(function (th) {
+        return th.classList.contains('g-' + head.getAttribute('data-group')) &&
+          window.getComputedStyle(th).display !== 'none';
+      }).length;
+      head.hidden = shown === 0;
+      head.colSpan = Math.max(shown, 1);
+    });
+  }
   Array.prototype.forEach.call(document.querySelectorAll('#groups input[data-group]'), function (box) {
     box.addEventListener('change', function () {
       table.classList.toggle('hide-' + box.getAttribute('data-group'), !box.checked);
+      relayout();
     });
   });
+  Array.prototype.forEach.call(table.querySelectorAll('button.more-btn'), function (button) {
+    var label = button.textContent;
+    button.addEventListener('click', function () {
+      var open = table.classList.toggle('more-' + button.getAttribute('data-group'));
+      button.setAttribute('aria-expanded', open ? 'true' : 'false');
+      button.textContent = open ? '\u2212' : label;
+      relayout();
+    });
+  });
+  var showEmpty = document.getElementById('show-empty');
+  if (showEmpty) {
+    showEmpty.addEventListener('change', function () {
+      table.classList.toggle('show-empty', showEmpty.checked);
+      relayout();
+    });
+  }
+  relayout();
   applyFilter();
 }());
