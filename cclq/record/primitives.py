@@ -30,7 +30,7 @@ dp_mlp's forward and backward without the all-reduce.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, cast
 
 import torch
 import torch.distributed as dist
@@ -364,10 +364,10 @@ class _DataParallelMLP(Primitive):
                 p_ref.copy_(p.detach().to("cpu", torch.float64))
         loss = sum(ref(self.batch_of(r).to(self.dtype).to(torch.float64)).pow(2).mean() for r in ranks)
         (loss / len(ranks)).backward()
-        return torch.cat([p.grad.flatten() for p in ref.parameters()])
+        return torch.cat([cast(torch.Tensor, p.grad).flatten() for p in ref.parameters()])
 
     def flat_grads(self) -> torch.Tensor:
-        return torch.cat([p.grad.flatten() for p in self.params])
+        return torch.cat([cast(torch.Tensor, p.grad).flatten() for p in self.params])
 
     def compare_grads(self, out: torch.Tensor, ref: torch.Tensor) -> str | None:
         atol = _GRAD_RTOL[self.run_spec.dtype] * float(ref.abs().max())
@@ -401,7 +401,7 @@ class PyTorchDataParallelMLP(_DataParallelMLP):
         return ready
 
     def _launch(self, bi: int, async_op: bool) -> dist.Work:
-        torch.cat([self.params[i].grad.flatten() for i in self.buckets[bi]], out=self.flats[bi])
+        torch.cat([cast(torch.Tensor, self.params[i].grad).flatten() for i in self.buckets[bi]], out=self.flats[bi])
         return dist.all_reduce(self.flats[bi], async_op=async_op)
 
     def run(self) -> torch.Tensor:

@@ -119,10 +119,10 @@ def run_rank(spec: dict[str, Any], rank: int) -> None:
         raise RuntimeError("time_measurement_backend cuda_event needs a CUDA device")
 
     backend = run.backend or "gloo"
+    device_kw: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
     dist.init_process_group(
         backend, init_method=(scratch / "rendezvous").as_uri(), rank=rank, world_size=world_size,
-        timeout=timedelta(seconds=float(spec["timeout_s"])),
-        **({"device_id": device} if backend == "nccl" else {}),
+        timeout=timedelta(seconds=float(spec["timeout_s"])), **device_kw,
     )
     try:
         prim = build(run, rank, world_size, device)
