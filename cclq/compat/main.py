@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cclq.ingest.report import FileOutcome
+    from cclq.query.registry import MetricSpec
     from cclq.store.warehouse import Warehouse
 
 # Standard library only at import: the client half of a warm call (cclq/compat/daemon.py) is
 # this module, and it must start in milliseconds. The work's imports are in run_here.
 
 
-def _parser() -> argparse.ArgumentParser:
+def arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cclq.main", description=__doc__.splitlines()[0])
     parser.add_argument("--trace", required=True, help="workload folder or trace file")
     parser.add_argument("--metric", required=True, help="metric name (cclq metrics lists them)")
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from cclq.compat import daemon
 
     if daemon.enabled():
-        args, _ = _parser().parse_known_args(argv) if "-h" not in argv and "--help" not in argv else (None, None)
+        args, _ = arg_parser().parse_known_args(argv) if "-h" not in argv and "--help" not in argv else (None, None)
         if args is not None:
             from cclq.locations import resolve_warehouse
 
@@ -70,7 +71,7 @@ def run_here(argv: list[str]) -> int:
     from cclq.query.session import QuerySettings, connect
     from cclq.store.warehouse import ReadOnlyWarehouse, Warehouse, resolve_warehouse
 
-    args = _parser().parse_args(argv)
+    args = arg_parser().parse_args(argv)
     con = None
     try:
         spec = resolve(args.metric)
@@ -103,8 +104,7 @@ def run_here(argv: list[str]) -> int:
                   "ingest (above) and the warehouse holds an older version of them", file=sys.stderr)
             print("nan")
             return 1
-        params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
-                  if v is not None and k in {p.name for p in spec.params}}
+        params = metric_params(spec, args)
         from cclq.query.partial import partial_traces
 
         for trace, what in partial_traces(wh, [workload.trace]).items():
@@ -124,6 +124,12 @@ def run_here(argv: list[str]) -> int:
         return 0
     print(repr(value))
     return 0
+
+
+def metric_params(spec: MetricSpec, args: argparse.Namespace) -> dict[str, str]:
+    """The metric's parameters the call sets (the overrides the metric declares)."""
+    return {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
+            if v is not None and k in {p.name for p in spec.params}}
 
 
 def _stale(failed: list[FileOutcome], wh: Warehouse) -> list[FileOutcome]:
