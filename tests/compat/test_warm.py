@@ -82,3 +82,18 @@ def test_preparation_never_writes_into_the_answer(tmp_path):
         got = _call(warm, [*argv, "--warehouse", str(tmp_path / "wh")])
         want = _call(run_here, [*argv, "--warehouse", str(tmp_path / "cold")])
         assert got == want and got[0] != 0
+
+
+def test_the_client_reads_the_warehouse_without_argparse_only_when_plain():
+    from cclq.compat.main import warehouse_option
+
+    assert warehouse_option(["--trace", "d", "--metric", "m"]) == (True, None)
+    assert warehouse_option(["--metric=m", "--trace", "d", "--warehouse", "w"]) == (True, "w")
+    assert warehouse_option(["--trace", "d", "--metric", "m", "--warehouse=a=b", "--n_chips", "8"]) == (True, "a=b")
+    # argparse's own readings are left to argparse (in the call, which reports any error)
+    for argv in (["--trace", "d", "--metric", "m", "--ware", "w"],  # an abbreviation
+                 ["--trace", "d", "--metric", "m", "-h"], ["--trace", "d"],  # help; --metric missing
+                 ["--trace", "d", "--metric", "m", "--warehouse"],  # no value
+                 ["--trace", "d", "--metric", "m", "--n_chips", "-1"],  # a value like an option
+                 ["--trace", "d", "--trace", "e", "--metric", "m"], ["stray", "--trace", "d", "--metric", "m"]):
+        assert warehouse_option(argv) == (False, None), argv
