@@ -114,8 +114,14 @@ def run_here(argv: list[str]) -> int:
         # its id, and this one gets a distinct one (never the other folder's numbers).
         traces: dict[str, str] = {}
         try:
-            report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
-            failed, traces = report.failed, report.traces
+            # nothing changed (a folder asked for before, or ingested with its siblings by the
+            # daemon): no lock, no write, no clean-up, only a look at the files
+            if is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
+                failed = []
+            else:
+                traces = {}
+                report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
+                failed, traces = report.failed, report.traces
         except ReadOnlyWarehouse:
             if not is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
                 raise
