@@ -11,8 +11,9 @@ no faster than CCL-Bench's scripts. So the daemon, before answering a call:
   parser pool over all their files, one compaction), since the generator asks for
   them next. Only folders that are one workload each (what the call itself accepts),
   at most ``MAX_SIBLINGS`` of them and ``MAX_SIBLING_BYTES`` of files together (else
-  only the asked folder, as before). A sibling that fails is left out silently: its
-  own call ingests it again and reports the error then.
+  only the asked folder, as before; ``CCLQ_DAEMON_SIBLINGS=0`` in the caller's
+  environment turns this and the next point off). A sibling that fails is left out
+  silently: its own call ingests it again and reports the error then.
 * **computes the asked metric for all of them in one query** when the asked folder's
   result is not in the result cache, and stores each trace's rows as that trace's
   cached result, under the key a call for that trace alone looks up
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from cclq.query.registry import MetricSpec
     from cclq.store.warehouse import Warehouse
 
+SIBLINGS_ENV = "CCLQ_DAEMON_SIBLINGS"  # 0: only the asked folder, as a call without the daemon
 MAX_SIBLINGS = 200
 MAX_SIBLING_BYTES = 8 << 30  # 8 GiB of trace files: beyond that a first call would wait too long
 
@@ -90,6 +92,8 @@ class WarmCalls:
         except CclqError:
             return
         key = (str(wh.root), str(folder.parent))
+        if os.environ.get(SIBLINGS_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+            return  # the caller's environment (the daemon takes its CCLQ_* names per call)
         if key not in self.siblings:
             self.siblings[key] = ingest_siblings(folder.parent, wh)
         traces = self.siblings[key]

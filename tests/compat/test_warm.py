@@ -97,3 +97,12 @@ def test_the_client_reads_the_warehouse_without_argparse_only_when_plain():
                  ["--trace", "d", "--metric", "m", "--n_chips", "-1"],  # a value like an option
                  ["--trace", "d", "--trace", "e", "--metric", "m"], ["stray", "--trace", "d", "--metric", "m"]):
         assert warehouse_option(argv) == (False, None), argv
+
+
+def test_siblings_off_leaves_them_alone(tmp_path, monkeypatch):
+    folders = _collection(tmp_path / "collection")
+    monkeypatch.setenv("CCLQ_DAEMON_SIBLINGS", "0")
+    warm = WarmCalls(run_here)
+    rc, out, _ = _call(warm, ["--trace", str(folders[0]), "--metric", METRICS[0], "--warehouse", str(tmp_path / "wh")])
+    assert rc == 0 and out.strip() and warm.siblings == {}
+    assert len(list((tmp_path / "wh" / "cache" / "metrics").glob("*.parquet"))) == 1  # the call's own result
