@@ -8,26 +8,54 @@ see ``cclq/compat/daemon.py``) can find the warehouse without importing pyarrow 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+# pathlib only when a Path is asked for: the client half of a warm `python -m cclq.main`
+# call finds its warehouse with os.path (``warehouse_path``), and pathlib's import is ~12 ms
+# of its start. (A local TYPE_CHECKING, not typing's, for the same reason; mypy reads it.)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    PACKAGE_DIR: Path  # the installed (or checked-out) cclq/
 
 DEFAULT_WAREHOUSE = ".cclq/warehouse"
 WAREHOUSE_ENV = "CCLQ_WAREHOUSE"
-PACKAGE_DIR = Path(__file__).resolve().parent  # the installed (or checked-out) cclq/
+
+
+def package_dir() -> Path:
+    """The installed (or checked-out) cclq/ folder."""
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent
+
+
+def __getattr__(name: str) -> Path:
+    if name == "PACKAGE_DIR":  # made when first used (PEP 562)
+        return package_dir()
+    raise AttributeError(f"module 'cclq.locations' has no attribute {name!r}")
 
 
 def sql_root() -> Path:
     """The SQL folder: ``cclq/sql`` in a wheel (pyproject maps it there), ``sql/`` beside
     the package in a checkout."""
-    packaged = PACKAGE_DIR / "sql"
+    packaged = package_dir() / "sql"
     if packaged.is_dir():
         return packaged
-    checkout = PACKAGE_DIR.parent / "sql"
+    checkout = package_dir().parent / "sql"
     if checkout.is_dir():
         return checkout
     raise FileNotFoundError("cclq's sql/ folder is missing from this installation")
 
 
-def resolve_warehouse(option: str | None) -> Path:
-    """``--warehouse`` first, then ``$CCLQ_WAREHOUSE``, then ``./.cclq/warehouse``."""
+def warehouse_path(option: str | None) -> str:
+    """``--warehouse`` first, then ``$CCLQ_WAREHOUSE``, then ``./.cclq/warehouse``; absolute,
+    links resolved (what ``Path.resolve`` gives), as text."""
     chosen = option or os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE
-    return Path(chosen).expanduser().resolve()
+    return os.path.realpath(os.path.expanduser(chosen))
+
+
+def resolve_warehouse(option: str | None) -> Path:
+    """``warehouse_path`` as a Path."""
+    from pathlib import Path
+
+    return Path(warehouse_path(option))

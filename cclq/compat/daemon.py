@@ -16,7 +16,8 @@ the result cache make a repeated call safe. The daemon:
 * serves one warehouse, one call at a time, in the caller's working folder and with the
   caller's ``CCLQ_*`` environment; it reads the warehouse's current snapshot per call;
 * exits after ``CCLQ_DAEMON_IDLE_S`` seconds without a call (default 600), and when
-  cclq's code or SQL changed since it started (a call sends a fingerprint of both);
+  cclq's code or SQL changed since it started (it checks its files at each call), or a
+  call comes from another cclq (interpreter, package folder or version);
 * lives in ``$TMPDIR/cclq-<uid>/<hash of the warehouse path>.{sock,lock,log}``, a
   folder only its user can open (the socket path must stay under ~100 bytes, which a
   warehouse path may not).
@@ -48,12 +49,14 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
 
+# Not typing's, nor pathlib at run time: the client's start is most of a warm call, and
+# those two imports alone were ~30 ms of it (mypy reads the name as typing's).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Callable
+    from pathlib import Path
 
 ENABLE_ENV = "CCLQ_DAEMON"
 IDLE_ENV = "CCLQ_DAEMON_IDLE_S"
@@ -96,16 +99,17 @@ def enabled() -> bool:
 _SOCKET_PATH_MAX = 100
 
 
-def _home() -> Path | None:
+def _home() -> str | None:
     """``$TMPDIR/cclq-<uid>`` (``/tmp/cclq-<uid>`` when that path is too long for a
     socket), made private; None if it exists but another user owns it or others can
     open it (then no daemon: a socket there could be someone else's)."""
-    home = Path(tempfile.gettempdir()) / f"cclq-{os.getuid()}"
+    home = os.path.join(tempfile.gettempdir(), f"cclq-{os.getuid()}")
     if len(os.fsencode(home)) + 26 > _SOCKET_PATH_MAX:  # "/<20 hex>.sock" and a margin
-        home = Path("/tmp") / f"cclq-{os.getuid()}"
+        home = os.path.join("/tmp", f"cclq-{os.getuid()}")
     try:
-        home.mkdir(mode=0o700, exist_ok=True)
-        st = home.stat()
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(home, 0o700)
+        st = os.stat(home)
     except OSError:
         return None
     if st.st_uid != os.getuid() or st.st_mode & 0o077:
@@ -113,22 +117,50 @@ def _home() -> Path | None:
     return home
 
 
-def _paths(wh_root: Path) -> dict[str, Path] | None:
+def _places(wh_root: str | os.PathLike[str]) -> dict[str, str] | None:
+    """The daemon's socket, lock and log for the warehouse, as text (the client's way)."""
     home = _home()
     if home is None:
         return None
     stem = hashlib.sha256(_norm(wh_root).encode()).hexdigest()[:20]
-    return {kind: home / f"{stem}.{kind}" for kind in ("sock", "lock", "log")}
+    return {kind: os.path.join(home, f"{stem}.{kind}") for kind in ("sock", "lock", "log")}
+
+
+def _paths(wh_root: str | os.PathLike[str]) -> dict[str, Path] | None:
+    """``_places`` as Paths."""
+    from pathlib import Path
+
+    places = _places(wh_root)
+    return None if places is None else {kind: Path(p) for kind, p in places.items()}
+
+
+def warehouse_root(option: str | None) -> str:
+    """The warehouse a call names (``cclq.locations.warehouse_path``)."""
+    from cclq.locations import warehouse_path
+
+    return warehouse_path(option)
+
+
+def caller_stamp() -> str:
+    """Which cclq a call comes from: its version, interpreter and package folder. The
+    daemon serves only calls of its own (``installed_code_stamp`` then says whether
+    those files changed since it started)."""
+    from cclq.version import __version__
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cclq/, from cclq/compat/
+    return f"{__version__}\0{_norm(sys.executable)}\0{_norm(package)}"
 
 
 def installed_code_stamp() -> str:
     """cclq's Python files and SQL (path, size, mtime): a daemon started before an edit
-    or an upgrade must not answer with the old code."""
-    from cclq.locations import PACKAGE_DIR, sql_root
+    or an upgrade must not answer with the old code. The daemon computes it per call (the
+    client only says which cclq it is, ``caller_stamp``: walking the files was ~20 ms of
+    the client's start)."""
+    from cclq.locations import package_dir, sql_root
     from cclq.version import __version__
 
     h = hashlib.sha256(f"{__version__}\0{_norm(sys.executable)}".encode())
-    for top, suffix in ((PACKAGE_DIR, ".py"), (sql_root(), ".sql")):
+    for top, suffix in ((package_dir(), ".py"), (sql_root(), ".sql")):
         stack = [_norm(top)]
         entries = []
         while stack:
@@ -151,14 +183,14 @@ def _caller_env() -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------- client
-def call(argv: list[str], wh_root: Path) -> int | None:
+def call(argv: list[str], wh_root: str | os.PathLike[str]) -> int | None:
     """Runs ``python -m cclq.main argv`` in the warehouse's daemon, starting it when none
     runs, and prints what it printed. Its exit status, or None when no daemon could
     serve the call (the caller then runs it itself)."""
-    paths = _paths(wh_root)
+    paths = _places(wh_root)
     if paths is None:
         return None
-    request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": _caller_env(), "code": installed_code_stamp()})
+    request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": _caller_env(), "code": caller_stamp()})
     started: subprocess.Popen | None = None
     for _ in range(3):
         reply = _ask(paths["sock"], request, _seconds(ACK_ENV, DEFAULT_ACK_S), _seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
@@ -184,12 +216,12 @@ def call(argv: list[str], wh_root: Path) -> int | None:
     return None
 
 
-def _tell_once(paths: dict[str, Path], pid: int, wh_root: Path) -> None:
+def _tell_once(paths: dict[str, str], pid: int, wh_root: str | os.PathLike[str]) -> None:
     """The first daemon a user's calls start says so on stderr, once (a marker file next
     to the sockets): a process that stays after the call, and a warehouse folder the
     call wrote (``./.cclq/`` by default), should not be a surprise."""
-    marker = paths["log"].parent / "told-about-daemon"
-    if marker.exists():
+    marker = os.path.join(os.path.dirname(paths["log"]), "told-about-daemon")
+    if os.path.exists(marker):
         return
     idle = os.environ.get(IDLE_ENV, str(int(DEFAULT_IDLE_S)))
     sys.stderr.write(f"cclq: note: traces are ingested into the warehouse {wh_root} (delete it to start over); "
@@ -197,12 +229,12 @@ def _tell_once(paths: dict[str, Path], pid: int, wh_root: Path) -> None:
                      f"calls answer fast; it exits after {idle} s without a call ({IDLE_ENV}). Stop it with "
                      f"`cclq daemon stop`; {ENABLE_ENV}=0 runs every call in its own process. (Said once.)\n")
     try:
-        marker.touch()
+        open(marker, "a").close()
     except OSError:
         pass
 
 
-def _ask(sock_path: Path, request: str, ack_s: float = DEFAULT_ACK_S,
+def _ask(sock_path: str | os.PathLike[str], request: str, ack_s: float = DEFAULT_ACK_S,
          reply_s: float = DEFAULT_TIMEOUT_S) -> dict | _Unresponsive | None:
     """One request and its reply; None if no daemon answered (none runs, or it died),
     ``UNRESPONSIVE`` if one took the connection but did not start the request within
@@ -230,7 +262,7 @@ def _ask(sock_path: Path, request: str, ack_s: float = DEFAULT_ACK_S,
         return None
 
 
-def _start(wh_root: Path, paths: dict[str, Path]) -> subprocess.Popen | None:
+def _start(wh_root: str | os.PathLike[str], paths: dict[str, str]) -> subprocess.Popen | None:
     """Starts a daemon (detached, in its own session) and waits for its socket."""
     import subprocess
 
@@ -257,7 +289,7 @@ def _start(wh_root: Path, paths: dict[str, Path]) -> subprocess.Popen | None:
     return None
 
 
-def _locked(lock_path: Path) -> bool:
+def _locked(lock_path: str | os.PathLike[str]) -> bool:
     try:
         with open(lock_path, "a") as f:
             try:
@@ -270,13 +302,13 @@ def _locked(lock_path: Path) -> bool:
         return False
 
 
-def _wait_gone(lock_path: Path, timeout_s: float = 10.0) -> None:
+def _wait_gone(lock_path: str | os.PathLike[str], timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while _locked(lock_path) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
-def stop(wh_root: Path) -> bool:
+def stop(wh_root: str | os.PathLike[str]) -> bool:
     """Asks the warehouse's daemon to exit; whether one was running."""
     paths = _paths(wh_root)
     if paths is None:
@@ -299,7 +331,8 @@ def serve_calls(wh_root: Path, run: Callable[[list[str]], int], idle_s: float) -
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return
-    code = installed_code_stamp()
+    code = caller_stamp()
+    files = installed_code_stamp()
     sock_path = paths["sock"]
     with contextlib.suppress(FileNotFoundError):
         sock_path.unlink()  # a dead daemon's; the lock says no live one has it
@@ -316,7 +349,7 @@ def serve_calls(wh_root: Path, run: Callable[[list[str]], int], idle_s: float) -
                 break
             with conn:
                 try:
-                    if not _handle(conn, run, code):
+                    if not _handle(conn, run, code, files):
                         break
                 except Exception as e:  # noqa: BLE001 - no request may take the daemon down
                     print(f"cclq daemon: request failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
@@ -359,7 +392,7 @@ def _read_request(conn: socket.socket) -> bytes | None:
     return bytes(data)
 
 
-def _handle(conn: socket.socket, run: Callable[[list[str]], int], code: str) -> bool:
+def _handle(conn: socket.socket, run: Callable[[list[str]], int], code: str, files: str) -> bool:
     """Serves one request; False when the daemon should exit after it."""
     data = _read_request(conn)
     if data is None:
@@ -383,7 +416,9 @@ def _handle(conn: socket.socket, run: Callable[[list[str]], int], code: str) -> 
         with contextlib.suppress(OSError):
             conn.sendall(json.dumps({"error": problem}).encode())
         return True
-    if request.get("code") != code:
+    # a call from another cclq, or cclq's files changed since the daemon started (an edit,
+    # an upgrade in place): the daemon leaves, and the caller starts a new one
+    if request.get("code") != code or installed_code_stamp() != files:
         conn.sendall(json.dumps({"restart": True}).encode())
         return False
     conn.settimeout(None)

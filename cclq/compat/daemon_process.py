@@ -2,7 +2,9 @@
 
 ``cclq.compat.daemon`` starts it (and ``--stop`` ends it). It lives apart from the
 daemon module so that the daemon serves any handler it is given and imports nothing of
-the work it runs: this module hands it ``cclq.compat.main.run_here``.
+the work it runs: this module hands it ``cclq.compat.main.run_here``, behind
+``cclq.compat.warm.WarmCalls`` (sibling folders ingested together, a metric computed for
+all of them at once).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 
 from cclq.compat.daemon import DEFAULT_IDLE_S, IDLE_ENV, serve_calls, stop
 from cclq.compat.main import run_here
+from cclq.compat.warm import WarmCalls
 from cclq.locations import resolve_warehouse
 
 
@@ -31,7 +34,7 @@ def main() -> None:
     import cclq.query.engine
     import cclq.query.metrics  # noqa: F401
 
-    serve_calls(wh_root, run_here, float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S))
+    serve_calls(wh_root, WarmCalls(run_here), float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S))
 
 
 if __name__ == "__main__":

@@ -22,19 +22,23 @@ ingested and only reads.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: its import alone is ~15 ms of the client's start (mypy reads it)
 if TYPE_CHECKING:
+    import argparse
+
     from cclq.ingest.report import FileOutcome
+    from cclq.query.registry import MetricSpec
     from cclq.store.warehouse import Warehouse
 
 # Standard library only at import: the client half of a warm call (cclq/compat/daemon.py) is
 # this module, and it must start in milliseconds. The work's imports are in run_here.
 
 
-def _parser() -> argparse.ArgumentParser:
+def arg_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="python -m cclq.main", description=__doc__.splitlines()[0])
     parser.add_argument("--trace", required=True, help="workload folder or trace file")
     parser.add_argument("--metric", required=True, help="metric name (cclq metrics lists them)")
@@ -50,14 +54,38 @@ def main(argv: list[str] | None = None) -> int:
     from cclq.compat import daemon
 
     if daemon.enabled():
-        args, _ = _parser().parse_known_args(argv) if "-h" not in argv and "--help" not in argv else (None, None)
-        if args is not None:
-            from cclq.locations import resolve_warehouse
-
-            rc = daemon.call(argv, resolve_warehouse(args.warehouse))
+        plain, option = warehouse_option(argv)
+        if plain:
+            rc = daemon.call(argv, daemon.warehouse_root(option))
             if rc is not None:
                 return rc
     return run_here(argv)
+
+
+_OPTIONS = ("--trace", "--metric", "--model_params", "--n_chips", "--warehouse")
+
+
+def warehouse_option(argv: list[str]) -> tuple[bool, str | None]:
+    """(True, the call's --warehouse or None when not given), read without argparse (whose
+    import is ~20 ms of a warm call); (False, None) for anything but the five options
+    spelled out (`--name value` or `--name=value`, each once): an abbreviation, --help, a
+    stray word. Those the call runs here, where argparse reads (and reports) them."""
+    seen: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if name not in _OPTIONS or name in seen:
+            return False, None
+        if not eq:
+            i += 1
+            if i >= len(argv) or argv[i].startswith("-"):
+                return False, None  # a missing value (or one argparse may read otherwise)
+            value = argv[i]
+        seen[name] = value
+        i += 1
+    if "--trace" not in seen or "--metric" not in seen:
+        return False, None
+    return True, seen.get("--warehouse")
 
 
 def run_here(argv: list[str]) -> int:
@@ -65,12 +93,13 @@ def run_here(argv: list[str]) -> int:
     from cclq.errors import CclqError
     from cclq.ingest.plan import plan_inputs
     from cclq.ingest.run import ingest, is_up_to_date
+    from cclq.query.cache import cached_result
     from cclq.query.metrics import run_metric, summarize
     from cclq.query.registry import resolve
     from cclq.query.session import QuerySettings, connect
     from cclq.store.warehouse import ReadOnlyWarehouse, Warehouse, resolve_warehouse
 
-    args = _parser().parse_args(argv)
+    args = arg_parser().parse_args(argv)
     con = None
     try:
         spec = resolve(args.metric)
@@ -85,8 +114,14 @@ def run_here(argv: list[str]) -> int:
         # its id, and this one gets a distinct one (never the other folder's numbers).
         traces: dict[str, str] = {}
         try:
-            report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
-            failed, traces = report.failed, report.traces
+            # nothing changed (a folder asked for before, or ingested with its siblings by the
+            # daemon): no lock, no write, no clean-up, only a look at the files
+            if is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
+                failed = []
+            else:
+                traces = {}
+                report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
+                failed, traces = report.failed, report.traces
         except ReadOnlyWarehouse:
             if not is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
                 raise
@@ -103,15 +138,18 @@ def run_here(argv: list[str]) -> int:
                   "ingest (above) and the warehouse holds an older version of them", file=sys.stderr)
             print("nan")
             return 1
-        params = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
-                  if v is not None and k in {p.name for p in spec.params}}
+        params = metric_params(spec, args)
         from cclq.query.partial import partial_traces
 
         for trace, what in partial_traces(wh, [workload.trace]).items():
             print(f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
                   file=sys.stderr)
-        con = connect(wh, traces=[workload.trace], views=False, settings=QuerySettings.from_env(), cache=True)
-        value, reason = summarize(spec, run_metric(con, spec, params))
+        # a stored result is read without DuckDB (the daemon's calls mostly are such)
+        table = cached_result(wh, spec, params, [workload.trace])
+        if table is None:
+            con = connect(wh, traces=[workload.trace], views=False, settings=QuerySettings.from_env(), cache=True)
+            table = run_metric(con, spec, params)
+        value, reason = summarize(spec, table)
     except CclqError as e:
         print(f"cclq: error: {e.message}", file=sys.stderr)
         return int(e.exit_code)
@@ -124,6 +162,12 @@ def run_here(argv: list[str]) -> int:
         return 0
     print(repr(value))
     return 0
+
+
+def metric_params(spec: MetricSpec, args: argparse.Namespace) -> dict[str, str]:
+    """The metric's parameters the call sets (the overrides the metric declares)."""
+    return {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
+            if v is not None and k in {p.name for p in spec.params}}
 
 
 def _stale(failed: list[FileOutcome], wh: Warehouse) -> list[FileOutcome]:

@@ -395,8 +395,7 @@ class Warehouse:
                     raise
                 if locked:
                     try:
-                        tables = {name: _read_catalog_table(self.catalog_dir / snap_id / f"{name}.parquet", schema)
-                                  for name, schema in CATALOG_SCHEMAS.items()}
+                        tables = _catalog_tables(self.catalog_dir / snap_id, fd)
                     except BaseException:
                         os.close(fd)
                         raise
@@ -418,9 +417,7 @@ class Warehouse:
             try:
                 _flock(fd, fcntl.LOCK_SH, self.root)  # waits out a collector's check of it
                 if _still_there(folder / "files.parquet", fd):
-                    tables = {name: _read_catalog_table(folder / f"{name}.parquet", schema)
-                              for name, schema in CATALOG_SCHEMAS.items()}
-                    return Snapshot(self, snap_id, tables, fd)
+                    return Snapshot(self, snap_id, _catalog_tables(folder, fd), fd)
             except BaseException:
                 os.close(fd)
                 raise
@@ -643,6 +640,30 @@ _SNAPSHOT_ID = re.compile(r"[0-9]+")  # what _next_id makes: no path can hide in
 
 def _next_id(previous: str | None) -> str:
     return f"{(int(previous) + 1) if previous else 1:010d}"
+
+
+# The tables of the last few snapshots this process opened. A snapshot never changes once
+# written (a commit writes a new one), so a process that opens the same snapshot again
+# (the daemon behind `python -m cclq.main`: ingest's check, the partial-trace check and
+# the query session each open it, call after call) reads its catalog once. Keyed by the
+# folder and its files.parquet's identity (device, inode, mtime, size: a warehouse
+# deleted and made again at the same path starts its snapshot ids over).
+_SNAPSHOT_TABLES: dict[tuple[str, int, int, int, int], dict[str, pa.Table]] = {}
+_SNAPSHOT_TABLES_KEPT = 4
+
+
+def _catalog_tables(folder: Path, fd: int) -> dict[str, pa.Table]:
+    """The catalog tables of the snapshot in ``folder`` (``fd``: its files.parquet, locked)."""
+    st = os.fstat(fd)
+    key = (str(folder), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    tables = _SNAPSHOT_TABLES.get(key)
+    if tables is None:
+        tables = {name: _read_catalog_table(folder / f"{name}.parquet", schema)
+                  for name, schema in CATALOG_SCHEMAS.items()}
+        while len(_SNAPSHOT_TABLES) >= _SNAPSHOT_TABLES_KEPT:
+            del _SNAPSHOT_TABLES[next(iter(_SNAPSHOT_TABLES))]
+        _SNAPSHOT_TABLES[key] = tables
+    return dict(tables)
 
 
 def _read_catalog_table(path: Path, schema: pa.Schema) -> pa.Table:

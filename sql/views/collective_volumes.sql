@@ -16,13 +16,15 @@
 --   devices       1 for a GPU rank; the number of device planes of an XLA rank
 --                 (one profile file covers every device of its host), so
 --                 bytes / devices is what one device moved
---   source        gpu collectives | xla collective ops
+--   source        gpu collectives | xla collective ops | gloo cpu records (a rank
+--                 without GPU collectives: collectives_with's Gloo CPU records)
 CREATE OR REPLACE MACRO collective_volumes_with(rules_version, scope) AS TABLE
 WITH gpu AS (
   SELECT
     c.trace, c.rank, c.coll_type,
     count(*) AS collectives, count(c.bytes) AS sized, coalesce(sum(c.bytes), 0) AS bytes,
-    1 AS devices, 'gpu collectives' AS source
+    1 AS devices,
+    CASE WHEN c.source = 'cpu_backend' THEN 'gloo cpu records' ELSE 'gpu collectives' END AS source
   FROM collectives_with(rules_version) AS c
   SEMI JOIN query_table(scope) AS s USING (trace, rank)
   WHERE c.coll_type IS NOT NULL
@@ -50,12 +52,24 @@ UNION ALL
 SELECT * FROM xla;
 
 -- The (trace, rank) pairs with device work a collective could run beside: GPU
--- kernels or XLA ops. A rank outside it (CPU-only) has no collective volume to
--- report (NULL), a rank inside it without collectives of a type moved 0 bytes.
+-- kernels or XLA ops, and ranks with neither that ran collectives on Gloo's CPU
+-- worker threads ('gloo cpu records', the CPU being their device: until these
+-- records counted as collectives such a rank had no volume, so this only gives
+-- numbers where there were none). A rank outside it (CPU-only, no Gloo records)
+-- has no collective volume to report (NULL), a rank inside it without
+-- collectives of a type moved 0 bytes.
 CREATE OR REPLACE VIEW device_ranks AS
-SELECT DISTINCT trace, rank, 'gpu' AS device_source FROM gpu_ops WHERE kind = 'kernel'
-UNION
-SELECT DISTINCT trace, rank, 'xla' AS device_source FROM xla_ops;
+WITH devices AS (
+  SELECT DISTINCT trace, rank, 'gpu' AS device_source FROM gpu_ops WHERE kind = 'kernel'
+  UNION
+  SELECT DISTINCT trace, rank, 'xla' AS device_source FROM xla_ops
+)
+SELECT * FROM devices
+UNION ALL
+SELECT DISTINCT r.trace, r.rank, 'gloo cpu records' AS device_source
+FROM _cpu_collective_records_like('gloo:%') AS r
+WHERE r.role = 'backend'
+  AND NOT EXISTS (SELECT 1 FROM devices AS d WHERE d.trace = r.trace AND d.rank = r.rank);
 
 -- One collective type's volume per rank of `scope` (pass `metric_scope` in a
 -- metric), in GB (1e9 B) per device: 0 when the rank ran none, NULL with a

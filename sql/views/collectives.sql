@@ -75,6 +75,14 @@
 --   size on one rank) keys it apart from them; the stream fallback assumes
 --   equal stream ids on every rank; and times are each rank's own clock (no
 --   cross-host alignment).
+-- CPU collectives (Gloo): on a rank with no GPU communication kernel and no
+-- collective from other records, Gloo's `gloo:*` CPU records are its collectives
+-- (`source` = 'cpu_backend'; `_collectives_from_cpu_backend` says why and how).
+-- This is a change of this view, not a new version of the metrics that read it,
+-- on purpose: it only adds rows for ranks that had none, so a released metric
+-- version's result changes only where it had no answer (NULL, "no communication
+-- kernels" / "no GPU kernels and no XLA ops"); every trace with GPU collectives
+-- gives what it gave (the CHECKSUMS-frozen metric files are unchanged).
 -- (Sources beyond the Kineto trace, the execution trace's tensor sizes and Horovod's
 -- operations, are added by collectives_execution_traces.sql and collectives_horovod.sql,
 -- which `extend` this module: see sql/README.md.)
@@ -541,12 +549,100 @@ SELECT
   event_idx
 FROM ordinals;
 
+-- The message of the typed CPU-side collective records (cpu_collectives_with
+-- rules version 1) whose name is LIKE `name_like`, without their step: the body of `cpu_collective_messages`
+-- (sql/views/cpu_collective_messages.sql documents its columns and how bytes and
+-- group size are found), here so that `collectives` can read the backend's records
+-- without requiring the step module.
+-- `name_like`: a LIKE pattern on the record's name ('%': every record), applied
+-- first, so that reading only Gloo's records costs little on traces without them.
+CREATE OR REPLACE MACRO _cpu_collective_records_like(name_like) AS TABLE
+WITH ops AS (
+  SELECT * FROM cpu_collectives_with(1, files) WHERE coll_type IS NOT NULL AND name LIKE name_like
+),
+best_size AS (  -- the best way each record states its message
+  SELECT *
+  FROM _collective_cpu_op_sizes
+  QUALIFY row_number() OVER (PARTITION BY trace, rank, file_id, event_idx ORDER BY size_preference) = 1
+),
+grouped AS (
+  SELECT
+    o.*,
+    s.size_kind, s.in_bytes, s.out_bytes, s.in_nelems AS size_in_nelems, s.out_nelems AS size_out_nelems,
+    s.dtype AS size_dtype,
+    CASE WHEN o.coll_type IN ('all_gather', 'reduce_scatter')
+      THEN _nelems_ratio(s.in_nelems, s.out_nelems) END AS ratio_group_size,
+    p.pg_size,
+    t.world_size
+  FROM ops AS o
+  LEFT JOIN best_size AS s USING (trace, rank, file_id, event_idx)
+  LEFT JOIN _process_group_sizes AS p ON p.trace = o.trace AND p.rank = o.rank AND p.pg_name = o.pg_name
+  LEFT JOIN traces AS t ON t.trace = o.trace
+),
+sized AS (
+  SELECT
+    *,
+    coalesce(group_size, ratio_group_size, pg_size, world_size) AS group_size_,
+    CASE
+      WHEN group_size IS NOT NULL THEN 'Group size'
+      WHEN ratio_group_size IS NOT NULL THEN CASE coll_type WHEN 'all_gather' THEN 'Out/In' ELSE 'In/Out' END || ' ' || size_kind
+      WHEN pg_size IS NOT NULL THEN 'process group ' || pg_name || ' size'
+      WHEN world_size IS NOT NULL THEN 'trace world size'
+    END AS group_size_source
+  FROM grouped
+)
+SELECT
+  o.trace,
+  o.rank,
+  o.role,
+  o.name,
+  o.coll_type,
+  o.tid,
+  o.ts_ns,
+  o.dur_ns,
+  o.end_ns,
+  CAST(CASE
+    WHEN o.coll_type = 'all_gather' AND o.out_bytes IS NOT NULL THEN o.out_bytes
+    WHEN o.coll_type = 'all_gather' THEN o.in_bytes * o.group_size_  -- only the input is listed
+    ELSE o.in_bytes
+  END AS BIGINT) AS bytes,
+  o.in_bytes,
+  o.out_bytes,
+  o.size_in_nelems AS in_nelems,
+  o.size_out_nelems AS out_nelems,
+  coalesce(o.dtype, o.size_dtype) AS dtype,
+  o.group_size_ AS group_size,
+  CASE
+    WHEN o.in_bytes IS NULL THEN NULL
+    WHEN o.coll_type = 'all_gather' AND o.out_bytes IS NULL THEN o.size_kind || ' x group size'
+    WHEN o.coll_type = 'all_gather' THEN o.size_kind || ': output'
+    ELSE o.size_kind || ': input'
+  END AS size_source,
+  o.group_size_source,
+  CASE
+    WHEN o.in_bytes IS NULL AND o.args LIKE '%TensorList%'
+      THEN 'size unknown: the op lists a TensorList, whose element type Kineto does not record'
+    WHEN o.in_bytes IS NULL THEN 'size unknown: no msg nelems and no sized Input Dims'
+  END AS reason,
+  o.pg_name,
+  o.seq,
+  o.collective_name,
+  o.file_id,
+  o.event_idx
+FROM (
+  SELECT s.*, e.args
+  FROM sized AS s
+  JOIN events AS e USING (trace, rank, file_id, event_idx)
+) AS o;
+
 -- Every collective: the GPU communication kernels above (classified by
--- kernel_class_rules `rules_version`), and those of other records
--- (`_collectives_extra`: Horovod's tensor operations, collectives_horovod.sql).
+-- kernel_class_rules `rules_version`), those of other records (`_collectives_extra`:
+-- Horovod's tensor operations, collectives_horovod.sql), and on ranks with neither,
+-- Gloo's CPU records (`_collectives_from_cpu_backend`). `source` says which:
+-- 'gpu_kernel', 'horovod', 'cpu_backend'.
 -- Extension point `_collectives_extra`: rows in the columns of
--- _collectives_from_kernels_with (by name; the missing ones NULL). Empty here; a
--- module that extends this one replaces it.
+-- _collectives_from_kernels_with (by name; the missing ones NULL) and `source`.
+-- Empty here; a module that extends this one replaces it.
 CREATE OR REPLACE VIEW _collectives_extra AS
 SELECT
   NULL::VARCHAR AS trace, NULL::INTEGER AS rank, NULL::VARCHAR AS coll_type, NULL::BIGINT AS ts_ns,
@@ -554,17 +650,81 @@ SELECT
   NULL::DOUBLE AS algbw_gbps, NULL::DOUBLE AS busbw_gbps, NULL::VARCHAR AS match_id,
   NULL::VARCHAR AS type_source, NULL::VARCHAR AS size_source, NULL::VARCHAR AS group_size_source,
   NULL::VARCHAR AS reason, NULL::VARCHAR AS dtype, NULL::VARCHAR AS collective_name,
-  NULL::VARCHAR AS file_id, NULL::BIGINT AS event_idx
+  NULL::VARCHAR AS file_id, NULL::BIGINT AS event_idx, NULL::VARCHAR AS source
 WHERE false;
 
+-- The collectives of the ranks not in `covered` (the name of a relation of trace,
+-- rank: collectives_with passes the ranks with GPU communication kernels or
+-- collectives from other records, `_collectives_extra`): there
+-- the backend's CPU records are the collectives. Only Gloo's (`gloo:*`, the one
+-- c10d backend that runs without a GPU): Gloo runs each collective on a worker
+-- thread inside its record, so the record's duration is the communication time
+-- (waits for late peers included, as a kernel's is). NCCL's CPU records (`nccl:*`)
+-- are left out: they only enqueue the kernel, their duration is the launch, not the
+-- transfer. `coll_type` is what Gloo ran, which is not always what was called
+-- (reduce_scatter_tensor runs as a gloo:all_reduce of the whole input, and counts
+-- as that all_reduce here). Gloo writes no process group name and no sequence
+-- number, so instances are matched across ranks by their rank-local ordinal per
+-- (type, bytes), as kernels without Seq are: '<pg or gloo>/<type> <bytes> B #<n>'.
+CREATE OR REPLACE MACRO _collectives_from_cpu_backend(covered) AS TABLE
+WITH records AS (
+  SELECT r.*
+  FROM _cpu_collective_records_like('gloo:%') AS r
+  ANTI JOIN query_table(covered) AS c ON c.trace = r.trace AND c.rank = r.rank
+  WHERE r.role = 'backend'
+),
+keyed AS (
+  SELECT
+    *,
+    coalesce(pg_name, 'gloo') AS match_group,
+    CASE
+      WHEN coll_type IN ('all_reduce', 'all_gather', 'reduce_scatter', 'broadcast', 'reduce', 'barrier')
+        THEN coalesce(bytes || ' B', 'size unknown')
+    END AS match_size
+  FROM records
+)
+SELECT
+  trace, rank, coll_type, ts_ns, dur_ns, end_ns, bytes, group_size, pg_name, seq,
+  bytes / nullif(dur_ns, 0) AS algbw_gbps,  -- bytes per ns = GB/s
+  bytes / nullif(dur_ns, 0) * coll_busbw_factor(coll_type, group_size) AS busbw_gbps,
+  CASE
+    WHEN seq IS NOT NULL THEN coalesce(pg_name, '?') || '/seq ' || seq
+    ELSE match_group || '/' || concat_ws(' ', coll_type, match_size) || ' #' || row_number() OVER (
+      PARTITION BY trace, rank, match_group, coll_type, match_size ORDER BY ts_ns, file_id, event_idx)
+  END AS match_id,
+  'cpu backend record ' || name AS type_source,
+  CASE WHEN size_source IS NOT NULL THEN 'cpu ' || name || ' ' || size_source END AS size_source,
+  group_size_source,
+  reason,
+  in_nelems, out_nelems, dtype, collective_name,
+  file_id, event_idx,
+  'cpu_backend' AS source
+FROM keyed;
+
 CREATE OR REPLACE MACRO collectives_with(rules_version) AS TABLE
-SELECT * FROM _collectives_from_kernels_with(rules_version)
+-- each source is computed once: it is both a part of the result and what decides
+-- which ranks the CPU records are read for
+WITH from_kernels AS MATERIALIZED (
+  SELECT *, 'gpu_kernel' AS source FROM _collectives_from_kernels_with(rules_version)
+),
+from_extra AS MATERIALIZED (
+  SELECT * FROM _collectives_extra
+),
+covered AS (
+  SELECT DISTINCT trace, rank FROM from_kernels
+  UNION
+  SELECT DISTINCT trace, rank FROM from_extra
+)
+SELECT * FROM from_kernels
 UNION ALL BY NAME
-SELECT * FROM _collectives_extra;
+SELECT * FROM from_extra
+UNION ALL BY NAME
+SELECT * FROM _collectives_from_cpu_backend(covered);
 
 -- Every collective on every rank (version 1 of collectives_with: what the released
 -- collective metrics read): one row per collective instance per rank, from the GPU
--- communication kernels and Horovod's tensor operations, with its type, message
+-- communication kernels and Horovod's tensor operations, and on ranks with neither
+-- from Gloo's CPU records (`source` says which), with its type, message
 -- size, group size, bandwidths and the cross-rank `match_id` (the head of
 -- sql/views/collectives.sql says where each fact comes from).
 -- columns:
@@ -601,6 +761,7 @@ SELECT * FROM _collectives_extra;
 --   external_id        the kernel's External id (link to its CPU op)
 --   file_id            the source file of the kernel (or Horovod operation)
 --   event_idx          its position in that file
+--   source             gpu_kernel | horovod | cpu_backend (Gloo's CPU record, on ranks without GPU ones)
 CREATE OR REPLACE VIEW collectives AS
 SELECT * FROM collectives_with(1);
 

@@ -22,5 +22,6 @@ SELECT
   dtype,
   tensor AS collective_name,
   file_id,
-  event_idx
+  event_idx,
+  'horovod' AS source
 FROM horovod_ops;

@@ -30,81 +30,14 @@
 -- requires: collectives, steps
 
 CREATE OR REPLACE VIEW cpu_collective_messages AS
-WITH ops AS (
-  SELECT * FROM cpu_collectives_with(1, files) WHERE coll_type IS NOT NULL
-),
-best_size AS (  -- the best way each record states its message
-  SELECT *
-  FROM _collective_cpu_op_sizes
-  QUALIFY row_number() OVER (PARTITION BY trace, rank, file_id, event_idx ORDER BY size_preference) = 1
-),
-grouped AS (
-  SELECT
-    o.*,
-    s.size_kind, s.in_bytes, s.out_bytes, s.in_nelems AS size_in_nelems, s.out_nelems AS size_out_nelems,
-    s.dtype AS size_dtype,
-    CASE WHEN o.coll_type IN ('all_gather', 'reduce_scatter')
-      THEN _nelems_ratio(s.in_nelems, s.out_nelems) END AS ratio_group_size,
-    p.pg_size,
-    t.world_size
-  FROM ops AS o
-  LEFT JOIN best_size AS s USING (trace, rank, file_id, event_idx)
-  LEFT JOIN _process_group_sizes AS p ON p.trace = o.trace AND p.rank = o.rank AND p.pg_name = o.pg_name
-  LEFT JOIN traces AS t ON t.trace = o.trace
-),
-sized AS (
-  SELECT
-    *,
-    coalesce(group_size, ratio_group_size, pg_size, world_size) AS group_size_,
-    CASE
-      WHEN group_size IS NOT NULL THEN 'Group size'
-      WHEN ratio_group_size IS NOT NULL THEN CASE coll_type WHEN 'all_gather' THEN 'Out/In' ELSE 'In/Out' END || ' ' || size_kind
-      WHEN pg_size IS NOT NULL THEN 'process group ' || pg_name || ' size'
-      WHEN world_size IS NOT NULL THEN 'trace world size'
-    END AS group_size_source
-  FROM grouped
-)
+-- the records and their messages are `_cpu_collective_records_like` (collectives.sql,
+-- which also makes Gloo's records the collectives of ranks without GPU ones);
+-- this view adds the step
 SELECT
-  o.trace,
-  o.rank,
-  st.step,
-  o.role,
-  o.name,
-  o.coll_type,
-  o.tid,
-  o.ts_ns,
-  o.dur_ns,
-  o.end_ns,
-  CAST(CASE
-    WHEN o.coll_type = 'all_gather' AND o.out_bytes IS NOT NULL THEN o.out_bytes
-    WHEN o.coll_type = 'all_gather' THEN o.in_bytes * o.group_size_  -- only the input is listed
-    ELSE o.in_bytes
-  END AS BIGINT) AS bytes,
-  o.in_bytes,
-  o.out_bytes,
-  coalesce(o.dtype, o.size_dtype) AS dtype,
-  o.group_size_ AS group_size,
-  CASE
-    WHEN o.in_bytes IS NULL THEN NULL
-    WHEN o.coll_type = 'all_gather' AND o.out_bytes IS NULL THEN o.size_kind || ' x group size'
-    WHEN o.coll_type = 'all_gather' THEN o.size_kind || ': output'
-    ELSE o.size_kind || ': input'
-  END AS size_source,
-  o.group_size_source,
-  CASE
-    WHEN o.in_bytes IS NULL AND o.args LIKE '%TensorList%'
-      THEN 'size unknown: the op lists a TensorList, whose element type Kineto does not record'
-    WHEN o.in_bytes IS NULL THEN 'size unknown: no msg nelems and no sized Input Dims'
-  END AS reason,
-  o.pg_name,
-  o.seq,
-  o.file_id,
-  o.event_idx
-FROM (
-  SELECT s.*, e.args
-  FROM sized AS s
-  JOIN events AS e USING (trace, rank, file_id, event_idx)
-) AS o
+  o.trace, o.rank, st.step, o.role, o.name, o.coll_type, o.tid, o.ts_ns, o.dur_ns, o.end_ns,
+  o.bytes, o.in_bytes, o.out_bytes, o.dtype, o.group_size, o.size_source, o.group_size_source,
+  o.reason, o.pg_name, o.seq, o.file_id, o.event_idx
+FROM _cpu_collective_records_like('%') AS o
 LEFT JOIN steps AS st
   ON st.trace = o.trace AND st.rank = o.rank AND st.source = 'cpu_annotation'
   AND o.ts_ns >= st.ts_ns AND o.ts_ns < st.end_ns;

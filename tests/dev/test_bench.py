@@ -120,6 +120,9 @@ def test_main_loop_bench_runs_every_call_both_ways(tmp_path):
     for i in range(2):
         generate_workload(tmp_path / "traces" / f"w{i}", ranks=2, steps=2, layers=1, seed=i)
     rows = run_main_loop_bench(tmp_path / "traces", metrics=("total_kernel_time",))
-    assert [r["case"] for r in rows] == ["a process per call, results computed", "a process per call, results cached",
-                                         "warm daemon, results computed", "warm daemon, results cached"]
+    assert [r["case"] for r in rows] == [
+        "fresh warehouse, warm daemon: first loop", "fresh warehouse, warm daemon: repeat loop",
+        "fresh warehouse, a process per call: first loop", "fresh warehouse, a process per call: repeat loop",
+        "ingested, a process per call, results computed", "ingested, a process per call, results cached",
+        "ingested, warm daemon, results computed", "ingested, warm daemon, results cached"]
     assert all(r["calls"] == 2 and r["failed"] == 0 for r in rows)
