@@ -195,6 +195,8 @@ def call(argv: list[str], wh_root: str | os.PathLike[str]) -> int | None:
     for _ in range(3):
         reply = _ask(paths["sock"], request, _seconds(ACK_ENV, DEFAULT_ACK_S), _seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
         if isinstance(reply, _Unresponsive):  # UNRESPONSIVE, its one instance
+            if started is not None:  # this call started it (busy with its first call): it stays
+                _tell_once(paths, started.pid, wh_root)
             return None  # there, but not serving: run here, and start no other daemon
         if reply is None or reply.get("restart"):
             if reply is not None:
@@ -217,10 +219,11 @@ def call(argv: list[str], wh_root: str | os.PathLike[str]) -> int | None:
 
 
 def _tell_once(paths: dict[str, str], pid: int, wh_root: str | os.PathLike[str]) -> None:
-    """The first daemon a user's calls start says so on stderr, once (a marker file next
-    to the sockets): a process that stays after the call, and a warehouse folder the
-    call wrote (``./.cclq/`` by default), should not be a surprise."""
-    marker = os.path.join(os.path.dirname(paths["log"]), "told-about-daemon")
+    """The first daemon a user's calls start for a warehouse says so on stderr, once per
+    warehouse (a marker file beside its socket; the note names the warehouse): a process
+    that stays after the call, and a warehouse folder the call wrote (``./.cclq/`` by
+    default), should not be a surprise."""
+    marker = paths["log"][: -len(".log")] + ".told"
     if os.path.exists(marker):
         return
     idle = os.environ.get(IDLE_ENV, str(int(DEFAULT_IDLE_S)))

@@ -61,7 +61,7 @@ def test_the_daemon_answers_as_the_process_itself_would(setup):
     assert _paths(tmp_path)["sock"].exists()  # a daemon served them
     # the call that started it says so, once, on stderr (and how to stop it)
     notes = [d.stderr for d in warm if "cclq: note: traces are ingested into the warehouse" in d.stderr]
-    assert len(notes) == 1 and "`cclq daemon stop`" in notes[0]
+    assert len(notes) == 1 and "`cclq daemon stop`" in notes[0], [d.stderr for d in warm]
     assert f"the warehouse {tmp_path / 'wh'} (delete it" in notes[0] and "CCLQ_DAEMON_IDLE_S" in notes[0]
     for (w, m), h, d in zip(CALLS, here, warm):
         assert (d.returncode, d.stdout) == (h.returncode, h.stdout), (w, m)
