@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import queue
 import threading
 import zlib
@@ -35,6 +36,10 @@ HEAD_BYTES = 1 << 20  # how much decompressed text the metadata sniffer looks at
 TAIL_BYTES = 4 << 20  # how much decompressed text is kept for keys after the events
 BLOCK_BYTES = 1 << 20  # the step of reading and inflating
 READ_AHEAD_BLOCKS = 4  # blocks the thread may hold ready (memory: 4 MB)
+# Files smaller than this on disk are read without the read-ahead thread: at 1-2 blocks
+# there is nothing to overlap, and a thread per file was a measurable part of ingesting
+# thousands of small traces.
+SMALL_FILE_BYTES = 2 * BLOCK_BYTES
 
 ProgressFn = Callable[[int], None]
 # Called with each block (and its offset) before a reader sees it; returns the offset
@@ -314,6 +319,8 @@ class Source:
         self.raw = _RawCounter(self._file, progress)
         blocks = _inflate_blocks(self.raw, self.compressed, path, limits, keep_bom)
         block_check = check(self.compressed) if check is not None else None
+        if read_ahead and os.fstat(self._file.fileno()).st_size < SMALL_FILE_BYTES:
+            read_ahead = False  # a thread per small file costs more than it overlaps
         self.stream = DecodedStream((_ReadAhead if read_ahead else _Inline)(blocks, block_check))
 
     def __enter__(self) -> Source:

@@ -8,6 +8,7 @@ its first two columns (``schema.data_file_schema``).
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -44,6 +45,20 @@ def _column_options(schema: pa.Schema) -> tuple[dict[str, str], list[str]]:
     return compression, dictionary
 
 
+_POOL: dict[int, ThreadPoolExecutor] = {}  # by process id: a forked child starts its own
+
+
+def _encoder_pool() -> ThreadPoolExecutor:
+    """The one encoding thread of this process, shared by every writer (a file's batches
+    still go in order: each writer waits for its previous one). A thread started and
+    stopped per file was a measurable share of ingesting thousands of small traces."""
+    pid = os.getpid()
+    if pid not in _POOL:
+        _POOL.clear()  # a pool inherited through fork has no thread in this process
+        _POOL[pid] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cclq-parquet")
+    return _POOL[pid]
+
+
 class DataFileWriter:
     """Encodes and compresses on a background thread while the parser goes on.
 
@@ -59,7 +74,7 @@ class DataFileWriter:
         self.schema = data_file_schema(schema)
         self.rows = 0
         self._writer: pq.ParquetWriter | None = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cclq-parquet")
+        self._pool = _encoder_pool()
         self._pending: Future[None] | None = None
 
     def _write(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -82,9 +97,8 @@ class DataFileWriter:
         try:
             if self._pending is not None:
                 self._pending.result()
-                self._pending = None
         finally:
-            self._pool.shutdown()
+            self._pending = None
         if self._writer is None:  # no rows: still write a valid, empty file
             self._writer = open_data_writer(self.path, self.schema)
         self._writer.close()
@@ -95,7 +109,7 @@ class DataFileWriter:
                 self._pending.result()
         except Exception:  # noqa: BLE001 - best effort on an error path
             pass
-        self._pool.shutdown()
+        self._pending = None
         if self._writer is not None:
             try:
                 self._writer.close()

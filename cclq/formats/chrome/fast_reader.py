@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from itertools import chain
 from multiprocessing import shared_memory
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from types import GenericAlias
 from typing import Any, Union
 
@@ -613,7 +613,7 @@ def _raw_value(raw: msgspec.Raw) -> Any:
     return value
 
 
-_GETTERS = [attrgetter(name) for name in _FIELDS]
+_astuple = msgspec.structs.astuple  # fields in _FIELDS order
 _ARANGE: list[pa.Array] = [pa.array([], pa.int64())]
 
 
@@ -626,7 +626,7 @@ _NONE = type(None)
 Times = tuple[pa.Array, list[int], list[int]]  # (exact ns, rows without a value, rows unusable)
 
 
-def _text_array(raws: list[msgspec.Raw]) -> tuple[pa.Array, pa.Array]:
+def _text_array(raws: Sequence[msgspec.Raw]) -> tuple[pa.Array, pa.Array]:
     """(utf8 array, lengths) of raw texts, in C: one join, no object per value. Raises
     ``FallbackToIjson`` for text that is not UTF-8 (msgspec skips raw values unchecked)."""
     lengths = pa.array(list(map(len, raws)), pa.int32())
@@ -663,7 +663,7 @@ def _ns_from_decimal_text(text: pa.Array) -> pa.Array:
 _NULL_TEXT = pa.scalar(None, pa.string())
 
 
-def _times_from_text(raws: list[msgspec.Raw], levels: int) -> Times:
+def _times_from_text(raws: Sequence[msgspec.Raw], levels: int) -> Times:
     """Exact ns from the raw JSON text of each ts or dur value (empty: absent), as
     ``events.time_ns`` defines them: in C for every plain number with at most 18 decimals
     (integer or fraction, relative or epoch: ``_ns_from_decimal_text``). Only a chunk
@@ -874,11 +874,13 @@ class _Builder:
             where = [i for i, e in enumerate(entries) if type(e) in _STRUCT_TYPES]
             objs = [entries[i] for i in where]
         m = len(objs)
-        ph, cat, name, pid, tid, ts_in, dur_in, fid, bp, sc, args = [list(map(get, objs)) for get in _GETTERS]
         if where is not None:
             self.drops[NOT_AN_OBJECT, ""] += n - m
         if not m:
             return
+        # fields into columns: one tuple per event, transposed by zip, both in C (3x
+        # faster than one attrgetter map per field)
+        ph, cat, name, pid, tid, ts_in, dur_in, fid, bp, sc, args = zip(*map(_astuple, objs))
         index = _positions(first, n) if where is None else pa.array([first + i for i in where], pa.int64())
         keep = [True] * m
         drops = self.drops
@@ -1021,7 +1023,7 @@ class _Builder:
     # -- columns
     def _columns(self, m: int, index: pa.Array, ph: Sequence[Any], cat: Sequence[Any], name: Sequence[Any],
                  pid: Sequence[Any], tid: Sequence[Any], ts: pa.Array, dur: pa.Array, fid: Sequence[Any],
-                 bp: Sequence[Any], sc: Sequence[Any], args: list[msgspec.Raw], rows: list[int] | None,
+                 bp: Sequence[Any], sc: Sequence[Any], args: Sequence[msgspec.Raw], rows: list[int] | None,
                  text: bytes) -> pa.RecordBatch:
         args_col, promoted = self._args_columns(args, rows, text)
         cat_col, cat_raw = map_categories(text_array(cat))
@@ -1044,7 +1046,7 @@ class _Builder:
              for column, kind in PROMOTED_COLUMNS]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
-    def _args_columns(self, raws: list[msgspec.Raw], rows: list[int] | None, text: bytes
+    def _args_columns(self, raws: Sequence[msgspec.Raw], rows: list[int] | None, text: bytes
                       ) -> tuple[pa.Array, dict[str, pa.Array]]:
         """The ``args`` column (each event's args as its compact source text; NULL where
         absent or ``null``) and the promoted columns.
