@@ -11,9 +11,11 @@ run in one session share the views they build (``run_metrics``).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -29,8 +31,8 @@ from cclq.query.cache import (
 )
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
-from cclq.query.sqlfiles import defined_names, modules_for
-from cclq.sqltext import quote_literal
+from cclq.query.sqlfiles import defined_names, modules_for, strip_comments, view_modules
+from cclq.sqltext import quote_identifier, quote_literal
 
 if TYPE_CHECKING:
     from cclq.query.session import Session
@@ -152,8 +154,7 @@ def run_metrics(
             if on_done is not None:
                 on_done(run)
     finally:
-        for view in shared:
-            session.execute(f"DROP TABLE IF EXISTS temp.{view}")
+        _unshare(session, shared)
     return runs
 
 
@@ -165,29 +166,115 @@ def run_metrics(
 # planned again by each metric. When two or more metrics of a batch will read one of
 # these views, it is computed once into a temporary table of the same name, which
 # DuckDB resolves before the view, so each metric reads (and plans over) the stored
-# rows: the same rows, so the result and its cache key do not change. In dependency
-# order; each holds a row per kernel, op, step or collective (never per event: not
-# ``slices``), so they stay small next to the events they come from.
-SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified", "gpu_launches", "xla_ops",
-                "device_ranks", "steps", "gpu_ops_steps", "cpu_collectives", "collectives")
+# rows: the same rows, so the result and its cache key do not change. Each holds a row
+# per kernel, op, step, collective or HTA row (``hta_events``: the rows HTA keeps of a
+# trace, not every event as ``slices`` has), so they stay small next to the events they
+# come from.
+#
+# The versioned table macros (SHARED_MACROS, one argument: a rules version, as in
+# ``collectives_with(2)``) are shared the same way: the versioned metrics read these, not
+# the plain (version-1) views, so sharing only the views left the eleven collective
+# metrics on dlrm_param_8xV100 each redoing the version-2 kernel-to-CPU-op matching
+# (~3.5 s of a 5.5 s report). A table cannot stand in for a macro, so each version the
+# SQL files call (``_sql_versions``) is computed into ``_cclq_shared_<macro>_<version>``,
+# and a temporary macro of the macro's name reads that table through ``query_table``,
+# which binds a name computed from the argument: nothing left to plan below it, and no
+# call back into the macro it shadows (which is reached as ``<database>.main.<macro>``
+# while the tables are computed, before the shadow exists; a temporary macro calling
+# ``<macro>`` by name called itself, until DuckDB's expression-depth limit). DuckDB
+# resolves the temporary schema first, for the calls inside other macros and views too;
+# a later ``define_views`` re-creating the module's macro changes ``main``, never the
+# temporary one.
+#
+# One list in dependency order: a macro before the views over it (``collectives`` is
+# ``collectives_with(1)``, then read from the shared table), each after what it reads.
+SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified_with", "gpu_ops_classified",
+                "gpu_launches", "xla_ops", "device_ranks", "steps_with", "steps", "gpu_ops_steps",
+                "cpu_collectives", "collectives_with", "collectives", "collective_links_with", "hta_events",
+                "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length")
+SHARED_MACROS = frozenset({"gpu_ops_classified_with", "steps_with", "collectives_with", "collective_links_with"})
+_SHARED_PREFIX = "_cclq_shared_"
+
+
+@lru_cache(maxsize=None)
+def _sql_versions(texts: tuple[str, ...]) -> tuple[int, ...]:
+    """The rules versions the SQL calls a versioned macro with: every integer literal
+    that is the first argument of a ``*_with(`` call, in the view modules and ``texts``.
+    A version comes from such a literal (a macro passes its own argument on), so the
+    shadowing macro has a table for every version a query can ask for."""
+    calls = re.compile(r"\b\w+_with\(\s*(\d+)\s*[,)]")
+    sources = [m.sql for m in view_modules()] + list(texts)
+    return tuple(sorted({int(v) for text in sources for v in calls.findall(strip_comments(text))}))
+
+
+def _users(pending: list[MetricSpec], name: str) -> int:
+    """How many ``pending`` metrics load the view module that defines ``name``."""
+    return sum(1 for s in pending if any(name in defined_names(m) for m in modules_for(s.sql)))
 
 
 def _share_views(session: Session, pending: list[MetricSpec]) -> list[str]:
-    """Materializes the SHARED_VIEWS that two or more ``pending`` metrics use; their names."""
+    """Materializes the SHARED_VIEWS (and macros) that two or more ``pending`` metrics
+    use; their names."""
     import duckdb
 
     done = []
-    for view in SHARED_VIEWS:
-        users = [s for s in pending if any(view in defined_names(m) for m in modules_for(s.sql))]
-        if len(users) < 2:
+    versions = _sql_versions(tuple(s.sql for s in pending))
+    database: str | None = None
+    for name in SHARED_VIEWS:
+        if _users(pending, name) < 2:
             continue
         try:
-            session.define_views(f"SELECT * FROM {view}")
-            session.execute(f"CREATE TEMP TABLE {view} AS SELECT * FROM main.{view}")
+            if name in SHARED_MACROS:
+                session.define_views(f"SELECT * FROM {name}(1)")
+                if database is None:
+                    database = _database(session)
+                _share_macro(session, name, versions, database)
+            else:
+                session.define_views(f"SELECT * FROM {name}")
+                session.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM main.{name}")
         except duckdb.Error:
             continue  # the metrics then run on the view, and report their own error
-        done.append(view)
+        done.append(name)
     return done
+
+
+def _database(session: Session) -> str:
+    """The name of the session's database (``memory``), whose ``main`` schema holds the
+    view modules' macros."""
+    row = session.execute("SELECT current_database()").fetchone()
+    return str(row[0]) if row else "memory"
+
+
+def _share_macro(session: Session, macro: str, versions: tuple[int, ...], database: str) -> None:
+    """Computes ``macro(v)`` for each version into a table and shadows the macro with one
+    that reads them (see SHARED_VIEWS). Each is a table macro of one argument, the rules
+    version (tests/query/test_run_metrics.py checks the list against the view modules)."""
+    import duckdb
+
+    made: list[str] = []
+    try:
+        for v in versions:
+            table = f"{_SHARED_PREFIX}{macro}_{int(v)}"
+            session.execute(f"CREATE TEMP TABLE {quote_identifier(table)} AS SELECT * FROM "
+                            f"{quote_identifier(database)}.main.{quote_identifier(macro)}({int(v)})")
+            made.append(table)
+        session.execute(f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
+                        f"query_table({quote_literal(_SHARED_PREFIX + macro + '_')} || rules_version)")
+    except duckdb.Error:
+        for table in made:
+            session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(table)}")
+        raise
+
+
+def _unshare(session: Session, shared: list[str]) -> None:
+    """Drops what ``_share_views`` made: the shadowing macros first, then the tables."""
+    for name in shared:
+        if name in SHARED_MACROS:
+            session.execute(f"DROP MACRO TABLE IF EXISTS temp.main.{quote_identifier(name)}")
+    made = session.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND starts_with(table_name, ?)",
+                           [_SHARED_PREFIX]).fetchall()
+    for name in [n for n in shared if n not in SHARED_MACROS] + [t for (t,) in made]:
+        session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(name)}")
 
 
 # The metric's rows, computed once: DESCRIBE of the query and then the query itself
