@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from cclq.errors import QueryError
-from cclq.query.applicability import plan, trace_facts
+from cclq.query.applicability import Plan, plan, trace_facts
 from cclq.query.cache import (
     inputs_key,
     is_cached,
@@ -31,10 +32,12 @@ from cclq.query.cache import (
 )
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
-from cclq.query.sqlfiles import defined_names, modules_for, strip_comments, view_modules
+from cclq.query.sqlfiles import names_reached, strip_comments, view_modules
 from cclq.sqltext import quote_identifier, quote_literal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from cclq.query.session import Session
 
 
@@ -48,10 +51,8 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
     """
     import duckdb
 
-    path = None
-    if session.cache_dir is not None:
-        key = inputs_key(session.snapshot, session.traces, ("query", label, sql))
-        path = session.cache_dir / f"query.{label}.{key}.parquet"
+    path = _query_path(session, label, sql)
+    if path is not None:
         cached = read_cached(path)
         if cached is not None:
             return cached
@@ -63,6 +64,25 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
     if path is not None:
         store_result(table, path)
     return table
+
+
+def _query_path(session: Session, label: str, sql: str) -> Path | None:
+    """Where ``run_cached_query`` keeps the result of this query (None: no cache)."""
+    if session.cache_dir is None:
+        return None
+    key = inputs_key(session.snapshot, session.traces, ("query", label, sql))
+    return session.cache_dir / f"query.{label}.{key}.parquet"
+
+
+def uncached_queries(session: Session, queries: Sequence[tuple[str, str]]) -> list[str]:
+    """The SQL of those (label, sql) queries of ``run_cached_query`` whose result is not
+    cached: what a batch will compute (``shared_views``)."""
+    out = []
+    for label, sql in queries:
+        path = _query_path(session, label, sql)
+        if path is None or not path.exists():
+            out.append(sql)
+    return out
 
 
 def run_metric(
@@ -133,12 +153,9 @@ def run_metrics(
     applies to some runs over all of them as usual, with ``not_applicable`` for the rest.
     """
     params = params or {}
-    planned = plan(specs, trace_facts(session)) if plan_first else None
-    to_run = [s for s in specs if planned is None or not planned.applies_nowhere(s.name)]
-    pending = [s for s in to_run if not is_cached(session, s, params_for(s, params))]
-    shared = _share_views(session, pending)
+    planned, pending = _batch(session, specs, params, plan_first)
     runs: dict[str, MetricRun] = {}
-    try:
+    with shared_views(session, [s.sql for s in pending]):
         for spec in specs:
             skipped = planned.skipped.get(spec.name, {}) if planned is not None else {}
             start = time.perf_counter()
@@ -153,9 +170,43 @@ def run_metrics(
             runs[spec.name] = run
             if on_done is not None:
                 on_done(run)
-    finally:
-        _unshare(session, shared)
     return runs
+
+
+def _batch(session: Session, specs: list[MetricSpec], params: dict[str, str],
+           plan_first: bool) -> tuple[Plan | None, list[MetricSpec]]:
+    """The plan of a batch (``plan_first``), and the metrics whose SQL it will run: those
+    that apply somewhere and are not cached."""
+    planned = plan(specs, trace_facts(session)) if plan_first else None
+    to_run = [s for s in specs if planned is None or not planned.applies_nowhere(s.name)]
+    return planned, [s for s in to_run if not is_cached(session, s, params_for(s, params))]
+
+
+def batch_queries(session: Session, specs: list[MetricSpec], params: dict[str, str] | None = None,
+                  plan_first: bool = False) -> list[str]:
+    """The SQL that ``run_metrics`` with these arguments will run (for ``shared_views``)."""
+    return [s.sql for s in _batch(session, specs, params or {}, plan_first)[1]]
+
+
+@contextmanager
+def shared_views(session: Session, queries: list[str]) -> Iterator[list[str]]:
+    """For the block, the SHARED_VIEWS (and macros) that two or more of ``queries`` read
+    are computed once into temporary tables (see SHARED_VIEWS); yields their names.
+
+    ``run_metrics`` opens one for its metrics; a caller that runs more queries over the
+    same views after them (report and board: the figure data) opens one around all of
+    it, with every query, and the nested one shares nothing more. Afterwards the names
+    are the views and macros of the modules again."""
+    if session.sharing:
+        yield []
+        return
+    shared = _share_views(session, queries)
+    session.sharing = True
+    try:
+        yield shared
+    finally:
+        session.sharing = False
+        _unshare(session, shared)
 
 
 # Views that several metrics read: ``collectives`` matches every communication kernel
@@ -191,7 +242,8 @@ def run_metrics(
 SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified_with", "gpu_ops_classified",
                 "gpu_launches", "xla_ops", "device_ranks", "steps_with", "steps", "gpu_ops_steps",
                 "cpu_collectives", "collectives_with", "collectives", "collective_links_with", "hta_events",
-                "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length")
+                "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length", "hta_memory_bw",
+                "hta_kernel_launches")
 SHARED_MACROS = frozenset({"gpu_ops_classified_with", "steps_with", "collectives_with", "collective_links_with"})
 _SHARED_PREFIX = "_cclq_shared_"
 
@@ -207,21 +259,21 @@ def _sql_versions(texts: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(sorted({int(v) for text in sources for v in calls.findall(strip_comments(text))}))
 
 
-def _users(pending: list[MetricSpec], name: str) -> int:
-    """How many ``pending`` metrics load the view module that defines ``name``."""
-    return sum(1 for s in pending if any(name in defined_names(m) for m in modules_for(s.sql)))
+def _users(queries: list[str], name: str) -> int:
+    """How many of these queries read ``name`` (directly or through other views)."""
+    return sum(1 for sql in queries if name in names_reached(sql))
 
 
-def _share_views(session: Session, pending: list[MetricSpec]) -> list[str]:
-    """Materializes the SHARED_VIEWS (and macros) that two or more ``pending`` metrics
-    use; their names."""
+def _share_views(session: Session, queries: list[str]) -> list[str]:
+    """Materializes the SHARED_VIEWS (and macros) that two or more ``queries`` read;
+    their names."""
     import duckdb
 
     done = []
-    versions = _sql_versions(tuple(s.sql for s in pending))
+    versions = _sql_versions(tuple(queries))
     database: str | None = None
     for name in SHARED_VIEWS:
-        if _users(pending, name) < 2:
+        if _users(queries, name) < 2:
             continue
         try:
             if name in SHARED_MACROS:

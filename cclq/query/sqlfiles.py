@@ -129,6 +129,37 @@ def _modules_for(sql: str, modules: tuple[ViewModule, ...]) -> tuple[ViewModule,
 
 
 @lru_cache(maxsize=1)
+def _definitions() -> dict[str, frozenset[str]]:
+    """Each view or macro name -> the words of its definitions (its own statement in every
+    module that defines it, extension points included)."""
+    out: dict[str, frozenset[str]] = {}
+    for module in view_modules():
+        found = list(_DEFINES.finditer(module.sql))
+        for i, match in enumerate(found):
+            end = found[i + 1].start() if i + 1 < len(found) else len(module.sql)
+            name = match.group(1).lower()
+            out[name] = out.get(name, frozenset()) | _words(module.sql[match.end():end])
+    return out
+
+
+@lru_cache(maxsize=1024)
+def names_reached(sql: str) -> frozenset[str]:
+    """The views and macros a query reads, directly or through the definitions of others:
+    finer than ``modules_for`` (a whole module), for deciding what several queries share
+    (``cclq.query.metrics``). A word that only looks like a name (a column called like a
+    view) may add a name; none is ever left out."""
+    definitions = _definitions()
+    todo = [w for w in _words(sql) if w in definitions]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(w for w in definitions[name] if w in definitions and w not in seen)
+    return frozenset(seen)
+
+
+@lru_cache(maxsize=1)
 def view_modules() -> tuple[ViewModule, ...]:
     """Every view module, each after the modules it requires."""
     root = sql_root() / "views"
