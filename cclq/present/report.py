@@ -13,6 +13,7 @@ table form.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -92,14 +93,19 @@ def collect_reports(
     specs: list[MetricSpec],
     params: dict[str, str] | None = None,
     on_metric: Callable[[MetricRun], None] | None = None,
+    on_shared: Callable[[list[str], float], None] | None = None,
 ) -> dict[str, WorkloadReport]:
-    """trace -> WorkloadReport for every trace the session sees."""
+    """trace -> WorkloadReport for every trace the session sees. ``on_shared(names,
+    seconds)``: after the views shared by the metrics and figures are computed."""
     workloads = load_workloads(session)
     traces = sorted(workloads)
     # the figure queries read the views the metrics read: shared by all of them
     queries = batch_queries(session, specs, params, plan_first=True) + uncached_queries(
         session, [STEP_DURATIONS_QUERY, OP_STATS_QUERY, *HTA_QUERIES])
-    with shared_views(session, queries):
+    start = time.perf_counter()
+    with shared_views(session, queries) as shared:
+        if on_shared is not None:
+            on_shared(shared, time.perf_counter() - start)
         runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
         steps = step_durations(session)
         ops = op_stats(session)

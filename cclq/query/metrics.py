@@ -32,7 +32,7 @@ from cclq.query.cache import (
 )
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
-from cclq.query.sqlfiles import names_reached, strip_comments, view_modules
+from cclq.query.sqlfiles import literal_arguments, names_reached, strip_comments, view_modules
 from cclq.sqltext import quote_identifier, quote_literal
 
 if TYPE_CHECKING:
@@ -271,6 +271,7 @@ def _share_views(session: Session, queries: list[str]) -> list[str]:
 
     done = []
     versions = _sql_versions(tuple(queries))
+    called = literal_arguments(tuple(queries))
     database: str | None = None
     for name in SHARED_VIEWS:
         if _users(queries, name) < 2:
@@ -280,7 +281,8 @@ def _share_views(session: Session, queries: list[str]) -> list[str]:
                 session.define_views(f"SELECT * FROM {name}(1)")
                 if database is None:
                     database = _database(session)
-                _share_macro(session, name, versions, database)
+                wanted = tuple(v for v in versions if (0, v) in called.get(name, ()))
+                _share_macro(session, name, versions, wanted, database)
             else:
                 session.define_views(f"SELECT * FROM {name}")
                 session.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM main.{name}")
@@ -297,24 +299,30 @@ def _database(session: Session) -> str:
     return str(row[0]) if row else "memory"
 
 
-def _share_macro(session: Session, macro: str, versions: tuple[int, ...], database: str) -> None:
-    """Computes ``macro(v)`` for each version into a table and shadows the macro with one
-    that reads them (see SHARED_VIEWS). Each is a table macro of one argument, the rules
-    version (tests/query/test_run_metrics.py checks the list against the view modules)."""
+def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted: tuple[int, ...],
+                 database: str) -> None:
+    """Computes ``macro(v)`` for each ``wanted`` version into a table and shadows the macro
+    with one that reads them (see SHARED_VIEWS); each other version is a view that calls
+    the module's macro, so a call the reading of the SQL missed (``literal_arguments``)
+    is still answered, only not shared. Each shared macro is a table macro of one
+    argument, the rules version (tests/query/test_run_metrics.py checks the list against
+    the view modules)."""
     import duckdb
 
     made: list[str] = []
     try:
         for v in versions:
             table = f"{_SHARED_PREFIX}{macro}_{int(v)}"
-            session.execute(f"CREATE TEMP TABLE {quote_identifier(table)} AS SELECT * FROM "
-                            f"{quote_identifier(database)}.main.{quote_identifier(macro)}({int(v)})")
+            call = f"{quote_identifier(database)}.main.{quote_identifier(macro)}({int(v)})"
+            if v in wanted:
+                session.execute(f"CREATE TEMP TABLE {quote_identifier(table)} AS SELECT * FROM {call}")
+            else:
+                session.execute(f"CREATE TEMP VIEW {quote_identifier(table)} AS SELECT * FROM {call}")
             made.append(table)
         session.execute(f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
                         f"query_table({quote_literal(_SHARED_PREFIX + macro + '_')} || rules_version)")
     except duckdb.Error:
-        for table in made:
-            session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(table)}")
+        _drop_shared(session)
         raise
 
 
@@ -323,9 +331,20 @@ def _unshare(session: Session, shared: list[str]) -> None:
     for name in shared:
         if name in SHARED_MACROS:
             session.execute(f"DROP MACRO TABLE IF EXISTS temp.main.{quote_identifier(name)}")
-    made = session.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND starts_with(table_name, ?)",
-                           [_SHARED_PREFIX]).fetchall()
-    for name in [n for n in shared if n not in SHARED_MACROS] + [t for (t,) in made]:
+    for name in [n for n in shared if n not in SHARED_MACROS]:
+        session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(name)}")
+    _drop_shared(session)
+
+
+def _drop_shared(session: Session) -> None:
+    """Drops the tables and views of the shared macros' versions."""
+    views = session.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND starts_with(view_name, ?)",
+                            [_SHARED_PREFIX]).fetchall()
+    for (name,) in views:
+        session.execute(f"DROP VIEW IF EXISTS temp.{quote_identifier(name)}")
+    tables = session.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND starts_with(table_name, ?)",
+                             [_SHARED_PREFIX]).fetchall()
+    for (name,) in tables:
         session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(name)}")
 
 
