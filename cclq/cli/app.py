@@ -723,6 +723,11 @@ def _run_label(run: Any) -> str:
     return f"{run.spec.name}: failed" if run.error else run.spec.name
 
 
+def _shared_label(names: list[str], seconds: float) -> str:
+    """The stage before the metrics: the views they share, computed once."""
+    return f"{len(names)} shared view(s) computed once in {seconds:.1f} s" + (f" ({', '.join(names)})" if names else "")
+
+
 def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
     known = {row[0] for row in session.execute("SELECT DISTINCT trace FROM files").fetchall()}
     missing = [t for t in wanted if t not in known]
@@ -760,7 +765,8 @@ def report(
     with _session(wh, traces=[trace], views=False, cache=not no_cache) as session:
         _require_traces(session, wh, [trace])
         with StepProgress("metrics", len(specs)) as bar:
-            reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(_run_label(run)))
+            reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(_run_label(run)),
+                                      on_shared=lambda names, s: bar.stage(_shared_label(names, s)))
     data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
     out = open(output, "w") if output else sys.stdout
     try:
@@ -915,7 +921,8 @@ def board(
         result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
                              settings=_query_settings(),
-                             on_metric=lambda run: bar[0].advance(_run_label(run)) if bar else None)
+                             on_metric=lambda run: bar[0].advance(_run_label(run)) if bar else None,
+                             on_shared=lambda names, s: bar[0].stage(_shared_label(names, s)) if bar else None)
     finally:
         for b in bar:
             b.__exit__(None, None, None)

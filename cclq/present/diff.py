@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cclq.errors import UsageError
-from cclq.query.metrics import MetricRun, run_metrics
+from cclq.query.metrics import MetricRun, batch_queries, run_metrics, shared_views, uncached_queries
 from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import MetricSpec, did_you_mean
 from cclq.query.session import Session
-from cclq.query.trace_stats import BenchmarkResult, OpStat, benchmark_results, op_stats
+from cclq.query.trace_stats import OP_STATS_QUERY, BenchmarkResult, OpStat, benchmark_results, op_stats
 from cclq.query.workloads import load_workloads
 
 
@@ -253,12 +253,15 @@ def diff(
         missing = [t for t in a + b if rank not in (workloads[t].info.get("ranks") or [])]
         if missing:
             raise UsageError(f"rank {rank} is not in {', '.join(missing)}")
-    runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
+    # the op statistics read the views the metrics read: shared by both
+    queries = batch_queries(session, specs, params, plan_first=True) + uncached_queries(session, [OP_STATS_QUERY])
+    with shared_views(session, queries):
+        runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
+        stats = op_stats(session)
     per_trace = split_by_trace(runs, sorted(set(a) | set(b)))
     metrics = _metric_rows(specs, per_trace, a, b, same_ranks or rank is not None)
     if rank is not None:  # per-rank metrics of that rank only
         metrics = [m for m in metrics if m["rank"] in (None, rank)]
-    stats = op_stats(session)
     side_a = [s for t in a for s in stats.get(t, []) if rank is None or s.rank == rank]
     side_b = [s for t in b for s in stats.get(t, []) if rank is None or s.rank == rank]
     if rank is not None:

@@ -13,17 +13,19 @@ table form.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from cclq.present.units import for_people, people_text
+from cclq.query.hta_series import QUERIES as HTA_QUERIES
 from cclq.query.hta_series import hta_figure_data
-from cclq.query.metrics import MetricRun, run_metrics
+from cclq.query.metrics import MetricRun, batch_queries, run_metrics, shared_views, uncached_queries
 from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import CATEGORIES, MetricSpec
 from cclq.query.session import Session
-from cclq.query.trace_stats import op_stats, step_durations, top_ops
+from cclq.query.trace_stats import OP_STATS_QUERY, STEP_DURATIONS_QUERY, op_stats, step_durations, top_ops
 from cclq.query.workloads import WorkloadInfo, load_workloads
 
 # Metrics the workload plots are drawn from (the board computes them besides the
@@ -91,15 +93,24 @@ def collect_reports(
     specs: list[MetricSpec],
     params: dict[str, str] | None = None,
     on_metric: Callable[[MetricRun], None] | None = None,
+    on_shared: Callable[[list[str], float], None] | None = None,
 ) -> dict[str, WorkloadReport]:
-    """trace -> WorkloadReport for every trace the session sees."""
+    """trace -> WorkloadReport for every trace the session sees. ``on_shared(names,
+    seconds)``: after the views shared by the metrics and figures are computed."""
     workloads = load_workloads(session)
     traces = sorted(workloads)
-    runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
+    # the figure queries read the views the metrics read: shared by all of them
+    queries = batch_queries(session, specs, params, plan_first=True) + uncached_queries(
+        session, [STEP_DURATIONS_QUERY, OP_STATS_QUERY, *HTA_QUERIES])
+    start = time.perf_counter()
+    with shared_views(session, queries) as shared:
+        if on_shared is not None:
+            on_shared(shared, time.perf_counter() - start)
+        runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
+        steps = step_durations(session)
+        ops = op_stats(session)
+        hta = hta_figure_data(session)
     outcomes = split_by_trace(runs, traces)
-    steps = step_durations(session)
-    ops = op_stats(session)
-    hta = hta_figure_data(session)
     return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
                                                                       top_ops(ops.get(t, [])), hta.get(t, {})))
             for t in traces}

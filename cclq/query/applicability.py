@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from cclq.query.registry import MetricSpec
@@ -71,8 +72,10 @@ class TraceFacts:
     ranks: int = 0
 
 
+@lru_cache(maxsize=1024)
 def parse_facts(spec: MetricSpec) -> tuple[Fact, ...]:
-    """The ``applies_if`` lines of a metric's header, in order."""
+    """The ``applies_if`` lines of a metric's header, in order (cached: the board asks
+    for every (metric, trace), 16,500 parses and 2 s over 500 workloads before)."""
     facts = []
     for line in spec.text.splitlines():
         if not line.startswith("--"):

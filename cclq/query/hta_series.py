@@ -57,6 +57,14 @@ ORDER BY trace, bucket
 """
 
 
+# (label, SQL) of the figure queries, as run_cached_query runs them (what a batch that
+# reads them shares: cclq.query.metrics.shared_views)
+QUEUE_LENGTH_QUERY = ("hta_queue_length_bins", _binned("hta_queue_length", "stream", "queue_length"))
+MEMORY_BW_QUERY = ("hta_memory_bw_bins", _binned("hta_memory_bw", "name", "memory_bw_gbps"))
+LAUNCH_DELAY_QUERY = ("hta_launch_delay_buckets", _LAUNCH_DELAYS)
+QUERIES = (QUEUE_LENGTH_QUERY, MEMORY_BW_QUERY, LAUNCH_DELAY_QUERY)
+
+
 def _series(session: Session, label: str, sql: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for r in run_cached_query(session, label, sql).to_pylist():
@@ -72,13 +80,11 @@ def hta_figure_data(session: Session) -> dict[str, dict[str, Any]]:
     1 µs, bucket k >= 1 those in [2**(k-1), 2**k) µs. A trace without such data has no key."""
     out: dict[str, dict[str, Any]] = {}
     for name, data in (
-        ("queue_length", _series(session, "hta_queue_length_bins",
-                                 _binned("hta_queue_length", "stream", "queue_length"))),
-        ("memory_bw", _series(session, "hta_memory_bw_bins",
-                              _binned("hta_memory_bw", "name", "memory_bw_gbps"))),
+        ("queue_length", _series(session, *QUEUE_LENGTH_QUERY)),
+        ("memory_bw", _series(session, *MEMORY_BW_QUERY)),
     ):
         for trace, entry in data.items():
             out.setdefault(trace, {})[name] = entry
-    for r in run_cached_query(session, "hta_launch_delay_buckets", _LAUNCH_DELAYS).to_pylist():
+    for r in run_cached_query(session, *LAUNCH_DELAY_QUERY).to_pylist():
         out.setdefault(r["trace"], {}).setdefault("launch_delay", []).append([r["bucket"], r["launches"]])
     return out

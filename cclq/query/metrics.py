@@ -11,15 +11,18 @@ run in one session share the views they build (``run_metrics``).
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from cclq.errors import QueryError
-from cclq.query.applicability import plan, trace_facts
+from cclq.query.applicability import Plan, plan, trace_facts
 from cclq.query.cache import (
     inputs_key,
     is_cached,
@@ -29,10 +32,12 @@ from cclq.query.cache import (
 )
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
-from cclq.query.sqlfiles import defined_names, modules_for
-from cclq.sqltext import quote_literal
+from cclq.query.sqlfiles import literal_arguments, names_reached, strip_comments, view_modules
+from cclq.sqltext import quote_identifier, quote_literal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from cclq.query.session import Session
 
 
@@ -46,10 +51,8 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
     """
     import duckdb
 
-    path = None
-    if session.cache_dir is not None:
-        key = inputs_key(session.snapshot, session.traces, ("query", label, sql))
-        path = session.cache_dir / f"query.{label}.{key}.parquet"
+    path = _query_path(session, label, sql)
+    if path is not None:
         cached = read_cached(path)
         if cached is not None:
             return cached
@@ -61,6 +64,25 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
     if path is not None:
         store_result(table, path)
     return table
+
+
+def _query_path(session: Session, label: str, sql: str) -> Path | None:
+    """Where ``run_cached_query`` keeps the result of this query (None: no cache)."""
+    if session.cache_dir is None:
+        return None
+    key = inputs_key(session.snapshot, session.traces, ("query", label, sql))
+    return session.cache_dir / f"query.{label}.{key}.parquet"
+
+
+def uncached_queries(session: Session, queries: Sequence[tuple[str, str]]) -> list[str]:
+    """The SQL of those (label, sql) queries of ``run_cached_query`` whose result is not
+    cached: what a batch will compute (``shared_views``)."""
+    out = []
+    for label, sql in queries:
+        path = _query_path(session, label, sql)
+        if path is None or not path.exists():
+            out.append(sql)
+    return out
 
 
 def run_metric(
@@ -131,12 +153,9 @@ def run_metrics(
     applies to some runs over all of them as usual, with ``not_applicable`` for the rest.
     """
     params = params or {}
-    planned = plan(specs, trace_facts(session)) if plan_first else None
-    to_run = [s for s in specs if planned is None or not planned.applies_nowhere(s.name)]
-    pending = [s for s in to_run if not is_cached(session, s, params_for(s, params))]
-    shared = _share_views(session, pending)
+    planned, pending = _batch(session, specs, params, plan_first)
     runs: dict[str, MetricRun] = {}
-    try:
+    with shared_views(session, [s.sql for s in pending]):
         for spec in specs:
             skipped = planned.skipped.get(spec.name, {}) if planned is not None else {}
             start = time.perf_counter()
@@ -151,10 +170,43 @@ def run_metrics(
             runs[spec.name] = run
             if on_done is not None:
                 on_done(run)
-    finally:
-        for view in shared:
-            session.execute(f"DROP TABLE IF EXISTS temp.{view}")
     return runs
+
+
+def _batch(session: Session, specs: list[MetricSpec], params: dict[str, str],
+           plan_first: bool) -> tuple[Plan | None, list[MetricSpec]]:
+    """The plan of a batch (``plan_first``), and the metrics whose SQL it will run: those
+    that apply somewhere and are not cached."""
+    planned = plan(specs, trace_facts(session)) if plan_first else None
+    to_run = [s for s in specs if planned is None or not planned.applies_nowhere(s.name)]
+    return planned, [s for s in to_run if not is_cached(session, s, params_for(s, params))]
+
+
+def batch_queries(session: Session, specs: list[MetricSpec], params: dict[str, str] | None = None,
+                  plan_first: bool = False) -> list[str]:
+    """The SQL that ``run_metrics`` with these arguments will run (for ``shared_views``)."""
+    return [s.sql for s in _batch(session, specs, params or {}, plan_first)[1]]
+
+
+@contextmanager
+def shared_views(session: Session, queries: list[str]) -> Iterator[list[str]]:
+    """For the block, the SHARED_VIEWS (and macros) that two or more of ``queries`` read
+    are computed once into temporary tables (see SHARED_VIEWS); yields their names.
+
+    ``run_metrics`` opens one for its metrics; a caller that runs more queries over the
+    same views after them (report and board: the figure data) opens one around all of
+    it, with every query, and the nested one shares nothing more. Afterwards the names
+    are the views and macros of the modules again."""
+    if session.sharing:
+        yield []
+        return
+    shared = _share_views(session, queries)
+    session.sharing = True
+    try:
+        yield shared
+    finally:
+        session.sharing = False
+        _unshare(session, shared)
 
 
 # Views that several metrics read: ``collectives`` matches every communication kernel
@@ -165,29 +217,135 @@ def run_metrics(
 # planned again by each metric. When two or more metrics of a batch will read one of
 # these views, it is computed once into a temporary table of the same name, which
 # DuckDB resolves before the view, so each metric reads (and plans over) the stored
-# rows: the same rows, so the result and its cache key do not change. In dependency
-# order; each holds a row per kernel, op, step or collective (never per event: not
-# ``slices``), so they stay small next to the events they come from.
-SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified", "gpu_launches", "xla_ops",
-                "device_ranks", "steps", "gpu_ops_steps", "cpu_collectives", "collectives")
+# rows: the same rows, so the result and its cache key do not change. Each holds a row
+# per kernel, op, step, collective or HTA row (``hta_events``: the rows HTA keeps of a
+# trace, not every event as ``slices`` has), so they stay small next to the events they
+# come from.
+#
+# The versioned table macros (SHARED_MACROS, one argument: a rules version, as in
+# ``collectives_with(2)``) are shared the same way: the versioned metrics read these, not
+# the plain (version-1) views, so sharing only the views left the eleven collective
+# metrics on dlrm_param_8xV100 each redoing the version-2 kernel-to-CPU-op matching
+# (~3.5 s of a 5.5 s report). A table cannot stand in for a macro, so each version the
+# SQL files call (``_sql_versions``) is computed into ``_cclq_shared_<macro>_<version>``,
+# and a temporary macro of the macro's name reads that table through ``query_table``,
+# which binds a name computed from the argument: nothing left to plan below it, and no
+# call back into the macro it shadows (which is reached as ``<database>.main.<macro>``
+# while the tables are computed, before the shadow exists; a temporary macro calling
+# ``<macro>`` by name called itself, until DuckDB's expression-depth limit). DuckDB
+# resolves the temporary schema first, for the calls inside other macros and views too;
+# a later ``define_views`` re-creating the module's macro changes ``main``, never the
+# temporary one.
+#
+# One list in dependency order: a macro before the views over it (``collectives`` is
+# ``collectives_with(1)``, then read from the shared table), each after what it reads.
+SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified_with", "gpu_ops_classified",
+                "gpu_launches", "xla_ops", "device_ranks", "steps_with", "steps", "gpu_ops_steps",
+                "cpu_collectives", "collectives_with", "collectives", "collective_links_with", "hta_events",
+                "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length", "hta_memory_bw",
+                "hta_kernel_launches")
+SHARED_MACROS = frozenset({"gpu_ops_classified_with", "steps_with", "collectives_with", "collective_links_with"})
+_SHARED_PREFIX = "_cclq_shared_"
 
 
-def _share_views(session: Session, pending: list[MetricSpec]) -> list[str]:
-    """Materializes the SHARED_VIEWS that two or more ``pending`` metrics use; their names."""
+@lru_cache(maxsize=None)
+def _sql_versions(texts: tuple[str, ...]) -> tuple[int, ...]:
+    """The rules versions the SQL calls a versioned macro with: every integer literal
+    that is the first argument of a ``*_with(`` call, in the view modules and ``texts``.
+    A version comes from such a literal (a macro passes its own argument on), so the
+    shadowing macro has a table for every version a query can ask for."""
+    calls = re.compile(r"\b\w+_with\(\s*(\d+)\s*[,)]")
+    sources = [m.sql for m in view_modules()] + list(texts)
+    return tuple(sorted({int(v) for text in sources for v in calls.findall(strip_comments(text))}))
+
+
+def _users(queries: list[str], name: str) -> int:
+    """How many of these queries read ``name`` (directly or through other views)."""
+    return sum(1 for sql in queries if name in names_reached(sql))
+
+
+def _share_views(session: Session, queries: list[str]) -> list[str]:
+    """Materializes the SHARED_VIEWS (and macros) that two or more ``queries`` read;
+    their names."""
     import duckdb
 
     done = []
-    for view in SHARED_VIEWS:
-        users = [s for s in pending if any(view in defined_names(m) for m in modules_for(s.sql))]
-        if len(users) < 2:
+    versions = _sql_versions(tuple(queries))
+    called = literal_arguments(tuple(queries))
+    database: str | None = None
+    for name in SHARED_VIEWS:
+        if _users(queries, name) < 2:
             continue
         try:
-            session.define_views(f"SELECT * FROM {view}")
-            session.execute(f"CREATE TEMP TABLE {view} AS SELECT * FROM main.{view}")
+            if name in SHARED_MACROS:
+                session.define_views(f"SELECT * FROM {name}(1)")
+                if database is None:
+                    database = _database(session)
+                wanted = tuple(v for v in versions if (0, v) in called.get(name, ()))
+                _share_macro(session, name, versions, wanted, database)
+            else:
+                session.define_views(f"SELECT * FROM {name}")
+                session.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM main.{name}")
         except duckdb.Error:
             continue  # the metrics then run on the view, and report their own error
-        done.append(view)
+        done.append(name)
     return done
+
+
+def _database(session: Session) -> str:
+    """The name of the session's database (``memory``), whose ``main`` schema holds the
+    view modules' macros."""
+    row = session.execute("SELECT current_database()").fetchone()
+    return str(row[0]) if row else "memory"
+
+
+def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted: tuple[int, ...],
+                 database: str) -> None:
+    """Computes ``macro(v)`` for each ``wanted`` version into a table and shadows the macro
+    with one that reads them (see SHARED_VIEWS); each other version is a view that calls
+    the module's macro, so a call the reading of the SQL missed (``literal_arguments``)
+    is still answered, only not shared. Each shared macro is a table macro of one
+    argument, the rules version (tests/query/test_run_metrics.py checks the list against
+    the view modules)."""
+    import duckdb
+
+    made: list[str] = []
+    try:
+        for v in versions:
+            table = f"{_SHARED_PREFIX}{macro}_{int(v)}"
+            call = f"{quote_identifier(database)}.main.{quote_identifier(macro)}({int(v)})"
+            if v in wanted:
+                session.execute(f"CREATE TEMP TABLE {quote_identifier(table)} AS SELECT * FROM {call}")
+            else:
+                session.execute(f"CREATE TEMP VIEW {quote_identifier(table)} AS SELECT * FROM {call}")
+            made.append(table)
+        session.execute(f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
+                        f"query_table({quote_literal(_SHARED_PREFIX + macro + '_')} || rules_version)")
+    except duckdb.Error:
+        _drop_shared(session)
+        raise
+
+
+def _unshare(session: Session, shared: list[str]) -> None:
+    """Drops what ``_share_views`` made: the shadowing macros first, then the tables."""
+    for name in shared:
+        if name in SHARED_MACROS:
+            session.execute(f"DROP MACRO TABLE IF EXISTS temp.main.{quote_identifier(name)}")
+    for name in [n for n in shared if n not in SHARED_MACROS]:
+        session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(name)}")
+    _drop_shared(session)
+
+
+def _drop_shared(session: Session) -> None:
+    """Drops the tables and views of the shared macros' versions."""
+    views = session.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND starts_with(view_name, ?)",
+                            [_SHARED_PREFIX]).fetchall()
+    for (name,) in views:
+        session.execute(f"DROP VIEW IF EXISTS temp.{quote_identifier(name)}")
+    tables = session.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND starts_with(table_name, ?)",
+                             [_SHARED_PREFIX]).fetchall()
+    for (name,) in tables:
+        session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(name)}")
 
 
 # The metric's rows, computed once: DESCRIBE of the query and then the query itself

@@ -24,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from cclq.errors import QueryError
-from cclq.query.engine import base_relations, define_views, setup_script
+from cclq.query.engine import base_relations, define_views, parquet_views_of, setup_script
 from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings
 from cclq.query.sqlfiles import modules_for
@@ -54,6 +54,7 @@ class Session:
         self.spill_dir: Path | None = None
         self._closed = False
         self._defined_modules: set[str] = set()  # view modules define_views created
+        self.sharing = False  # inside cclq.query.metrics.shared_views: shared views are computed
         try:
             self.spill_dir = self.settings.make_spill_folder(warehouse)
             self.con = duckdb.connect(":memory:")
@@ -61,7 +62,9 @@ class Session:
             _no_progress_bar(self.con)
             if views:
                 self.con.execute(setup_script(self.snapshot, self.traces, for_sql))
+                self._parquet_views: list[str] | None = None  # modules made outside define_views
             else:
+                self._parquet_views = parquet_views_of(self.snapshot, self.traces)
                 self.con.execute("\n".join(["SET parquet_metadata_cache = true;",
                                             *base_relations(self.snapshot, self.traces)]))
         except BaseException:
@@ -82,7 +85,9 @@ class Session:
         needed = {m.name for m in modules_for(sql)}
         if not comments and needed <= self._defined_modules:
             return
-        define_views(self.con, sql, comments)
+        # a session opened with only the base relations made every module through here:
+        # it knows which exist without asking DuckDB
+        define_views(self.con, sql, comments, created=self._defined_modules, parquet_views=self._parquet_views)
         self._defined_modules |= needed
 
     def close(self) -> None:

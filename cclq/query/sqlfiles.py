@@ -81,7 +81,7 @@ def _words(sql: str) -> frozenset[str]:
     """Identifiers a piece of SQL mentions, comments and string literals left out."""
     code = re.sub(r"--[^\n]*", " ", sql)
     code = re.sub(r"'(?:[^']|'')*'", " ", code)
-    return frozenset(w.lower() for w in re.findall(r"\w+", code))
+    return frozenset(re.findall(r"\w+", code.lower()))  # lowered once, not word by word
 
 
 # DuckDB's catalog: a query over it asks about every view (`cclq sql "SELECT view_name,
@@ -126,6 +126,96 @@ def _modules_for(sql: str, modules: tuple[ViewModule, ...]) -> tuple[ViewModule,
         want([m.name for m in modules if m.name not in wanted and defined_names(m) & used])
         changed = len(wanted) > before
     return tuple(m for m in modules if m.name in wanted)
+
+
+@lru_cache(maxsize=1)
+def _definitions() -> dict[str, frozenset[str]]:
+    """Each view or macro name -> the words of its definitions (its own statement in every
+    module that defines it, extension points included)."""
+    out: dict[str, frozenset[str]] = {}
+    for module in view_modules():
+        found = list(_DEFINES.finditer(module.sql))
+        for i, match in enumerate(found):
+            end = found[i + 1].start() if i + 1 < len(found) else len(module.sql)
+            name = match.group(1).lower()
+            out[name] = out.get(name, frozenset()) | _words(module.sql[match.end():end])
+    return out
+
+
+@lru_cache(maxsize=1024)
+def names_reached(sql: str) -> frozenset[str]:
+    """The views and macros a query reads, directly or through the definitions of others:
+    finer than ``modules_for`` (a whole module), for deciding what several queries share
+    (``cclq.query.metrics``). A word that only looks like a name (a column called like a
+    view) may add a name; none is ever left out."""
+    definitions = _definitions()
+    todo = [w for w in _words(sql) if w in definitions]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(w for w in definitions[name] if w in definitions and w not in seen)
+    return frozenset(seen)
+
+
+_MACRO = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?MACRO\s+(\w+)\s*\(([^)]*)\)", re.IGNORECASE)
+_CALL = re.compile(r"\b(\w+)\(([^()]*)\)")
+
+
+@lru_cache(maxsize=1)
+def _bodies() -> dict[str, str]:
+    """Each view or macro name -> the code of its definitions (comments left out)."""
+    out: dict[str, str] = {}
+    for module in view_modules():
+        found = list(_DEFINES.finditer(module.sql))
+        for i, match in enumerate(found):
+            end = found[i + 1].start() if i + 1 < len(found) else len(module.sql)
+            name = match.group(1).lower()
+            out[name] = out.get(name, "") + strip_comments(module.sql[match.start():end])
+    return out
+
+
+@lru_cache(maxsize=1)
+def _macro_parameters() -> dict[str, tuple[str, ...]]:
+    """Each macro -> its parameter names, in order."""
+    return {m.group(1).lower(): tuple(p.split(":=")[0].strip().lower() for p in m.group(2).split(",") if p.strip())
+            for module in view_modules() for m in _MACRO.finditer(module.sql)}
+
+
+def _calls(code: str) -> list[tuple[str, list[str]]]:
+    """The calls in ``code`` whose arguments hold no parentheses: (name, arguments)."""
+    return [(name.lower(), [a.strip().lower() for a in args.split(",")]) for name, args in _CALL.findall(code)]
+
+
+@lru_cache(maxsize=64)
+def literal_arguments(queries: tuple[str, ...]) -> dict[str, frozenset[tuple[int, int]]]:
+    """Macro -> the (position, integer) arguments these queries can call it with: the
+    integer literals of the calls in them and in the definitions they reach, passed on
+    through the macros that hand a parameter on (``collective_volumes_with(2, scope)``
+    calls ``collectives_with(rules_version)``: 2). For computing only the versions of a
+    versioned macro that a batch reads (``cclq.query.metrics``); a call whose arguments
+    hold parentheses is not seen, so a user must not rely on this alone."""
+    bodies, parameters = _bodies(), _macro_parameters()
+    reached = frozenset().union(*(names_reached(q) for q in queries)) if queries else frozenset()
+    found: dict[str, set[tuple[int, int]]] = {}
+    for code in [strip_comments(q) for q in queries] + [bodies[n] for n in reached if n in bodies]:
+        for name, args in _calls(code):
+            found.setdefault(name, set()).update((k, int(a)) for k, a in enumerate(args) if a.isdigit())
+    changed = True
+    while changed:
+        changed = False
+        for outer in reached & parameters.keys():
+            params = parameters[outer]
+            for name, args in _calls(bodies.get(outer, "")):
+                for k, a in enumerate(args):
+                    if a in params:
+                        j = params.index(a)
+                        new = {(k, v) for pos, v in found.get(outer, ()) if pos == j} - found.get(name, set())
+                        if new:
+                            found.setdefault(name, set()).update(new)
+                            changed = True
+    return {name: frozenset(args) for name, args in found.items()}
 
 
 @lru_cache(maxsize=1)

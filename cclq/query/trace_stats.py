@@ -53,10 +53,18 @@ class OpStat:
     total_ns: int
 
 
+# (label, SQL) of the queries below, as run_cached_query runs them: what a batch that
+# reads them shares (cclq.query.metrics.shared_views)
+OP_STATS_QUERY = ("op_stats", _OP_STATS_SQL + " ORDER BY trace, rank, total_ns DESC, name")
+STEP_DURATIONS_QUERY = ("step_durations",
+                        "SELECT trace, rank, step, dur_ns FROM steps WHERE dur_ns IS NOT NULL AND step IS NOT NULL "
+                        "ORDER BY trace, rank, step")
+
+
 def op_stats(session: Session) -> dict[str, list[OpStat]]:
     """trace -> every (rank, op name) with its call count and summed duration (through the
     metric result cache when the session has one)."""
-    table = run_cached_query(session, "op_stats", _OP_STATS_SQL + " ORDER BY trace, rank, total_ns DESC, name")
+    table = run_cached_query(session, *OP_STATS_QUERY)
     out: dict[str, list[OpStat]] = {}
     for r in table.to_pylist():
         out.setdefault(r["trace"], []).append(OpStat(r["source"], r["rank"], r["name"], r["op_class"],
@@ -84,10 +92,8 @@ def top_ops(stats: list[OpStat], n: int = 12) -> dict[str, Any]:
 
 def step_durations(session: Session) -> dict[str, list[tuple[int, int, float]]]:
     """trace -> (rank, step, seconds) of every step (the ``steps`` view)."""
-    sql = ("SELECT trace, rank, step, dur_ns FROM steps WHERE dur_ns IS NOT NULL AND step IS NOT NULL "
-           "ORDER BY trace, rank, step")
     out: dict[str, list[tuple[int, int, float]]] = {}
-    for r in run_cached_query(session, "step_durations", sql).to_pylist():
+    for r in run_cached_query(session, *STEP_DURATIONS_QUERY).to_pylist():
         out.setdefault(r["trace"], []).append((int(r["rank"]), int(r["step"]), r["dur_ns"] / 1e9))
     return out
 

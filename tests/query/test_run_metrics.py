@@ -34,7 +34,8 @@ def sorted_rows(table) -> list[dict]:
 
 
 def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monkeypatch):
-    names = ("collective_skew", "collective_busbw", "straggler_rank", "total_kernel_time")
+    names = ("collective_skew", "collective_busbw", "straggler_rank", "total_kernel_time", "collective_vol_total_gb",
+             "scale_up_bw_utility", "coll_call_num", "break_down_steps", "hta_comm_comp_overlap")
     specs = [resolve(n) for n in names]
     alone = {}
     for spec in specs:
@@ -46,13 +47,17 @@ def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monke
     monkeypatch.setattr(metrics, "_share_views", lambda con, pending: shared.append(real(con, pending)) or shared[-1])
     con = connect(wh, views=False)
     runs = run_metrics(con, specs)
-    # three of the four read collectives, all four the views under it
+    # most of them read collectives, all of them the views under it
     assert len(shared) == 1 and "collectives" in shared[0] and "gpu_ops" in shared[0]
     assert set(shared[0]) <= set(metrics.SHARED_VIEWS)
+    # straggler_rank and collective_skew read collectives_with(2) through macros: shared too
+    assert "collectives_with" in shared[0]
     for spec in specs:
         assert runs[spec.name].error is None and sorted_rows(runs[spec.name].table) == alone[spec.name], spec.name
-    # the temporary copy is gone afterwards: the name is the view again
+    # the temporary copies and macros are gone afterwards: the names are the view module's again
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM duckdb_functions() WHERE database_name = 'temp' "
+                       "AND function_type = 'table_macro'").fetchone() == (0,)
     # with every result cached nothing is computed, so nothing is shared
     con.close()
     con = connect(wh, views=False, cache=True)
@@ -88,4 +93,17 @@ def test_cached_query_is_read_back_and_keyed_by_its_sql(wh: Warehouse, tmp_path:
     other = run_cached_query(con, "kernel_counts", sql.replace("count(*)", "count(*) + 1"))
     assert [r["kernels"] for r in other.to_pylist()] == [r["kernels"] + 1 for r in first.to_pylist()]
     assert len(list(cache.glob("query.kernel_counts.*.parquet"))) == 2 and path.exists()
+    con.close()
+
+
+def test_shared_macros_are_table_macros_of_one_argument(wh: Warehouse):
+    """A shared macro is shadowed by one of one argument, the rules version: a view module
+    that gave it another signature would have its other calls broken while shared."""
+    con = connect(wh, views=False)
+    con.define_views(" ".join(f"SELECT * FROM {m}(1);" for m in metrics.SHARED_MACROS))
+    found = dict(con.execute("SELECT function_name, parameters FROM duckdb_functions() "
+                             "WHERE function_type = 'table_macro' AND NOT internal").fetchall())
+    assert {m: found.get(m) for m in metrics.SHARED_MACROS} == {m: ["rules_version"] for m in metrics.SHARED_MACROS}
+    # every shared name is the name of a view module's view or macro, in dependency order
+    assert metrics.SHARED_MACROS <= set(metrics.SHARED_VIEWS)
     con.close()

@@ -28,6 +28,8 @@ TRUSTED: dict[str, dict[str, str]] = {
                          "_order_by(out_names)": "column names, each through a double-quoting join",
                          "_order_by(table.column_names)": "column names, each through a double-quoting join",
                          "view": "a name of SHARED_VIEWS (cclq's own)", "index": "a constant column name",
+                         "name": "a name of SHARED_VIEWS (cclq's own)", "macro": "a name of SHARED_MACROS (cclq's own)",
+                         "call": "a shared macro's call: quoted names and an int version",
                          "_ROWS": "the constant name of the runner's temporary result table"},
     "query/hta_series.py": {"key": "a column name constant", "value": "a column name constant",
                             "view": "a view name constant", "MAX_SERIES": "a number", "BINS": "a number",

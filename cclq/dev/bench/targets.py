@@ -35,8 +35,10 @@ def _cclq(src: Path | None, *args: str) -> tuple[float, float]:
         env["PYTHONPATH"] = str(src)
     with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: nothing blocks on a full pipe
         start = time.perf_counter()
+        # run outside any checkout: `python -c` puts the working directory first on the path,
+        # before PYTHONPATH, so from a checkout every source tree was that checkout's code
         proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
-                                env=env, stdout=subprocess.DEVNULL, stderr=err)
+                                env=env, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -85,7 +87,7 @@ def run_target_bench(traces: Path, trace: str = "dlrm_param_8xV100", board_workl
 
             def ingest_all() -> tuple[float, float]:
                 shutil.rmtree(wh2, ignore_errors=True)
-                return _cclq(src, "ingest", str(traces), "-w", str(wh2))
+                return _cclq(src, "ingest", str(traces.resolve()), "-w", str(wh2))
 
             ingest = _best(repeats, ingest_all)
             site = scratch / f"site-{label}"

@@ -306,6 +306,7 @@ def build_board(
     on_metric: Callable[[MetricRun], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
     settings: QuerySettings | None = None,
+    on_shared: Callable[[list[str], float], None] | None = None,
 ) -> BoardResult:
     """Builds (or brings up to date) the site in ``out_dir``.
 
@@ -331,7 +332,7 @@ def build_board(
         con = connect(wh, traces=None if len(todo) == len(fingerprints) else todo, views=False,
                       settings=settings, cache=use_cache)
         try:
-            reports = collect_reports(con, specs, params, on_metric)
+            reports = collect_reports(con, specs, params, on_metric, on_shared)
         finally:
             con.close()
         for trace, report in reports.items():
