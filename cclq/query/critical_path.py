@@ -4,8 +4,9 @@ sql/views/hta_critical_path.sql builds the graph's edges in SQL; before the metr
 hta_critical_path_breakdown runs, ``prepare`` (called by metrics.run_metric for any
 metric that reads ``hta_critical_path_on_path``) computes each rank's path and leaves it
 in that temporary table. (Not a DuckDB Python function: DuckDB's Python UDFs need numpy,
-which cclq does not depend on.) Why this one step is Python: a longest path needs every node's best predecessor, visited in
-dependency order, a sequential recurrence over up to a million edges. DuckDB can only
+which cclq does not depend on.) Why this one step is Python: a longest path needs every
+node's best predecessor, visited in dependency order, a sequential recurrence over up to
+a million edges. DuckDB can only
 express it as a recursive CTE that relaxes one edge of the path per round (the path has
 tens of thousands of edges, each round a join over all of them), which is quadratic;
 a topological-order pass here is linear and takes well under a second per rank.
@@ -67,13 +68,14 @@ def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
             if best is None or length > best[0]:
                 best = (length, u)
         dist[v] = best if best is not None and best[0] >= 0 else (0.0, v)
-    end = max(topo, key=lambda v: dist[v][0]) if topo else None
     path: list[int] = []
-    v = end
-    while v is not None and dist[v][1] != v:
-        u = dist[v][1]
-        path.append(pred[v][u][1])
-        v = u
+    if not topo:
+        return path
+    node = max(topo, key=lambda n: dist[n][0])
+    while dist[node][1] != node:
+        before = dist[node][1]
+        path.append(pred[node][before][1])
+        node = before
     path.reverse()
     return path
 
