@@ -136,3 +136,20 @@ def test_longest_path_ties_as_networkx() -> None:
     assert longest_path(edges) == [1, 3]
     with pytest.raises(ValueError):
         longest_path([(0, 1, 1.0, 1), (1, 0, 1.0, 2)])
+
+
+def test_critical_path_figure_by_hand(hand: list[Row]) -> None:
+    """The report's figure from hand_cp_gpu's rows: one stacked bar (rank 0) with the four
+    classes of the path, the launch delay's tooltip 28 us of 70 us; no rows: the reason."""
+    from cclq.present.board.figures import critical_path_figure
+
+    rows = [[r["rank"], r["bound_by"], r["duration_us"], r["percentage"], r["path_us"]]
+            for r in hand if r["trace"] == "hand_cp_gpu"]
+    fig = critical_path_figure({"figures": {"critical_path": rows}})
+    assert fig.svg is not None and fig.svg.count("rank 0") >= 1
+    for label in ("CPU", "GPU compute", "launch delay", "gap between kernels"):
+        assert f">{label}<" in fig.svg, label
+    assert "28 us of 70 us" in fig.svg and "GPU communication" not in fig.svg
+    empty = critical_path_figure({"figures": {}, "categories": [{"metrics": [
+        {"metric": "hta_critical_path_breakdown", "reason": "no ProfilerStep annotation on the rank"}]}]})
+    assert empty.svg is None and empty.caption == "n/a: no ProfilerStep annotation on the rank"
