@@ -81,33 +81,41 @@ def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
 
 
 def prepare(session: Session, sql: str) -> None:
-    """Creates the temporary table ``hta_critical_path_on_path`` (trace, rank, edge_no,
-    position) when ``sql`` reads it: the edges of each rank's longest path through
-    ``hta_critical_path_edges``, for the ranks of ``metric_scope``."""
+    """Creates the temporary table ``hta_critical_path_on_path`` when ``sql`` reads it: the
+    edges of each rank's longest path through ``hta_critical_path_edges`` (every column of
+    the view, and ``position`` on the path from 0), for the ranks of ``metric_scope``. The
+    edges are read once, here; the metric reads only the path."""
     if PATH_TABLE not in sql:
         return
-    edges = session.execute(
-        "SELECT e.trace, e.rank, e.src_node, e.dst_node, e.path_weight_us, e.edge_no "
-        "FROM hta_critical_path_edges AS e JOIN metric_scope AS m USING (trace, rank) "
-        "ORDER BY e.trace, e.rank, e.edge_no").to_arrow_table()
-    columns = edges.to_pydict()
-    by_rank: dict[tuple[str, int], list[tuple[int, int, float, int]]] = {}
-    for trace, rank, src, dst, weight, edge_no in zip(
-            columns["trace"], columns["rank"], columns["src_node"], columns["dst_node"],
-            columns["path_weight_us"], columns["edge_no"], strict=True):
-        by_rank.setdefault((trace, rank), []).append((src, dst, weight, edge_no))
-    out: dict[str, list[Any]] = {"trace": [], "rank": [], "edge_no": [], "position": []}
-    for (trace, rank), rank_edges in by_rank.items():
-        for position, edge_no in enumerate(longest_path(rank_edges)):
-            out["trace"].append(trace)
-            out["rank"].append(rank)
-            out["edge_no"].append(edge_no)
-            out["position"].append(position)
-    table = pa.table({"trace": pa.array(out["trace"], pa.string()), "rank": pa.array(out["rank"], pa.int32()),
-                      "edge_no": pa.array(out["edge_no"], pa.int64()),
-                      "position": pa.array(out["position"], pa.int64())})
-    session.con.register("__cclq_critical_path", table)
+    session.execute(
+        "CREATE OR REPLACE TEMP TABLE __cclq_critical_path_edges AS SELECT e.* "
+        "FROM hta_critical_path_edges AS e JOIN metric_scope AS m USING (trace, rank)")
     try:
-        session.execute(f"CREATE OR REPLACE TEMP TABLE {PATH_TABLE} AS SELECT * FROM __cclq_critical_path")
+        edges = session.execute(
+            "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "
+            "ORDER BY trace, rank, edge_no").to_arrow_table().to_pydict()
+        by_rank: dict[tuple[str, int], list[tuple[int, int, float, int]]] = {}
+        for trace, rank, src, dst, weight, edge_no in zip(
+                edges["trace"], edges["rank"], edges["src_node"], edges["dst_node"], edges["path_weight_us"],
+                edges["edge_no"], strict=True):
+            by_rank.setdefault((trace, rank), []).append((src, dst, weight, edge_no))
+        out: dict[str, list[Any]] = {"trace": [], "rank": [], "edge_no": [], "position": []}
+        for (trace, rank), rank_edges in by_rank.items():
+            for position, edge_no in enumerate(longest_path(rank_edges)):
+                out["trace"].append(trace)
+                out["rank"].append(rank)
+                out["edge_no"].append(edge_no)
+                out["position"].append(position)
+        table = pa.table({"trace": pa.array(out["trace"], pa.string()), "rank": pa.array(out["rank"], pa.int32()),
+                          "edge_no": pa.array(out["edge_no"], pa.int64()),
+                          "position": pa.array(out["position"], pa.int64())})
+        session.con.register("__cclq_critical_path", table)
+        try:
+            session.execute(
+                f"CREATE OR REPLACE TEMP TABLE {PATH_TABLE} AS "
+                "SELECT e.*, p.position FROM __cclq_critical_path AS p "
+                "JOIN __cclq_critical_path_edges AS e USING (trace, rank, edge_no)")
+        finally:
+            session.con.unregister("__cclq_critical_path")
     finally:
-        session.con.unregister("__cclq_critical_path")
+        session.execute("DROP TABLE IF EXISTS __cclq_critical_path_edges")

@@ -17,7 +17,8 @@
 -- the graph of one iteration is the view hta_critical_path_edges
 -- (sql/views/hta_critical_path.sql, which says how HTA builds it), the longest
 -- path is computed in Python before the query (cclq/query/critical_path.py,
--- into the temporary table hta_critical_path_on_path): a longest path over a DAG is a sequential
+-- which reads the view once and leaves the path's edges in the temporary table
+-- hta_critical_path_on_path): a longest path over a DAG is a sequential
 -- recurrence in topological order that SQL can only write as a recursive CTE
 -- relaxing one edge per round, quadratic on paths of 10^4..10^5 edges. The
 -- percentages are HTA's: per class the sum of the recorded weights of the
@@ -34,26 +35,22 @@ WITH scope AS (
   FROM metric_scope AS m
   LEFT JOIN hta_critical_path_windows AS w USING (trace, rank)
 ),
-edges AS MATERIALIZED (
-  SELECT e.*
-  FROM hta_critical_path_edges AS e
+-- the path's edges, every column of hta_critical_path_edges (written by the Python step)
+on_path AS (
+  SELECT o.*
+  FROM hta_critical_path_on_path AS o
   JOIN metric_scope AS m USING (trace, rank)
 ),
 paths AS (
   SELECT trace, rank, bool_or(has_sync_events) AS has_sync_events
-  FROM edges
+  FROM on_path
   GROUP BY trace, rank
 ),
-on_path AS (
-  SELECT o.trace, o.rank, o.edge_no
-  FROM hta_critical_path_on_path AS o
+classes AS (
+  SELECT o.trace, o.rank, o.bound_by, sum(o.weight_us) AS duration_us, count(*) AS edges
+  FROM on_path AS o
   JOIN paths AS p USING (trace, rank)
   WHERE NOT p.has_sync_events
-),
-classes AS (
-  SELECT e.trace, e.rank, e.bound_by, sum(e.weight_us) AS duration_us, count(*) AS edges
-  FROM on_path AS o
-  JOIN edges AS e USING (trace, rank, edge_no)
   GROUP BY ALL
 ),
 totals AS (
