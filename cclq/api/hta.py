@@ -20,6 +20,7 @@ import polars as pl
 from cclq.api.workspace import Workspace, open
 from cclq.errors import UsageError
 from cclq.ingest.plan import plan_inputs
+from cclq.query.session import Session
 from cclq.sqltext import quote_literal
 
 
@@ -104,7 +105,13 @@ class TraceAnalysis:
         return rows.filter(pl.col(keep).is_not_null() & pl.col("rank").is_in(list(ranks or [0])))
 
     def _view(self, query: str) -> pl.DataFrame:
-        return self.workspace.sql(query)
+        """A query over the views, in a session that sees only this trace and creates only
+        the views the query needs (as ``cclq sql`` does; ``Workspace.sql`` creates them all)."""
+        with Session(self.workspace.warehouse, traces=[self.trace], settings=self.workspace.settings,
+                     for_sql=query) as s:
+            frame = pl.from_arrow(s.execute(query).to_arrow_table())
+        assert isinstance(frame, pl.DataFrame)
+        return frame
 
     def get_temporal_breakdown(self, visualize: bool = False) -> pl.DataFrame:
         """Per rank: idle, compute and non-compute time of the GPU in µs and in percent."""
