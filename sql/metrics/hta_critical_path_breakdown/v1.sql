@@ -4,8 +4,8 @@
 -- grain: rank
 -- category: hta
 -- polarity: neutral
--- summary: value
--- description: HTA 0.5.0-compatible critical path breakdown (critical_path_analysis on the first ProfilerStep, then CPGraph.summary()): one row per bound_by class of the longest path through the rank's CPU/GPU dependency graph, value = the class's share of the path's duration in percent.
+-- summary: max
+-- description: HTA 0.5.0-compatible critical path breakdown (critical_path_analysis on the first ProfilerStep, then CPGraph.summary()): one row per bound_by class of the longest path through the rank's CPU/GPU dependency graph, value = the class's share of the path's duration in percent (one number per trace: the largest share, the class that bounds the path most).
 -- needs: HTA rows with a ProfilerStep annotation on the rank, and no CUDA sync events (category cuda_sync)
 -- columns:
 --   bound_by     HTA's class of the path's edges: cpu_bound, gpu_compute_bound, gpu_communication_bound, gpu_kernel_launch_overhead, gpu_kernel_kernel_overhead, or '' (zero-weight dependency edges)
