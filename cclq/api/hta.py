@@ -269,7 +269,7 @@ class TraceAnalysis:
         if annotation != "ProfilerStep" or instance_id not in (0, None):
             raise UsageError("critical_path_analysis: cclq analyses the first ProfilerStep only "
                              "(annotation='ProfilerStep', instance_id=0)")
-        rows = self._rows("critical_path_analysis").filter(pl.col("rank") == rank)
+        rows = self._rows("critical_path_analysis", only_rank=rank).filter(pl.col("rank") == rank)
         found = rows.filter(pl.col("bound_by").is_not_null())
         reason = next((r for r in rows["reason"] if r), None) if len(rows) else f"no rank {rank} in {self.trace}"
         return CriticalPath(rank, found.select("bound_by", "duration_us", "edges", "percentage", "path_us"),

@@ -83,13 +83,17 @@ def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
 def prepare(session: Session, sql: str) -> None:
     """Creates the temporary table ``hta_critical_path_on_path`` when ``sql`` reads it: the
     edges of each rank's longest path through ``hta_critical_path_edges`` (every column of
-    the view, and ``position`` on the path from 0), for the ranks of ``metric_scope``. The
+    the view, and ``position`` on the path from 0), for the ranks of ``metric_scope`` (or
+    the one the metric's ``only_rank`` parameter names). The
     edges are read once, here; the metric reads only the path."""
     if PATH_TABLE not in sql:
         return
+    # the ranks of the scope, or the metric's `only_rank` (filtered before the graph is
+    # built: DuckDB pushes the rank into the view's per-rank windows)
     session.execute(
         "CREATE OR REPLACE TEMP TABLE __cclq_critical_path_edges AS SELECT e.* "
-        "FROM hta_critical_path_edges AS e JOIN metric_scope AS m USING (trace, rank)")
+        "FROM hta_critical_path_edges AS e JOIN metric_scope AS m USING (trace, rank) "
+        "JOIN metric_params AS p USING (trace) WHERE p.only_rank < 0 OR e.rank = p.only_rank")
     try:
         edges = session.execute(
             "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "

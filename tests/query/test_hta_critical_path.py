@@ -153,3 +153,29 @@ def test_critical_path_figure_by_hand(hand: list[Row]) -> None:
     empty = critical_path_figure({"figures": {}, "categories": [{"metrics": [
         {"metric": "hta_critical_path_breakdown", "reason": "no ProfilerStep annotation on the rank"}]}]})
     assert empty.svg is None and empty.caption == "n/a: no ProfilerStep annotation on the rank"
+
+
+def test_only_rank_builds_one_ranks_path(tmp_path: Path) -> None:
+    """hand_cp_gpu's graph as ranks 0 and 1 of one trace: only_rank=1 gives rank 1's
+    rows alone, the same 70 µs path as worked out above."""
+    for rank in (0, 1):
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        b.profiler_step(1, ts=0 * US, dur=100 * US)
+        b.profiler_step(2, ts=100 * US, dur=100 * US)
+        b.cpu_op("aten::mm", ts=10 * US, dur=20 * US)
+        b.kernel("k1", ts=40 * US, dur=30 * US, launch_ts=12 * US, launch_dur=3 * US)
+        b.cpu_op("aten::add", ts=50 * US, dur=10 * US)
+        b.kernel("k2", ts=75 * US, dur=5 * US, launch_ts=52 * US, launch_dur=3 * US)
+        b.write(tmp_path / "in" / "two_ranks" / f"rank{rank}.json")
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
+    con = connect(wh)
+    try:
+        every = run_metric(con, resolve("hta_critical_path_breakdown"), {}).to_pylist()
+        one = run_metric(con, resolve("hta_critical_path_breakdown"), {"only_rank": "1"}).to_pylist()
+    finally:
+        con.close()
+    assert {r["rank"] for r in every} == {0, 1}
+    assert {r["rank"] for r in one} == {1}
+    assert {r["bound_by"]: r["duration_us"] for r in one} == {
+        "cpu_bound": 2, "gpu_kernel_launch_overhead": 28, "gpu_compute_bound": 35, "gpu_kernel_kernel_overhead": 5}

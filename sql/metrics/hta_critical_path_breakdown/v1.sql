@@ -6,6 +6,7 @@
 -- polarity: neutral
 -- summary: max
 -- description: HTA 0.5.0-compatible critical path breakdown (critical_path_analysis on the first ProfilerStep, then CPGraph.summary()): one row per bound_by class of the longest path through the rank's CPU/GPU dependency graph, value = the class's share of the path's duration in percent (one number per trace: the largest share, the class that bounds the path most).
+-- params: only_rank default -1
 -- needs: HTA rows with a ProfilerStep annotation on the rank, and no CUDA sync events (category cuda_sync)
 -- columns:
 --   bound_by     HTA's class of the path's edges: cpu_bound, gpu_compute_bound, gpu_communication_bound, gpu_kernel_launch_overhead, gpu_kernel_kernel_overhead, or '' (zero-weight dependency edges)
@@ -28,18 +29,22 @@
 -- networkx does, by node and edge insertion order; HTA's node order comes from
 -- an unstable sort of event ends by time, so at tied timestamps its choice (and
 -- so the split of the same total between classes) may differ; the totals agree.
+-- `only_rank`: the one rank to analyse (HTA's critical_path_analysis takes one;
+-- the graph is built for that rank only), -1 (default) every rank.
 -- Ranks with CUDA sync events (cuda_sync) get a reason and no rows: HTA adds
 -- GPU->CPU and GPU->GPU sync edges for them that this version does not build.
 WITH scope AS (
   SELECT m.trace, m.rank, w.start_us IS NOT NULL AS has_window
   FROM metric_scope AS m
+  JOIN metric_params AS p USING (trace)
   LEFT JOIN hta_critical_path_windows AS w USING (trace, rank)
+  WHERE p.only_rank < 0 OR m.rank = p.only_rank
 ),
 -- the path's edges, every column of hta_critical_path_edges (written by the Python step)
 on_path AS (
   SELECT o.*
   FROM hta_critical_path_on_path AS o
-  JOIN metric_scope AS m USING (trace, rank)
+  JOIN scope AS s USING (trace, rank)
 ),
 paths AS (
   SELECT trace, rank, bool_or(has_sync_events) AS has_sync_events
