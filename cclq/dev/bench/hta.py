@@ -525,7 +525,8 @@ def run_hta_all_bench(folder: Path, hta_python: str, repeats: int = 1, jobs: int
         best, work_s, wall_s, rss = _best(runs[key])
         row = _row(label, work_s, wall_s, rss, base, detail(best.result), _errors(best.result))
         row["cpu_s"] = cpu(runs[key])
-        row["cpu_speedup_vs_hta"] = round(base["cpu_s"] / row["cpu_s"], 2) if row["cpu_s"] else None
+        row["cpu_speedup_vs_hta"] = (round(base["cpu_s"] / row["cpu_s"], 2)
+                                     if row["cpu_s"] and base["cpu_s"] and not base["errors"] else None)
         rows.append(row)
     base.update(speedup_vs_hta=1.0, wall_speedup_vs_hta=1.0, memory_ratio_vs_hta=1.0, cpu_speedup_vs_hta=1.0)
     return rows
