@@ -5,7 +5,7 @@ of a connection in one process (each metric one query, or its cached result), sp
 the results by trace (``cclq.query.outcomes``), and adds what the plots need from the views
 (step durations, top ops, HTA's queue length, memory bandwidth and launch delays,
 downsampled: ``cclq.query.hta_series``) and from the metric rows (per-rank straggler counts, the
-temporal breakdown, bus bandwidth per message size). ``report_dict`` is the JSON form
+temporal breakdown, bus bandwidth per message size, the critical path breakdown). ``report_dict`` is the JSON form
 (``--format json``, and the board's stored data per workload); ``print_report`` the
 table form.
 """
@@ -31,9 +31,10 @@ from cclq.query.workloads import WorkloadInfo, load_workloads
 # Metrics the workload plots are drawn from (the board computes them besides the
 # leaderboard's): per-rank bars, straggler counts, temporal breakdown, bus bandwidth.
 FIGURE_METRICS = ("avg_step_time", "communication_fraction", "collective_skew", "hta_temporal_breakdown",
-                  "collective_busbw")
-REPORT_VERSION = 2  # of the dict layout below; stored board data with another version is recomputed
+                  "collective_busbw", "hta_critical_path_breakdown")
+REPORT_VERSION = 3  # of the dict layout below; stored board data with another version is recomputed
 # 2: figures gained "hta" (queue length, memory bandwidth, launch delays: cclq.query.hta_series)
+# 3: figures gained "critical_path" (hta_critical_path_breakdown's rows)
 
 
 @dataclass
@@ -85,6 +86,8 @@ def _figure_data(outcomes: dict[str, Outcome], steps: list[tuple[int, int, float
                           ("rank", "compute_time_us", "non_compute_time_us", "idle_time_us", "value")),
         "busbw": _rows(outcomes.get("collective_busbw"),
                        ("coll_type", "size_bucket", "min_bytes", "max_bytes", "collectives", "value")),
+        "critical_path": _rows(outcomes.get("hta_critical_path_breakdown"),
+                               ("rank", "bound_by", "duration_us", "percentage", "path_us")),
     }
 
 

@@ -30,6 +30,7 @@ from cclq.query.cache import (
     result_path,
     store_result,
 )
+from cclq.query.critical_path import prepare as prepare_critical_path
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
 from cclq.query.sqlfiles import literal_arguments, names_reached, strip_comments, view_modules
@@ -358,6 +359,7 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
     import duckdb
 
     try:
+        prepare_critical_path(session, spec.sql)  # the Python step of hta_critical_path_breakdown
         session.execute(f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS {spec.sql}")
     except duckdb.Error as e:
         if type(e).__name__ in _COMPILE_ERRORS:

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from cclq.dev.bench.hta import (
+    ALL_ANALYSES,
     HTA_METRICS,
     format_table,
     hta_metric_names,
+    run_hta_all_bench,
     run_hta_bench,
 )
 from cclq.dev.synth.kineto import KinetoTraceBuilder
@@ -105,3 +107,17 @@ def test_rank_copies_make_a_multi_rank_set(tmp_path: Path) -> None:
     assert [d["distributedInfo"] for d in docs] == [{"backend": "nccl", "rank": r, "world_size": 3} for r in range(3)]
     assert all(d["traceEvents"] == [{"ph": "X", "ts": 1}] for d in docs)
     assert rank_copies(src, 3, tmp_path / "sets") == folder  # made once
+
+
+def test_every_shared_analysis_rows_without_hta(tmp_path: Path) -> None:
+    """--hta-all's rows on the tiny trace with no HTA interpreter: the HTA row says why,
+    the three cclq.TraceAnalysis rows time every analysis of ALL_ANALYSES without error."""
+    folder = tiny_workload(tmp_path)
+    hta, first, again, cached = run_hta_all_bench(folder, str(tmp_path / "no-python"), repeats=1)
+    assert hta["case"].startswith("HTA ") and "cannot start" in hta["errors"]
+    for row in (first, again, cached):
+        assert row["errors"] == "", row["errors"]
+        assert all(f"{name} " in row["detail"] for name in ("load", *ALL_ANALYSES)), row["detail"]
+        assert row["cpu_s"] > 0 and row["peak_rss_mb"] > 10
+        assert row["cpu_speedup_vs_hta"] is None  # no HTA figure to compare with
+    assert "cached" in cached["case"] and "cache=False" in again["case"]

@@ -163,9 +163,9 @@ def test_workload_pages_have_every_plot_or_the_reason(board_site):
     _, site, _ = board_site
     dp8 = (site / "w" / "synthetic_dp8.html").read_text()
     # the generated workload launches its kernels and copies (cudaLaunchKernel, cudaMemcpyAsync
-    # with a bandwidth arg): the three HTA figures are drawn too
-    assert dp8.count('data-available="true"') == 10 and dp8.count("<svg") == 10
-    for key in ("queue_length", "launch_delay", "memory_bw"):
+    # with a bandwidth arg) in ProfilerSteps: the four HTA figures are drawn too
+    assert dp8.count('data-available="true"') == 11 and dp8.count("<svg") == 11
+    for key in ("queue_length", "launch_delay", "memory_bw", "critical_path"):
         assert f'id="fig-{key}" data-available="true"' in dp8
     single = (site / "w" / "run_c.html").read_text()
     # one rank: no straggler; the page says why instead of drawing

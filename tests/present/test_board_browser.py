@@ -124,7 +124,8 @@ def test_workload_page_shows_its_plots(browser, board_site, tmp_path: Path):
     _, site, _ = board_site
     browser.get((site / "w" / "synthetic_dp8.html").as_uri())
     figures = browser.find_elements(By.CSS_SELECTOR, "figure.plot")
-    assert len(figures) == 10  # the seven of cclq's metrics and HTA's queue length, memory bandwidth, launch delays
+    # the seven of cclq's metrics; HTA's queue length, memory bandwidth, launch delays, critical path
+    assert len(figures) == 11
     for fig in figures:
         svg = fig.find_element(By.TAG_NAME, "svg")
         size = svg.size
@@ -154,7 +155,7 @@ def test_site_works_from_a_static_http_server(browser, board_site, tmp_path: Pat
         assert len(row_order(browser)) == 6
         browser.find_element(By.LINK_TEXT, "synthetic_dp4").click()
         assert browser.current_url.endswith("/w/synthetic_dp4.html")
-        assert len(browser.find_elements(By.CSS_SELECTOR, "figure.plot svg")) == 10
+        assert len(browser.find_elements(By.CSS_SELECTOR, "figure.plot svg")) == 11
         # the stylesheet loaded (relative link), so the figure cards have their border
         border = browser.find_element(By.CSS_SELECTOR, "figure.plot").value_of_css_property("border-top-style")
         assert border == "solid"

@@ -46,6 +46,11 @@ def bench(
         int, typer.Option("--hta-copies", help="Also compare with HTA on N ranks made of hta_df_index_resolver "
                                                "(8: a 430 MB set).")
     ] = 0,
+    hta_all: Annotated[
+        bool, typer.Option("--hta-all", help="With --hta-python: every analysis cclq.TraceAnalysis shares with "
+                                             "HTA, through it, against HTA's own, on hta_df_index_resolver (and the "
+                                             "--hta-copies set): first run and repeat, time, CPU and peak memory.")
+    ] = False,
     repeats: Annotated[
         int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")
     ] = 2,
@@ -142,10 +147,21 @@ def bench(
             run_hta_bench,
         )
 
-        rows = run_hta_bench(hta_python=hta_python, repeats=repeats)
-        write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
+        copies_folder = None
         if hta_copies:
             (source,) = (DEFAULT_SHARED_TRACES / COPIES_SOURCE).glob("*.json.gz")
-            folder = rank_copies(source, hta_copies, (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
-            rows = run_hta_bench([folder], hta_python=hta_python, repeats=repeats)
-            write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq vs HTA 0.5.0 on {folder.name}")
+            copies_folder = rank_copies(source, hta_copies,
+                                        (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
+        if hta_all:
+            from cclq.dev.bench.hta import run_hta_all_bench
+
+            for folder in [DEFAULT_SHARED_TRACES / COPIES_SOURCE, *([copies_folder] if copies_folder else [])]:
+                rows = run_hta_all_bench(folder, hta_python, repeats=repeats)
+                write_table(pa.Table.from_pylist(rows), fmt,
+                            title=f"every shared analysis: cclq.TraceAnalysis vs HTA 0.5.0 on {folder.name}")
+        else:
+            rows = run_hta_bench(hta_python=hta_python, repeats=repeats)
+            write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")
+            if copies_folder:
+                rows = run_hta_bench([copies_folder], hta_python=hta_python, repeats=repeats)
+                write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq vs HTA 0.5.0 on {copies_folder.name}")

@@ -142,11 +142,110 @@ with open(sys.argv[2], "w") as f:
 """
 
 
+# Every analysis HTA 0.5.0's TraceAnalysis offers that cclq.TraceAnalysis has, by the same
+# name and arguments on both sides (the names are the keys of the timings). The operator for
+# get_frequent_cuda_kernel_sequences is SEQUENCE_OP; ranks are every rank HTA loaded; the
+# critical path is the first ProfilerStep of the first rank.
+ALL_ANALYSES = ("temporal", "overlap", "kernel", "idle", "queue_length", "full_queue", "memory_bw",
+                "launch_stats", "gpu_annotations", "cpu_annotations", "sequences", "critical_path",
+                "profiler_steps")
+SEQUENCE_OP = "aten::linear"
+
+# Runs in the HTA interpreter: argv = [folder, operator, result.json]. Times load + ALL_ANALYSES.
+_HTA_ALL_CHILD = r"""
+import json, sys, tempfile, time
+t_start = time.perf_counter()
+folder, op, out = sys.argv[1], sys.argv[2], sys.argv[3]
+res = {"errors": {}}
+import importlib.metadata
+from hta.trace_analysis import TraceAnalysis
+res["version"] = importlib.metadata.version("HolisticTraceAnalysis")
+res["import_s"] = time.perf_counter() - t_start
+t0 = time.perf_counter()
+a = TraceAnalysis(trace_dir=folder)
+res["load_s"] = time.perf_counter() - t0
+ranks = sorted(int(r) for r in a.t.traces)
+tmp = tempfile.mkdtemp()
+def critical_path():
+    g, ok = a.critical_path_analysis(rank=ranks[0], annotation="ProfilerStep", instance_id=0)
+    return g.summary() if ok else None
+analyses = {
+    "temporal": lambda: a.get_temporal_breakdown(visualize=False),
+    "overlap": lambda: a.get_comm_comp_overlap(visualize=False),
+    "kernel": lambda: a.get_gpu_kernel_breakdown(visualize=False),
+    "idle": lambda: a.get_idle_time_breakdown(ranks=ranks, visualize=False, show_idle_interval_stats=True),
+    "queue_length": lambda: a.get_queue_length_summary(ranks=ranks),
+    "full_queue": lambda: a.get_time_spent_blocked_on_full_queue(a.get_queue_length_time_series(ranks=ranks)),
+    "memory_bw": lambda: a.get_memory_bw_summary(ranks=ranks),
+    "launch_stats": lambda: a.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False),
+    "gpu_annotations": lambda: a.get_gpu_user_annotation_breakdown(use_gpu_annotation=True, visualize=False),
+    "cpu_annotations": lambda: a.get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False),
+    "sequences": lambda: a.get_frequent_cuda_kernel_sequences(op, tmp, rank=ranks[0], visualize=False),
+    "critical_path": critical_path,
+    "profiler_steps": lambda: a.get_profiler_steps(),
+}
+for name, fn in analyses.items():
+    t = time.perf_counter()
+    try:
+        fn()
+    except Exception as e:
+        res["errors"][name] = f"{type(e).__name__}: {e}"
+    res[name + "_s"] = time.perf_counter() - t
+res["work_s"] = time.perf_counter() - t0
+with open(out, "w") as f:
+    json.dump(res, f)
+"""
+
+# Runs in this interpreter: argv = [config.json, result.json]. cclq.TraceAnalysis (ingest
+# on construction) + ALL_ANALYSES, as a notebook user would call them.
+_CCLQ_ALL_CHILD = r"""
+import json, sys, time
+t_start = time.perf_counter()
+import cclq
+cfg = json.load(open(sys.argv[1]))
+res = {"import_s": time.perf_counter() - t_start, "errors": {}}
+t0 = time.perf_counter()
+ws = cclq.open(cfg["warehouse"], cache=cfg["cache"])
+a = cclq.TraceAnalysis(cfg["folder"], warehouse=ws, jobs=cfg["jobs"])
+res["load_s"] = time.perf_counter() - t0
+ranks = a.get_temporal_breakdown()["rank"].to_list()
+op = cfg["op"]
+def critical_path():
+    g, ok = a.critical_path_analysis(rank=ranks[0], annotation="ProfilerStep", instance_id=0)
+    return g.summary() if ok else None
+analyses = {
+    "temporal": lambda: a.get_temporal_breakdown(),
+    "overlap": lambda: a.get_comm_comp_overlap(),
+    "kernel": lambda: a.get_gpu_kernel_breakdown(),
+    "idle": lambda: a.get_idle_time_breakdown(ranks=ranks, show_idle_interval_stats=True),
+    "queue_length": lambda: a.get_queue_length_summary(ranks=ranks),
+    "full_queue": lambda: a.get_time_spent_blocked_on_full_queue(ranks=ranks),
+    "memory_bw": lambda: a.get_memory_bw_summary(ranks=ranks),
+    "launch_stats": lambda: a.get_cuda_kernel_launch_stats(ranks=ranks),
+    "gpu_annotations": lambda: a.get_gpu_user_annotation_breakdown(use_gpu_annotation=True),
+    "cpu_annotations": lambda: a.get_gpu_user_annotation_breakdown(use_gpu_annotation=False),
+    "sequences": lambda: a.get_frequent_cuda_kernel_sequences(op, rank=ranks[0]),
+    "critical_path": critical_path,
+    "profiler_steps": lambda: a.get_profiler_steps(),
+}
+for name, fn in analyses.items():
+    t = time.perf_counter()
+    try:
+        fn()
+    except Exception as e:
+        res["errors"][name] = f"{type(e).__name__}: {e}"
+    res[name + "_s"] = time.perf_counter() - t
+res["work_s"] = time.perf_counter() - t0
+with open(sys.argv[2], "w") as f:
+    json.dump(res, f)
+"""
+
 @dataclass
 class ChildRun:
     wall_s: float
     peak_rss_mb: float
     result: dict = field(default_factory=dict)
+    cpu_s: float = 0.0  # user + system CPU of the child and what it waited for (wait4)
 
 
 def _run_child(cmd: list[str], scratch: Path, env: dict[str, str] | None = None) -> ChildRun:
@@ -165,10 +264,11 @@ def _run_child(cmd: list[str], scratch: Path, env: dict[str, str] | None = None)
         err.seek(0)
         tail = err.read()[-2000:].decode(errors="replace").strip()
     rss_mb = usage.ru_maxrss / 1024  # KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
     if proc.returncode != 0 or not out.exists():
         last = tail.splitlines()[-1] if tail else "no output"
-        return ChildRun(wall, rss_mb, {"errors": {"child": f"exit {proc.returncode}: {last}"}})
-    return ChildRun(wall, rss_mb, json.loads(out.read_text()))
+        return ChildRun(wall, rss_mb, {"errors": {"child": f"exit {proc.returncode}: {last}"}}, cpu)
+    return ChildRun(wall, rss_mb, json.loads(out.read_text()), cpu)
 
 
 def hta_child(folder: Path, hta_python: str, scratch: Path) -> ChildRun:
@@ -335,7 +435,7 @@ def run_hta_bench(folders: list[Path] | None = None, hta_python: str | None = No
 
 def format_table(rows: list[dict]) -> str:
     cols = ["case", "seconds", "wall_s", "peak_rss_mb", "speedup_vs_hta", "wall_speedup_vs_hta",
-            "memory_ratio_vs_hta"]
+            "memory_ratio_vs_hta"] + [c for c in ("cpu_s", "cpu_speedup_vs_hta") if rows and c in rows[0]]
     cells = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths)))]
@@ -370,3 +470,63 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def run_hta_all_bench(folder: Path, hta_python: str, repeats: int = 1, jobs: int | None = None) -> list[dict]:
+    """Every analysis cclq.TraceAnalysis shares with HTA (``ALL_ANALYSES``), on one trace
+    folder: HTA 0.5.0's load + analyses in one process; cclq's first run (a fresh
+    warehouse: ingest on construction, then the analyses, results cached as the API does);
+    the repeat run with results computed again (``cclq.open(cache=False)``); the repeat
+    as a notebook reruns it (cached results). Each case is one child process (peak RSS
+    from ``wait4``); best time over ``repeats``, largest peak. ``detail`` gives the time of
+    each analysis; ``errors`` an analysis that failed (on either side).
+    """
+    folder = folder.resolve()
+    scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-hta-all-"))
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("PYTHONPATH", None)
+    repo = str(PACKAGE_DIR.parent)
+    cclq_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    runs: dict[str, list[ChildRun]] = {"hta": [], "first": [], "again": [], "cached": []}
+
+    def cclq_run(cache: bool) -> ChildRun:
+        config = scratch / "cclq-config.json"
+        config.write_text(json.dumps({"folder": str(folder), "warehouse": str(scratch / "wh"), "cache": cache,
+                                      "jobs": jobs, "op": SEQUENCE_OP}))
+        return _run_child([sys.executable, "-c", _CCLQ_ALL_CHILD, str(config), str(scratch / "cclq.json")],
+                          scratch, cclq_env)
+
+    try:
+        for _ in range(max(repeats, 1)):
+            runs["hta"].append(_run_child([hta_python, "-c", _HTA_ALL_CHILD, str(folder), SEQUENCE_OP,
+                                           str(scratch / "hta.json")], scratch, env))
+            shutil.rmtree(scratch / "wh", ignore_errors=True)
+            runs["first"].append(cclq_run(cache=True))
+            runs["again"].append(cclq_run(cache=False))
+            runs["cached"].append(cclq_run(cache=True))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    def detail(result: dict) -> str:
+        return ", ".join(f"{k} {result[k + '_s']:.3f}s" for k in ("load", *ALL_ANALYSES) if k + "_s" in result)
+
+    def cpu(case: list[ChildRun]) -> float:
+        return round(min(r.cpu_s for r in case), 3)
+
+    rows: list[dict] = []
+    best, work_s, wall_s, rss = _best(runs["hta"])
+    base = _row(f"HTA {best.result.get('version', '?')}: load + {len(ALL_ANALYSES)} analyses, {folder.name}",
+                work_s, wall_s, rss, None, detail(best.result), _errors(best.result))
+    base["cpu_s"] = cpu(runs["hta"])
+    rows.append(base)
+    for key, label in (("first", "cclq.TraceAnalysis first run: ingest + analyses"),
+                       ("again", "cclq.TraceAnalysis repeat, computed again (cache=False)"),
+                       ("cached", "cclq.TraceAnalysis repeat, cached results")):
+        best, work_s, wall_s, rss = _best(runs[key])
+        row = _row(label, work_s, wall_s, rss, base, detail(best.result), _errors(best.result))
+        row["cpu_s"] = cpu(runs[key])
+        row["cpu_speedup_vs_hta"] = (round(base["cpu_s"] / row["cpu_s"], 2)
+                                     if row["cpu_s"] and base["cpu_s"] and not base["errors"] else None)
+        rows.append(row)
+    base.update(speedup_vs_hta=1.0, wall_speedup_vs_hta=1.0, memory_ratio_vs_hta=1.0, cpu_speedup_vs_hta=1.0)
+    return rows

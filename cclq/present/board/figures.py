@@ -322,6 +322,37 @@ def launch_delay_figure(data: dict[str, Any]) -> Figure:
                   "buckets.", svg)
 
 
+# HTA's classes of the critical path's time (hta_critical_path_breakdown), in bar order
+CRITICAL_PATH = (("cpu_bound", "CPU", "#D55E00"), ("gpu_compute_bound", "GPU compute", "#0072B2"),
+                 ("gpu_communication_bound", "GPU communication", "#E69F00"),
+                 ("gpu_kernel_launch_overhead", "launch delay", "#CC79A7"),
+                 ("gpu_kernel_kernel_overhead", "gap between kernels", "#BBBBBB"))
+
+
+def critical_path_figure(data: dict[str, Any]) -> Figure:
+    title = "Critical path of one iteration, by what bounds it (HTA)"
+    rows = (data.get("figures") or {}).get("critical_path")
+    if not rows:
+        entry = _metric(data, "hta_critical_path_breakdown")
+        return Figure("critical_path", title,
+                      f"n/a: {entry['reason'] if entry and entry['reason'] else 'not computed'}", None)
+    ranks = sorted({r[0] for r in rows})
+    share = {(r[0], r[1]): r[3] for r in rows}
+    took = {(r[0], r[1]): r[2] for r in rows}
+    total = {r[0]: r[4] for r in rows}
+    series = [Series(label, [share.get((rank, key)) for rank in ranks], color=color,
+                     tips=[f"{format_number(took.get((rank, key)) or 0)} us of {format_number(total[rank])} us"
+                           for rank in ranks])
+              for key, label, color in CRITICAL_PATH if any((rank, key) in share for rank in ranks)]
+    svg = bar_chart([f"rank {r}" for r in ranks], series, stacked=True, horizontal=True, max_value=100,
+                    value_label="% of the critical path", fmt=lambda v: f"{v:g}%", tip_fmt=lambda v: f"{v:.2f}%",
+                    label_width=70)
+    return Figure("critical_path", title, "hta_critical_path_breakdown per rank: the longest chain of dependent "
+                  "CPU operators, launches and GPU kernels in the first ProfilerStep (HTA 0.5.0's graph), its "
+                  "time split by what it waits on: the CPU, GPU kernels, launch delays, gaps between kernels.",
+                  svg)
+
+
 def workload_figures(data: dict[str, Any]) -> list[Figure]:
     """Every plot of a workload page, in page order."""
     return [
@@ -335,4 +366,5 @@ def workload_figures(data: dict[str, Any]) -> list[Figure]:
         queue_length_figure(data),
         launch_delay_figure(data),
         memory_bw_figure(data),
+        critical_path_figure(data),
     ]

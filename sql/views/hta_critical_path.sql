@@ -1,0 +1,247 @@
+-- HTA 0.5.0's critical path graph (hta/analyzers/critical_path_analysis.py,
+-- CriticalPathAnalysis.critical_path_analysis with annotation "ProfilerStep",
+-- instance 0), built in SQL from the rows HTA analyses (hta_events). The longest
+-- path through it is computed by the Python function cclq_longest_path
+-- (cclq/query/critical_path.py) that the metric hta_critical_path_breakdown
+-- calls: why that step is not SQL is written there.
+--
+-- The graph, as HTA builds it for one rank:
+--  * Window: the first row (in HTA's frame order) whose name contains
+--    "ProfilerStep"; [its ts, its ts + dur]. CPU rows (stream -1) starting in
+--    the window with dur > 0, and GPU rows (stream <> -1) launched by such a
+--    CPU row (the CPU row's index_correlation points at them).
+--  * Nodes: a start and an end node for each of those rows that is a cpu_op,
+--    cuda_runtime or cuda_driver row, or a GPU row with index_correlation >= 0.
+--    `node_id` orders them by time (HTA sorts the concatenation of starts and
+--    ends with an unstable sort; ties here: starts first, then row order).
+--  * CPU edges, per thread (HTA's call stack of the window's CPU rows, visited
+--    depth first, which for properly nested rows is the time order of their ends
+--    with compare_events' tie rules, the key hta_call_stack uses): consecutive
+--    node ends of one top-level operator are joined by an operator edge of
+--    weight = time difference (0 into the end of a blocking call:
+--    cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventQuery,
+--    cudaEventSynchronize, cudaMemcpy, cudaMemcpyAsync); the end of a top-level
+--    operator and the start of the next are joined by a dependency edge of
+--    weight 0. Rows without nodes (user annotations) shape the stack only.
+--  * GPU edges, per GPU row in ts order: its span (start -> end, weight dur);
+--    then a launch edge (runtime start -> kernel start, weight = the delay)
+--    when the stream's queue (HTA's queue length series over the whole rank,
+--    as hta_queue_length but keyed by event) was 1 after the launch and 0
+--    after the kernel started, and the stream's previous kernel ended before
+--    the launch; otherwise a kernel-kernel edge from the stream's previous
+--    kernel's end (weight = the gap).
+--  * `bound_by` (HTA's bound_by()): operator edges on the CPU "cpu_bound", GPU
+--    spans "gpu_communication_bound" (^nccl.*Kernel) or "gpu_compute_bound",
+--    launch edges "gpu_kernel_launch_overhead", kernel-kernel edges
+--    "gpu_kernel_kernel_overhead", dependency edges "" (HTA's empty label).
+--  * `weight_us` is the edge's weight as HTA records it (the breakdown sums
+--    it); `path_weight_us` the weight the longest path uses: HTA sets weights
+--    <= -1 to 0 (nanosecond rounding can end a child after its parent).
+--  * `edge_no` is HTA's insertion order (CPU edges thread by thread, then GPU
+--    edges): networkx breaks ties between equally long paths by it.
+-- Not reproduced (documented limits): CUDA synchronization edges (rows of
+-- category cuda_sync: Stream Sync, Context Sync, Event Sync, Stream Wait
+-- Event), which need Kineto's sync events (PyTorch >= 2.1 with them enabled):
+-- `has_sync_events` says a rank has them, and the metric then reports no
+-- breakdown rather than a different one; and HTA's repair of badly nested CPU
+-- rows (its stack pops whatever is on top), where rows overlap without nesting.
+-- requires: hta_analyses
+
+CREATE OR REPLACE VIEW hta_critical_path_edges AS
+WITH ev AS MATERIALIZED (
+  SELECT trace, rank, event_idx, row_order, cat, name, stream, correlation, ts_us, end_us, dur_us,
+    partner_idx, ts_runtime_us, pid, tid
+  FROM hta_events
+),
+step AS (
+  SELECT trace, rank, arg_min(ts_us, row_order) AS start_us, arg_min(end_us, row_order) AS end_us
+  FROM ev
+  WHERE contains(name, 'ProfilerStep')
+  GROUP BY trace, rank
+),
+cpu_in AS (
+  SELECT e.*
+  FROM ev AS e
+  JOIN step AS s USING (trace, rank)
+  WHERE e.stream = -1 AND e.ts_us >= s.start_us AND e.ts_us <= s.end_us AND e.dur_us > 0
+),
+gpu_in AS (
+  SELECT g.*
+  FROM ev AS g
+  WHERE g.stream <> -1
+    AND EXISTS (
+      SELECT 1 FROM cpu_in AS c
+      WHERE c.trace = g.trace AND c.rank = g.rank AND c.partner_idx = g.event_idx
+    )
+),
+node_rows AS (
+  SELECT trace, rank, event_idx, row_order, name, stream, ts_us, end_us FROM cpu_in
+  WHERE cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver')
+  UNION ALL
+  SELECT trace, rank, event_idx, row_order, name, stream, ts_us, end_us FROM gpu_in
+  WHERE partner_idx >= 0
+),
+nodes AS MATERIALIZED (
+  SELECT
+    trace, rank, event_idx, is_end, time_us,
+    row_number() OVER (PARTITION BY trace, rank ORDER BY time_us, is_end, row_order) - 1 AS node_id
+  FROM (
+    SELECT trace, rank, event_idx, row_order, false AS is_end, ts_us AS time_us FROM node_rows
+    UNION ALL
+    SELECT trace, rank, event_idx, row_order, true, end_us FROM node_rows
+  )
+),
+-- CPU: the ends of the window's CPU rows per thread in call-stack order
+-- (time; closes before opens; opens longest first; then row), keeping those
+-- with nodes, with the number of node rows open after each
+cpu_ends AS (
+  SELECT trace, rank, pid, tid, event_idx, 1 AS delta, ts_us AS time_us, 1 AS class, -dur_us AS k1, event_idx AS k2
+  FROM cpu_in
+  UNION ALL
+  SELECT trace, rank, pid, tid, event_idx, -1, end_us, 0, dur_us, -event_idx
+  FROM cpu_in
+),
+cpu_seq AS (
+  SELECT
+    c.trace, c.rank, c.pid, c.tid, c.event_idx, c.delta, c.time_us, n.node_id,
+    dense_rank() OVER (PARTITION BY c.trace, c.rank ORDER BY c.pid, c.tid) AS thread_no,
+    row_number() OVER w AS pos,
+    sum(c.delta) OVER (w ROWS UNBOUNDED PRECEDING) AS depth_after
+  FROM cpu_ends AS c
+  JOIN nodes AS n
+    ON n.trace = c.trace AND n.rank = c.rank AND n.event_idx = c.event_idx AND n.is_end = (c.delta = -1)
+  WINDOW w AS (PARTITION BY c.trace, c.rank, c.pid, c.tid ORDER BY c.time_us, c.class, c.k1, c.k2)
+),
+cpu_pairs AS (
+  SELECT
+    s.*,
+    lag(node_id) OVER w AS prev_node,
+    lag(time_us) OVER w AS prev_time_us,
+    lag(delta) OVER w AS prev_delta,
+    lag(depth_after) OVER w AS prev_depth_after
+  FROM cpu_seq AS s
+  WINDOW w AS (PARTITION BY trace, rank, pid, tid ORDER BY pos)
+),
+cpu_edges AS (
+  SELECT
+    p.trace, p.rank,
+    0 AS phase, p.thread_no AS part, p.pos AS sub,
+    p.prev_node AS src_node, p.node_id AS dst_node,
+    CASE
+      WHEN p.prev_delta = -1 AND p.prev_depth_after = 0 THEN 0
+      WHEN p.delta = -1 AND e.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventQuery',
+                                       'cudaEventSynchronize', 'cudaMemcpy', 'cudaMemcpyAsync') THEN 0
+      ELSE p.time_us - p.prev_time_us
+    END AS weight_us,
+    CASE WHEN p.prev_delta = -1 AND p.prev_depth_after = 0 THEN 'dependency' ELSE 'operator' END AS edge_type,
+    CASE WHEN p.prev_delta = -1 AND p.prev_depth_after = 0 THEN '' ELSE 'cpu_bound' END AS bound_by,
+    p.event_idx
+  FROM cpu_pairs AS p
+  JOIN cpu_in AS e ON e.trace = p.trace AND e.rank = p.rank AND e.event_idx = p.event_idx
+  WHERE p.prev_node IS NOT NULL
+),
+-- HTA's queue length series (TraceCounters, whole rank), keyed by the event
+-- that changes it: +1 at a launch call, -1 at its GPU row's start
+launches AS (
+  SELECT trace, rank, event_idx, correlation, ts_us, row_order
+  FROM ev
+  WHERE hta_is_queue_launch(name) AND partner_idx > 0
+),
+queue_points AS (
+  SELECT l.trace, l.rank, g.stream, l.event_idx, l.ts_us, 1 AS delta, 0 AS part, l.row_order, g.row_order AS row_order2
+  FROM launches AS l
+  JOIN ev AS g ON g.trace = l.trace AND g.rank = l.rank AND g.correlation = l.correlation AND g.stream <> -1
+  UNION ALL
+  SELECT g.trace, g.rank, g.stream, g.event_idx, g.ts_us, -1, 1, g.row_order, 0
+  FROM ev AS g
+  WHERE g.stream <> -1 AND g.correlation <> -1
+    AND EXISTS (SELECT 1 FROM launches AS l WHERE l.trace = g.trace AND l.rank = g.rank AND l.correlation = g.correlation)
+),
+queue AS (
+  SELECT trace, rank, event_idx, any_value(queue_length) AS queue_length
+  FROM (
+    SELECT
+      trace, rank, event_idx,
+      sum(delta) OVER (
+        PARTITION BY trace, rank, stream ORDER BY ts_us, part, row_order, row_order2 ROWS UNBOUNDED PRECEDING
+      ) AS queue_length
+    FROM queue_points
+  )
+  GROUP BY trace, rank, event_idx
+),
+kernels AS (
+  SELECT
+    g.trace, g.rank, g.event_idx, g.name, g.stream, g.ts_us, g.end_us, g.partner_idx, g.ts_runtime_us,
+    row_number() OVER (PARTITION BY g.trace, g.rank ORDER BY g.ts_us, g.row_order) AS kernel_no,
+    lag(g.end_us) OVER s AS prev_end_us,
+    lag(g.event_idx) OVER s AS prev_idx,
+    qr.queue_length AS queue_length_runtime,
+    qk.queue_length AS queue_length_kernel
+  FROM gpu_in AS g
+  LEFT JOIN queue AS qr ON qr.trace = g.trace AND qr.rank = g.rank AND qr.event_idx = g.partner_idx
+  LEFT JOIN queue AS qk ON qk.trace = g.trace AND qk.rank = g.rank AND qk.event_idx = g.event_idx
+  WHERE g.partner_idx >= 0
+  WINDOW s AS (PARTITION BY g.trace, g.rank, g.stream ORDER BY g.ts_us, g.row_order)
+),
+kernel_links AS (
+  SELECT
+    k.*,
+    coalesce(k.queue_length_runtime = 1 AND k.queue_length_kernel = 0
+             AND (k.prev_idx IS NULL OR k.prev_end_us < k.ts_runtime_us), false) AS is_launch
+  FROM kernels AS k
+),
+gpu_edges AS (
+  -- the kernel's span
+  SELECT k.trace, k.rank, 1 AS phase, k.kernel_no AS part, 0 AS sub,
+    s.node_id AS src_node, e.node_id AS dst_node, k.end_us - k.ts_us AS weight_us, 'operator' AS edge_type,
+    CASE WHEN regexp_matches(k.name, '^nccl.*Kernel') THEN 'gpu_communication_bound' ELSE 'gpu_compute_bound' END AS bound_by,
+    k.event_idx
+  FROM kernel_links AS k
+  JOIN nodes AS s ON s.trace = k.trace AND s.rank = k.rank AND s.event_idx = k.event_idx AND NOT s.is_end
+  JOIN nodes AS e ON e.trace = k.trace AND e.rank = k.rank AND e.event_idx = k.event_idx AND e.is_end
+  UNION ALL
+  -- its launch delay, or the gap after the stream's previous kernel
+  SELECT k.trace, k.rank, 1, k.kernel_no, 1,
+    src.node_id, dst.node_id, dst.time_us - src.time_us,
+    CASE WHEN k.is_launch THEN 'launch_delay' ELSE 'kernel_kernel_delay' END,
+    CASE WHEN k.is_launch THEN 'gpu_kernel_launch_overhead' ELSE 'gpu_kernel_kernel_overhead' END,
+    CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END
+  FROM kernel_links AS k
+  JOIN nodes AS dst ON dst.trace = k.trace AND dst.rank = k.rank AND dst.event_idx = k.event_idx AND NOT dst.is_end
+  JOIN nodes AS src ON src.trace = k.trace AND src.rank = k.rank
+    AND ((k.is_launch AND src.event_idx = k.partner_idx AND NOT src.is_end)
+      OR (NOT k.is_launch AND src.event_idx = k.prev_idx AND src.is_end))
+),
+sync_events AS (
+  SELECT trace, rank, count(*) > 0 AS has_sync_events
+  FROM ev
+  WHERE cat = 'cuda_sync'
+  GROUP BY trace, rank
+),
+edges AS (
+  SELECT * FROM cpu_edges
+  UNION ALL
+  SELECT * FROM gpu_edges
+)
+SELECT
+  e.trace,
+  e.rank,
+  row_number() OVER (PARTITION BY e.trace, e.rank ORDER BY e.phase, e.part, e.sub) AS edge_no,
+  e.src_node,
+  e.dst_node,
+  e.weight_us,
+  CASE WHEN e.weight_us <= -1 THEN 0.0 ELSE e.weight_us END AS path_weight_us,
+  e.edge_type,
+  e.bound_by,
+  e.event_idx,
+  coalesce(y.has_sync_events, false) AS has_sync_events
+FROM edges AS e
+LEFT JOIN sync_events AS y USING (trace, rank);
+
+-- The ranks that have a critical path window (a row whose name contains
+-- "ProfilerStep"; HTA fails without one).
+CREATE OR REPLACE VIEW hta_critical_path_windows AS
+SELECT trace, rank, arg_min(ts_us, row_order) AS start_us, arg_min(end_us, row_order) AS end_us
+FROM hta_events
+WHERE contains(name, 'ProfilerStep')
+GROUP BY trace, rank;

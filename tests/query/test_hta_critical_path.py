@@ -1,0 +1,181 @@
+"""hta_critical_path_breakdown against HTA 0.5.0's critical path summary, and by hand.
+
+Goldens: tests/hta_golden/<folder>/critical_path_summary.csv, written by
+tests/hta_golden/generate.py (HTA 0.5.0: critical_path_analysis(rank = the first rank,
+annotation "ProfilerStep", instance_id 0), then CPGraph.summary()). HTA writes the
+percentages with repr() (17 significant digits); the tolerance is relative 1e-9, the
+rounding of a sum of a few thousand doubles of whole and fractional µs, far below any
+difference a wrong edge would make (one µs of a 100 ms path is 1e-5 relative).
+
+Folders where HTA fails: alexnet (no ProfilerStep annotation: HTA returns None), and
+mtia_single_rank (HTA asserts: a kernel's launch row is not a runtime row of the window);
+the first gets the metric's reason, the second is not compared.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import require_shared, run_ingest
+
+from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.query.critical_path import longest_path
+from cclq.query.metrics import run_metric
+from cclq.query.registry import resolve
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
+
+HTA_GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden"
+FOLDERS = ["amd_mi250", "df_index_resolver", "nccl_data", "negative_queue_length", "ns_resolution",
+           "trace_filter_2rank"]
+US = 1_000  # ns per µs; the builder takes ns
+
+Row = dict[str, Any]
+
+
+def _rows(con: duckdb.DuckDBPyConnection) -> list[Row]:
+    return run_metric(con, resolve("hta_critical_path_breakdown"), {}).to_pylist()
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory) -> list[Row]:
+    traces = require_shared()
+    wh = Warehouse(tmp_path_factory.mktemp("hta_cp_real") / "wh")
+    run_ingest([traces / f"hta_{f}" for f in [*FOLDERS, "alexnet"]], wh, jobs=2)
+    con = connect(wh)
+    try:
+        return _rows(con)
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_critical_path_summary_matches_hta(real: list[Row], folder: str) -> None:
+    with open(HTA_GOLDEN / folder / "critical_path_summary.csv", newline="") as f:
+        golden = {r["bound_by"]: float(r["percentage"]) for r in csv.DictReader(f)}
+    ranks = sorted({r["rank"] for r in real if r["trace"] == f"hta_{folder}"})
+    assert ranks, folder
+    ours = {r["bound_by"]: r["percentage"] for r in real if r["trace"] == f"hta_{folder}" and r["rank"] == ranks[0]}
+    assert sorted(ours) == sorted(golden), (ours, golden)
+    for bound_by, pct in golden.items():
+        assert ours[bound_by] == pytest.approx(pct, rel=1e-9, abs=1e-12), bound_by
+
+
+def test_critical_path_without_profiler_step_says_why(real: list[Row]) -> None:
+    rows = [r for r in real if r["trace"] == "hta_alexnet"]
+    assert rows and all(r["bound_by"] is None and "ProfilerStep" in r["reason"] for r in rows)
+
+
+def _build(root: Path) -> None:
+    """hand_cp_gpu, step #1 = [0, 100] µs: aten::mm 10..30 launches k1 (cudaLaunchKernel
+    12..15, k1 40..70 on stream 7), aten::add 50..60 launches k2 (52..55, k2 75..80).
+    hand_cp_cpu, step #1: op_a 10..40, op_b 45..95 holding cudaStreamSynchronize 60..90
+    (a blocking call: the edge into its end weighs 0). Step #2 is dropped by HTA's tail
+    filter in both."""
+    g = KinetoTraceBuilder(rank=0)
+    g.profiler_step(1, ts=0 * US, dur=100 * US)
+    g.profiler_step(2, ts=100 * US, dur=100 * US)
+    g.cpu_op("aten::mm", ts=10 * US, dur=20 * US)
+    g.kernel("k1", ts=40 * US, dur=30 * US, launch_ts=12 * US, launch_dur=3 * US)
+    g.cpu_op("aten::add", ts=50 * US, dur=10 * US)
+    g.kernel("k2", ts=75 * US, dur=5 * US, launch_ts=52 * US, launch_dur=3 * US)
+    g.write(root / "hand_cp_gpu" / "rank0.json")
+    c = KinetoTraceBuilder(rank=0)
+    c.profiler_step(1, ts=0 * US, dur=100 * US)
+    c.profiler_step(2, ts=100 * US, dur=100 * US)
+    c.cpu_op("op_a", ts=10 * US, dur=30 * US)
+    c.cpu_op("op_b", ts=45 * US, dur=50 * US)
+    c.runtime("cudaStreamSynchronize", ts=60 * US, dur=30 * US)
+    c.write(root / "hand_cp_cpu" / "rank0.json")
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory) -> list[Row]:
+    root = tmp_path_factory.mktemp("hta_cp_hand")
+    _build(root / "in")
+    wh = Warehouse(root / "wh")
+    run_ingest([root / "in"], wh)
+    con = connect(wh)
+    try:
+        return _rows(con)
+    finally:
+        con.close()
+
+
+def test_critical_path_by_hand_gpu(hand: list[Row]) -> None:
+    """The queue of stream 7 is 1 after each launch and 0 after each kernel starts; k1
+    has no predecessor on the stream: a launch edge 12 -> 40 (28 µs). k2's launch (52)
+    comes before k1 ends (70): a kernel-kernel edge 70 -> 75 (5 µs). Longest path:
+    aten::mm start 10 -> launch start 12 (2, cpu) -> k1 40 (28) -> 70 (30) -> k2 75 (5)
+    -> 80 (5): 70 µs, against 30 for the CPU alone."""
+    rows = {r["bound_by"]: r for r in hand if r["trace"] == "hand_cp_gpu"}
+    assert {b: r["duration_us"] for b, r in rows.items()} == {
+        "cpu_bound": 2, "gpu_kernel_launch_overhead": 28, "gpu_compute_bound": 35, "gpu_kernel_kernel_overhead": 5}
+    assert rows["gpu_kernel_launch_overhead"]["value"] == pytest.approx(40.0)
+    assert rows["gpu_compute_bound"]["percentage"] == pytest.approx(50.0)
+    assert {r["path_us"] for r in rows.values()} == {70}
+
+
+def test_critical_path_by_hand_blocking_call(hand: list[Row]) -> None:
+    """op_a 10 -> 40 (30), dependency to op_b (0), op_b 45 -> sync start 60 (15), the
+    sync's 30 µs weigh 0, sync end 90 -> op_b end 95 (5): 50 µs, all CPU, and HTA's
+    empty class with 0 for the dependency edge."""
+    rows = {r["bound_by"]: r for r in hand if r["trace"] == "hand_cp_cpu"}
+    assert {b: (r["duration_us"], r["percentage"]) for b, r in rows.items()} == {
+        "cpu_bound": (50, 100.0), "": (0, 0.0)}
+
+
+def test_longest_path_ties_as_networkx() -> None:
+    """Two paths of 5 from node 0 to 3 (0-1-3 inserted first, 0-2-3): networkx keeps the
+    first predecessor among equals; a negative best restarts the path (node 4)."""
+    edges = [(0, 1, 2.0, 1), (0, 2, 3.0, 2), (1, 3, 3.0, 3), (2, 3, 2.0, 4), (3, 4, -9.0, 5)]
+    assert longest_path(edges) == [1, 3]
+    with pytest.raises(ValueError):
+        longest_path([(0, 1, 1.0, 1), (1, 0, 1.0, 2)])
+
+
+def test_critical_path_figure_by_hand(hand: list[Row]) -> None:
+    """The report's figure from hand_cp_gpu's rows: one stacked bar (rank 0) with the four
+    classes of the path, the launch delay's tooltip 28 us of 70 us; no rows: the reason."""
+    from cclq.present.board.figures import critical_path_figure
+
+    rows = [[r["rank"], r["bound_by"], r["duration_us"], r["percentage"], r["path_us"]]
+            for r in hand if r["trace"] == "hand_cp_gpu"]
+    fig = critical_path_figure({"figures": {"critical_path": rows}})
+    assert fig.svg is not None and fig.svg.count("rank 0") >= 1
+    for label in ("CPU", "GPU compute", "launch delay", "gap between kernels"):
+        assert f">{label}<" in fig.svg, label
+    assert "28 us of 70 us" in fig.svg and "GPU communication" not in fig.svg
+    empty = critical_path_figure({"figures": {}, "categories": [{"metrics": [
+        {"metric": "hta_critical_path_breakdown", "reason": "no ProfilerStep annotation on the rank"}]}]})
+    assert empty.svg is None and empty.caption == "n/a: no ProfilerStep annotation on the rank"
+
+
+def test_only_rank_builds_one_ranks_path(tmp_path: Path) -> None:
+    """hand_cp_gpu's graph as ranks 0 and 1 of one trace: only_rank=1 gives rank 1's
+    rows alone, the same 70 µs path as worked out above."""
+    for rank in (0, 1):
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        b.profiler_step(1, ts=0 * US, dur=100 * US)
+        b.profiler_step(2, ts=100 * US, dur=100 * US)
+        b.cpu_op("aten::mm", ts=10 * US, dur=20 * US)
+        b.kernel("k1", ts=40 * US, dur=30 * US, launch_ts=12 * US, launch_dur=3 * US)
+        b.cpu_op("aten::add", ts=50 * US, dur=10 * US)
+        b.kernel("k2", ts=75 * US, dur=5 * US, launch_ts=52 * US, launch_dur=3 * US)
+        b.write(tmp_path / "in" / "two_ranks" / f"rank{rank}.json")
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
+    con = connect(wh)
+    try:
+        every = run_metric(con, resolve("hta_critical_path_breakdown"), {}).to_pylist()
+        one = run_metric(con, resolve("hta_critical_path_breakdown"), {"only_rank": "1"}).to_pylist()
+    finally:
+        con.close()
+    assert {r["rank"] for r in every} == {0, 1}
+    assert {r["rank"] for r in one} == {1}
+    assert {r["bound_by"]: r["duration_us"] for r in one} == {
+        "cpu_bound": 2, "gpu_kernel_launch_overhead": 28, "gpu_compute_bound": 35, "gpu_kernel_kernel_overhead": 5}
