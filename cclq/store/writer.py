@@ -8,6 +8,7 @@ its first two columns (``schema.data_file_schema``).
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,12 +66,10 @@ class DataFileWriter:
     def _write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if self._writer is None:
             self._writer = open_data_writer(self.path, self.schema)
-        n = batch.num_rows
-        keys = [pc.fill_null(pa.nulls(n, pa.string()), self.trace), pc.fill_null(pa.nulls(n, pa.int32()), self.rank)]
         if isinstance(batch, pa.Table):  # the fast reader's: its chunks go into one row group without a copy
-            self._writer.write_table(pa.Table.from_arrays(keys + batch.columns, schema=self.schema))
+            self._writer.write_table(with_keys(batch, self.trace, self.rank, self.schema))
         else:
-            self._writer.write_batch(pa.RecordBatch.from_arrays(keys + batch.columns, schema=self.schema))
+            self._writer.write_batch(with_keys(batch, self.trace, self.rank, self.schema))
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if self._pending is not None:
@@ -102,6 +101,65 @@ class DataFileWriter:
             except Exception:  # noqa: BLE001 - best effort on an error path
                 pass
         self.path.unlink(missing_ok=True)
+
+
+def with_keys(batch: pa.RecordBatch | pa.Table, trace: str, rank: int, schema: pa.Schema
+              ) -> pa.RecordBatch | pa.Table:
+    """A reader's batch with its ``trace`` and ``rank`` columns in front (``schema``: the
+    data file's)."""
+    n = batch.num_rows
+    keys = [pc.fill_null(pa.nulls(n, pa.string()), trace), pc.fill_null(pa.nulls(n, pa.int32()), rank)]
+    if isinstance(batch, pa.Table):
+        return pa.Table.from_arrays(keys + batch.columns, schema=schema)
+    return pa.RecordBatch.from_arrays(keys + batch.columns, schema=schema)
+
+
+class SharedDataFileWriter:
+    """One data file for several small input files of one trace (``cclq.ingest.parse``'s
+    groups): each file's rows are appended as a whole, as one row group, once its parse
+    has succeeded, so the file never holds part of an input file. Written on the calling
+    thread: the rows of a small file encode in a millisecond or two, less than starting
+    a thread per file cost. The catalog's ``parts`` then points every one of those input
+    files at this data file, as compaction would have, without a second pass."""
+
+    def __init__(self, path: Path, schema: pa.Schema = EVENT_SCHEMA) -> None:
+        self.path = path
+        self.schema = data_file_schema(schema)
+        self._writer = open_data_writer(path, self.schema)
+
+    def append(self, trace: str, rank: int, pieces: list[pa.RecordBatch | pa.Table]) -> int:
+        """Writes one input file's batches (its trace and rank); returns its rows."""
+        tables = [with_keys(p if isinstance(p, pa.Table) else pa.Table.from_batches([p]), trace, rank, self.schema)
+                  for p in pieces if p.num_rows]
+        if not tables:
+            return 0
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        return table.num_rows
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def discard(self) -> None:
+        try:
+            self._writer.close()
+        except Exception:  # noqa: BLE001 - best effort on an error path
+            pass
+        self.path.unlink(missing_ok=True)
+
+
+def keep_input_files(path: Path, file_ids: set[str]) -> None:
+    """Rewrites a shared data file in place with only the rows of ``file_ids`` (input
+    files of it that could not be committed leave it: their rows must not be read)."""
+    table = pq.read_table(path)
+    kept = table.filter(pc.is_in(table.column("file_id"), value_set=pa.array(sorted(file_ids), pa.string())))
+    target = path.with_name(path.name + ".kept")
+    writer = open_data_writer(target, kept.schema)
+    try:
+        writer.write_table(kept, row_group_size=ROW_GROUP_ROWS)
+    finally:
+        writer.close()
+    os.replace(target, path)
 
 
 def open_data_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
