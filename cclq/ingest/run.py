@@ -10,7 +10,9 @@
 3. The rest are parsed, in parallel processes with ``jobs > 1`` (or on a Dask cluster:
    ``cclq.ingest.dask``), each by the reader of its format (``cclq.formats``) into temp
    Parquet files. The reader says the file's rank before its first row is written:
-   every row carries its trace and rank.
+   every row carries its trace and rank. Consecutive small files of one trace are parsed
+   by one task into one temp file per table (``parse_group``; ``_units`` forms the groups),
+   so that a trace of small files needs no compaction, and is committed as one unit.
    Parsing never touches the catalog. Any failure while reading a file, foreseen or
    not, fails that file alone, naming it.
 4. The main process takes the results in path order, checks each against the catalog

@@ -116,31 +116,46 @@ def with_keys(batch: pa.RecordBatch | pa.Table, trace: str, rank: int, schema: p
 
 class SharedDataFileWriter:
     """One data file for several small input files of one trace (``cclq.ingest.parse``'s
-    groups): each file's rows are appended as a whole, as one row group, once its parse
-    has succeeded, so the file never holds part of an input file. Written on the calling
-    thread: the rows of a small file encode in a millisecond or two, less than starting
-    a thread per file cost. The catalog's ``parts`` then points every one of those input
-    files at this data file, as compaction would have, without a second pass."""
+    groups). Each file's rows are appended whole, once its parse has succeeded, so the
+    file never holds part of an input file. Rows are written in row groups of up to
+    ``ROW_GROUP_ROWS`` (as compaction writes them), not one per input file: a column
+    chunk has a fixed cost, and eight DLRM rank files (26k rows) took 37 ms of CPU as
+    eight row groups against 20 ms as one, in a file 45% smaller. Written on the calling
+    thread: less than starting a thread per file cost. The catalog's ``parts`` then
+    points every one of those input files at this data file, as compaction would have,
+    without a second pass."""
 
     def __init__(self, path: Path, schema: pa.Schema = EVENT_SCHEMA) -> None:
         self.path = path
         self.schema = data_file_schema(schema)
         self._writer = open_data_writer(path, self.schema)
+        self._pending: list[pa.Table] = []
+        self._held = 0
 
     def append(self, trace: str, rank: int, pieces: list[pa.RecordBatch | pa.Table]) -> int:
-        """Writes one input file's batches (its trace and rank); returns its rows."""
-        tables = [with_keys(p if isinstance(p, pa.Table) else pa.Table.from_batches([p]), trace, rank, self.schema)
-                  for p in pieces if p.num_rows]
-        if not tables:
-            return 0
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
-        return table.num_rows
+        """Adds one input file's batches (its trace and rank); returns its rows."""
+        rows = 0
+        for p in pieces:
+            if p.num_rows:
+                table = p if isinstance(p, pa.Table) else pa.Table.from_batches([p])
+                self._pending.append(with_keys(table, trace, rank, self.schema))
+                rows += p.num_rows
+        self._held += rows
+        if self._held >= ROW_GROUP_ROWS:
+            self._flush()
+        return rows
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
+        self._pending, self._held = [], 0
 
     def close(self) -> None:
+        self._flush()
         self._writer.close()
 
     def discard(self) -> None:
+        self._pending = []
         try:
             self._writer.close()
         except Exception:  # noqa: BLE001 - best effort on an error path
