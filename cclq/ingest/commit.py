@@ -34,15 +34,20 @@ from cclq.version import __version__
 
 # A batch of parsed files is committed at least this often (seconds)
 COMMIT_INTERVAL_S = 1.0
+# ... unless a commit takes longer than 1/COMMIT_COST_RATIO of that: a commit writes the
+# whole catalog (a row per input file), so with thousands of small files committed each
+# second the commits alone grew with the square of the file count. The batch then waits
+# COMMIT_COST_RATIO times the last commit's duration, keeping commits near 5% of the run.
+COMMIT_COST_RATIO = 20.0
 
 
-def _card_warning(w: Workload) -> list[str]:
+def _card_warning(w: Workload, card: dict) -> list[str]:
     """One warning for a card with template problems (``cclq cards check`` lists them)."""
     from cclq.cards.check import check_card_file
 
     if w.card is None:
         return []
-    problems = check_card_file(w.card)
+    problems = check_card_file(w.card, card)
     if not problems:
         return []
     first = problems[0]
@@ -109,7 +114,8 @@ def _stats_rows(task: FileTask, parsed: ParsedFile) -> list[dict]:
 def _check_rows(rows: list[dict], schema: pa.Schema) -> None:
     """Raises now, for this file alone, what would otherwise fail a whole batch's commit
     (a value that does not fit its catalog column)."""
-    pa.Table.from_pylist(rows, schema=schema)
+    if rows:
+        pa.Table.from_pylist(rows, schema=schema)
 
 
 def is_unchanged(task: FileTask, force: bool, checksum: bool) -> bool:
@@ -179,6 +185,7 @@ class Committer:
         self.deferred: dict[str, Callable[[CatalogState], None]] = {}
         self._claims_index: dict[tuple[str, int, str], str] | None = None
         self.rankless: list[tuple[FileTask, ParsedFile]] = []  # parsed files that state no rank
+        self.commit_seconds = 0.0  # how long the last commit took (``due``)
 
     # -- planning -------------------------------------------------------------
     def plan(self, workloads: list[Workload], force: bool, distinct: bool = False) -> list[FileTask]:
@@ -261,7 +268,7 @@ class Committer:
             except ValueError as e:  # a bad card: warn, keep what the warehouse has
                 self.report.warnings.append(f"{show_path(w.card)}: {e}; card ignored")
                 return None
-            self.report.warnings.extend(_card_warning(w))  # a card that breaks the template is kept, and said so
+            self.report.warnings.extend(_card_warning(w, card))  # a card that breaks the template is kept, and said so
         if all(self.working.cards.get(t) == row for t, row in new.items()):
             return None
 
@@ -491,15 +498,18 @@ class Committer:
 
     # -- committing -----------------------------------------------------------
     def due(self) -> bool:
-        return self.batch_started is not None and time.monotonic() - self.batch_started >= COMMIT_INTERVAL_S
+        wait = max(COMMIT_INTERVAL_S, COMMIT_COST_RATIO * self.commit_seconds)
+        return self.batch_started is not None and time.monotonic() - self.batch_started >= wait
 
     def flush(self) -> None:
         """Commits the batch (and any pending removals or cards) as one snapshot."""
         if not self.batch and not self.dirty:
             return
         batch, self.batch, self.batch_started = self.batch, [], None
+        started = time.monotonic()
         try:
             self.warehouse.commit(self.working, [m for s in batch for m in s.moves])
+            self.commit_seconds = time.monotonic() - started
         except Exception as e:
             if is_disk_full(e) or not batch:
                 self._fail(batch, e)
