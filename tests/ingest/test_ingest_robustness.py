@@ -192,6 +192,10 @@ def test_two_files_claiming_one_rank_fail_the_second(tmp_path, wh):
     assert [o.status for o in report.outcomes] == ["ingested", "failed"]
     assert report.failed[0].message == f"{second}: rank 0 of trace 'work' is already taken by {first}"
     assert query(wh, "SELECT relpath FROM files") == [("a.json",)]
+    # the two small files were parsed into one shared data file: b's rows left it before the commit
+    assert query(wh, "SELECT count(DISTINCT path) FROM parts") == [(1,)]
+    assert query(wh, "SELECT DISTINCT e.file_id = f.file_id, count(*) FROM events e, files f GROUP BY ALL") == [
+        (True, len(GOOD_EVENTS))]
     # and it stays that way on the next run: never a silent overwrite
     report = run_ingest([root], wh)
     assert [o.status for o in report.outcomes] == ["unchanged", "failed"]
