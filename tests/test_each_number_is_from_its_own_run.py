@@ -380,9 +380,13 @@ class _StopAfter:
             raise KeyboardInterrupt
 
 
-def test_ctrl_c_commits_what_was_parsed_says_so_and_the_trace_is_flagged_partial(tmp_path):
+def test_ctrl_c_commits_what_was_parsed_says_so_and_the_trace_is_flagged_partial(tmp_path, monkeypatch):
     import csv
     import io
+
+    import cclq.ingest.run as run_module
+
+    monkeypatch.setattr(run_module, "SMALL_FILE_BYTES", 0)  # a file at a time (a group is staged whole)
 
     from conftest import run_cli
 

@@ -126,7 +126,10 @@ def _kind_of(head: bytes) -> str:
 
 
 def _top_key(head: bytes, key: str) -> bool:
-    return re.search(rb'"' + re.escape(key.encode()) + rb'"\s*:', head) is not None
+    # ``in`` first: bytes search runs at memory speed, a regex scan of a 1 MB head that
+    # does not hold the key took ~0.3 ms (a third of detecting a small Kineto file)
+    quoted = b'"' + key.encode() + b'"'
+    return quoted in head and re.search(re.escape(quoted) + rb'\s*:', head) is not None
 
 
 def detect(path: str) -> Detected:
@@ -152,7 +155,8 @@ def detect(path: str) -> Detected:
     if xplane.is_xplane(path):
         xplane.check_xplane(path)  # skipped (UnsupportedFormat) unless it is to be converted
         return Detected("xplane", "xprof", False, head)
-    text = head.lstrip()
+    # only the first byte after blanks matters: strip a short prefix, not a 1 MB copy
+    text = head[:4096].lstrip() or head.lstrip()
     if text.startswith(b"\xef\xbb\xbf"):
         text = text[3:].lstrip()
     if text[:1] not in (b"{", b"["):
@@ -166,11 +170,14 @@ def detect(path: str) -> Detected:
             return Detected("chrome_json", "horovod", True, head)
         return Detected("chrome_json", "chrome", True, head)
     # Object form. Tell the JSON dialects apart by their top-level keys.
-    if _top_key(head, "nodes") and _top_key(head, "schema") and not _top_key(head, "traceEvents"):
+    # Each test that fails scans the whole head, so the ones that usually succeed early
+    # go first (a trace names traceEvents near its start; Kineto its schemaVersion).
+    if not _top_key(head, "traceEvents") and _top_key(head, "nodes") and _top_key(head, "schema"):
         return Detected("pytorch_et", "pytorch_et", False, head)
-    flavor = "chrome"
-    if re.search(rb'"displayTimeUnit"\s*:\s*"ns"', head) or b"/device:" in head or b"/host:" in head:
-        flavor = "xprof"
     if _top_key(head, "schemaVersion") or _top_key(head, "deviceProperties") or _top_key(head, "distributedInfo"):
-        flavor = "kineto"
+        return Detected("chrome_json", "kineto", False, head)
+    flavor = "chrome"
+    if (b'"displayTimeUnit"' in head and re.search(rb'"displayTimeUnit"\s*:\s*"ns"', head)) \
+            or b"/device:" in head or b"/host:" in head:
+        flavor = "xprof"
     return Detected("chrome_json", flavor, False, head)

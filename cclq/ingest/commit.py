@@ -29,20 +29,25 @@ from cclq.store.warehouse import (
     Warehouse,
     is_disk_full,
 )
-from cclq.store.writer import rewrite_rank
+from cclq.store.writer import keep_input_files, rewrite_rank
 from cclq.version import __version__
 
 # A batch of parsed files is committed at least this often (seconds)
 COMMIT_INTERVAL_S = 1.0
+# ... unless a commit takes longer than 1/COMMIT_COST_RATIO of that: a commit writes the
+# whole catalog (a row per input file), so with thousands of small files committed each
+# second the commits alone grew with the square of the file count. The batch then waits
+# COMMIT_COST_RATIO times the last commit's duration, keeping commits near 5% of the run.
+COMMIT_COST_RATIO = 20.0
 
 
-def _card_warning(w: Workload) -> list[str]:
+def _card_warning(w: Workload, card: dict) -> list[str]:
     """One warning for a card with template problems (``cclq cards check`` lists them)."""
     from cclq.cards.check import check_card_file
 
     if w.card is None:
         return []
-    problems = check_card_file(w.card)
+    problems = check_card_file(w.card, card)
     if not problems:
         return []
     first = problems[0]
@@ -109,7 +114,8 @@ def _stats_rows(task: FileTask, parsed: ParsedFile) -> list[dict]:
 def _check_rows(rows: list[dict], schema: pa.Schema) -> None:
     """Raises now, for this file alone, what would otherwise fail a whole batch's commit
     (a value that does not fit its catalog column)."""
-    pa.Table.from_pylist(rows, schema=schema)
+    if rows:
+        pa.Table.from_pylist(rows, schema=schema)
 
 
 def is_unchanged(task: FileTask, force: bool, checksum: bool) -> bool:
@@ -149,10 +155,10 @@ def _clash_message(w: Workload, rows: list[dict]) -> str:
 
 @dataclass
 class _Staged:
-    """A parsed file waiting in the batch for its commit."""
+    """Parsed files waiting in the batch for their commit: one file, or the files of a
+    group that share data files (``parse_group``), which are committed or fail together."""
 
-    task: FileTask
-    outcome: FileOutcome
+    outcomes: list[FileOutcome]
     apply: Callable[[CatalogState], None]  # puts its rows (and deferred changes) into a state
     moves: list[tuple[Path, str]]  # (temp data file, its path in the warehouse)
 
@@ -179,6 +185,7 @@ class Committer:
         self.deferred: dict[str, Callable[[CatalogState], None]] = {}
         self._claims_index: dict[tuple[str, int, str], str] | None = None
         self.rankless: list[tuple[FileTask, ParsedFile]] = []  # parsed files that state no rank
+        self.commit_seconds = 0.0  # how long the last commit took (``due``)
 
     # -- planning -------------------------------------------------------------
     def plan(self, workloads: list[Workload], force: bool, distinct: bool = False) -> list[FileTask]:
@@ -265,7 +272,7 @@ class Committer:
                 return None
         unchanged = all(self.working.cards.get(t) == row for t, row in new.items())
         if w.card is not None and (force or not unchanged):
-            self.report.warnings.extend(_card_warning(w))
+            self.report.warnings.extend(_card_warning(w, card))  # a card that breaks the template is kept, and said so
         if unchanged:
             return None
 
@@ -327,13 +334,92 @@ class Committer:
 
     def stage(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome:
         """Checks one parse result and adds it to the batch (or fails it)."""
+        return self.stage_results([(task, parsed)])[0]
+
+    def stage_results(self, results: list[tuple[FileTask, ParsedFile | TraceFileError]]) -> list[FileOutcome]:
+        """``stage`` for results in path order; the files that share data files (a group
+        of small files) are staged as one unit (``_stage_unit``)."""
+        outcomes: list[FileOutcome] = []
+        unit: list[tuple[FileTask, ParsedFile | TraceFileError]] = []
+        paths: set[str] = set()
+        for task, parsed in results:
+            shared = set(parsed.shared) if isinstance(parsed, ParsedFile) else set()
+            if unit and not (shared & paths):
+                outcomes.extend(self._stage_unit(unit))
+                unit, paths = [], set()
+            unit.append((task, parsed))
+            paths |= shared
+        if unit:
+            outcomes.extend(self._stage_unit(unit))
+        return outcomes
+
+    def _stage_unit(self, unit: list[tuple[FileTask, ParsedFile | TraceFileError]]) -> list[FileOutcome]:
+        """Stages files that share data files (or one file): each is checked alone; the
+        shared files lose the rows of those that fail (``keep_input_files``), and the rest
+        wait in the batch as one ``_Staged``, one move per data file."""
+        rels: dict[str, str] = {}  # shared temp file -> its data path
+        outcomes: list[FileOutcome] = []
+        staged: list[_Staged] = []
+        for task, parsed in unit:
+            outcome, one = self._stage_one(task, parsed, rels)
+            outcomes.append(outcome)
+            if one is not None:
+                staged.append(one)
+        shared = {p for _t, parsed in unit if isinstance(parsed, ParsedFile) for p in parsed.shared}
+        if shared:
+            written = {t.file_id for t, parsed in unit if isinstance(parsed, ParsedFile) and parsed.shared}
+            kept = {t.file_id for (t, _p), o in zip(unit, outcomes) if o.status == "ingested"} & written
+            if kept != written:
+                try:
+                    for tmp in shared:
+                        if kept:
+                            keep_input_files(Path(tmp), kept)
+                        else:
+                            Path(tmp).unlink(missing_ok=True)
+                except Exception as e:  # noqa: BLE001 - the shared files cannot be rewritten: their files fail
+                    self._unstage(kept, staged, e)
+                    return outcomes
+        if staged:
+            moves = list({tmp: (tmp, rel) for s in staged for tmp, rel in s.moves}.values())
+            applies = [s.apply for s in staged]
+
+            def apply(state: CatalogState) -> None:
+                for one in applies:
+                    one(state)
+
+            self.batch.append(_Staged([o for s in staged for o in s.outcomes], apply, moves))
+            if self.batch_started is None:
+                self.batch_started = time.monotonic()
+        return outcomes
+
+    def _unstage(self, file_ids: set[str], staged: list[_Staged], e: Exception) -> None:
+        """Fails staged files with ``e``: ``working`` gets back their committed rows."""
+        self._fail(staged, e)
+        for fid in file_ids:
+            if fid in self.committed.files:
+                self.working.put_file(self.committed.files[fid], self.committed.parts.get(fid, []),
+                                      self.committed.stats.get(fid, []))
+            else:
+                self.working.drop_file(fid)
+        self._claims_index = None
+        if is_disk_full(e):
+            self.stopped = "the disk is full (no space left on device)"
+
+    def _stage_one(self, task: FileTask, parsed: ParsedFile | TraceFileError,
+                   rels: dict[str, str]) -> tuple[FileOutcome, _Staged | None]:
+        """Checks one parse result and puts it into ``working``; its ``_Staged`` (None: it
+        failed). ``rels``: data paths already given to shared temp files."""
         path = str(task.path)
-        outcome = self._check(task, parsed)
+        if self.stopped:  # a full disk before it, in its group of small files
+            outcome: FileOutcome | None = FileOutcome(
+                path, task.trace, "failed", f"{show_path(path)}: not ingested: {self.stopped}", size_bytes=task.size)
+        else:
+            outcome = self._check(task, parsed)
         if outcome is not None:
             if isinstance(parsed, ParsedFile):
                 parsed.discard()
             self.report.outcomes.append(outcome)
-            return outcome
+            return outcome, None
         assert isinstance(parsed, ParsedFile)
         self.report.warnings.extend(parsed.warnings)
         try:
@@ -341,7 +427,12 @@ class Committer:
             moves: list[tuple[Path, str]] = []
             parts: list[dict] = []
             for table, rank, tmp, rows in parsed.parts:
-                rel = self.warehouse.new_data_path(table, task.trace, task.file_id)
+                if tmp in parsed.shared:
+                    if tmp not in rels:
+                        rels[tmp] = self.warehouse.new_data_path(table, task.trace, "group")
+                    rel = rels[tmp]
+                else:
+                    rel = self.warehouse.new_data_path(table, task.trace, task.file_id)
                 moves.append((Path(tmp), rel))
                 parts.append({"file_id": task.file_id, "trace": task.trace, "rank": rank,
                               "table_name": table, "path": rel, "rows": rows})
@@ -355,7 +446,7 @@ class Committer:
                                   f"{show_path(path)}: could not be written to the warehouse: {type(e).__name__}: {e}",
                                   size_bytes=task.size)
             self.report.outcomes.append(outcome)
-            return outcome
+            return outcome, None
         deferred = self.deferred.pop(task.trace, None)
 
         def apply(state: CatalogState) -> None:
@@ -374,10 +465,7 @@ class Committer:
                               events=parsed.events_written, dropped=sum(parsed.drops.values()),
                               size_bytes=task.size, seconds=parsed.seconds)
         self.report.outcomes.append(outcome)
-        self.batch.append(_Staged(task, outcome, apply, moves))
-        if self.batch_started is None:
-            self.batch_started = time.monotonic()
-        return outcome
+        return outcome, _Staged([outcome], apply, moves)
 
     def _check(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome | None:
         """The outcome of a result that cannot be staged; None when it can."""
@@ -414,15 +502,18 @@ class Committer:
 
     # -- committing -----------------------------------------------------------
     def due(self) -> bool:
-        return self.batch_started is not None and time.monotonic() - self.batch_started >= COMMIT_INTERVAL_S
+        wait = max(COMMIT_INTERVAL_S, COMMIT_COST_RATIO * self.commit_seconds)
+        return self.batch_started is not None and time.monotonic() - self.batch_started >= wait
 
     def flush(self) -> None:
         """Commits the batch (and any pending removals or cards) as one snapshot."""
         if not self.batch and not self.dirty:
             return
         batch, self.batch, self.batch_started = self.batch, [], None
+        started = time.monotonic()
         try:
             self.warehouse.commit(self.working, [m for s in batch for m in s.moves])
+            self.commit_seconds = time.monotonic() - started
         except Exception as e:
             if is_disk_full(e) or not batch:
                 self._fail(batch, e)
@@ -461,8 +552,9 @@ class Committer:
     def _fail(self, batch: list[_Staged], e: Exception) -> None:
         problem = DISK_FULL if is_disk_full(e) else f"{type(e).__name__}: {e}"
         for staged in batch:
-            staged.outcome.status = "failed"
-            staged.outcome.message = f"{show_path(staged.task.path)}: could not be written to the warehouse: {problem}"
+            for outcome in staged.outcomes:
+                outcome.status = "failed"
+                outcome.message = f"{show_path(outcome.path)}: could not be written to the warehouse: {problem}"
             for tmp, _rel in staged.moves:
                 tmp.unlink(missing_ok=True)  # a data file already renamed into place is garbage
 

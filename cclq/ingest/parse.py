@@ -33,7 +33,7 @@ from cclq.schema import TABLE_SCHEMAS
 from cclq.store.warehouse import (
     is_disk_full,
 )
-from cclq.store.writer import DataFileWriter
+from cclq.store.writer import DataFileWriter, SharedDataFileWriter
 
 PARSER_DIED = "the parser process died while reading it (out of memory?)"
 
@@ -80,6 +80,9 @@ class ParsedFile:
     content_hash: str
     seconds: float
     warnings: list[str]
+    # data files this file shares with the other small files of its group (parse_group):
+    # its ``discard`` leaves them, the committer decides (``Committer.stage_unit``)
+    shared: tuple[str, ...] = ()
 
     @property
     def ranks(self) -> list[int]:
@@ -87,7 +90,30 @@ class ParsedFile:
 
     def discard(self) -> None:
         for _table, _rank, tmp, _rows in self.parts:
-            Path(tmp).unlink(missing_ok=True)
+            if tmp not in self.shared:
+                Path(tmp).unlink(missing_ok=True)
+
+
+class _BufferSink:
+    """Keeps a small file's batches in memory until its parse has succeeded; then
+    ``parse_group`` appends them to the group's shared data file (a file that fails
+    leaves nothing there)."""
+
+    def __init__(self, table: str, multi_rank: bool) -> None:
+        self.table = table
+        self.multi_rank = multi_rank
+        self.pieces: list[pa.RecordBatch | pa.Table] = []
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self.pieces.append(batch)
+        self.rows += batch.num_rows
+
+    def close(self) -> None:
+        pass
+
+    def discard(self) -> None:
+        self.pieces.clear()
 
 
 class _TableSink:
@@ -152,29 +178,37 @@ def parse_file(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadO
     ``options`` chooses the JSON reader and the bounds a file must keep; ``progress``
     gets the bytes read as they are (in a worker process, the pool's queue does).
     """
+    return _parse_checked(path, file_id, tmp_dir, trace, options, progress, False)[0]
+
+
+def _parse_checked(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions,
+                   progress: Callable[[int], None] | None, buffer: bool
+                   ) -> tuple[ParsedFile | TraceFileError, list[_BufferSink]]:
+    """``parse_file``; with ``buffer``, the rows stay in memory (returned beside the result)."""
     started = time.perf_counter()
     for _attempt in range(2):
         try:
             before = _identity(path)
         except OSError as e:
-            return TraceFileError(path, f"cannot read: {e.strerror or e}")
-        parsed = _parse_once(path, file_id, tmp_dir, trace, options, progress)
+            return TraceFileError(path, f"cannot read: {e.strerror or e}"), []
+        parsed, buffers = _parse_once(path, file_id, tmp_dir, trace, options, progress, buffer)
         if isinstance(parsed, TraceFileError):
-            return parsed
+            return parsed, []
         try:
             unchanged = _identity(path) == before
         except OSError:
             unchanged = False
         if unchanged:
             parsed.seconds = time.perf_counter() - started
-            return parsed
+            return parsed, buffers
         parsed.discard()
-    return TraceFileError(path, "changed while it was being read (twice); ingest it again once it is written")
+    return TraceFileError(path, "changed while it was being read (twice); ingest it again once it is written"), []
 
 
 def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions,
-                local_progress: Callable[[int], None] | None) -> ParsedFile | TraceFileError:
-    writers: list[_TableSink] = []
+                local_progress: Callable[[int], None] | None, buffer: bool = False
+                ) -> tuple[ParsedFile | TraceFileError, list[_BufferSink]]:
+    writers: list[_TableSink | _BufferSink] = []
     pending = 0
     # The bar counts bytes of the file as planned (its size on disk). What is read can be
     # more: the JSON xprof converts an xplane.pb into, or a second pass with Decimals.
@@ -216,8 +250,9 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
         rank, rank_source = _rank_of(path, prepared)
         again: list[str] = []  # why the file was read more than once
         for attempt in range(3):  # the fast reader's helpers give up, then the fast reader
-            writers[:] = [_TableSink(table, tmp_dir, file_id, trace, rank, prepared.ranks is not None)
-                          for table in reader.tables]
+            multi_rank = prepared.ranks is not None
+            writers[:] = [_BufferSink(table, multi_rank) if buffer else
+                          _TableSink(table, tmp_dir, file_id, trace, rank, multi_rank) for table in reader.tables]
             sinks: dict[str, BatchSink] = {w.table: w.write for w in writers}
             try:
                 result = reader.read(read_path, detected, prepared, file_id, sinks, progress)
@@ -236,17 +271,17 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
         digest = result.content_hash if converted is None and result.content_hash else content_hash(path)
     except TraceFileError as e:
         discard_all()
-        return e
+        return e, []
     except MemoryError:
         discard_all()
-        return TraceFileError(path, "out of memory while parsing")
+        return TraceFileError(path, "out of memory while parsing"), []
     except Exception as e:  # noqa: BLE001 - the file boundary: whatever went wrong, this file fails alone
         discard_all()
         if is_disk_full(e):
-            return DiskFullError(path, DISK_FULL)
+            return DiskFullError(path, DISK_FULL), []
         return TraceFileError(path, f"unexpected error while reading it ({type(e).__name__}: {e}); "
                                     "this is a bug in cclq, --debug shows where",
-                              detail=traceback.format_exc())
+                              detail=traceback.format_exc()), []
     except BaseException:
         discard_all()
         raise
@@ -263,8 +298,9 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
     elif detected.flavor == "xprof" and result.events_read >= xplane.TRACE_VIEWER_MAX_EVENTS:
         warnings.append(xplane.truncation_warning(path, result.events_read))
     info = result.metadata.get("distributedInfo")
-    parts = [(w.table, r, str(f.path), f.rows) for w in writers for r, f in sorted(w.writers.items())]
-    return ParsedFile(
+    parts = [(w.table, r, str(f.path), f.rows) for w in writers if isinstance(w, _TableSink)
+             for r, f in sorted(w.writers.items())]
+    parsed = ParsedFile(
         parts=parts,
         rank=min([r for _t, r, _p, _n in parts], default=rank),
         rank_source=rank_source,
@@ -285,6 +321,7 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
         seconds=0.0,
         warnings=warnings,
     )
+    return parsed, [w for w in writers if isinstance(w, _BufferSink)]
 
 
 def _rank_of(path: str, prepared: Prepared) -> tuple[int, str]:
@@ -314,6 +351,123 @@ def parse_in_worker(path: str, file_id: str, tmp_dir: str, trace: str, options: 
         return parse_file(path, file_id, tmp_dir, trace, options)
     finally:
         marker.unlink(missing_ok=True)
+
+
+# A file this small (on disk) is parsed in a group with the other small files of its
+# trace (``parse_group``), and a group reads up to GROUP_BYTES. Measured on DLRM's 0.9 MB
+# Kineto files: a data file of its own per input file, then compaction rewriting them
+# into one, cost 11 ms of CPU per file of the ~40 (docs/benchmarks.md, "Small files").
+SMALL_FILE_BYTES = 8 << 20
+GROUP_BYTES = 64 << 20
+
+
+def parse_group(files: list[tuple[str, str, str]], tmp_dir: str, options: ReadOptions = ReadOptions(),
+                progress: Callable[[int], None] | None = None, markers: bool = False,
+                ) -> list[ParsedFile | TraceFileError]:
+    """Parses small files of one trace, ``files`` as (path, file_id, trace), one after the
+    other, into ONE temp data file per table: one Parquet writer, no compaction pass, a
+    commit that moves one file per table. Each file's rows are held in memory until its
+    parse succeeds, then appended whole (``SharedDataFileWriter``), so a file that fails
+    fails alone and leaves nothing in the shared file. A file that holds several ranks or
+    states none (its rank may be changed later: ``Committer.stage_rankless``) gets data
+    files of its own, as ``parse_file`` writes them. ``markers``: a marker file while each
+    file is read (``parse_in_worker``'s)."""
+    shared: dict[str, SharedDataFileWriter] = {}
+    results: list[ParsedFile | TraceFileError] = []
+    stem = files[0][1]
+
+    def fail_shared(e: Exception) -> None:
+        """A shared file that cannot be written (a full disk, mostly): every file of the
+        group in a shared file fails (one could have rows in another table's), and the
+        rest of the group goes on with new shared files."""
+        for i, (r, (path, _fid, _trace)) in enumerate(zip(results, files)):
+            if isinstance(r, ParsedFile) and r.shared:
+                r.discard()
+                results[i] = _write_failure(path, e)
+        for w in shared.values():
+            w.discard()
+        shared.clear()
+
+    try:
+        for path, file_id, trace in files:
+            marker = inflight_marker(tmp_dir, file_id) if markers else None
+            if marker is not None:
+                marker.touch()
+            try:
+                parsed, buffers = _parse_checked(path, file_id, tmp_dir, trace, options, progress, True)
+                if not isinstance(parsed, ParsedFile):
+                    results.append(parsed)
+                elif parsed.rank_source == "default" or any(b.multi_rank for b in buffers):
+                    results.append(_write_own(path, parsed, buffers, tmp_dir, file_id, trace))
+                else:
+                    results.append(parsed)
+                    for b in buffers:
+                        writer = shared.get(b.table)
+                        try:
+                            if writer is None:
+                                name = f"{stem}.{os.getpid()}.{time.monotonic_ns()}.{b.table}.group.parquet"
+                                writer = shared[b.table] = SharedDataFileWriter(Path(tmp_dir) / name,
+                                                                                TABLE_SCHEMAS[b.table])
+                            parsed.shared += (str(writer.path),)
+                            rows = writer.append(trace, parsed.rank, b.pieces)
+                        except Exception as e:  # noqa: BLE001 - the shared files are lost: their files fail
+                            fail_shared(e)
+                            if isinstance(results[-1], ParsedFile):
+                                results[-1].discard()
+                                results[-1] = _write_failure(path, e)
+                            break
+                        parsed.parts.append((b.table, parsed.rank, str(writer.path), rows))
+                        b.discard()
+            finally:
+                if marker is not None:
+                    marker.unlink(missing_ok=True)
+        try:
+            for w in shared.values():
+                w.close()
+        except Exception as e:  # noqa: BLE001 - a footer could not be written
+            fail_shared(e)
+    except BaseException:
+        for r in results:
+            if isinstance(r, ParsedFile):
+                r.shared = ()
+                r.discard()
+        for w in shared.values():
+            w.discard()
+        raise
+    return results
+
+
+def _write_failure(path: str, e: Exception) -> TraceFileError:
+    if is_disk_full(e):
+        return DiskFullError(path, DISK_FULL)
+    return TraceFileError(path, f"could not be written to the warehouse ({type(e).__name__}: {e})")
+
+
+def _write_own(path: str, parsed: ParsedFile, buffers: list[_BufferSink], tmp_dir: str, file_id: str,
+               trace: str) -> ParsedFile | TraceFileError:
+    """A grouped file's buffered rows written to data files of its own (as ``parse_file``)."""
+    try:
+        for b in buffers:
+            sink = _TableSink(b.table, tmp_dir, file_id, trace, parsed.rank, b.multi_rank)
+            try:
+                for piece in b.pieces:
+                    sink.write(piece)
+                sink.close()
+            except BaseException:
+                sink.discard()
+                raise
+            parsed.parts.extend((b.table, r, str(f.path), f.rows) for r, f in sorted(sink.writers.items()))
+        parsed.rank = min([r for _t, r, _p, _n in parsed.parts], default=parsed.rank)
+        return parsed
+    except Exception as e:  # noqa: BLE001 - the file boundary: this file fails alone
+        parsed.discard()
+        return _write_failure(path, e)
+
+
+def parse_group_in_worker(files: list[tuple[str, str, str]], tmp_dir: str, options: ReadOptions
+                          ) -> list[ParsedFile | TraceFileError]:
+    """``parse_group`` in a pool process, with a marker while each file is read."""
+    return parse_group(files, tmp_dir, options, markers=True)
 
 
 def json_or_none(value: Any) -> str | None:

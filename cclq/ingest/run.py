@@ -10,7 +10,9 @@
 3. The rest are parsed, in parallel processes with ``jobs > 1`` (or on a Dask cluster:
    ``cclq.ingest.dask``), each by the reader of its format (``cclq.formats``) into temp
    Parquet files. The reader says the file's rank before its first row is written:
-   every row carries its trace and rank.
+   every row carries its trace and rank. Consecutive small files of one trace are parsed
+   by one task into one temp file per table (``parse_group``; ``_units`` forms the groups),
+   so that a trace of small files needs no compaction, and is committed as one unit.
    Parsing never touches the catalog. Any failure while reading a file, foreseen or
    not, fails that file alone, naming it.
 4. The main process takes the results in path order, checks each against the catalog
@@ -47,12 +49,16 @@ from cclq.formats.base import (
 )
 from cclq.ingest.commit import COMMIT_INTERVAL_S, Committer, copy_state, is_unchanged
 from cclq.ingest.parse import (
+    GROUP_BYTES,
     PARSER_DIED,
+    SMALL_FILE_BYTES,
     FileTask,
     ParsedFile,
     inflight_marker,
     init_worker,
     parse_file,
+    parse_group,
+    parse_group_in_worker,
     parse_in_worker,
 )
 from cclq.ingest.plan import plan_inputs
@@ -138,12 +144,15 @@ def ingest(
         try:
             for item in results:
                 if item is not None:
-                    task, parsed = item
-                    done += 1
-                    if isinstance(parsed, ParsedFile) and parsed.rank_source == "default":
-                        committer.rankless.append((task, parsed))  # ranked after the files that state theirs
-                        continue
-                    reporter.file_done(committer.stage(task, parsed))
+                    done += len(item)
+                    ranked = []
+                    for task, parsed in item:
+                        if isinstance(parsed, ParsedFile) and parsed.rank_source == "default":
+                            committer.rankless.append((task, parsed))  # ranked after the files that state theirs
+                        else:
+                            ranked.append((task, parsed))
+                    for outcome in committer.stage_results(ranked):
+                        reporter.file_done(outcome)
                 if committer.due():
                     committer.flush()
                 if committer.stopped:
@@ -240,15 +249,45 @@ def _compact_small_files(warehouse: Warehouse, committer: Committer, report: Ing
     return done
 
 
+Results = list[tuple[FileTask, ParsedFile | TraceFileError]]
+
+
+def _units(todo: list[FileTask], indices: Iterable[int], jobs: int) -> list[list[int]]:
+    """The parse tasks: runs of consecutive small files of one trace (up to
+    ``GROUP_BYTES``), each parsed by one ``parse_group``, and every other file alone.
+    With fewer units than ``jobs``, the largest groups are halved until every worker has
+    one (a single workload of a few small files still uses every core)."""
+    units: list[list[int]] = []
+    held = 0
+    for i in sorted(indices):
+        task = todo[i]
+        small = task.size <= SMALL_FILE_BYTES
+        if (small and units and units[-1][-1] == i - 1 and todo[i - 1].trace == task.trace
+                and todo[i - 1].size <= SMALL_FILE_BYTES and held + task.size <= GROUP_BYTES):
+            units[-1].append(i)
+            held += task.size
+        else:
+            units.append([i])
+            held = task.size
+    while units and len(units) < jobs:
+        largest = max(units, key=len)
+        if len(largest) < 2:
+            break
+        at = units.index(largest)
+        units[at:at + 1] = [largest[:len(largest) // 2], largest[len(largest) // 2:]]
+    return units
+
+
 def _run_parsers(
     todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter,
     options: ReadOptions = ReadOptions(), dask: str | None = None,
-) -> Generator[tuple[FileTask, ParsedFile | TraceFileError] | None, None, None]:
-    """Yields (task, result) in task order; parses in processes when jobs > 1 (one file
-    alone is read here, its chunks built by ``jobs`` helper processes), on a Dask cluster
-    when ``dask`` names one (``cclq.ingest.dask``). Yields None when it has waited
-    ``COMMIT_INTERVAL_S`` for the next result, so that the caller can commit what it has
-    while a big file is still being read.
+) -> Generator[Results | None, None, None]:
+    """Yields lists of (task, result), in task order (the files of a group of small files,
+    ``_units``, always in one list: they share data files); parses in processes when
+    jobs > 1 (one file alone is read here, its chunks built by ``jobs`` helper processes),
+    on a Dask cluster when ``dask`` names one (``cclq.ingest.dask``; one file at a time).
+    Yields None when it has waited ``COMMIT_INTERVAL_S`` for the next result, so that the
+    caller can commit what it has while a big file is still being read.
 
     A parser process that dies (the OOM killer, kill -9) breaks the whole pool and
     every file it held. Those files are parsed again in a fresh pool, and the ones that
@@ -259,7 +298,8 @@ def _run_parsers(
     if dask is not None:
         from cclq.ingest.dask import parse_on_dask
 
-        yield from parse_on_dask(todo, warehouse, dask, reporter, options)
+        for item in parse_on_dask(todo, warehouse, dask, reporter, options):
+            yield None if item is None else [item]
         return
     requested = jobs or os.cpu_count() or 1
     jobs = min(requested, max(len(todo), 1))
@@ -267,8 +307,14 @@ def _run_parsers(
     if jobs <= 1:
         if len(todo) == 1 and requested > 1:  # one big file: the fast reader builds chunks on every core
             options = replace(options, helpers=requested)
-        for task in todo:
-            yield task, parse_file(str(task.path), task.file_id, tmp_dir, task.trace, options, reporter.advance)
+        for unit in _units(todo, range(len(todo)), 1):
+            tasks = [todo[i] for i in unit]
+            if len(tasks) == 1:
+                task = tasks[0]
+                yield [(task, parse_file(str(task.path), task.file_id, tmp_dir, task.trace, options, reporter.advance))]
+            else:
+                yield list(zip(tasks, parse_group([(str(t.path), t.file_id, t.trace) for t in tasks], tmp_dir,
+                                                  options, reporter.advance)))
         return
     import multiprocessing as mp
     from concurrent.futures import TimeoutError as FutureTimeout
@@ -282,30 +328,46 @@ def _run_parsers(
         suspects = [i for i in pending if deaths.get(i)]
         group = suspects or pending
         workers = 1 if suspects else min(jobs, len(group))
-        # Largest files first, so that a big file is not the last to start while the
-        # other workers sit idle; results are still committed in path order, which
-        # decides which of two files claiming one (trace, rank) is the later one.
-        order = sorted(group, key=lambda i: todo[i].size, reverse=True)
-        futures: dict[int, Future] = {}
+        # Largest first, so that a big file is not the last to start while the other
+        # workers sit idle; results are still committed in path order, which decides
+        # which of two files claiming one (trace, rank) is the later one.
+        units = [[i] for i in group] if suspects else _units(todo, group, workers)
+        order = sorted(units, key=lambda u: sum(todo[i].size for i in u), reverse=True)
+        futures: dict[int, Future[Any]] = {}  # file index -> its unit's parse
+        unit_of: dict[int, list[int]] = {}
         # a fresh progress queue per pool: a killed worker may have died holding the old one's lock
         with _progress_relay(ctx, reporter) as progress_q, ProcessPoolExecutor(
             max_workers=workers, mp_context=ctx, initializer=init_worker,
             initargs=(progress_q, warehouse.lock_fd, os.getpid()),
         ) as pool:
-            for i in order:
-                task = todo[i]
-                futures[i] = pool.submit(parse_in_worker, str(task.path), task.file_id, tmp_dir, task.trace, options)
+            for unit in order:
+                tasks = [todo[i] for i in unit]
+                future: Future[Any]
+                if len(tasks) == 1:
+                    task = tasks[0]
+                    future = pool.submit(parse_in_worker, str(task.path), task.file_id, tmp_dir, task.trace, options)
+                else:
+                    future = pool.submit(parse_group_in_worker, [(str(t.path), t.file_id, t.trace) for t in tasks],
+                                         tmp_dir, options)
+                for i in unit:
+                    futures[i], unit_of[i] = future, unit
             try:
                 for i in sorted(group):
+                    if i in ready:  # came with its group
+                        continue
                     while True:
                         try:
-                            ready[i] = futures[i].result(timeout=COMMIT_INTERVAL_S)
+                            result = futures[i].result(timeout=COMMIT_INTERVAL_S)
                             break
                         except FutureTimeout:
                             yield None
+                    _take(ready, unit_of[i], result)
+                    out = []
                     while next_out in ready:
-                        yield todo[next_out], ready.pop(next_out)
+                        out.append((todo[next_out], ready.pop(next_out)))
                         next_out += 1
+                    if out:
+                        yield out
                 continue
             except BrokenProcessPool:
                 pass
@@ -313,11 +375,11 @@ def _run_parsers(
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
         # The pool broke; leaving the with-block waited for its processes to end.
-        lost = [i for i in order if i >= next_out and i not in ready]
+        lost = [i for i in group if i >= next_out and i not in ready]
         for i in lost:
             f = futures[i]
-            if f.done() and not f.cancelled() and f.exception() is None:  # finished before the break
-                ready[i] = f.result()
+            if i not in ready and f.done() and not f.cancelled() and f.exception() is None:  # finished before the break
+                _take(ready, unit_of[i], f.result())
         lost = [i for i in lost if i not in ready]
         # A marker left behind shows a file being read when the pool broke; without any
         # (a worker died outside a parse), the files the workers would have been reading.
@@ -329,9 +391,20 @@ def _run_parsers(
         for i in lost:  # the marker and the half-written events of the lost parses
             for leftover in Path(tmp_dir).glob(f"{todo[i].file_id}.*"):
                 leftover.unlink(missing_ok=True)
+        out = []
         while next_out in ready:
-            yield todo[next_out], ready.pop(next_out)
+            out.append((todo[next_out], ready.pop(next_out)))
             next_out += 1
+        if out:
+            yield out
+
+
+def _take(ready: dict[int, ParsedFile | TraceFileError], unit: list[int],
+          result: ParsedFile | TraceFileError | list[ParsedFile | TraceFileError]) -> None:
+    """A unit's result(s) into ``ready``, by file index."""
+    results = result if isinstance(result, list) else [result]
+    for i, r in zip(unit, results):
+        ready[i] = r
 
 
 @contextmanager

@@ -1,8 +1,9 @@
 """Compaction: a trace's many small data files rewritten as a few, query results unchanged.
 
-Ingest writes one data file per input file and table: a trace of 8 small rank files is
-8 files, and a warehouse of 400 such traces is 3,200 files, each with its footer and a
-page per column that every query opens and decompresses. Compaction concatenates a
+Ingest writes one data file per input file and table, except for small files (up to 8 MB),
+which it writes a group at a time into one data file (``cclq.ingest.parse.parse_group``): a
+trace of 8 rank files of 20 MB is 8 data files, each with its footer and a page per column
+that every query opens and decompresses. Compaction concatenates a
 trace's files of one table into files of up to ``TARGET_ROWS`` rows, in row groups of
 ``ROW_GROUP_ROWS``, ordered by rank and input file. Every row keeps all its columns (its
 trace, rank, file_id, event_idx ...), so no query result changes; the catalog's ``parts``

@@ -80,12 +80,10 @@ class DataFileWriter:
     def _write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if self._writer is None:
             self._writer = open_data_writer(self.path, self.schema)
-        n = batch.num_rows
-        keys = [pc.fill_null(pa.nulls(n, pa.string()), self.trace), pc.fill_null(pa.nulls(n, pa.int32()), self.rank)]
         if isinstance(batch, pa.Table):  # the fast reader's: its chunks go into one row group without a copy
-            self._writer.write_table(pa.Table.from_arrays(keys + batch.columns, schema=self.schema))
+            self._writer.write_table(with_keys(batch, self.trace, self.rank, self.schema))
         else:
-            self._writer.write_batch(pa.RecordBatch.from_arrays(keys + batch.columns, schema=self.schema))
+            self._writer.write_batch(with_keys(batch, self.trace, self.rank, self.schema))
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if self._pending is not None:
@@ -116,6 +114,80 @@ class DataFileWriter:
             except Exception:  # noqa: BLE001 - best effort on an error path
                 pass
         self.path.unlink(missing_ok=True)
+
+
+def with_keys(batch: pa.RecordBatch | pa.Table, trace: str, rank: int, schema: pa.Schema
+              ) -> pa.RecordBatch | pa.Table:
+    """A reader's batch with its ``trace`` and ``rank`` columns in front (``schema``: the
+    data file's)."""
+    n = batch.num_rows
+    keys = [pc.fill_null(pa.nulls(n, pa.string()), trace), pc.fill_null(pa.nulls(n, pa.int32()), rank)]
+    if isinstance(batch, pa.Table):
+        return pa.Table.from_arrays(keys + batch.columns, schema=schema)
+    return pa.RecordBatch.from_arrays(keys + batch.columns, schema=schema)
+
+
+class SharedDataFileWriter:
+    """One data file for several small input files of one trace (``cclq.ingest.parse``'s
+    groups). Each file's rows are appended whole, once its parse has succeeded, so the
+    file never holds part of an input file. Rows are written in row groups of up to
+    ``ROW_GROUP_ROWS`` (as compaction writes them), not one per input file: a column
+    chunk has a fixed cost, and eight DLRM rank files (26k rows) took 37 ms of CPU as
+    eight row groups against 20 ms as one, in a file 45% smaller. Written on the calling
+    thread: less than starting a thread per file cost. The catalog's ``parts`` then
+    points every one of those input files at this data file, as compaction would have,
+    without a second pass."""
+
+    def __init__(self, path: Path, schema: pa.Schema = EVENT_SCHEMA) -> None:
+        self.path = path
+        self.schema = data_file_schema(schema)
+        self._writer = open_data_writer(path, self.schema)
+        self._pending: list[pa.Table] = []
+        self._held = 0
+
+    def append(self, trace: str, rank: int, pieces: list[pa.RecordBatch | pa.Table]) -> int:
+        """Adds one input file's batches (its trace and rank); returns its rows."""
+        rows = 0
+        for p in pieces:
+            if p.num_rows:
+                table = p if isinstance(p, pa.Table) else pa.Table.from_batches([p])
+                self._pending.append(with_keys(table, trace, rank, self.schema))
+                rows += p.num_rows
+        self._held += rows
+        if self._held >= ROW_GROUP_ROWS:
+            self._flush()
+        return rows
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
+        self._pending, self._held = [], 0
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+    def discard(self) -> None:
+        self._pending = []
+        try:
+            self._writer.close()
+        except Exception:  # noqa: BLE001 - best effort on an error path
+            pass
+        self.path.unlink(missing_ok=True)
+
+
+def keep_input_files(path: Path, file_ids: set[str]) -> None:
+    """Rewrites a shared data file in place with only the rows of ``file_ids`` (input
+    files of it that could not be committed leave it: their rows must not be read)."""
+    table = pq.read_table(path)
+    kept = table.filter(pc.is_in(table.column("file_id"), value_set=pa.array(sorted(file_ids), pa.string())))
+    target = path.with_name(path.name + ".kept")
+    writer = open_data_writer(target, kept.schema)
+    try:
+        writer.write_table(kept, row_group_size=ROW_GROUP_ROWS)
+    finally:
+        writer.close()
+    os.replace(target, path)
 
 
 def open_data_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:

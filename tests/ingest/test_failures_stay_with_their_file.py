@@ -159,28 +159,36 @@ def test_an_unforeseen_error_in_a_reader_fails_that_file_alone(tmp_path, wh, mon
 
 
 # ---------------------------------------------------------------- 9. disk full
-def test_a_full_disk_fails_the_file_and_stops_the_run_cleanly(tmp_path, wh, monkeypatch):
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_full_disk_fails_the_file_and_stops_the_run_cleanly(tmp_path, wh, monkeypatch, grouped):
+    """Grouped (small files share a data file: ``parse_group``), the files already in the
+    shared file fail with it: rank0 is not committed either; a re-run takes them all."""
+    import cclq.ingest.run as run_module
     import cclq.store.writer as writer_module
 
     for r in range(4):
         gpu_trace(tmp_path / "work" / f"rank{r}.json", rank=r, world=4)
-    real_write = writer_module.DataFileWriter._write
+    if not grouped:
+        monkeypatch.setattr(run_module, "SMALL_FILE_BYTES", 0)
+    real_keys = writer_module.with_keys
 
-    def write(self, batch):
-        if self.rank == 1:
+    def with_keys(batch, trace, rank, schema):  # what every data file writer calls for each batch
+        if rank == 1:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(self, batch)
+        return real_keys(batch, trace, rank, schema)
 
-    monkeypatch.setattr(writer_module.DataFileWriter, "_write", write)
+    monkeypatch.setattr(writer_module, "with_keys", with_keys)
     report = run_ingest([tmp_path / "work"], wh)
-    assert [o.status for o in report.outcomes] == ["ingested", "failed", "failed", "failed"]
-    assert report.failed[0].message == f"{tmp_path / 'work' / 'rank1.json'}: no space left on device"
+    first = 0 if grouped else 1
+    assert [o.status for o in report.outcomes] == ["ingested"] * first + ["failed"] * (4 - first)
+    assert report.failed[0].message == f"{tmp_path / 'work' / f'rank{first}.json'}: no space left on device"
     assert all(o.message.endswith("not ingested: the disk is full (no space left on device)")
                for o in report.failed[1:])
-    assert query(wh, "SELECT rank FROM files") == [(0,)]
+    assert query(wh, "SELECT rank FROM files") == ([] if grouped else [(0,)])
     assert not any(wh.tmp_dir.iterdir())
     monkeypatch.undo()
-    assert sorted(o.status for o in run_ingest([tmp_path / "work"], wh).outcomes) == ["ingested"] * 3 + ["unchanged"]
+    assert sorted(o.status for o in run_ingest([tmp_path / "work"], wh).outcomes) == (
+        ["ingested"] * (4 - first) + ["unchanged"] * first)
 
 
 # -------------------------------------------------------- 13. trace id clash

@@ -85,13 +85,14 @@ def _four_ranks(root: Path) -> Path:
     return root
 
 
-_real_parse_file = ingest_module.parse_file
+_real_detect = ingest_module.detect
 _deadly: dict[str, Path | None] = {}  # file name -> None (always dies) or a flag file (dies once)
 
 
-def _parse_file_that_may_die(path: str, *args):
-    """Stands in for ``cclq.ingest.parse_file`` in the forked parser processes, which
-    inherit the patch (a module-level function, so it also pickles by name)."""
+def _detect_that_may_die(path: str):
+    """Stands in for ``cclq.ingest.parse.detect`` (the first step of reading any file,
+    alone or in a group of small files) in the forked parser processes, which inherit the
+    patch (a module-level function, so it also pickles by name)."""
     name = Path(path).name
     if name in _deadly:
         once = _deadly[name]
@@ -99,13 +100,13 @@ def _parse_file_that_may_die(path: str, *args):
             if once is not None:
                 once.touch()
             os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does
-    return _real_parse_file(path, *args)
+    return _real_detect(path)
 
 
 def test_a_parser_process_that_dies_twice_fails_its_file_alone(tmp_path, wh, monkeypatch):
     root = _four_ranks(tmp_path / "work")
     monkeypatch.setitem(_deadly, "rank1.json", None)
-    monkeypatch.setattr(ingest_module, "parse_file", _parse_file_that_may_die)
+    monkeypatch.setattr(ingest_module, "detect", _detect_that_may_die)
     report = run_ingest([root], wh, jobs=2)
     assert [(Path(o.path).name, o.status) for o in report.outcomes] == [
         ("rank0.json", "ingested"), ("rank1.json", "failed"), ("rank2.json", "ingested"), ("rank3.json", "ingested")]
@@ -120,7 +121,7 @@ def test_a_file_whose_parser_died_once_is_retried(tmp_path, wh, monkeypatch):
     root = _four_ranks(tmp_path / "work")
     died_once = tmp_path / "died-once"
     monkeypatch.setitem(_deadly, "rank2.json", died_once)
-    monkeypatch.setattr(ingest_module, "parse_file", _parse_file_that_may_die)
+    monkeypatch.setattr(ingest_module, "detect", _detect_that_may_die)
     report = run_ingest([root], wh, jobs=2)
     assert died_once.exists()
     assert [o.status for o in report.outcomes] == ["ingested"] * 4

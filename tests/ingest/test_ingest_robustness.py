@@ -151,7 +151,12 @@ def test_reingest_of_unchanged_files_is_a_noop(tmp_path, wh):
     assert {p: p.stat().st_mtime_ns for p in _visible_parquet(wh.root)} == before
 
 
-def test_changed_file_replaces_only_its_own_partition(tmp_path, wh):
+def test_changed_file_replaces_only_its_own_partition(tmp_path, wh, monkeypatch):
+    """Files parsed alone (small files in a group share a data file, which a change
+    rewrites: tests/store/test_compaction.py)."""
+    import cclq.ingest.run as run_module
+
+    monkeypatch.setattr(run_module, "SMALL_FILE_BYTES", 0)
     root = tmp_path / "work"
     _good(root, "rank0.json", 0)
     _good(root, "rank1.json", 1)
@@ -187,6 +192,10 @@ def test_two_files_claiming_one_rank_fail_the_second(tmp_path, wh):
     assert [o.status for o in report.outcomes] == ["ingested", "failed"]
     assert report.failed[0].message == f"{second}: rank 0 of trace 'work' is already taken by {first}"
     assert query(wh, "SELECT relpath FROM files") == [("a.json",)]
+    # the two small files were parsed into one shared data file: b's rows left it before the commit
+    assert query(wh, "SELECT count(DISTINCT path) FROM parts") == [(1,)]
+    assert query(wh, "SELECT DISTINCT e.file_id = f.file_id, count(*) FROM events e, files f GROUP BY ALL") == [
+        (True, len(GOOD_EVENTS))]
     # and it stays that way on the next run: never a silent overwrite
     report = run_ingest([root], wh)
     assert [o.status for o in report.outcomes] == ["unchanged", "failed"]
@@ -320,11 +329,17 @@ def test_a_second_pass_with_decimals_does_not_count_the_file_twice(tmp_path, wh)
     assert Recorder.advanced == path.stat().st_size
 
 
-def test_a_commit_that_fails_fails_that_file_alone(tmp_path, wh, monkeypatch):
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_commit_that_fails_fails_that_file_alone(tmp_path, wh, monkeypatch, grouped):
     """The snapshot holding rank1's rows cannot be written (an I/O error): the batch is
     committed again file by file, rank1 fails, the files around it are committed, its data
-    file is collected, and a later run takes it."""
+    file is collected, and a later run takes it. Small files parsed in a group share a
+    data file, so they are committed, or fail, together."""
+    import cclq.ingest.run as run_module
     import cclq.store.warehouse as warehouse_module
+
+    if not grouped:
+        monkeypatch.setattr(run_module, "SMALL_FILE_BYTES", 0)
 
     root = tmp_path / "work"
     for r in range(3):
@@ -338,6 +353,15 @@ def test_a_commit_that_fails_fails_that_file_alone(tmp_path, wh, monkeypatch):
 
     monkeypatch.setattr(warehouse_module.pq, "write_table", write_table)
     report = run_ingest([root], wh)
+    if grouped:
+        assert [o.status for o in report.outcomes] == ["failed"] * 3
+        assert report.failed[0].message == (f"{root / 'rank0.json'}: could not be written to the warehouse: "
+                                            "OSError: [Errno 5] Input/output error")
+        assert query(wh, "SELECT count(*) FROM files") == [(0,)]
+        assert not list((wh.root / "events").rglob("*.parquet")) and not any(wh.tmp_dir.iterdir())
+        monkeypatch.undo()
+        assert [o.status for o in run_ingest([root], wh).outcomes] == ["ingested"] * 3
+        return
     assert [o.status for o in report.outcomes] == ["ingested", "failed", "ingested"]
     assert report.failed[0].message == (f"{root / 'rank1.json'}: could not be written to the warehouse: "
                                         "OSError: [Errno 5] Input/output error")

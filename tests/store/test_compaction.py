@@ -7,6 +7,7 @@ import math
 import pytest
 from conftest import query, run_cli, run_ingest
 
+import cclq.ingest.run
 import cclq.store.compaction as compaction
 from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_workload
 from cclq.query.metrics import run_metric
@@ -32,6 +33,18 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def _one_file_each(monkeypatch) -> None:
+    """Ingest as it was before groups of small files: a data file per input file, and no
+    compaction after it (undone by ``monkeypatch.undo()``)."""
+    _ungrouped(monkeypatch)
+    monkeypatch.setattr(compaction.plan, "__defaults__", (None, 10**6, compaction.SMALL_ROWS))
+
+
+def _ungrouped(monkeypatch) -> None:
+    """Every input file parsed alone into its own data files (no ``parse_group``)."""
+    monkeypatch.setattr(cclq.ingest.run, "SMALL_FILE_BYTES", 0)
+
+
 def _data_files(wh: Warehouse) -> int:
     return query(wh, "SELECT count(DISTINCT path) FROM parts WHERE table_name = 'events'")[0][0]
 
@@ -39,22 +52,28 @@ def _data_files(wh: Warehouse) -> int:
 def test_ingest_compacts_traces_of_many_small_files_and_no_metric_moves(tmp_path, monkeypatch):
     _workloads(tmp_path / "in")
     plain, compacted = Warehouse(tmp_path / "plain"), Warehouse(tmp_path / "compacted")
-    monkeypatch.setattr(compaction.plan, "__defaults__", (None, 10**6, compaction.SMALL_ROWS))
+    grouped = Warehouse(tmp_path / "grouped")
+    _one_file_each(monkeypatch)
     run_ingest([tmp_path / "in"], plain)
     monkeypatch.undo()
+    _ungrouped(monkeypatch)
     report = run_ingest([tmp_path / "in"], compacted)
+    monkeypatch.undo()
     # a's 4 rank files become one; b's 2 stay, under MIN_FILES (4)
     assert _data_files(plain) == 6 and _data_files(compacted) == 3
     assert [(c.trace, c.files_before, c.files_after) for c in report.compacted if c.table == "events"] == [
         ("a", 4, 1)]
+    # small files parsed in groups: one data file per trace from the start, nothing to compact
+    report = run_ingest([tmp_path / "in"], grouped, jobs=2)
+    assert _data_files(grouped) == 2 and report.compacted == []
     # every row, every column
     rows = "SELECT * FROM events ORDER BY trace, rank, file_id, event_idx"
-    assert query(plain, rows) == query(compacted, rows)
+    assert query(plain, rows) == query(compacted, rows) == query(grouped, rows)
     # every metric, every row and column
-    cons = connect(plain), connect(compacted)
+    cons = connect(plain), connect(compacted), connect(grouped)
     for spec in latest_specs():
-        before, after = (run_metric(con, spec).to_pylist() for con in cons)
-        assert _same(before, after), spec.label
+        before, after, third = (run_metric(con, spec).to_pylist() for con in cons)
+        assert _same(before, after) and _same(before, third), spec.label
 
 
 def test_a_changed_file_of_a_compacted_trace_leaves_no_old_rows(tmp_path, wh):
@@ -81,7 +100,7 @@ def test_a_changed_file_of_a_compacted_trace_leaves_no_old_rows(tmp_path, wh):
 
 
 def test_a_reader_keeps_its_files_while_a_compaction_commits(tmp_path, wh, monkeypatch):
-    monkeypatch.setattr(compaction.plan, "__defaults__", (None, 10**6, compaction.SMALL_ROWS))
+    _one_file_each(monkeypatch)
     _workloads(tmp_path / "in")
     run_ingest([tmp_path / "in"], wh)
     monkeypatch.undo()
@@ -101,7 +120,7 @@ def test_a_reader_keeps_its_files_while_a_compaction_commits(tmp_path, wh, monke
 
 @pytest.mark.parametrize("target_rows", [100, 1_000, 10**9])
 def test_large_traces_compact_into_several_files(tmp_path, wh, monkeypatch, target_rows):
-    monkeypatch.setattr(compaction.plan, "__defaults__", (None, 10**6, compaction.SMALL_ROWS))
+    _one_file_each(monkeypatch)
     _workloads(tmp_path / "in")
     run_ingest([tmp_path / "in"], wh)
     monkeypatch.undo()
@@ -120,7 +139,7 @@ def test_large_traces_compact_into_several_files(tmp_path, wh, monkeypatch, targ
 def test_compaction_in_two_processes_writes_what_one_process_writes(tmp_path, monkeypatch):
     _workloads(tmp_path / "in")
     one, two = Warehouse(tmp_path / "one"), Warehouse(tmp_path / "two")
-    monkeypatch.setattr(compaction.plan, "__defaults__", (None, 10**6, compaction.SMALL_ROWS))  # ingest leaves them
+    _one_file_each(monkeypatch)  # ingest leaves them
     run_ingest([tmp_path / "in"], one)
     run_ingest([tmp_path / "in"], two)
     monkeypatch.undo()
@@ -139,7 +158,7 @@ def test_a_compacted_file_is_written_in_full_row_groups_one_group_at_a_time(tmp_
     import pyarrow.parquet as pq
 
     _workloads(tmp_path / "in")
-    monkeypatch.setattr(compaction.plan, "__defaults__", (None, 10**6, compaction.SMALL_ROWS))
+    _one_file_each(monkeypatch)
     run_ingest([tmp_path / "in"], wh)
     monkeypatch.undo()
     monkeypatch.setattr(compaction, "ROW_GROUP_ROWS", 100)  # streamed in batches of 25 rows
