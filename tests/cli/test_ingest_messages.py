@@ -46,9 +46,12 @@ def test_a_card_warning_is_said_once_not_on_every_reingest(tmp_path: Path):
 
 
 def test_ctrl_c_says_what_was_committed(tmp_path: Path):
-    # files big enough that the parse of the other ranks is still going when the first is done
+    # files big enough that the parse of the other ranks is still going when the first is
+    # done, and above the size that ingest parses as one group (a group commits whole)
+    from cclq.ingest.parse import SMALL_FILE_BYTES
+
     generate_workload(tmp_path / "in" / "w8", ranks=8, steps=2, layers=1, seed=5,
-                      target_bytes_per_rank=6_000_000)
+                      target_bytes_per_rank=SMALL_FILE_BYTES + 1_000_000)
     proc = subprocess.Popen(
         [sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(tmp_path / "in"),
          "-w", str(tmp_path / "wh"), "--jobs", "1"],

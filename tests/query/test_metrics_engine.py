@@ -282,7 +282,12 @@ def test_connections_and_the_shell_read_the_files_of_one_snapshot(tmp_path, wh):
             script = setup_script(snap, traces)
             events = next(line for line in script.splitlines() if "VIEW events" in line)
             assert "*" not in events.split("read_parquet")[1]
-            assert events.count(".parquet'") == (3 if traces is None else 2)
+            # every events data file of the selected traces, once (small files of one trace
+            # may share one data file: see cclq/ingest/run.py, groups)
+            parts = snap.tables["parts"].to_pylist()
+            files = {p["path"] for p in parts
+                     if p["table_name"] == "events" and (traces is None or p["trace"] in traces)}
+            assert events.count(".parquet'") == len(files) >= (2 if traces is None else 1)
             rows = duckdb.connect().execute(script).execute(count).fetchall()
         assert connect(wh, traces=traces).execute(count).fetchall() == rows
         assert {r[0] for r in rows} == ({"a", "b"} if traces is None else {"a"})

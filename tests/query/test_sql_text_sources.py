@@ -37,6 +37,8 @@ TRUSTED: dict[str, dict[str, str]] = {
     "query/workloads.py": {"', '.join(_INFO_COLUMNS)": "cclq's own column list",
                            "', '.join(card_columns)": "the card columns of cclq.cards.load.CARD_FIELDS"},
     "query/readonly.py": {"listed": "file paths, each through quote_literal"},
+    "query/critical_path.py": {"PATH_TABLE": "the constant name of the path's temporary table"},
+    "api/hta.py": {"memory": "one of two constant clauses"},
     "query/dask.py": {"DUCKDB_MEMORY_SHARE": "a number"},
     "cli/app.py": {"cols": "a constant column list of the traces command"},
     "formats/nsys.py": {"text": "a constant column expression", "short": "a constant column expression",
