@@ -70,6 +70,8 @@ HTA_METHODS: dict[str, HtaMethod] = {
                   ("pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)")),
         HtaMethod("get_profiler_steps", "hta_profiler_steps", ("profiler_step",)),
         HtaMethod("critical_path_analysis", "hta_critical_path_breakdown", ("bound_by", "percentage")),
+        HtaMethod("get_cupti_counter_data_with_operators", "hta_cupti_counters",
+                  ("name", "cat", "ts", "dur", "op_stack", "top_level_op", "bottom_level_op")),
     )
 }
 
@@ -259,6 +261,23 @@ class TraceAnalysis:
         rows = self._view(f"SELECT profiler_step FROM hta_profiler_steps WHERE trace = {quote_literal(self.trace)} "
                           "ORDER BY profiler_step")
         return [int(v) for v in rows["profiler_step"]]
+
+    def get_cupti_counter_data_with_operators(self, ranks: Sequence[int] | None = None) -> list[pl.DataFrame]:
+        """HTA's CUPTI counter analysis: for each of ``ranks`` (default [0]) whose
+        profiler-range kernels pair up with its kernel launches (view hta_cupti_counters),
+        a frame of the kernels with their operator stack and one column per counter
+        measured on them; a rank whose counts differ has no frame, as in HTA."""
+        rows = self._view(
+            "SELECT rank, kernel_no, name, cat, ts_us AS ts, dur_us AS dur, op_stack, top_level_op, "
+            f"bottom_level_op, counters FROM hta_cupti_counters WHERE trace = {quote_literal(self.trace)} "
+            "ORDER BY rank, kernel_no")
+        frames = []
+        for rank in ranks or [0]:
+            mine = rows.filter(pl.col("rank") == rank)
+            if len(mine):
+                counters = mine["counters"].str.json_decode(infer_schema_length=None).struct.unnest()
+                frames.append(pl.concat([mine.drop("rank", "kernel_no", "counters"), counters], how="horizontal"))
+        return frames
 
     def critical_path_analysis(self, rank: int, annotation: str = "ProfilerStep",
                                instance_id: int | None = 0) -> tuple[CriticalPath, bool]:

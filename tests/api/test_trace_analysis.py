@@ -182,3 +182,40 @@ def test_sequences_and_critical_path_are_htas(folder: str, analyses: dict[str, c
 def test_critical_path_of_another_window_is_refused(analyses: dict[str, cclq.TraceAnalysis]) -> None:
     with pytest.raises(cclq.errors.UsageError):
         analyses["ns_resolution"].critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=1)
+
+
+def test_cupti_counters_by_hand(tmp_path: Path) -> None:
+    """HTA's get_cupti_counter_data_with_operators on a trace in CUPTI profiler mode, worked
+    by hand: rank 0's two profiler-range kernels pair with its two launches by order (the
+    first inside aten::linear > aten::addmm, the second outside any operator); rank 1 has
+    one launch more than kernels, so HTA gives it no frame; a trace without profiler-range
+    events gives none."""
+    from cclq.dev.synth.kineto import KinetoTraceBuilder
+
+    us = 1000
+    counters = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+    for rank in (0, 1):
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        b.cpu_op("aten::linear", ts=0, dur=50 * us)
+        b.cpu_op("aten::addmm", ts=5 * us, dur=25 * us)
+        b.kernel("gemm_k", ts=40 * us, dur=4 * us, launch_ts=10 * us, cat="cuda_profiler_range",
+                 args={counters: 61.5, "dram__bytes_read.sum": 4096})
+        b.kernel("relu_k", ts=60 * us, dur=2 * us, launch_ts=55 * us, cat="cuda_profiler_range",
+                 args={counters: 12.25, "dram__bytes_read.sum": 1024})
+        if rank == 1:
+            b.runtime("cudaLaunchKernel", ts=70 * us, dur=3 * us)
+        b.write(tmp_path / "in" / "cupti" / f"rank{rank}.json")
+    plain = KinetoTraceBuilder(rank=0)
+    plain.kernel("gemm_k", ts=40 * us, dur=4 * us, launch_ts=10 * us)
+    plain.write(tmp_path / "in" / "plain" / "rank0.json")
+
+    ta = cclq.TraceAnalysis(tmp_path / "in" / "cupti", warehouse=tmp_path / "wh")
+    (frame,) = ta.get_cupti_counter_data_with_operators()
+    assert frame.select("name", "ts", "dur", "op_stack", "top_level_op", "bottom_level_op", counters,
+                        "dram__bytes_read.sum").rows() == [
+        ("gemm_k", 40.0, 4.0, ["aten::linear", "aten::addmm"], "aten::linear", "aten::addmm", 61.5, 4096),
+        ("relu_k", 60.0, 2.0, [], "", "", 12.25, 1024)]
+    assert ta.get_cupti_counter_data_with_operators([1]) == []
+    assert len(ta.get_cupti_counter_data_with_operators([0, 1])) == 1
+    plain_ta = cclq.TraceAnalysis(tmp_path / "in" / "plain", warehouse=tmp_path / "wh")
+    assert plain_ta.get_cupti_counter_data_with_operators() == []
