@@ -353,6 +353,23 @@ def test_load_imbalance_ratio(suite_wh: Warehouse) -> None:
                           "no GPU kernel time on rank 1")
 
 
+def test_load_imbalance_ratio_names_the_lowest_of_tied_ranks(tmp_path: Path) -> None:
+    """Ranks 1 and 2 are tied busiest (30 us each), ranks 0 and 3 tied idlest (10 us):
+    version 2 names the lowest rank of each tie, whatever the order of the rows."""
+    us = 1000
+    for rank, busy in enumerate((10, 30, 30, 10)):
+        b = KinetoTraceBuilder(rank=rank, world_size=4)
+        b.kernel("gemm", ts=100 * us, dur=busy * us, launch_ts=90 * us)
+        b.write(tmp_path / "in" / "ties" / f"rank{rank}.json")
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
+    con = connect(wh)
+    (row,) = run_metric(con, resolve("load_imbalance_ratio", 2)).to_pylist()
+    con.close()
+    assert row["value"] == pytest.approx(30 / 10)
+    assert (row["busiest_rank"], row["idlest_rank"]) == (1, 0)
+
+
 # --------------------------------------------------------------------------------------
 # Rank grain
 # --------------------------------------------------------------------------------------
