@@ -961,7 +961,12 @@ class _Builder:
 
     def _empty_entries(self, chunk: _Chunk, where: list[int] | None, rows: list[int]) -> set[int]:
         """Which of these rows were ``{}`` (a struct cannot tell {} from all-null keys)."""
-        generic = _GENERIC.decode(chunk.text)
+        try:
+            generic = _GENERIC.decode(chunk.text)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
+            # a Raw value (args) is not checked when the chunk is decoded into structs: here
+            # it is, and what does not decode is for the reference reader to report
+            raise FallbackToIjson(f"an entry that does not decode ({e})") from None
         return {i for i in rows if generic[i if where is None else where[i]] == {}}
 
     def _begin_end(self, ph: Sequence[Any], pid: Sequence[Any], tid: Sequence[Any], objs: list[Any],
