@@ -11,6 +11,17 @@ from pathlib import Path
 import pytest
 
 from cclq.ingest.report import IngestReport
+
+try:  # the property tests (hypothesis, in the test extra)
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # pragma: no cover - the test extra is not installed
+    _hypothesis_settings = None
+if _hypothesis_settings is not None:
+    # The suite runs the same examples every time (a fresh clone's CI has no example
+    # database, and a landing should not depend on a draw); CCLQ_HYPOTHESIS_RANDOM=1
+    # draws new ones, which is how new failures are found (docs/testing.md).
+    _hypothesis_settings.register_profile("cclq", derandomize=os.environ.get("CCLQ_HYPOTHESIS_RANDOM") != "1")
+    _hypothesis_settings.load_profile("cclq")
 from cclq.ingest.run import ingest
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
