@@ -208,9 +208,10 @@ gpu_edges AS (
     CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END
   FROM kernel_links AS k
   JOIN nodes AS dst ON dst.trace = k.trace AND dst.rank = k.rank AND dst.event_idx = k.event_idx AND NOT dst.is_end
+  -- one equality key for either source (an OR of two keys would join every node of the rank)
   JOIN nodes AS src ON src.trace = k.trace AND src.rank = k.rank
-    AND ((k.is_launch AND src.event_idx = k.partner_idx AND NOT src.is_end)
-      OR (NOT k.is_launch AND src.event_idx = k.prev_idx AND src.is_end))
+    AND src.event_idx = CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END
+    AND src.is_end = NOT k.is_launch
 ),
 sync_events AS (
   SELECT trace, rank, count(*) > 0 AS has_sync_events
