@@ -37,45 +37,74 @@ def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
     ``(src, dst, weight, edge_no)`` in insertion order (node ids ordered as inserted);
     a repeated (src, dst) keeps its first position and its last weight and number, as
     networkx's ``add_edge`` does. Raises ValueError on a cycle."""
-    succ: dict[int, dict[int, tuple[float, int]]] = {}
-    pred: dict[int, dict[int, tuple[float, int]]] = {}
-    nodes: set[int] = set()
-    for src, dst, weight, edge_no in edges:
-        nodes.add(src)
-        nodes.add(dst)
-        succ.setdefault(src, {})[dst] = (weight, edge_no)
-        pred.setdefault(dst, {})[src] = (weight, edge_no)
-    order = sorted(nodes)
-    indegree = {v: len(pred.get(v, ())) for v in order}
-    generation = [v for v in order if indegree[v] == 0]
+    src, dst, weight, edge_no = (list(column) for column in zip(*edges, strict=True)) if edges else ([], [], [], [])
+    return longest_path_columns(src, dst, weight, edge_no)
+
+
+def longest_path_columns(src: Sequence[int], dst: Sequence[int], weight: Sequence[float],
+                         edge_no: Sequence[int]) -> list[int]:
+    """``longest_path`` over the edges as four columns (what ``prepare`` reads from
+    DuckDB; no tuple per edge). Node state lives in dicts keyed by node id and each
+    predecessor maps to the index of its edge, so the loop allocates nothing per edge."""
+    preds: dict[int, dict[int, int]] = {}   # node -> {predecessor: index of its (last) edge}
+    succs: dict[int, list[int]] = {}        # node -> successors, first insertion order
+    for i, (u, v) in enumerate(zip(src, dst)):
+        into = preds.get(v)
+        if into is None:
+            preds[v] = {u: i}
+        elif u in into:
+            into[u] = i
+            continue
+        else:
+            into[u] = i
+        out = succs.get(u)
+        if out is None:
+            succs[u] = [v]
+        else:
+            out.append(v)
+    indegree = {v: len(into) for v, into in preds.items()}
+    generation = sorted(u for u in succs if u not in preds)
+    n_nodes = len(indegree) + len(generation)
     topo: list[int] = []
     while generation:
         topo.extend(generation)
         following: list[int] = []
         for v in generation:
-            for child in succ.get(v, {}):
-                indegree[child] -= 1
-                if indegree[child] == 0:
+            for child in succs.get(v, ()):
+                d = indegree[child] - 1
+                indegree[child] = d
+                if d == 0:
                     following.append(child)
         generation = following
-    if len(topo) != len(order):
+    if len(topo) != n_nodes:
         raise ValueError("the critical path graph has a cycle")
-    dist: dict[int, tuple[float, int]] = {}
+    dist: dict[int, float] = {}
+    via: dict[int, int] = {}     # node -> index of the edge into it on its longest path, -1 at a start
     for v in topo:
-        best: tuple[float, int] | None = None
-        for u, (weight, _) in pred.get(v, {}).items():
-            length = dist[u][0] + weight
-            if best is None or length > best[0]:
-                best = (length, u)
-        dist[v] = best if best is not None and best[0] >= 0 else (0.0, v)
+        into = preds.get(v)
+        best = -1.0
+        best_edge = -1
+        if into is not None:
+            first = True
+            for u, i in into.items():
+                length = dist[u] + weight[i]
+                if first or length > best:
+                    best = length
+                    best_edge = i
+                    first = False
+        if best_edge < 0 or best < 0:
+            dist[v] = 0.0
+            via[v] = -1
+        else:
+            dist[v] = best
+            via[v] = best_edge
     path: list[int] = []
     if not topo:
         return path
-    node = max(topo, key=lambda n: dist[n][0])
-    while dist[node][1] != node:
-        before = dist[node][1]
-        path.append(pred[node][before][1])
-        node = before
+    node = max(topo, key=dist.__getitem__)
+    while (i := via[node]) >= 0:
+        path.append(edge_no[i])
+        node = src[i]
     path.reverse()
     return path
 
@@ -98,18 +127,19 @@ def prepare(session: Session, sql: str) -> None:
         edges = session.execute(
             "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "
             "ORDER BY trace, rank, edge_no").to_arrow_table().to_pydict()
-        by_rank: dict[tuple[str, int], list[tuple[int, int, float, int]]] = {}
-        for trace, rank, src, dst, weight, edge_no in zip(
-                edges["trace"], edges["rank"], edges["src_node"], edges["dst_node"], edges["path_weight_us"],
-                edges["edge_no"], strict=True):
-            by_rank.setdefault((trace, rank), []).append((src, dst, weight, edge_no))
+        traces, ranks = edges["trace"], edges["rank"]
         out: dict[str, list[Any]] = {"trace": [], "rank": [], "edge_no": [], "position": []}
-        for (trace, rank), rank_edges in by_rank.items():
-            for position, edge_no in enumerate(longest_path(rank_edges)):
-                out["trace"].append(trace)
-                out["rank"].append(rank)
-                out["edge_no"].append(edge_no)
-                out["position"].append(position)
+        start = 0
+        for end in range(1, len(traces) + 1):  # one rank's edges are one run of the sorted rows
+            if end < len(traces) and traces[end] == traces[start] and ranks[end] == ranks[start]:
+                continue
+            path = longest_path_columns(edges["src_node"][start:end], edges["dst_node"][start:end],
+                                        edges["path_weight_us"][start:end], edges["edge_no"][start:end])
+            out["trace"].extend([traces[start]] * len(path))
+            out["rank"].extend([ranks[start]] * len(path))
+            out["edge_no"].extend(path)
+            out["position"].extend(range(len(path)))
+            start = end
         table = pa.table({"trace": pa.array(out["trace"], pa.string()), "rank": pa.array(out["rank"], pa.int32()),
                           "edge_no": pa.array(out["edge_no"], pa.int64()),
                           "position": pa.array(out["position"], pa.int64())})

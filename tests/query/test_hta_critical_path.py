@@ -138,6 +138,28 @@ def test_longest_path_ties_as_networkx() -> None:
         longest_path([(0, 1, 1.0, 1), (1, 0, 1.0, 2)])
 
 
+def test_longest_path_equals_networkx_on_random_dags() -> None:
+    """Differential check against networkx.dag_longest_path (what HTA calls) on 2,000
+    small random DAGs with repeated edges (networkx keeps the first position and the last
+    weight), ties, negative weights and isolated starts. networkx comes with torch (the
+    test extra); without it the test skips."""
+    nx = pytest.importorskip("networkx")
+    import random
+    for seed in range(2000):
+        draw = random.Random(seed)
+        n = draw.randint(1, 12)
+        edges = [(u, v, float(draw.choice([-2, 0, 1, 1, 2, 3])), k)
+                 for k in range(draw.randint(0, 25))
+                 for u, v in [(draw.randrange(n), draw.randrange(n))] if u < v]
+        graph = nx.DiGraph()
+        graph.add_nodes_from(sorted({node for edge in edges for node in edge[:2]}))
+        for u, v, weight, number in edges:
+            graph.add_edge(u, v, weight=weight, number=number)
+        path = nx.dag_longest_path(graph, weight="weight")
+        expected = [graph.edges[a, b]["number"] for a, b in zip(path, path[1:], strict=False)]
+        assert longest_path(edges) == expected, (seed, edges)
+
+
 def test_critical_path_figure_by_hand(hand: list[Row]) -> None:
     """The report's figure from hand_cp_gpu's rows: one stacked bar (rank 0) with the four
     classes of the path, the launch delay's tooltip 28 us of 70 us; no rows: the reason."""
