@@ -249,6 +249,30 @@ SHARED_MACROS = frozenset({"gpu_ops_classified_with", "steps_with", "collectives
 _SHARED_PREFIX = "_cclq_shared_"
 
 
+@dataclass(frozen=True)
+class VersionInput:
+    """Where a shared macro's rules version enters it: only through these ``columns`` of
+    the rows of ``macro`` (another shared macro, computed before it) that meet ``rows``.
+    For a trace whose such rows are the same in two versions, the macro's rows are the
+    same too, so one version's rows are copied and only the traces that differ are
+    computed again (``_share_macro``). tests/query/test_run_metrics.py checks the claim
+    against the SQL and the rows against the macro's own."""
+
+    macro: str
+    rows: str
+    columns: str
+
+
+# collectives_with(v) reads v only as gpu_ops_classified_with(v) in
+# _collective_kernels_with (sql/views/collectives.sql): the comm kernels and their type.
+# Versions 1 and 2 differ only on DeepEP's kernels, so on most traces the kernel-to-op
+# matching of version 1 is version 2's (half of collectives' time on a 500-workload board).
+VERSION_INPUTS = {
+    "collectives_with": VersionInput("gpu_ops_classified_with", "kind = 'kernel' AND kernel_class = 'comm'",
+                                     "trace, rank, file_id, event_idx, coll_type"),
+}
+
+
 @lru_cache(maxsize=None)
 def _sql_versions(texts: tuple[str, ...]) -> tuple[int, ...]:
     """The rules versions the SQL calls a versioned macro with: every integer literal
@@ -311,20 +335,55 @@ def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted
     import duckdb
 
     made: list[str] = []
+    computed: list[int] = []
     try:
-        for v in versions:
-            table = f"{_SHARED_PREFIX}{macro}_{int(v)}"
+        # the newest wanted version first: an older one may be mostly a copy of it
+        for v in sorted(versions, key=lambda v: (v not in wanted, -v)):
+            table = _shared_table(macro, v)
             call = f"{quote_identifier(database)}.main.{quote_identifier(macro)}({int(v)})"
-            if v in wanted:
-                session.execute(f"CREATE TEMP TABLE {quote_identifier(table)} AS SELECT * FROM {call}")
-            else:
+            if v not in wanted:
                 session.execute(f"CREATE TEMP VIEW {quote_identifier(table)} AS SELECT * FROM {call}")
+            elif computed and macro in VERSION_INPUTS:
+                _share_version_from(session, macro, v, computed[0], call)
+            else:
+                session.execute(f"CREATE TEMP TABLE {quote_identifier(table)} AS SELECT * FROM {call}")
+            if v in wanted:
+                computed.append(v)
             made.append(table)
         session.execute(f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
                         f"query_table({quote_literal(_SHARED_PREFIX + macro + '_')} || rules_version)")
     except duckdb.Error:
         _drop_shared(session)
         raise
+
+
+def _shared_table(macro: str, version: int) -> str:
+    return f"{_SHARED_PREFIX}{macro}_{int(version)}"
+
+
+def _share_version_from(session: Session, macro: str, version: int, base: int, call: str) -> None:
+    """``macro(version)`` into its shared table as ``macro(base)``'s rows (already shared)
+    for the traces whose VERSION_INPUTS rows are the same in both versions, and
+    ``call`` for the others (none, on most warehouses: then nothing is computed)."""
+    given = VERSION_INPUTS[macro]
+    ours, theirs = _shared_table(given.macro, version), _shared_table(given.macro, base)
+    tables = {name for (name,) in session.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name IN (?, ?)", [ours, theirs]).fetchall()}
+    target = quote_identifier(_shared_table(macro, version))
+    if tables != {ours, theirs}:  # the input is not shared: nothing to compare with
+        session.execute(f"CREATE TEMP TABLE {target} AS SELECT * FROM {call}")
+        return
+    side = f"SELECT {given.columns} FROM {{}} WHERE {given.rows}"
+    a, b = side.format(quote_identifier(ours)), side.format(quote_identifier(theirs))
+    differ = [str(t) for (t,) in session.execute(
+        f"SELECT DISTINCT trace FROM (({a} EXCEPT ALL {b}) UNION ALL ({b} EXCEPT ALL {a})) ORDER BY trace").fetchall()]
+    copied = f"SELECT * FROM {quote_identifier(_shared_table(macro, base))}"
+    if not differ:
+        session.execute(f"CREATE TEMP TABLE {target} AS {copied}")
+        return
+    listed = ", ".join(quote_literal(t) for t in differ)
+    session.execute(f"CREATE TEMP TABLE {target} AS {copied} WHERE trace NOT IN ({listed}) "
+                    f"UNION ALL SELECT * FROM {call} WHERE trace IN ({listed})")
 
 
 def _unshare(session: Session, shared: list[str]) -> None:

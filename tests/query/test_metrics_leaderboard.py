@@ -491,3 +491,36 @@ def test_new_metrics_on_every_shared_trace(tmp_path: Path) -> None:
                     assert 0 <= row["value"] <= 1, (name, row)
     finally:
         c.close()
+
+
+def test_shared_collectives_v1_copies_v2_only_where_the_comm_kernels_agree(wh: Warehouse) -> None:
+    """collectives_with(1) in a batch is collectives_with(2)'s rows for the traces whose
+    comm kernels the two rule versions classify alike, and computed for the others
+    (metrics.VERSION_INPUTS): two_nodes differs (get_dispatch_layout is comm in v1 only,
+    cached_notify in v2 only), one_node has NCCL kernels only. Either way the shared
+    rows are exactly the macro's own."""
+    from cclq.query import metrics
+
+    session = connect(wh, views=False)
+    direct = {}
+    for v in (1, 2):
+        session.define_views(f"SELECT * FROM collectives_with({v})")
+        direct[v] = session.execute(f"SELECT * FROM collectives_with({v})").to_arrow_table()
+    kernels = {v: {(r["trace"], r["event_idx"]) for r in direct[v].to_pylist()} for v in (1, 2)}
+    assert kernels[1] != kernels[2]  # the layout is what the test needs: the versions differ on two_nodes
+    queries = [f"SELECT * FROM collectives_with({v})" for v in (1, 2, 1, 2)]
+    executed: list[str] = []
+    real = session.execute
+    session.execute = lambda sql, *a: executed.append(sql) or real(sql, *a)  # type: ignore[method-assign]
+    with metrics.shared_views(session, queries) as shared:
+        assert "collectives_with" in shared
+        for v in (1, 2):
+            got = session.execute(f"SELECT * FROM collectives_with({v})").to_arrow_table()
+            assert sorted_rows(got) == sorted_rows(direct[v]), v
+    session.close()
+    computed = [sql for sql in executed if "main.\"collectives_with\"(1)" in sql]
+    assert len(computed) == 1 and "trace IN ('two_nodes')" in computed[0]
+
+
+def sorted_rows(table: pa.Table) -> list[str]:
+    return sorted(repr(sorted(row.items())) for row in table.to_pylist())

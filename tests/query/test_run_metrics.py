@@ -107,3 +107,25 @@ def test_shared_macros_are_table_macros_of_one_argument(wh: Warehouse):
     # every shared name is the name of a view module's view or macro, in dependency order
     assert metrics.SHARED_MACROS <= set(metrics.SHARED_VIEWS)
     con.close()
+
+
+def test_version_inputs_are_the_only_way_the_version_enters() -> None:
+    """metrics.VERSION_INPUTS lets a batch copy one version's rows of a macro for another
+    where the input rows agree; that is only right while the rules version enters the
+    macro's module through the named input alone. So in that module `rules_version` may
+    only be a macro's parameter or be passed on, unchanged, to the module's own
+    versioned macros or to the input (no `CASE WHEN rules_version = 1`, no other macro)."""
+    import re
+
+    from cclq.query.sqlfiles import strip_comments, view_modules
+
+    for macro, given in metrics.VERSION_INPUTS.items():
+        (module,) = [m for m in view_modules() if re.search(rf"MACRO {macro}\(", m.sql)]
+        text = strip_comments(module.sql)
+        own = set(re.findall(r"MACRO (\w+)\(rules_version\b", text))
+        assert macro in own
+        uses = {m.start() for m in re.finditer(r"\brules_version\b", text)}
+        # a macro's parameter, or the first argument of a call to one of these macros
+        passed = {m.start(2) for m in re.finditer(r"(\w+)\(\s*(rules_version)\s*[,)]", text)
+                  if m.group(1) in own | {given.macro}}
+        assert uses and uses <= passed, [text[max(0, u - 60):u + 20] for u in uses - passed]
