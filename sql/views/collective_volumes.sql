@@ -66,9 +66,11 @@ WITH devices AS (
 )
 SELECT * FROM devices
 UNION ALL
+-- the ranks of _cpu_collective_records_like('gloo:%')'s backend records, read from the
+-- classified CPU ops it starts from (one row each): their sizes are not needed here
 SELECT DISTINCT r.trace, r.rank, 'gloo cpu records' AS device_source
-FROM _cpu_collective_records_like('gloo:%') AS r
-WHERE r.role = 'backend'
+FROM cpu_collectives_with(1, files) AS r
+WHERE r.role = 'backend' AND r.coll_type IS NOT NULL AND r.name LIKE 'gloo:%'
   AND NOT EXISTS (SELECT 1 FROM devices AS d WHERE d.trace = r.trace AND d.rank = r.rank);
 
 -- One collective type's volume per rank of `scope` (pass `metric_scope` in a
