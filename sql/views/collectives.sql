@@ -300,8 +300,9 @@ WITH kernels AS MATERIALIZED (
 launches AS MATERIALIZED (  -- read three times
   SELECT
     k.trace, k.rank, k.file_id, k.event_idx,
-    arg_min(r.pid, r.ts_ns) AS pid,
-    arg_min(r.tid, r.ts_ns) AS tid,
+    -- the first launch record; at equal times the first in the file, so pid and tid are one record's
+    arg_min(r.pid, (r.ts_ns, r.event_idx)) AS pid,
+    arg_min(r.tid, (r.ts_ns, r.event_idx)) AS tid,
     min(r.ts_ns) AS launch_ns
   FROM kernels AS k
   JOIN slices AS r

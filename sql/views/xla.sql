@@ -445,7 +445,8 @@ module_events AS (
   WHERE l.is_device AND l.line_kind = 'xla_modules'
 ),
 busiest_module AS (
-  SELECT trace, rank, pid, arg_max(module, total_ns) AS module
+  -- equal totals: the first module name, so the choice does not depend on row order
+  SELECT trace, rank, pid, arg_min(module, (-total_ns, module)) AS module
   FROM (SELECT trace, rank, pid, module, sum(dur_ns) AS total_ns FROM module_events GROUP BY ALL)
   GROUP BY ALL
 ),
