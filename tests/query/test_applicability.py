@@ -75,6 +75,8 @@ def test_trace_facts_come_from_the_catalog(wh: Warehouse):
     assert facts["dp4"].formats == {"kineto"} and facts["dp4"].ranks == 4 and "events" in facts["dp4"].tables
     assert facts["one"].ranks == 1
     assert facts["tpu"].formats == {"xprof"}
+    # the generator's card says `phase: training`; the TPU trace has no card
+    assert facts["dp4"].card_phase == "training" and facts["tpu"].card_phase is None
 
 
 def test_fact_kinds():
@@ -84,6 +86,12 @@ def test_fact_kinds():
     assert Fact("table", ("results", "events"), "r").holds(kineto) is True
     assert Fact("table", ("results",), "r").holds(kineto) is False
     assert Fact("ranks", ("2",), "r").holds(kineto) is False
+    inference = Fact("card_phase", ("inference", "serving", "none"), "the card says phase {phase}")
+    assert inference.holds(kineto) is True  # no card: `none`
+    training = TraceFacts("t", card_phase="training")
+    assert inference.holds(training) is False and inference.reason_for(training) == "the card says phase training"
+    assert inference.holds(TraceFacts("t", card_phase="serving")) is True
+    assert inference.holds(TraceFacts("t", card_phase="none")) is False  # a card's own word, not the absence
 
 
 def test_every_shipped_fact_parses_and_names_a_known_format():
@@ -94,6 +102,8 @@ def test_every_shipped_fact_parses_and_names_a_known_format():
                     assert {v.rstrip("*") for v in fact.values} <= KNOWN_FORMATS | {"nsys"}, spec.label
                 if fact.kind == "table":
                     assert set(fact.values) <= {"events", "et_nodes", "et_tensors", "results"}, spec.label
+                if fact.kind == "card_phase":
+                    assert set(fact.values) <= {"inference", "serving", "training", "none"}, spec.label
 
 
 def test_planned_reason_is_what_the_sql_says(wh: Warehouse):

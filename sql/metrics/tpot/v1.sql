@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Time per output token per rank from the trace: the mean duration of the decode engine iterations, in seconds.
 -- needs: inference engine-iteration annotations with decode iterations; not a training workload; card output_len > 1 when given
+-- applies_if: card phase inference serving none | the workload card says phase {phase} (tpot is for inference)
 -- params: output_len = card.output_len
 -- columns:
 --   basis              how the decode iterations were chosen (recorded phase, or CCL-Bench's

@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Time per output token: the serving benchmark's median TPOT from the workload's result files when it has one, else (version 1) the mean duration of the decode engine iterations, per rank, in seconds.
 -- needs: vLLM bench serve / SGLang bench_serving results, or inference engine-iteration annotations with decode iterations; not a training workload; card output_len > 1 when given
+-- applies_if: card phase inference serving none | the workload card says phase {phase} (tpot is for inference)
 -- applies_if: table events results | no serving benchmark results and no inference engine iterations (vLLM execute_context_*/execute_model, SGLang run_batch/forward_batch_generation)
 -- params: output_len = card.output_len
 -- columns:

@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Time to first token per rank from the trace: the duration of the first engine iteration that runs a prefill, in seconds.
 -- needs: inference engine-iteration annotations (vLLM execute_context_* / execute_model, SGLang run_batch / forward_batch_generation, vLLM-TPU core step); not a training workload
+-- applies_if: card phase inference serving none | the workload card says phase {phase} (ttft is for inference)
 -- params: none
 -- columns:
 --   basis           how the iteration was chosen (first prefill by recorded phase, or the

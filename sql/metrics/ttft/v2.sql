@@ -8,6 +8,7 @@
 -- summary: mean
 -- description: Time to first token: the serving benchmark's median TTFT from the workload's result files when it has one, else (version 1) the duration of the first engine iteration that prefills, per rank, in seconds.
 -- needs: vLLM bench serve / SGLang bench_serving results, or inference engine-iteration annotations; not a training workload
+-- applies_if: card phase inference serving none | the workload card says phase {phase} (ttft is for inference)
 -- applies_if: table events results | no serving benchmark results and no inference engine iterations (vLLM execute_context_*/execute_model, SGLang run_batch/forward_batch_generation)
 -- params: none
 -- columns:
