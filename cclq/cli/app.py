@@ -380,7 +380,8 @@ def _applicable(wh: Warehouse, trace: str, specs: list, fmt: OutputFormat, outpu
         return
     may = sum(r["applies"] == "may" for r in rows)
     print(f"{trace}: formats {', '.join(sorted(facts.formats)) or 'none'}, tables "
-          f"{', '.join(sorted(facts.tables)) or 'none'}, {facts.ranks} rank(s)\n"
+          f"{', '.join(sorted(facts.tables)) or 'none'}, {facts.ranks} rank(s), "
+          f"card phase {facts.card_phase if facts.card_phase is not None else 'none'}\n"
           f"{may} metric(s) may apply (their SQL decides), {len(rows) - may} cannot (from the catalog):")
     _write_lines([(r["metric"], r["applies"], r["why"]) for r in rows], output)
 

@@ -90,8 +90,10 @@ def test_applicable_says_what_can_apply_and_why_not(wh: str):
     assert ",no,no XLA ops (not an XLA/xprof profile)," in rows["total_comm_time_s"]
     assert ",no,no Horovod timeline," in rows["horovod_phase_share"]
     assert ",may," in rows["total_kernel_time"] and ",may," in rows["collective_skew"]  # two ranks
+    # the generator's card says phase training: the inference metrics cannot apply
+    assert ",no,the workload card says phase training (tpot is for inference)," in rows["tpot"]
     text = run_cli("metrics", "--applicable", "Run_A", "-w", wh).stdout
-    assert text.startswith("Run_A: formats kineto, tables events, 2 rank(s)\n")
+    assert text.startswith("Run_A: formats kineto, tables events, 2 rank(s), card phase training\n")
 
 
 def test_explain_shows_header_file_and_version():
