@@ -44,19 +44,18 @@ def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
 def longest_path_columns(src: Sequence[int], dst: Sequence[int], weight: Sequence[float],
                          edge_no: Sequence[int]) -> list[int]:
     """``longest_path`` over the edges as four columns (what ``prepare`` reads from
-    DuckDB; no tuple per edge). Node state lives in dicts keyed by node id and each
-    predecessor maps to the index of its edge, so the loop allocates nothing per edge."""
+    DuckDB; no tuple per edge). Node state lives in dicts keyed by node id, and each
+    predecessor maps to the index of its edge rather than to a (weight, number) pair."""
     preds: dict[int, dict[int, int]] = {}   # node -> {predecessor: index of its (last) edge}
     succs: dict[int, list[int]] = {}        # node -> successors, first insertion order
     for i, (u, v) in enumerate(zip(src, dst)):
         into = preds.get(v)
         if into is None:
-            preds[v] = {u: i}
-        elif u in into:
-            into[u] = i
+            preds[v] = into = {}
+        repeated = u in into
+        into[u] = i  # a repeated edge: its last weight and number, its first position
+        if repeated:
             continue
-        else:
-            into[u] = i
         out = succs.get(u)
         if out is None:
             succs[u] = [v]
@@ -82,16 +81,12 @@ def longest_path_columns(src: Sequence[int], dst: Sequence[int], weight: Sequenc
     via: dict[int, int] = {}     # node -> index of the edge into it on its longest path, -1 at a start
     for v in topo:
         into = preds.get(v)
-        best = -1.0
-        best_edge = -1
-        if into is not None:
-            first = True
-            for u, i in into.items():
-                length = dist[u] + weight[i]
-                if first or length > best:
-                    best = length
-                    best_edge = i
-                    first = False
+        best = 0.0
+        best_edge = -1  # the first predecessor among equally long ones wins
+        for u, i in (into or {}).items():
+            length = dist[u] + weight[i]
+            if best_edge < 0 or length > best:
+                best, best_edge = length, i
         if best_edge < 0 or best < 0:
             dist[v] = 0.0
             via[v] = -1

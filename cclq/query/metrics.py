@@ -334,7 +334,6 @@ def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted
     the view modules)."""
     import duckdb
 
-    made: list[str] = []
     computed: list[int] = []
     try:
         # the newest wanted version first: an older one may be mostly a copy of it
@@ -349,7 +348,6 @@ def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted
                 session.execute(f"CREATE TEMP TABLE {quote_identifier(table)} AS SELECT * FROM {call}")
             if v in wanted:
                 computed.append(v)
-            made.append(table)
         session.execute(f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
                         f"query_table({quote_literal(_SHARED_PREFIX + macro + '_')} || rules_version)")
     except duckdb.Error:
