@@ -70,20 +70,24 @@ def test_critical_path_without_profiler_step_says_why(real: list[Row]) -> None:
     assert rows and all(r["bound_by"] is None and "ProfilerStep" in r["reason"] for r in rows)
 
 
-def _build(root: Path) -> None:
-    """hand_cp_gpu, step #1 = [0, 100] µs: aten::mm 10..30 launches k1 (cudaLaunchKernel
-    12..15, k1 40..70 on stream 7), aten::add 50..60 launches k2 (52..55, k2 75..80).
-    hand_cp_cpu, step #1: op_a 10..40, op_b 45..95 holding cudaStreamSynchronize 60..90
-    (a blocking call: the edge into its end weighs 0). Step #2 is dropped by HTA's tail
-    filter in both."""
-    g = KinetoTraceBuilder(rank=0)
+def _hand_cp_gpu(g: KinetoTraceBuilder) -> KinetoTraceBuilder:
+    """hand_cp_gpu's events (see _build) on one rank's builder."""
     g.profiler_step(1, ts=0 * US, dur=100 * US)
     g.profiler_step(2, ts=100 * US, dur=100 * US)
     g.cpu_op("aten::mm", ts=10 * US, dur=20 * US)
     g.kernel("k1", ts=40 * US, dur=30 * US, launch_ts=12 * US, launch_dur=3 * US)
     g.cpu_op("aten::add", ts=50 * US, dur=10 * US)
     g.kernel("k2", ts=75 * US, dur=5 * US, launch_ts=52 * US, launch_dur=3 * US)
-    g.write(root / "hand_cp_gpu" / "rank0.json")
+    return g
+
+
+def _build(root: Path) -> None:
+    """hand_cp_gpu, step #1 = [0, 100] µs: aten::mm 10..30 launches k1 (cudaLaunchKernel
+    12..15, k1 40..70 on stream 7), aten::add 50..60 launches k2 (52..55, k2 75..80).
+    hand_cp_cpu, step #1: op_a 10..40, op_b 45..95 holding cudaStreamSynchronize 60..90
+    (a blocking call: the edge into its end weighs 0). Step #2 is dropped by HTA's tail
+    filter in both."""
+    _hand_cp_gpu(KinetoTraceBuilder(rank=0)).write(root / "hand_cp_gpu" / "rank0.json")
     c = KinetoTraceBuilder(rank=0)
     c.profiler_step(1, ts=0 * US, dur=100 * US)
     c.profiler_step(2, ts=100 * US, dur=100 * US)
@@ -181,14 +185,8 @@ def test_only_rank_builds_one_ranks_path(tmp_path: Path) -> None:
     """hand_cp_gpu's graph as ranks 0 and 1 of one trace: only_rank=1 gives rank 1's
     rows alone, the same 70 µs path as worked out above."""
     for rank in (0, 1):
-        b = KinetoTraceBuilder(rank=rank, world_size=2)
-        b.profiler_step(1, ts=0 * US, dur=100 * US)
-        b.profiler_step(2, ts=100 * US, dur=100 * US)
-        b.cpu_op("aten::mm", ts=10 * US, dur=20 * US)
-        b.kernel("k1", ts=40 * US, dur=30 * US, launch_ts=12 * US, launch_dur=3 * US)
-        b.cpu_op("aten::add", ts=50 * US, dur=10 * US)
-        b.kernel("k2", ts=75 * US, dur=5 * US, launch_ts=52 * US, launch_dur=3 * US)
-        b.write(tmp_path / "in" / "two_ranks" / f"rank{rank}.json")
+        trace = _hand_cp_gpu(KinetoTraceBuilder(rank=rank, world_size=2))
+        trace.write(tmp_path / "in" / "two_ranks" / f"rank{rank}.json")
     wh = Warehouse(tmp_path / "wh")
     run_ingest([tmp_path / "in"], wh)
     con = connect(wh)
