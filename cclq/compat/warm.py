@@ -16,8 +16,8 @@ no faster than CCL-Bench's scripts. So the daemon, before answering a call:
   silently: its own call ingests it again and reports the error then.
 * **computes the asked metric for all of them in one query** when the asked folder's
   result is not in the result cache, and stores each trace's rows as that trace's
-  cached result, under the key a call for that trace alone looks up
-  (``cclq.query.cache.metric_key``). A metric's rows for one trace do not depend on the
+  cached result, under the name a call for that trace alone looks up
+  (``cclq.query.cache.result_file``). A metric's rows for one trace do not depend on the
   other traces of its query (the same property ``--dask`` relies on to compute by trace
   partitions, ``cclq.query.metrics.combine_results``), so the next folders' calls read
   what they would have computed.
@@ -143,13 +143,12 @@ def compute_for_all(wh: Warehouse, spec: MetricSpec, params: dict[str, str], tra
     each trace's rows stored as its own cached result (those already cached are kept)."""
     import pyarrow.compute as pc
 
-    from cclq.query.cache import metric_key, store_result
+    from cclq.query.cache import result_file, store_result
     from cclq.query.metrics import run_metric
     from cclq.query.session import QuerySettings, connect
 
     with wh.open_snapshot() as snapshot:
-        paths = {t: wh.cache_dir / f"{spec.name}.v{spec.version}.{metric_key(snapshot, [t], spec, params)}.parquet"
-                 for t in traces}
+        paths = {t: result_file(wh.cache_dir, snapshot, [t], spec, params) for t in traces}
         snapshot_id = snapshot.id
     if paths[trace].exists():
         return

@@ -61,11 +61,18 @@ def inputs_key(snapshot: Snapshot, traces: list[str] | None, parts: tuple[str, .
     return h.hexdigest()
 
 
+def result_file(cache_dir: Path, snapshot: Snapshot, traces: list[str] | None, spec: MetricSpec,
+                params: dict[str, str]) -> Path:
+    """The one name of a metric's stored result over ``traces`` of ``snapshot``: a session,
+    a repeat call without DuckDB and the daemon's batch all look it up here."""
+    return cache_dir / f"{spec.name}.v{spec.version}.{metric_key(snapshot, traces, spec, params)}.parquet"
+
+
 def cached_result(wh: Warehouse, spec: MetricSpec, params: dict[str, str], traces: list[str] | None) -> pa.Table | None:
     """A stored result of ``spec`` for the current snapshot, if there is one: read without
     DuckDB (a repeat call needs neither the engine nor the views)."""
     with wh.open_snapshot() as snapshot:
-        path = wh.cache_dir / f"{spec.name}.v{spec.version}.{metric_key(snapshot, traces, spec, params)}.parquet"
+        path = result_file(wh.cache_dir, snapshot, traces, spec, params)
     try:
         return pq.ParquetFile(path).read() if path.exists() else None
     except (OSError, pa.ArrowException):
@@ -86,7 +93,7 @@ def result_path(session: Session, spec: MetricSpec, params: dict[str, str]) -> P
     None for a session without a cache."""
     if session.cache_dir is None:
         return None
-    return session.cache_dir / f"{spec.name}.v{spec.version}.{cache_key(session, spec, params)}.parquet"
+    return result_file(session.cache_dir, session.snapshot, session.traces, spec, params)
 
 
 def store_result(table: pa.Table, cached: Path) -> None:

@@ -9,7 +9,7 @@ Layout (everything is Parquet, so any tool can read it)::
       catalog/<id>/stats.parquet                dropped / noted events by reason
       catalog/<id>/cards.parquet                the workload cards, flattened, one row per trace
       events/trace=<id>/<file_id>.<uniq>.parquet   data files (trace and rank are columns inside)
-      cache/metrics/<name>.v<N>.<key>.parquet   metric results (see metrics.cache_key)
+      cache/metrics/<name>.v<N>.<key>.parquet   metric results (see query.cache.result_file)
       tmp/                                      writes in progress (never read)
       spill/<pid>-<n>/                          what a query spills beyond its memory limit
       .lock                                     held by a running writer (ingest, compact)
