@@ -70,10 +70,14 @@ def _rel(a: float | None, b: float | None, unit: str = "") -> float | None:
     return (b - a) / abs(a)
 
 
-def _verdict(spec: MetricSpec, a: float | None, b: float | None) -> str:
-    if a is None or b is None or a == b or spec.polarity == "neutral":
+VERDICT_STYLE = {"better": "green", "worse": "red"}  # how a verdict is coloured in the tables
+
+
+def _verdict(polarity: str, a: float | None, b: float | None) -> str:
+    """B against A, for a value whose better direction is ``polarity`` (higher, lower, neutral)."""
+    if a is None or b is None or a == b or polarity == "neutral":
         return ""
-    return "better" if (b > a) == (spec.polarity == "higher") else "worse"
+    return "better" if (b > a) == (polarity == "higher") else "worse"
 
 
 @dataclass
@@ -110,7 +114,7 @@ def _metric_rows(specs: list[MetricSpec], per_trace: dict[str, dict[str, Outcome
         note = "; ".join(f"{side}: {why}" for side, why in (("A", why_a), ("B", why_b)) if why)
         rows.append({"metric": spec.name, "rank": None, "unit": spec.unit, "a": va, "b": vb,
                      "delta": None if va is None or vb is None else vb - va, "rel": _rel(va, vb, spec.unit),
-                     "verdict": _verdict(spec, va, vb), "note": note})
+                     "verdict": _verdict(spec.polarity, va, vb), "note": note})
         if spec.grain == "rank" and same_ranks and len(a) == len(b) == 1:
             ra, rb = oa[0].rank_values(), ob[0].rank_values()
             for rank in sorted(set(ra) | set(rb)):
@@ -119,7 +123,7 @@ def _metric_rows(specs: list[MetricSpec], per_trace: dict[str, dict[str, Outcome
                     continue
                 rows.append({"metric": spec.name, "rank": rank, "unit": spec.unit, "a": x, "b": y,
                              "delta": None if x is None or y is None else y - x, "rel": _rel(x, y, spec.unit),
-                             "verdict": _verdict(spec, x, y), "note": ""})
+                             "verdict": _verdict(spec.polarity, x, y), "note": ""})
     return rows
 
 
@@ -218,9 +222,7 @@ def compare_results(a: list[BenchmarkResult], b: list[BenchmarkResult]) -> tuple
         va = statistics.fmean(ea["values"]) if ea and ea["values"] else None
         vb = statistics.fmean(eb["values"]) if eb and eb["values"] else None
         unit = (ea or eb or {}).get("unit")
-        polarity = _result_polarity(key[-1], unit)
-        verdict = "" if va is None or vb is None or va == vb or polarity == "neutral" else (
-            "better" if (vb > va) == (polarity == "higher") else "worse")
+        verdict = _verdict(_result_polarity(key[-1], unit), va, vb)
         rows.append({"benchmark": key[0], "implementation": key[1], "config": _config_text(key[:-1]),
                      "metric": key[-1], "unit": unit, "a": va, "b": vb,
                      "delta": None if va is None or vb is None else vb - va, "rel": _rel(va, vb),
@@ -352,7 +354,7 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
                           ("B - A", "right"), ("change", "right"), ("", "left"), ("note", "left")):
             t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
         for m in result.metrics:
-            style = {"better": "green", "worse": "red"}.get(m["verdict"], "")
+            style = VERDICT_STYLE.get(m["verdict"], "")
             row(t, m["metric"] if m["rank"] is None else "", "" if m["rank"] is None else str(m["rank"]),
                 m["unit"], f(m["a"]) if m["a"] is not None else Text("n/a", style="dim"),
                 f(m["b"]) if m["b"] is not None else Text("n/a", style="dim"),
@@ -371,7 +373,7 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
             r_t.add_column(col, justify="left" if col in ("configuration", "metric", "unit", "") else "right",
                            overflow="fold")
         for where, r in zip(wheres, result.results):
-            style = {"better": "green", "worse": "red"}.get(r["verdict"], "")
+            style = VERDICT_STYLE.get(r["verdict"], "")
             row(r_t, *((where,) if any(wheres) else ()), r["metric"], r["unit"] or "",
                 f(r["a"]) if r["a"] is not None else Text("only B" if r["status"] == "only B" else "n/a",
                                                          style="dim"),
