@@ -40,6 +40,9 @@ COMMIT_INTERVAL_S = 1.0
 # COMMIT_COST_RATIO times the last commit's duration, keeping commits near 5% of the run.
 COMMIT_COST_RATIO = 20.0
 
+# why a run stops ingesting after a full disk (``Committer.stopped``)
+DISK_FULL_STOP = "the disk is full (no space left on device)"
+
 
 def _card_warning(w: Workload, card: dict) -> list[str]:
     """One warning for a card with template problems (``cclq cards check`` lists them)."""
@@ -309,8 +312,7 @@ class Committer:
         for task, parsed in sorted(self.rankless, key=lambda item: str(item[0].path)):
             if self.stopped:
                 parsed.discard()
-                outcome = FileOutcome(str(task.path), task.trace, "failed",
-                                      f"{show_path(task.path)}: not ingested: {self.stopped}", size_bytes=task.size)
+                outcome = self._stopped_outcome(task)
                 self.report.outcomes.append(outcome)
                 staged.append((task, outcome))
                 continue
@@ -402,8 +404,6 @@ class Committer:
             else:
                 self.working.drop_file(fid)
         self._claims_index = None
-        if is_disk_full(e):
-            self.stopped = "the disk is full (no space left on device)"
 
     def _stage_one(self, task: FileTask, parsed: ParsedFile | TraceFileError,
                    rels: dict[str, str]) -> tuple[FileOutcome, _Staged | None]:
@@ -411,8 +411,7 @@ class Committer:
         failed). ``rels``: data paths already given to shared temp files."""
         path = str(task.path)
         if self.stopped:  # a full disk before it, in its group of small files
-            outcome: FileOutcome | None = FileOutcome(
-                path, task.trace, "failed", f"{show_path(path)}: not ingested: {self.stopped}", size_bytes=task.size)
+            outcome: FileOutcome | None = self._stopped_outcome(task)
         else:
             outcome = self._check(task, parsed)
         if outcome is not None:
@@ -467,6 +466,11 @@ class Committer:
         self.report.outcomes.append(outcome)
         return outcome, _Staged([outcome], apply, moves)
 
+    def _stopped_outcome(self, task: FileTask) -> FileOutcome:
+        """A file not ingested because the run stopped (``stopped``) before it."""
+        message = f"{show_path(task.path)}: not ingested: {self.stopped}"
+        return FileOutcome(str(task.path), task.trace, "failed", message, size_bytes=task.size)
+
     def _check(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome | None:
         """The outcome of a result that cannot be staged; None when it can."""
         path = str(task.path)
@@ -474,7 +478,7 @@ class Committer:
             return FileOutcome(path, task.trace, "skipped", parsed.problem, size_bytes=task.size)
         if isinstance(parsed, TraceFileError):
             if isinstance(parsed, DiskFullError):
-                self.stopped = "the disk is full (no space left on device)"
+                self.stopped = DISK_FULL_STOP
             return FileOutcome(path, task.trace, "failed", parsed.message, size_bytes=task.size, detail=parsed.detail)
         claims = self._claims()
         for table, rank, _tmp, _rows in parsed.parts:
@@ -519,9 +523,7 @@ class Committer:
                 self._fail(batch, e)
                 self.working = copy_state(self.committed)
                 self._claims_index = None
-                if is_disk_full(e):
-                    self.stopped = "the disk is full (no space left on device)"
-                elif self.dirty:
+                if self.dirty and not is_disk_full(e):
                     raise  # removals or cards that cannot be written: nothing else can be either
                 return
             self._commit_one_by_one(batch)
@@ -540,8 +542,6 @@ class Committer:
                 self.warehouse.commit(trial, [m for m in staged.moves if m[0].exists()])
             except Exception as e:  # noqa: BLE001 - the file boundary: only this file's commit fails
                 self._fail([staged], e)
-                if is_disk_full(e):
-                    self.stopped = "the disk is full (no space left on device)"
                 continue
             base = trial
         self.committed = copy_state(base)
@@ -550,6 +550,10 @@ class Committer:
         self.dirty = False
 
     def _fail(self, batch: list[_Staged], e: Exception) -> None:
+        """Fails the staged files with ``e`` and removes their data files; a full disk
+        stops the run."""
+        if is_disk_full(e):
+            self.stopped = DISK_FULL_STOP
         problem = DISK_FULL if is_disk_full(e) else f"{type(e).__name__}: {e}"
         for staged in batch:
             for outcome in staged.outcomes:
