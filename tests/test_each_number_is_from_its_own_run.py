@@ -83,7 +83,7 @@ def test_a_row_with_a_reason_has_no_value_in_any_metric(suite_wh):
     from cclq.query.registry import latest_specs
     from cclq.query.session import connect
 
-    con = connect(suite_wh, views=False)
+    con = connect(suite_wh)
     specs = latest_specs()
     assert len(specs) >= 63
     runs = run_metrics(con, specs)
@@ -297,7 +297,7 @@ def test_avg_step_time_is_per_device_on_a_multi_device_xprof_trace(tmp_path):
     report = ingest([tmp_path / "bert"], wh, jobs=1)
     assert not report.failed, [o.message for o in report.failed]
     spec = resolve("avg_step_time")
-    con = connect(wh, views=False)
+    con = connect(wh)
     rows = run_metric(con, spec, {}).to_pylist()
     assert [r["devices"] for r in rows] == [2]
     value, reason = summarize(spec, run_metric(con, spec, {}))
@@ -445,7 +445,7 @@ def test_mean_sm_coverage_on_a_rocm_trace_whose_kernels_say_another_device(tmp_p
     wh = Warehouse(tmp_path / "wh")
     report = ingest([tmp_path / "rocm"], wh, jobs=1)
     assert not report.failed, [o.message for o in report.failed]
-    con = connect(wh, views=False)
+    con = connect(wh)
     spec = resolve("mean_sm_coverage")
     (row,) = run_metric(con, spec, {}).to_pylist()
     by_hand = (100 * (152 / 304) + 50 * 1.0 + 50 * (100 / 304)) / 200
@@ -475,7 +475,7 @@ def test_mean_sm_coverage_says_which_devices_do_not_join(tmp_path):
     path.write_text(json.dumps(doc))
     wh = Warehouse(tmp_path / "wh")
     ingest([tmp_path / "two"], wh, jobs=1)
-    (row,) = run_metric(connect(wh, views=False), resolve("mean_sm_coverage"), {}).to_pylist()
+    (row,) = run_metric(connect(wh), resolve("mean_sm_coverage"), {}).to_pylist()
     assert row["value"] is None
     assert row["reason"].startswith("kernels carry grids on device 2, but deviceProperties lists SM counts "
                                     "for device 0, 1 only")

@@ -107,10 +107,8 @@ class TraceAnalysis:
         return rows.filter(pl.col(keep).is_not_null() & pl.col("rank").is_in(list(ranks or [0])))
 
     def _view(self, query: str) -> pl.DataFrame:
-        """A query over the views, in a session that sees only this trace and creates only
-        the views the query needs (as ``cclq sql`` does; ``Workspace.sql`` creates them all)."""
-        with Session(self.workspace.warehouse, traces=[self.trace], settings=self.workspace.settings,
-                     for_sql=query) as s:
+        """A query over the views, in a session that sees only this trace."""
+        with Session(self.workspace.warehouse, traces=[self.trace], settings=self.workspace.settings) as s:
             frame = pl.from_arrow(s.execute(query).to_arrow_table())
         assert isinstance(frame, pl.DataFrame)
         return frame

@@ -52,9 +52,9 @@ class Workspace:
     settings: QuerySettings = field(default_factory=QuerySettings)
     cache: bool = True
 
-    def _session(self, traces: Sequence[str] | None = None, views: bool = False) -> Session:
+    def _session(self, traces: Sequence[str] | None = None, comments: bool = False) -> Session:
         self.warehouse.require()
-        return Session(self.warehouse, traces=traces, settings=self.settings, views=views, cache=self.cache)
+        return Session(self.warehouse, traces=traces, settings=self.settings, comments=comments, cache=self.cache)
 
     def ingest(self, *paths: str | Path, jobs: int | None = None) -> IngestReport:
         """Ingests workload folders or trace files (as ``cclq ingest``); unchanged files are skipped."""
@@ -62,7 +62,7 @@ class Workspace:
 
     def traces(self) -> pl.DataFrame:
         """One row per trace: format, world size, ranks, span, card fields (``cclq traces``)."""
-        with self._session(views=True) as s:
+        with self._session(comments=True) as s:
             return _frame(s.execute("SELECT * FROM traces ORDER BY trace").to_arrow_table())
 
     def metric(self, name: str, traces: str | Sequence[str] | None = None, version: int | None = None,
@@ -92,7 +92,7 @@ class Workspace:
 
     def sql(self, query: str, read_only: bool = True) -> pl.DataFrame:
         """Ad-hoc SQL over the views, read-only unless ``read_only=False`` (as ``cclq sql``)."""
-        with self._session(views=True) as s:
+        with self._session(comments=True) as s:
             return _frame(s.run_user_query(query, read_only=read_only))
 
     def report(self, trace: str) -> Report:

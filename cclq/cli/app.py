@@ -279,7 +279,7 @@ def sql(
     the warehouse can be read and none written, so ad-hoc SQL can never change what a
     metric reads. The query sees the warehouse as its last complete ingest left it.
     """
-    with _session(_warehouse(warehouse), for_sql=query) as session:
+    with _session(_warehouse(warehouse), comments=True) as session:
         table = session.run_user_query(query, read_only=not read_write)
     write_table(table, fmt, output=output)
 
@@ -364,7 +364,7 @@ def _applicable(wh: Warehouse, trace: str, specs: list, fmt: OutputFormat, outpu
 
     from cclq.query.applicability import parse_facts, trace_facts, unmet
 
-    with _session(wh, traces=[trace], views=False) as session:
+    with _session(wh, traces=[trace]) as session:
         _require_traces(session, wh, [trace])
         facts = trace_facts(session)[trace]
     rows = []
@@ -552,7 +552,7 @@ def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str
 
     table = None if no_cache else cached_result(wh, spec, params, selection)  # no DuckDB for a repeat
     if table is None:
-        with _session(wh, traces=selection, views=False, cache=not no_cache) as session:
+        with _session(wh, traces=selection, cache=not no_cache) as session:
             if dask is None:
                 table = run_metric(session, spec, params)
             else:
@@ -569,7 +569,7 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
     from cclq.cli.progress import StepProgress
     from cclq.query.metrics import MetricRun, run_metrics
 
-    with _session(wh, traces=selection, views=False, cache=not no_cache) as session, \
+    with _session(wh, traces=selection, cache=not no_cache) as session, \
             StepProgress("metrics", len(specs)) as progress:
         def done(run: MetricRun) -> None:
             progress.advance(_run_label(run))
@@ -724,9 +724,10 @@ def _run_label(run: Any) -> str:
     return f"{run.spec.name}: failed" if run.error else run.spec.name
 
 
-def _shared_label(names: list[str], seconds: float) -> str:
-    """The stage before the metrics: the views they share, computed once."""
-    return f"{len(names)} shared view(s) computed once in {seconds:.1f} s" + (f" ({', '.join(names)})" if names else "")
+def _shared_label(names: list[str]) -> str:
+    """The stage before the metrics: the views they share, each computed once alongside
+    the metrics that do not read it."""
+    return f"{len(names)} shared view(s), each computed once" + (f" ({', '.join(names)})" if names else "")
 
 
 def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
@@ -763,11 +764,11 @@ def report(
     specs = latest_specs()
     check_batch_params(specs, params)
     _prepare_output(output)
-    with _session(wh, traces=[trace], views=False, cache=not no_cache) as session:
+    with _session(wh, traces=[trace], cache=not no_cache) as session:
         _require_traces(session, wh, [trace])
         with StepProgress("metrics", len(specs)) as bar:
             reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(_run_label(run)),
-                                      on_shared=lambda names, s: bar.stage(_shared_label(names, s)))
+                                      on_shared=lambda names: bar.stage(_shared_label(names)))
     data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
     out = open(output, "w") if output else sys.stdout
     try:
@@ -827,7 +828,7 @@ def diff(
         known = snapshot.trace_ids()
     side_a, side_b = resolve_side(a, known), resolve_side(b, known)
     specs = latest_specs()
-    with _session(wh, traces=side_a + side_b, views=False, cache=not no_cache) as session, \
+    with _session(wh, traces=side_a + side_b, cache=not no_cache) as session, \
             StepProgress("metrics", len(specs)) as bar:
         result = run_diff(session, specs, side_a, side_b, params, rank=rank,
                           on_metric=lambda run: bar.advance(_run_label(run)))
@@ -923,7 +924,7 @@ def board(
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
                              settings=_query_settings(),
                              on_metric=lambda run: bar[0].advance(_run_label(run)) if bar else None,
-                             on_shared=lambda names, s: bar[0].stage(_shared_label(names, s)) if bar else None)
+                             on_shared=lambda names: bar[0].stage(_shared_label(names)) if bar else None)
     finally:
         for b in bar:
             b.__exit__(None, None, None)
@@ -1023,7 +1024,7 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
         spill = query_settings.make_spill_folder(wh)  # a spill folder of the shell's own
         with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
             f.write(".bail on\n" + "\n".join(query_settings.set_statements(spill)) + "\n"
-                    + setup_script(snapshot) + ".bail off\n")
+                    + setup_script(snapshot, comments=True) + ".bail off\n")
             init = f.name
         try:
             code = subprocess.call([exe, "-init", init, *ctx.args])

@@ -147,7 +147,7 @@ def run_here(argv: list[str]) -> int:
         # a stored result is read without DuckDB (the daemon's calls mostly are such)
         table = cached_result(wh, spec, params, [workload.trace])
         if table is None:
-            con = connect(wh, traces=[workload.trace], views=False, settings=QuerySettings.from_env(), cache=True)
+            con = connect(wh, traces=[workload.trace], settings=QuerySettings.from_env(), cache=True)
             table = run_metric(con, spec, params)
         value, reason = summarize(spec, table)
     except CclqError as e:

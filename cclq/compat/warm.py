@@ -153,7 +153,7 @@ def compute_for_all(wh: Warehouse, spec: MetricSpec, params: dict[str, str], tra
     if paths[trace].exists():
         return
     todo = [t for t in traces if not paths[t].exists()]
-    con = connect(wh, traces=todo, views=False, settings=QuerySettings.from_env(), snapshot_id=snapshot_id)
+    con = connect(wh, traces=todo, settings=QuerySettings.from_env(), snapshot_id=snapshot_id)
     try:
         table = run_metric(con, spec, params)
     finally:

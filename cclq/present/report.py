@@ -13,7 +13,6 @@ table form.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -21,7 +20,7 @@ from typing import Any, TextIO
 from cclq.present.units import for_people, people_text
 from cclq.query.hta_series import QUERIES as HTA_QUERIES
 from cclq.query.hta_series import hta_figure_data
-from cclq.query.metrics import MetricRun, batch_queries, run_metrics, shared_views, uncached_queries
+from cclq.query.metrics import SHARED_VIEWS, MetricRun, batch_queries, run_metrics, shared_views, uncached_queries
 from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import CATEGORIES, MetricSpec
 from cclq.query.session import Session
@@ -96,19 +95,19 @@ def collect_reports(
     specs: list[MetricSpec],
     params: dict[str, str] | None = None,
     on_metric: Callable[[MetricRun], None] | None = None,
-    on_shared: Callable[[list[str], float], None] | None = None,
+    on_shared: Callable[[list[str]], None] | None = None,
 ) -> dict[str, WorkloadReport]:
-    """trace -> WorkloadReport for every trace the session sees. ``on_shared(names,
-    seconds)``: after the views shared by the metrics and figures are computed."""
+    """trace -> WorkloadReport for every trace the session sees. ``on_shared(names)``:
+    the views the metrics and figures share, as they start to be computed (alongside the
+    metrics that do not read them)."""
     workloads = load_workloads(session)
     traces = sorted(workloads)
     # the figure queries read the views the metrics read: shared by all of them
     queries = batch_queries(session, specs, params, plan_first=True) + uncached_queries(
         session, [STEP_DURATIONS_QUERY, OP_STATS_QUERY, *HTA_QUERIES])
-    start = time.perf_counter()
     with shared_views(session, queries) as shared:
         if on_shared is not None:
-            on_shared(shared, time.perf_counter() - start)
+            on_shared([name for name in SHARED_VIEWS if name in shared])
         runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
         steps = step_durations(session)
         ops = op_stats(session)

@@ -79,7 +79,7 @@ def metrics_task(root: str, snapshot_id: str, traces: list[str], specs: list[Met
     if fingerprint != code_content_digest():
         raise UsageError(f"Dask worker {this_worker()} runs a different cclq than this process",
                          hint="install the same cclq on every worker")
-    con = connect(Warehouse(Path(root)), traces=traces, views=False, snapshot_id=snapshot_id)
+    con = connect(Warehouse(Path(root)), traces=traces, snapshot_id=snapshot_id)
     try:
         _fit_to_worker(con)
         runs = run_metrics(con, specs, params)

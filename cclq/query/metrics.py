@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -30,10 +30,13 @@ from cclq.query.cache import (
     result_path,
     store_result,
 )
+from cclq.query.critical_path import PATH_TABLE
 from cclq.query.critical_path import prepare as prepare_critical_path
+from cclq.query.lanes import Lanes, Task, lanes_for
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
-from cclq.query.sqlfiles import literal_arguments, names_reached, strip_comments, view_modules
+from cclq.query.sqlfiles import literal_arguments, mentions, names_reached, strip_comments, view_modules
+from cclq.query.view_catalog import CATALOG
 from cclq.sqltext import quote_identifier, quote_literal
 
 if TYPE_CHECKING:
@@ -57,7 +60,6 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
         cached = read_cached(path)
         if cached is not None:
             return cached
-    session.define_views(sql)
     try:
         table = session.execute(sql).to_arrow_table()
     except duckdb.Error as e:
@@ -86,6 +88,9 @@ def uncached_queries(session: Session, queries: Sequence[tuple[str, str]]) -> li
     return out
 
 
+_SCOPE = "CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM parts"
+
+
 def run_metric(
     session: Session,
     spec: MetricSpec,
@@ -95,17 +100,16 @@ def run_metric(
     """Runs one metric over every trace the session sees, in one query.
 
     A session with a cache stores a result under a key of everything it depends on
-    (``cache_key``) and a repeat run with the same inputs reads it back. The session
-    needs only the base relations (``Session(..., views=False)``): the views the metric
-    uses are created here, and only when the result is not cached.
+    (``cache_key``) and a repeat run with the same inputs reads it back.
 
     ``compute`` computes a result that is not cached somewhere else than in the session
     (``cclq.query.dask``: by trace partitions on a Dask cluster); it must give what the
     query in the session would. Parameters are checked and the cache is keyed here as always.
     """
     params = params or {}
-    session.execute("CREATE OR REPLACE TEMP VIEW metric_scope AS SELECT DISTINCT trace, rank FROM parts")
-    session.execute(params_relation(spec, params))
+    session.temp_view("metric_scope", _SCOPE)
+    if spec.params or mentions(spec.sql, "metric_params"):  # only for the metrics that read it (1.4 ms each)
+        session.temp_view("metric_params", params_relation(spec, params))
     cached = result_path(session, spec, params)
     if cached is not None:
         table = read_cached(cached)
@@ -114,7 +118,6 @@ def run_metric(
     if compute is not None:
         table = compute(spec, params)
     else:
-        session.define_views(spec.sql)
         table = _run_query(session, spec)
     if cached is not None:
         store_result(table, cached)
@@ -156,21 +159,33 @@ def run_metrics(
     params = params or {}
     planned, pending = _batch(session, specs, params, plan_first)
     runs: dict[str, MetricRun] = {}
-    with shared_views(session, [s.sql for s in pending]):
+
+    def one(lane: Session, *, spec: MetricSpec) -> MetricRun:
+        skipped = planned.skipped.get(spec.name, {}) if planned is not None else {}
+        if planned is not None and planned.applies_nowhere(spec.name):
+            return MetricRun(spec, None, None, skipped)
+        start = time.perf_counter()
+        try:
+            run = MetricRun(spec, run_metric(lane, spec, params_for(spec, params)), None, skipped)
+        except QueryError as e:
+            run = MetricRun(spec, None, e.message, skipped)
+        run.seconds = time.perf_counter() - start
+        return run
+
+    with shared_views(session, [s.sql for s in pending]) as shared:
+        lanes = session.lanes
+        assert isinstance(lanes, Lanes)
+        # the one metric with a long Python step first, so the others fill the other lanes
+        first = sorted(specs, key=lambda spec: PATH_TABLE not in spec.sql)
+        done = lanes.start([Task(f"metric {spec.name}", partial(one, spec=spec), shared & names_reached(spec.sql))
+                            for spec in first])
         for spec in specs:
-            skipped = planned.skipped.get(spec.name, {}) if planned is not None else {}
-            start = time.perf_counter()
-            if planned is not None and planned.applies_nowhere(spec.name):
-                run = MetricRun(spec, None, None, skipped)
-            else:
-                try:
-                    run = MetricRun(spec, run_metric(session, spec, params_for(spec, params)), None, skipped)
-                except QueryError as e:
-                    run = MetricRun(spec, None, e.message, skipped)
-                run.seconds = time.perf_counter() - start
+            run = done[f"metric {spec.name}"].result()
             runs[spec.name] = run
             if on_done is not None:
                 on_done(run)
+        lanes.wait()
+        lanes.catch_up(session)
     return runs
 
 
@@ -190,24 +205,34 @@ def batch_queries(session: Session, specs: list[MetricSpec], params: dict[str, s
 
 
 @contextmanager
-def shared_views(session: Session, queries: list[str]) -> Iterator[list[str]]:
+def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str]]:
     """For the block, the SHARED_VIEWS (and macros) that two or more of ``queries`` read
-    are computed once into temporary tables (see SHARED_VIEWS); yields their names.
+    are computed once into tables (see SHARED_VIEWS); yields their names. They are
+    computed on ``session.lanes`` (``cclq.query.lanes``) while the block goes on, each
+    after the shared ones it reads: a task on the lanes that reads one comes after it
+    (``run_metrics``), and a query on the session itself waits for them all
+    (``Session.execute``).
 
     ``run_metrics`` opens one for its metrics; a caller that runs more queries over the
     same views after them (report and board: the figure data) opens one around all of
     it, with every query, and the nested one shares nothing more. Afterwards the names
-    are the views and macros of the modules again."""
-    if session.sharing:
-        yield []
+    are the compiled views and macros again."""
+    if isinstance(session.lanes, Lanes):
+        yield session.lanes.shared
         return
-    shared = _share_views(session, queries)
-    session.sharing = True
+    lanes = Lanes(session, lanes_for(len(queries)))
     try:
-        yield shared
+        lanes.shared = _share_views(lanes, queries)
+        session.lanes = lanes
+        yield lanes.shared
+        lanes.wait()
+    except BaseException:
+        lanes.interrupt()  # a failure or Ctrl-C: stop the queries still running
+        raise
     finally:
-        session.sharing = False
-        _unshare(session, shared)
+        session.lanes = None
+        lanes.close()
+        _unshare(session, sorted(lanes.shared))
 
 
 # Views that several metrics read: ``collectives`` matches every communication kernel
@@ -216,9 +241,11 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[list[str]]:
 # below it. On a small trace most of a metric's time is DuckDB planning the deep stack
 # of views under it (collective_vol_total_gb: 0.2 s of 0.37 s on dlrm_param_8xV100),
 # planned again by each metric. When two or more metrics of a batch will read one of
-# these views, it is computed once into a temporary table of the same name, which
-# DuckDB resolves before the view, so each metric reads (and plans over) the stored
-# rows: the same rows, so the result and its cache key do not change. Each holds a row
+# these views, it is computed once into a table ``memory.main._cclq_shared_<view>``
+# that every connection of the session sees, and each connection gets a temporary view
+# of the view's name over it (a "shadow", ``cclq.query.lanes``), which DuckDB resolves
+# before the compiled view, so each metric reads (and plans over) the stored rows: the
+# same rows, so the result and its cache key do not change. Each holds a row
 # per kernel, op, step, collective or HTA row (``hta_events``: the rows HTA keeps of a
 # trace, not every event as ``slices`` has), so they stay small next to the events they
 # come from.
@@ -231,21 +258,22 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[list[str]]:
 # SQL files call (``_sql_versions``) is computed into ``_cclq_shared_<macro>_<version>``,
 # and a temporary macro of the macro's name reads that table through ``query_table``,
 # which binds a name computed from the argument: nothing left to plan below it, and no
-# call back into the macro it shadows (which is reached as ``<database>.main.<macro>``
-# while the tables are computed, before the shadow exists; a temporary macro calling
-# ``<macro>`` by name called itself, until DuckDB's expression-depth limit). DuckDB
-# resolves the temporary schema first, for the calls inside other macros and views too;
-# a later ``define_views`` re-creating the module's macro changes ``main``, never the
-# temporary one.
+# call back into the macro it shadows (which is reached as ``cclq.main.<macro>``, in the
+# compiled view catalog, while the tables are computed, before the shadow exists; a
+# temporary macro calling ``<macro>`` by name called itself, until DuckDB's
+# expression-depth limit). DuckDB resolves the temporary schema first, for the calls
+# inside the compiled macros and views too (``cclq.query.view_catalog``).
 #
 # One list in dependency order: a macro before the views over it (``collectives`` is
 # ``collectives_with(1)``, then read from the shared table), each after what it reads.
-SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified_with", "gpu_ops_classified",
-                "gpu_launches", "xla_ops", "device_ranks", "steps_with", "steps", "gpu_ops_steps",
+# The lanes compute each one once those it reads (``names_reached``) are done.
+SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified_with", "kernel_name_families",
+                "gpu_ops_classified", "gpu_launches", "xla_ops", "device_ranks", "steps_with", "steps", "gpu_ops_steps",
                 "cpu_collectives", "collectives_with", "collectives", "collective_links_with", "hta_events",
                 "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length", "hta_memory_bw",
                 "hta_kernel_launches")
-SHARED_MACROS = frozenset({"gpu_ops_classified_with", "steps_with", "collectives_with", "collective_links_with"})
+SHARED_MACROS = frozenset({"gpu_ops_classified_with", "kernel_name_families", "steps_with", "collectives_with",
+                           "collective_links_with"})
 _SHARED_PREFIX = "_cclq_shared_"
 
 
@@ -289,46 +317,46 @@ def _users(queries: list[str], name: str) -> int:
     return sum(1 for sql in queries if name in names_reached(sql))
 
 
-def _share_views(session: Session, queries: list[str]) -> list[str]:
-    """Materializes the SHARED_VIEWS (and macros) that two or more ``queries`` read;
-    their names."""
-    import duckdb
-
-    done = []
+def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
+    """Starts materializing the SHARED_VIEWS (and macros) that two or more ``queries``
+    read, on the lanes, each after the shared ones it reads; their names. One that fails
+    is not shared: a query then reads the compiled one (slower, the same rows), and a
+    metric reports its own error."""
     versions = _sql_versions(tuple(queries))
     called = literal_arguments(tuple(queries))
-    database: str | None = None
-    for name in SHARED_VIEWS:
-        if _users(queries, name) < 2:
-            continue
+    names = [name for name in SHARED_VIEWS if _users(queries, name) >= 2]
+
+    def share(lane: Session, name: str) -> None:
+        import duckdb
+
         try:
             if name in SHARED_MACROS:
-                session.define_views(f"SELECT * FROM {name}(1)")
-                if database is None:
-                    database = _database(session)
                 wanted = tuple(v for v in versions if (0, v) in called.get(name, ()))
-                _share_macro(session, name, versions, wanted, database)
+                shadow = _share_macro(lane, name, versions, wanted)
             else:
-                session.define_views(f"SELECT * FROM {name}")
-                session.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM main.{name}")
+                lane.execute(f"CREATE TABLE {_stored(name)} AS SELECT * FROM {CATALOG}.main.{name}")
+                shadow = f"CREATE TEMP VIEW {name} AS SELECT * FROM {_stored(name)}"
         except duckdb.Error:
-            continue  # the metrics then run on the view, and report their own error
-        done.append(name)
-    return done
+            return
+        lanes.add_shadows([shadow])  # before the task is done: what comes after it sees the table
+
+    def below(name: str) -> frozenset[str]:  # the shared views it reads
+        return frozenset(names) & (names_reached(f"SELECT * FROM {name}") - {name})
+
+    lanes.start([Task(name, partial(share, name=name), below(name)) for name in names])
+    return frozenset(names)
 
 
-def _database(session: Session) -> str:
-    """The name of the session's database (``memory``), whose ``main`` schema holds the
-    view modules' macros."""
-    row = session.execute("SELECT current_database()").fetchone()
-    return str(row[0]) if row else "memory"
+def _stored(name: str) -> str:
+    """Where a shared view's rows are kept: a table in the session's own database, which
+    every connection of the session reads (``Session.worker``)."""
+    return f"memory.main.{quote_identifier(_SHARED_PREFIX + name)}"
 
 
-def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted: tuple[int, ...],
-                 database: str) -> None:
-    """Computes ``macro(v)`` for each ``wanted`` version into a table and shadows the macro
-    with one that reads them (see SHARED_VIEWS); each other version is a view that calls
-    the module's macro, so a call the reading of the SQL missed (``literal_arguments``)
+def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted: tuple[int, ...]) -> str:
+    """Computes ``macro(v)`` for each ``wanted`` version into a table; returns the
+    temporary macro that shadows the macro by reading them (see SHARED_VIEWS). Each other version is a view that calls
+    the compiled macro, so a call the reading of the SQL missed (``literal_arguments``)
     is still answered, only not shared. Each shared macro is a table macro of one
     argument, the rules version (tests/query/test_run_metrics.py checks the list against
     the view modules)."""
@@ -339,24 +367,24 @@ def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted
         # the newest wanted version first: an older one may be mostly a copy of it
         for v in sorted(versions, key=lambda v: (v not in wanted, -v)):
             table = _shared_table(macro, v)
-            call = f"{quote_identifier(database)}.main.{quote_identifier(macro)}({int(v)})"
+            call = f"{CATALOG}.main.{quote_identifier(macro)}({int(v)})"
             if v not in wanted:
-                session.execute(f"CREATE TEMP VIEW {quote_identifier(table)} AS SELECT * FROM {call}")
+                session.execute(f"CREATE VIEW {table} AS SELECT * FROM {call}")
             elif computed and macro in VERSION_INPUTS:
                 _share_version_from(session, macro, v, computed[0], call)
             else:
-                session.execute(f"CREATE TEMP TABLE {quote_identifier(table)} AS SELECT * FROM {call}")
+                session.execute(f"CREATE TABLE {table} AS SELECT * FROM {call}")
             if v in wanted:
                 computed.append(v)
-        session.execute(f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
-                        f"query_table({quote_literal(_SHARED_PREFIX + macro + '_')} || rules_version)")
     except duckdb.Error:
-        _drop_shared(session)
+        _drop_shared(session, f"{macro}_")
         raise
+    return (f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
+            f"query_table({quote_literal('memory.main.' + _SHARED_PREFIX + macro + '_')} || rules_version)")
 
 
 def _shared_table(macro: str, version: int) -> str:
-    return f"{_SHARED_PREFIX}{macro}_{int(version)}"
+    return _stored(f"{macro}_{int(version)}")
 
 
 def _share_version_from(session: Session, macro: str, version: int, base: int, call: str) -> None:
@@ -365,45 +393,46 @@ def _share_version_from(session: Session, macro: str, version: int, base: int, c
     ``call`` for the others (none, on most warehouses: then nothing is computed)."""
     given = VERSION_INPUTS[macro]
     ours, theirs = _shared_table(given.macro, version), _shared_table(given.macro, base)
+    names = [_SHARED_PREFIX + f"{given.macro}_{v}" for v in (version, base)]
     tables = {name for (name,) in session.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name IN (?, ?)", [ours, theirs]).fetchall()}
-    target = quote_identifier(_shared_table(macro, version))
-    if tables != {ours, theirs}:  # the input is not shared: nothing to compare with
-        session.execute(f"CREATE TEMP TABLE {target} AS SELECT * FROM {call}")
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND table_name IN (?, ?)",
+        names).fetchall()}
+    target = _shared_table(macro, version)
+    if tables != set(names):  # the input is not shared: nothing to compare with
+        session.execute(f"CREATE TABLE {target} AS SELECT * FROM {call}")
         return
     side = f"SELECT {given.columns} FROM {{}} WHERE {given.rows}"
-    a, b = side.format(quote_identifier(ours)), side.format(quote_identifier(theirs))
+    a, b = side.format(ours), side.format(theirs)
     differ = [str(t) for (t,) in session.execute(
         f"SELECT DISTINCT trace FROM (({a} EXCEPT ALL {b}) UNION ALL ({b} EXCEPT ALL {a})) ORDER BY trace").fetchall()]
-    copied = f"SELECT * FROM {quote_identifier(_shared_table(macro, base))}"
+    copied = f"SELECT * FROM {_shared_table(macro, base)}"
     if not differ:
-        session.execute(f"CREATE TEMP TABLE {target} AS {copied}")
+        session.execute(f"CREATE TABLE {target} AS {copied}")
         return
     listed = ", ".join(quote_literal(t) for t in differ)
-    session.execute(f"CREATE TEMP TABLE {target} AS {copied} WHERE trace NOT IN ({listed}) "
+    session.execute(f"CREATE TABLE {target} AS {copied} WHERE trace NOT IN ({listed}) "
                     f"UNION ALL SELECT * FROM {call} WHERE trace IN ({listed})")
 
 
 def _unshare(session: Session, shared: list[str]) -> None:
-    """Drops what ``_share_views`` made: the shadowing macros first, then the tables."""
+    """Drops what ``_share_views`` made: the shadowing views and macros first, then the
+    tables."""
     for name in shared:
-        if name in SHARED_MACROS:
-            session.execute(f"DROP MACRO TABLE IF EXISTS temp.main.{quote_identifier(name)}")
-    for name in [n for n in shared if n not in SHARED_MACROS]:
-        session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(name)}")
+        kind = "MACRO TABLE" if name in SHARED_MACROS else "VIEW"
+        session.execute(f"DROP {kind} IF EXISTS temp.main.{quote_identifier(name)}")
     _drop_shared(session)
 
 
-def _drop_shared(session: Session) -> None:
-    """Drops the tables and views of the shared macros' versions."""
-    views = session.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND starts_with(view_name, ?)",
-                            [_SHARED_PREFIX]).fetchall()
-    for (name,) in views:
-        session.execute(f"DROP VIEW IF EXISTS temp.{quote_identifier(name)}")
-    tables = session.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND starts_with(table_name, ?)",
-                             [_SHARED_PREFIX]).fetchall()
-    for (name,) in tables:
-        session.execute(f"DROP TABLE IF EXISTS temp.{quote_identifier(name)}")
+def _drop_shared(session: Session, prefix: str = "") -> None:
+    """Drops the shared tables and the views of the shared macros' other versions (those
+    whose shared name starts with ``prefix``)."""
+    start = _SHARED_PREFIX + prefix
+    made = session.execute(
+        "SELECT 'VIEW', view_name FROM duckdb_views() WHERE database_name = 'memory' AND starts_with(view_name, ?) "
+        "UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() "
+        "WHERE database_name = 'memory' AND starts_with(table_name, ?)", [start, start]).fetchall()
+    for kind, name in made:
+        session.execute(f"DROP {kind} IF EXISTS memory.main.{quote_identifier(name)}")
 
 
 # The metric's rows, computed once: DESCRIBE of the query and then the query itself

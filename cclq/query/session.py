@@ -18,33 +18,41 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 import pyarrow as pa
 
 from cclq.errors import QueryError
-from cclq.query.engine import base_relations, define_views, parquet_views_of, setup_script
+from cclq.query.engine import setup_script
 from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings
-from cclq.query.sqlfiles import modules_for
+from cclq.query.view_catalog import search_path_statement
 from cclq.store.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
 
 log = logging.getLogger("cclq")
 
-class Session:
-    """One snapshot of a warehouse, opened in an in-memory DuckDB.
 
-    ``traces`` restricts every relation to those trace ids (None: all). ``for_sql``
-    defines only the view modules that SQL needs (None: all of them); ``views=False``
-    only the base relations, and ``define_views`` adds modules when a query needs them
-    (a metric whose result is cached never does). ``snapshot_id`` opens that snapshot
-    instead of the current one (a Dask worker reading what its client reads).
-    ``cache``: metric results are stored in and read from the warehouse's cache.
+class BatchLanes(Protocol):
+    """What a session asks of the lanes of the batch it is in (``cclq.query.lanes.Lanes``,
+    which imports this module)."""
+
+    def ready_for(self, session: Session) -> None:
+        """Returns once the views the batch shares are computed and ``session`` sees them."""
+
+class Session:
+    """One snapshot of a warehouse, opened in an in-memory DuckDB with every view.
+
+    ``traces`` restricts every relation to those trace ids (None: all). The views come
+    compiled (``cclq.query.view_catalog``): a session has all of them at once.
+    ``comments``: the base relations carry their documentation too (for what users read:
+    ``cclq sql``, ``cclq.open``). ``snapshot_id`` opens that snapshot instead of the
+    current one (a Dask worker reading what its client reads). ``cache``: metric results
+    are stored in and read from the warehouse's cache.
     """
 
     def __init__(self, warehouse: Warehouse, *, traces: Sequence[str] | None = None,
-                 settings: QuerySettings | None = None, views: bool = True, for_sql: str | None = None,
+                 settings: QuerySettings | None = None, comments: bool = False,
                  snapshot_id: str | None = None, cache: bool = False) -> None:
         self.warehouse = warehouse
         self.settings = settings or QuerySettings()
@@ -53,42 +61,54 @@ class Session:
         self.snapshot: Snapshot = warehouse.open_snapshot(snapshot_id=snapshot_id)
         self.spill_dir: Path | None = None
         self._closed = False
-        self._defined_modules: set[str] = set()  # view modules define_views created
-        self.sharing = False  # inside cclq.query.metrics.shared_views: shared views are computed
+        # inside cclq.query.metrics.shared_views: the connections the batch runs on
+        self.lanes: BatchLanes | None = None
+        self._worker = False
+        self._relations: dict[str, str] = {}  # temporary view -> the statement that made it
         try:
             self.spill_dir = self.settings.make_spill_folder(warehouse)
             self.con = duckdb.connect(":memory:")
             self.con.execute("\n".join(self.settings.set_statements(self.spill_dir)))
             _no_progress_bar(self.con)
-            if views:
-                self.con.execute(setup_script(self.snapshot, self.traces, for_sql))
-                self._parquet_views: list[str] | None = None  # modules made outside define_views
-            else:
-                self._parquet_views = parquet_views_of(self.snapshot, self.traces)
-                self.con.execute("\n".join(["SET parquet_metadata_cache = true;",
-                                            *base_relations(self.snapshot, self.traces)]))
+            self.con.execute(setup_script(self.snapshot, self.traces, comments=comments))
         except BaseException:
             self.close()
             raise
 
     # -- the connection -------------------------------------------------------
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
-        """Runs SQL on the session's connection (DuckDB's ``execute``)."""
+        """Runs SQL on the session's connection (DuckDB's ``execute``). Inside a batch's
+        block (``cclq.query.metrics.shared_views``) it first waits for the views the batch
+        shares, and sees them."""
+        if self.lanes is not None:
+            self.lanes.ready_for(self)
         return self.con.execute(sql, parameters)
 
-    def define_views(self, sql: str, comments: bool = False) -> None:
-        """Creates the view modules ``sql`` needs that the session does not have yet
-        (``comments``: with their documentation, for what users read).
+    def temp_view(self, name: str, statement: str) -> None:
+        """Runs ``statement``, which makes the temporary view ``name``, unless the last one
+        that made it was the same (``metric_scope`` and ``metric_params``, set before each
+        metric of a batch, were 0.17 s of a report)."""
+        if self._relations.get(name) != statement:
+            self.execute(statement)
+            self._relations[name] = statement
 
-        The modules created through here are remembered: asking DuckDB which exist lists
-        every function (30 ms), once per metric of a report before."""
-        needed = {m.name for m in modules_for(sql)}
-        if not comments and needed <= self._defined_modules:
-            return
-        # a session opened with only the base relations made every module through here:
-        # it knows which exist without asking DuckDB
-        define_views(self.con, sql, comments, created=self._defined_modules, parquet_views=self._parquet_views)
-        self._defined_modules |= needed
+    def worker(self) -> Session:
+        """Another connection to the session's database, for a thread of its own
+        (``cclq.query.lanes``): it sees the base relations and the compiled views, and
+        has its own temporary objects (``metric_scope``, a metric's rows, the shadows of
+        shared views). Closing it closes only that connection."""
+        other = object.__new__(Session)
+        other.warehouse, other.settings, other.traces = self.warehouse, self.settings, self.traces
+        other.cache_dir, other.snapshot, other.spill_dir = self.cache_dir, self.snapshot, self.spill_dir
+        other._closed, other.lanes, other._worker, other._relations = False, None, True, {}
+        other.con = self.con.cursor()
+        try:
+            _no_progress_bar(other.con)
+            other.con.execute(search_path_statement())
+        except BaseException:
+            other.con.close()
+            raise
+        return other
 
     def close(self) -> None:
         """Closes the connection, releases the snapshot and removes the spill folder."""
@@ -98,6 +118,8 @@ class Session:
         con = getattr(self, "con", None)
         if con is not None:
             con.close()
+        if self._worker:
+            return
         self.snapshot.close()
         if self.spill_dir is not None:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
@@ -168,9 +190,9 @@ def _no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def connect(wh: Warehouse, require: bool = True, traces: Sequence[str] | None = None,
-            for_sql: str | None = None, views: bool = True, snapshot_id: str | None = None,
+            comments: bool = False, snapshot_id: str | None = None,
             settings: QuerySettings | None = None, cache: bool = False) -> Session:
     """Opens a query session on the warehouse's current snapshot (see ``Session``)."""
     del require  # kept for callers written before sessions: a session always needs a warehouse
-    return Session(wh, traces=traces, settings=settings, views=views, for_sql=for_sql,
+    return Session(wh, traces=traces, settings=settings, comments=comments,
                    snapshot_id=snapshot_id, cache=cache)

@@ -91,8 +91,8 @@ _CATALOG_QUERIES = {"duckdb_views", "duckdb_columns", "duckdb_tables", "duckdb_f
 
 def modules_for(sql: str) -> tuple[ViewModule, ...]:
     """The modules a query needs: those defining a name it mentions, and what they
-    require, in load order. Creating only these keeps start-up short (DuckDB binds a
-    view's whole stack, down to the Parquet files, when the view is created)."""
+    require, in load order (which metric bodies a metric's SQL reads, for its checksum
+    and ``--explain``)."""
     return _modules_for(sql, view_modules())
 
 
@@ -164,6 +164,14 @@ _CALL = re.compile(r"\b(\w+)\(([^()]*)\)")
 
 
 @lru_cache(maxsize=1)
+@lru_cache(maxsize=1024)
+def mentions(sql: str, word: str) -> bool:
+    """Whether ``word`` (a name in lower case) is in the query or in a definition it
+    reaches: a relation the runner defines (``metric_params``) that no view module does."""
+    definitions = _definitions()
+    return word in _words(sql) or any(word in definitions[n] for n in names_reached(sql) if n in definitions)
+
+
 def _bodies() -> dict[str, str]:
     """Each view or macro name -> the code of its definitions (comments left out)."""
     out: dict[str, str] = {}

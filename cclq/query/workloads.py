@@ -100,7 +100,6 @@ class WorkloadInfo:
 
 def load_workloads(session: Session) -> dict[str, WorkloadInfo]:
     """trace -> WorkloadInfo for every trace the session sees."""
-    session.define_views("SELECT * FROM traces")
     card_columns = [name for name, _, _ in CARD_FIELDS]
     cur = session.execute(f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(card_columns)} "
                       "FROM traces ORDER BY trace")

@@ -107,7 +107,7 @@ def test_a_repeat_is_read_back_with_the_key_duckdb_would_compute(two_workloads):
     wh = Warehouse(two_workloads)
     spec = resolve("total_kernel_time")
     for traces in (None, ["b"]):
-        con = connect(wh, traces=traces, views=False, cache=True)
+        con = connect(wh, traces=traces, cache=True)
         computed = run_metric(con, spec)
         with wh.open_snapshot() as snapshot:
             assert metric_key(snapshot, traces, spec, {}) == cache_key(con, spec, {})

@@ -285,7 +285,7 @@ def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(clu
     local, _client = cluster
     wh, _report = local_wh
     specs = latest_specs()
-    con = connect(wh, views=False)
+    con = connect(wh)
     try:
         here = run_metrics(con, specs)
         done: list[tuple[int, int]] = []
@@ -305,7 +305,7 @@ def test_the_cache_is_keyed_by_the_whole_selection_in_the_client(cluster, local_
     local, _client = cluster
     wh, _report = local_wh
     spec = resolve("hta_kernel_type_breakdown")
-    con = connect(wh, views=False, cache=True)
+    con = connect(wh, cache=True)
     cache = con.cache_dir
     assert cache is not None and not (cache.exists() and list(cache.iterdir()))
     try:
@@ -316,7 +316,7 @@ def test_the_cache_is_keyed_by_the_whole_selection_in_the_client(cluster, local_
         assert run_metric_on_dask(con, spec, {}, "tcp://127.0.0.1:9").equals(computed)
     finally:
         con.close()
-    uncached = connect(wh, views=False)
+    uncached = connect(wh)
     try:
         assert computed.equals(run_metric(uncached, spec, {}))
     finally:
@@ -331,7 +331,7 @@ def test_a_metric_that_fails_on_the_workers_is_a_query_error(cluster, local_wh, 
     local, _client = cluster
     wh, _report = local_wh
     broken = replace(resolve("total_kernel_time"), sql="SELECT trace, 1 / 0 AS value, no_such_column FROM metric_scope")
-    con = connect(wh, views=False)
+    con = connect(wh)
     try:
         with pytest.raises(QueryError, match="no_such_column"):
             run_metric_on_dask(con, broken, {}, local.scheduler_address, partitions=2)

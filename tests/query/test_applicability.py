@@ -47,7 +47,7 @@ def _metric(tmp_path: Path, facts: str, sql: str) -> Path:
 def test_a_metric_with_impossible_needs_never_reaches_duckdb(wh: Warehouse, tmp_path: Path):
     spec = parse_metric_file(_metric(tmp_path, "-- applies_if: format no_such_format | never recorded\n",
                                      "SELECT trace, marker_column_xyz AS value FROM metric_scope"))
-    con = connect(wh, views=False)
+    con = connect(wh)
     executed: list[str] = []
     real = con.execute
     con.execute = lambda sql, *a: executed.append(sql) or real(sql, *a)  # type: ignore[method-assign]
@@ -63,13 +63,13 @@ def test_a_metric_with_impossible_needs_never_reaches_duckdb(wh: Warehouse, tmp_
     assert outcomes["dp4"]["total_kernel_time"].applies
     con.close()
     # without planning the same metric runs, and fails on its SQL
-    con = connect(wh, views=False)
+    con = connect(wh)
     assert "marker_column_xyz" in (run_metrics(con, [spec])["impossible"].error or "")
     con.close()
 
 
 def test_trace_facts_come_from_the_catalog(wh: Warehouse):
-    con = connect(wh, views=False)
+    con = connect(wh)
     facts = trace_facts(con)
     con.close()
     assert facts["dp4"].formats == {"kineto"} and facts["dp4"].ranks == 4 and "events" in facts["dp4"].tables
@@ -109,7 +109,7 @@ def test_every_shipped_fact_parses_and_names_a_known_format():
 def test_planned_reason_is_what_the_sql_says(wh: Warehouse):
     """For every (metric, trace) the catalog rules out, the metric's SQL agrees: no value,
     and the same reason (so a report reads the same planned or not)."""
-    con = connect(wh, views=False)
+    con = connect(wh)
     facts = trace_facts(con)
     specs = [s for s in latest_specs() if parse_facts(s)]
     decided = plan(specs, facts)

@@ -34,7 +34,7 @@ def warehouse(tmp_path_factory):
 
 
 def _run(wh, name: str, traces: list[str] | None = None) -> pa.Table:
-    con = connect(wh, traces=traces, views=False)
+    con = connect(wh, traces=traces)
     try:
         return run_metric(con, resolve(name))
     finally:

@@ -43,7 +43,7 @@ def test_every_shipped_metric_file_parses_and_compiles(two):
         for spec in versions.values():
             assert spec.description and spec.unit and spec.grain
             # only the view modules the metric's SQL names (and what they use) are created
-            con = connect(two, for_sql=spec.sql)
+            con = connect(two)
             table = run_metric(con, spec)  # compiles and runs on a small warehouse
             assert table.column_names[:6] == ["trace", "rank", "step", "value", "unit", "reason"], spec.label
 
@@ -230,27 +230,6 @@ def test_cached_results_are_reused_and_never_stale(tmp_path, wh):
     run_ingest([tmp_path / "in"], wh)
     rows = {(r["trace"], r["rank"]): r["value"] for r in run_metric(connect(wh, cache=True), spec).to_pylist()}
     assert rows == {("a", 0): 4e-06, ("a", 1): 4e-06, ("b", 0): 7e-06}
-
-
-def test_views_are_created_only_when_a_result_is_computed(tmp_path, wh):
-    """`cclq metric` connects with the base relations only: a miss creates the views the
-    metric needs (and computes the same numbers), a cached hit creates none."""
-    _two_traces(tmp_path / "in")
-    run_ingest([tmp_path / "in"], wh)
-    spec = resolve("total_kernel_time")
-
-    def views(con) -> set[str]:
-        return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-
-    lazy = connect(wh, views=False, cache=True)
-    assert "kernels" not in views(lazy)
-    computed = run_metric(lazy, spec)
-    assert "kernels" in views(lazy)
-    assert computed.equals(run_metric(connect(wh), spec))
-    run_metric(lazy, spec)  # modules already there: defined once, not again
-    hit = connect(wh, views=False, cache=True)
-    assert run_metric(hit, spec).equals(computed)
-    assert "kernels" not in views(hit)
 
 
 def test_cli_no_cache_computes_again(two):

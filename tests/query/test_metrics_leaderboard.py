@@ -28,7 +28,7 @@ from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.dev.synth.xla import DTYPE_BYTES, TpuTraceSpec, write_tpu_trace
 from cclq.query.metrics import run_metric, summarize
 from cclq.query.registry import resolve
-from cclq.query.session import connect
+from cclq.query.session import Session, connect
 from cclq.store.warehouse import Warehouse
 
 US = 1_000  # ns per microsecond
@@ -493,7 +493,7 @@ def test_new_metrics_on_every_shared_trace(tmp_path: Path) -> None:
         c.close()
 
 
-def test_shared_collectives_v1_copies_v2_only_where_the_comm_kernels_agree(wh: Warehouse) -> None:
+def test_shared_collectives_v1_copies_v2_only_where_the_comm_kernels_agree(wh: Warehouse, monkeypatch) -> None:
     """collectives_with(1) in a batch is collectives_with(2)'s rows for the traces whose
     comm kernels the two rule versions classify alike, and computed for the others
     (metrics.VERSION_INPUTS): two_nodes differs (get_dispatch_layout is comm in v1 only,
@@ -501,17 +501,16 @@ def test_shared_collectives_v1_copies_v2_only_where_the_comm_kernels_agree(wh: W
     rows are exactly the macro's own."""
     from cclq.query import metrics
 
-    session = connect(wh, views=False)
+    session = connect(wh)
     direct = {}
     for v in (1, 2):
-        session.define_views(f"SELECT * FROM collectives_with({v})")
         direct[v] = session.execute(f"SELECT * FROM collectives_with({v})").to_arrow_table()
     kernels = {v: {(r["trace"], r["event_idx"]) for r in direct[v].to_pylist()} for v in (1, 2)}
     assert kernels[1] != kernels[2]  # the layout is what the test needs: the versions differ on two_nodes
     queries = [f"SELECT * FROM collectives_with({v})" for v in (1, 2, 1, 2)]
     executed: list[str] = []
-    real = session.execute
-    session.execute = lambda sql, *a: executed.append(sql) or real(sql, *a)  # type: ignore[method-assign]
+    real = Session.execute  # on every connection: the shared views are computed on the batch's lanes
+    monkeypatch.setattr(Session, "execute", lambda self, sql, *a: executed.append(sql) or real(self, sql, *a))
     with metrics.shared_views(session, queries) as shared:
         assert "collectives_with" in shared
         for v in (1, 2):

@@ -347,7 +347,7 @@ def test_avg_step_time_v2_joins_a_step_across_devices(xwh):
     from cclq.query.registry import resolve
     from cclq.query.session import connect
 
-    con = connect(xwh, views=False)
+    con = connect(xwh)
     got = {r["trace"]: r for r in run_metric(con, resolve("avg_step_time", 2), {}).to_pylist()}
     for trace, dur in (("tpu", SLOWEST), ("tpu_host", SLOWEST), ("tpu_modules", SLOWEST - 2 * SPEC.gap_ns)):
         assert got[trace]["value"] == pytest.approx(dur / 1e9, abs=TOL), trace

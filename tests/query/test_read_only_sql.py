@@ -109,7 +109,7 @@ def test_every_statement_type_is_refused_or_changes_no_byte(small: Warehouse) ->
             seen_types |= {str(st.type).rsplit(".", 1)[-1] for st in probe.extract_statements(sql)}
         except duckdb.Error:
             pass
-        session = connect(small, for_sql=sql)
+        session = connect(small)
         try:
             session.run_user_query(sql)
         except QueryError:
@@ -127,7 +127,7 @@ def test_every_statement_type_is_refused_or_changes_no_byte(small: Warehouse) ->
                                  "EXPLAIN ANALYZE SELECT count(*) FROM events", "SUMMARIZE files",
                                  "SELECT count(*) AS n FROM (PIVOT kernels ON stream IN (7) USING count(*))"])
 def test_queries_still_run(small: Warehouse, sql: str) -> None:
-    with connect(small, for_sql=sql) as session:
+    with connect(small) as session:
         assert session.run_user_query(sql).num_rows >= 1
 
 
@@ -165,7 +165,7 @@ def test_report_diff_and_board_compute_on_a_warehouse_that_cannot_be_written(sma
     from cclq.present.report import collect_reports
     from cclq.query.registry import latest_specs
 
-    with connect(small, views=False, cache=True) as session:
+    with connect(small, cache=True) as session:
         reports = collect_reports(session, latest_specs())
     assert list(reports) == ["work"]
     result = build_board(small, tmp_path / "site", force=True)

@@ -39,13 +39,13 @@ def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monke
     specs = [resolve(n) for n in names]
     alone = {}
     for spec in specs:
-        con = connect(wh, views=False)
+        con = connect(wh)
         alone[spec.name] = sorted_rows(run_metric(con, spec))
         con.close()
     shared: list[list[str]] = []
     real = metrics._share_views
     monkeypatch.setattr(metrics, "_share_views", lambda con, pending: shared.append(real(con, pending)) or shared[-1])
-    con = connect(wh, views=False)
+    con = connect(wh)
     runs = run_metrics(con, specs)
     # most of them read collectives, all of them the views under it
     assert len(shared) == 1 and "collectives" in shared[0] and "gpu_ops" in shared[0]
@@ -56,14 +56,18 @@ def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monke
         assert runs[spec.name].error is None and sorted_rows(runs[spec.name].table) == alone[spec.name], spec.name
     # the temporary copies and macros are gone afterwards: the names are the view module's again
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name IN (SELECT unnest(?))",
+                       [sorted(shared[0])]).fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '_cclq_shared')"
+                       ).fetchone() == (0,)
     assert con.execute("SELECT count(*) FROM duckdb_functions() WHERE database_name = 'temp' "
                        "AND function_type = 'table_macro'").fetchone() == (0,)
     # with every result cached nothing is computed, so nothing is shared
     con.close()
-    con = connect(wh, views=False, cache=True)
+    con = connect(wh, cache=True)
     run_metrics(con, specs)
     run_metrics(con, specs)
-    assert shared[-1] == []
+    assert not shared[-1]
     con.close()
 
 
@@ -73,7 +77,7 @@ def test_a_failing_metric_is_recorded_and_the_others_still_run(wh: Warehouse, tm
     (folder / "v1.sql").write_text("-- metric: broken\n-- version: 1\n-- unit: s\n-- grain: trace\n"
                                    "-- category: compute\n-- polarity: neutral\n-- description: fails\n"
                                    "SELECT trace, no_such_column AS value FROM metric_scope\n")
-    con = connect(wh, views=False)
+    con = connect(wh)
     done: list[str] = []
     runs = run_metrics(con, [parse_metric_file(folder / "v1.sql"), resolve("total_kernel_time")],
                        on_done=lambda run: done.append(run.spec.name))
@@ -84,7 +88,7 @@ def test_a_failing_metric_is_recorded_and_the_others_still_run(wh: Warehouse, tm
 
 
 def test_cached_query_is_read_back_and_keyed_by_its_sql(wh: Warehouse, tmp_path: Path):
-    con = connect(wh, views=False, cache=True)
+    con = connect(wh, cache=True)
     cache = wh.cache_dir
     sql = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace ORDER BY trace"
     first = run_cached_query(con, "kernel_counts", sql)
@@ -99,8 +103,7 @@ def test_cached_query_is_read_back_and_keyed_by_its_sql(wh: Warehouse, tmp_path:
 def test_shared_macros_are_table_macros_of_one_argument(wh: Warehouse):
     """A shared macro is shadowed by one of one argument, the rules version: a view module
     that gave it another signature would have its other calls broken while shared."""
-    con = connect(wh, views=False)
-    con.define_views(" ".join(f"SELECT * FROM {m}(1);" for m in metrics.SHARED_MACROS))
+    con = connect(wh)
     found = dict(con.execute("SELECT function_name, parameters FROM duckdb_functions() "
                              "WHERE function_type = 'table_macro' AND NOT internal").fetchall())
     assert {m: found.get(m) for m in metrics.SHARED_MACROS} == {m: ["rules_version"] for m in metrics.SHARED_MACROS}

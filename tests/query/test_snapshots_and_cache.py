@@ -27,13 +27,13 @@ def test_a_connection_reads_one_snapshot_and_caches_what_it_read(tmp_path, wh):
     ingest). A connection reads one snapshot: its result is right for its key."""
     gpu_trace(tmp_path / "in" / "a" / "rank0.json")
     run_ingest([tmp_path / "in"], wh)
-    early = connect(wh, views=False, cache=True)  # opened before the next ingest
+    early = connect(wh, cache=True)  # opened before the next ingest
     gpu_trace(tmp_path / "in" / "b" / "rank0.json", kernels=3)
     run_ingest([tmp_path / "in"], wh)
     spec = resolve("total_kernel_time")
     stale = {r["trace"]: r["value"] for r in run_metric(early, spec).to_pylist()}
     assert stale == {"a": pytest.approx(8e-6)}  # exactly its snapshot: no half of the new trace
-    fresh = {r["trace"]: r["value"] for r in run_metric(connect(wh, views=False, cache=True), spec).to_pylist()}
+    fresh = {r["trace"]: r["value"] for r in run_metric(connect(wh, cache=True), spec).to_pylist()}
     assert fresh == {"a": pytest.approx(8e-6), "b": pytest.approx(12e-6)}
 
 
@@ -68,12 +68,12 @@ def test_an_ingest_that_commits_while_a_connection_is_set_up_changes_nothing_it_
             return getattr(self._con, name)
 
     monkeypatch.setattr(engine.duckdb, "connect", IngestOnFirstStatement)
-    con = connect(wh, views=False, cache=True)
+    con = connect(wh, cache=True)
     monkeypatch.undo()
     spec = resolve("total_kernel_time")
     seen = {r["trace"]: r["value"] for r in run_metric(con, spec).to_pylist()}
     assert seen in ({"a": pytest.approx(8e-6)}, {"a": pytest.approx(8e-6), "b": pytest.approx(12e-6)})
-    cached = {r["trace"]: r["value"] for r in run_metric(connect(wh, views=False, cache=True), spec).to_pylist()}
+    cached = {r["trace"]: r["value"] for r in run_metric(connect(wh, cache=True), spec).to_pylist()}
     assert cached == {"a": pytest.approx(8e-6), "b": pytest.approx(12e-6)}
 
 
@@ -172,7 +172,7 @@ def test_a_read_only_warehouse_still_computes_metrics(tmp_path, wh, monkeypatch,
 
     monkeypatch.setattr(metrics_module.pq, "write_table", refuse)
     monkeypatch.setattr(metrics_module, "_noted", set())
-    con = connect(wh, views=False, cache=True)
+    con = connect(wh, cache=True)
     with caplog.at_level(logging.INFO, logger="cclq"):
         rows = run_metric(con, resolve("total_kernel_time")).to_pylist()
     assert [r["value"] for r in rows] == [pytest.approx(8e-6)]
@@ -201,7 +201,7 @@ def test_a_changed_metric_header_is_not_served_from_the_cache(tmp_path, wh, monk
     for unit in ("count", "kernels"):
         (sql / "metrics" / "demo" / "v1.sql").write_text(text.format(unit=unit))
         registry.cache_clear()
-        units.append(run_metric(connect(wh, views=False, cache=True), resolve("demo"))
+        units.append(run_metric(connect(wh, cache=True), resolve("demo"))
                      .column("unit").to_pylist())
     registry.cache_clear()
     assert units == [["count"], ["kernels"]]

@@ -185,9 +185,7 @@ def small_wh(tmp_path_factory):
 def test_extensions_replace_their_extension_points(small_wh):
     from cclq.query.session import connect
 
-    con = connect(small_wh, views=False)
-    con.define_views("SELECT * FROM collectives")
-    con.define_views("SELECT * FROM steps")
+    con = connect(small_wh)
     views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
     assert "horovod_ops" in views["_collectives_extra"]
     assert "et_links" in views["_collective_cpu_op_sizes_extra"]
@@ -206,7 +204,7 @@ def test_every_metric_documents_its_detail_columns(small_wh):
     from cclq.query.session import connect
 
     fixed = {"trace", "rank", "step", "value", "unit", "reason"}
-    con = connect(small_wh, views=False)
+    con = connect(small_wh)
     problems = []
     for spec in _all_specs():
         documented = documented_columns(spec)
@@ -242,7 +240,7 @@ def _undocumented(con, views=KEY_VIEWS) -> list[str]:
 def test_key_views_and_their_columns_have_comments(small_wh):
     from cclq.query.session import connect
 
-    con = connect(small_wh)
+    con = connect(small_wh, comments=True)
     present = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
     assert set(KEY_VIEWS) <= present
     assert _undocumented(con) == []
@@ -263,16 +261,14 @@ def test_comments_reach_read_only_sql_and_views_made_later(small_wh):
     # `cclq sql` (read-only): a question about the catalog loads every view
     query = ("SELECT table_name, column_name, comment FROM duckdb_columns() "
              "WHERE table_name IN ('collectives', 'steps', 'kernels', 'events')")
-    rows = connect(small_wh, for_sql=query).run_user_query(query).to_pylist()
+    rows = connect(small_wh, comments=True).run_user_query(query).to_pylist()
     assert rows and all(r["comment"] for r in rows), [r for r in rows if not r["comment"]]
-    # views made on demand (connect(views=False), then define_views): with comments when
-    # asked for; a metric's computation leaves them out (it never reads them)
-    con = connect(small_wh, views=False)
-    con.define_views("SELECT * FROM collectives, steps, kernels", comments=True)
-    assert _undocumented(con) == []
-    con = connect(small_wh, views=False)
-    con.define_views("SELECT * FROM collectives")
-    assert con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'collectives'").fetchone() == (None,)
+    # the compiled views carry their comments in every session; the base relations' are
+    # added for what users read only
+    con = connect(small_wh)
+    assert con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'collectives'").fetchone()[0]
+    assert con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'events'").fetchone() == (None,)
+    assert _undocumented(connect(small_wh, comments=True)) == []
 
 
 def test_the_shell_script_carries_the_comments(small_wh):
@@ -281,7 +277,7 @@ def test_the_shell_script_carries_the_comments(small_wh):
     from cclq.query.engine import setup_script
 
     with small_wh.open_snapshot() as snapshot:
-        script = setup_script(snapshot)
+        script = setup_script(snapshot, comments=True)
         con = duckdb.connect(":memory:")
         con.execute(script)
         assert _undocumented(con) == []

@@ -26,11 +26,11 @@ def test_a_named_snapshot_is_read_after_later_commits_while_it_is_held(tmp_path,
     _workload(tmp_path, "b", 3)
     run_ingest([tmp_path / "b"], wh)  # a new snapshot, and a garbage collection
     assert wh.current_id() != pinned
-    worker = connect(wh, snapshot_id=pinned, views=False)
+    worker = connect(wh, snapshot_id=pinned)
     assert worker.execute("SELECT trace, rank, count(*) FROM events GROUP BY ALL ORDER BY ALL").fetchall() == [
         ("a", 0, 1), ("a", 1, 2)]
     assert worker.execute("SELECT count(*) FROM files").fetchall() == [(2,)]
-    current = connect(wh, views=False)
+    current = connect(wh)
     assert current.execute("SELECT count(DISTINCT trace) FROM files").fetchall() == [(2,)]
     for con in (worker, current, client):
         con.close()

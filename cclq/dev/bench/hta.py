@@ -21,7 +21,7 @@ waited for, e.g. a multiprocessing pool; not a sum):
 * **cclq, first run**: one child that imports cclq, ingests every folder into a fresh
   warehouse (``jobs`` parser processes; by default one per CPU, as ``cclq ingest`` does and
   as HTA's multi-rank load does with its fork pool) and runs each HTA-parity metric on one
-  connection, as ``cclq metric`` does (views are created only when a result is computed).
+  connection, as ``cclq metric`` does.
 * **cclq, repeat run**: the same child again on the built warehouse: ingest finds every
   file unchanged and the metrics run — once computed again (``cache_dir=None``), once as
   ``cclq metric`` does by default, reading the results cached by the first run (they are
@@ -125,7 +125,7 @@ for o in report.outcomes:
     if o.status == "failed":
         res["errors"][o.path] = o.message
 t = time.perf_counter()
-con = connect(wh, views=False, cache=bool(cfg.get("cache")))  # as `cclq metric`: views only when computed
+con = connect(wh, cache=bool(cfg.get("cache")))  # as `cclq metric`
 res["connect_s"] = time.perf_counter() - t
 for name in cfg["metrics"]:
     t = time.perf_counter()

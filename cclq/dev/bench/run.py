@@ -340,7 +340,7 @@ def _time_one_query(wh_root: Path, metric: str) -> float:
 
     start = time.perf_counter()
     spec = resolve(metric)
-    con = connect(Warehouse(wh_root), for_sql=spec.sql)
+    con = connect(Warehouse(wh_root))
     run_metric(con, spec)
     con.close()
     return time.perf_counter() - start
@@ -355,7 +355,7 @@ def _time_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
     start = time.perf_counter()
     spec = resolve(metric)
     for t in traces:
-        con = connect(Warehouse(wh_root), traces=[t], for_sql=spec.sql)
+        con = connect(Warehouse(wh_root), traces=[t])
         run_metric(con, spec)
         con.close()
     return time.perf_counter() - start

@@ -306,7 +306,7 @@ def build_board(
     on_metric: Callable[[MetricRun], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
     settings: QuerySettings | None = None,
-    on_shared: Callable[[list[str], float], None] | None = None,
+    on_shared: Callable[[list[str]], None] | None = None,
 ) -> BoardResult:
     """Builds (or brings up to date) the site in ``out_dir``.
 
@@ -317,7 +317,7 @@ def build_board(
     params = params or {}
     specs = board_specs(all_metrics)
     wh.require()
-    con = connect(wh, views=False, settings=settings)
+    con = connect(wh, settings=settings)
     fingerprints = _fingerprints(con, specs, params)
     con.close()
     stored = _stored(out_dir)
@@ -329,7 +329,7 @@ def build_board(
         on_start(len(todo), len(specs))
     fresh: dict[str, dict[str, Any]] = {}
     if todo:
-        con = connect(wh, traces=None if len(todo) == len(fingerprints) else todo, views=False,
+        con = connect(wh, traces=None if len(todo) == len(fingerprints) else todo,
                       settings=settings, cache=use_cache)
         try:
             reports = collect_reports(con, specs, params, on_metric, on_shared)
@@ -426,7 +426,7 @@ def build_from_config(
         report = ingest(folders, wh)
         problems += [o.message for o in report.failed]
     wh.require()
-    con = connect(wh, views=False, settings=settings)
+    con = connect(wh, settings=settings)
     try:
         cards = {t: (json.loads(types or "[]"), phase)
                  for t, types, phase in con.execute("SELECT trace, trace_types, phase FROM cards").fetchall()}
@@ -452,7 +452,7 @@ def build_from_config(
                 wanted.setdefault(m, set()).add(p.trace_id)
     values: dict[tuple[str, str], tuple[float | None, str | None]] = {}
     if wanted:
-        con = connect(wh, traces=sorted(set().union(*wanted.values())), views=False, settings=settings,
+        con = connect(wh, traces=sorted(set().union(*wanted.values())), settings=settings,
                       cache=use_cache)
         try:
             for name, traces in sorted(wanted.items()):
@@ -535,7 +535,7 @@ def write_config(wh: Warehouse, path: Path) -> int:
     from cclq.present.board.config import CCLQ_TRACE_TYPES, config_for, workload_folder
 
     wh.require()
-    con = connect(wh, views=False)
+    con = connect(wh)
     try:
         paths: dict[str, list[str]] = {}
         for trace, p in con.execute("SELECT trace, path FROM files ORDER BY trace, path").fetchall():

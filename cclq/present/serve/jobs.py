@@ -154,7 +154,7 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
         report = ingest([job.workload], wh, jobs=1)
     failed = [o.message for o in report.failed]
     job.log += [f"ingest: {len(report.outcomes)} file(s), {len(failed)} failed"] + failed
-    con = connect(wh, views=False)
+    con = connect(wh)
     try:
         row = con.execute("SELECT count(*) FROM files WHERE trace = ?", [workload.trace]).fetchone()
         present = row[0] if row else 0
@@ -167,7 +167,7 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
     names, info = job_metrics(settings, trace_types, card[1] if card else None)
     metrics: dict[str, float | None] = {}
     reasons: dict[str, str] = {}
-    con = connect(wh, traces=[workload.trace], views=False, cache=True)
+    con = connect(wh, traces=[workload.trace], cache=True)
     try:
         for name in names:
             if name not in registry():

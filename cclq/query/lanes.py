@@ -1,0 +1,228 @@
+"""Lanes: several connections of one session running a batch's queries at once.
+
+A report on a small trace is some 80 queries (shared views, then metrics), and each is
+mostly DuckDB planning it, which runs on one core per connection. A ``Lanes`` holds the
+session's connection and ``Session.worker`` connections beside it, one thread each
+(DuckDB plans and runs a query without Python's lock), and runs tasks on whichever is
+free: two lanes took the metric queries of a report on dlrm_param_8xV100 from 1.0 s to
+0.55 s (docs/benchmarks.md).
+
+The views a batch shares (``cclq.query.metrics``) are tables every connection sees and
+temporary views or macros each connection needs of its own (its "shadows"): a task
+adds the shadow statements of what it made, and every lane runs those it has not run
+yet before its next task. A task is started only after the tasks it reads (``start``),
+so it always sees them, and the metrics that need no shared view run meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:  # DuckDB is not imported by what only reads a cached result (cclq.query.metrics)
+    from cclq.query.session import Session
+
+T = TypeVar("T")
+MAX_LANES = 4
+
+
+def lanes_for(queries: int) -> int:
+    """How many connections a batch of this many queries runs on: one per CPU, at most
+    MAX_LANES; one for three queries or fewer, where opening the others costs more than it
+    saves."""
+    return 1 if queries < 4 else max(1, min(os.cpu_count() or 1, MAX_LANES))
+
+
+@dataclass(frozen=True)
+class Task(Generic[T]):
+    """One unit of a batch: ``run(connection)``, after the tasks named in ``after``."""
+
+    key: str
+    run: Callable[[Session], T]
+    after: frozenset[str] = frozenset()
+
+
+class Lanes:
+    """Connections that run a batch's tasks (see the module docstring): with one lane,
+    the session's own, and tasks run in the calling thread; with more, that many
+    workers, one thread each, while the session stays the caller's (after ``wait``,
+    ``catch_up(session)`` gives it the shadows)."""
+
+    def __init__(self, session: Session, count: int) -> None:
+        self.session = session
+        self.shadows: list[str] = []  # what each lane runs before its next task
+        self._applied: dict[int, int] = {}  # connection -> how many of the shadows it has run
+        self._lock = threading.RLock()
+        self._workers: list[Session] = []
+        self._free: queue.SimpleQueue[Session] = queue.SimpleQueue()
+        self._pool: ThreadPoolExecutor | None = None
+        self._futures: dict[str, Future[object]] = {}
+        self._waiting: list[tuple[Task[object], Future[object]]] = []
+        self._closed = False
+        self.shared: frozenset[str] = frozenset()  # the views a batch shares (cclq.query.metrics)
+        try:
+            for _ in range(count if count > 1 else 0):
+                self._workers.append(session.worker())
+        except BaseException:
+            self.close()
+            raise
+        for lane in self._workers or [session]:
+            self._free.put(lane)
+        self._idle = max(1, len(self._workers))  # lanes with no task handed to them
+        self._threads: str | None = None
+        if self._workers:
+            self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="cclq-lane")
+            self._share_cores(count)
+
+    @property
+    def count(self) -> int:
+        return max(1, len(self._workers))
+
+    def add_shadows(self, statements: Sequence[str]) -> None:
+        with self._lock:
+            self.shadows.extend(statements)
+
+    def catch_up(self, lane: Session) -> None:
+        """Runs on ``lane`` the shadow statements it has not run yet."""
+        with self._lock:
+            todo = self.shadows[self._applied.get(id(lane), 0):]
+            self._applied[id(lane)] = len(self.shadows)
+        if todo:
+            lane.execute("\n".join(f"{s};" for s in todo))
+
+    def ready_for(self, session: Session) -> None:
+        """Waits for the shared views (the tasks named in ``shared``) and runs their
+        shadows on ``session``: the caller's own connection, used inside the batch's block.
+        With one lane those are done before the block starts."""
+        with self._lock:
+            pending = [f for key, f in self._futures.items() if key in self.shared and not f.done()]
+        if pending:
+            wait(pending)
+        self.catch_up(session)
+
+    def _on_a_lane(self, run: Callable[[Session], T]) -> T:
+        lane = self._free.get()
+        try:
+            self.catch_up(lane)
+            return run(lane)
+        finally:
+            self._free.put(lane)
+
+    def start(self, tasks: Sequence[Task[T]]) -> dict[str, Future[T]]:
+        """Schedules ``tasks``: each starts on a free lane once the tasks it comes after
+        (of this call or an earlier one) are done, even when they failed; among those
+        ready, the first scheduled first (the shared views before the metrics that wait
+        for them). Key -> the future of its result."""
+        with self._lock:
+            futures: dict[str, Future[T]] = {}
+            for task in tasks:
+                future: Future[T] = Future()
+                futures[task.key] = future
+                self._futures[task.key] = future  # type: ignore[assignment]
+                self._waiting.append((task, future))  # type: ignore[arg-type]
+        self._pump()
+        return futures
+
+    def _next_ready(self) -> tuple[Task[object], Future[object]] | None:
+        with self._lock:
+            if self._closed:  # closed while tasks waited (a failure): they never start
+                for _, outer in self._waiting:
+                    outer.cancel()
+                self._waiting.clear()
+                return None
+            if self._idle == 0:
+                return None
+            for item in self._waiting:
+                if all(self._futures[k].done() for k in item[0].after if k in self._futures):
+                    self._waiting.remove(item)
+                    self._idle -= 1
+                    return item
+            return None
+
+    def _pump(self) -> None:
+        """Starts ready tasks while a lane is idle. A task is handed to a thread only when
+        a lane is free for it, so a shared view that becomes ready goes ahead of the
+        metrics scheduled after it, instead of queueing behind them."""
+        while (item := self._next_ready()) is not None:
+            task, outer = item
+            if self._pool is None:  # one lane: here, in order
+                try:
+                    outer.set_result(self._on_a_lane(task.run))
+                except Exception as e:  # noqa: BLE001 - handed to the caller through the future
+                    outer.set_exception(e)
+                with self._lock:
+                    self._idle += 1
+            else:
+                inner = self._pool.submit(self._on_a_lane, task.run)
+                inner.add_done_callback(partial(self._finished, outer))
+
+    def _finished(self, outer: Future[object], inner: Future[object]) -> None:
+        if inner.cancelled():
+            outer.cancel()
+        elif (error := inner.exception()) is not None:
+            outer.set_exception(error)
+        else:
+            outer.set_result(inner.result())
+        with self._lock:
+            self._idle += 1
+        self._pump()
+
+    def run_in_order(self, tasks: Sequence[Task[T]]) -> Iterator[T]:
+        """``start(tasks)``, then their results in their order; a failure or Ctrl-C
+        interrupts every lane."""
+        futures = self.start(tasks)
+        try:
+            for task in tasks:
+                yield futures[task.key].result()
+        except BaseException:
+            self.interrupt()
+            raise
+
+    def wait(self) -> None:
+        """Returns once every task started is done."""
+        try:
+            while True:
+                with self._lock:
+                    pending = [f for f in self._futures.values() if not f.done()]
+                if not pending:
+                    return
+                wait(pending)
+        except BaseException:
+            self.interrupt()
+            raise
+
+    def interrupt(self) -> None:
+        """Stops every lane's running query (a failure or Ctrl-C in the caller)."""
+        for lane in self._workers or [self.session]:
+            lane.con.interrupt()
+
+    def _share_cores(self, count: int) -> None:
+        """DuckDB's threads (one pool for every connection) divided among the lanes: with
+        a thread per core each, the lanes' small queries spent more time handing work
+        between threads than running it (a report on dlrm_param_8xV100: 2.1 s of CPU
+        with 2 threads, 1.8 s with 1, on 2 cores)."""
+        row = self.session.execute("SELECT current_setting('threads')").fetchone()
+        self._threads = str(row[0]) if row else None
+        if self._threads is not None:
+            per_lane = max(1, int(self._threads) // count)
+            self.session.execute(f"SET threads = {per_lane}")
+
+    def close(self) -> None:
+        """Cancels the tasks not started, waits for the running ones, closes the workers
+        and gives DuckDB its threads back."""
+        with self._lock:
+            self._closed = True
+        self._pump()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        for worker in self._workers:
+            worker.close()
+        if self._threads is not None:
+            self.session.execute(f"SET threads = {int(self._threads)}")
+            self._threads = None

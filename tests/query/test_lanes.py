@@ -1,0 +1,111 @@
+"""Lanes (cclq/query/lanes.py): tasks on several connections of one session, each after
+the tasks it reads, results in order, shadows on every lane, nothing left running."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from conftest import run_ingest
+
+from cclq.dev.synth.kineto import generate_workload
+from cclq.query.lanes import Lanes, Task, lanes_for
+from cclq.query.session import connect
+from cclq.store.warehouse import Warehouse
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory) -> Warehouse:
+    root = tmp_path_factory.mktemp("lanes")
+    generate_workload(root / "in" / "dp2", ranks=2, steps=2, layers=2, seed=3)
+    warehouse = Warehouse(root / "wh")
+    assert not run_ingest([root / "in"], warehouse).failed
+    return warehouse
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_each_task_runs_after_those_it_reads(wh, count):
+    session = connect(wh)
+    lanes = Lanes(session, count)
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def step(name: str, seconds: float = 0.0):
+        def run(lane):
+            time.sleep(seconds)
+            with lock:
+                order.append(name)
+            return lane.execute("SELECT count(*) FROM events").fetchone()[0]
+        return run
+
+    try:
+        futures = lanes.start([Task("slow", step("slow", 0.2)),
+                               Task("after_slow", step("after_slow"), frozenset({"slow"})),
+                               Task("free", step("free"))])
+        more = lanes.start([Task("last", step("last"), frozenset({"after_slow", "free"}))])
+        lanes.wait()
+    finally:
+        lanes.close()
+        session.close()
+    counts = {f.result() for f in [*futures.values(), *more.values()]}
+    assert len(counts) == 1 and counts.pop() > 0  # every lane reads the session's relations
+    assert order.index("slow") < order.index("after_slow") < order.index("last")
+    assert order.index("free") < order.index("last")
+    if count > 1:
+        assert order.index("free") < order.index("slow")  # it did not wait for the slow one
+
+
+def test_shadows_reach_every_lane_before_its_next_task(wh):
+    session = connect(wh)
+    lanes = Lanes(session, 2)
+    try:
+        def make(lane):
+            lane.execute("CREATE TABLE memory.main.shared_rows AS SELECT 42 AS x")
+            lanes.add_shadows(["CREATE TEMP VIEW answer AS SELECT x FROM memory.main.shared_rows"])
+
+        def read(lane):
+            return lane.execute("SELECT x FROM answer").fetchone()[0]
+
+        first = lanes.start([Task("make", make)])
+        readers = lanes.start([Task(f"read{i}", read, frozenset({"make"})) for i in range(6)])
+        lanes.wait()
+        assert first["make"].exception() is None
+        assert {f.result() for f in readers.values()} == {42}
+        lanes.catch_up(session)  # the caller's own connection, after the batch
+        assert session.execute("SELECT x FROM answer").fetchone() == (42,)
+    finally:
+        lanes.close()
+        session.close()
+
+
+def test_a_failed_task_is_its_own_result_and_the_rest_still_run(wh):
+    session = connect(wh)
+    lanes = Lanes(session, 2)
+    try:
+        done = lanes.start([Task("bad", lambda lane: lane.execute("SELECT * FROM no_such_table")),
+                            Task("after", lambda lane: "ran", frozenset({"bad"}))])
+        lanes.wait()
+        assert done["bad"].exception() is not None and done["after"].result() == "ran"
+    finally:
+        lanes.close()
+        session.close()
+
+
+def test_close_cancels_what_has_not_started_and_gives_the_threads_back(wh):
+    session = connect(wh)
+    before = session.execute("SELECT current_setting('threads')").fetchone()
+    lanes = Lanes(session, 2)
+    gate = threading.Event()
+    done = lanes.start([Task("hold", lambda lane: gate.wait(5)),
+                        Task("waits", lambda lane: "never", frozenset({"hold"}))])
+    gate.set()
+    lanes.close()
+    assert done["waits"].cancelled() or done["waits"].result() == "never"
+    assert session.execute("SELECT current_setting('threads')").fetchone() == before
+    session.close()
+
+
+def test_lanes_for_a_small_batch_is_one():
+    assert lanes_for(3) == 1
+    assert 1 <= lanes_for(80) <= 4
