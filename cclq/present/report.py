@@ -20,7 +20,15 @@ from typing import Any, TextIO
 from cclq.present.units import for_people, people_text
 from cclq.query.hta_series import QUERIES as HTA_QUERIES
 from cclq.query.hta_series import hta_figure_data
-from cclq.query.metrics import SHARED_VIEWS, MetricRun, batch_queries, run_metrics, shared_views, uncached_queries
+from cclq.query.metrics import (
+    SHARED_VIEWS,
+    MetricRun,
+    batch_queries,
+    run_metrics,
+    shared_views,
+    start_on_lanes,
+    uncached_queries,
+)
 from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import CATEGORIES, MetricSpec
 from cclq.query.session import Session
@@ -108,10 +116,12 @@ def collect_reports(
     with shared_views(session, queries) as shared:
         if on_shared is not None:
             on_shared([name for name in SHARED_VIEWS if name in shared])
+        # the figure queries run on the batch's lanes alongside the metrics
+        steps_run = start_on_lanes(session, "steps", [STEP_DURATIONS_QUERY[1]], step_durations)
+        ops_run = start_on_lanes(session, "ops", [OP_STATS_QUERY[1]], op_stats)
+        hta_run = start_on_lanes(session, "hta", [sql for _, sql in HTA_QUERIES], hta_figure_data)
         runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
-        steps = step_durations(session)
-        ops = op_stats(session)
-        hta = hta_figure_data(session)
+        steps, ops, hta = steps_run.result(), ops_run.result(), hta_run.result()
     outcomes = split_by_trace(runs, traces)
     return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
                                                                       top_ops(ops.get(t, [])), hta.get(t, {})))

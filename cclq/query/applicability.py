@@ -124,7 +124,13 @@ def unmet(spec: MetricSpec, facts: TraceFacts) -> str | None:
 
 def trace_facts(session: Session) -> dict[str, TraceFacts]:
     """trace -> TraceFacts for every trace the session sees, from its catalog tables
-    (``files``, ``parts``: small in-memory tables, no data file is read)."""
+    (``files``, ``parts``: small in-memory tables, no data file is read). Asked once per
+    session (its snapshot does not change): a batch plans before its shared views are
+    computed and again inside their block, where a query on the session would wait for
+    them."""
+    known = session.memo.get("trace_facts")
+    if known is not None:
+        return dict(known)
     rows = session.execute(
         "SELECT trace, list(DISTINCT format) FILTER (WHERE format IS NOT NULL) FROM files GROUP BY trace"
     ).fetchall()
@@ -135,8 +141,10 @@ def trace_facts(session: Session) -> dict[str, TraceFacts]:
     ).fetchall()
     tables = {t: (frozenset(names or []), int(n or 0)) for t, names, n in parts}
     phases = dict(session.execute("SELECT trace, lower(phase) FROM cards WHERE phase IS NOT NULL").fetchall())
-    return {t: TraceFacts(t, formats.get(t, frozenset()), *tables.get(t, (frozenset(), 0)), card_phase=phases.get(t))
-            for t in sorted(set(formats) | set(tables))}
+    facts = {t: TraceFacts(t, formats.get(t, frozenset()), *tables.get(t, (frozenset(), 0)), card_phase=phases.get(t))
+             for t in sorted(set(formats) | set(tables))}
+    session.memo["trace_facts"] = facts
+    return dict(facts)
 
 
 @dataclass

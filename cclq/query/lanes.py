@@ -30,13 +30,20 @@ if TYPE_CHECKING:  # DuckDB is not imported by what only reads a cached result (
 
 T = TypeVar("T")
 MAX_LANES = 4
+# Above this many events, a batch's queries are mostly running, not planning, and DuckDB's
+# own threads divide that work better than lanes do: a board over 500 workloads (3.66 M
+# events) took 32.3 s on one lane and 34.6-36.6 s on two; over the shared traces (1.13 M)
+# 5.2-5.6 s on one and 4.9-6.1 s on two; a report on dlrm_param_8xV100 1.6 s and 1.3 s.
+LANE_EVENTS = 2_000_000
 
 
-def lanes_for(queries: int) -> int:
-    """How many connections a batch of this many queries runs on: one per CPU, at most
-    MAX_LANES; one for three queries or fewer, where opening the others costs more than it
-    saves."""
-    return 1 if queries < 4 else max(1, min(os.cpu_count() or 1, MAX_LANES))
+def lanes_for(queries: int, events: int = 0) -> int:
+    """How many connections a batch of this many queries over this many events runs on:
+    one per CPU, at most MAX_LANES; one for three queries or fewer, where opening the
+    others costs more than it saves, and one above LANE_EVENTS."""
+    if queries < 4 or events > LANE_EVENTS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_LANES))
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -38,6 +39,8 @@ from cclq.query.registry import MetricSpec
 from cclq.query.sqlfiles import literal_arguments, mentions, names_reached, strip_comments, view_modules
 from cclq.query.view_catalog import CATALOG
 from cclq.sqltext import quote_identifier, quote_literal
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -189,6 +192,16 @@ def run_metrics(
     return runs
 
 
+def start_on_lanes(session: Session, label: str, queries: Sequence[str], run: Callable[[Session], T]) -> Future[T]:
+    """Inside a ``shared_views`` block: ``run(connection)``, which runs ``queries``,
+    started on the batch's lanes after the shared views they read, alongside the metrics
+    (the report's figure queries); its future."""
+    lanes = session.lanes
+    assert isinstance(lanes, Lanes), "start_on_lanes runs inside a shared_views block"
+    reads = lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
+    return lanes.start([Task(f"query {label}", run, reads)])[f"query {label}"]
+
+
 def _batch(session: Session, specs: list[MetricSpec], params: dict[str, str],
            plan_first: bool) -> tuple[Plan | None, list[MetricSpec]]:
     """The plan of a batch (``plan_first``), and the metrics whose SQL it will run: those
@@ -220,7 +233,8 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
     if isinstance(session.lanes, Lanes):
         yield session.lanes.shared
         return
-    lanes = Lanes(session, lanes_for(len(queries)))
+    events = session.execute("SELECT coalesce(sum(rows), 0) FROM parts WHERE table_name = 'events'").fetchone()
+    lanes = Lanes(session, lanes_for(len(queries), int(events[0]) if events else 0))
     try:
         lanes.shared = _share_views(lanes, queries)
         session.lanes = lanes
@@ -269,7 +283,8 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # The lanes compute each one once those it reads (``names_reached``) are done.
 SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified_with", "kernel_name_families",
                 "gpu_ops_classified", "gpu_launches", "xla_ops", "device_ranks", "steps_with", "steps", "gpu_ops_steps",
-                "cpu_collectives", "collectives_with", "collectives", "collective_links_with", "hta_events",
+                "cpu_collectives", "_collective_cpu_ops", "_collective_cpu_op_sizes", "collectives_with", "collectives",
+                "collective_links_with", "hta_events",
                 "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length", "hta_memory_bw",
                 "hta_kernel_launches")
 SHARED_MACROS = frozenset({"gpu_ops_classified_with", "kernel_name_families", "steps_with", "collectives_with",
@@ -322,15 +337,21 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
     read, on the lanes, each after the shared ones it reads; their names. One that fails
     is not shared: a query then reads the compiled one (slower, the same rows), and a
     metric reports its own error."""
-    versions = _sql_versions(tuple(queries))
-    called = literal_arguments(tuple(queries))
     names = [name for name in SHARED_VIEWS if _users(queries, name) >= 2]
+    calls: dict[str, Any] = {}
+
+    def read_calls(lane: Session) -> None:
+        """The versions the SQL calls the macros with: some 60 ms of reading SQL text, done
+        on a lane while the others start on the views."""
+        calls["versions"] = _sql_versions(tuple(queries))
+        calls["called"] = literal_arguments(tuple(queries))
 
     def share(lane: Session, name: str) -> None:
         import duckdb
 
         try:
             if name in SHARED_MACROS:
+                versions, called = calls["versions"], calls["called"]
                 wanted = tuple(v for v in versions if (0, v) in called.get(name, ()))
                 shadow = _share_macro(lane, name, versions, wanted)
             else:
@@ -340,11 +361,16 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
             return
         lanes.add_shadows([shadow])  # before the task is done: what comes after it sees the table
 
-    def below(name: str) -> frozenset[str]:  # the shared views it reads
-        return frozenset(names) & (names_reached(f"SELECT * FROM {name}") - {name})
+    def after(name: str) -> frozenset[str]:  # the shared views it reads, and the calls for a macro
+        first = {_READ_CALLS} if name in SHARED_MACROS else set()
+        return frozenset(names) & (names_reached(f"SELECT * FROM {name}") - {name}) | first
 
-    lanes.start([Task(name, partial(share, name=name), below(name)) for name in names])
+    lanes.start([Task(_READ_CALLS, read_calls)] +
+                [Task(name, partial(share, name=name), after(name)) for name in names])
     return frozenset(names)
+
+
+_READ_CALLS = "read the macros' versions"  # a task of _share_views (not a view name)
 
 
 def _stored(name: str) -> str:
@@ -452,7 +478,7 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
             raise QueryError(f"{spec.label} ({spec.path.name}) does not compile: {str(e).splitlines()[0]}") from e
         raise session.query_error(e, spec.label) from e
     try:
-        names = [row[0] for row in session.execute(f"DESCRIBE {_ROWS}").fetchall()]
+        names = list(session.con.table(_ROWS).columns)  # from the catalog: no query (DESCRIBE was 0.3 ms)
         if "trace" not in names or "value" not in names:
             raise QueryError(f"{spec.label}: the query must return `trace` and `value` columns")
         fixed = {"trace", "rank", "step", "value", "reason"}

@@ -65,6 +65,8 @@ class Session:
         self.lanes: BatchLanes | None = None
         self._worker = False
         self._relations: dict[str, str] = {}  # temporary view -> the statement that made it
+        # what is computed once from the snapshot's catalog (cclq.query.applicability)
+        self.memo: dict[str, Any] = {}
         try:
             self.spill_dir = self.settings.make_spill_folder(warehouse)
             self.con = duckdb.connect(":memory:")
@@ -101,6 +103,7 @@ class Session:
         other.warehouse, other.settings, other.traces = self.warehouse, self.settings, self.traces
         other.cache_dir, other.snapshot, other.spill_dir = self.cache_dir, self.snapshot, self.spill_dir
         other._closed, other.lanes, other._worker, other._relations = False, None, True, {}
+        other.memo = self.memo
         other.con = self.con.cursor()
         try:
             _no_progress_bar(other.con)

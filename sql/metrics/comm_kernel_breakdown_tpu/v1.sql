@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Total device time of XLA communication ops (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute, send/recv), in seconds, over every device of the profile; the split by collective type is in the details.
 -- needs: an XLA/xprof profile (TPU, or GPU through XLA) with communication ops
+-- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)
 -- params: none
 -- columns:
 --   events                the communication op events counted (an async op's -start and -done are two)
