@@ -48,11 +48,15 @@ def lanes_for(queries: int, events: int = 0) -> int:
 
 @dataclass(frozen=True)
 class Task(Generic[T]):
-    """One unit of a batch: ``run(connection)``, after the tasks named in ``after``."""
+    """One unit of a batch: ``run(connection)``, after the tasks named in ``after``.
+    Among the tasks ready, the lowest ``urgency`` starts first (then the first
+    scheduled); a task hands its urgency down to the tasks it comes after, so what a
+    long task waits for runs before what nothing waits for."""
 
     key: str
     run: Callable[[Session], T]
     after: frozenset[str] = frozenset()
+    urgency: int = 100
 
 
 class Lanes:
@@ -71,6 +75,8 @@ class Lanes:
         self._pool: ThreadPoolExecutor | None = None
         self._futures: dict[str, Future[object]] = {}
         self._waiting: list[tuple[Task[object], Future[object]]] = []
+        self._after: dict[str, frozenset[str]] = {}  # task -> the tasks it comes after
+        self._urgency: dict[str, tuple[int, int]] = {}  # task -> (urgency, order scheduled)
         self._closed = False
         self.shared: frozenset[str] = frozenset()  # the views a batch shares (cclq.query.metrics)
         try:
@@ -124,8 +130,7 @@ class Lanes:
     def start(self, tasks: Sequence[Task[T]]) -> dict[str, Future[T]]:
         """Schedules ``tasks``: each starts on a free lane once the tasks it comes after
         (of this call or an earlier one) are done, even when they failed; among those
-        ready, the first scheduled first (the shared views before the metrics that wait
-        for them). Key -> the future of its result."""
+        ready, the most urgent first (``Task``). Key -> the future of its result."""
         with self._lock:
             futures: dict[str, Future[T]] = {}
             for task in tasks:
@@ -133,8 +138,19 @@ class Lanes:
                 futures[task.key] = future
                 self._futures[task.key] = future  # type: ignore[assignment]
                 self._waiting.append((task, future))  # type: ignore[arg-type]
+                self._after[task.key] = task.after
+                self._urgency[task.key] = (task.urgency, len(self._urgency))
+                self._hand_down(task.after, task.urgency)
         self._pump()
         return futures
+
+    def _hand_down(self, keys: frozenset[str], urgency: int) -> None:
+        todo = list(keys)
+        while todo:
+            key = todo.pop()
+            if key in self._urgency and self._urgency[key][0] > urgency:
+                self._urgency[key] = (urgency, self._urgency[key][1])
+                todo.extend(self._after.get(key, ()))
 
     def _next_ready(self) -> tuple[Task[object], Future[object]] | None:
         with self._lock:
@@ -145,12 +161,14 @@ class Lanes:
                 return None
             if self._idle == 0:
                 return None
-            for item in self._waiting:
-                if all(self._futures[k].done() for k in item[0].after if k in self._futures):
-                    self._waiting.remove(item)
-                    self._idle -= 1
-                    return item
-            return None
+            ready = [item for item in self._waiting
+                     if all(self._futures[k].done() for k in item[0].after if k in self._futures)]
+            if not ready:
+                return None
+            item = min(ready, key=lambda item: self._urgency[item[0].key])
+            self._waiting.remove(item)
+            self._idle -= 1
+            return item
 
     def _pump(self) -> None:
         """Starts ready tasks while a lane is idle. A task is handed to a thread only when

@@ -178,10 +178,10 @@ def run_metrics(
     with shared_views(session, [s.sql for s in pending]) as shared:
         lanes = session.lanes
         assert isinstance(lanes, Lanes)
-        # the one metric with a long Python step first, so the others fill the other lanes
-        first = sorted(specs, key=lambda spec: PATH_TABLE not in spec.sql)
-        done = lanes.start([Task(f"metric {spec.name}", partial(one, spec=spec), shared & names_reached(spec.sql))
-                            for spec in first])
+        # the one metric with a long Python step (and what it waits for) first, so the
+        # others fill the other lanes meanwhile
+        done = lanes.start([Task(f"metric {spec.name}", partial(one, spec=spec), shared & names_reached(spec.sql),
+                                 urgency=0 if PATH_TABLE in spec.sql else 10) for spec in specs])
         for spec in specs:
             run = done[f"metric {spec.name}"].result()
             runs[spec.name] = run
@@ -199,7 +199,7 @@ def start_on_lanes(session: Session, label: str, queries: Sequence[str], run: Ca
     lanes = session.lanes
     assert isinstance(lanes, Lanes), "start_on_lanes runs inside a shared_views block"
     reads = lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
-    return lanes.start([Task(f"query {label}", run, reads)])[f"query {label}"]
+    return lanes.start([Task(f"query {label}", run, reads, urgency=10)])[f"query {label}"]
 
 
 def _batch(session: Session, specs: list[MetricSpec], params: dict[str, str],

@@ -140,10 +140,11 @@ with wh.lock():
     pid = os.fork()
     if pid == 0:  # a parser worker that will outlive its parent
         parse.init_worker(None, wh.lock_fd, os.getppid())
+        with open(sys.argv[2] + ".tmp", "w") as f:  # once its set-up is done (a loaded machine may be slow)
+            f.write(str(os.getpid()))
+        os.replace(sys.argv[2] + ".tmp", sys.argv[2])
         time.sleep(120)
         os._exit(0)
-    with open(sys.argv[2], "w") as f:
-        f.write(str(pid))
     os._exit(0)  # the parent dies holding the lock, without unlocking (as a SIGKILL would)
 """
 
@@ -154,6 +155,9 @@ def test_a_worker_does_not_keep_the_lock_of_a_dead_parent(tmp_path, wh):
     pid_file = tmp_path / "orphan.pid"
     subprocess.run([sys.executable, "-c", _ORPHAN_SCRIPT, str(wh.root), str(pid_file)], check=True, timeout=60,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # the orphan keeps no pipe of ours
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     orphan = int(pid_file.read_text())
     try:
         with open(wh.root / ".lock", "a+") as f:

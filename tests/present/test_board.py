@@ -307,3 +307,23 @@ def test_a_category_whose_default_columns_are_empty_shows_one_with_values():
     assert default_metrics(cols, {"avg_step_time"}) == {"avg_step_time", "mfu", "some_new_metric"}
     assert default_metrics(cols, {"avg_step_time", "mfu"}) == {"avg_step_time", "total_trace_time",
                                                                "some_new_metric"}
+
+
+def test_pages_written_by_forked_processes_are_the_pages_one_process_writes(board_site, tmp_path, monkeypatch):
+    """From PARALLEL_PAGES workloads on, forked processes share the pages: every page is
+    written, byte for byte what one process writes."""
+    import cclq.present.board.build as build
+
+    root, site, _ = board_site
+    one = tmp_path / "one"
+    shutil.copytree(site, one)
+    for page in (one / "w").glob("*.html"):
+        page.unlink()
+    monkeypatch.setattr(build, "PARALLEL_PAGES", 2)
+    forked = []
+    real = build.multiprocessing.get_context
+    monkeypatch.setattr(build.multiprocessing, "get_context", lambda method: forked.append(method) or real(method))
+    build_board(Warehouse(root), one, force=True)
+    assert forked == ["fork"]  # the parallel path ran (this machine has fork)
+    expected = {p.name: p.read_text() for p in (site / "w").glob("*.html")}
+    assert expected and {p.name: p.read_text() for p in (one / "w").glob("*.html")} == expected
