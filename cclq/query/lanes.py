@@ -4,8 +4,8 @@ A report on a small trace is some 80 queries (shared views, then metrics), and e
 mostly DuckDB planning it, which runs on one core per connection. A ``Lanes`` holds the
 session's connection and ``Session.worker`` connections beside it, one thread each
 (DuckDB plans and runs a query without Python's lock), and runs tasks on whichever is
-free: two lanes took the metric queries of a report on dlrm_param_8xV100 from 1.0 s to
-0.55 s (docs/benchmarks.md).
+free: two lanes took the metric queries of a report on dlrm_param_8xV100 from 0.9 s to
+0.55-0.7 s (docs/benchmarks.md, "Fourth pass").
 
 The views a batch shares (``cclq.query.metrics``) are tables every connection sees and
 temporary views or macros each connection needs of its own (its "shadows"): a task
