@@ -1,10 +1,10 @@
 """Lanes: several connections of one session running a batch's queries at once.
 
 A report on a small trace is some 80 queries (shared views, then metrics), and each is
-mostly DuckDB planning it, which runs on one core per connection. A ``Lanes`` holds the
-session's connection and ``Session.worker`` connections beside it, one thread each
-(DuckDB plans and runs a query without Python's lock), and runs tasks on whichever is
-free: two lanes took the metric queries of a report on dlrm_param_8xV100 from 0.9 s to
+mostly DuckDB planning it, which runs on one core per connection. A ``Lanes`` holds
+``Session.worker`` connections, one thread each (DuckDB plans and runs a query without
+Python's lock), and runs tasks on whichever is free (one lane: the session's own
+connection, in the calling thread): two lanes took the metric queries of a report on dlrm_param_8xV100 from 0.9 s to
 0.55-0.7 s (docs/benchmarks.md, "Fourth pass").
 
 The views a batch shares (``cclq.query.metrics``) are tables every connection sees and
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
@@ -92,10 +92,6 @@ class Lanes:
         if self._workers:
             self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="cclq-lane")
             self._share_cores(count)
-
-    @property
-    def count(self) -> int:
-        return max(1, len(self._workers))
 
     def add_shadows(self, statements: Sequence[str]) -> None:
         with self._lock:
@@ -197,17 +193,6 @@ class Lanes:
         with self._lock:
             self._idle += 1
         self._pump()
-
-    def run_in_order(self, tasks: Sequence[Task[T]]) -> Iterator[T]:
-        """``start(tasks)``, then their results in their order; a failure or Ctrl-C
-        interrupts every lane."""
-        futures = self.start(tasks)
-        try:
-            for task in tasks:
-                yield futures[task.key].result()
-        except BaseException:
-            self.interrupt()
-            raise
 
     def wait(self) -> None:
         """Returns once every task started is done."""

@@ -109,3 +109,20 @@ def test_close_cancels_what_has_not_started_and_gives_the_threads_back(wh):
 def test_lanes_for_a_small_batch_is_one():
     assert lanes_for(3) == 1
     assert 1 <= lanes_for(80) <= 4
+
+
+def test_what_an_urgent_task_waits_for_goes_first(wh):
+    """Among ready tasks the most urgent starts first, and a task's urgency reaches the
+    tasks it comes after: here `needed` runs before `plain`, though scheduled after it."""
+    session = connect(wh)
+    lanes = Lanes(session, 1)
+    order: list[str] = []
+    try:
+        lanes.start([Task("plain", lambda lane: order.append("plain")),
+                     Task("needed", lambda lane: order.append("needed")),
+                     Task("urgent", lambda lane: order.append("urgent"), frozenset({"needed"}), urgency=0)])
+        lanes.wait()
+    finally:
+        lanes.close()
+        session.close()
+    assert order == ["needed", "urgent", "plain"]
