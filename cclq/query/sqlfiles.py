@@ -163,7 +163,6 @@ _MACRO = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?MACRO\s+(\w+)\s*\
 _CALL = re.compile(r"\b(\w+)\(([^()]*)\)")
 
 
-@lru_cache(maxsize=1)
 @lru_cache(maxsize=1024)
 def mentions(sql: str, word: str) -> bool:
     """Whether ``word`` (a name in lower case) is in the query or in a definition it
@@ -172,6 +171,7 @@ def mentions(sql: str, word: str) -> bool:
     return word in _words(sql) or any(word in definitions[n] for n in names_reached(sql) if n in definitions)
 
 
+@lru_cache(maxsize=1)
 def _bodies() -> dict[str, str]:
     """Each view or macro name -> the code of its definitions (comments left out)."""
     out: dict[str, str] = {}
