@@ -20,16 +20,11 @@ from __future__ import annotations
 
 import re
 
-import duckdb
-
 from cclq.query.sqlfiles import comment_statements
 from cclq.query.view_catalog import CATALOG_RELATIONS, attach_statements, empty_table
 from cclq.schema import TABLE_SCHEMAS, data_file_schema
 from cclq.sqltext import path_literal, quote_literal
 from cclq.store.warehouse import Snapshot
-
-# Statements `cclq sql` runs when read-only (the default): queries, and EXPLAIN of them.
-_READ_ONLY_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 
 
 def _trace_filter(traces: list[str] | None) -> str:

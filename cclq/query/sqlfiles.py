@@ -84,11 +84,6 @@ def _words(sql: str) -> frozenset[str]:
     return frozenset(re.findall(r"\w+", code.lower()))  # lowered once, not word by word
 
 
-# DuckDB's catalog: a query over it asks about every view (`cclq sql "SELECT view_name,
-# comment FROM duckdb_views()"` names the views only in string literals, if at all)
-_CATALOG_QUERIES = {"duckdb_views", "duckdb_columns", "duckdb_tables", "duckdb_functions", "information_schema"}
-
-
 def modules_for(sql: str) -> tuple[ViewModule, ...]:
     """The modules a query needs: those defining a name it mentions, and what they
     require, in load order (which metric bodies a metric's SQL reads, for its checksum
@@ -99,8 +94,6 @@ def modules_for(sql: str) -> tuple[ViewModule, ...]:
 @lru_cache(maxsize=1024)
 def _modules_for(sql: str, modules: tuple[ViewModule, ...]) -> tuple[ViewModule, ...]:
     words = _words(sql)
-    if words & _CATALOG_QUERIES or re.match(r"\s*SHOW\s+(ALL\s+)?TABLES\b", sql, re.IGNORECASE):
-        return modules  # a question about the views themselves (their comments): all of them
     by_name = {m.name: m for m in modules}
     extended_by: dict[str, list[str]] = {}
     for m in modules:
