@@ -44,8 +44,6 @@ def test_an_ingest_that_commits_while_a_connection_is_set_up_changes_nothing_it_
     was cached under the key of the new inputs. Here the ingest lands exactly there."""
     import duckdb
 
-    import cclq.query.engine as engine
-
     gpu_trace(tmp_path / "in" / "a" / "rank0.json")
     run_ingest([tmp_path / "in"], wh)
     gpu_trace(tmp_path / "in" / "b" / "rank0.json", kernels=3)
@@ -67,7 +65,7 @@ def test_an_ingest_that_commits_while_a_connection_is_set_up_changes_nothing_it_
         def __getattr__(self, name):
             return getattr(self._con, name)
 
-    monkeypatch.setattr(engine.duckdb, "connect", IngestOnFirstStatement)
+    monkeypatch.setattr(duckdb, "connect", IngestOnFirstStatement)  # the session's connection
     con = connect(wh, cache=True)
     monkeypatch.undo()
     spec = resolve("total_kernel_time")
