@@ -175,20 +175,18 @@ def run_metrics(
         run.seconds = time.perf_counter() - start
         return run
 
-    with shared_views(session, [s.sql for s in pending]) as shared:
+    with shared_views(session, [s.sql for s in pending]):
         lanes = session.lanes
         assert isinstance(lanes, Lanes)
         # the one metric with a long Python step (and what it waits for) first, so the
         # others fill the other lanes meanwhile
-        done = lanes.start([Task(f"metric {spec.name}", partial(one, spec=spec), shared & names_reached(spec.sql),
+        done = lanes.start([Task(f"metric {spec.name}", partial(one, spec=spec), _shared_reads(lanes, [spec.sql]),
                                  urgency=0 if PATH_TABLE in spec.sql else 10) for spec in specs])
         for spec in specs:
             run = done[f"metric {spec.name}"].result()
             runs[spec.name] = run
             if on_done is not None:
                 on_done(run)
-        lanes.wait()
-        lanes.catch_up(session)
     return runs
 
 
@@ -198,8 +196,12 @@ def start_on_lanes(session: Session, label: str, queries: Sequence[str], run: Ca
     (the report's figure queries); its future."""
     lanes = session.lanes
     assert isinstance(lanes, Lanes), "start_on_lanes runs inside a shared_views block"
-    reads = lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
-    return lanes.start([Task(f"query {label}", run, reads, urgency=10)])[f"query {label}"]
+    return lanes.start([Task(f"query {label}", run, _shared_reads(lanes, queries), urgency=10)])[f"query {label}"]
+
+
+def _shared_reads(lanes: Lanes, queries: Sequence[str]) -> frozenset[str]:
+    """The batch's shared views that these queries read: the tasks they come after."""
+    return lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
 
 
 def _batch(session: Session, specs: list[MetricSpec], params: dict[str, str],
@@ -409,6 +411,11 @@ def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted
             f"query_table({quote_literal('memory.main.' + _SHARED_PREFIX + macro + '_')} || rules_version)")
 
 
+def _shared_name(macro: str, version: int) -> str:
+    """The name of the table that holds ``macro(version)`` in a batch."""
+    return f"{_SHARED_PREFIX}{macro}_{int(version)}"
+
+
 def _shared_table(macro: str, version: int) -> str:
     return _stored(f"{macro}_{int(version)}")
 
@@ -419,7 +426,7 @@ def _share_version_from(session: Session, macro: str, version: int, base: int, c
     ``call`` for the others (none, on most warehouses: then nothing is computed)."""
     given = VERSION_INPUTS[macro]
     ours, theirs = _shared_table(given.macro, version), _shared_table(given.macro, base)
-    names = [_SHARED_PREFIX + f"{given.macro}_{v}" for v in (version, base)]
+    names = [_shared_name(given.macro, v) for v in (version, base)]
     tables = {name for (name,) in session.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND table_name IN (?, ?)",
         names).fetchall()}
