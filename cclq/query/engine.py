@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 
 from cclq.query.sqlfiles import comment_statements
-from cclq.query.view_catalog import CATALOG_RELATIONS, attach_statements, empty_table
-from cclq.schema import TABLE_SCHEMAS, data_file_schema
+from cclq.query.view_catalog import CATALOG_RELATIONS, attach_statements, data_placeholder
+from cclq.schema import TABLE_SCHEMAS
 from cclq.sqltext import path_literal, quote_literal
 from cclq.store.warehouse import Snapshot
 
@@ -31,11 +31,6 @@ def _trace_filter(traces: list[str] | None) -> str:
     if traces is None:
         return ""
     return " WHERE trace IN (" + ", ".join(quote_literal(t) for t in traces) + ")" if traces else " WHERE false"
-
-
-def _data_placeholder(table: str) -> str:
-    """A data table with no rows and exactly the columns and types of its files."""
-    return empty_table(table, data_file_schema(TABLE_SCHEMAS[table]))
 
 
 def base_relations(snapshot: Snapshot, traces: list[str] | None = None) -> list[str]:
@@ -55,7 +50,7 @@ def base_relations(snapshot: Snapshot, traces: list[str] | None = None) -> list[
                 f"[{', '.join(path_literal(p) for p in files)}], hive_partitioning = false);"
             )
         else:
-            stmts.append(_data_placeholder(table))
+            stmts.append(data_placeholder(table))
     for name, relation in CATALOG_RELATIONS.items():
         path = snapshot.catalog_file(name)
         stmts.append(f"CREATE OR REPLACE TABLE {relation} AS SELECT * FROM read_parquet({path_literal(path)}){where};")

@@ -62,8 +62,8 @@ class Task(Generic[T]):
 class Lanes:
     """Connections that run a batch's tasks (see the module docstring): with one lane,
     the session's own, and tasks run in the calling thread; with more, that many
-    workers, one thread each, while the session stays the caller's (after ``wait``,
-    ``catch_up(session)`` gives it the shadows)."""
+    workers, one thread each, while the session stays the caller's (``ready_for`` gives
+    it the shared views, which ``Session.execute`` asks for)."""
 
     def __init__(self, session: Session, count: int) -> None:
         self.session = session

@@ -53,16 +53,21 @@ _DUCK_TYPES = {
 CATALOG_RELATIONS = {"files": "files", "stats": "ingest_stats", "cards": "cards", "parts": "parts"}
 
 
-def empty_table(name: str, schema: pa.Schema, replace: bool = True) -> str:
+def empty_table(name: str, schema: pa.Schema) -> str:
     """CREATE TABLE of a table with no rows and exactly these columns and types."""
     cols = [f'"{f.name}" {_DUCK_TYPES[f.type]}' for f in schema]
-    return f"CREATE {'OR REPLACE ' if replace else ''}TABLE {name} ({', '.join(cols)});"
+    return f"CREATE OR REPLACE TABLE {name} ({', '.join(cols)});"
+
+
+def data_placeholder(table: str) -> str:
+    """A data table with no rows and exactly the columns and types of its files."""
+    return empty_table(table, data_file_schema(TABLE_SCHEMAS[table]))
 
 
 def _placeholders() -> list[tuple[str, str]]:
     """(name, CREATE TABLE) of every base relation, empty: what the modules bind against
     while they are compiled."""
-    data = [(t, empty_table(t, data_file_schema(TABLE_SCHEMAS[t]))) for t in TABLE_SCHEMAS]
+    data = [(t, data_placeholder(t)) for t in TABLE_SCHEMAS]
     catalog = [(CATALOG_RELATIONS[n], empty_table(CATALOG_RELATIONS[n], s)) for n, s in CATALOG_SCHEMAS.items()]
     return data + catalog
 
