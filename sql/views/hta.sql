@@ -405,6 +405,17 @@ FROM hta_analyse(loaded) AS a
 JOIN hta_files AS f USING (file_no)
 WHERE a.stream <> -1;
 
+-- hta_gpu_rows as a filter of hta_events: the same rows (tests/query/
+-- test_run_metrics.py compares them). A batch that already holds hta_events
+-- computes hta_gpu_rows from this (cclq.query.metrics, DERIVED_VIEWS), not with
+-- a second load of the events (0.17 s instead of 1.7 s over 3.66 M events).
+CREATE OR REPLACE VIEW hta_gpu_rows_from_events AS
+SELECT
+  trace, rank, event_idx, row_order, copies, cat, stream, correlation, ts_us, end_us, is_gpu_side, kernel_type,
+  ts_runtime_us
+FROM hta_events
+WHERE stream <> -1;
+
 -- Per rank, what HTA holds after loading (the numbers of the golden
 -- loaded_facts.csv): rows, GPU rows (stream <> -1), GPU streams, first ts and
 -- last end relative to HTA's alignment origin (the smallest loaded ts of all

@@ -28,20 +28,12 @@ name IN (
   'hipMemcpyAsync', 'hipMemsetAsync', 'hipMemcpyWithStream'
 );
 
--- HTA's queue length time series (TraceCounters.get_queue_length_time_series),
--- every rank. Grain: one row per change point, as HTA returns it: +1 at the ts
--- of a launch call (hta_is_queue_launch, with a GPU partner: index_correlation
--- > 0) on the stream of its GPU row, -1 at the start of that GPU row; a running
--- sum per (rank, stream) in ts order.
---  * `queue_length`: ties ordered as HTA's concatenation (launches, then GPU
---    rows, each in HTA's row order) under a stable sort.
---  * `queue_length_low`: the value with GPU starts first at a tied ts; HTA's
---    own order (unstable) lies between the two (see the file header).
---  * `pid`, `tid`: of the GPU row (HTA takes them from the correlated kernel).
---  * `seq`: position in the stream's series (1-based), in the stable order.
--- HTA quirk kept: a GPU row HTA holds twice (hta_events.copies) counts twice,
--- on both sides.
-CREATE OR REPLACE VIEW hta_queue_length AS
+-- The change points of hta_queue_length, before its running sums: one row per
+-- point (`part` 0 for a launch's +1, 1 for a GPU row's -1, then the tie keys).
+-- A caller that needs the series of some ranks only (the report's figure: the
+-- first rank of each trace) filters these and calls hta_queue_series on them:
+-- DuckDB cannot push such a filter through the series' window functions.
+CREATE OR REPLACE VIEW hta_queue_points AS
 WITH ev AS MATERIALIZED (
   SELECT trace, rank, row_order, copies, name, stream, correlation, ts_us, partner_idx, pid, tid
   FROM hta_events
@@ -56,16 +48,18 @@ gpu AS (
   SELECT trace, rank, correlation, stream, pid, tid, ts_us, row_order, unnest(range(copies)) AS copy_no
   FROM ev
   WHERE stream <> -1
-),
-points AS (
-  SELECT l.trace, l.rank, g.stream, g.pid, g.tid, l.ts_us, 1 AS delta, 0 AS part, l.row_order, g.row_order AS row_order2, g.copy_no
-  FROM launches AS l
-  JOIN gpu AS g USING (trace, rank, correlation)
-  UNION ALL
-  SELECT g.trace, g.rank, g.stream, g.pid, g.tid, g.ts_us, -1, 1, g.row_order, 0, g.copy_no
-  FROM gpu AS g
-  SEMI JOIN launches AS l USING (trace, rank, correlation)
 )
+SELECT l.trace, l.rank, g.stream, g.pid, g.tid, l.ts_us, 1 AS delta, 0 AS part, l.row_order, g.row_order AS row_order2, g.copy_no
+FROM launches AS l
+JOIN gpu AS g USING (trace, rank, correlation)
+UNION ALL
+SELECT g.trace, g.rank, g.stream, g.pid, g.tid, g.ts_us, -1, 1, g.row_order, 0, g.copy_no
+FROM gpu AS g
+SEMI JOIN launches AS l USING (trace, rank, correlation);
+
+-- hta_queue_length's columns from change points (`points`: rows of
+-- hta_queue_points): the running sums per (trace, rank, stream).
+CREATE OR REPLACE MACRO hta_queue_series(points) AS TABLE
 SELECT
   trace,
   rank,
@@ -85,7 +79,23 @@ SELECT
     PARTITION BY trace, rank, stream ORDER BY ts_us, part DESC, row_order, row_order2, copy_no
     ROWS UNBOUNDED PRECEDING
   ) AS BIGINT) AS queue_length_low
-FROM points;
+FROM query_table(points);
+
+-- HTA's queue length time series (TraceCounters.get_queue_length_time_series),
+-- every rank. Grain: one row per change point, as HTA returns it: +1 at the ts
+-- of a launch call (hta_is_queue_launch, with a GPU partner: index_correlation
+-- > 0) on the stream of its GPU row, -1 at the start of that GPU row; a running
+-- sum per (rank, stream) in ts order.
+--  * `queue_length`: ties ordered as HTA's concatenation (launches, then GPU
+--    rows, each in HTA's row order) under a stable sort.
+--  * `queue_length_low`: the value with GPU starts first at a tied ts; HTA's
+--    own order (unstable) lies between the two (see the file header).
+--  * `pid`, `tid`: of the GPU row (HTA takes them from the correlated kernel).
+--  * `seq`: position in the stream's series (1-based), in the stable order.
+-- HTA quirk kept: a GPU row HTA holds twice (hta_events.copies) counts twice,
+-- on both sides.
+CREATE OR REPLACE VIEW hta_queue_length AS
+SELECT * FROM hta_queue_series(hta_queue_points);
 
 -- HTA's trace duration of a rank (Trace.get_trace_duration): last ts - first
 -- ts over the rows it analyses (starts, not ends).

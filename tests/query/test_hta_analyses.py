@@ -727,3 +727,21 @@ def test_figure_data_and_figures_by_hand(hand: duckdb.DuckDBPyConnection) -> Non
     empty = {"categories": [], "figures": {"hta": data.get("hand_annotations", {})}}
     assert all(f.svg is None and f.caption.startswith("n/a") for f in
                (queue_length_figure(empty), launch_delay_figure(empty), memory_bw_figure(empty)))
+
+
+def test_the_derived_gpu_rows_and_the_first_rank_queue_give_the_views_rows(real_con):
+    """What a batch computes instead of the views (metrics.DERIVED_VIEWS; the queue
+    figure's first-rank series) gives the views' rows on the real traces."""
+    from cclq.query import hta_series
+
+    def differ(a: str, b: str) -> tuple[int, int, int]:
+        return real_con.execute(f"SELECT (SELECT count(*) FROM ({a})), (SELECT count(*) FROM ({b})), "
+                                f"(SELECT count(*) FROM (({a}) EXCEPT ALL ({b}))) "
+                                f"+ (SELECT count(*) FROM (({b}) EXCEPT ALL ({a})))").fetchone()
+
+    n, m, d = differ("SELECT * FROM hta_gpu_rows", "SELECT * FROM hta_gpu_rows_from_events")
+    assert n == m > 0 and d == 0
+    first = ("SELECT * FROM hta_queue_length SEMI JOIN "
+             "(SELECT trace, min(rank) AS rank FROM hta_queue_length GROUP BY trace) USING (trace, rank)")
+    n, m, d = differ(first, f"SELECT * FROM {hta_series._FIRST_RANK_QUEUE}")
+    assert n == m > 0 and d == 0

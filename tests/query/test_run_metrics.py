@@ -12,7 +12,7 @@ from cclq.dev.synth.kineto import generate_workload
 from cclq.query import metrics
 from cclq.query.metrics import run_cached_query, run_metric, run_metrics
 from cclq.query.registry import parse_metric_file, resolve
-from cclq.query.session import connect
+from cclq.query.session import Session, connect
 from cclq.store.warehouse import Warehouse
 
 
@@ -132,3 +132,45 @@ def test_version_inputs_are_the_only_way_the_version_enters() -> None:
         passed = {m.start(2) for m in re.finditer(r"(\w+)\(\s*(rules_version)\s*[,)]", text)
                   if m.group(1) in own | {given.macro}}
         assert uses and uses <= passed, [text[max(0, u - 60):u + 20] for u in uses - passed]
+
+
+def same_rows(con, a: str, b: str) -> tuple[int, int, int]:
+    """(rows of a, rows of b, rows in one and not the other, duplicates counted)."""
+    return con.execute(f"SELECT (SELECT count(*) FROM ({a})), (SELECT count(*) FROM ({b})), "
+                       f"(SELECT count(*) FROM (({a}) EXCEPT ALL ({b}))) "
+                       f"+ (SELECT count(*) FROM (({b}) EXCEPT ALL ({a})))").fetchone()
+
+
+def test_derived_views_give_the_rows_of_the_view(wh: Warehouse):
+    """A batch that shares a DERIVED_VIEWS source computes the view from its stand-in:
+    the stand-in must give exactly the view's rows."""
+    con = connect(wh)
+    for view, (source, stand_in) in metrics.DERIVED_VIEWS.items():
+        assert source in metrics.SHARED_VIEWS and view in metrics.SHARED_VIEWS
+        assert metrics.SHARED_VIEWS.index(source) < metrics.SHARED_VIEWS.index(view)
+        n, m, differ = same_rows(con, f"SELECT * FROM {view}", f"SELECT * FROM {stand_in}")
+        assert n == m > 0 and differ == 0, view
+    con.close()
+
+
+def test_a_batch_sharing_the_source_computes_a_derived_view_from_it(wh: Warehouse, monkeypatch):
+    """hta_temporal_breakdown alone reads hta_gpu_rows; with hta_events shared (two more
+    readers) it is shared too, computed from hta_events' table, and the result is the same."""
+    specs = [resolve(n) for n in ("hta_temporal_breakdown", "hta_critical_path_breakdown", "hta_queue_length_summary")]
+    con = connect(wh)
+    alone = sorted_rows(run_metric(con, specs[0]))
+    con.close()
+    ran: list[str] = []
+    real = Session.execute
+
+    def execute(self, sql, *args, **kwargs):
+        ran.append(str(sql))
+        return real(self, sql, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "execute", execute)
+    con = connect(wh)
+    runs = run_metrics(con, specs)
+    con.close()
+    assert sorted_rows(runs["hta_temporal_breakdown"].table) == alone
+    made = [s for s in ran if s.startswith('CREATE TABLE memory.main."_cclq_shared_hta_gpu_rows"')]
+    assert len(made) == 1 and made[0].endswith("hta_gpu_rows_from_events")
