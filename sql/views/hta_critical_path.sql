@@ -48,21 +48,25 @@
 -- requires: hta_analyses
 
 CREATE OR REPLACE VIEW hta_critical_path_edges AS
-WITH ev AS MATERIALIZED (
-  SELECT trace, rank, event_idx, row_order, cat, name, stream, correlation, ts_us, end_us, dur_us,
-    partner_idx, ts_runtime_us, pid, tid
-  FROM hta_events
+WITH ranks AS MATERIALIZED (
+  SELECT trace, rank, row_number() OVER () AS rk FROM trace_ranks
+),
+ev AS MATERIALIZED (
+  SELECT r.rk, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us, e.dur_us,
+    e.partner_idx, e.ts_runtime_us, e.pid, e.tid
+  FROM hta_events AS e
+  JOIN ranks AS r USING (trace, rank)
 ),
 step AS (
-  SELECT trace, rank, arg_min(ts_us, row_order) AS start_us, arg_min(end_us, row_order) AS end_us
+  SELECT rk, arg_min(ts_us, row_order) AS start_us, arg_min(end_us, row_order) AS end_us
   FROM ev
   WHERE contains(name, 'ProfilerStep')
-  GROUP BY trace, rank
+  GROUP BY rk
 ),
 cpu_in AS (
   SELECT e.*
   FROM ev AS e
-  JOIN step AS s USING (trace, rank)
+  JOIN step AS s USING (rk)
   WHERE e.stream = -1 AND e.ts_us >= s.start_us AND e.ts_us <= s.end_us AND e.dur_us > 0
 ),
 gpu_in AS (
@@ -71,46 +75,46 @@ gpu_in AS (
   WHERE g.stream <> -1
     AND EXISTS (
       SELECT 1 FROM cpu_in AS c
-      WHERE c.trace = g.trace AND c.rank = g.rank AND c.partner_idx = g.event_idx
+      WHERE c.rk = g.rk AND c.partner_idx = g.event_idx
     )
 ),
 node_rows AS (
-  SELECT trace, rank, event_idx, row_order, name, stream, ts_us, end_us FROM cpu_in
+  SELECT rk, event_idx, row_order, name, stream, ts_us, end_us FROM cpu_in
   WHERE cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver')
   UNION ALL
-  SELECT trace, rank, event_idx, row_order, name, stream, ts_us, end_us FROM gpu_in
+  SELECT rk, event_idx, row_order, name, stream, ts_us, end_us FROM gpu_in
   WHERE partner_idx >= 0
 ),
 nodes AS MATERIALIZED (
   SELECT
-    trace, rank, event_idx, is_end, time_us,
-    row_number() OVER (PARTITION BY trace, rank ORDER BY time_us, is_end, row_order) - 1 AS node_id
+    rk, event_idx, is_end, time_us,
+    row_number() OVER (PARTITION BY rk ORDER BY time_us, is_end, row_order) - 1 AS node_id
   FROM (
-    SELECT trace, rank, event_idx, row_order, false AS is_end, ts_us AS time_us FROM node_rows
+    SELECT rk, event_idx, row_order, false AS is_end, ts_us AS time_us FROM node_rows
     UNION ALL
-    SELECT trace, rank, event_idx, row_order, true, end_us FROM node_rows
+    SELECT rk, event_idx, row_order, true, end_us FROM node_rows
   )
 ),
 -- CPU: the ends of the window's CPU rows per thread in call-stack order
 -- (time; closes before opens; opens longest first; then row), keeping those
 -- with nodes, with the number of node rows open after each
 cpu_ends AS (
-  SELECT trace, rank, pid, tid, event_idx, 1 AS delta, ts_us AS time_us, 1 AS class, -dur_us AS k1, event_idx AS k2
+  SELECT rk, pid, tid, event_idx, 1 AS delta, ts_us AS time_us, 1 AS class, -dur_us AS k1, event_idx AS k2
   FROM cpu_in
   UNION ALL
-  SELECT trace, rank, pid, tid, event_idx, -1, end_us, 0, dur_us, -event_idx
+  SELECT rk, pid, tid, event_idx, -1, end_us, 0, dur_us, -event_idx
   FROM cpu_in
 ),
 cpu_seq AS (
   SELECT
-    c.trace, c.rank, c.pid, c.tid, c.event_idx, c.delta, c.time_us, n.node_id,
-    dense_rank() OVER (PARTITION BY c.trace, c.rank ORDER BY c.pid, c.tid) AS thread_no,
+    c.rk, c.pid, c.tid, c.event_idx, c.delta, c.time_us, n.node_id,
+    dense_rank() OVER (PARTITION BY c.rk ORDER BY c.pid, c.tid) AS thread_no,
     row_number() OVER w AS pos,
     sum(c.delta) OVER (w ROWS UNBOUNDED PRECEDING) AS depth_after
   FROM cpu_ends AS c
   JOIN nodes AS n
-    ON n.trace = c.trace AND n.rank = c.rank AND n.event_idx = c.event_idx AND n.is_end = (c.delta = -1)
-  WINDOW w AS (PARTITION BY c.trace, c.rank, c.pid, c.tid ORDER BY c.time_us, c.class, c.k1, c.k2)
+    ON n.rk = c.rk AND n.event_idx = c.event_idx AND n.is_end = (c.delta = -1)
+  WINDOW w AS (PARTITION BY c.rk, c.pid, c.tid ORDER BY c.time_us, c.class, c.k1, c.k2)
 ),
 cpu_pairs AS (
   SELECT
@@ -120,11 +124,11 @@ cpu_pairs AS (
     lag(delta) OVER w AS prev_delta,
     lag(depth_after) OVER w AS prev_depth_after
   FROM cpu_seq AS s
-  WINDOW w AS (PARTITION BY trace, rank, pid, tid ORDER BY pos)
+  WINDOW w AS (PARTITION BY rk, pid, tid ORDER BY pos)
 ),
 cpu_edges AS (
   SELECT
-    p.trace, p.rank,
+    p.rk,
     0 AS phase, p.thread_no AS part, p.pos AS sub,
     p.prev_node AS src_node, p.node_id AS dst_node,
     CASE
@@ -137,51 +141,51 @@ cpu_edges AS (
     CASE WHEN p.prev_delta = -1 AND p.prev_depth_after = 0 THEN '' ELSE 'cpu_bound' END AS bound_by,
     p.event_idx
   FROM cpu_pairs AS p
-  JOIN cpu_in AS e ON e.trace = p.trace AND e.rank = p.rank AND e.event_idx = p.event_idx
+  JOIN cpu_in AS e ON e.rk = p.rk AND e.event_idx = p.event_idx
   WHERE p.prev_node IS NOT NULL
 ),
 -- HTA's queue length series (TraceCounters, whole rank), keyed by the event
 -- that changes it: +1 at a launch call, -1 at its GPU row's start
 launches AS (
-  SELECT trace, rank, event_idx, correlation, ts_us, row_order
+  SELECT rk, event_idx, correlation, ts_us, row_order
   FROM ev
   WHERE hta_is_queue_launch(name) AND partner_idx > 0
 ),
 queue_points AS (
-  SELECT l.trace, l.rank, g.stream, l.event_idx, l.ts_us, 1 AS delta, 0 AS part, l.row_order, g.row_order AS row_order2
+  SELECT l.rk, g.stream, l.event_idx, l.ts_us, 1 AS delta, 0 AS part, l.row_order, g.row_order AS row_order2
   FROM launches AS l
-  JOIN ev AS g ON g.trace = l.trace AND g.rank = l.rank AND g.correlation = l.correlation AND g.stream <> -1
+  JOIN ev AS g ON g.rk = l.rk AND g.correlation = l.correlation AND g.stream <> -1
   UNION ALL
-  SELECT g.trace, g.rank, g.stream, g.event_idx, g.ts_us, -1, 1, g.row_order, 0
+  SELECT g.rk, g.stream, g.event_idx, g.ts_us, -1, 1, g.row_order, 0
   FROM ev AS g
   WHERE g.stream <> -1 AND g.correlation <> -1
-    AND EXISTS (SELECT 1 FROM launches AS l WHERE l.trace = g.trace AND l.rank = g.rank AND l.correlation = g.correlation)
+    AND EXISTS (SELECT 1 FROM launches AS l WHERE l.rk = g.rk AND l.correlation = g.correlation)
 ),
 queue AS (
-  SELECT trace, rank, event_idx, any_value(queue_length) AS queue_length
+  SELECT rk, event_idx, any_value(queue_length) AS queue_length
   FROM (
     SELECT
-      trace, rank, event_idx,
+      rk, event_idx,
       sum(delta) OVER (
-        PARTITION BY trace, rank, stream ORDER BY ts_us, part, row_order, row_order2 ROWS UNBOUNDED PRECEDING
+        PARTITION BY rk, stream ORDER BY ts_us, part, row_order, row_order2 ROWS UNBOUNDED PRECEDING
       ) AS queue_length
     FROM queue_points
   )
-  GROUP BY trace, rank, event_idx
+  GROUP BY rk, event_idx
 ),
 kernels AS (
   SELECT
-    g.trace, g.rank, g.event_idx, g.name, g.stream, g.ts_us, g.end_us, g.partner_idx, g.ts_runtime_us,
-    row_number() OVER (PARTITION BY g.trace, g.rank ORDER BY g.ts_us, g.row_order) AS kernel_no,
+    g.rk, g.event_idx, g.name, g.stream, g.ts_us, g.end_us, g.partner_idx, g.ts_runtime_us,
+    row_number() OVER (PARTITION BY g.rk ORDER BY g.ts_us, g.row_order) AS kernel_no,
     lag(g.end_us) OVER s AS prev_end_us,
     lag(g.event_idx) OVER s AS prev_idx,
     qr.queue_length AS queue_length_runtime,
     qk.queue_length AS queue_length_kernel
   FROM gpu_in AS g
-  LEFT JOIN queue AS qr ON qr.trace = g.trace AND qr.rank = g.rank AND qr.event_idx = g.partner_idx
-  LEFT JOIN queue AS qk ON qk.trace = g.trace AND qk.rank = g.rank AND qk.event_idx = g.event_idx
+  LEFT JOIN queue AS qr ON qr.rk = g.rk AND qr.event_idx = g.partner_idx
+  LEFT JOIN queue AS qk ON qk.rk = g.rk AND qk.event_idx = g.event_idx
   WHERE g.partner_idx >= 0
-  WINDOW s AS (PARTITION BY g.trace, g.rank, g.stream ORDER BY g.ts_us, g.row_order)
+  WINDOW s AS (PARTITION BY g.rk, g.stream ORDER BY g.ts_us, g.row_order)
 ),
 kernel_links AS (
   SELECT
@@ -192,32 +196,32 @@ kernel_links AS (
 ),
 gpu_edges AS (
   -- the kernel's span
-  SELECT k.trace, k.rank, 1 AS phase, k.kernel_no AS part, 0 AS sub,
+  SELECT k.rk, 1 AS phase, k.kernel_no AS part, 0 AS sub,
     s.node_id AS src_node, e.node_id AS dst_node, k.end_us - k.ts_us AS weight_us, 'operator' AS edge_type,
     CASE WHEN regexp_matches(k.name, '^nccl.*Kernel') THEN 'gpu_communication_bound' ELSE 'gpu_compute_bound' END AS bound_by,
     k.event_idx
   FROM kernel_links AS k
-  JOIN nodes AS s ON s.trace = k.trace AND s.rank = k.rank AND s.event_idx = k.event_idx AND NOT s.is_end
-  JOIN nodes AS e ON e.trace = k.trace AND e.rank = k.rank AND e.event_idx = k.event_idx AND e.is_end
+  JOIN nodes AS s ON s.rk = k.rk AND s.event_idx = k.event_idx AND NOT s.is_end
+  JOIN nodes AS e ON e.rk = k.rk AND e.event_idx = k.event_idx AND e.is_end
   UNION ALL
   -- its launch delay, or the gap after the stream's previous kernel
-  SELECT k.trace, k.rank, 1, k.kernel_no, 1,
+  SELECT k.rk, 1, k.kernel_no, 1,
     src.node_id, dst.node_id, dst.time_us - src.time_us,
     CASE WHEN k.is_launch THEN 'launch_delay' ELSE 'kernel_kernel_delay' END,
     CASE WHEN k.is_launch THEN 'gpu_kernel_launch_overhead' ELSE 'gpu_kernel_kernel_overhead' END,
     CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END
   FROM kernel_links AS k
-  JOIN nodes AS dst ON dst.trace = k.trace AND dst.rank = k.rank AND dst.event_idx = k.event_idx AND NOT dst.is_end
+  JOIN nodes AS dst ON dst.rk = k.rk AND dst.event_idx = k.event_idx AND NOT dst.is_end
   -- one equality key for either source (an OR of two keys would join every node of the rank)
-  JOIN nodes AS src ON src.trace = k.trace AND src.rank = k.rank
+  JOIN nodes AS src ON src.rk = k.rk
     AND src.event_idx = CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END
     AND src.is_end = NOT k.is_launch
 ),
 sync_events AS (
-  SELECT trace, rank, count(*) > 0 AS has_sync_events
+  SELECT rk, count(*) > 0 AS has_sync_events
   FROM ev
   WHERE cat = 'cuda_sync'
-  GROUP BY trace, rank
+  GROUP BY rk
 ),
 edges AS (
   SELECT * FROM cpu_edges
@@ -225,9 +229,9 @@ edges AS (
   SELECT * FROM gpu_edges
 )
 SELECT
-  e.trace,
-  e.rank,
-  row_number() OVER (PARTITION BY e.trace, e.rank ORDER BY e.phase, e.part, e.sub) AS edge_no,
+  r.trace,
+  r.rank,
+  row_number() OVER (PARTITION BY e.rk ORDER BY e.phase, e.part, e.sub) AS edge_no,
   e.src_node,
   e.dst_node,
   e.weight_us,
@@ -237,7 +241,8 @@ SELECT
   e.event_idx,
   coalesce(y.has_sync_events, false) AS has_sync_events
 FROM edges AS e
-LEFT JOIN sync_events AS y USING (trace, rank);
+JOIN ranks AS r USING (rk)
+LEFT JOIN sync_events AS y USING (rk);
 
 -- The ranks that have a critical path window (a row whose name contains
 -- "ProfilerStep"; HTA fails without one).
