@@ -106,6 +106,19 @@ def test_close_cancels_what_has_not_started_and_gives_the_threads_back(wh):
     session.close()
 
 
+@pytest.mark.parametrize("count", [1, 2])
+def test_a_batch_writes_tables_in_any_order_and_gives_the_setting_back(wh, count):
+    session = connect(wh)
+    setting = "SELECT current_setting('preserve_insertion_order')"
+    assert session.execute(setting).fetchone() == (True,)
+    lanes = Lanes(session, count)
+    seen = lanes.start([Task("look", lambda lane: lane.execute(setting).fetchone())])["look"].result()
+    lanes.close()
+    assert seen == (False,)
+    assert session.execute(setting).fetchone() == (True,)
+    session.close()
+
+
 def test_lanes_for_a_small_batch_is_one():
     assert lanes_for(3) == 1
     assert 1 <= lanes_for(80) <= 4
