@@ -106,25 +106,20 @@ cpu_ends AS (
   FROM cpu_in
 ),
 cpu_seq AS (
+  -- one sort per thread: the previous end in the same order (lag), and the depth
+  -- before this end, which is the depth after it less its own step
   SELECT
     c.rk, c.pid, c.tid, c.event_idx, c.delta, c.time_us, n.node_id,
     dense_rank() OVER (PARTITION BY c.rk ORDER BY c.pid, c.tid) AS thread_no,
     row_number() OVER w AS pos,
-    sum(c.delta) OVER (w ROWS UNBOUNDED PRECEDING) AS depth_after
+    lag(n.node_id) OVER w AS prev_node,
+    lag(c.time_us) OVER w AS prev_time_us,
+    lag(c.delta) OVER w AS prev_delta,
+    sum(c.delta) OVER (w ROWS UNBOUNDED PRECEDING) - c.delta AS prev_depth_after
   FROM cpu_ends AS c
   JOIN nodes AS n
     ON n.rk = c.rk AND n.event_idx = c.event_idx AND n.is_end = (c.delta = -1)
   WINDOW w AS (PARTITION BY c.rk, c.pid, c.tid ORDER BY c.time_us, c.class, c.k1, c.k2)
-),
-cpu_pairs AS (
-  SELECT
-    s.*,
-    lag(node_id) OVER w AS prev_node,
-    lag(time_us) OVER w AS prev_time_us,
-    lag(delta) OVER w AS prev_delta,
-    lag(depth_after) OVER w AS prev_depth_after
-  FROM cpu_seq AS s
-  WINDOW w AS (PARTITION BY rk, pid, tid ORDER BY pos)
 ),
 cpu_edges AS (
   SELECT
@@ -140,7 +135,7 @@ cpu_edges AS (
     CASE WHEN p.prev_delta = -1 AND p.prev_depth_after = 0 THEN 'dependency' ELSE 'operator' END AS edge_type,
     CASE WHEN p.prev_delta = -1 AND p.prev_depth_after = 0 THEN '' ELSE 'cpu_bound' END AS bound_by,
     p.event_idx
-  FROM cpu_pairs AS p
+  FROM cpu_seq AS p
   JOIN cpu_in AS e ON e.rk = p.rk AND e.event_idx = p.event_idx
   WHERE p.prev_node IS NOT NULL
 ),
