@@ -26,6 +26,7 @@ import json
 import multiprocessing
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -169,8 +170,25 @@ def write_pages(out_dir: Path, pages: list[tuple[dict[str, Any], dict[str, tuple
     if len(pages) < PARALLEL_PAGES or procs < 2 or "fork" not in multiprocessing.get_all_start_methods():
         _write_page_share(out_dir, pages, columns)
         return
-    with multiprocessing.get_context("fork").Pool(procs) as pool:
-        pool.starmap(_write_page_share, [(out_dir, pages[i::procs], columns) for i in range(procs)])
+    # the forked processes inherit the pages: only their share's number is sent (pickling
+    # the workloads' data to them took longer than rendering a share)
+    global _TO_WRITE
+    _TO_WRITE = (out_dir, pages, columns)
+    try:
+        with multiprocessing.get_context("fork").Pool(procs) as pool:
+            pool.starmap(_write_inherited_share, [(i, procs) for i in range(procs)])
+    finally:
+        _TO_WRITE = None
+
+
+_TO_WRITE: tuple[Path, list[tuple[dict[str, Any], dict[str, tuple[int, int]]]], list[MetricColumn]] | None = None
+
+
+def _write_inherited_share(share: int, shares: int) -> None:
+    """In a forked process of write_pages: every ``shares``-th page from ``share`` on."""
+    assert _TO_WRITE is not None
+    out_dir, pages, columns = _TO_WRITE
+    _write_page_share(out_dir, pages[share::shares], columns)
 
 
 def _write_page_share(out_dir: Path, pages: list[tuple[dict[str, Any], dict[str, tuple[int, int]]]],
@@ -359,13 +377,22 @@ def build_board(
                       settings=settings, cache=use_cache)
         try:
             reports = collect_reports(con, specs, params, on_metric, on_shared)
-        finally:
+        except BaseException:
             con.close()
-        for trace, report in reports.items():
-            data = report_dict(report, rows=False)
-            data.update(fingerprint=fingerprints[trace], slug=slug(trace), board_version=BOARD_VERSION)
-            fresh[trace] = data
-            _write(out_dir / "data" / f"{data['slug']}.json", json.dumps(data, default=str))
+            raise
+        # DuckDB gives the session's memory back without Python's lock (0.5 s after a
+        # 500-workload board): meanwhile the data files are written; the pages are
+        # forked after it (write_pages)
+        closing = threading.Thread(target=con.close, name="cclq-close-session")
+        closing.start()
+        try:
+            for trace, report in reports.items():
+                data = report_dict(report, rows=False)
+                data.update(fingerprint=fingerprints[trace], slug=slug(trace), board_version=BOARD_VERSION)
+                fresh[trace] = data
+                _write(out_dir / "data" / f"{data['slug']}.json", json.dumps(data, default=str))
+        finally:
+            closing.join()
     workloads = [fresh.get(t) or keep[t] for t in sorted(fingerprints)]
     for name in ASSETS:
         _write(out_dir / "assets" / name, asset_text(name))
