@@ -283,14 +283,16 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # One list in dependency order: a macro before the views over it (``collectives`` is
 # ``collectives_with(1)``, then read from the shared table), each after what it reads.
 # The lanes compute each one once those it reads (``names_reached``) are done.
-SHARED_VIEWS = ("process_names", "thread_names", "gpu_ops", "gpu_ops_classified_with", "kernel_name_families",
-                "gpu_ops_classified", "gpu_launches", "xla_ops", "device_ranks", "steps_with", "steps", "gpu_ops_steps",
+SHARED_VIEWS = ("_name_events", "process_names", "thread_names",
+                "gpu_ops", "gpu_ops_classified_with", "kernel_name_families", "gpu_ops_classified", "gpu_launches",
+                "xla_ops", "device_ranks",
+                "_step_markers_with", "engine_iterations_with", "steps_with", "steps", "gpu_ops_steps",
                 "cpu_collectives", "_collective_cpu_ops", "_collective_cpu_op_sizes", "collectives_with", "collectives",
-                "collective_links_with", "hta_events",
-                "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length", "hta_memory_bw",
-                "hta_kernel_launches")
-SHARED_MACROS = frozenset({"gpu_ops_classified_with", "kernel_name_families", "steps_with", "collectives_with",
-                           "collective_links_with"})
+                "collective_links_with",
+                "hta_events", "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length",
+                "hta_memory_bw", "hta_kernel_launches")
+SHARED_MACROS = frozenset({"gpu_ops_classified_with", "kernel_name_families", "_step_markers_with",
+                           "engine_iterations_with", "steps_with", "collectives_with", "collective_links_with"})
 _SHARED_PREFIX = "_cclq_shared_"
 # A shared view whose rows another shared view already holds: when a batch shares the
 # source (the first name), the view is computed from the second, a view over the source
