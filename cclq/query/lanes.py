@@ -30,18 +30,18 @@ if TYPE_CHECKING:  # DuckDB is not imported by what only reads a cached result (
 
 T = TypeVar("T")
 MAX_LANES = 4
-# Above this many events, a batch's queries are mostly running, not planning, and DuckDB's
-# own threads divide that work better than lanes do: a board over 500 workloads (3.66 M
-# events) took 32.3 s on one lane and 34.6-36.6 s on two; over the shared traces (1.13 M)
-# 5.2-5.6 s on one and 4.9-6.1 s on two; a report on dlrm_param_8xV100 1.6 s and 1.3 s.
-LANE_EVENTS = 2_000_000
+# Large batches too: a board over 500 workloads (3.66 M events) took 19.3-19.8 s on two
+# lanes of one thread each and 21.5-22.3 s on one lane of two threads; one workload of
+# 3.62 M events, its board 15.8 s and 17.3 s, its report 21.2 s and 23.5 s (2 cores;
+# docs/benchmarks.md, "Fifth pass"). An earlier build, whose every shared table kept
+# its rows' order, had it the other way round (32.3 s on one lane, 34.6-36.6 s on two).
 
 
-def lanes_for(queries: int, events: int = 0) -> int:
-    """How many connections a batch of this many queries over this many events runs on:
-    one per CPU, at most MAX_LANES; one for three queries or fewer, where opening the
-    others costs more than it saves, and one above LANE_EVENTS."""
-    if queries < 4 or events > LANE_EVENTS:
+def lanes_for(queries: int) -> int:
+    """How many connections a batch of this many queries runs on: one per CPU, at most
+    MAX_LANES; one for three queries or fewer, where opening the others costs more than
+    it saves."""
+    if queries < 4:
         return 1
     return max(1, min(os.cpu_count() or 1, MAX_LANES))
 

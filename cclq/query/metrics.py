@@ -235,8 +235,7 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
     if isinstance(session.lanes, Lanes):
         yield session.lanes.shared
         return
-    events = session.execute("SELECT coalesce(sum(rows), 0) FROM parts WHERE table_name = 'events'").fetchone()
-    lanes = Lanes(session, lanes_for(len(queries), int(events[0]) if events else 0))
+    lanes = Lanes(session, lanes_for(len(queries)))
     try:
         lanes.shared = _share_views(lanes, queries)
         session.lanes = lanes
