@@ -7,6 +7,7 @@
 -- summary: sum
 -- description: Communication time of each tensor in a Horovod timeline: the seconds of its NCCL/MPI/Gloo/oneCCL collective phases over all its operations (one row per tensor).
 -- needs: a Horovod timeline (HOROVOD_TIMELINE)
+-- applies_if: format horovod | no Horovod timeline
 -- columns:
 --   tensor         the tensor (Horovod timeline process)
 --   ops            operations of the tensor
