@@ -14,14 +14,17 @@ FROM et_nodes
 WHERE NOT starts_with(name, '[pytorch|profiler|execution_');
 
 -- The Kineto CPU ops an ET node can link to (cpu_op and user_annotation slices: record
--- functions such as "## forward ##" are ET nodes too). `name_ordinal` as above, in time
--- order; `rank_has_rf_ids` whether the rank's ops carry `Record function id`.
+-- functions such as "## forward ##" are ET nodes too), on the ranks that have ET nodes
+-- (the others have nothing to link; without any, the events are not read at all).
+-- `name_ordinal` as above, in time order; `rank_has_rf_ids` whether the rank's ops
+-- carry `Record function id`.
 CREATE OR REPLACE VIEW _et_kineto_ops AS
 SELECT
   trace, rank, file_id, event_idx, name, ts_ns, record_function_id,
   row_number() OVER (PARTITION BY trace, rank, name ORDER BY ts_ns, event_idx) AS name_ordinal,
   bool_or(record_function_id IS NOT NULL) OVER (PARTITION BY trace, rank) AS rank_has_rf_ids
 FROM slices
+SEMI JOIN (SELECT DISTINCT trace, rank FROM et_nodes) AS n USING (trace, rank)
 WHERE cat IN ('cpu_op', 'user_annotation');
 
 -- One row per ET node linked to a Kineto op of the same (trace, rank):
