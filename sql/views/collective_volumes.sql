@@ -66,7 +66,7 @@ WITH devices AS (
 )
 SELECT * FROM devices
 UNION ALL
--- the ranks of _cpu_collective_records_like('gloo:%')'s backend records, read from the
+-- the ranks of _cpu_collective_records_like('gloo:%', files)'s backend records, read from the
 -- classified CPU ops it starts from (one row each): their sizes are not needed here
 SELECT DISTINCT r.trace, r.rank, 'gloo cpu records' AS device_source
 FROM cpu_collectives_with(1, files) AS r

@@ -557,9 +557,11 @@ FROM ordinals;
 -- without requiring the step module.
 -- `name_like`: a LIKE pattern on the record's name ('%': every record), applied
 -- first, so that reading only Gloo's records costs little on traces without them.
-CREATE OR REPLACE MACRO _cpu_collective_records_like(name_like) AS TABLE
+-- `scope`: the name of a relation of the (trace, rank) pairs to read (`files`: all;
+-- an empty one reads nothing).
+CREATE OR REPLACE MACRO _cpu_collective_records_like(name_like, scope) AS TABLE
 WITH ops AS (
-  SELECT * FROM cpu_collectives_with(1, files) WHERE coll_type IS NOT NULL AND name LIKE name_like
+  SELECT * FROM cpu_collectives_with(1, scope) WHERE coll_type IS NOT NULL AND name LIKE name_like
 ),
 best_size AS (  -- the best way each record states its message
   SELECT *
@@ -668,10 +670,14 @@ WHERE false;
 -- number, so instances are matched across ranks by their rank-local ordinal per
 -- (type, bytes), as kernels without Seq are: '<pg or gloo>/<type> <bytes> B #<n>'.
 CREATE OR REPLACE MACRO _collectives_from_cpu_backend(covered) AS TABLE
-WITH records AS (
+WITH uncovered AS (  -- none on a GPU trace: then no CPU record is read
+  SELECT trace, rank FROM trace_ranks
+  EXCEPT
+  SELECT trace, rank FROM query_table(covered)
+),
+records AS (
   SELECT r.*
-  FROM _cpu_collective_records_like('gloo:%') AS r
-  ANTI JOIN query_table(covered) AS c ON c.trace = r.trace AND c.rank = r.rank
+  FROM _cpu_collective_records_like('gloo:%', uncovered) AS r
   WHERE r.role = 'backend'
 ),
 keyed AS (

@@ -37,7 +37,7 @@ SELECT
   o.trace, o.rank, st.step, o.role, o.name, o.coll_type, o.tid, o.ts_ns, o.dur_ns, o.end_ns,
   o.bytes, o.in_bytes, o.out_bytes, o.dtype, o.group_size, o.size_source, o.group_size_source,
   o.reason, o.pg_name, o.seq, o.file_id, o.event_idx
-FROM _cpu_collective_records_like('%') AS o
+FROM _cpu_collective_records_like('%', files) AS o
 LEFT JOIN steps AS st
   ON st.trace = o.trace AND st.rank = o.rank AND st.source = 'cpu_annotation'
   AND o.ts_ns >= st.ts_ns AND o.ts_ns < st.end_ns;
