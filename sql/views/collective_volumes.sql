@@ -63,15 +63,19 @@ WITH devices AS (
   SELECT DISTINCT trace, rank, 'gpu' AS device_source FROM gpu_ops WHERE kind = 'kernel'
   UNION
   SELECT DISTINCT trace, rank, 'xla' AS device_source FROM xla_ops
+),
+without_devices AS (  -- none on a GPU or TPU trace: then no CPU record is read
+  SELECT trace, rank FROM trace_ranks
+  EXCEPT
+  SELECT trace, rank FROM devices
 )
 SELECT * FROM devices
 UNION ALL
--- the ranks of _cpu_collective_records_like('gloo:%', files)'s backend records, read from the
--- classified CPU ops it starts from (one row each): their sizes are not needed here
+-- the ranks of _cpu_collective_records_like('gloo:%', ...)'s backend records, read from
+-- the classified CPU ops it starts from (one row each): their sizes are not needed here
 SELECT DISTINCT r.trace, r.rank, 'gloo cpu records' AS device_source
-FROM cpu_collectives_with(1, files) AS r
-WHERE r.role = 'backend' AND r.coll_type IS NOT NULL AND r.name LIKE 'gloo:%'
-  AND NOT EXISTS (SELECT 1 FROM devices AS d WHERE d.trace = r.trace AND d.rank = r.rank);
+FROM cpu_collectives_with(1, without_devices) AS r
+WHERE r.role = 'backend' AND r.coll_type IS NOT NULL AND r.name LIKE 'gloo:%';
 
 -- One collective type's volume per rank of `scope` (pass `metric_scope` in a
 -- metric), in GB (1e9 B) per device: 0 when the rank ran none, NULL with a
