@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from cclq.sqltext import quote_literal
+
 if TYPE_CHECKING:  # DuckDB is not imported by what only reads a cached result (cclq.query.metrics)
     from cclq.query.session import Session
 
@@ -88,8 +90,7 @@ class Lanes:
         for lane in self._workers or [session]:
             self._free.put(lane)
         self._idle = max(1, len(self._workers))  # lanes with no task handed to them
-        self._threads: str | None = None
-        self._insertion_order: str | None = None
+        self._given_back: dict[str, str] = {}  # DuckDB setting -> its value before the batch
         if self._workers:
             self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="cclq-lane")
             self._share_cores(count)
@@ -219,27 +220,35 @@ class Lanes:
         a thread per core each, the lanes' small queries spent more time handing work
         between threads than running it (a report on dlrm_param_8xV100: 2.1 s of CPU
         with 2 threads, 1.8 s with 1, on 2 cores)."""
-        row = self.session.execute("SELECT current_setting('threads')").fetchone()
-        self._threads = str(row[0]) if row else None
-        if self._threads is not None:
-            per_lane = max(1, int(self._threads) // count)
-            self.session.execute(f"SET threads = {per_lane}")
+        threads = self._setting("threads")
+        if threads is not None:
+            self._for_the_batch("threads", str(max(1, int(threads) // count)))
 
     def _unordered_tables(self) -> None:
-        """Tables written in any order for the batch (DuckDB's preserve_insertion_order,
-        a global setting, given back by ``close``): keeping the order of a scan over many
-        small Parquet files cost a merge of their row groups in every table a batch makes
-        (a 500-workload board: 25.8 s instead of 27.4 s). Nothing a batch makes is read in
-        stored order: each query that returns rows (metric results, figure data) and each
-        window over a shared table says its order."""
-        row = self.session.execute("SELECT current_setting('preserve_insertion_order')").fetchone()
-        self._insertion_order = str(row[0]).lower() if row else None
-        if self._insertion_order == "true":
-            self.session.execute("SET preserve_insertion_order = false")
+        """Tables written in any order for the batch (DuckDB's preserve_insertion_order):
+        keeping the order of a scan over many small Parquet files cost a merge of their
+        row groups in every table a batch makes (a 500-workload board: 25.8 s instead of
+        27.4 s). Nothing a batch makes is read in stored order: each query that returns
+        rows (metric results, figure data) and each window over a shared table says its
+        order."""
+        self._for_the_batch("preserve_insertion_order", "false")
+
+    def _setting(self, name: str) -> str | None:
+        row = self.session.execute(f"SELECT current_setting({quote_literal(name)})").fetchone()
+        return str(row[0]).lower() if row else None
+
+    def _for_the_batch(self, name: str, value: str) -> None:
+        """Sets one of DuckDB's settings (global: every connection of the session) until
+        ``close``, which gives the value before it back."""
+        before = self._setting(name)
+        if before is None or before == value:
+            return
+        self._given_back.setdefault(name, before)
+        self.session.execute(f"SET {name} = {quote_literal(value)}")
 
     def close(self) -> None:
         """Cancels the tasks not started, waits for the running ones, closes the workers
-        and gives DuckDB its threads back."""
+        and gives DuckDB's settings back (its threads, the tables' order)."""
         with self._lock:
             self._closed = True
         self._pump()
@@ -247,9 +256,6 @@ class Lanes:
             self._pool.shutdown(wait=True, cancel_futures=True)
         for worker in self._workers:
             worker.close()
-        if self._threads is not None:
-            self.session.execute(f"SET threads = {int(self._threads)}")
-            self._threads = None
-        if self._insertion_order == "true":
-            self.session.execute("SET preserve_insertion_order = true")
-            self._insertion_order = None
+        for name, value in self._given_back.items():
+            self.session.execute(f"SET {name} = {quote_literal(value)}")
+        self._given_back.clear()

@@ -47,7 +47,7 @@ TRUSTED: dict[str, dict[str, str]] = {
     "query/view_catalog.py": {"CATALOG": "the constant name of the compiled view catalog",
                               "name": "a base relation of cclq.schema or CATALOG_RELATIONS",
                               "', '.join(cols)": "columns of cclq.schema with DuckDB types"},
-    "query/lanes.py": {"per_lane": "an int", "int(self._threads)": "an int"},
+    "query/lanes.py": {"name": "a DuckDB setting named by the module (threads, preserve_insertion_order)"},
     "query/hta_series.py": {"key": "a column name constant", "value": "a column name constant",
                             "source": "a view name or subquery constant", "MAX_SERIES": "a number", "BINS": "a number",
                             "BINS - 1": "a number"},
