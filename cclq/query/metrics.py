@@ -353,9 +353,12 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
     is not shared: a query then reads the compiled one (slower, the same rows), and a
     metric reports its own error."""
     names: list[str] = []
+    stand_ins: dict[str, str] = {}  # a derived view whose source is shared -> what computes it
     for name in SHARED_VIEWS:
-        source = DERIVED_VIEWS.get(name, ("",))[0]
-        if _users(queries, name) >= (1 if source in names else 2):
+        source, stand_in = DERIVED_VIEWS.get(name, ("", name))
+        if source in names:
+            stand_ins[name] = stand_in
+        if _users(queries, name) >= (1 if name in stand_ins else 2):
             names.append(name)
     calls: dict[str, Any] = {}
 
@@ -374,19 +377,17 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
                 wanted = tuple(v for v in versions if (0, v) in called.get(name, ()))
                 shadow = _share_macro(lane, name, versions, wanted)
             else:
-                lane.execute(f"CREATE TABLE {_stored(name)} AS SELECT * FROM {CATALOG}.main.{computed_from(name)}")
+                source = stand_ins.get(name, name)
+                lane.execute(f"CREATE TABLE {_stored(name)} AS SELECT * FROM {CATALOG}.main.{source}")
                 shadow = f"CREATE TEMP VIEW {name} AS SELECT * FROM {_stored(name)}"
         except duckdb.Error:
             return
         lanes.add_shadows([shadow])  # before the task is done: what comes after it sees the table
 
-    def computed_from(name: str) -> str:  # the view itself, or what DERIVED_VIEWS gives
-        source, view = DERIVED_VIEWS.get(name, ("", name))
-        return view if source in names else name
-
     def after(name: str) -> frozenset[str]:  # the shared views it reads, and the calls for a macro
         first = {_READ_CALLS} if name in SHARED_MACROS else set()
-        return frozenset(names) & (names_reached(f"SELECT * FROM {computed_from(name)}") - {name}) | first
+        reads = names_reached(f"SELECT * FROM {stand_ins.get(name, name)}")
+        return frozenset(names) & (reads - {name}) | first
 
     lanes.start([Task(_READ_CALLS, read_calls)] +
                 [Task(name, partial(share, name=name), after(name)) for name in names])
