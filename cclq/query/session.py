@@ -12,6 +12,7 @@ reads them once; a library caller passes its own.
 
 from __future__ import annotations
 
+import copy
 import glob
 import logging
 import shutil
@@ -99,11 +100,8 @@ class Session:
         (``cclq.query.lanes``): it sees the base relations and the compiled views, and
         has its own temporary objects (``metric_scope``, a metric's rows, the shadows of
         shared views). Closing it closes only that connection."""
-        other = object.__new__(Session)
-        other.warehouse, other.settings, other.traces = self.warehouse, self.settings, self.traces
-        other.cache_dir, other.snapshot, other.spill_dir = self.cache_dir, self.snapshot, self.spill_dir
+        other = copy.copy(self)  # the same warehouse, snapshot, settings, cache and memo
         other._closed, other.lanes, other._worker, other._relations = False, None, True, {}
-        other.memo = self.memo
         other.con = self.con.cursor()
         try:
             _no_progress_bar(other.con)
