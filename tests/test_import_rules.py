@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cclq"
 # Lowest first. A module belongs to the first prefix that matches; each entry of a row
 # is a peer of the others in that row (peers may not import each other).
 LAYERS: list[tuple[str, ...]] = [
-    ("cclq.version", "cclq.errors", "cclq.schema", "cclq.locations", "cclq.proc", "cclq.sqltext"),
+    ("cclq.version", "cclq.errors", "cclq.schema", "cclq.locations", "cclq.proc", "cclq.sqltext",
+     "cclq.build_support"),
     ("cclq.formats",),
     ("cclq.cards",),
     ("cclq.store",),

@@ -134,8 +134,10 @@ def ingest(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
     reader: Annotated[
         str,
-        typer.Option("--reader", help="JSON reader: 'fast' (msgspec, in chunks; a file it cannot take with "
-                                      "certainty goes to ijson) or 'ijson' (the reference, event by event)."),
+        typer.Option("--reader", help="JSON reader: 'fast' (chunks of events read by the compiled parser where "
+                                      "it was built, else by msgspec; a file it cannot take with certainty goes "
+                                      "to ijson), 'msgspec' (the same chunks, msgspec only) or 'ijson' (the "
+                                      "reference, event by event)."),
     ] = "fast",
     max_string_mb: Annotated[
         float,

@@ -37,10 +37,13 @@ class Detected:
     head: bytes
 
 
-# The two Chrome-JSON readers: msgspec chunks (fast) and the ijson reference.
+# The Chrome-JSON readers: chunks of whole events read by the compiled C parser where it
+# was built, else by msgspec (fast); the same chunks by msgspec only (msgspec: what "fast"
+# is on a machine without a compiler); event by event with ijson (the reference).
 READER_FAST = "fast"
+READER_MSGSPEC = "msgspec"
 READER_IJSON = "ijson"
-READERS = (READER_FAST, READER_IJSON)
+READERS = (READER_FAST, READER_MSGSPEC, READER_IJSON)
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,7 @@ class ReadResult:
     decompressed_bytes: int = 0
     content_hash: str | None = None  # None: ingest hashes the file itself
     warnings: list[str] = field(default_factory=list)
-    reader: str = ""  # which of a format's readers made the rows (Chrome JSON: "fast" or "ijson")
+    reader: str = ""  # which of a format's readers made the rows (Chrome JSON: one of READERS)
     parser: str | None = None  # files.parser, when the reader's ``name`` does not say it
 
 

@@ -292,7 +292,7 @@ def test_cli_flags_set_the_bounds(tmp_path):
     done, _ = _capped(*args, "--max-string-mb", "3")
     assert done.returncode == 0, done.stderr
     done, _ = _capped(*args, "--reader", "simdjson")
-    assert done.returncode == 2 and "--reader must be one of fast, ijson" in done.stderr
+    assert done.returncode == 2 and "--reader must be one of fast, msgspec, ijson" in done.stderr
 
 
 # ------------------------------------------------------------- the converters, fuzzed

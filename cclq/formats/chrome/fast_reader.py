@@ -54,6 +54,7 @@ import pyarrow.compute as pc
 
 from cclq.errors import TraceFileError
 from cclq.formats.base import READER_FAST, Detected
+from cclq.formats.chrome import compiled
 from cclq.formats.chrome.events import (
     BAD_DUR,
     BAD_TS,
@@ -176,11 +177,14 @@ _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
 # ---------------------------------------------------------------------- chunker
-def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, levels: int
-                 ) -> tuple[list[Any], bool]:
+def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, levels: int, base: int = 0,
+                 use_compiled: bool = False) -> tuple[list[Any] | compiled.Parsed, bool]:
     """(entries, whether the slow lane took it) of ``[`` + events + ``]`` starting at
     ``offset`` in the file's text. Raises ``_Boundary`` when the text is cut inside an
     event, ``_Undecodable`` for what msgspec refuses, ``FallbackToIjson`` for a bound.
+
+    With ``use_compiled`` the C parser reads the chunk first (``compiled.parse``: its rows
+    as columns, ``base`` added to the times); a chunk it declines is decoded as below.
 
     The fast lane's types prove the nesting bound (see ``CERTIFIED_LEVELS``); a chunk no
     longer than the string and event bounds cannot hold a string or an event beyond
@@ -191,6 +195,14 @@ def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, level
     strings removed, every token as written), so that each raw value is the compact
     source text the ``args`` column keeps.
     """
+    if use_compiled:
+        try:
+            parsed = compiled.parse(data, limits.max_depth - depth, limits.max_string_bytes, limits.max_event_bytes,
+                                    base)
+        except compiled.CutInsideEvent:
+            raise _Boundary from None
+        if isinstance(parsed, compiled.Parsed):
+            return parsed, False
     slow = False
     compact = data
     try:
@@ -248,14 +260,17 @@ class _Chunk:
 
     __slots__ = ("entries", "first", "text")
 
-    def __init__(self, entries: list[Any], first: int, text: bytes) -> None:
+    def __init__(self, entries: list[Any] | compiled.Parsed, first: int, text: bytes) -> None:
         self.entries, self.first, self.text = entries, first, text
 
 
 class _Chunker:
     """Cuts the decompressed text of one file into decoded chunks of whole events."""
 
-    def __init__(self, source: Source, detected: Detected, limits: ReadLimits) -> None:
+    def __init__(self, source: Source, detected: Detected, limits: ReadLimits, base: int = 0,
+                 use_compiled: bool = False) -> None:
+        self.base_ns = base  # the file's base time, which the C parser adds (and checks)
+        self.use_compiled = use_compiled
         self.stream = source.stream
         self.path = source.path
         self.array_form = detected.array_form
@@ -384,10 +399,11 @@ class _Chunker:
             else:
                 buf[end] = saved
 
-    def _decode(self, start: int, end: int) -> tuple[list[Any], bytes]:
+    def _decode(self, start: int, end: int) -> tuple[list[Any] | compiled.Parsed, bytes]:
         """Decodes the entries in ``buf[start:end]``; raises ``_Boundary`` for a wrong cut."""
         data = self._bracketed(start, end)
-        entries, _ = decode_chunk(data, self.base + start - 1, self.limits, self.depth, self.levels)
+        entries, _ = decode_chunk(data, self.base + start - 1, self.limits, self.depth, self.levels, self.base_ns,
+                                  self.use_compiled)
         return entries, data
 
     # -- the main loop
@@ -450,7 +466,7 @@ class _Chunker:
         self._finish(close)
         return chunks
 
-    def _emit(self, entries: list[Any], text: bytes) -> _Chunk:
+    def _emit(self, entries: list[Any] | compiled.Parsed, text: bytes) -> _Chunk:
         chunk = _Chunk(entries, self.entries, text)
         self.entries += len(entries)
         return chunk
@@ -522,7 +538,7 @@ class _Chunker:
         end = next(e for e in ends if e >= pos + CHUNK_BYTES) + 1
         return [self._emit(*self._decode_sure(pos, end))], None, end
 
-    def _decode_sure(self, start: int, end: int) -> tuple[list[Any], bytes]:
+    def _decode_sure(self, start: int, end: int) -> tuple[list[Any] | compiled.Parsed, bytes]:
         """Decodes a chunk whose end the structural scan found: failing now is invalid JSON."""
         try:
             return self._decode(start, end)
@@ -866,6 +882,9 @@ class _Builder:
     def add(self, chunk: _Chunk) -> None:
         entries = chunk.entries
         first = chunk.first
+        if not isinstance(entries, list):  # read by the C parser
+            self._add_parsed(entries, first)
+            return
         n = len(entries)
         self.last_index = first + n - 1
         if set(map(type, entries)) <= _STRUCT_TYPES:
@@ -922,6 +941,17 @@ class _Builder:
         if pairs:
             batch = self._merge_pairs(batch, keep, pairs)
         self._emit(batch)
+
+    def _add_parsed(self, parsed: compiled.Parsed, first: int) -> None:
+        """A chunk the C parser read: its drops and notes counted, its rows emitted."""
+        self.last_index = first + parsed.entries - 1
+        for key in parsed.drops:
+            self.drops[key] += 1
+        if parsed.last_empty >= 0:
+            self.last_empty = first + parsed.last_empty
+        self._count_range(parsed.out_of_range)
+        if parsed.rows:
+            self._emit(parsed.batch(self.file_id, first))
 
     def _with_base(self, ts: pa.Array, drop: Any) -> pa.Array:
         """ts + the file's base; rows where that leaves int64 are dropped as "bad ts"."""
@@ -1174,6 +1204,7 @@ class _FileSettings:
     limits: ReadLimits
     depth: int
     levels: int
+    use_compiled: bool
 
 
 _SETTINGS: _FileSettings | None = None  # in a helper process, set by _helper_start
@@ -1193,7 +1224,7 @@ def _build_in_helper(data: bytes, offset: int) -> tuple[Any, ...]:
     s = _SETTINGS
     assert s is not None
     try:
-        entries, _ = decode_chunk(data, offset, s.limits, s.depth, s.levels)
+        entries, _ = decode_chunk(data, offset, s.limits, s.depth, s.levels, s.base, s.use_compiled)
         chunk = _Chunk(entries, 0, data)
         result = ReadResult(reader=READER_FAST)
         out: list[Any] = []
@@ -1256,7 +1287,7 @@ def _read_with_helpers(chunker: _Chunker, builder: _Builder, file_id: str, base:
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    settings = _FileSettings(file_id, base, chunker.limits, chunker.depth, chunker.levels)
+    settings = _FileSettings(file_id, base, chunker.limits, chunker.depth, chunker.levels, chunker.use_compiled)
     in_flight: deque[Any] = deque()
     result = builder.result
     with ProcessPoolExecutor(helpers, mp_context=mp.get_context("fork"), initializer=_helper_start,
@@ -1313,6 +1344,7 @@ def read_chrome_json_fast(
     limits: ReadLimits = DEFAULT_LIMITS,
     helpers: int = 0,
     metadata: dict[str, Any] | None = None,
+    use_compiled: bool = compiled.AVAILABLE,
 ) -> ReadResult:
     """Streams the events of ``source`` into ``sink``: the rows ``read_chrome_json`` writes.
 
@@ -1321,12 +1353,13 @@ def read_chrome_json_fast(
     same. Raises ``FallbackToIjson`` when the file must be read by the reference reader
     instead, ``ReadSequentially`` when the helpers cannot take it (batches already sent
     to ``sink`` are then to be discarded). ``metadata`` is ``file_metadata``'s answer
-    when the caller has it already.
+    when the caller has it already. ``use_compiled``: chunks go to the C parser first
+    (``compiled``), else straight to msgspec.
     """
     result = ReadResult(reader=READER_FAST)
     head_meta = dict(metadata) if metadata is not None else file_metadata(source.path, detected, limits)
     base = base_ns(head_meta)
-    chunker = _Chunker(source, detected, limits)
+    chunker = _Chunker(source, detected, limits, base, use_compiled and compiled.AVAILABLE)
     builder = _Builder(file_id, base, result, sink, batch_rows, limits, chunker.depth)
     try:
         if helpers > 0:

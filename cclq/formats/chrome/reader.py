@@ -28,6 +28,7 @@ from cclq.formats.base import (
     ReadOptions,
     ReadResult,
 )
+from cclq.formats.chrome import compiled
 from cclq.formats.chrome.fast_reader import (
     FallbackToIjson,
     ReadSequentially,
@@ -50,11 +51,13 @@ def read_trace_file(path: str, detected: Detected, file_id: str, sink: BatchSink
     reader gives the file up (to ijson) or its helpers do (to one process). ``metadata``:
     the file's top-level keys (``chrome.file_metadata``), when the caller has them."""
     limits = options.limits
-    if options.reader == READER_FAST:
+    if options.reader != READER_IJSON:
         with Source(path, progress, limits) as source:
             try:
                 result = read_chrome_json_fast(source, detected, file_id, sink, limits=limits,
-                                               helpers=options.helpers, metadata=metadata)
+                                               helpers=options.helpers, metadata=metadata,
+                                               use_compiled=uses_compiled(options))
+                result.reader = options.reader
             except FallbackToIjson as e:
                 raise ReadAgain(options.for_fallback(), fallback_note(e)) from None
             except ReadSequentially as e:
@@ -71,17 +74,25 @@ def fallback_note(fallback: FallbackToIjson) -> str:
     return f"read with ijson: the fast reader gave it up ({fallback.reason})"
 
 
-def parser_name(result: ReadResult) -> str:
+def uses_compiled(options: ReadOptions) -> bool:
+    """Whether a read with ``options`` gives its chunks to the C parser first."""
+    return options.reader == READER_FAST and compiled.AVAILABLE
+
+
+def parser_name(result: ReadResult, options: ReadOptions) -> str:
     """What ``files.parser`` records: the reader and the library doing the parse."""
-    if result.reader == READER_FAST:
-        return f"chrome_json/fast-msgspec-{msgspec.__version__}"
-    return f"chrome_json/ijson-{ijson.backend}"
+    if result.reader == READER_IJSON:
+        return f"chrome_json/ijson-{ijson.backend}"
+    if uses_compiled(options):
+        return f"chrome_json/fast-compiled+msgspec-{msgspec.__version__}"
+    return f"chrome_json/fast-msgspec-{msgspec.__version__}"
 
 
 class ChromeReader:
     """Kineto, generic Chrome, xprof trace-viewer JSON and Horovod timelines (``detect``
-    kind ``chrome_json``), read by the reader ``options`` names: the fast one (msgspec)
-    or the ijson reference (``cclq.formats.chrome.reader``)."""
+    kind ``chrome_json``), read by the reader ``options`` names: the fast one (the C
+    parser where built, else msgspec), msgspec alone, or the ijson reference
+    (``cclq.formats.chrome.reader``)."""
 
     name = f"chrome_json/ijson-{ijson.backend}"  # files.parser is the reader that did it (result.parser)
     tables = ("events",)
@@ -112,5 +123,5 @@ class ChromeReader:
         result, digest = read_trace_file(path, detected, file_id, sinks["events"], options, progress,
                                          metadata=prepared.metadata["top_level"])
         result.content_hash = digest
-        result.parser = parser_name(result)
+        result.parser = parser_name(result, options)
         return result

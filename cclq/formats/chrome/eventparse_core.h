@@ -1,0 +1,1536 @@
+/*
+ * The compiled chunk parser of the fast Chrome-JSON reader: pure C, no Python.
+ *
+ * One call parses one chunk of a trace's event array, `[` + whole events + `]` (as the
+ * chunker cuts it, see fast_reader.py), and fills the columns of the events table
+ * directly: no object per event. It implements the rules of events.py for the events
+ * it can take with certainty, and *declines* the whole chunk for anything else (a B/E
+ * pair, a string timestamp, a float pid, a promoted value that needs Python's Decimal
+ * rules, a bound approached, a lone surrogate escape, invalid UTF-8, a syntax error
+ * before the end): the caller then reads the chunk with the msgspec path, which gives
+ * the same rows or the same error as it always has. Declining is always safe; accepting
+ * is only done where the result is known to equal the reference reader's.
+ *
+ * Every read is bounds-checked against the chunk's end (`P->end`); the parser never
+ * reads past it, never writes outside a buffer it has grown, and reports a failed
+ * allocation instead of crashing. tests/fuzz/ runs it under libFuzzer with ASan/UBSan;
+ * CI runs the property and hostile-input tests against an ASan/UBSan build.
+ *
+ * Included by eventparse.c (the Python module) and by the fuzz harness.
+ */
+#ifndef CCLQ_EVENTPARSE_CORE_H
+#define CCLQ_EVENTPARSE_CORE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <locale.h>
+#if defined(__APPLE__)
+#include <xlocale.h>
+#endif
+
+/* ------------------------------------------------------------------ outcomes */
+enum {
+    EP_OK = 0,
+    EP_BOUNDARY = 1, /* the text ends inside a value: the cut was not an event boundary */
+    EP_DECLINE = 2,  /* not for this parser: the caller reads the chunk another way */
+    EP_NOMEM = 3,
+};
+
+/* drop reasons, in the order of DROP_REASONS in compiled.py */
+enum { DROP_NO_TS = 0, DROP_BAD_TS, DROP_BAD_DUR, DROP_NEGATIVE_DUR, DROP_NOT_AN_OBJECT, DROP_EMPTY_OBJECT };
+
+/* kinds of a promoted column, as compiled.py passes them */
+enum { KIND_INT = 0, KIND_FLOAT = 1, KIND_STR = 2, KIND_INT_LIST = 3 };
+
+/* the base columns this parser fills, in EVENT_SCHEMA order after file_id */
+enum {
+    C_IDX = 0, C_PH, C_CAT, C_CAT_RAW, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_ID, C_BP, C_S, C_ARGS,
+    N_BASE
+};
+#define MAX_PROMOTED 64
+#define MAX_LEGACY 16
+#define MAX_KEYS 128
+#define MAX_NUMBER_CHARS 100 /* a longer number goes to the msgspec path (bounds, big ints) */
+#define MAX_TIME_DIGITS 28   /* Decimal's context precision: more digits round differently */
+
+/* ------------------------------------------------------------------ buffers */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buf;
+
+/* memcpy for the short copies that dominate here (keys, numbers, names): fixed-size
+ * moves the compiler inlines, instead of a library call each */
+static inline void copy_small(char *dst, const char *src, size_t n) {
+    if (n >= 16) {
+        memcpy(dst, src, n);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else {
+        for (size_t i = 0; i < n; i++) dst[i] = src[i];
+    }
+}
+
+static inline int buf_reserve(Buf *b, size_t extra) {
+    if (extra > SIZE_MAX / 4 - b->len) return -1;
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) cap *= 2;
+    char *p = (char *)realloc(b->data, cap);
+    if (!p) return -1;
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_append(Buf *b, const void *src, size_t n) {
+    if (buf_reserve(b, n)) return -1;
+    copy_small(b->data + b->len, (const char *)src, n);
+    b->len += n;
+    return 0;
+}
+
+/* n zero bytes at the end */
+static inline int buf_zeros(Buf *b, size_t n) {
+    if (buf_reserve(b, n)) return -1;
+    memset(b->data + b->len, 0, n);
+    b->len += n;
+    return 0;
+}
+
+static void buf_free(Buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ------------------------------------------------------------------ columns */
+enum { COL_STR = 0, COL_I64 = 1, COL_F64 = 2, COL_LIST = 3 };
+
+/* One Arrow column being built. Rows are appended in order; rows skipped are NULL
+ * (filled in lazily by col_pad, so that a column that is mostly NULL costs nothing per
+ * row until a value arrives). */
+typedef struct {
+    int type;
+    Buf values;  /* COL_I64/F64: 8 bytes a row; COL_STR/LIST: int32 offsets, rows + 1 */
+    Buf data;    /* COL_STR: the bytes; COL_LIST: the int64 child values */
+    Buf valid;   /* validity bitmap, one bit a row */
+    size_t rows; /* rows filled (values and NULLs) */
+    size_t nulls;
+    int touched; /* a value was ever appended */
+} Col;
+
+static int col_init(Col *c, int type) {
+    memset(c, 0, sizeof *c);
+    c->type = type;
+    if (type == COL_STR || type == COL_LIST) {
+        int32_t zero = 0;
+        return buf_append(&c->values, &zero, 4);
+    }
+    return 0;
+}
+
+static void col_free(Col *c) {
+    buf_free(&c->values);
+    buf_free(&c->data);
+    buf_free(&c->valid);
+}
+
+/* NULLs up to (not including) row */
+static inline int col_pad(Col *c, size_t row) {
+    if (row <= c->rows) return 0;
+    size_t missing = row - c->rows;
+    size_t bytes = (row + 7) / 8;
+    if (c->valid.len < bytes && buf_zeros(&c->valid, bytes - c->valid.len)) return -1;
+    if (c->type == COL_I64 || c->type == COL_F64) {
+        if (buf_zeros(&c->values, missing * 8)) return -1;
+    } else {
+        int32_t off;
+        memcpy(&off, c->values.data + c->values.len - 4, 4);
+        if (buf_reserve(&c->values, missing * 4)) return -1;
+        for (size_t i = 0; i < missing; i++) {
+            memcpy(c->values.data + c->values.len, &off, 4);
+            c->values.len += 4;
+        }
+    }
+    c->nulls += missing;
+    c->rows = row;
+    return 0;
+}
+
+/* marks `row` valid (the value itself was written by the caller) */
+static inline int col_mark(Col *c, size_t row) {
+    size_t bytes = row / 8 + 1;
+    if (c->valid.len < bytes && buf_zeros(&c->valid, bytes - c->valid.len)) return -1;
+    ((unsigned char *)c->valid.data)[row / 8] |= (unsigned char)(1u << (row % 8));
+    c->rows = row + 1;
+    c->touched = 1;
+    return 0;
+}
+
+static inline int col_i64(Col *c, size_t row, int64_t v) {
+    if (col_pad(c, row) || buf_append(&c->values, &v, 8)) return -1;
+    return col_mark(c, row);
+}
+
+static inline int col_f64(Col *c, size_t row, double v) {
+    if (col_pad(c, row) || buf_append(&c->values, &v, 8)) return -1;
+    return col_mark(c, row);
+}
+
+/* ends a string (or list) row whose bytes (or child values) were appended to c->data */
+static inline int col_close_var(Col *c, size_t row) {
+    size_t end = c->type == COL_LIST ? c->data.len / 8 : c->data.len;
+    if (end > INT32_MAX) return -1;
+    int32_t off = (int32_t)end;
+    if (buf_append(&c->values, &off, 4)) return -1;
+    return col_mark(c, row);
+}
+
+static inline int col_str(Col *c, size_t row, const char *s, size_t n) {
+    if (col_pad(c, row) || buf_append(&c->data, s, n)) return -1;
+    return col_close_var(c, row);
+}
+
+/* ------------------------------------------------------------------ configuration */
+typedef struct {
+    char key[64];
+    size_t len;
+    int column; /* index into the promoted columns */
+} PromotedKey;
+
+#define KEY_SLOTS 256 /* open addressing over the promoted keys: a few probes a lookup */
+
+typedef struct {
+    int n_columns;
+    int kinds[MAX_PROMOTED];
+    int n_keys;
+    PromotedKey keys[MAX_KEYS];
+    int16_t key_slots[KEY_SLOTS]; /* index into keys + 1; 0: empty (config_index_keys) */
+    int n_legacy;
+    char legacy_old[MAX_LEGACY][32];
+    size_t legacy_old_len[MAX_LEGACY];
+    char legacy_new[MAX_LEGACY][32];
+    size_t legacy_new_len[MAX_LEGACY];
+} Config;
+
+/* ------------------------------------------------------------------ values */
+enum { T_ABSENT = 0, T_STRING, T_INT, T_FLOAT, T_TRUE, T_FALSE, T_NULL, T_ARRAY, T_OBJECT };
+
+/* Where a value is in the chunk: a string's content between its quotes (`esc`: it holds
+ * a backslash), a number's or a literal's text, a container's whole text. */
+typedef struct {
+    const char *p;
+    size_t n;
+    uint8_t type;
+    uint8_t esc;
+} Span;
+
+/* int_list values of one event, parsed while the args are walked */
+enum { LIST_OK = 0, LIST_NOT_INTS = 1, LIST_TOO_BIG = 2 };
+
+typedef struct {
+    Span v;
+    size_t list_off, list_len; /* into Parser.list_scratch */
+    int list_status;
+} Slot;
+
+/* ------------------------------------------------------------------ the parser */
+typedef struct {
+    const char *start, *end, *p;
+    int status;      /* EP_OK until something fails */
+    const char *why; /* the reason, for a decline */
+    int value_levels;
+    size_t max_string, max_event;
+    int64_t base;
+    const Config *cfg;
+    locale_t c_locale;
+
+    /* output */
+    Col base_cols[N_BASE];
+    Col promoted[MAX_PROMOTED];
+    size_t rows;    /* rows kept */
+    size_t entries; /* entries of the array, dropped ones included */
+    int64_t last_empty;
+    Buf drops;      /* per drop: int32 reason, int32 ph length, ph bytes */
+    int64_t out_of_range[MAX_PROMOTED];
+
+    /* per event */
+    Slot slots[MAX_PROMOTED];
+    uint64_t slot_mask;
+    int64_t pending_range[MAX_PROMOTED];
+    uint64_t pending_mask;
+    Buf list_scratch;
+    Buf scratch; /* decoded strings */
+} Parser;
+
+static void decline(Parser *P, const char *why) {
+    if (P->status == EP_OK) {
+        P->status = EP_DECLINE;
+        P->why = why;
+    }
+}
+
+/* A syntax error at `P->p`: at the chunk's last byte (its closing ']') or beyond, the
+ * cut fell inside a value; earlier, the text is not JSON (the msgspec path says so). */
+static void syntax(Parser *P) {
+    if (P->status != EP_OK) return;
+    if (P->p >= P->end - 1) {
+        P->status = EP_BOUNDARY;
+        P->why = "the text ends inside an event";
+    } else {
+        P->status = EP_DECLINE;
+        P->why = "invalid JSON";
+    }
+}
+
+static void nomem(Parser *P) {
+    P->status = EP_NOMEM;
+    P->why = "out of memory";
+}
+
+static inline void skip_ws(Parser *P) {
+    const char *p = P->p, *e = P->end;
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    P->p = p;
+}
+
+static inline int peek(Parser *P) { return P->p < P->end ? (unsigned char)*P->p : -1; }
+
+/* ------------------------------------------------------------------ strings */
+static inline int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int read_hex4(const char *p, const char *end, unsigned *out) {
+    if (end - p < 4) return -1;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval((unsigned char)p[i]);
+        if (h < 0) return -2;
+        v = v * 16 + (unsigned)h;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Length of a valid UTF-8 sequence at p (first byte >= 0x80), 0 if invalid (overlong,
+ * surrogate, beyond U+10FFFF), -1 if cut off by the end. */
+static int utf8_seq(const unsigned char *p, const unsigned char *e) {
+    unsigned c = p[0];
+    int n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c == 0xE0) { n = 3; lo = 0xA0; }
+    else if (c >= 0xE1 && c <= 0xEC) n = 3;
+    else if (c == 0xED) { n = 3; hi = 0x9F; }
+    else if (c >= 0xEE && c <= 0xEF) n = 3;
+    else if (c == 0xF0) { n = 4; lo = 0x90; }
+    else if (c >= 0xF1 && c <= 0xF3) n = 4;
+    else if (c == 0xF4) { n = 4; hi = 0x8F; }
+    else return 0;
+    if (e - p < n) {
+        /* what is there must still be a valid prefix, else it is invalid, not cut */
+        for (int i = 1; i < e - p; i++) {
+            unsigned b = p[i];
+            if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
+        }
+        return -1;
+    }
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+    return n;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define HAS_ZERO(x) (((x) - ONES) & ~(x) & HIGHS)
+
+/* Parses a string at P->p (a '"'): its content into `out`. Checks escapes, UTF-8 and
+ * control characters; declines a lone surrogate escape, \u0000 and a string beyond the
+ * bound. */
+static void parse_string(Parser *P, Span *out) {
+    const unsigned char *p = (const unsigned char *)P->p + 1;
+    const unsigned char *e = (const unsigned char *)P->end;
+    const unsigned char *s = p;
+    int esc = 0;
+    for (;;) {
+        /* eight bytes at a time while none is special: '"', '\\', < 0x20, >= 0x80 */
+        while (e - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t q = w ^ (ONES * '"');
+            uint64_t b = w ^ (ONES * '\\');
+            uint64_t ctl = (w - ONES * 0x20) & ~w & HIGHS;
+            if (HAS_ZERO(q) | HAS_ZERO(b) | ctl | (w & HIGHS)) break;
+            p += 8;
+        }
+        if (p >= e) {
+            P->p = (const char *)p;
+            syntax(P);
+            return;
+        }
+        unsigned c = *p;
+        if (c == '"') break;
+        if (c == '\\') {
+            esc = 1;
+            if (e - p < 2) {
+                P->p = (const char *)e;
+                syntax(P);
+                return;
+            }
+            unsigned d = p[1];
+            if (d == 'u') {
+                unsigned u;
+                int r = read_hex4((const char *)p + 2, (const char *)e, &u);
+                if (r < 0) {
+                    P->p = (const char *)p;
+                    syntax(P);
+                    return;
+                }
+                if (u == 0) {
+                    P->p = (const char *)p;
+                    decline(P, "a \\u0000 escape");
+                    return;
+                }
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    unsigned u2;
+                    if (e - p < 12) {
+                        /* a pair cut off, or a lone surrogate: the msgspec path tells */
+                        P->p = (const char *)p;
+                        decline(P, "a surrogate escape at the end of the text");
+                        return;
+                    }
+                    if (p[6] != '\\' || p[7] != 'u' || read_hex4((const char *)p + 8, (const char *)e, &u2) ||
+                        u2 < 0xDC00 || u2 > 0xDFFF) {
+                        P->p = (const char *)p;
+                        decline(P, "a lone surrogate escape");
+                        return;
+                    }
+                    p += 12;
+                } else if (u >= 0xDC00 && u <= 0xDFFF) {
+                    P->p = (const char *)p;
+                    decline(P, "a lone surrogate escape");
+                    return;
+                } else {
+                    p += 6;
+                }
+            } else if (d == '"' || d == '\\' || d == '/' || d == 'b' || d == 'f' || d == 'n' || d == 'r' ||
+                       d == 't') {
+                p += 2;
+            } else {
+                P->p = (const char *)p;
+                syntax(P);
+                return;
+            }
+            continue;
+        }
+        if (c < 0x20) {
+            P->p = (const char *)p;
+            syntax(P);
+            return;
+        }
+        if (c >= 0x80) {
+            int n = utf8_seq(p, e);
+            if (n <= 0) {
+                P->p = (const char *)p;
+                decline(P, "invalid UTF-8");
+                return;
+            }
+            p += n;
+            continue;
+        }
+        p++;
+    }
+    size_t n = (size_t)(p - s);
+    if (n + 2 >= P->max_string) {
+        decline(P, "a string near the string bound");
+        return;
+    }
+    out->p = (const char *)s;
+    out->n = n;
+    out->type = T_STRING;
+    out->esc = (uint8_t)esc;
+    P->p = (const char *)p + 1;
+}
+
+static void put_utf8(unsigned cp, char *o, size_t *k) {
+    if (cp < 0x80) {
+        o[(*k)++] = (char)cp;
+    } else if (cp < 0x800) {
+        o[(*k)++] = (char)(0xC0 | (cp >> 6));
+        o[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        o[(*k)++] = (char)(0xE0 | (cp >> 12));
+        o[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        o[(*k)++] = (char)(0xF0 | (cp >> 18));
+        o[(*k)++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        o[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* The decoded text of a string span (already validated by parse_string) appended to
+ * `out`. Decoded text is never longer than its source. */
+static int decode_string(const Span *s, Buf *out) {
+    if (!s->esc) return buf_append(out, s->p, s->n);
+    if (buf_reserve(out, s->n)) return -1;
+    char *o = out->data + out->len;
+    size_t k = 0;
+    const char *p = s->p, *e = s->p + s->n;
+    while (p < e) {
+        if (*p != '\\') {
+            o[k++] = *p++;
+            continue;
+        }
+        char d = p[1];
+        unsigned u = 0, u2 = 0;
+        switch (d) {
+        case 'b': o[k++] = '\b'; p += 2; break;
+        case 'f': o[k++] = '\f'; p += 2; break;
+        case 'n': o[k++] = '\n'; p += 2; break;
+        case 'r': o[k++] = '\r'; p += 2; break;
+        case 't': o[k++] = '\t'; p += 2; break;
+        case 'u':
+            read_hex4(p + 2, e, &u);
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                read_hex4(p + 8, e, &u2);
+                u = 0x10000 + ((u - 0xD800) << 10) + (u2 - 0xDC00);
+                p += 12;
+            } else {
+                p += 6;
+            }
+            put_utf8(u, o, &k);
+            break;
+        default: o[k++] = d; p += 2; break; /* " \ / */
+        }
+    }
+    out->len += k;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ numbers */
+static void parse_number(Parser *P, Span *out) {
+    const char *p = P->p, *e = P->end, *s = p;
+    int is_float = 0;
+    if (p < e && *p == '-') p++;
+    if (p >= e) goto cut;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    } else {
+        P->p = p;
+        syntax(P);
+        return;
+    }
+    if (p < e && *p == '.') {
+        is_float = 1;
+        p++;
+        if (p >= e) goto cut;
+        if (!(*p >= '0' && *p <= '9')) {
+            P->p = p;
+            syntax(P);
+            return;
+        }
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        is_float = 1;
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e) goto cut;
+        if (!(*p >= '0' && *p <= '9')) {
+            P->p = p;
+            syntax(P);
+            return;
+        }
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    if (p >= e) goto cut; /* a number cannot end the chunk: its ']' follows */
+    if ((size_t)(p - s) > MAX_NUMBER_CHARS) {
+        P->p = s;
+        decline(P, "a number of more than 100 characters");
+        return;
+    }
+    out->p = s;
+    out->n = (size_t)(p - s);
+    out->type = is_float ? T_FLOAT : T_INT;
+    out->esc = 0;
+    P->p = p;
+    return;
+cut:
+    P->p = e;
+    syntax(P);
+}
+
+/* An integer token (validated, at most MAX_NUMBER_CHARS) to int64; 0 if it does not fit. */
+static int int_token(const char *p, size_t n, int64_t *out) {
+    int neg = 0;
+    size_t i = 0;
+    if (i < n && (p[i] == '-' || p[i] == '+')) {
+        neg = p[i] == '-';
+        i++;
+    }
+    if (i >= n) return 0;
+    uint64_t v = 0;
+    const uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < n; i++) {
+        unsigned d = (unsigned)(p[i] - '0');
+        if (d > 9) return 0;
+        if (v > (lim - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v; /* two's complement: -2^63 included */
+    return 1;
+}
+
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The double a number text stands for, correctly rounded (as Python's float() and
+ * msgspec give it): exact in the common case (at most 15 significant digits and a power
+ * of ten within 1e22, Clinger's fast path), else the C library's strtod in the C locale
+ * (glibc's and macOS's are correctly rounded). */
+static double to_double(Parser *P, const char *p, size_t n) {
+    uint64_t digits = 0;
+    int nd = 0, exp10 = 0, neg = 0;
+    size_t i = 0;
+    if (i < n && (p[i] == '-' || p[i] == '+')) {
+        neg = p[i] == '-';
+        i++;
+    }
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+        if (digits || p[i] != '0') {
+            if (nd < 19) digits = digits * 10 + (uint64_t)(p[i] - '0');
+            nd++;
+        }
+    }
+    if (i < n && p[i] == '.') {
+        for (i++; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+            if (digits || p[i] != '0') {
+                if (nd < 19) digits = digits * 10 + (uint64_t)(p[i] - '0');
+                nd++;
+            }
+            exp10--;
+        }
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        int eneg = 0, ev = 0;
+        i++;
+        if (i < n && (p[i] == '+' || p[i] == '-')) {
+            eneg = p[i] == '-';
+            i++;
+        }
+        for (; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+            if (ev < 100000) ev = ev * 10 + (p[i] - '0');
+        exp10 += eneg ? -ev : ev;
+    }
+    if (nd <= 15 && exp10 >= -22 && exp10 <= 22) {
+        double d = (double)digits;
+        d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
+        return neg ? -d : d;
+    }
+    char tmp[MAX_NUMBER_CHARS + 1];
+    if (n > MAX_NUMBER_CHARS) return NAN;
+    memcpy(tmp, p, n);
+    tmp[n] = 0;
+#if defined(_WIN32)
+    return _strtod_l(tmp, NULL, P->c_locale);
+#else
+    return strtod_l(tmp, NULL, P->c_locale);
+#endif
+}
+
+/* ------------------------------------------------------------------ exact times */
+enum { TIME_OK = 0, TIME_BAD = 1, TIME_DECLINE = 2 };
+
+/* Microseconds as written to exact ns: the decimal value times 1000, rounded half to
+ * even to an integer that fits in int64 (events.time_ns). TIME_BAD: out of range;
+ * TIME_DECLINE: more significant digits than Decimal's context keeps (it would round
+ * them first; the msgspec path does what the reference does). */
+static int time_ns(const char *p, size_t n, int64_t *out) {
+    char digits[MAX_NUMBER_CHARS];
+    int nd = 0, neg = 0;
+    long nfrac = 0;
+    size_t i = 0;
+    if (i < n && p[i] == '-') {
+        neg = 1;
+        i++;
+    }
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+        if (nd || p[i] != '0') digits[nd++] = p[i];
+    if (i < n && p[i] == '.') {
+        for (i++; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+            if (nd || p[i] != '0') digits[nd++] = p[i];
+            nfrac++;
+        }
+    }
+    long exp10 = 0;
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        int eneg = 0;
+        i++;
+        if (i < n && (p[i] == '+' || p[i] == '-')) {
+            eneg = p[i] == '-';
+            i++;
+        }
+        for (; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+            if (exp10 < 1000000) exp10 = exp10 * 10 + (p[i] - '0');
+        if (eneg) exp10 = -exp10;
+    }
+    if (nd == 0) { /* zero, whatever its form */
+        *out = 0;
+        return TIME_OK;
+    }
+    if (nd > MAX_TIME_DIGITS) return TIME_DECLINE;
+    /* the value is 0.D x 10^point, D = digits without leading zeros; ns = value x 10^3 */
+    long q = nd - nfrac + exp10 + 3; /* digits of D before the ns point */
+    if (q > 19) return TIME_BAD;     /* >= 10^19 ns: beyond int64 */
+    uint64_t v = 0;
+    for (long k = 0; k < q; k++) v = v * 10 + (k < nd ? (uint64_t)(digits[k] - '0') : 0);
+    /* rounded half to even on the digits after the ns point (all of D when q <= 0) */
+    int first = 0, rest_nonzero = 0;
+    if (q >= 0 && q < nd) {
+        first = digits[q] - '0';
+        for (long j = q + 1; j < nd; j++)
+            if (digits[j] != '0') rest_nonzero = 1;
+    } /* q < 0: a zero comes first, below half; q >= nd: nothing after the point */
+    if (first > 5 || (first == 5 && (rest_nonzero || (v & 1)))) v++;
+    uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    if (v > lim) return TIME_BAD;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return TIME_OK;
+}
+
+/* ------------------------------------------------------------------ generic values */
+static void parse_value(Parser *P, Span *out, int level);
+
+static void skip_container(Parser *P, int level, char open) {
+    char close = open == '{' ? '}' : ']';
+    if (level > P->value_levels - 1) {
+        decline(P, "nesting near the depth bound");
+        return;
+    }
+    P->p++;
+    skip_ws(P);
+    if (peek(P) == close) {
+        P->p++;
+        return;
+    }
+    for (;;) {
+        Span s;
+        if (open == '{') {
+            if (peek(P) != '"') {
+                syntax(P);
+                return;
+            }
+            parse_string(P, &s);
+            if (P->status) return;
+            skip_ws(P);
+            if (peek(P) != ':') {
+                syntax(P);
+                return;
+            }
+            P->p++;
+            skip_ws(P);
+        }
+        parse_value(P, &s, level + 1);
+        if (P->status) return;
+        skip_ws(P);
+        int c = peek(P);
+        if (c == ',') {
+            P->p++;
+            skip_ws(P);
+            continue;
+        }
+        if (c == close) {
+            P->p++;
+            return;
+        }
+        syntax(P);
+        return;
+    }
+}
+
+static void parse_literal(Parser *P, Span *out, const char *word, size_t n, int type) {
+    const char *p = P->p;
+    size_t have = (size_t)(P->end - p);
+    if (have < n) {
+        if (memcmp(p, word, have) == 0) P->p = P->end;
+        syntax(P);
+        return;
+    }
+    if (memcmp(p, word, n) != 0) {
+        syntax(P);
+        return;
+    }
+    out->p = p;
+    out->n = n;
+    out->type = (uint8_t)type;
+    out->esc = 0;
+    P->p = p + n;
+}
+
+/* Any value at P->p; `level`: its nesting below the event (an event's member is 1). */
+static void parse_value(Parser *P, Span *out, int level) {
+    int c = peek(P);
+    const char *s = P->p;
+    switch (c) {
+    case '"': parse_string(P, out); return;
+    case '{':
+    case '[':
+        skip_container(P, level, (char)c);
+        if (P->status) return;
+        out->p = s;
+        out->n = (size_t)(P->p - s);
+        out->type = c == '{' ? T_OBJECT : T_ARRAY;
+        out->esc = 0;
+        return;
+    case 't': parse_literal(P, out, "true", 4, T_TRUE); return;
+    case 'f': parse_literal(P, out, "false", 5, T_FALSE); return;
+    case 'n': parse_literal(P, out, "null", 4, T_NULL); return;
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            parse_number(P, out);
+            return;
+        }
+        syntax(P);
+    }
+}
+
+/* ------------------------------------------------------------------ events */
+enum { F_PH = 0, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_BP, F_S, F_ARGS, N_FIELDS, F_OTHER = -1 };
+
+/* The field a (decoded) event key names. */
+static int field_of(const char *k, size_t n) {
+    switch (n) {
+    case 1: return k[0] == 's' ? F_S : F_OTHER;
+    case 2:
+        if (k[0] == 'p' && k[1] == 'h') return F_PH;
+        if (k[0] == 't' && k[1] == 's') return F_TS;
+        if (k[0] == 'i' && k[1] == 'd') return F_ID;
+        if (k[0] == 'b' && k[1] == 'p') return F_BP;
+        return F_OTHER;
+    case 3:
+        if (!memcmp(k, "cat", 3)) return F_CAT;
+        if (!memcmp(k, "pid", 3)) return F_PID;
+        if (!memcmp(k, "tid", 3)) return F_TID;
+        if (!memcmp(k, "dur", 3)) return F_DUR;
+        return F_OTHER;
+    case 4:
+        if (!memcmp(k, "name", 4)) return F_NAME;
+        if (!memcmp(k, "args", 4)) return F_ARGS;
+        return F_OTHER;
+    default: return F_OTHER;
+    }
+}
+
+/* The decoded text of a key span, in P->scratch (reset by the caller); NULL if too long
+ * to be a key this parser looks for. */
+static const char *key_text(Parser *P, const Span *k, size_t *n) {
+    if (!k->esc) {
+        *n = k->n;
+        return k->p;
+    }
+    if (k->n > 256) return NULL;
+    size_t at = P->scratch.len;
+    if (decode_string(k, &P->scratch)) {
+        nomem(P);
+        return NULL;
+    }
+    *n = P->scratch.len - at;
+    return P->scratch.data + at;
+}
+
+static inline unsigned key_hash(const char *k, size_t n) {
+    if (n == 0) return 0;
+    return ((unsigned)n * 31u + (unsigned char)k[0] * 7u + (unsigned char)k[n - 1] * 3u +
+            (unsigned char)k[n / 2]) & (KEY_SLOTS - 1);
+}
+
+/* Fills cfg->key_slots from cfg->keys (called once the keys are set). */
+static void config_index_keys(Config *cfg) {
+    memset(cfg->key_slots, 0, sizeof cfg->key_slots);
+    for (int i = 0; i < cfg->n_keys; i++) {
+        unsigned h = key_hash(cfg->keys[i].key, cfg->keys[i].len);
+        while (cfg->key_slots[h]) h = (h + 1) & (KEY_SLOTS - 1);
+        cfg->key_slots[h] = (int16_t)(i + 1);
+    }
+}
+
+static int promoted_column(const Config *cfg, const char *k, size_t n) {
+    unsigned h = key_hash(k, n);
+    for (;;) {
+        int i = cfg->key_slots[h];
+        if (!i) return -1;
+        const PromotedKey *pk = &cfg->keys[i - 1];
+        if (pk->len == n && !memcmp(pk->key, k, n)) return pk->column;
+        h = (h + 1) & (KEY_SLOTS - 1);
+    }
+}
+
+/* An int_list value: its elements into the scratch list, and whether they are all ints
+ * that fit int64 (events._conv_int_list, then _fits). */
+static void parse_int_list(Parser *P, Slot *slot, int level) {
+    const char *s = P->p;
+    slot->list_off = P->list_scratch.len / 8;
+    slot->list_len = 0;
+    slot->list_status = LIST_OK;
+    int too_big = 0, not_ints = 0;
+    if (level > P->value_levels - 1) {
+        decline(P, "nesting near the depth bound");
+        return;
+    }
+    P->p++;
+    skip_ws(P);
+    if (peek(P) != ']') {
+        for (;;) {
+            Span e;
+            parse_value(P, &e, level + 1);
+            if (P->status) return;
+            if (e.type == T_INT) {
+                int64_t v;
+                if (int_token(e.p, e.n, &v)) {
+                    if (buf_append(&P->list_scratch, &v, 8)) {
+                        nomem(P);
+                        return;
+                    }
+                    slot->list_len++;
+                } else {
+                    too_big = 1;
+                }
+            } else {
+                not_ints = 1;
+            }
+            skip_ws(P);
+            int c = peek(P);
+            if (c == ',') {
+                P->p++;
+                skip_ws(P);
+                continue;
+            }
+            if (c == ']') break;
+            syntax(P);
+            return;
+        }
+    }
+    P->p++;
+    slot->list_status = not_ints ? LIST_NOT_INTS : too_big ? LIST_TOO_BIG : LIST_OK;
+    slot->v.p = s;
+    slot->v.n = (size_t)(P->p - s);
+    slot->v.type = T_ARRAY;
+    slot->v.esc = 0;
+}
+
+/* The args object of an event: its promoted keys into the event's slots. */
+static void parse_args_object(Parser *P) {
+    P->p++;
+    skip_ws(P);
+    if (peek(P) == '}') {
+        P->p++;
+        return;
+    }
+    for (;;) {
+        Span k, v;
+        if (peek(P) != '"') {
+            syntax(P);
+            return;
+        }
+        parse_string(P, &k);
+        if (P->status) return;
+        skip_ws(P);
+        if (peek(P) != ':') {
+            syntax(P);
+            return;
+        }
+        P->p++;
+        skip_ws(P);
+        size_t kn = 0;
+        P->scratch.len = 0;
+        const char *kt = key_text(P, &k, &kn);
+        if (P->status) return;
+        int col = kt ? promoted_column(P->cfg, kt, kn) : -1;
+        if (col >= 0) {
+            if (P->slot_mask & (1ULL << col)) {
+                /* a key given twice, or two spellings of one column: which value wins is
+                 * Python's dict order (the msgspec path applies events.promote_args) */
+                decline(P, "an args key for a promoted column given twice");
+                return;
+            }
+            Slot *slot = &P->slots[col];
+            if (P->cfg->kinds[col] == KIND_INT_LIST && peek(P) == '[') {
+                parse_int_list(P, slot, 2);
+            } else {
+                parse_value(P, &v, 2);
+                slot->v = v;
+            }
+            if (P->status) return;
+            P->slot_mask |= 1ULL << col;
+        } else {
+            parse_value(P, &v, 2);
+            if (P->status) return;
+        }
+        skip_ws(P);
+        int c = peek(P);
+        if (c == ',') {
+            P->p++;
+            skip_ws(P);
+            continue;
+        }
+        if (c == '}') {
+            P->p++;
+            return;
+        }
+        syntax(P);
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------ emitting a row */
+/* The text of a text field (ph, cat, name, pid, tid, id, bp, s), as events.id_text
+ * gives it: a string decoded, an integer in decimal, true/false; NULL (returns 0) for
+ * null or absent. Floats, arrays and objects were declined before. */
+static int field_text(Parser *P, const Span *s, Buf *out, int *is_null) {
+    *is_null = 0;
+    switch (s->type) {
+    case T_STRING: return decode_string(s, out);
+    case T_INT:
+        if (s->n == 2 && s->p[0] == '-' && s->p[1] == '0') return buf_append(out, "0", 1);
+        return buf_append(out, s->p, s->n);
+    case T_TRUE: return buf_append(out, "true", 4);
+    case T_FALSE: return buf_append(out, "false", 5);
+    default: *is_null = 1; return 0;
+    }
+    (void)P;
+}
+
+static int emit_text(Parser *P, int column, const Span *s, size_t row) {
+    Col *c = &P->base_cols[column];
+    int is_null;
+    if (s->type == T_ABSENT || s->type == T_NULL) return 0; /* padded as NULL later */
+    if (col_pad(c, row)) return -1;
+    if (field_text(P, s, &c->data, &is_null)) return -1;
+    return col_close_var(c, row);
+}
+
+/* The args text as written, whitespace outside strings removed (msgspec.json.format
+ * with indent=-1: every token kept as written). */
+static int emit_compact(Col *c, size_t row, const Span *s) {
+    if (col_pad(c, row) || buf_reserve(&c->data, s->n)) return -1;
+    char *o = c->data.data + c->data.len;
+    size_t k = 0;
+    const char *p = s->p, *e = s->p + s->n;
+    while (p < e) {
+        /* a run of bytes outside strings that are neither whitespace nor a quote */
+        const char *r = p;
+        while (p < e && *p != '"' && *p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') p++;
+        copy_small(o + k, r, (size_t)(p - r));
+        k += (size_t)(p - r);
+        if (p >= e) break;
+        if (*p != '"') {
+            p++;
+            continue;
+        }
+        /* a string, copied as written up to its closing quote (it was validated) */
+        r = p++;
+        for (;;) {
+            while (e - p >= 8) {
+                uint64_t w;
+                memcpy(&w, p, 8);
+                if (HAS_ZERO(w ^ (ONES * '"')) | HAS_ZERO(w ^ (ONES * '\\'))) break;
+                p += 8;
+            }
+            while (p < e && *p != '"' && *p != '\\') p++;
+            if (p >= e) break;
+            if (*p == '\\') {
+                p += 2;
+                continue;
+            }
+            p++; /* the closing quote */
+            break;
+        }
+        copy_small(o + k, r, (size_t)(p - r));
+        k += (size_t)(p - r);
+    }
+    c->data.len += k;
+    return col_close_var(c, row);
+}
+
+/* Declines what the text fields cannot take with certainty here (events.id_text's float
+ * repr and JSON of containers need Python). */
+static int text_field_ok(Parser *P, const Span *s) {
+    if (s->type == T_FLOAT || s->type == T_ARRAY || s->type == T_OBJECT) {
+        decline(P, "a float, array or object in a text field");
+        return 0;
+    }
+    return 1;
+}
+
+static int is_simple_int_text(const Span *s) {
+    if (s->esc || s->n == 0 || s->n > MAX_NUMBER_CHARS) return 0;
+    size_t i = (s->p[0] == '-' || s->p[0] == '+') ? 1 : 0;
+    if (i >= s->n) return 0;
+    for (; i < s->n; i++)
+        if (s->p[i] < '0' || s->p[i] > '9') return 0;
+    return 1;
+}
+
+/* ^-?[0-9]{1,300}(\.[0-9]{1,300})?([eE][-+]?[0-9]{1,3})?$ (fast_reader._FLOAT_TEXT) */
+static int is_simple_float_text(const Span *s) {
+    if (s->esc || s->n == 0 || s->n > MAX_NUMBER_CHARS) return 0;
+    const char *p = s->p, *e = s->p + s->n;
+    if (*p == '-') p++;
+    const char *d = p;
+    while (p < e && *p >= '0' && *p <= '9') p++;
+    if (p == d) return 0;
+    if (p < e && *p == '.') {
+        d = ++p;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+        if (p == d) return 0;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        d = p;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+        if (p == d || p - d > 3) return 0;
+    }
+    return p == e;
+}
+
+/* Text that neither Python's Decimal nor float() can read as a number: empty, or ASCII
+ * with a character no number, "Infinity" or "NaN" is spelled with ("0x0", "N/A",
+ * "/job:worker/device:CPU:0"). Non-ASCII text may hold Unicode digits, which both read. */
+static int is_surely_not_a_number(const Span *s) {
+    if (s->esc) return 0;
+    if (s->n == 0) return 1;
+    static const char spelled[] = "0123456789+-._eE infatyINFATYsS";
+    int outside = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        unsigned char c = (unsigned char)s->p[i];
+        if (c >= 0x80) return 0;
+        if (!memchr(spelled, c, sizeof spelled - 1)) outside = 1;
+    }
+    return outside;
+}
+
+/* Checks a promoted value before the row is kept: declines what needs Python. */
+static void check_promoted(Parser *P, int col, const Slot *slot) {
+    const Span *v = &slot->v;
+    switch (P->cfg->kinds[col]) {
+    case KIND_INT:
+        if (v->type == T_STRING && !is_simple_int_text(v) && !is_surely_not_a_number(v))
+            decline(P, "a promoted integer written as text that is not plain digits");
+        return;
+    case KIND_FLOAT:
+        if (v->type == T_STRING && !is_simple_float_text(v) && !is_surely_not_a_number(v))
+            decline(P, "a promoted float written as text that is not a plain number");
+        return;
+    case KIND_STR:
+        if (v->type == T_FLOAT || v->type == T_ARRAY)
+            decline(P, "a promoted text value written as a float or an array");
+        return;
+    default: return;
+    }
+}
+
+static int emit_promoted(Parser *P, int col, const Slot *slot, size_t row, int *too_big) {
+    const Span *v = &slot->v;
+    Col *c = &P->promoted[col];
+    *too_big = 0;
+    switch (P->cfg->kinds[col]) {
+    case KIND_INT: {
+        int64_t x;
+        if (v->type == T_STRING && !is_simple_int_text(v)) return 0; /* not a number: NULL */
+        if (v->type == T_INT || v->type == T_STRING) {
+            if (int_token(v->p, v->n, &x)) return col_i64(c, row, x);
+            *too_big = 1;
+            return 0;
+        }
+        if (v->type == T_FLOAT) {
+            double d = to_double(P, v->p, v->n);
+            if (!isfinite(d) || d != floor(d)) return 0;
+            if (d >= 9223372036854775808.0 || d < -9223372036854775808.0) {
+                *too_big = 1;
+                return 0;
+            }
+            return col_i64(c, row, (int64_t)d);
+        }
+        return 0;
+    }
+    case KIND_FLOAT: {
+        if (v->type == T_STRING && !is_simple_float_text(v)) return 0; /* not a number: NULL */
+        if (v->type == T_INT || v->type == T_FLOAT || v->type == T_STRING) {
+            double d = to_double(P, v->p, v->n);
+            if (!isfinite(d)) return 0;
+            return col_f64(c, row, d);
+        }
+        return 0;
+    }
+    case KIND_STR: {
+        int is_null;
+        if (v->type == T_NULL || v->type == T_OBJECT || v->type == T_ABSENT) return 0;
+        if (col_pad(c, row)) return -1;
+        if (field_text(P, v, &c->data, &is_null)) return -1;
+        return col_close_var(c, row);
+    }
+    case KIND_INT_LIST: {
+        if (v->type != T_ARRAY || slot->list_status == LIST_NOT_INTS) return 0;
+        if (slot->list_status == LIST_TOO_BIG) {
+            *too_big = 1;
+            return 0;
+        }
+        if (col_pad(c, row)) return -1;
+        if (buf_append(&c->data, P->list_scratch.data + slot->list_off * 8, slot->list_len * 8)) return -1;
+        return col_close_var(c, row);
+    }
+    }
+    return 0;
+}
+
+static int add_drop(Parser *P, int reason, const Span *ph) {
+    size_t at = P->drops.len;
+    int32_t head[2] = {reason, 0};
+    if (buf_append(&P->drops, head, 8)) return -1;
+    if (ph) {
+        int is_null;
+        size_t before = P->drops.len;
+        if (field_text(P, ph, &P->drops, &is_null)) return -1;
+        int32_t n = (int32_t)(P->drops.len - before);
+        memcpy(P->drops.data + at + 4, &n, 4);
+    }
+    return 0;
+}
+
+static inline int lowest_bit(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(m);
+#else
+    int i = 0;
+    while (!(m & 1)) {
+        m >>= 1;
+        i++;
+    }
+    return i;
+#endif
+}
+
+/* ------------------------------------------------------------------ one event */
+static void parse_event(Parser *P, int64_t index) {
+    Span f[N_FIELDS];
+    const char *start = P->p;
+    int nkeys = 0, args_seen = 0;
+    memset(f, 0, sizeof f);
+    P->slot_mask = 0;
+    P->list_scratch.len = 0;
+    P->p++;
+    skip_ws(P);
+    if (peek(P) == '}') {
+        P->p++;
+    } else {
+        for (;;) {
+            Span k;
+            if (peek(P) != '"') {
+                syntax(P);
+                return;
+            }
+            parse_string(P, &k);
+            if (P->status) return;
+            skip_ws(P);
+            if (peek(P) != ':') {
+                syntax(P);
+                return;
+            }
+            P->p++;
+            skip_ws(P);
+            size_t kn = 0;
+            P->scratch.len = 0;
+            const char *kt = key_text(P, &k, &kn);
+            if (P->status) return;
+            int field = kt ? field_of(kt, kn) : F_OTHER;
+            nkeys++;
+            if (field == F_ARGS) {
+                if (args_seen) {
+                    decline(P, "an event with two args keys");
+                    return;
+                }
+                args_seen = 1;
+                const char *vs = P->p;
+                if (peek(P) == '{') {
+                    if (P->value_levels < 2) {
+                        decline(P, "nesting near the depth bound");
+                        return;
+                    }
+                    parse_args_object(P);
+                    if (P->status) return;
+                    f[F_ARGS].p = vs;
+                    f[F_ARGS].n = (size_t)(P->p - vs);
+                    f[F_ARGS].type = T_OBJECT;
+                } else {
+                    parse_value(P, &f[F_ARGS], 1);
+                    if (P->status) return;
+                    if (f[F_ARGS].type == T_STRING) { /* the text as written, quotes included */
+                        f[F_ARGS].p = vs;
+                        f[F_ARGS].n = (size_t)(P->p - vs);
+                    }
+                }
+            } else if (field != F_OTHER) {
+                parse_value(P, &f[field], 1);
+                if (P->status) return;
+            } else {
+                Span ignored;
+                parse_value(P, &ignored, 1);
+                if (P->status) return;
+            }
+            skip_ws(P);
+            int c = peek(P);
+            if (c == ',') {
+                P->p++;
+                skip_ws(P);
+                continue;
+            }
+            if (c == '}') {
+                P->p++;
+                break;
+            }
+            syntax(P);
+            return;
+        }
+    }
+    if ((size_t)(P->p - start) + 2 >= P->max_event) {
+        decline(P, "an event near the event bound");
+        return;
+    }
+
+    /* ------------------------------------------------ what this parser cannot take */
+    const Span *ph = &f[F_PH];
+    int is_m = 0;
+    if (ph->type == T_STRING && !ph->esc && ph->n == 1) {
+        if (ph->p[0] == 'B' || ph->p[0] == 'E') {
+            decline(P, "B/E events");
+            return;
+        }
+        is_m = ph->p[0] == 'M';
+    } else if (ph->type == T_STRING && ph->esc) {
+        decline(P, "an escaped ph");
+        return;
+    }
+    for (int i = F_PH; i <= F_S; i++) {
+        if (i == F_TS || i == F_DUR) continue;
+        if (!text_field_ok(P, &f[i])) return;
+    }
+    for (int i = F_TS; i <= F_DUR; i++) {
+        uint8_t t = f[i].type;
+        if (!(t == T_ABSENT || t == T_NULL || t == T_INT || t == T_FLOAT)) {
+            decline(P, "a ts or dur that is not a number");
+            return;
+        }
+    }
+    if (f[F_ARGS].type == T_OBJECT) {
+        for (int col = 0; col < P->cfg->n_columns; col++)
+            if (P->slot_mask & (1ULL << col)) {
+                check_promoted(P, col, &P->slots[col]);
+                if (P->status) return;
+            }
+    } else {
+        P->slot_mask = 0; /* only an object's keys are promoted */
+    }
+
+    /* ------------------------------------------------ drops (events.py's order) */
+    if (nkeys == 0) {
+        P->last_empty = index;
+        if (add_drop(P, DROP_EMPTY_OBJECT, NULL)) nomem(P);
+        return;
+    }
+    int64_t ts = 0, dur = 0;
+    int has_ts = f[F_TS].type == T_INT || f[F_TS].type == T_FLOAT;
+    int has_dur = f[F_DUR].type == T_INT || f[F_DUR].type == T_FLOAT;
+    int reason = -1;
+    if (!has_ts && !is_m) reason = DROP_NO_TS;
+    if (reason < 0 && has_ts) {
+        int r = time_ns(f[F_TS].p, f[F_TS].n, &ts);
+        if (r == TIME_DECLINE) {
+            decline(P, "a ts with more digits than Decimal keeps");
+            return;
+        }
+        if (r == TIME_BAD) reason = DROP_BAD_TS;
+        else if (P->base && ((P->base > 0 && ts > INT64_MAX - P->base) || (P->base < 0 && ts < INT64_MIN - P->base)))
+            reason = DROP_BAD_TS;
+        else
+            ts += P->base;
+    }
+    if (has_dur) {
+        int r = time_ns(f[F_DUR].p, f[F_DUR].n, &dur);
+        if (r == TIME_DECLINE) {
+            decline(P, "a dur with more digits than Decimal keeps");
+            return;
+        }
+        if (reason < 0) {
+            if (r == TIME_BAD) reason = DROP_BAD_DUR;
+            else if (dur < 0) reason = DROP_NEGATIVE_DUR;
+            else if (has_ts && ts > INT64_MAX - dur) reason = DROP_BAD_DUR;
+        }
+    }
+    if (reason >= 0) {
+        if (add_drop(P, reason, ph)) nomem(P);
+        return;
+    }
+
+    /* ------------------------------------------------ the row */
+    size_t row = P->rows;
+    Col *cols = P->base_cols;
+    if (col_i64(&cols[C_IDX], row, index)) goto oom;
+    if (emit_text(P, C_PH, &f[F_PH], row)) goto oom;
+    if (f[F_CAT].type == T_STRING || f[F_CAT].type == T_INT || f[F_CAT].type == T_TRUE || f[F_CAT].type == T_FALSE) {
+        /* legacy categories are mapped, the original kept in cat_raw */
+        Col *cat = &cols[C_CAT];
+        size_t at = cat->data.len;
+        int is_null, mapped = 0;
+        if (col_pad(cat, row) || field_text(P, &f[F_CAT], &cat->data, &is_null)) goto oom;
+        size_t n = cat->data.len - at;
+        for (int i = 0; i < P->cfg->n_legacy; i++) {
+            if (P->cfg->legacy_old_len[i] == n && !memcmp(cat->data.data + at, P->cfg->legacy_old[i], n)) {
+                if (col_str(&cols[C_CAT_RAW], row, P->cfg->legacy_old[i], n)) goto oom;
+                cat->data.len = at;
+                if (buf_append(&cat->data, P->cfg->legacy_new[i], P->cfg->legacy_new_len[i])) goto oom;
+                mapped = 1;
+                break;
+            }
+        }
+        (void)mapped;
+        if (col_close_var(cat, row)) goto oom;
+    }
+    if (emit_text(P, C_NAME, &f[F_NAME], row) || emit_text(P, C_PID, &f[F_PID], row) ||
+        emit_text(P, C_TID, &f[F_TID], row))
+        goto oom;
+    if (has_ts && col_i64(&cols[C_TS], row, ts)) goto oom;
+    if (has_dur && col_i64(&cols[C_DUR], row, dur)) goto oom;
+    if (emit_text(P, C_ID, &f[F_ID], row) || emit_text(P, C_BP, &f[F_BP], row) || emit_text(P, C_S, &f[F_S], row))
+        goto oom;
+    if (f[F_ARGS].type != T_ABSENT && f[F_ARGS].type != T_NULL && emit_compact(&cols[C_ARGS], row, &f[F_ARGS]))
+        goto oom;
+    uint64_t mask = P->slot_mask;
+    while (mask) {
+        int col = lowest_bit(mask);
+        mask &= mask - 1;
+        int too_big;
+        if (emit_promoted(P, col, &P->slots[col], row, &too_big)) goto oom;
+        if (too_big) P->out_of_range[col]++;
+    }
+    P->rows++;
+    return;
+oom:
+    nomem(P);
+}
+
+/* ------------------------------------------------------------------ the chunk */
+static void parser_init(Parser *P, const Config *cfg, const char *data, size_t n) {
+    memset(P, 0, sizeof *P);
+    P->cfg = cfg;
+    P->start = data;
+    P->p = data;
+    P->end = data + n;
+    P->last_empty = -1;
+    static const int types[N_BASE] = {COL_I64, COL_STR, COL_STR, COL_STR, COL_STR, COL_STR, COL_STR,
+                                      COL_I64, COL_I64, COL_STR, COL_STR, COL_STR, COL_STR};
+    for (int i = 0; i < N_BASE; i++)
+        if (col_init(&P->base_cols[i], types[i])) P->status = EP_NOMEM;
+    for (int i = 0; i < cfg->n_columns; i++) {
+        int k = cfg->kinds[i];
+        if (col_init(&P->promoted[i], k == KIND_INT ? COL_I64 : k == KIND_FLOAT ? COL_F64 : k == KIND_STR ? COL_STR
+                                                                                                          : COL_LIST))
+            P->status = EP_NOMEM;
+    }
+}
+
+static void parser_free(Parser *P) {
+    for (int i = 0; i < N_BASE; i++) col_free(&P->base_cols[i]);
+    for (int i = 0; i < MAX_PROMOTED; i++) col_free(&P->promoted[i]);
+    buf_free(&P->drops);
+    buf_free(&P->list_scratch);
+    buf_free(&P->scratch);
+}
+
+/* Parses `[` events `]`: every entry, objects as events, others counted as dropped. */
+static void parse_chunk(Parser *P) {
+    if (P->status) return;
+    skip_ws(P);
+    if (peek(P) != '[') {
+        syntax(P);
+        return;
+    }
+    P->p++;
+    skip_ws(P);
+    if (peek(P) == ']') {
+        P->p++;
+    } else {
+        for (;;) {
+            int64_t index = (int64_t)P->entries;
+            const char *s = P->p;
+            if (peek(P) == '{') {
+                if (P->value_levels < 1) {
+                    decline(P, "nesting near the depth bound");
+                    return;
+                }
+                parse_event(P, index);
+            } else {
+                Span ignored;
+                parse_value(P, &ignored, 0);
+                if (!P->status && (size_t)(P->p - s) + 2 >= P->max_event) decline(P, "an entry near the event bound");
+                if (!P->status && add_drop(P, DROP_NOT_AN_OBJECT, NULL)) nomem(P);
+            }
+            if (P->status) return;
+            P->entries++;
+            skip_ws(P);
+            int c = peek(P);
+            if (c == ',') {
+                P->p++;
+                skip_ws(P);
+                continue;
+            }
+            if (c == ']') {
+                P->p++;
+                break;
+            }
+            syntax(P);
+            return;
+        }
+    }
+    skip_ws(P);
+    if (P->p != P->end) {
+        syntax(P);
+        return;
+    }
+    for (int i = 0; i < N_BASE; i++)
+        if (col_pad(&P->base_cols[i], P->rows)) {
+            nomem(P);
+            return;
+        }
+    for (int i = 0; i < P->cfg->n_columns; i++)
+        if (col_pad(&P->promoted[i], P->rows)) {
+            nomem(P);
+            return;
+        }
+}
+
+#endif
