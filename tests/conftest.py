@@ -42,6 +42,14 @@ def require_shared() -> Path:
     return SHARED_TRACES
 
 
+@pytest.fixture(params=["compiled", "msgspec"])
+def chunked(request: pytest.FixtureRequest) -> str:
+    """Each reader of chunks in turn (``readers.CHUNKED``), to check against ijson."""
+    from readers import chunked_reader
+
+    return chunked_reader(request.param)
+
+
 @pytest.fixture
 def wh(tmp_path: Path) -> Warehouse:
     return Warehouse(tmp_path / "wh")

@@ -14,10 +14,12 @@ from cclq.errors import TraceFileError
 from cclq.formats.base import (
     READER_FAST,
     READER_IJSON,
+    READER_MSGSPEC,
     ReadAgain,
     ReadOptions,
     ReadResult,
 )
+from cclq.formats.chrome import compiled
 from cclq.formats.chrome.reader import read_trace_file
 from cclq.formats.detect import detect
 from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits
@@ -73,8 +75,25 @@ def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, help
     return out
 
 
-def both(path: Path, limits: ReadLimits = DEFAULT_LIMITS, helpers: int = 0) -> tuple[Outcome, Outcome]:
-    return read_with(path, READER_FAST, limits, helpers), read_with(path, READER_IJSON, limits)
+# The two readers of chunks, each checked against the ijson reference: "compiled" is the
+# fast reader with its C parser (skipped where it was not built), "msgspec" the same
+# chunks decoded by msgspec alone (what "fast" is on a machine without a compiler).
+CHUNKED = {"compiled": READER_FAST, "msgspec": READER_MSGSPEC}
+
+
+def chunked_reader(name: str) -> str:
+    """The reader option for a ``CHUNKED`` name; skips the test where it is not built."""
+    if name == "compiled" and not compiled.AVAILABLE:
+        import pytest
+
+        pytest.skip("the compiled parser is not built (no C compiler at install)")
+    return CHUNKED[name]
+
+
+def both(path: Path, limits: ReadLimits = DEFAULT_LIMITS, helpers: int = 0, reader: str = READER_FAST
+         ) -> tuple[Outcome, Outcome]:
+    """(``reader``'s outcome, the ijson reference's)."""
+    return read_with(path, reader, limits, helpers), read_with(path, READER_IJSON, limits)
 
 
 def json_values(texts: list[str | None]) -> list[Any]:

@@ -16,6 +16,7 @@ from readers import assert_same, both, read_with
 import cclq.formats.chrome.fast_reader as chrome_fast
 from cclq.dev.synth.kineto import TIME_FORMS, KinetoTraceBuilder, generate_rank_trace
 from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
+from cclq.formats.chrome import compiled
 from cclq.formats.detect import detect
 
 
@@ -40,32 +41,35 @@ def _shared_files() -> list[Path]:
 
 
 @pytest.mark.parametrize("path", _shared_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_every_shared_trace_reads_the_same_with_both_readers(path):
+def test_every_shared_trace_reads_the_same_with_both_readers(path, chunked):
     require_shared()
-    fast, ref = both(path)
+    compiled.chunk_counts.clear()
+    fast, ref = both(path, reader=chunked)
+    if chunked == "fast":  # the C parser read every chunk of every real trace itself
+        assert set(compiled.chunk_counts) == {"parsed"}, compiled.chunk_counts
     assert fast.fallback is None, f"the fast reader gave {path} up: {fast.fallback}"
-    assert fast.result.reader == "fast" and ref.result.reader == "ijson"
+    assert fast.result.reader == chunked and ref.result.reader == "ijson"
     assert_same(fast, ref)
 
 
 @pytest.mark.parametrize("name", ["hta_nccl_data", "xprof_tf_bert_8gpu", "kineto_legacy_resnet50", "hta_ns_resolution"])
-def test_helper_processes_read_a_file_the_same(name, monkeypatch):
+def test_helper_processes_read_a_file_the_same(name, monkeypatch, chunked):
     """``-j2`` on one file: chunks built in forked helpers give the same rows."""
     root = require_shared()
     monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", 256 << 10)  # many chunks in flight
     (path,) = _chrome_files(root / name)
-    fast, ref = both(path, helpers=2)
+    fast, ref = both(path, helpers=2, reader=chunked)
     assert fast.fallback is None
     assert not [k for k in fast.result.notes if k.startswith("read again")]
     assert_same(fast, ref)
 
 
-def test_helpers_hand_a_file_with_begin_end_pairs_back_to_one_process(tmp_path, monkeypatch):
+def test_helpers_hand_a_file_with_begin_end_pairs_back_to_one_process(tmp_path, monkeypatch, chunked):
     monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", 64)
     events = [{"ph": "B", "name": f"b{i}", "pid": 1, "tid": 1, "ts": i} for i in range(20)] + \
              [{"ph": "E", "pid": 1, "tid": 1, "ts": 100 + i} for i in range(20)]
     (tmp_path / "be.json").write_text(json.dumps({"traceEvents": events}))
-    fast, ref = both(tmp_path / "be.json", helpers=2)
+    fast, ref = both(tmp_path / "be.json", helpers=2, reader=chunked)
     assert_same(fast, ref)
     assert fast.result.notes["read again in one process: the helpers gave it up (B/E events)"] == 1
 
@@ -82,23 +86,23 @@ def _small_chunks(monkeypatch, size: int) -> None:
 
 @pytest.mark.parametrize("chunk", [97, 4096, 4 << 20])
 @pytest.mark.parametrize("gz", [False, True])
-def test_generated_kineto_rank_reads_the_same(tmp_path, monkeypatch, chunk, gz):
+def test_generated_kineto_rank_reads_the_same(tmp_path, monkeypatch, chunk, gz, chunked):
     _small_chunks(monkeypatch, chunk)
     path = tmp_path / ("rank3.json.gz" if gz else "rank3.json")
     generate_rank_trace(path, rank=3, world_size=4, steps=3, layers=3, gz=gz)
-    fast, ref = both(path)
+    fast, ref = both(path, reader=chunked)
     assert fast.fallback is None
     assert ref.table.num_rows > 300
     assert_same(fast, ref)
 
 
-def test_generated_epoch_timestamps_read_the_same(tmp_path, monkeypatch):
+def test_generated_epoch_timestamps_read_the_same(tmp_path, monkeypatch, chunked):
     """Epoch microseconds (no baseTimeNanoseconds): ts beyond what a float carries."""
     _small_chunks(monkeypatch, 2048)
     path = tmp_path / "rank0.json"
     generate_rank_trace(path, rank=0, world_size=1, steps=1, layers=2, base_time_ns=None,
                         start_ns=1_712_195_495_519_689_047)
-    fast, ref = both(path)
+    fast, ref = both(path, reader=chunked)
     assert fast.fallback is None
     assert_same(fast, ref)
     ts = ref.table.column("ts_ns").to_pylist()
@@ -106,14 +110,14 @@ def test_generated_epoch_timestamps_read_the_same(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("form", sorted(TIME_FORMS))
-def test_generated_timestamp_forms_read_the_same(tmp_path, monkeypatch, form):
+def test_generated_timestamp_forms_read_the_same(tmp_path, monkeypatch, form, chunked):
     """Every timestamp form the generator writes (relative with a base, epoch, a float's
     repr with sub-ns digits): the same table from both readers, none handed to ijson,
     and the fast reader's ts_ns exactly the text's value rounded half to even."""
     _small_chunks(monkeypatch, 4096)
     path = tmp_path / "rank0.json"
     generate_rank_trace(path, rank=0, world_size=1, steps=2, layers=2, time_form=form)
-    fast, ref = both(path)
+    fast, ref = both(path, reader=chunked)
     assert fast.fallback is None
     assert_same(fast, ref)
     base = fast.result.base_time_ns
@@ -124,16 +128,16 @@ def test_generated_timestamp_forms_read_the_same(tmp_path, monkeypatch, form):
     assert got == expected
 
 
-def test_generated_tpu_trace_reads_the_same(tmp_path, monkeypatch):
+def test_generated_tpu_trace_reads_the_same(tmp_path, monkeypatch, chunked):
     _small_chunks(monkeypatch, 512)
     path = write_tpu_trace(tmp_path / "host0.trace.json.gz", TpuTraceSpec(devices=4, steps=3))
-    fast, ref = both(path)
+    fast, ref = both(path, reader=chunked)
     assert fast.fallback is None
     assert_same(fast, ref)
     assert ref.result.notes["xprof end marker {}"] == 1
 
 
-def test_hand_built_trace_with_every_kind_of_event_reads_the_same(tmp_path, monkeypatch):
+def test_hand_built_trace_with_every_kind_of_event_reads_the_same(tmp_path, monkeypatch, chunked):
     _small_chunks(monkeypatch, 300)
     b = KinetoTraceBuilder(rank=1, world_size=2)
     b.cpu_op("aten::mm", ts=1_000, dur=5_000, args={"Input Dims": [[8, 8], [8, 8]]})
@@ -148,13 +152,13 @@ def test_hand_built_trace_with_every_kind_of_event_reads_the_same(tmp_path, monk
     b.end(6_000, args={"dtype": "float32"})
     b.begin("never closed", ts=7_000)
     path = b.write(tmp_path / "t.json")
-    fast, ref = both(path)
+    fast, ref = both(path, reader=chunked)
     assert fast.fallback is None
     assert_same(fast, ref)
     assert ref.result.notes["B without E (kept, dur_ns NULL)"] == 1
 
 
-def test_odd_but_valid_entries_read_the_same(tmp_path, monkeypatch):
+def test_odd_but_valid_entries_read_the_same(tmp_path, monkeypatch, chunked):
     """Entries that are not events, {} and all-null objects, string and missing times,
     unknown keys, promoted values of every type, B/E pairs across chunks."""
     _small_chunks(monkeypatch, 64)
@@ -183,12 +187,12 @@ def test_odd_but_valid_entries_read_the_same(tmp_path, monkeypatch):
         else:
             path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 0}},
                                        indent=2))
-        fast, ref = both(path)
+        fast, ref = both(path, reader=chunked)
         assert fast.fallback is None, layout
         assert_same(fast, ref)
 
 
-def test_bare_array_and_keys_after_the_events_read_the_same(tmp_path, monkeypatch):
+def test_bare_array_and_keys_after_the_events_read_the_same(tmp_path, monkeypatch, chunked):
     _small_chunks(monkeypatch, 128)
     events = [{"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(50)]
     (tmp_path / "bare.json").write_text(json.dumps(events))
@@ -196,38 +200,38 @@ def test_bare_array_and_keys_after_the_events_read_the_same(tmp_path, monkeypatc
         {"traceEvents": events, "deviceProperties": [{"id": 0}, {"id": 1}],
          "distributedInfo": {"rank": 3, "pg_config": [{"ranks": [0, 1]}]}, "baseTimeNanoseconds": 5}).encode()))
     for name in ("bare.json", "after.json.gz"):
-        fast, ref = both(tmp_path / name)
+        fast, ref = both(tmp_path / name, reader=chunked)
         assert fast.fallback is None, name
         assert_same(fast, ref)
 
 
-def test_files_the_fast_reader_gives_up_are_read_by_ijson_and_say_so(tmp_path):
+def test_files_the_fast_reader_gives_up_are_read_by_ijson_and_say_so(tmp_path, chunked):
     events = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]
     # a second traceEvents array after the first: ijson reads both, the fast reader gives it up
     (tmp_path / "two.json").write_text(json.dumps({"traceEvents": events})[:-1] + ', "traceEvents": '
                                        + json.dumps(events * 2) + "}")
-    fast, ref = both(tmp_path / "two.json")
+    fast, ref = both(tmp_path / "two.json", reader=chunked)
     assert fast.fallback == "a second traceEvents array"
     assert_same(fast, ref)
     assert ref.result.events_read == 3
     assert any(k.startswith("read with ijson") for k in fast.result.notes)
 
 
-def test_invalid_json_fails_with_the_same_message_from_both_readers(tmp_path):
+def test_invalid_json_fails_with_the_same_message_from_both_readers(tmp_path, chunked):
     (tmp_path / "bad.json").write_text('{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "X", "ts": @}]}')
-    fast, ref = both(tmp_path / "bad.json")
+    fast, ref = both(tmp_path / "bad.json", reader=chunked)
     assert ref.error and "invalid JSON at byte" in ref.error
     assert fast.error == ref.error
 
 
-def test_ingest_of_the_shared_traces_gives_the_same_warehouse_with_both_readers(tmp_path):
+def test_ingest_of_the_shared_traces_gives_the_same_warehouse_with_both_readers(tmp_path, chunked):
     """Every table a user queries: events, files (but for which reader and when), stats."""
     from cclq.formats.base import ReadOptions
     from cclq.store.warehouse import Warehouse
 
     root = require_shared()
     fast_wh, ref_wh = Warehouse(tmp_path / "fast"), Warehouse(tmp_path / "ijson")
-    run_ingest([root], fast_wh, jobs=2, options=ReadOptions(reader="fast"))
+    run_ingest([root], fast_wh, jobs=2, options=ReadOptions(reader=chunked))
     run_ingest([root], ref_wh, jobs=2, options=ReadOptions(reader="ijson"))
     events = "SELECT * EXCLUDE (file_id) FROM events ORDER BY trace, rank, event_idx"
     assert query(fast_wh, events) == query(ref_wh, events)
@@ -246,13 +250,13 @@ def test_read_with_reports_errors_as_lines(tmp_path):
     assert out.error == f"{tmp_path / 'empty.json'}: empty file"
 
 
-def test_keys_before_the_events_are_held_to_ijson_s_strictness(tmp_path):
+def test_keys_before_the_events_are_held_to_ijson_s_strictness(tmp_path, chunked):
     """The head is found with the stdlib's decoder, which reads NaN; ijson does not, and
     neither does the fast reader then. Invalid UTF-8 there: one line, the right byte."""
     (tmp_path / "nan.json").write_bytes(b'{"x": NaN, "traceEvents": [{"ph": "X", "ts": 1}]}')
     (tmp_path / "utf.json").write_bytes(b'{"k\xff": 1, "traceEvents": [{"ph": "X", "ts": 1}]}')
     for name, message in (("nan.json", "invalid JSON at byte 6: lexical error: invalid char in json text."),
                           ("utf.json", "invalid JSON at byte 3: lexical error: invalid bytes in UTF8 string.")):
-        fast, ref = both(tmp_path / name)
+        fast, ref = both(tmp_path / name, reader=chunked)
         assert ref.error == f"{tmp_path / name}: {message}"
         assert_same(fast, ref)

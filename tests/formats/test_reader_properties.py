@@ -147,11 +147,12 @@ def _write(tmp_path, name: str, text: bytes, gz: bool):
     return path
 
 
-def _compare(tmp_path, text: bytes, gz: bool, chunk: int, block: int, name: str, helpers: int = 0) -> tuple:
+def _compare(tmp_path, text: bytes, gz: bool, chunk: int, block: int, name: str, helpers: int = 0,
+             reader: str = "fast") -> tuple:
     saved = chrome_fast.CHUNK_BYTES, source.BLOCK_BYTES
     chrome_fast.CHUNK_BYTES, source.BLOCK_BYTES = chunk, block
     try:
-        fast, ref = both(_write(tmp_path, name, text, gz), helpers=helpers)
+        fast, ref = both(_write(tmp_path, name, text, gz), helpers=helpers, reader=reader)
     finally:
         chrome_fast.CHUNK_BYTES, source.BLOCK_BYTES = saved
     assert_same(fast, ref)
@@ -167,8 +168,8 @@ SETTINGS = settings(max_examples=150, deadline=None, phases=[Phase.explicit, Pha
 
 @SETTINGS
 @given(doc=document(), gz=st.booleans(), chunk=st.integers(1, 400), block=st.integers(1, 300))
-def test_generated_traces_read_the_same(tmp_path, doc, gz, chunk, block):
-    fast, ref = _compare(tmp_path, doc.encode(), gz, chunk, block, "gen")
+def test_generated_traces_read_the_same(tmp_path, chunked, doc, gz, chunk, block):
+    fast, ref = _compare(tmp_path, doc.encode(), gz, chunk, block, "gen", reader=chunked)
     # valid JSON: the reference either reads it or says it is not a trace; never a parse error
     assert ref.error is None or "not a trace" in ref.error, ref.error
 
@@ -197,8 +198,8 @@ def mutated(draw) -> bytes:
 
 @SETTINGS
 @given(text=mutated(), gz=st.booleans(), chunk=st.integers(1, 400), block=st.integers(1, 300))
-def test_mutated_traces_read_the_same_or_fail_the_same(tmp_path, text, gz, chunk, block):
-    _compare(tmp_path, text, gz, chunk, block, "mut")
+def test_mutated_traces_read_the_same_or_fail_the_same(tmp_path, chunked, text, gz, chunk, block):
+    _compare(tmp_path, text, gz, chunk, block, "mut", reader=chunked)
 
 
 @settings(max_examples=20, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
@@ -206,10 +207,10 @@ def test_mutated_traces_read_the_same_or_fail_the_same(tmp_path, text, gz, chunk
                                  HealthCheck.data_too_large])
 @given(doc=st.one_of(document(), mutated().map(lambda b: b.decode("utf-8", "replace"))),
        chunk=st.integers(1, 200))
-def test_helper_processes_read_generated_traces_the_same(tmp_path, doc, chunk):
-    """Chunks cut without decoding and built in forked helpers: the same rows, or the
-    file handed back to one process (B/E pairs, a wrong cut) or to ijson."""
-    _compare(tmp_path, doc.encode(), False, chunk, 4096, "par", helpers=2)
+def test_helper_processes_read_generated_traces_the_same(tmp_path, chunked, doc, chunk):
+    """Chunks cut without decoding and built by helpers: the same rows, or the file
+    handed back to one process (B/E pairs, a wrong cut) or to ijson."""
+    _compare(tmp_path, doc.encode(), False, chunk, 4096, "par", helpers=2, reader=chunked)
 
 
 def test_the_generators_make_what_they_claim():
@@ -227,5 +228,5 @@ def test_the_generators_make_what_they_claim():
 _INVALID_UTF8_IN_ARGS = b'{\n  "schemaVersion": 1,\n  "traceEvents": [{},\n  "text",\n  {},\n  {"ts": null,\n    "pid": [1],\n    "args": {"cbid": {"\\u009b\\u00ae%\\u000fC\\u00b6/\\u00bb\\ud9e6\\udf9ae\\u00ab\\u00b7": null, "else": false, "\xc2\xb2F\xf0\xae\xab\xbc|\\u001c\xc2\xbc\xc3\x82\xf0\xbc\x95\x96\xc2\xa8^L\xc2\xb9": null}, "note": {"\xc3\xa9\xc3\xa1\xf1\xa1\xb6\xa6I": 93873675827.7865835E+15, "-Infinity": false, "\\udac6\\udc6dxu\\u0087\\u00ec.\\ud915\\udfd2,\\ud8be\\ude24^\\u00ffs": "", "\xc2E\x8e\xc3\x8cQa\xf0\xbf\x85\x80": "\xf4\x8a\xaa\x83\xf3\xa8\x8d\x93"}, "block": "inf", "hlo_module": "5.0", "x": {"p\\u00d8\\u00f7\\u0084\\ud8a7\\udfdd\\u00c5": {"\\u0085\\u00d2e\\u00fc": -8796093022208, "\xc2\x82\xc3\x96J\xc3\x96\xf4\x8a\x8c\x98\xf2\x91\xa8\xb8": null, "\\ud9ad\\udc54\\udaa8\\ude09\\u00b3\\u001f\\u00dc": [true], "": []}}, "long_name": -20},\n    "name": "",\n    "ph": "s"},\n  {"dur": true,\n    "tid": "main",\n    "pid": 1.5,\n   "id": "l\'\\u00da\\u00e8\\u00f2/",\n    "name": "\xc2\xa40\xf2\xa2\xae\x99\\n\\u001f\xc2\x93\xf0\x94\x88\xb0A\\u0006\\u000ea\xc3\x93",\n    "ph": "M",\n    "tts": -8796093022208.6278096}\n],\n  "deviceProperties": [{"id": 0}],\n  "traceName": "t",\n  "deviceProperties": [{"id": 0}]\n}\n'  # noqa: E501
 
 
-def test_invalid_utf8_in_args_fails_the_same_in_both_readers(tmp_path):
-    _compare(tmp_path, _INVALID_UTF8_IN_ARGS, True, 322, 47, "utf8")
+def test_invalid_utf8_in_args_fails_the_same_in_both_readers(tmp_path, chunked):
+    _compare(tmp_path, _INVALID_UTF8_IN_ARGS, True, 322, 47, "utf8", reader=chunked)

@@ -16,6 +16,7 @@ every differential and property test with both, against the ijson reference.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,13 +119,20 @@ def _array(typ: pa.DataType, n: int, column: tuple[int, bytes | None, bytes, byt
     return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(values)], null_count=nulls)
 
 
+# Chunks this process gave the C parser: "parsed", or "declined: <reason>". Read by the
+# tests (that the parser, not msgspec, read what they check) and by ``--debug``.
+chunk_counts: Counter[str] = Counter()
+
+
 def parse(chunk: bytes, value_levels: int, max_string: int, max_event: int, base: int) -> Parsed | Declined:
     """The chunk read by the C parser, or why it declined; raises ``CutInsideEvent``."""
     assert eventparse is not None
     answer = eventparse.parse(chunk, value_levels, max_string, max_event, base)
     status = answer[0]
     if status == 0:
+        chunk_counts["parsed"] += 1
         return Parsed(answer)
     if status == 1:
         raise CutInsideEvent(answer[1])
+    chunk_counts["declined: " + answer[1]] += 1
     return Declined(answer[1])
