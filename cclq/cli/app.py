@@ -253,12 +253,14 @@ def compact(
 @app.command(epilog="Example: cclq traces --format csv")
 def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
     """List the ingested traces: format, world size, ranks, span, card fields."""
+    from cclq.query.engine import arrow_table
+
     con = _session(_warehouse(warehouse))
     cols = ("trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s, "
             "rank_source, flag")
     if fmt is not OutputFormat.table:
         cols = "*"
-    table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").to_arrow_table()
+    table = arrow_table(con.execute(f"SELECT {cols} FROM traces ORDER BY trace"))
     write_table(table, fmt, output=output)
 
 
@@ -593,9 +595,16 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
                         title=f"{run.spec.label} ({run.spec.unit})")
     else:
         _write_long_form(ok, fmt, output)
-    for run in failed:
-        print(f"cclq: error: {run.spec.label}: {run.error}", file=sys.stderr)
-    if failed:
+    _exit_if_failed([f"{run.spec.label}: {run.error}" for run in failed])
+
+
+def _exit_if_failed(failures: list[str]) -> None:
+    """Names each metric that failed (its SQL did not run) on stderr and exits with
+    ``ExitCode.QUERY``, after the rest was written: what ``metric``, ``report``, ``diff``
+    and ``board`` do alike, so that a failure is never taken for "does not apply"."""
+    for line in failures:
+        print(f"cclq: error: {line}", file=sys.stderr)
+    if failures:
         raise typer.Exit(ExitCode.QUERY)
 
 
@@ -755,7 +764,10 @@ def report(
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Every metric of one trace at once, grouped by category, with the reason for each one
-    that does not apply (table; `--format json` for machines, `html` for a page with plots)."""
+    that does not apply (table; `--format json` for machines, `html` for a page with plots).
+
+    A metric whose SQL failed is listed as failed with its error (never as n/a) and named
+    on stderr; the exit status is then 3, as for `cclq metric`."""
     from cclq.cli.progress import StepProgress
     from cclq.present.report import collect_reports, print_report, report_dict
     from cclq.query.params import check_batch_params, parse_param_args
@@ -786,6 +798,7 @@ def report(
     finally:
         if output:
             out.close()
+    _exit_if_failed([f"{f['metric']}: {f['reason']}" for f in data["metrics_failed"]])
 
 
 # -------------------------------------------------------------------------- diff
@@ -806,7 +819,8 @@ def diff(
 
     Traces of different rank counts compare as per-rank means; per-rank metrics are
     compared rank by rank when both sides have the same ranks. `--format csv` gives one
-    long table with a `part` column (metric, op_group, op); `json` an object.
+    long table with a `part` column (metric, op_group, op); `json` an object. A metric
+    that failed is listed as failed and named on stderr, and the exit status is 3.
     """
     import pyarrow as pa
 
@@ -852,6 +866,7 @@ def diff(
                  "calls_a": pa.float64(), "calls_b": pa.float64(), "valid_a": pa.bool_(), "valid_b": pa.bool_()}
         schema = pa.schema([(c, types.get(c, pa.string())) for c in DIFF_COLUMNS])
         write_table(pa.Table.from_pylist(long_rows(result), schema=schema), fmt, output=output)
+    _exit_if_failed([f"{f['metric']}: {f['reason']}" for f in result.failed])
 
 
 # ------------------------------------------------------------------------- board
@@ -881,6 +896,8 @@ def board(
 ) -> None:
     """Build the static leaderboard site: one row per workload, a page per workload with plots,
     and benchmark_data.json in CCL-Bench's format. A rebuild recomputes only changed workloads.
+    A metric that failed shows as "failed" on the pages, is named on stderr, and the exit
+    status is 3 (the site is still written; the next build computes those workloads again).
 
     With --config, CCL-Bench's website config drives benchmark_data.json / data.js: its
     pairs, their metrics (`auto`: the metric_info entries whose trace_types meet the card's
@@ -938,6 +955,7 @@ def board(
         n = write_board_config(wh, write_config)
         if not quiet:
             print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
+    _exit_if_failed(result.failed)
 
 
 # ------------------------------------------------------------------------ daemon

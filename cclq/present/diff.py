@@ -91,6 +91,7 @@ class DiffResult:
     ops: list[dict[str, Any]] = field(default_factory=list)  # per op name, by |time change|
     results: list[dict[str, Any]] = field(default_factory=list)  # benchmark results rows, matched
     results_note: str = ""  # how results were matched (the two implementations when they differ)
+    failed: list[dict[str, str]] = field(default_factory=list)  # metrics whose SQL failed: metric, reason
 
 
 def _side_value(outcomes: list[Outcome]) -> tuple[float | None, str | None]:
@@ -285,7 +286,8 @@ def diff(
     results = benchmark_results(session)
     result_rows, note = compare_results([r for t in a for r in results.get(t, [])],
                                         [r for t in b for r in results.get(t, [])])
-    return DiffResult(a, b, basis, ranks, metrics, groups, ops, result_rows, note)
+    failed = [{"metric": name, "reason": run.error} for name, run in sorted(runs.items()) if run.error]
+    return DiffResult(a, b, basis, ranks, metrics, groups, ops, result_rows, note, failed)
 
 
 # ----------------------------------------------------------------------- output
@@ -307,6 +309,8 @@ def long_rows(result: DiffResult) -> list[dict[str, Any]]:
         out.append({"part": "op", "name": o["name"], "unit": "s", "class": o["class"], "a": o["time_a_s"],
                     "b": o["time_b_s"], "delta": o["delta_s"], "rel": o["rel"], "calls_a": o["calls_a"],
                     "calls_b": o["calls_b"], "status": o["status"], "note": result.basis})
+    for f in result.failed:
+        out.append({"part": "metric", "name": f["metric"], "status": "failed", "note": f["reason"]})
     for r in result.results:
         out.append({"part": "result", "name": r["metric"], "unit": r["unit"], "group": r["config"],
                     "class": r["implementation"], "a": r["a"], "b": r["b"], "delta": r["delta"], "rel": r["rel"],
@@ -318,7 +322,7 @@ def long_rows(result: DiffResult) -> list[dict[str, Any]]:
 def diff_dict(result: DiffResult) -> dict[str, Any]:
     return {"a": result.a, "b": result.b, "op_basis": result.basis, "op_ranks": result.ranks,
             "metrics": result.metrics, "op_groups": result.op_groups, "ops": result.ops,
-            "results": result.results, "results_note": result.results_note}
+            "results": result.results, "results_note": result.results_note, "failed": result.failed}
 
 
 def _yes_no(valid: bool | None) -> str:
@@ -363,6 +367,8 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
         console.print(t)
     else:
         console.print("metrics: none applies to either side")
+    for f_ in result.failed:  # never shown as n/a: the metric did not run
+        console.print(Text("failed: ", style="bold red") + cell(f"{f_['metric']}: {f_['reason']}"))
     if result.results:
         title = "benchmark results: B against A" + (f" ({result.results_note})" if result.results_note else "")
         r_t = Table(title=title, title_justify="left", header_style="bold")

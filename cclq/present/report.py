@@ -160,6 +160,7 @@ def report_dict(report: WorkloadReport, rows: bool = True) -> dict[str, Any]:
         if outcomes:
             groups.append({"id": cat_id, "title": title, "metrics": [metric_entry(o, rows) for o in outcomes]})
     applies = sum(o.applies for o in report.outcomes.values())
+    failed = sorted((o for o in report.outcomes.values() if o.failed), key=lambda o: o.spec.name)
     return {
         "report_version": REPORT_VERSION,
         "trace": w.trace,
@@ -168,7 +169,9 @@ def report_dict(report: WorkloadReport, rows: bool = True) -> dict[str, Any]:
         "info": {k: _clean(v) for k, v in w.info.items()},
         "metadata": w.metadata(),
         "metrics_applied": applies,
-        "metrics_not_applicable": len(report.outcomes) - applies,
+        # a metric whose SQL failed is neither: listed with its error, never as "n/a"
+        "metrics_not_applicable": len(report.outcomes) - applies - len(failed),
+        "metrics_failed": [{"metric": o.spec.name, "reason": o.reason} for o in failed],
         "categories": groups,
         "figures": report.figures,
     }
@@ -209,12 +212,13 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
              f"parallelism {data['parallelism']}" if data["parallelism"] else None]
     console.print(cell(", ".join(str(f) for f in facts if f)))
     console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
-                  + ("(value n/a with the reason)" if all_metrics else "(--all-metrics lists them with the reason)"))
+                  + ("(value n/a with the reason)" if all_metrics else "(--all-metrics lists them with the reason)")
+                  + (f", {len(data['metrics_failed'])} FAILED" if data["metrics_failed"] else ""))
     folded: list[str] = []
     for group in data["categories"]:
         if not all_metrics:
-            folded += [e["metric"] for e in group["metrics"] if e["value"] is None]
-            group = {**group, "metrics": [e for e in group["metrics"] if e["value"] is not None]}
+            folded += [e["metric"] for e in group["metrics"] if e["value"] is None and not e["failed"]]
+            group = {**group, "metrics": [e for e in group["metrics"] if e["value"] is not None or e["failed"]]}
             if not group["metrics"]:
                 continue
         t = Table(title=group["title"], title_justify="left", header_style="bold", show_lines=False)
@@ -222,7 +226,10 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
         for col, justify in columns + ([("note", "left")] if all_metrics else []):
             t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
         for e in group["metrics"]:
-            if e["value"] is None:
+            if e["failed"]:
+                t.add_row(cell(e["metric"]), Text("failed", style="bold red"), cell(e["unit"]),
+                          cell(e["reason"] or "", style="red"), *([""] if all_metrics else []))
+            elif e["value"] is None:
                 t.add_row(cell(e["metric"]), Text("n/a", style="dim"), cell(e["unit"]), "",
                           cell(e["reason"] or "", style="dim"))
             else:

@@ -19,12 +19,30 @@ file), so what a user sees in the shell is exactly what metrics see.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from cclq.query.sqlfiles import comment_statements
 from cclq.query.view_catalog import CATALOG_RELATIONS, attach_statements, data_placeholder
 from cclq.schema import TABLE_SCHEMAS
 from cclq.sqltext import path_literal, quote_literal
 from cclq.store.warehouse import Snapshot
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+
+# Rows of each Arrow batch a query result is fetched in. DuckDB reserves each column's
+# buffer for a whole batch up front: at its default of a million rows a wide result
+# reserved hundreds of MB of address space per query, and a report of 83 metrics under a
+# 2 GB address-space limit (prlimit --as) failed 15 of them ("Out of Memory: ArrowBuffer")
+# with a resident set of 200 MB. A large result comes as more batches instead.
+ARROW_BATCH_ROWS = 65_536
+
+
+def arrow_table(result: duckdb.DuckDBPyConnection) -> pa.Table:
+    """The rows of an executed query as an Arrow table, in batches of ``ARROW_BATCH_ROWS``."""
+    return result.to_arrow_table(ARROW_BATCH_ROWS)
 
 
 def _trace_filter(traces: list[str] | None) -> str:

@@ -33,6 +33,7 @@ from cclq.query.cache import (
 )
 from cclq.query.critical_path import PATH_TABLE
 from cclq.query.critical_path import prepare as prepare_critical_path
+from cclq.query.engine import arrow_table
 from cclq.query.lanes import Lanes, Task, lanes_for
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
@@ -64,7 +65,7 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
         if cached is not None:
             return cached
     try:
-        table = session.execute(sql).to_arrow_table()
+        table = arrow_table(session.execute(sql))
     except duckdb.Error as e:
         raise session.query_error(e, label) from e
     if path is not None:
@@ -524,7 +525,7 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
         # sorted by the output columns (not m's), exactly as combine_results sorts them
         query = f"SELECT * FROM (SELECT {', '.join(select)} FROM {_ROWS} AS m) ORDER BY {_order_by(out_names)}"
         try:
-            return session.execute(query).to_arrow_table()
+            return arrow_table(session.execute(query))
         except duckdb.Error as e:
             raise session.query_error(e, spec.label) from e
     finally:
@@ -553,8 +554,8 @@ def combine_results(parts: list[pa.Table]) -> pa.Table:
     con = duckdb.connect(":memory:")
     try:
         con.register("result_parts", table.append_column(index, pa.array(range(table.num_rows), pa.int64())))
-        order = con.execute(
-            f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}").to_arrow_table()
+        order = arrow_table(con.execute(
+            f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}"))
     finally:
         con.close()
     return table.take(order.column(0)).combine_chunks()

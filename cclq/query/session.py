@@ -25,7 +25,7 @@ import duckdb
 import pyarrow as pa
 
 from cclq.errors import QueryError
-from cclq.query.engine import setup_script
+from cclq.query.engine import arrow_table, setup_script
 from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings
 from cclq.query.view_catalog import search_path_statement
@@ -163,7 +163,7 @@ class Session:
             for statement in statements:
                 result = con.execute(statement)
             assert result is not None
-            return result.to_arrow_table()
+            return arrow_table(result)
         except duckdb.Error as e:
             raise self.query_error(e) from e
 

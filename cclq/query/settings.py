@@ -27,14 +27,19 @@ SPILL_ENV = "CCLQ_SPILL_DIR"
 # Without a memory limit: this share of the machine's memory (DuckDB's own default is
 # 80%, which leaves too little to Python, pyarrow and a second process).
 DEFAULT_MEMORY_SHARE = 0.5
+# ... and this share of the address space the process may map, where that is limited
+# (``ulimit -v``, ``prlimit --as``): code, thread stacks and the allocators' arenas take
+# the rest. DuckDB does not look at that limit: a board over the shared traces peaked at
+# 995 MB resident with nothing to stop it, and failed under a 2 GB limit.
+ADDRESS_SPACE_SHARE = 0.25
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|B)?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class QuerySettings:
     """How queries run: the memory limit (``500MB``, ``4GiB``, ``25%`` of RAM; None: half
-    the RAM) beyond which DuckDB spills to ``spill_dir`` (None: the warehouse's
-    ``spill/``, else the system's temp folder)."""
+    the RAM, and at most a quarter of a limited address space) beyond which DuckDB spills
+    to ``spill_dir`` (None: the warehouse's ``spill/``, else the system's temp folder)."""
 
     memory_limit: str | None = None
     spill_dir: Path | None = None
@@ -53,7 +58,10 @@ class QuerySettings:
         text = self.memory_limit
         total = _physical_memory()
         if not text:
-            return f"{int(total * DEFAULT_MEMORY_SHARE) >> 20}MiB" if total else "80%"
+            shares = [int(total * DEFAULT_MEMORY_SHARE)] if total else []
+            if (space := _address_space_limit()) is not None:
+                shares.append(max(int(space * ADDRESS_SPACE_SHARE), 64 << 20))
+            return f"{min(shares) >> 20}MiB" if shares else "80%"
         m = _MEMORY.match(text)
         if not m:
             raise UsageError(f"memory limit {text!r}: want a size such as 500MB or 4GiB, or a share of RAM such as 25%")
@@ -89,6 +97,16 @@ class QuerySettings:
         """The SET statements of a session with these settings."""
         return [f"SET memory_limit = {quote_literal(self.duckdb_memory_limit())};",
                 f"SET temp_directory = {quote_literal(str(spill))};"]
+
+
+def _address_space_limit() -> int | None:
+    """The address space this process may map (RLIMIT_AS), or None where unlimited."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def _physical_memory() -> int:

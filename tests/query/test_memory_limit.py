@@ -91,3 +91,14 @@ def test_the_cli_takes_the_limit_anywhere_and_refuses_a_bad_one(wh, tmp_path):
     assert shown.stdout.splitlines() == ["m", "200.0 MiB"]
     bad = run_cli("sql", "SELECT 1", "-w", str(wh.root), "--memory-limit", "lots")
     assert bad.returncode == 2 and bad.stderr.count("\n") <= 2 and "memory limit 'lots'" in bad.stderr
+
+
+def test_without_a_limit_a_limited_address_space_caps_the_default():
+    """Under ``ulimit -v`` / ``prlimit --as`` DuckDB gets a quarter of the address space
+    (it does not look at that limit itself), unless half the RAM is less."""
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000)); "
+            "from cclq.query.settings import QuerySettings; print(QuerySettings().duckdb_memory_limit())")
+    capped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    ram_half = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2) >> 20
+    assert capped == f"{min(500_000_000 >> 20, ram_half)}MiB"
+    assert QuerySettings("1GB").duckdb_memory_limit() == "953MiB"  # a limit given is taken as it is

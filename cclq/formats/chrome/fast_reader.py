@@ -1280,6 +1280,50 @@ def _take_shared(where: tuple[str, int]) -> pa.Table:
     return pa.ipc.open_stream(data).read_all()
 
 
+def _parse_in_thread(data: bytes, offset: int, chunker: _Chunker) -> list[Any] | compiled.Parsed:
+    """One speculatively cut chunk, on a thread: the C parser runs without the GIL (a
+    chunk it declines is decoded by msgspec, with it). A wrong cut or undecodable text
+    sends the file back to one sequential read, as with helper processes."""
+    try:
+        entries, _ = decode_chunk(data, offset, chunker.limits, chunker.depth, chunker.levels, chunker.base_ns,
+                                  chunker.use_compiled)
+    except (_Boundary, _Undecodable) as e:
+        raise ReadSequentially(str(e) or type(e).__name__) from None
+    return entries
+
+
+def _read_with_threads(chunker: _Chunker, builder: _Builder, threads: int) -> None:
+    """Chunks parsed by the C parser on ``threads`` threads while this one cuts the next
+    and emits the last, in order (so that B/E pairs across chunks are closed here, as in
+    a sequential read). One process: no fork, no copy of the batches between processes;
+    the Parquet encoder's thread runs beside them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    in_flight: deque[Any] = deque()
+
+    def collect() -> None:
+        data, future = in_flight.popleft()
+        entries = future.result()
+        builder.add(chunker._emit(entries, data))
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="cclq-parse") as pool:
+        try:
+            for item in chunker.speculative():
+                if isinstance(item, int):
+                    while in_flight:
+                        collect()
+                    for chunk in chunker.read_rest(item):
+                        builder.add(chunk)
+                    break
+                data, offset = item
+                in_flight.append((data, pool.submit(_parse_in_thread, data, offset, chunker)))
+                while len(in_flight) > 2 * threads:
+                    collect()
+        finally:
+            for _, f in in_flight:
+                f.cancel()
+
+
 def _read_with_helpers(chunker: _Chunker, builder: _Builder, file_id: str, base: int, helpers: int) -> None:
     """Chunks go to ``helpers`` processes as they are cut; their batches come back in
     order (event indices shifted to the file's) and go to the builder's sink."""
@@ -1362,7 +1406,9 @@ def read_chrome_json_fast(
     chunker = _Chunker(source, detected, limits, base, use_compiled and compiled.AVAILABLE)
     builder = _Builder(file_id, base, result, sink, batch_rows, limits, chunker.depth)
     try:
-        if helpers > 0:
+        if helpers > 0 and chunker.use_compiled:
+            _read_with_threads(chunker, builder, helpers)
+        elif helpers > 0:
             _read_with_helpers(chunker, builder, file_id, base, helpers)
         else:
             for chunk in chunker:

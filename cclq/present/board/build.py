@@ -78,6 +78,7 @@ class BoardResult:
     removed: int = 0  # pages of traces no longer in the warehouse
     metrics: int = 0
     seconds: float = 0.0
+    failed: list[str] = field(default_factory=list)  # "metric: error" of each metric whose SQL failed
 
 
 def board_specs(all_metrics: bool = False) -> list[MetricSpec]:
@@ -392,6 +393,8 @@ def build_board(
         except BaseException:
             con.close()
             raise
+        result.failed = sorted({f"{o.spec.name}: {o.reason}" for report in reports.values()
+                                for o in report.outcomes.values() if o.failed})
         # DuckDB gives the session's memory back without Python's lock (0.5 s after a
         # 500-workload board): meanwhile the data files are written; the pages are
         # forked after it (pages_written)

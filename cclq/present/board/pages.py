@@ -126,14 +126,21 @@ def _card_cells(w: dict[str, Any]) -> dict[str, tuple[str, str]]:
     }
 
 
+def _no_value(entry: dict[str, Any]) -> str:
+    """A metric without a value: "failed" when its SQL did not run (never "n/a", which says
+    the metric does not apply), else "n/a"; the reason on hover."""
+    if entry.get("failed"):
+        return f'<span class="failed" title="{_e(entry["reason"] or "the metric failed")}">failed</span>'
+    return f'<span class="na" title="{_e(entry["reason"] or "no value")}">n/a</span>'
+
+
 def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str | None, group: str) -> str:
     """One leaderboard cell; ``group`` is the column's classes (its group, shown or not)."""
     if entry is None:
         return (f'<td class="num {group}" data-sort=""><span class="na" title="not computed for this workload">'
                 "n/a</span></td>")
     if entry["value"] is None:
-        return (f'<td class="num {group}" data-sort=""><span class="na" title="{_e(entry["reason"] or "no value")}">'
-                "n/a</span></td>")
+        return f'<td class="num {group}" data-sort="">{_no_value(entry)}</td>'
     value = entry["value"]
     tip = f"{col.name} = {format_number(value)} {col.unit}"
     if extra := spread(entry):
@@ -357,7 +364,7 @@ def _metric_tables(data: dict[str, Any]) -> str:
         for e in group["metrics"]:
             name = f'<code title="{_e(e["description"])}">{_e(e["metric"])}</code>'
             if e["value"] is None:
-                value = f'<span class="na" title="{_e(e["reason"] or "no value")}">n/a</span>'
+                value = _no_value(e)
                 note = _e(e["reason"])
             else:
                 number, unit = for_people(e["value"], e["unit"])
@@ -386,7 +393,7 @@ def _tiles(data: dict[str, Any], columns: list[MetricColumn], standing: dict[str
         if e is None:
             continue
         if e["value"] is None:
-            value = f'<span class="na" title="{_e(e["reason"] or "no value")}">n/a</span>'
+            value = _no_value(e)
         else:
             number, unit = for_people(e["value"], c.unit)
             value = (f'<span title="{_e(format_number(e["value"]))} {_e(c.unit)}">{_e(number)}</span> '

@@ -1,0 +1,57 @@
+"""Every metric computes under a 2 GB address-space limit (``prlimit --as=2000000000``, a
+cluster's ``ulimit -v``): the README's quick start, and report and board over the shared
+traces. What used to reserve the address space: DuckDB's Arrow results, whose buffers are
+reserved for a million rows per batch (``query.engine.ARROW_BATCH_ROWS``), and pyarrow's
+mimalloc arenas (``cclq.allocator``)."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SHARED
+
+REPO = Path(__file__).resolve().parents[2]
+LIMIT = 2_000_000_000
+
+
+def _capped(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+    return subprocess.run([sys.executable, "-m", "cclq", *args], capture_output=True, text=True, cwd=cwd,
+                          preexec_fn=cap, timeout=600)
+
+
+def _no_failure(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "failed" not in done.stderr and "Out of Memory" not in done.stdout + done.stderr, done.stderr[-2000:]
+
+
+def test_the_quick_start_computes_every_metric_under_2_gb(tmp_path):
+    wh = ["-w", str(tmp_path / "wh")]
+    _no_failure(_capped("ingest", str(REPO / "trace_collection"), *wh, cwd=tmp_path))
+    _no_failure(_capped("metric", "communication_overlap_ratio", "--all", *wh, cwd=tmp_path))
+    report = _capped("report", "synthetic_mlp_dp4", "--no-cache", *wh, cwd=tmp_path)
+    _no_failure(report)
+    assert "FAILED" not in report.stdout
+    _no_failure(_capped("board", str(tmp_path / "site"), "--no-cache", *wh, cwd=tmp_path))
+
+
+def test_report_and_board_over_the_shared_traces_under_2_gb(tmp_path):
+    import pytest
+
+    if not (SHARED / "traces").is_dir():
+        pytest.skip("../shared/traces is not here")
+    wh = ["-w", str(tmp_path / "wh")]
+    done = _capped("ingest", str(SHARED / "traces"), *wh, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    _no_failure(_capped("board", str(tmp_path / "site"), "--no-cache", *wh, cwd=tmp_path))
+    traces = _capped("traces", "-f", "csv", *wh, cwd=tmp_path).stdout.splitlines()[1:]
+    assert len(traces) >= 17
+    for trace in (line.split(",")[0] for line in traces):
+        report = _capped("report", trace, "--no-cache", *wh, cwd=tmp_path)
+        _no_failure(report)
+        assert "FAILED" not in report.stdout, trace
