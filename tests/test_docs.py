@@ -103,7 +103,7 @@ def test_readme_install_is_what_ci_runs():
     ci = (REPO / ".ci" / "run").read_text()
     ci_install = re.search(r"^# --- install.*?\n(.*?)^# --- lint", ci, flags=re.M | re.S).group(1)
     ci_checks = re.search(r"^# --- lint.*?\n(.*?)^# --- test", ci, flags=re.M | re.S).group(1)
-    ci_test = ci[ci.index("# --- test"):]
+    ci_test = re.search(r"^# --- test.*?\n(.*?)(?=^# --- |\Z)", ci, flags=re.M | re.S).group(1)
     ci_install_lines = [ln.strip() for ln in ci_install.splitlines() if ln.strip() and not ln.startswith("#")]
     assert first_block(section(readme(), "Install")) == ci_install_lines
     ci_check_lines = [ln.strip() for ln in ci_checks.splitlines() if ln.strip() and not ln.startswith("#")]
@@ -116,6 +116,10 @@ def test_readme_install_is_what_ci_runs():
         if line.startswith("pip install"):
             assert line in test_section, f"README's Test section does not say CI's step: {line}"
     assert "chromium chromium-driver" in test_section
+    # after pytest: the compiled parser's sanitizer run, which the README's Test section names
+    sanitizers = ci[ci.index("# --- the compiled reader under AddressSanitizer"):]
+    assert "-fsanitize=address,undefined" in sanitizers and "pytest tests/formats/" in sanitizers
+    assert "AddressSanitizer and UBSan" in test_section
 
 
 # ------------------------------------------------------------------------------- docs

@@ -57,3 +57,47 @@ def test_wheel_contains_the_board_assets(wheel):
     """The board's stylesheet and script are read with importlib.resources from the package."""
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"cclq/present/board/assets/board.css", "cclq/present/board/assets/board.js"} <= names
+
+
+def test_without_a_compiler_the_install_works_and_reads_with_msgspec(tmp_path):
+    """The compiled parser is optional: where the build finds no C compiler it is skipped,
+    the install goes on, ``cclq --version`` says so, and the fast reader reads with msgspec
+    (the same table as the ijson reference)."""
+    import os
+    import shutil
+
+    # a clean copy of the checkout: no module this checkout's own install compiled
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        "*.so", "*.pyd", ".venv", ".git", ".cclq", "build", "__pycache__", "*.egg-info", ".hypothesis"))
+    out = tmp_path / "wheel"
+    env = {**os.environ, "CC": "/bin/false", "LDSHARED": "/bin/false"}
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+                           capture_output=True, text=True, env=env)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (whl,) = out.glob("cclq-*.whl")
+    names = zipfile.ZipFile(whl).namelist()
+    assert not [n for n in names if n.endswith((".so", ".pyd"))]
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(whl)],
+                   check=True, capture_output=True)
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, '
+                     '"dur": 2, "args": {"stream": 7, "grid": [1, 2, 3]}}]}')
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2])\n"
+        "from cclq.formats.base import ReadOptions\n"
+        "from cclq.formats.chrome import compiled\n"
+        "from cclq.formats.chrome.reader import parser_name\n"
+        "from readers import both, assert_same\n"
+        "from pathlib import Path\n"
+        "fast, ref = both(Path(sys.argv[3])); assert_same(fast, ref)\n"
+        "print(compiled.AVAILABLE, parser_name(fast.result, ReadOptions()), compiled.description())\n"
+    )
+    # the installed copy first, then the tests' helpers; site-packages for the dependencies
+    done = subprocess.run([sys.executable, "-c", code, str(target), str(REPO / "tests"), str(trace)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    available, parser, description = done.stdout.strip().split(" ", 2)
+    assert available == "False" and parser.startswith("chrome_json/fast-msgspec-")
+    assert description.startswith("msgspec (the compiled parser was not built")

@@ -83,8 +83,16 @@ def _session(wh: Warehouse, **kw: Any) -> Session:
 
 
 def _version(value: bool) -> None:
+    """``cclq --version``: cclq's, which JSON reader is active, and the engines'."""
     if value:
+        import platform
+        from importlib.metadata import version
+
+        from cclq.formats.chrome import compiled
+
         print(f"cclq {__version__}")
+        print(f"JSON reader: {compiled.description()}")
+        print(f"duckdb {version('duckdb')}, pyarrow {version('pyarrow')}, python {platform.python_version()}")
         raise typer.Exit()
 
 
@@ -103,7 +111,8 @@ def _root(
                      "else <warehouse>/spill, else the temp folder]. May go anywhere on the line.", show_default=False),
     ] = None,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+        bool, typer.Option("--version", callback=_version, is_eager=True,
+                           help="Print the version, the JSON reader in use (compiled or msgspec) and the engines'.")
     ] = False,
 ) -> None:
     """Columnar analytics for distributed-training profiler traces."""

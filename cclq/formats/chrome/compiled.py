@@ -3,7 +3,7 @@
 ``pip install`` compiles ``eventparse.c`` when the machine has a C compiler and skips it
 when it has none (``setup.py``: an optional extension); the fast reader then decodes every
 chunk with msgspec, as it did before, and writes the same table. ``AVAILABLE`` says which;
-``cclq --version`` and ``cclq doctor`` say it to the user.
+``cclq --version`` says it to the user.
 
 The C parser takes a chunk of whole events (``[`` + events + ``]``, as the chunker cuts
 it) to Arrow column buffers in one pass, by the rules of ``events.py``, with no Python

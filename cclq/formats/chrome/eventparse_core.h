@@ -87,7 +87,7 @@ static inline void copy_small(char *dst, const char *src, size_t n) {
 static inline int buf_reserve(Buf *b, size_t extra) {
     if (extra > SIZE_MAX / 4 - b->len) return -1;
     size_t need = b->len + extra;
-    if (need <= b->cap) return 0;
+    if (need <= b->cap && b->data) return 0; /* after a reserve, data is never NULL */
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap *= 2;
     char *p = (char *)realloc(b->data, cap);
@@ -98,6 +98,7 @@ static inline int buf_reserve(Buf *b, size_t extra) {
 }
 
 static inline int buf_append(Buf *b, const void *src, size_t n) {
+    if (n == 0) return 0; /* b->data may still be NULL: no pointer arithmetic on it */
     if (buf_reserve(b, n)) return -1;
     copy_small(b->data + b->len, (const char *)src, n);
     b->len += n;
@@ -106,6 +107,7 @@ static inline int buf_append(Buf *b, const void *src, size_t n) {
 
 /* n zero bytes at the end */
 static inline int buf_zeros(Buf *b, size_t n) {
+    if (n == 0) return 0;
     if (buf_reserve(b, n)) return -1;
     memset(b->data + b->len, 0, n);
     b->len += n;
@@ -1201,7 +1203,9 @@ static int emit_promoted(Parser *P, int col, const Slot *slot, size_t row, int *
             return 0;
         }
         if (col_pad(c, row)) return -1;
-        if (buf_append(&c->data, P->list_scratch.data + slot->list_off * 8, slot->list_len * 8)) return -1;
+        if (slot->list_len &&  /* an empty list: no pointer into a scratch buffer that may be NULL */
+            buf_append(&c->data, P->list_scratch.data + slot->list_off * 8, slot->list_len * 8))
+            return -1;
         return col_close_var(c, row);
     }
     }
