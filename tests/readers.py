@@ -19,7 +19,7 @@ from cclq.formats.base import (
     ReadOptions,
     ReadResult,
 )
-from cclq.formats.chrome import compiled
+from cclq.formats.chrome import compiled, fast_reader
 from cclq.formats.chrome.reader import read_trace_file
 from cclq.formats.detect import detect
 from cclq.formats.limits import DEFAULT_LIMITS, ReadLimits
@@ -52,6 +52,9 @@ def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, help
     batches: list = []  # record batches, or tables of them
     options = ReadOptions(reader=reader, limits=limits, helpers=helpers)
     notes: list[str] = []
+    # helpers asked for are used whatever the file's size (ingest leaves them to big files)
+    saved_min, fast_reader.HELPERS_MIN_BYTES = fast_reader.HELPERS_MIN_BYTES, 0 if helpers else \
+        fast_reader.HELPERS_MIN_BYTES
     try:
         detected = detect(str(path))
         while True:
@@ -67,6 +70,8 @@ def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, help
     except TraceFileError as e:
         out.error = e.message
         return out
+    finally:
+        fast_reader.HELPERS_MIN_BYTES = saved_min
     for note in notes:
         result.notes[note] += 1
     out.result = result

@@ -316,14 +316,21 @@ class Source:
         except OSError as e:
             raise TraceFileError(path, f"cannot read: {e.strerror or e}") from e
         magic = self._file.read(2)
-        self._file.seek(0)
         self.compressed = magic == GZIP_MAGIC
+        self.size = os.fstat(self._file.fileno()).st_size  # on disk
+        # the text's size: a gzip member ends with it (mod 2**32, of the last member alone:
+        # a guess for choosing how to read, never for a bound)
+        self.text_size_guess = self.size
+        if self.compressed and self.size >= 18:
+            self._file.seek(-4, os.SEEK_END)
+            self.text_size_guess = int.from_bytes(self._file.read(4), "little")
+        self._file.seek(0)
         self.raw = _RawCounter(self._file, progress)
         blocks = _inflate_blocks(self.raw, self.compressed, path, limits, keep_bom)
         block_check = check(self.compressed) if check is not None else None
         if read_ahead:
             limit = COMPRESSED_INLINE_BYTES if self.compressed else READ_AHEAD_MIN_BYTES
-            read_ahead = os.fstat(self._file.fileno()).st_size > limit
+            read_ahead = self.size > limit
         self.stream = DecodedStream((_ReadAhead if read_ahead else _Inline)(blocks, block_check))
 
     def __enter__(self) -> Source:
@@ -361,6 +368,15 @@ def read_head(path: str, limit: int = HEAD_BYTES) -> tuple[bytes, bool]:
         if isinstance(e, gzip.BadGzipFile):
             raise TraceFileError(path, f"corrupt gzip stream: {e}") from e
         raise TraceFileError(path, f"cannot read: {e.strerror or e}") from e
+
+
+def is_gzip(path: str) -> bool:
+    """Whether the file starts as a gzip stream (False for one that cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
 
 
 def read_tail(path: str, limit: int = TAIL_BYTES, limits: ReadLimits = DEFAULT_LIMITS) -> bytes:

@@ -226,3 +226,24 @@ def test_any_bytes_give_a_status(parts, levels, max_string, max_event, base):
         batch = answer.batch("f", 0)
         batch.validate(full=True)
         assert batch.num_rows == answer.rows <= answer.entries
+
+
+def test_a_small_file_is_read_without_helpers(tmp_path, monkeypatch):
+    """Helpers only for a file of HELPERS_MIN_BYTES of text or more: below, the reading,
+    read-ahead and encoding threads keep the cores busy and helpers only cost memory."""
+    import cclq.formats.chrome.fast_reader as chrome_fast
+    from cclq.formats.base import ReadOptions
+    from cclq.formats.chrome.reader import read_trace_file
+    from cclq.formats.detect import detect
+
+    def no_helpers(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("helpers used for a small file")
+
+    monkeypatch.setattr(chrome_fast, "_read_with_threads", no_helpers)
+    monkeypatch.setattr(chrome_fast, "_read_with_helpers", no_helpers)
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}))
+    batches: list = []
+    result, _ = read_trace_file(str(path), detect(str(path)), "f", batches.append,
+                                ReadOptions(reader=READER_FAST, helpers=2))
+    assert result.rows_written == 1
