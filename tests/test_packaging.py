@@ -53,6 +53,17 @@ def test_installed_wheel_finds_its_sql(wheel, tmp_path):
     assert set(files) == _repo_sql_files()
 
 
+def test_wheel_carries_the_compiled_parser_where_a_compiler_is(wheel):
+    import shutil
+
+    import pytest
+
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: the wheel is built without the compiled parser")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert [n for n in names if n.startswith("cclq/formats/chrome/eventparse.") and n.endswith((".so", ".pyd"))]
+
+
 def test_wheel_contains_the_board_assets(wheel):
     """The board's stylesheet and script are read with importlib.resources from the package."""
     names = set(zipfile.ZipFile(wheel).namelist())
