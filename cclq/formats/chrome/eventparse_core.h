@@ -821,6 +821,14 @@ static void parse_value(Parser *P, Span *out, int level) {
 }
 
 /* ------------------------------------------------------------------ events */
+static int compact_append(Buf *out, const char *src, size_t n);
+
+/* A value's text as written, compact (a string with its quotes), to `out`. */
+static int append_token(Buf *out, const Span *v) {
+    if (v->type == T_STRING) return buf_append(out, v->p - 1, v->n + 2);
+    if (v->type == T_ARRAY || v->type == T_OBJECT) return compact_append(out, v->p, v->n);
+    return buf_append(out, v->p, v->n);
+}
 enum { F_PH = 0, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_BP, F_S, F_ARGS, N_FIELDS, F_OTHER = -1 };
 
 /* The field a (decoded) event key names. */
@@ -944,12 +952,19 @@ static void parse_int_list(Parser *P, Slot *slot, int level) {
     slot->v.esc = 0;
 }
 
-/* The args object of an event: its promoted keys into the event's slots. */
-static void parse_args_object(Parser *P) {
+/* The args object of an event: its promoted keys into the event's slots, and its text
+ * as written without whitespace into `out` (the args column's, whose caller takes it back
+ * if the row is dropped): one pass over the text instead of a second one to copy it. */
+static void parse_args_object(Parser *P, Buf *out) {
     P->p++;
     skip_ws(P);
+    if (buf_append(out, "{", 1)) {
+        nomem(P);
+        return;
+    }
     if (peek(P) == '}') {
         P->p++;
+        if (buf_append(out, "}", 1)) nomem(P);
         return;
     }
     for (;;) {
@@ -960,6 +975,10 @@ static void parse_args_object(Parser *P) {
         }
         parse_string(P, &k);
         if (P->status) return;
+        if (buf_append(out, k.p - 1, k.n + 2) || buf_append(out, ":", 1)) {
+            nomem(P);
+            return;
+        }
         skip_ws(P);
         if (peek(P) != ':') {
             syntax(P);
@@ -988,19 +1007,29 @@ static void parse_args_object(Parser *P) {
             }
             if (P->status) return;
             P->slot_mask |= 1ULL << col;
+            v = slot->v;
         } else {
             parse_value(P, &v, 2);
             if (P->status) return;
+        }
+        if (append_token(out, &v)) {
+            nomem(P);
+            return;
         }
         skip_ws(P);
         int c = peek(P);
         if (c == ',') {
             P->p++;
             skip_ws(P);
+            if (buf_append(out, ",", 1)) {
+                nomem(P);
+                return;
+            }
             continue;
         }
         if (c == '}') {
             P->p++;
+            if (buf_append(out, "}", 1)) nomem(P);
             return;
         }
         syntax(P);
@@ -1037,11 +1066,13 @@ static int emit_text(Parser *P, int column, const Span *s, size_t row) {
 
 /* The args text as written, whitespace outside strings removed (msgspec.json.format
  * with indent=-1: every token kept as written). */
-static int emit_compact(Col *c, size_t row, const Span *s) {
-    if (col_pad(c, row) || buf_reserve(&c->data, s->n)) return -1;
-    char *o = c->data.data + c->data.len;
+/* The text of a validated value as written, whitespace outside strings removed
+ * (msgspec.json.format with indent=-1: every token kept as written), appended to `out`. */
+static int compact_append(Buf *out, const char *src, size_t n) {
+    if (buf_reserve(out, n)) return -1;
+    char *o = out->data + out->len;
     size_t k = 0;
-    const char *p = s->p, *e = s->p + s->n;
+    const char *p = src, *e = src + n;
     while (p < e) {
         /* a run of bytes outside strings that are neither whitespace nor a quote */
         const char *r = p;
@@ -1053,7 +1084,7 @@ static int emit_compact(Col *c, size_t row, const Span *s) {
             p++;
             continue;
         }
-        /* a string, copied as written up to its closing quote (it was validated) */
+        /* a string, copied as written up to its closing quote */
         r = p++;
         for (;;) {
             while (e - p >= 8) {
@@ -1074,7 +1105,14 @@ static int emit_compact(Col *c, size_t row, const Span *s) {
         copy_small(o + k, r, (size_t)(p - r));
         k += (size_t)(p - r);
     }
-    c->data.len += k;
+    out->len += k;
+    return 0;
+}
+
+/* The args text of a row (a value that is not an object; objects are written while
+ * they are parsed, parse_args_object). */
+static int emit_compact(Col *c, size_t row, const Span *s) {
+    if (col_pad(c, row) || compact_append(&c->data, s->p, s->n)) return -1;
     return col_close_var(c, row);
 }
 
@@ -1244,7 +1282,10 @@ static void parse_event(Parser *P, int64_t index) {
     Span f[N_FIELDS];
     const char *start = P->p;
     int nkeys = 0, args_seen = 0;
-    memset(f, 0, sizeof f);
+    Col *args_col = &P->base_cols[C_ARGS];
+    size_t args_mark = 0;
+    int args_written = 0; /* the args object's compact text is in args_col already */
+    for (int i = 0; i < N_FIELDS; i++) f[i].type = T_ABSENT; /* all a field is read by when absent */
     P->slot_mask = 0;
     P->list_scratch.len = 0;
     P->p++;
@@ -1285,8 +1326,15 @@ static void parse_event(Parser *P, int64_t index) {
                         decline(P, "nesting near the depth bound");
                         return;
                     }
-                    parse_args_object(P);
+                    /* the rows before this one are NULL up to here: its text goes after them */
+                    if (col_pad(args_col, P->rows)) {
+                        nomem(P);
+                        return;
+                    }
+                    args_mark = args_col->data.len;
+                    parse_args_object(P, &args_col->data);
                     if (P->status) return;
+                    args_written = 1;
                     f[F_ARGS].p = vs;
                     f[F_ARGS].n = (size_t)(P->p - vs);
                     f[F_ARGS].type = T_OBJECT;
@@ -1351,11 +1399,10 @@ static void parse_event(Parser *P, int64_t index) {
         }
     }
     if (f[F_ARGS].type == T_OBJECT) {
-        for (int col = 0; col < P->cfg->n_columns; col++)
-            if (P->slot_mask & (1ULL << col)) {
-                check_promoted(P, col, &P->slots[col]);
-                if (P->status) return;
-            }
+        for (uint64_t mask = P->slot_mask; mask; mask &= mask - 1) {
+            check_promoted(P, lowest_bit(mask), &P->slots[lowest_bit(mask)]);
+            if (P->status) return;
+        }
     } else {
         P->slot_mask = 0; /* only an object's keys are promoted */
     }
@@ -1396,6 +1443,7 @@ static void parse_event(Parser *P, int64_t index) {
         }
     }
     if (reason >= 0) {
+        if (args_written) args_col->data.len = args_mark; /* the dropped row's args text goes */
         if (add_drop(P, reason, ph)) nomem(P);
         return;
     }
@@ -1431,8 +1479,12 @@ static void parse_event(Parser *P, int64_t index) {
     if (has_dur && col_i64(&cols[C_DUR], row, dur)) goto oom;
     if (emit_text(P, C_ID, &f[F_ID], row) || emit_text(P, C_BP, &f[F_BP], row) || emit_text(P, C_S, &f[F_S], row))
         goto oom;
-    if (f[F_ARGS].type != T_ABSENT && f[F_ARGS].type != T_NULL && emit_compact(&cols[C_ARGS], row, &f[F_ARGS]))
+    if (args_written) {
+        if (col_close_var(args_col, row)) goto oom;
+    } else if (f[F_ARGS].type != T_ABSENT && f[F_ARGS].type != T_NULL &&
+               emit_compact(&cols[C_ARGS], row, &f[F_ARGS])) {
         goto oom;
+    }
     uint64_t mask = P->slot_mask;
     while (mask) {
         int col = lowest_bit(mask);
@@ -1531,7 +1583,7 @@ static void parse_chunk(Parser *P) {
             return;
         }
     for (int i = 0; i < P->cfg->n_columns; i++)
-        if (col_pad(&P->promoted[i], P->rows)) {
+        if (P->promoted[i].touched && col_pad(&P->promoted[i], P->rows)) { /* untouched: all NULL, not returned */
             nomem(P);
             return;
         }

@@ -321,15 +321,20 @@ class _Chunker:
     def _locate_events(self) -> int:
         """Index in ``buf`` of the first byte after the ``[`` of the event array."""
         self._fill(1 << 20)
+        window = 64 << 10  # the head is read from a window that grows: most heads are short
         while True:
             try:
-                return self._parse_head()
+                return self._parse_head(window)
             except _NeedMore:
+                if window < len(self.buf):
+                    window *= 4
+                    continue
                 if len(self.buf) > self.limits.max_event_bytes or not self._more():
                     raise FallbackToIjson("the event array does not start where the fast reader looks for it")
 
-    def _parse_head(self) -> int:
-        buf = bytes(self.buf)
+    def _parse_head(self, window: int) -> int:
+        """The head, from the first ``window`` bytes of ``buf`` (``_NeedMore``: not in them)."""
+        buf = bytes(self.buf[:window])
         text = buf.decode("utf-8", errors="surrogateescape")
         i = _skip_ws(text, 0)
         if self.array_form:
@@ -377,14 +382,19 @@ class _Chunker:
                 raise FallbackToIjson("no traceEvents array among the top-level keys")
 
     # -- bounds
-    def _check_text(self, data: bytes, offset: int, depth: int) -> StructureScanner:
+    def _check_text(self, data: bytes, offset: int, depth: int) -> None:
         """Runs the structural scan over ``data``; a bound exceeded sends the file to ijson
-        (which reports it, or an earlier syntax error, exactly as it always has)."""
+        (which reports it, or an earlier syntax error, exactly as it always has). A text
+        shorter than the string and event bounds, with fewer brackets than the depth left,
+        cannot exceed one: it is not scanned (the scan's set-up was 1 ms a small file)."""
+        limits = self.limits
+        if (len(data) < min(limits.max_string_bytes, limits.max_event_bytes)
+                and depth + data.count(b"[") + data.count(b"{") <= limits.max_depth):
+            return
         scanner = StructureScanner(self.limits, self.depth, offset=offset, depth=depth)
         scanner.feed(data)
         if scanner.violation is not None:
             raise FallbackToIjson(f"a bound is exceeded ({scanner.violation.kind})")
-        return scanner
 
     # -- decoding one chunk
     def _bracketed(self, start: int, end: int) -> bytes:
