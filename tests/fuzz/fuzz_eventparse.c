@@ -4,9 +4,9 @@
  * bytes. Built and run by tests/fuzz/run.sh with AddressSanitizer and UBSan; a crash, a
  * leak, an out-of-bounds read or undefined behaviour fails it.
  *
- * Besides not crashing, it checks what the parser promises of a chunk it accepts: the
- * columns hold exactly `rows` rows, every offset is within its data, and `rows` never
- * exceeds the entries.
+ * Besides not crashing, it checks what the parser promises of a chunk it accepts: every
+ * column it returns holds exactly `rows` rows, every offset is within its data, and
+ * `rows` never exceeds the entries.
  */
 #define _GNU_SOURCE
 #include <assert.h>
@@ -51,6 +51,7 @@ static void setup(void) {
 }
 
 static void check_column(const Col *c, size_t rows) {
+    if (!c->touched && c->rows == 0) return; /* all NULL: not returned, not padded */
     assert(c->rows == rows);
     assert(c->valid.len >= (rows + 7) / 8 || (c->nulls == 0 && c->valid.len >= (rows + 7) / 8) || rows == 0 ||
            c->valid.len * 8 >= rows);
