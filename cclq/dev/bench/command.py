@@ -51,6 +51,17 @@ def bench(
                                              "HTA, through it, against HTA's own, on hta_df_index_resolver (and the "
                                              "--hta-copies set): first run and repeat, time, CPU and peak memory.")
     ] = False,
+    first_run: Annotated[
+        bool, typer.Option("--first-run", help="The first answer on a new trace: `cclq ingest` + `cclq metric "
+                                               "hta_temporal_breakdown --all` + `... hta_comm_comp_overlap --all` "
+                                               "as three processes on a fresh warehouse, against HTA's load and the "
+                                               "same two analyses (--hta-python), on hta_df_index_resolver, "
+                                               "dlrm_param_8xV100 and the --hta-copies set; wall time and peak RSS.")
+    ] = False,
+    small_files: Annotated[
+        int, typer.Option("--small-files", min=0, help="Also time `cclq ingest` of N copies of dlrm_param_8xV100's "
+                                                      "Kineto files (400: 3,200 files), each copy a workload.")
+    ] = 0,
     repeats: Annotated[
         int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")
     ] = 2,
@@ -85,6 +96,20 @@ def bench(
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
     import pyarrow as pa
 
+    if first_run:
+        from cclq.dev.bench.first_run import run_first_run_bench
+
+        rows = run_first_run_bench(hta_python, copies=hta_copies, repeats=repeats, workdir=workdir)
+        write_table(pa.Table.from_pylist(rows), fmt,
+                    title="first answer: cclq's three CLI calls vs HTA 0.5.0's load + the same two analyses")
+        return
+    if small_files:
+        from cclq.dev.bench.small_files import run_small_files_bench
+
+        rows = run_small_files_bench(small_files, repeats=repeats, workdir=workdir)
+        write_table(pa.Table.from_pylist(rows), fmt, title="thousands of small files")
+        if not (ingest_part or metrics_part):
+            return
     if targets is not None:
         from cclq.dev.bench.targets import run_target_bench
 

@@ -727,6 +727,43 @@ static int time_ns(const char *p, size_t n, int64_t *out) {
 /* ------------------------------------------------------------------ generic values */
 static void parse_value(Parser *P, Span *out, int level);
 
+/* After an element or a member: 1 past a ',' (another follows), 0 past `close`, -1 for
+ * anything else (P->status says why). */
+static int after_item(Parser *P, char close) {
+    skip_ws(P);
+    int c = peek(P);
+    if (c == ',') {
+        P->p++;
+        skip_ws(P);
+        return 1;
+    }
+    if (c == close) {
+        P->p++;
+        return 0;
+    }
+    syntax(P);
+    return -1;
+}
+
+/* An object member's key and its ':' (and the whitespace after it): the key's span in
+ * `k`; 0 on success, else P->status says why. */
+static int parse_member_key(Parser *P, Span *k) {
+    if (peek(P) != '"') {
+        syntax(P);
+        return -1;
+    }
+    parse_string(P, k);
+    if (P->status) return -1;
+    skip_ws(P);
+    if (peek(P) != ':') {
+        syntax(P);
+        return -1;
+    }
+    P->p++;
+    skip_ws(P);
+    return 0;
+}
+
 static void skip_container(Parser *P, int level, char open) {
     char close = open == '{' ? '}' : ']';
     if (level > P->value_levels - 1) {
@@ -741,36 +778,10 @@ static void skip_container(Parser *P, int level, char open) {
     }
     for (;;) {
         Span s;
-        if (open == '{') {
-            if (peek(P) != '"') {
-                syntax(P);
-                return;
-            }
-            parse_string(P, &s);
-            if (P->status) return;
-            skip_ws(P);
-            if (peek(P) != ':') {
-                syntax(P);
-                return;
-            }
-            P->p++;
-            skip_ws(P);
-        }
+        if (open == '{' && parse_member_key(P, &s)) return;
         parse_value(P, &s, level + 1);
         if (P->status) return;
-        skip_ws(P);
-        int c = peek(P);
-        if (c == ',') {
-            P->p++;
-            skip_ws(P);
-            continue;
-        }
-        if (c == close) {
-            P->p++;
-            return;
-        }
-        syntax(P);
-        return;
+        if (after_item(P, close) <= 0) return; /* closed, or an error in P->status */
     }
 }
 
@@ -932,19 +943,13 @@ static void parse_int_list(Parser *P, Slot *slot, int level) {
             } else {
                 not_ints = 1;
             }
-            skip_ws(P);
-            int c = peek(P);
-            if (c == ',') {
-                P->p++;
-                skip_ws(P);
-                continue;
-            }
-            if (c == ']') break;
-            syntax(P);
-            return;
+            int more = after_item(P, ']');
+            if (more < 0) return;
+            if (!more) break;
         }
+    } else {
+        P->p++;
     }
-    P->p++;
     slot->list_status = not_ints ? LIST_NOT_INTS : too_big ? LIST_TOO_BIG : LIST_OK;
     slot->v.p = s;
     slot->v.n = (size_t)(P->p - s);
@@ -969,23 +974,11 @@ static void parse_args_object(Parser *P, Buf *out) {
     }
     for (;;) {
         Span k, v;
-        if (peek(P) != '"') {
-            syntax(P);
-            return;
-        }
-        parse_string(P, &k);
-        if (P->status) return;
+        if (parse_member_key(P, &k)) return;
         if (buf_append(out, k.p - 1, k.n + 2) || buf_append(out, ":", 1)) {
             nomem(P);
             return;
         }
-        skip_ws(P);
-        if (peek(P) != ':') {
-            syntax(P);
-            return;
-        }
-        P->p++;
-        skip_ws(P);
         size_t kn = 0;
         P->scratch.len = 0;
         const char *kt = key_text(P, &k, &kn);
@@ -1016,24 +1009,13 @@ static void parse_args_object(Parser *P, Buf *out) {
             nomem(P);
             return;
         }
-        skip_ws(P);
-        int c = peek(P);
-        if (c == ',') {
-            P->p++;
-            skip_ws(P);
-            if (buf_append(out, ",", 1)) {
-                nomem(P);
-                return;
-            }
-            continue;
-        }
-        if (c == '}') {
-            P->p++;
-            if (buf_append(out, "}", 1)) nomem(P);
+        int more = after_item(P, '}');
+        if (more < 0) return;
+        if (buf_append(out, more ? "," : "}", 1)) {
+            nomem(P);
             return;
         }
-        syntax(P);
-        return;
+        if (!more) return;
     }
 }
 
@@ -1295,19 +1277,7 @@ static void parse_event(Parser *P, int64_t index) {
     } else {
         for (;;) {
             Span k;
-            if (peek(P) != '"') {
-                syntax(P);
-                return;
-            }
-            parse_string(P, &k);
-            if (P->status) return;
-            skip_ws(P);
-            if (peek(P) != ':') {
-                syntax(P);
-                return;
-            }
-            P->p++;
-            skip_ws(P);
+            if (parse_member_key(P, &k)) return;
             size_t kn = 0;
             P->scratch.len = 0;
             const char *kt = key_text(P, &k, &kn);
@@ -1354,19 +1324,9 @@ static void parse_event(Parser *P, int64_t index) {
                 parse_value(P, &ignored, 1);
                 if (P->status) return;
             }
-            skip_ws(P);
-            int c = peek(P);
-            if (c == ',') {
-                P->p++;
-                skip_ws(P);
-                continue;
-            }
-            if (c == '}') {
-                P->p++;
-                break;
-            }
-            syntax(P);
-            return;
+            int more = after_item(P, '}');
+            if (more < 0) return;
+            if (!more) break;
         }
     }
     if ((size_t)(P->p - start) + 2 >= P->max_event) {
@@ -1557,19 +1517,9 @@ static void parse_chunk(Parser *P) {
             }
             if (P->status) return;
             P->entries++;
-            skip_ws(P);
-            int c = peek(P);
-            if (c == ',') {
-                P->p++;
-                skip_ws(P);
-                continue;
-            }
-            if (c == ']') {
-                P->p++;
-                break;
-            }
-            syntax(P);
-            return;
+            int more = after_item(P, ']');
+            if (more < 0) return;
+            if (!more) break;
         }
     }
     skip_ws(P);

@@ -39,7 +39,8 @@ import json
 import os
 import re
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import chain
@@ -1320,29 +1321,37 @@ def _read_with_threads(chunker: _Chunker, builder: _Builder, threads: int) -> No
     the Parquet encoder's thread runs beside them."""
     from concurrent.futures import ThreadPoolExecutor
 
-    in_flight: deque[Any] = deque()
+    in_flight: deque[tuple[bytes, Future[Any]]] = deque()
 
     def collect() -> None:
         data, future = in_flight.popleft()
-        entries = future.result()
-        builder.add(chunker._emit(entries, data))
+        builder.add(chunker._emit(future.result(), data))
 
     with ThreadPoolExecutor(threads, thread_name_prefix="cclq-parse") as pool:
-        try:
-            for item in chunker.speculative():
-                if isinstance(item, int):
-                    while in_flight:
-                        collect()
-                    for chunk in chunker.read_rest(item):
-                        builder.add(chunk)
-                    break
-                data, offset = item
-                in_flight.append((data, pool.submit(_parse_in_thread, data, offset, chunker)))
-                while len(in_flight) > 2 * threads:
+        _in_order(chunker, builder, lambda data, offset: pool.submit(_parse_in_thread, data, offset, chunker),
+                  collect, in_flight, threads)
+
+
+def _in_order(chunker: _Chunker, builder: _Builder, submit: Callable[[bytes, int], Future[Any]],
+              collect: Callable[[], None], in_flight: deque[tuple[bytes, Future[Any]]], width: int) -> None:
+    """The chunks ``chunker.speculative`` cuts handed to ``submit`` (at most ``2 * width``
+    in flight; ``collect`` takes the oldest back, in order), then the rest of the array,
+    read here: what threads and helper processes share."""
+    try:
+        for item in chunker.speculative():
+            if isinstance(item, int):
+                while in_flight:
                     collect()
-        finally:
-            for _, f in in_flight:
-                f.cancel()
+                for chunk in chunker.read_rest(item):
+                    builder.add(chunk)
+                return
+            data, offset = item
+            in_flight.append((data, submit(data, offset)))
+            while len(in_flight) > 2 * width:
+                collect()
+    finally:
+        for _, future in in_flight:
+            future.cancel()
 
 
 def _read_with_helpers(chunker: _Chunker, builder: _Builder, file_id: str, base: int, helpers: int) -> None:
@@ -1353,13 +1362,13 @@ def _read_with_helpers(chunker: _Chunker, builder: _Builder, file_id: str, base:
     from concurrent.futures.process import BrokenProcessPool
 
     settings = _FileSettings(file_id, base, chunker.limits, chunker.depth, chunker.levels, chunker.use_compiled)
-    in_flight: deque[Any] = deque()
+    in_flight: deque[tuple[bytes, Future[Any]]] = deque()
     result = builder.result
     with ProcessPoolExecutor(helpers, mp_context=mp.get_context("fork"), initializer=_helper_start,
                              initargs=(settings, os.getpid())) as pool:
         def collect() -> None:
             try:
-                answer = in_flight.popleft().result()
+                answer = in_flight.popleft()[1].result()
             except BrokenProcessPool:  # killed (out of memory?): one process tries it alone
                 raise ReadSequentially("a helper process died") from None
             if answer[0] == "sequential":
@@ -1382,21 +1391,8 @@ def _read_with_helpers(chunker: _Chunker, builder: _Builder, file_id: str, base:
             for batch in table.to_batches():
                 builder.emit(batch)  # counted, bounded and written as this process's own
 
-        try:
-            for item in chunker.speculative():
-                if isinstance(item, int):
-                    while in_flight:
-                        collect()
-                    for chunk in chunker.read_rest(item):
-                        builder.add(chunk)
-                    break
-                data, offset = item
-                in_flight.append(pool.submit(_build_in_helper, data, offset))
-                while len(in_flight) > 2 * helpers:
-                    collect()
-        finally:
-            for f in in_flight:
-                f.cancel()
+        _in_order(chunker, builder, lambda data, offset: pool.submit(_build_in_helper, data, offset), collect,
+                  in_flight, helpers)
 
 
 @gc_paused()
