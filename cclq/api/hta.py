@@ -134,8 +134,8 @@ class TraceAnalysis:
         by_path = {p.resolve(): rank for rank, p in ingested.items()}
         for rank, path in given.items():
             if path not in by_path:
-                raise UsageError(f"trace_files: {path} is not a trace file of {folder} (cclq analyses a folder: "
-                                 "give trace_dir the folder that holds exactly these files)")
+                raise UsageError(f"trace_files: {path} is not a trace file of {folder} (cclq ingests trace_dir: "
+                                 "the files must be in it)")
             if by_path[path] != rank:
                 raise UsageError(f"trace_files: {path} is rank {by_path[path]} by its own content, not {rank}")
         return {rank: ingested[rank] for rank in given}

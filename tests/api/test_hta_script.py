@@ -23,7 +23,7 @@ import hta_script
 import pytest
 from conftest import SHARED_TRACES, require_shared
 
-pytest.importorskip("pandas")
+pd = pytest.importorskip("pandas")
 pytest.importorskip("plotly")
 
 import cclq  # noqa: E402
@@ -40,6 +40,22 @@ KNOWN = {
     ("negative_queue_length", "get_frequent_cuda_kernel_sequences('aten::mm') wrote"):
         "the same: cclq marks the 4 occurrences of the pattern",
 }
+
+
+def _zero_length_rows_dropped(enc: dict) -> dict:
+    """An encoded frame without its rows of dur 0."""
+    if enc.get("type") != "DataFrame":
+        return enc
+    dur = enc["data"][enc["columns"]["values"].index("dur")]
+    keep = [i for i, d in enumerate(dur) if d != 0]
+    return {**enc, "index": {**enc["index"], "values": [enc["index"]["values"][i] for i in keep]},
+            "data": [[column[i] for i in keep] for column in enc["data"]]}
+
+
+# HTA run live under pandas 3: IntervalIndex.overlaps no longer counts a zero-length interval
+# inside another as overlapping it, so HTA leaves zero-length kernels (memcpys of 0 µs) out of
+# their annotation; cclq keeps HTA 0.5.0's (pandas 2) answer, which the recorded goldens hold.
+PANDAS_3_CALLS = {"get_gpu_kernels_with_user_annotations(rank)": _zero_length_rows_dropped}
 
 
 def _hta_live() -> tuple[object, object] | None:
@@ -76,6 +92,7 @@ def test_an_hta_script_runs_unchanged_and_returns_what_hta_returns(folder: str, 
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     require_shared()
     want = _hta_side(folder, tmp_path)
+    live_on_pandas_3 = _hta_live() is not None and int(pd.__version__.split(".")[0]) >= 3
     monkeypatch.setenv("CCLQ_WAREHOUSE", str(tmp_path / "wh"))  # the script itself is HTA's, unchanged
     scratch = tmp_path / "cclq"
     scratch.mkdir()
@@ -92,7 +109,10 @@ def test_an_hta_script_runs_unchanged_and_returns_what_hta_returns(folder: str, 
             continue
         if isinstance(expected, dict) and expected.get("type") == "raised":
             continue  # HTA fails here; docs/api.md says what cclq answers
-        problems += hta_script.compare_any(got[call], expected, call)
+        mine = got[call]
+        if live_on_pandas_3 and call in PANDAS_3_CALLS:
+            mine, expected = PANDAS_3_CALLS[call](mine), PANDAS_3_CALLS[call](expected)
+        problems += hta_script.compare_any(mine, expected, call)
     assert not problems, "\n".join(problems)
 
 
