@@ -41,9 +41,10 @@ __all__ = ["CPGraph", "HTA_METHODS", "TimeSeriesTypes", "TraceAnalysis"]
 log = logging.getLogger("cclq")
 
 CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024  # HTA's default max_queue_length
-# A folder smaller than this is ingested in this process: on the shared HTA traces of up
-# to 750 KB, parser processes (a pool, or helpers for one file) cost more than they save
-# (alexnet, 25 KB: 0.36 s to construct instead of 0.48 s); HTA parses one rank in-process too.
+# A folder smaller than this is ingested in this process: there parser processes (a pool,
+# or helpers for one file) cost more than they save. Measured in fresh processes, ingest
+# time in-process vs default: alexnet (25 KB) 0.18 vs 0.30 s, nccl_data (750 KB) 0.30-0.52
+# vs 0.41-0.74 s; at 1.4 MB (negative_queue_length) neither wins consistently.
 SMALL_FOLDER_BYTES = 1 << 20
 
 # HTA 0.5.0 method -> the cclq views and metrics that answer it (docs/api.md has the table)
