@@ -80,6 +80,8 @@ class Workspace:
                 **params: Any) -> pl.DataFrame:
         """Several metrics (default: all) in one session, long form: a ``metric`` column, the
         common columns, and each metric's own columns in the ``details`` struct."""
+        import polars as pl
+
         specs = [resolve(n) for n in names] if names is not None else latest_specs()
         given = _params(params)
         check_batch_params(specs, given)
