@@ -1,7 +1,7 @@
 """cclq: a columnar analytics engine for distributed-training profiler traces.
 
 From Python (a notebook): ``ws = cclq.open()`` opens the warehouse (``cclq.api``);
-``cclq.TraceAnalysis(trace_dir)`` gives HTA's method names over it. The CLI is ``cclq``
+``cclq.TraceAnalysis(trace_dir=...)`` is HTA's API over it (pandas, with the ``hta`` extra). The CLI is ``cclq``
 (``cclq.cli``). The package's layers are drawn in docs/architecture.md.
 
 This module is an entry point: its public names are imported when first used, so
@@ -18,10 +18,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from cclq.api.hta import TraceAnalysis
+    from cclq.api.hta import TimeSeriesTypes, TraceAnalysis
     from cclq.api.workspace import Workspace, open
 
-__all__ = ["__version__", "open", "Workspace", "TraceAnalysis"]
+__all__ = ["__version__", "open", "Workspace", "TraceAnalysis", "TimeSeriesTypes"]
 
 
 def __getattr__(name: str) -> Any:
@@ -29,8 +29,8 @@ def __getattr__(name: str) -> Any:
         from cclq.api import workspace
 
         return getattr(workspace, name)
-    if name == "TraceAnalysis":
-        from cclq.api.hta import TraceAnalysis
+    if name in ("TraceAnalysis", "TimeSeriesTypes"):
+        from cclq.api import hta
 
-        return TraceAnalysis
+        return getattr(hta, name)
     raise AttributeError(f"module 'cclq' has no attribute {name!r}")

@@ -1,320 +1,381 @@
-"""``cclq.TraceAnalysis``: Holistic Trace Analysis' method names over cclq.
+"""``cclq.TraceAnalysis``: Holistic Trace Analysis 0.5.0's API over cclq's warehouse.
 
-For people switching from HTA: ``TraceAnalysis(trace_dir=...)`` ingests the folder (a
-no-op when it is unchanged) and each method runs the ``hta_*`` metric that reproduces
-HTA 0.5.0's analysis, returning a polars DataFrame with the columns HTA returns
-(``.to_pandas()`` gives HTA's pandas form). The mapping, method by method, is in
-``HTA_METHODS`` and docs/api.md; HTA's analyses that have no metric yet are not
-offered (calling one raises ``AttributeError``), never approximated.
+An HTA script runs after changing its import line (``from cclq import TraceAnalysis,
+TimeSeriesTypes``): the constructor takes HTA's arguments and ingests the folder (a no-op
+when it is unchanged); every public method of HTA's ``TraceAnalysis`` is here with HTA's
+arguments and defaults, and returns what HTA returns: pandas objects with HTA's index,
+column levels, dtypes and values, HTA's tuples, dicts and lists, None where HTA gives
+None, and the figures HTA draws with ``visualize=True`` (its default). pandas and plotly
+come with the ``hta`` extra (``pip install 'cclq[hta]'``). ``ta.t`` is HTA's ``Trace``
+(``cclq.api.hta_trace``). ``cclq.open()`` stays the native face, with polars frames.
+
+Where HTA fails on a trace (an exception, a failed assertion), cclq answers where it can;
+docs/api.md lists each case. The mapping of methods to the views and metrics that answer
+them is ``HTA_METHODS`` (and docs/api.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import logging
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from enum import Flag, auto
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
+from cclq.api import hta_breakdown, hta_counters, hta_figures, hta_kernels
+from cclq.api.hta_critical_path import CPGraph, critical_path, overlay
+from cclq.api.hta_data import HtaData
+from cclq.api.hta_figures import Figures
+from cclq.api.hta_frames import pandas
+from cclq.api.hta_trace import Trace
 from cclq.api.workspace import Workspace, open
 from cclq.errors import UsageError
 from cclq.ingest.plan import plan_inputs
-from cclq.query.session import Session
-from cclq.sqltext import quote_literal
+from cclq.present.chrome_trace import write_trace
 
+__all__ = ["CPGraph", "HTA_METHODS", "TimeSeriesTypes", "TraceAnalysis"]
 
-@dataclass(frozen=True)
-class HtaMethod:
-    """One HTA method: the metric that computes it and HTA's name for it."""
+log = logging.getLogger("cclq")
 
-    hta_name: str
-    metric: str
-    hta_columns: tuple[str, ...]
+CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024  # HTA's default max_queue_length
+# A folder smaller than this is ingested in this process: there parser processes (a pool,
+# or helpers for one file) cost more than they save. Measured in fresh processes, ingest
+# time in-process vs default: alexnet (25 KB) 0.18 vs 0.30 s, nccl_data (750 KB) 0.30-0.52
+# vs 0.41-0.74 s; at 1.4 MB (negative_queue_length) neither wins consistently.
+SMALL_FOLDER_BYTES = 1 << 20
 
-
-# pandas' describe() columns, as HTA's summaries have them (flattened: HTA's frames have a
-# two-level column index such as ("queue_length", "mean") and (rank, stream) as the index)
-DESCRIBE = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
-# HTA's name/duration aggregation (kernel and user-annotation breakdowns)
-BREAKDOWN = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
-STATS = (("mean", "mean"), ("std", "std"), ("min", "min"), ("p25", "25%"), ("p50", "50%"), ("p75", "75%"),
-         ("max", "max"))
-
-# HTA 0.5.0 method (with the argument that selects a second table) -> the cclq metric, or
-# view / macro for get_cuda_kernel_launch_stats (view hta_kernel_launches; its summary is the
-# metric hta_cuda_kernel_launch_stats), get_frequent_cuda_kernel_sequences (macro) and
-# get_profiler_steps (view); the columns are HTA's, in HTA's order.
-HTA_METHODS: dict[str, HtaMethod] = {
-    m.hta_name: m for m in (
-        HtaMethod("get_temporal_breakdown", "hta_temporal_breakdown",
-                  ("rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
-                   "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg")),
-        HtaMethod("get_comm_comp_overlap", "hta_comm_comp_overlap", ("rank", "comp_comm_overlap_pctg")),
-        HtaMethod("get_gpu_kernel_type_breakdown", "hta_kernel_type_breakdown", ("kernel_type", "sum", "percentage")),
-        HtaMethod("get_idle_time_breakdown", "hta_idle_time_breakdown",
-                  ("rank", "stream", "idle_category", "idle_time", "idle_time_ratio")),
-        HtaMethod("get_idle_time_breakdown(show_idle_interval_stats=True)", "hta_idle_interval_stats",
-                  ("idle_category", "rank", "stream", *DESCRIBE)),
-        HtaMethod("get_gpu_kernel_breakdown", "hta_kernel_breakdown", BREAKDOWN[:-1] + ("kernel_type", "rank")),
-        HtaMethod("get_queue_length_summary", "hta_queue_length_summary", ("rank", "stream", *DESCRIBE)),
-        HtaMethod("get_time_spent_blocked_on_full_queue", "hta_time_blocked_on_full_queue",
-                  ("rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length")),
-        HtaMethod("get_memory_bw_summary", "hta_memory_bw_summary", ("rank", "name", *DESCRIBE)),
-        HtaMethod("get_cuda_kernel_launch_stats", "hta_kernel_launches",
-                  ("correlation", "cpu_duration", "gpu_duration", "launch_delay")),
-        HtaMethod("get_gpu_user_annotation_breakdown", "hta_gpu_user_annotation_breakdown", BREAKDOWN),
-        HtaMethod("get_gpu_user_annotation_breakdown(use_gpu_annotation=False)", "hta_cpu_user_annotation_breakdown",
-                  BREAKDOWN),
-        HtaMethod("get_frequent_cuda_kernel_sequences", "hta_frequent_cuda_kernel_sequences",
-                  ("pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)")),
-        HtaMethod("get_profiler_steps", "hta_profiler_steps", ("profiler_step",)),
-        HtaMethod("critical_path_analysis", "hta_critical_path_breakdown", ("bound_by", "percentage")),
-        HtaMethod("get_cupti_counter_data_with_operators", "hta_cupti_counters",
-                  ("name", "cat", "ts", "dur", "op_stack", "top_level_op", "bottom_level_op")),
-    )
+# HTA 0.5.0 method -> the cclq views and metrics that answer it (docs/api.md has the table)
+HTA_METHODS: dict[str, str] = {
+    "get_temporal_breakdown": "metric hta_temporal_breakdown",
+    "get_comm_comp_overlap": "metric hta_comm_comp_overlap",
+    "get_gpu_kernel_breakdown": "views hta_events (GPU rows), hta_gpu_merged",
+    "get_idle_time_breakdown": "view hta_events (kernel rows with their launch's ts)",
+    "get_gpu_user_annotation_breakdown": "view hta_events (annotation rows)",
+    "get_gpu_kernels_with_user_annotations": "view hta_trace_frame",
+    "get_queue_length_time_series": "view hta_queue_points",
+    "get_queue_length_summary": "view hta_queue_points",
+    "get_queue_length_summary_from_time_series": "the series given",
+    "get_time_spent_blocked_on_full_queue": "the series given, view hta_events",
+    "get_memory_bw_time_series": "view hta_events (MEMORY rows)",
+    "get_memory_bw_summary": "view hta_events (MEMORY rows)",
+    "get_cuda_kernel_launch_stats": "view hta_kernel_launches",
+    "get_frequent_cuda_kernel_sequences": "macro hta_frequent_cuda_kernel_sequences",
+    "get_aten_op_kernels_and_delay": "view hta_trace_frame",
+    "get_potential_stragglers": "view hta_trace_frame",
+    "get_profiler_steps": "view hta_profiler_steps",
+    "get_cupti_counter_data_with_operators": "view hta_cupti_counters",
+    "critical_path_analysis": "view hta_critical_path_edges",
+    "overlay_critical_path_analysis": "view hta_critical_path_edges, table events",
+    "generate_trace_with_counters": "view hta_queue_points, hta_events, table events",
 }
 
 
-class TraceAnalysis:
-    """A trace folder analysed as HTA's ``TraceAnalysis`` would, through cclq's warehouse.
+class TimeSeriesTypes(Flag):
+    """HTA's choice of counters for generate_trace_with_counters."""
 
-    ``trace_dir``: one workload folder (one file per rank). ``warehouse``: where it is
-    ingested (default ``$CCLQ_WAREHOUSE``, else ``./.cclq/warehouse``).
+    QUEUE_LENGTH = auto()
+    MEMCPY_BANDWIDTH = auto()
+
+
+class TraceAnalysis:
+    """HTA's ``TraceAnalysis`` over cclq (see the module docstring).
+
+    ``trace_files`` ({rank: file}, relative to ``trace_dir`` or absolute) and
+    ``trace_dir`` as HTA takes them (the files must be trace files of that folder, each with
+    the rank cclq reads from it; the analyses see only those ranks); ``include_last_profiler_step``
+    as HTA. cclq's own: ``warehouse`` (a path or a ``cclq.open()`` workspace; default
+    ``$CCLQ_WAREHOUSE``, else ``./.cclq/warehouse``), ``jobs`` (ingest processes),
+    ``figures_dir`` (also write every figure there as HTML; default ``$CCLQ_FIGURES_DIR``).
     """
 
-    def __init__(self, trace_dir: str | Path, warehouse: str | Path | Workspace | None = None,
-                 jobs: int | None = None) -> None:
-        workloads = plan_inputs([trace_dir])
+    def __init__(self, trace_files: dict[int, str] | None = None, trace_dir: str | Path = "",
+                 include_last_profiler_step: bool | None = False, *,
+                 warehouse: str | Path | Workspace | None = None, jobs: int | None = None,
+                 figures_dir: str | Path | None = None) -> None:
+        if isinstance(trace_files, (str, Path)) and not trace_dir:  # cclq's older TraceAnalysis(trace_dir)
+            trace_dir, trace_files = trace_files, None
+        folder = Path(trace_dir or os.getcwd()).expanduser()
+        workloads = plan_inputs([folder])
         if len(workloads) != 1:
-            raise UsageError(f"{trace_dir} holds {len(workloads)} workloads; give one trace folder")
+            raise UsageError(f"{folder} holds {len(workloads)} workloads; give one trace folder")
+        started = time.perf_counter()
         self.workspace = warehouse if isinstance(warehouse, Workspace) else open(warehouse)
-        report = self.workspace.ingest(trace_dir, jobs=jobs)
-        if report.failed:
-            raise UsageError("; ".join(o.message for o in report.failed))
-        self.trace = workloads[0].trace
+        if jobs is None and sum(p.stat().st_size for p in workloads[0].files) < SMALL_FOLDER_BYTES:
+            jobs = 1  # parsed here: starting parser processes would take longer than the parse
+        report = self.workspace.ingest(folder, jobs=jobs)
+        ingested = time.perf_counter()
+        wanted = None if trace_files is None else {
+            (Path(p) if Path(p).is_absolute() else folder / p).resolve() for p in trace_files.values()}
+        # with trace_files, only those files matter (HTA reads no other): another file of the
+        # folder that fails (a trace HTA wrote beside them, for the same rank) is passed over
+        failed = [o for o in report.failed if wanted is None or Path(o.path).resolve() in wanted]
+        if failed:
+            raise UsageError("; ".join(o.message for o in failed))
+        self.trace_id = workloads[0].trace
+        self._data = HtaData(self.workspace, self.trace_id, bool(include_last_profiler_step))
+        files = self._files(folder, trace_files)
+        if trace_files is not None:
+            self._data.restrict(sorted(files))
+        self.t = Trace(self._data, folder, files)
+        self.figures = Figures(figures_dir)
+        # where the constructor's time went (cclq bench --hta-all reports it)
+        self.timings = {"ingest": ingested - started, "session": time.perf_counter() - ingested}
 
-    def _rows(self, method: str, **params: Any) -> pl.DataFrame:
-        given: dict[str, Any] = {k: str(v) for k, v in params.items()}
-        return self.workspace.metric(HTA_METHODS[method].metric, traces=[self.trace], **given)
+    def _files(self, folder: Path, trace_files: dict[int, str] | None) -> dict[int, Path]:
+        """rank -> file of the ingested folder; ``trace_files`` checked against it."""
+        rows = self._data.rows("SELECT rank, path FROM files WHERE format <> 'nsys' ORDER BY rank").to_pylist()
+        ingested = {int(r["rank"]): Path(r["path"]) for r in rows}
+        if trace_files is None:
+            return ingested
+        given = {int(rank): (Path(p) if Path(p).is_absolute() else folder / p).resolve()
+                 for rank, p in trace_files.items()}
+        by_path = {p.resolve(): rank for rank, p in ingested.items()}
+        for rank, path in given.items():
+            if path not in by_path:
+                raise UsageError(f"trace_files: {path} is not a trace file of {folder} (cclq ingests trace_dir: "
+                                 "the files must be in it)")
+            if by_path[path] != rank:
+                raise UsageError(f"trace_files: {path} is rank {by_path[path]} by its own content, not {rank}")
+        return {rank: ingested[rank] for rank in given}
 
-    def _metric_rows(self, metric: str, ranks: Sequence[int] | None, keep: str = "value",
-                     **params: Any) -> pl.DataFrame:
-        """A metric's rows of this trace for ``ranks`` (None: HTA's default, rank 0), those
-        with a ``keep`` column (rows without one only say why a rank has none)."""
-        given: dict[str, Any] = {k: str(v) for k, v in params.items()}
-        rows = self.workspace.metric(metric, traces=[self.trace], **given)
-        return rows.filter(pl.col(keep).is_not_null() & pl.col("rank").is_in(list(ranks or [0])))
+    def close(self) -> None:
+        """Closes the query session (also done when the object is garbage-collected)."""
+        self._data.close()
 
-    def _view(self, query: str) -> pl.DataFrame:
-        """A query over the views, in a session that sees only this trace."""
-        with Session(self.workspace.warehouse, traces=[self.trace], settings=self.workspace.settings) as s:
-            frame = pl.from_arrow(s.execute(query).to_arrow_table())
-        assert isinstance(frame, pl.DataFrame)
+    @property
+    def trace(self) -> str:
+        """The trace id in the warehouse (cclq's own)."""
+        return self.trace_id
+
+    # -- breakdowns ------------------------------------------------------------------
+    def get_temporal_breakdown(self, visualize: bool = True) -> Any:
+        """Per rank: GPU idle, compute and non-compute time (µs) and their percentages."""
+        frame = hta_breakdown.temporal_breakdown(self._data)
+        if visualize:
+            hta_figures.temporal(self.figures, frame)
+        return frame[["rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
+                      "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]]
+
+    def get_comm_comp_overlap(self, visualize: bool = True) -> Any:
+        """Per rank: the percentage of communication time overlapped by computation."""
+        frame = hta_breakdown.comm_comp_overlap(self._data)
+        if visualize:
+            hta_figures.overlap(self.figures, frame)
+        return frame[["rank", "comp_comm_overlap_pctg"]]
+
+    def get_gpu_kernel_breakdown(self, visualize: bool = True, duration_ratio: float = 0.8, num_kernels: int = 10,
+                                 include_memory_kernels: bool = True, image_renderer: str = "") -> tuple[Any, Any]:
+        """(kernel_type_df, kernel_df): time per kernel type (and overlap of types) over
+        every rank with its percentage; per rank, type and kernel name, the sum, max,
+        min, stddev and mean of durations (names past the cut as "others")."""
+        type_df, kernel_df, per_type = hta_breakdown.kernel_breakdown(self._data, duration_ratio, num_kernels,
+                                                                      include_memory_kernels)
+        if visualize:
+            hta_figures.kernel_breakdown(self.figures, type_df, kernel_df, per_type, len(self._data.ranks),
+                                         image_renderer)
+        return type_df, kernel_df
+
+    def get_gpu_kernel_type_breakdown(self) -> Any:
+        """The first table of get_gpu_kernel_breakdown alone (cclq's own shortcut)."""
+        return self.get_gpu_kernel_breakdown(visualize=False)[0]
+
+    def get_idle_time_breakdown(self, ranks: list[int] | None = None, streams: list[int] | None = None,
+                                visualize: bool = True, visualize_pctg: bool = True,
+                                show_idle_interval_stats: bool = False, consecutive_kernel_delay: int = 30,
+                                ) -> tuple[Any, Any]:
+        """(idle time per rank, stream and category with its ratio; describe() of the idle
+        intervals per category, or None without ``show_idle_interval_stats``)."""
+        pd = pandas()
+        if not ranks:
+            ranks = [0]
+        tables, stats = [], []
+        for rank in ranks:
+            table, interval = hta_breakdown.idle_time_breakdown(self._data, rank, streams, consecutive_kernel_delay,
+                                                                show_idle_interval_stats)
+            if visualize:  # HTA draws the streams as text, and leaves them so in its table
+                table["stream"] = table.stream.astype(str)
+                hta_figures.idle_time(self.figures, table, rank, visualize_pctg)
+            tables.append(table.round(2))
+            if interval is not None:
+                stats.append(interval)
+        return pd.concat(tables), pd.concat(stats) if show_idle_interval_stats else None
+
+    def get_gpu_user_annotation_breakdown(self, use_gpu_annotation: bool = True, visualize: bool = True,
+                                          duration_ratio: float = 0.8, num_kernels: int = 1000,
+                                          allowlist_patterns: list[str] | None = None,
+                                          image_renderer: str | None = None) -> Any:
+        """Per rank and user annotation (GPU side, or the CPU side with
+        ``use_gpu_annotation=False``): the sum, max, min, stddev and mean of durations;
+        None where the trace has no such annotation."""
+        allow = self.t.symbol_table.find_matched_symbols(allowlist_patterns) if allowlist_patterns else None
+        result = hta_breakdown.annotation_breakdown(self._data, use_gpu_annotation, duration_ratio, num_kernels, allow)
+        if result is None:
+            return None
+        table, per_rank = result
+        if visualize:
+            hta_figures.user_annotations(self.figures, table, per_rank, len(self._data.ranks), image_renderer)
+        return table
+
+    def get_gpu_kernels_with_user_annotations(self, rank: int, expand_names: bool = True,
+                                              shortern_names: bool = True) -> Any:
+        """Every GPU kernel of ``rank`` with the leaf-most GPU user annotation overlapping
+        it (HTA's spelling ``shortern_names`` kept)."""
+        return hta_kernels.kernels_with_user_annotations(self.t, rank, expand_names, shortern_names)
+
+    # -- counters --------------------------------------------------------------------
+    def get_queue_length_time_series(self, ranks: list[int] | None = None) -> dict[int, Any]:
+        """rank -> the queue length of each CUDA stream at every change (ts, pid, tid,
+        stream, queue_length)."""
+        return hta_counters.queue_length_series(self._data, ranks or [0])
+
+    def get_queue_length_summary(self, ranks: list[int] | None = None) -> Any:
+        """describe() of each stream's queue length series, per rank and stream."""
+        return hta_counters.queue_length_summary(self.get_queue_length_time_series(ranks or [0]))
+
+    def get_queue_length_summary_from_time_series(self, queue_length_dict: dict[int, Any]) -> Any:
+        """get_queue_length_summary from series get_queue_length_time_series gave."""
+        return hta_counters.queue_length_summary(queue_length_dict)
+
+    def get_time_spent_blocked_on_full_queue(self, queue_length_dict: dict[int, Any] | None = None,
+                                             max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM) -> Any:
+        """Per rank, a stream whose queue reached ``max_queue_length`` and the time it
+        stayed there (µs, and relative to the rank's trace)."""
+        if queue_length_dict is None:  # cclq's older signature took none: rank 0's series
+            queue_length_dict = self.get_queue_length_time_series()
+        return hta_counters.time_blocked_on_full_queue(self._data, queue_length_dict, max_queue_length)
+
+    def get_memory_bw_time_series(self, ranks: list[int] | None = None) -> dict[int, Any]:
+        """rank -> the bandwidth of memcpy / memset operations at every change (ts, pid,
+        name, memory_bw_gbps)."""
+        return hta_counters.memory_bw_series(self._data, ranks or [0])
+
+    def get_memory_bw_summary(self, ranks: list[int] | None = None) -> Any:
+        """describe() of each memory operation kind's bandwidth above 0, per rank."""
+        return hta_counters.memory_bw_summary(self.get_memory_bw_time_series(ranks or [0]))
+
+    def generate_trace_with_counters(self, time_series: TimeSeriesTypes | None = None,
+                                     ranks: list[int] | None = None, output_suffix: str = "_with_counters") -> None:
+        """Writes each rank's trace with the counters as Chrome counter events beside its
+        file (``<file>_with_counters.json.gz``), as HTA does."""
+        ranks = ranks or [0]
+        time_series = time_series or (TimeSeriesTypes.QUEUE_LENGTH | TimeSeriesTypes.MEMCPY_BANDWIDTH)
+        output_suffix = output_suffix or "_with_counters"
+        events: dict[int, list[dict[str, Any]]] = defaultdict(list)
+
+        def add(series: dict[int, Any], counter_name: str, counter_col: str) -> None:
+            for rank, frame in series.items():
+                frame = frame.rename(columns={"stream": "id"})
+                events[rank].extend(self.t.convert_time_series_to_events(frame, counter_name, counter_col))
+
+        if TimeSeriesTypes.QUEUE_LENGTH in time_series:
+            add(hta_counters.queue_length_series(self._data, ranks), "Queue Length", "queue_length")
+        if TimeSeriesTypes.MEMCPY_BANDWIDTH in time_series:
+            add(hta_counters.memory_bw_series(self._data, ranks), "Memcpy BW", "memory_bw_gbps")
+        for rank, extra in events.items():
+            source = self.t.trace_files[rank]
+            out = Path(source.replace(".json", f"{output_suffix}.json"))
+            file_id = self._data.rows("SELECT file_id FROM files WHERE rank = ?", params=[rank]).column(0)[0].as_py()
+            write_trace(self._data.session, file_id, out, None, extra)
+
+    # -- kernels -----------------------------------------------------------------------
+    def get_cuda_kernel_launch_stats(self, ranks: list[int] | None = None, runtime_cutoff: int = 50,
+                                     launch_delay_cutoff: int = 100, include_memory_events: bool = True,
+                                     visualize: bool = True) -> dict[int, Any]:
+        """rank -> per launch call and its GPU operation: correlation, the call's and the
+        operation's durations and the launch delay (µs)."""
+        out = {}
+        for rank in ranks or [0]:
+            frame = hta_kernels.launch_stats(self._data, rank, include_memory_events)
+            if visualize:
+                hta_figures.launch_stats(self.figures, rank, frame, runtime_cutoff, launch_delay_cutoff)
+            out[rank] = frame
+        return out
+
+    def get_frequent_cuda_kernel_sequences(self, operator_name: str, output_dir: str, min_pattern_len: int = 3,
+                                           rank: int = 0, top_k: int = 5, visualize: bool = False,
+                                           compress_other_kernels: bool = True) -> Any:
+        """Per pattern (an operator named like ``operator_name`` and the kernels its
+        subtree launches): how often it occurs and its GPU and CPU time (µs)."""
+        pd = pandas()
+        if not operator_name:
+            return pd.DataFrame()
+        out_dir = Path(output_dir).expanduser()
+        if not out_dir.is_dir() or not os.access(out_dir, os.W_OK):
+            log.error("Argument output_dir `%s` is not a valid output path: not a writable folder", output_dir)
+            return pd.DataFrame()
+        frame = hta_kernels.frequent_sequences(self._data, operator_name, min_pattern_len, rank)
+        if not len(frame):
+            return frame
+        top_k = min(top_k, len(frame))
+        hta_kernels.overlay_sequences(self._data, self.t, operator_name, min_pattern_len, rank, frame[:top_k],
+                                      out_dir / f"overlaid_{Path(self.t.trace_files[rank]).name}",
+                                      compress_other_kernels)
+        if visualize:
+            hta_figures.sequences(self.figures, frame[:top_k], rank, top_k)
         return frame
 
-    def get_temporal_breakdown(self, visualize: bool = False) -> pl.DataFrame:
-        """Per rank: idle, compute and non-compute time of the GPU in µs and in percent."""
-        rows = self._rows("get_temporal_breakdown")
-        return rows.select(
-            pl.col("rank").cast(pl.Int64),
-            pl.col("idle_time_us").round(0).cast(pl.Int64).alias("idle_time(us)"),
-            pl.col("compute_time_us").round(0).cast(pl.Int64).alias("compute_time(us)"),
-            pl.col("non_compute_time_us").round(0).cast(pl.Int64).alias("non_compute_time(us)"),
-            pl.col("kernel_time_us").round(0).cast(pl.Int64).alias("kernel_time(us)"),
-            "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
-        ).sort("rank")
+    def get_aten_op_kernels_and_delay(self, ranks: list[int] | None = None, sort_by: list[str] | None = None,
+                                      ) -> dict[int, Any]:
+        """rank -> per ATen op and the kernels it launches: occurrences, mean delay from the
+        op's start to its first launch, and from that launch to the kernel (µs)."""
+        result = hta_kernels.aten_op_kernels_and_delay(self.t, ranks or [0], sort_by or ["occurrence_count"])
+        for rank, frame in result.items():
+            hta_figures.aten_op_delays(self.figures, rank, frame)  # HTA always draws it
+        return result
 
-    def get_comm_comp_overlap(self, visualize: bool = False) -> pl.DataFrame:
-        """Per rank: the share of communication time overlapped by computation, percent
-        (HTA rounds it to 2 decimals; NULL where a rank has no communication)."""
-        rows = self._rows("get_comm_comp_overlap")
-        return rows.select(pl.col("rank").cast(pl.Int64),
-                           pl.col("value").round(2).alias("comp_comm_overlap_pctg")).sort("rank")
-
-    def get_gpu_kernel_type_breakdown(self) -> pl.DataFrame:
-        """The ``kernel_type_df`` half of HTA's ``get_gpu_kernel_breakdown``: µs per kernel
-        type (and overlap of types) over every rank, with its percentage."""
-        rows = self._rows("get_gpu_kernel_type_breakdown")
-        return (rows.select("kernel_type", pl.col("value").cast(pl.Int64).alias("sum"), "percentage")
-                .sort(["sum", "kernel_type"], descending=[True, False]))
-
-    def get_idle_time_breakdown(self, ranks: Sequence[int] | None = None, streams: Sequence[int] | None = None,
-                                visualize: bool = False, show_idle_interval_stats: bool = False,
-                                ) -> pl.DataFrame | tuple[pl.DataFrame, pl.DataFrame]:
-        """Per rank and stream, GPU idle time by category (host_wait, kernel_wait, other),
-        in µs and as a share of the stream's idle time, in HTA's long form. ``ranks``:
-        HTA's default is rank 0 only; None here means HTA's default. With
-        ``show_idle_interval_stats`` the pair HTA returns: that and describe() of the gaps
-        per category (hta_idle_interval_stats, rounded to 2 decimals as HTA rounds them);
-        without, the first table alone (HTA returns (table, None))."""
-        table = self._idle_time_breakdown(ranks)
-        if streams is not None:
-            table = table.filter(pl.col("stream").is_in(list(streams)))
-        if not show_idle_interval_stats:
-            return table
-        stats = self._metric_rows("hta_idle_interval_stats", ranks, keep="idle_category").select(
-            "idle_category", pl.col("rank").cast(pl.Int64), pl.col("stream").cast(pl.Int64),
-            pl.col("count").cast(pl.Int64), *[pl.col(c).alias(h) for c, h in STATS])
-        if streams is not None:
-            stats = stats.filter(pl.col("stream").is_in(list(streams)))
-        return table, stats.sort(["rank", "stream", "idle_category"])
-
-    def _idle_time_breakdown(self, ranks: Sequence[int] | None) -> pl.DataFrame:
-        rows = self._rows("get_idle_time_breakdown").filter(pl.col("rank").is_in(list(ranks or [0])))
-        parts = []
-        for category in ("host_wait", "kernel_wait", "other"):
-            parts.append(rows.select(
-                pl.col("rank").cast(pl.Int64), pl.col("stream").cast(pl.Int64),
-                pl.lit(category).alias("idle_category"),
-                pl.col(f"{category}_us").round(0).cast(pl.Int64).alias("idle_time"),
-                pl.col(f"{category}_ratio").round(2).alias("idle_time_ratio"),  # HTA rounds it so
-            ))
-        # HTA lists only the categories a stream has gaps of (NULL here)
-        return pl.concat(parts).drop_nulls("idle_time").sort(["rank", "stream", "idle_category"])
-
-    def get_gpu_kernel_breakdown(self, visualize: bool = False, duration_ratio: float = 0.8, num_kernels: int = 10,
-                                 include_memory_kernels: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """HTA's pair: (kernel_type_df, kernel_df). kernel_df: per rank, kernel type and
-        kernel name (the names past HTA's ``duration_ratio`` / ``num_kernels`` cut as
-        "others"), the sum, max, min, standard deviation and mean of their durations (µs)."""
-        rows = self._rows("get_gpu_kernel_breakdown", duration_ratio=duration_ratio, num_kernels=num_kernels,
-                          include_memory_kernels=int(include_memory_kernels))
-        kernels = _breakdown(rows.filter(pl.col("value").is_not_null()), with_type=True)
-        return self.get_gpu_kernel_type_breakdown(), kernels
-
-    def get_gpu_user_annotation_breakdown(self, use_gpu_annotation: bool = True, visualize: bool = False,
-                                          duration_ratio: float = 0.8, num_kernels: int = 1000,
-                                          ) -> pl.DataFrame | None:
-        """Per rank and user annotation (GPU-side ``gpu_user_annotation`` rows, or with
-        ``use_gpu_annotation=False`` the CPU-side ``user_annotation`` rows): the sum, max,
-        min, standard deviation and mean of their durations (µs), names past HTA's cut as
-        "others". None where the trace has no such annotation, as HTA."""
-        method = ("get_gpu_user_annotation_breakdown" if use_gpu_annotation
-                  else "get_gpu_user_annotation_breakdown(use_gpu_annotation=False)")
-        rows = self._rows(method, duration_ratio=duration_ratio, num_kernels=num_kernels)
-        rows = rows.filter(pl.col("value").is_not_null())
-        return _breakdown(rows, with_type=False) if len(rows) else None
-
-    def get_queue_length_summary(self, ranks: Sequence[int] | None = None) -> pl.DataFrame:
-        """Per rank and CUDA stream, describe() of HTA's queue length series (outstanding
-        launches). Where two points of a stream share a timestamp HTA's own order of them is
-        not defined (its unstable sort); the values here are those of a stable order (see
-        the metric hta_queue_length_summary)."""
-        rows = self._metric_rows("hta_queue_length_summary", ranks)
-        return rows.select(pl.col("rank").cast(pl.Int64), pl.col("stream").cast(pl.Int64),
-                           pl.col("count").cast(pl.Int64), *[pl.col(c).alias(h) for c, h in STATS]
-                           ).sort(["rank", "stream"])
-
-    def get_time_spent_blocked_on_full_queue(self, queue_length_dict: Any = None, max_queue_length: int = 1024,
-                                             ranks: Sequence[int] | None = None) -> pl.DataFrame:
-        """Per rank, the stream HTA reports and the time its launch queue stayed at
-        ``max_queue_length`` or more (µs, and as a share of the rank's trace). HTA takes the
-        series of get_queue_length_time_series; here ``ranks`` says which (default rank 0)
-        and ``queue_length_dict`` is not used."""
-        rows = self._metric_rows("hta_time_blocked_on_full_queue", ranks, max_queue_length=max_queue_length)
-        return rows.filter(pl.col("hta_reports")).select(
-            pl.col("rank").cast(pl.Int64), pl.col("stream").cast(pl.Int64),
-            pl.col("duration_at_max_queue_length_us").alias("duration_at_max_queue_length"),
-            "relative_duration_at_max_queue_length").sort("rank")
-
-    def get_memory_bw_summary(self, ranks: Sequence[int] | None = None) -> pl.DataFrame:
-        """Per rank and memory operation kind (Memcpy HtoD, ..., Memset), describe() of HTA's
-        bandwidth series over its points above 0 GB/s (ties: see hta_memory_bw_summary)."""
-        rows = self._metric_rows("hta_memory_bw_summary", ranks)
-        return rows.select(pl.col("rank").cast(pl.Int64), "name", pl.col("count").cast(pl.Int64),
-                           *[pl.col(c).alias(h) for c, h in STATS]).sort(["rank", "name"])
-
-    def get_cuda_kernel_launch_stats(self, ranks: Sequence[int] | None = None, runtime_cutoff: int = 50,
-                                     launch_delay_cutoff: int = 100, include_memory_events: bool = True,
-                                     visualize: bool = False) -> dict[int, pl.DataFrame]:
-        """rank -> one row per launch call and its GPU operation: correlation, the call's
-        and the operation's durations and the launch delay (µs), as HTA's dict. (The cutoffs
-        only draw HTA's plot; hta_cuda_kernel_launch_stats counts the outliers.)"""
-        memory = "" if include_memory_events else " AND NOT memory_launch"
-        rows = self._view(
-            "SELECT rank, correlation, cpu_duration_us AS cpu_duration, gpu_duration_us AS gpu_duration, "
-            f"launch_delay_us AS launch_delay FROM hta_kernel_launches WHERE trace = {quote_literal(self.trace)}"
-            f"{memory} ORDER BY rank, correlation")
-        return {rank: rows.filter(pl.col("rank") == rank).drop("rank") for rank in (ranks or [0])}
-
-    def get_frequent_cuda_kernel_sequences(self, operator_name: str, output_dir: str | None = None,
-                                           min_pattern_len: int = 3, rank: int = 0, top_k: int = 5,
-                                           visualize: bool = False, compress_other_kernels: bool = True,
-                                           ) -> pl.DataFrame:
-        """Per pattern (an operator named like ``operator_name`` and the GPU kernels its
-        subtree launches, joined by "|"): how often it occurs and the GPU and CPU time it
-        takes (µs), most frequent first, on ``rank``. HTA also writes a trace with the top_k
-        patterns overlaid into ``output_dir``; cclq does not (the argument is accepted)."""
-        rows = self._view(
-            "SELECT pattern, count, gpu_kernel_duration_us, cpu_op_duration_us FROM "
-            f"hta_frequent_cuda_kernel_sequences({quote_literal(operator_name)}, "
-            f"min_pattern_len := {int(min_pattern_len)}) "
-            f"WHERE trace = {quote_literal(self.trace)} AND rank = {int(rank)} ORDER BY count DESC, pattern")
-        return rows.rename({"gpu_kernel_duration_us": "GPU kernel duration (us)",
-                            "cpu_op_duration_us": "CPU op duration (us)"})
+    def get_potential_stragglers(self, profiler_steps: list[int] | None = None, num_candidates: int = 2,
+                                 visualize: bool = False,
+                                 straggler_identification_impl: Callable[..., Any] | None = None) -> list[int]:
+        """The ranks that may be stragglers (their last long NCCL kernel of an iteration
+        starts latest most often)."""
+        available = self.get_profiler_steps()
+        valid = available if profiler_steps is None else [i for i in profiler_steps if i in available]
+        if not valid:
+            raise ValueError(f"invalid value for argument: profiler_steps={profiler_steps}; "
+                             f"available profiler steps={available}")
+        if straggler_identification_impl is not None:
+            pd = pandas()
+            ranks = self.t.get_ranks()
+            df = pd.concat([self.t.get_trace(r) for r in ranks], axis=0, keys=ranks, names=["rank", "idx"]
+                           ).reset_index()
+            counts = straggler_identification_impl(df.loc[df["iteration"].isin(valid)], self.t.symbol_table,
+                                                   max(num_candidates, 1), visualize)
+            return list(counts.sort_values(ascending=False)[:max(num_candidates, 1)].index.tolist())
+        stragglers, (metric, name, with_iteration, n_iterations) = hta_kernels.potential_stragglers(
+            self.t, valid, max(num_candidates, 1))
+        if visualize:
+            shown = metric.copy()
+            shown["is_straggler"] = shown["is_straggler"].apply(lambda x: "Yes" if x > 0 else "No")
+            columns = ["rank", "iteration", name] if with_iteration else ["rank", name]
+            hta_figures.stragglers(self.figures, shown, name, with_iteration, n_iterations, columns)
+        return stragglers
 
     def get_profiler_steps(self) -> list[int]:
         """The ProfilerStep numbers of the rows HTA analyses (its tail filter drops the last)."""
-        rows = self._view(f"SELECT profiler_step FROM hta_profiler_steps WHERE trace = {quote_literal(self.trace)} "
-                          "ORDER BY profiler_step")
-        return [int(v) for v in rows["profiler_step"]]
+        rows = self._data.rows("SELECT DISTINCT profiler_step FROM hta_profiler_steps ORDER BY profiler_step",
+                               "hta_iterations")
+        return [int(v) for v in rows.column(0).to_pylist()]
 
-    def get_cupti_counter_data_with_operators(self, ranks: Sequence[int] | None = None) -> list[pl.DataFrame]:
-        """HTA's CUPTI counter analysis: for each of ``ranks`` (default [0]) whose
-        profiler-range kernels pair up with its kernel launches (view hta_cupti_counters),
-        a frame of the kernels with their operator stack and one column per counter
-        measured on them; a rank whose counts differ has no frame, as in HTA."""
-        rows = self._view(
-            "SELECT rank, kernel_no, name, cat, ts_us AS ts, dur_us AS dur, op_stack, top_level_op, "
-            f"bottom_level_op, counters FROM hta_cupti_counters WHERE trace = {quote_literal(self.trace)} "
-            "ORDER BY rank, kernel_no")
-        frames = []
-        for rank in ranks or [0]:
-            mine = rows.filter(pl.col("rank") == rank)
-            if len(mine):
-                counters = mine["counters"].str.json_decode(infer_schema_length=None).struct.unnest()
-                frames.append(pl.concat([mine.drop("rank", "kernel_no", "counters"), counters], how="horizontal"))
-        return frames
+    def get_cupti_counter_data_with_operators(self, ranks: list[int] | None = None) -> list[Any]:
+        """Per rank in CUPTI profiler mode: its kernels with their operator stack and one
+        column per counter."""
+        return hta_kernels.cupti_counters(self._data, ranks or [0])
 
+    # -- critical path -------------------------------------------------------------------
     def critical_path_analysis(self, rank: int, annotation: str = "ProfilerStep",
-                               instance_id: int | None = 0) -> tuple[CriticalPath, bool]:
-        """HTA's critical path of one iteration on ``rank``: the first ProfilerStep
-        (annotation "ProfilerStep", instance 0: the window hta_critical_path_breakdown
-        analyses; other windows are refused, not approximated). Returns (path, success) as
-        HTA does; ``path.summary()`` is HTA's CPGraph.summary(): bound_by, percentage."""
-        if annotation != "ProfilerStep" or instance_id not in (0, None):
-            raise UsageError("critical_path_analysis: cclq analyses the first ProfilerStep only "
-                             "(annotation='ProfilerStep', instance_id=0)")
-        rows = self._rows("critical_path_analysis", only_rank=rank).filter(pl.col("rank") == rank)
-        found = rows.filter(pl.col("bound_by").is_not_null())
-        reason = next((r for r in rows["reason"] if r), None) if len(rows) else f"no rank {rank} in {self.trace}"
-        return CriticalPath(rank, found.select("bound_by", "duration_us", "edges", "percentage", "path_us"),
-                            None if len(found) else reason), bool(len(found))
+                               instance_id: int | tuple[int, int] | None = 0) -> tuple[CPGraph, bool] | None:
+        """(the critical path of the window, success) for ``rank``: the window is the
+        ``instance_id``-th row whose name contains ``annotation`` (or a (first, last)
+        range of them; annotation "" is the whole rank). None where no name contains the
+        annotation, as HTA."""
+        return critical_path(self._data, self.t, rank, annotation, instance_id)
 
+    def overlay_critical_path_analysis(self, rank: int, critical_path_graph: CPGraph, output_dir: str,
+                                       only_show_critical_events: bool = True, show_all_edges: bool = False) -> str:
+        """Writes the rank's trace with the critical path overlaid; returns its path."""
+        return overlay(self._data, self.t, critical_path_graph, output_dir, only_show_critical_events,
+                       show_all_edges)
 
-@dataclass(frozen=True)
-class CriticalPath:
-    """What HTA's CPGraph summarises: the share of the critical path per bound_by class
-    (hta_critical_path_breakdown). ``reason``: why there is none (HTA fails there)."""
-
-    rank: int
-    classes: pl.DataFrame
-    reason: str | None
-
-    def summary(self) -> pl.DataFrame:
-        """HTA's CPGraph.summary(): bound_by, percentage of the path's duration."""
-        return self.classes.select("bound_by", "percentage").sort("bound_by")
-
-
-def _breakdown(rows: pl.DataFrame, with_type: bool) -> pl.DataFrame:
-    """HTA's name/duration aggregation columns from a breakdown metric's rows."""
-    columns = [
-        "name",
-        pl.col("sum_us").alias("sum (us)"), pl.col("max_us").alias("max (us)"), pl.col("min_us").alias("min (us)"),
-        pl.col("std_us").alias("stddev"), pl.col("mean_us").alias("mean (us)"),
-    ]
-    if with_type:
-        columns.append("kernel_type")
-    columns.append(pl.col("rank").cast(pl.Int64))
-    return rows.select(columns).sort(["rank", "sum (us)", "name"], descending=[False, True, False])

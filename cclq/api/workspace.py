@@ -14,25 +14,28 @@ import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import pyarrow as pa
 
 from cclq.errors import UsageError
 from cclq.ingest.report import IngestReport
 from cclq.ingest.run import ingest
 from cclq.locations import resolve_warehouse
-from cclq.present.board.pages import workload_page
-from cclq.present.diff import DiffResult, diff_dict, long_rows, resolve_side
-from cclq.present.diff import diff as run_diff
-from cclq.present.report import collect_reports, report_dict
 from cclq.query.metrics import run_metric, run_metrics
 from cclq.query.params import check_batch_params
 from cclq.query.registry import MetricSpec, latest_specs, resolve
 from cclq.query.session import Session
 from cclq.query.settings import QuerySettings
 from cclq.store.warehouse import Warehouse
+
+# polars and the report / diff / board modules are imported by the methods that use them:
+# cclq.TraceAnalysis (HTA's API, pandas) holds a Workspace and needs none of them, and
+# they were 0.5 s of its start-up.
+if TYPE_CHECKING:
+    import polars as pl
+
+    from cclq.present.diff import DiffResult
 
 
 def open(path: str | Path | None = None, *, memory_limit: str | None = None,  # noqa: A001 (cclq.open reads well)
@@ -77,6 +80,8 @@ class Workspace:
                 **params: Any) -> pl.DataFrame:
         """Several metrics (default: all) in one session, long form: a ``metric`` column, the
         common columns, and each metric's own columns in the ``details`` struct."""
+        import polars as pl
+
         specs = [resolve(n) for n in names] if names is not None else latest_specs()
         given = _params(params)
         check_batch_params(specs, given)
@@ -97,6 +102,8 @@ class Workspace:
 
     def report(self, trace: str) -> Report:
         """Every metric of one trace, grouped, with its figures (``cclq report``)."""
+        from cclq.present.report import collect_reports, report_dict
+
         specs = latest_specs()
         with self._session([self._one(trace)]) as s:
             reports = collect_reports(s, specs)
@@ -104,6 +111,9 @@ class Workspace:
 
     def diff(self, a: str, b: str, rank: int | None = None) -> Diff:
         """Side A against side B (trace ids, comma lists or globs), as ``cclq diff``."""
+        from cclq.present.diff import diff as run_diff
+        from cclq.present.diff import resolve_side
+
         known = self._known()
         side_a, side_b = resolve_side(a, known), resolve_side(b, known)
         with self._session(side_a + side_b) as s:
@@ -118,6 +128,8 @@ class Workspace:
     def _select(self, traces: str | Sequence[str] | None) -> list[str] | None:
         if traces is None:
             return None
+        from cclq.present.diff import resolve_side
+
         wanted = [traces] if isinstance(traces, str) else list(traces)
         known = self._known()
         return sorted({t for w in wanted for t in resolve_side(w, known)})
@@ -133,6 +145,8 @@ def _params(params: dict[str, Any]) -> dict[str, str]:
 
 
 def _frame(table: pa.Table) -> pl.DataFrame:
+    import polars as pl
+
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
     return frame
@@ -143,6 +157,8 @@ _FIXED = ("trace", "rank", "step", "value", "unit", "reason")
 
 def _long(spec: MetricSpec, table: pa.Table) -> pl.DataFrame:
     """A metric's rows with ``metric``/``version`` first and its own columns in ``details``."""
+    import polars as pl
+
     frame = _frame(table)
     own = [c for c in frame.columns if c not in _FIXED]
     details = pl.struct(own).alias("details") if own else pl.lit(None).alias("details")
@@ -158,6 +174,8 @@ class Report:
     data: dict[str, Any]
 
     def html(self) -> str:
+        from cclq.present.board.pages import workload_page
+
         return workload_page(self.data, standalone=True)
 
     def _repr_html_(self) -> str:
@@ -174,6 +192,8 @@ class Report:
 
     def metrics(self) -> pl.DataFrame:
         """One row per metric of the report: value, unit, reason."""
+        import polars as pl
+
         rows = [{"category": group["id"], "metric": m.get("metric"), "value": m.get("value"), "unit": m.get("unit"),
                  "reason": m.get("reason")}
                 for group in self.data.get("categories", []) for m in group["metrics"]]
@@ -189,12 +209,20 @@ class Diff:
 
     def to_frame(self) -> pl.DataFrame:
         """The long table of ``cclq diff -f csv``: a ``part`` column (metric, op_group, op)."""
+        import polars as pl
+
+        from cclq.present.diff import long_rows
+
         return pl.DataFrame(long_rows(self.result), infer_schema_length=None)
 
     def to_dict(self) -> dict[str, Any]:
+        from cclq.present.diff import diff_dict
+
         return diff_dict(self.result)
 
     def _repr_html_(self) -> str:
+        from cclq.present.diff import long_rows
+
         rows = long_rows(self.result)
         metrics = [r for r in rows if r.get("part") == "metric"]
         head = ("<tr><th>metric</th><th>A</th><th>B</th><th>change</th></tr>")

@@ -165,18 +165,21 @@ class Session:
             assert result is not None
             return arrow_table(result)
         except duckdb.Error as e:
-            raise self.query_error(e) from e
+            raise self.query_error(e, whole=True) from e
 
-    def query_error(self, e: duckdb.Error, label: str = "") -> QueryError:
-        """A DuckDB error as the one line a user reads; a disk that filled up while the
-        query spilled says so, and where."""
+    def query_error(self, e: duckdb.Error, label: str = "", whole: bool = False) -> QueryError:
+        """A DuckDB error as the one line a user reads, or with ``whole`` (the user's own
+        SQL: ``cclq sql``, ``ws.sql``) DuckDB's whole message, its hints (``Did you mean
+        "kernels"?``, ``Candidate bindings``) and the query line it points at included; a
+        disk that filled up while the query spilled says so, and where."""
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         if "failed to offload" in first or "No space left" in first or "Could not write" in first:
             return QueryError(f"{label + ': ' if label else ''}disk full: the query spills beyond its memory "
                               f"limit to {self.spill_dir}, and that disk has no room left ({first})",
                               hint="free space there, or give --spill-dir DIR (or $CCLQ_SPILL_DIR) on a "
                                    "disk with room, or a larger --memory-limit")
-        return QueryError(f"{label}: {first}" if label else first)
+        text = str(e).rstrip() if whole and str(e).strip() else first
+        return QueryError(f"{label}: {text}" if label else text)
 
 
 def _no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:

@@ -200,7 +200,12 @@ WHERE s.is_loaded;
 -- trace_no, event_idx, stream, correlation, ts_us, is_gpu_side, step_name,
 -- step_cat; other columns are passed through). Grain: one row per kept event;
 -- `copies` says how many times HTA holds it.
---  * Tail filter (trace._filter_irrelevant_gpu_kernels). HTA quirk: it counts
+--  * Tail filter (trace._filter_irrelevant_gpu_kernels). With the DuckDB
+--    variable hta_include_last_profiler_step true (TraceAnalysis(...,
+--    include_last_profiler_step=True)) HTA keeps the CPU rows with ts <= the
+--    last end of a ProfilerStep row instead; HTA quirk: it compares the aligned
+--    ts with that end as parsed (unaligned), so every CPU row of a trace whose
+--    clock does not start near 0 is kept. HTA quirk: it counts
 --    the symbols that merely contain "ProfilerStep" in the symbol table shared
 --    by all ranks (names and categories); with at most one, HTA analyses the
 --    whole trace (`filtered` false). Otherwise, per rank, CPU-side rows are
@@ -239,14 +244,27 @@ WITH step_symbols AS (
   GROUP BY trace_no
 ),
 last_step_start AS (
-  SELECT file_no, max(ts_us) AS last_start_us
+  SELECT file_no, max(ts_us) AS last_start_us, max(end_us) AS last_end_us
   FROM query_table(loaded)
   WHERE NOT is_gpu_side AND step_name IS NOT NULL
   GROUP BY file_no
 ),
+-- the trace's time origin (HTA aligns ts to it before its filter; see file_window)
+origin AS (
+  SELECT trace_no, min(ts_us) AS origin_us
+  FROM query_table(loaded)
+  GROUP BY trace_no
+),
 file_window AS (
-  SELECT f.file_no, coalesce(s.filtered, false) AS filtered, l.last_start_us
+  SELECT
+    f.file_no,
+    coalesce(s.filtered, false) AS filtered,
+    l.last_start_us,
+    -- HTA compares the aligned ts with the step's end as parsed (not aligned)
+    l.last_end_us + o.origin_us AS last_end_us,
+    coalesce(getvariable('hta_include_last_profiler_step'), false) AS include_last
   FROM hta_files AS f
+  LEFT JOIN origin AS o USING (trace_no)
   LEFT JOIN step_symbols AS s USING (trace_no)
   LEFT JOIN last_step_start AS l USING (file_no)
 ),
@@ -258,7 +276,13 @@ flagged AS NOT MATERIALIZED (
     l.*,
     w.filtered,
     w.last_start_us,
-    NOT l.is_gpu_side AND (NOT w.filtered OR coalesce(l.ts_us < w.last_start_us, false)) AS cpu_kept
+    w.last_end_us,
+    w.include_last,
+    NOT l.is_gpu_side AND (
+      NOT w.filtered
+      OR CASE WHEN w.include_last THEN coalesce(l.ts_us <= w.last_end_us, false)
+              ELSE coalesce(l.ts_us < w.last_start_us, false) END
+    ) AS cpu_kept
   FROM query_table(loaded) AS l
   JOIN file_window AS w USING (file_no)
 ),
@@ -284,7 +308,11 @@ analysed AS NOT MATERIALIZED (
     CASE
       -- a GPU row's partner: the CPU row, kept if it starts before the last step
       WHEN f.is_gpu_side THEN
-        CASE WHEN NOT f.filtered OR c.cpu_last_ts_us < f.last_start_us THEN c.cpu_last_ts_us END
+        CASE
+          WHEN NOT f.filtered THEN c.cpu_last_ts_us
+          WHEN f.include_last THEN CASE WHEN c.cpu_last_ts_us <= f.last_end_us THEN c.cpu_last_ts_us END
+          WHEN c.cpu_last_ts_us < f.last_start_us THEN c.cpu_last_ts_us
+        END
       -- a kept CPU row's partner: a GPU row of the same correlation, kept with it
       ELSE c.gpu_last_ts_us
     END AS partner_ts_us
@@ -303,7 +331,7 @@ event_zero AS (
   LEFT JOIN (SELECT file_no, ts_us FROM analysed WHERE event_idx = 0) AS z USING (file_no)
 )
 SELECT
-  a.* EXCLUDE (filtered, last_start_us, partner_last_idx, partner_ts_us),
+  a.* EXCLUDE (filtered, last_start_us, last_end_us, include_last, partner_last_idx, partner_ts_us),
   CASE WHEN a.correlation <> -1 THEN coalesce(a.partner_last_idx, least(a.correlation, 0)) ELSE -1 END AS partner_idx,
   CASE
     WHEN a.correlation = -1 THEN NULL

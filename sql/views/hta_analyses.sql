@@ -574,8 +574,10 @@ LEFT JOIN bwd_first_layer AS f
   ON f.trace = n.trace AND f.rank = n.rank AND f.pid = n.pid AND f.tid = n.tid
   AND f.open_pos <= n.open_pos AND n.open_pos < f.close_pos;
 
--- HTA's get_frequent_cuda_kernel_sequences(operator_name, min_pattern_len)
--- (CudaKernelAnalysis, 0.5.0), every rank: the CPU rows whose name contains
+-- The roots of HTA's get_frequent_cuda_kernel_sequences(operator_name,
+-- min_pattern_len) (CudaKernelAnalysis, 0.5.0), every rank, one row per root
+-- with its pattern, GPU and CPU time and `stack_idx`, the event indices of its
+-- stack (what HTA's overlay marks): the CPU rows whose name contains
 -- `operator_name` at the smallest call-stack depth among such rows (a row on
 -- no call stack has depth -1, as in HTA), with at least `min_pattern_len`
 -- GPU rows launched from their subtree; each gives a pattern = its name and
@@ -586,7 +588,7 @@ LEFT JOIN bwd_first_layer AS f
 -- HTA's DataFrame (its top_k only limits the plot and the overlaid trace).
 -- The subtree includes the backward-thread rows HTA hangs under a root (see
 -- hta_call_stack).
-CREATE OR REPLACE MACRO hta_frequent_cuda_kernel_sequences(operator_name, min_pattern_len := 3) AS TABLE
+CREATE OR REPLACE MACRO hta_frequent_cuda_kernel_sequence_roots(operator_name, min_pattern_len := 3) AS TABLE
 WITH stack AS MATERIALIZED (
   SELECT * FROM hta_call_stack
 ),
@@ -616,7 +618,7 @@ members AS (
   JOIN stack AS b ON b.trace = r.trace AND b.rank = r.rank AND b.anchor_idx = a.event_idx
 ),
 kernels AS (
-  SELECT m.trace, m.rank, m.root_idx, g.name, g.ts_us, g.row_order, g.dur_us
+  SELECT m.trace, m.rank, m.root_idx, g.event_idx, g.name, g.ts_us, g.row_order, g.dur_us
   FROM members AS m
   JOIN hta_events AS g ON g.trace = m.trace AND g.rank = m.rank AND g.partner_idx = m.event_idx
   WHERE g.stream > 0
@@ -630,15 +632,40 @@ per_root AS (
   FROM roots AS r
   LEFT JOIN kernels AS k ON k.trace = r.trace AND k.rank = r.rank AND k.root_idx = r.event_idx
   GROUP BY r.trace, r.rank, r.event_idx, r.dur_us, r.name
+),
+-- every row of a root's stack: its subtree's CPU rows and the GPU rows they launch
+stack_rows AS (
+  SELECT trace, rank, root_idx, list(DISTINCT event_idx ORDER BY event_idx) AS stack_idx
+  FROM (
+    SELECT trace, rank, root_idx, event_idx FROM members
+    UNION ALL
+    SELECT trace, rank, root_idx, event_idx FROM kernels
+  )
+  GROUP BY ALL
 )
+SELECT
+  p.trace,
+  p.rank,
+  p.event_idx AS root_idx,
+  p.pattern,
+  p.kernel_dur_us,
+  p.dur_us AS cpu_op_duration_us,
+  s.stack_idx
+FROM per_root AS p
+JOIN stack_rows AS s ON s.trace = p.trace AND s.rank = p.rank AND s.root_idx = p.event_idx
+WHERE p.n_kernels >= min_pattern_len;
+
+-- HTA's get_frequent_cuda_kernel_sequences table (see
+-- hta_frequent_cuda_kernel_sequence_roots): per pattern, how often it occurs and
+-- the GPU and CPU time it takes.
+CREATE OR REPLACE MACRO hta_frequent_cuda_kernel_sequences(operator_name, min_pattern_len := 3) AS TABLE
 SELECT
   trace,
   rank,
   pattern,
   count(*) AS count,
   sum(kernel_dur_us) AS gpu_kernel_duration_us,
-  sum(dur_us) AS cpu_op_duration_us
-FROM per_root
-WHERE n_kernels >= min_pattern_len
+  sum(cpu_op_duration_us) AS cpu_op_duration_us
+FROM hta_frequent_cuda_kernel_sequence_roots(operator_name, min_pattern_len := min_pattern_len)
 GROUP BY trace, rank, pattern
 ORDER BY trace, rank, count DESC, pattern;

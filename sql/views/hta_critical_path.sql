@@ -7,7 +7,12 @@
 --
 -- The graph, as HTA builds it for one rank:
 --  * Window: the first row (in HTA's frame order) whose name contains
---    "ProfilerStep"; [its ts, its ts + dur]. CPU rows (stream -1) starting in
+--    "ProfilerStep"; [its ts, its ts + dur]. (cclq.TraceAnalysis's
+--    critical_path_analysis(rank, annotation, instance_id) sets the DuckDB
+--    variables hta_cp_annotation, hta_cp_first_instance, hta_cp_last_instance:
+--    the rows whose name contains the annotation, instances first..last in
+--    frame order, [smallest ts, largest end]; annotation '' is the whole rank,
+--    as HTA takes it.) CPU rows (stream -1) starting in
 --    the window with dur > 0, and GPU rows (stream <> -1) launched by such a
 --    CPU row (the CPU row's index_correlation points at them).
 --  * Nodes: a start and an end node for each of those rows that is a cpu_op,
@@ -57,10 +62,23 @@ ev AS MATERIALIZED (
   FROM hta_events AS e
   JOIN ranks AS r USING (trace, rank)
 ),
-step AS (
-  SELECT rk, arg_min(ts_us, row_order) AS start_us, arg_min(end_us, row_order) AS end_us
+-- the window: the rows whose name contains the annotation (DuckDB variable
+-- hta_cp_annotation, default 'ProfilerStep'; '' is the whole rank), instances
+-- hta_cp_first_instance .. hta_cp_last_instance (default 0 .. 0) in frame order
+annotated AS (
+  SELECT
+    rk, ts_us, end_us,
+    row_number() OVER (PARTITION BY rk ORDER BY row_order) - 1 AS instance,
+    coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep') = '' AS whole_rank
   FROM ev
-  WHERE contains(name, 'ProfilerStep')
+  WHERE contains(name, coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep'))
+),
+step AS (
+  SELECT rk, min(ts_us) AS start_us, max(end_us) AS end_us
+  FROM annotated
+  WHERE whole_rank
+    OR instance BETWEEN coalesce(getvariable('hta_cp_first_instance'), 0)
+                    AND coalesce(getvariable('hta_cp_last_instance'), 0)
   GROUP BY rk
 ),
 cpu_in AS (
@@ -234,10 +252,16 @@ SELECT
   e.edge_type,
   e.bound_by,
   e.event_idx,
-  coalesce(y.has_sync_events, false) AS has_sync_events
+  coalesce(y.has_sync_events, false) AS has_sync_events,
+  sn.event_idx AS src_event_idx,
+  sn.is_end AS src_is_end,
+  dn.event_idx AS dst_event_idx,
+  dn.is_end AS dst_is_end
 FROM edges AS e
 JOIN ranks AS r USING (rk)
-LEFT JOIN sync_events AS y USING (rk);
+LEFT JOIN sync_events AS y USING (rk)
+JOIN nodes AS sn ON sn.rk = e.rk AND sn.node_id = e.src_node
+JOIN nodes AS dn ON dn.rk = e.rk AND dn.node_id = e.dst_node;
 
 -- The ranks that have a critical path window (a row whose name contains
 -- "ProfilerStep"; HTA fails without one).

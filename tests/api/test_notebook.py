@@ -13,6 +13,8 @@ from conftest import REPO
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
+pytest.importorskip("pandas")  # cclq.TraceAnalysis's tables and figures: the hta extra
+pytest.importorskip("plotly")
 
 
 def _kernels_per_rank() -> dict[int, int]:
@@ -35,6 +37,17 @@ def _text(cell: dict) -> str:
     return "".join(out)
 
 
+def _figures(cell: dict) -> list[str]:
+    """The titles of the plotly figures a cell showed (plotly's own MIME type)."""
+    out = []
+    for o in cell.get("outputs", []):
+        fig = o.get("data", {}).get("application/vnd.plotly.v1+json")
+        if fig is not None:
+            title = fig.get("layout", {}).get("title", {})
+            out.append(title.get("text") if isinstance(title, dict) else title)
+    return out
+
+
 def test_the_notebook_runs_and_shows_what_the_traces_hold(tmp_path: Path) -> None:
     nb = nbformat.read(REPO / "docs" / "notebook.ipynb", as_version=4)
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
@@ -48,6 +61,18 @@ def test_the_notebook_runs_and_shows_what_the_traces_hold(tmp_path: Path) -> Non
     report = code[-1].outputs[0]["data"]
     assert "text/html" in report and report["text/html"].count("<svg") >= 2  # the report's figures
     assert "synthetic_mlp_dp4" in report["text/html"]
-    breakdown = code[5].outputs[0]["data"]["text/html"]  # HTA's columns, one row per rank
-    assert "idle_time(us)" in breakdown and "compute_time_pctg" in breakdown
-    assert "shape: (4, 8)" in _text(code[5])
+    # HTA's API: pandas tables in HTA's shapes, and HTA's plotly figures (visualize=True)
+    temporal = code[5]
+    tables = [o["data"]["text/html"] for o in temporal.outputs if "text/html" in o.get("data", {})
+              and "<table" in o["data"]["text/html"]]
+    assert tables and "idle_time(us)" in tables[-1] and "compute_time_pctg" in tables[-1]
+    plain = [o["data"]["text/plain"] for o in temporal.outputs if "text/plain" in o.get("data", {})][-1]
+    assert [line.split()[:2] for line in plain.splitlines()[1:5]] == [["0", "0"], ["1", "1"], ["2", "2"], ["3", "3"]]
+    assert _figures(temporal) == ["Temporal breakdown across ranks"]
+    assert _figures(code[6]) == ["Idle time breakdown on rank 0 per CUDA stream",
+                                 "Idle time breakdown on rank 1 per CUDA stream"]
+    kernel_figures = _figures(code[7])
+    assert kernel_figures[0] == "Kernel Type Percentage Across All Ranks"
+    assert 'Kernel type "COMPUTATION" - kernel distribution on each rank' in kernel_figures
+    summary = _text(code[8])
+    assert "queue_length" in summary and "count" in summary and "stream" in summary  # two-level columns

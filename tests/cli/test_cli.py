@@ -77,11 +77,26 @@ def test_missing_warehouse_is_a_usage_error(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_bad_sql_is_one_line_and_exit_3(small_wh):
+def test_bad_sql_is_one_error_and_exit_3(small_wh):
     result = run_cli("sql", "SELECT nope FROM kernels", "-w", str(small_wh))
     assert result.returncode == 3
     assert result.stderr.startswith("cclq: error: Binder Error: Referenced column \"nope\" not found")
+    assert result.stderr.count("cclq: error:") == 1
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_bad_sql_keeps_duckdbs_hints(small_wh):
+    """DuckDB's whole message: its suggestion, the columns it could have meant, and the
+    query line with a caret under the place (issue 35: only the first line was shown)."""
+    table = run_cli("sql", "SELECT * FROM kernel", "-w", str(small_wh))
+    assert table.returncode == 3 and table.stderr.count("cclq: error:") == 1
+    assert 'Did you mean "kernels"?' in table.stderr
+    column = run_cli("sql", "SELECT rnk FROM kernels", "-w", str(small_wh))
+    lines = column.stderr.splitlines()
+    assert column.returncode == 3 and lines[0].startswith('cclq: error: Binder Error: Referenced column "rnk"')
+    assert any(line.startswith("Candidate bindings: ") and '"rank"' in line for line in lines)
+    where = lines.index("LINE 1: SELECT rnk FROM kernels")
+    assert lines[where + 1].index("^") == len("LINE 1: SELECT ")  # under "rnk"
 
 
 def test_debug_shows_the_traceback(small_wh):

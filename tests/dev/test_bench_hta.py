@@ -109,10 +109,28 @@ def test_rank_copies_make_a_multi_rank_set(tmp_path: Path) -> None:
     assert rank_copies(src, 3, tmp_path / "sets") == folder  # made once
 
 
+def two_rank_workload(root: Path) -> Path:
+    """Two ranks, three steps each (HTA analyses the first two): in each step an aten::mm
+    that launches a GEMM, and an all-reduce whose kernel (``ncclKernel...``, the names HTA's
+    straggler analysis looks for) starts later on rank 1: every analysis has an answer."""
+    folder = root / "two_rank_bench"
+    for rank in (0, 1):
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        for step in range(3):
+            start = step * 10_000
+            b.profiler_step(step + 1, ts=start, dur=10_000)
+            b.cpu_op("aten::mm", ts=start + 100, dur=800)
+            b.kernel("gemm", ts=start + 1_000, dur=3_000, stream=7, launch_ts=start + 200, launch_dur=300)
+            b.nccl_kernel("allreduce", start + 2_000 + 500 * rank, 4_000, stream=20, launch_ts=start + 950,
+                          kernel_name="ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)")
+        b.write(folder / f"rank{rank}.json")
+    return folder
+
+
 def test_every_shared_analysis_rows_without_hta(tmp_path: Path) -> None:
-    """--hta-all's rows on the tiny trace with no HTA interpreter: the HTA row says why,
+    """--hta-all's rows on a small trace with no HTA interpreter: the HTA row says why,
     the three cclq.TraceAnalysis rows time every analysis of ALL_ANALYSES without error."""
-    folder = tiny_workload(tmp_path)
+    folder = two_rank_workload(tmp_path)
     hta, first, again, cached = run_hta_all_bench(folder, str(tmp_path / "no-python"), repeats=1)
     assert hta["case"].startswith("HTA ") and "cannot start" in hta["errors"]
     for row in (first, again, cached):

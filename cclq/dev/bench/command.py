@@ -47,9 +47,10 @@ def bench(
                                                "(8: a 430 MB set).")
     ] = 0,
     hta_all: Annotated[
-        bool, typer.Option("--hta-all", help="With --hta-python: every analysis cclq.TraceAnalysis shares with "
-                                             "HTA, through it, against HTA's own, on hta_df_index_resolver (and the "
-                                             "--hta-copies set): first run and repeat, time, CPU and peak memory.")
+        bool, typer.Option("--hta-all", help="With --hta-python: every analysis of HTA's TraceAnalysis, the same "
+                                             "script through cclq.TraceAnalysis and through HTA, on every shared HTA "
+                                             "trace (and the --hta-copies set): first run and repeat, time, CPU and "
+                                             "peak memory.")
     ] = False,
     first_run: Annotated[
         bool, typer.Option("--first-run", help="The first answer on a new trace: `cclq ingest` + `cclq metric "
@@ -178,9 +179,9 @@ def bench(
             copies_folder = rank_copies(source, hta_copies,
                                         (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
         if hta_all:
-            from cclq.dev.bench.hta import run_hta_all_bench
+            from cclq.dev.bench.hta import default_folders, run_hta_all_bench
 
-            for folder in [DEFAULT_SHARED_TRACES / COPIES_SOURCE, *([copies_folder] if copies_folder else [])]:
+            for folder in [*default_folders(), *([copies_folder] if copies_folder else [])]:
                 rows = run_hta_all_bench(folder, hta_python, repeats=repeats)
                 write_table(pa.Table.from_pylist(rows), fmt,
                             title=f"every shared analysis: cclq.TraceAnalysis vs HTA 0.5.0 on {folder.name}")

@@ -142,33 +142,47 @@ with open(sys.argv[2], "w") as f:
 """
 
 
-# Every analysis HTA 0.5.0's TraceAnalysis offers that cclq.TraceAnalysis has, by the same
-# name and arguments on both sides (the names are the keys of the timings). The operator for
-# get_frequent_cuda_kernel_sequences is SEQUENCE_OP; ranks are every rank HTA loaded; the
-# critical path is the first ProfilerStep of the first rank.
+# Every public analysis of HTA 0.5.0's TraceAnalysis, called the same way on both libraries
+# (the names are the keys of the timings): every rank where a method takes ranks, the first
+# rank where it takes one, figures off (HTA's default draws them; both would pay plotly), the
+# files HTA writes (counters beside the trace, overlays into a folder) written by both.
 ALL_ANALYSES = ("temporal", "overlap", "kernel", "idle", "queue_length", "full_queue", "memory_bw",
-                "launch_stats", "gpu_annotations", "cpu_annotations", "sequences", "critical_path",
-                "profiler_steps")
+                "launch_stats", "gpu_annotations", "cpu_annotations", "kernels_with_annotations", "sequences",
+                "aten_op_delays", "stragglers", "critical_path", "overlay", "counters", "profiler_steps", "cupti")
 SEQUENCE_OP = "aten::linear"
 
-# Runs in the HTA interpreter: argv = [folder, operator, result.json]. Times load + ALL_ANALYSES.
-_HTA_ALL_CHILD = r"""
+# Runs in either interpreter: argv = [config.json, result.json]. The config says which
+# library ("hta" or "cclq"), the trace folder (a copy: HTA writes its counter traces beside
+# the files), the operator; for cclq the warehouse, cache and jobs. Times the import, the
+# constructor (HTA's load; cclq's ingest and session) and ALL_ANALYSES.
+_ALL_CHILD = r"""
 import json, sys, tempfile, time
 t_start = time.perf_counter()
-folder, op, out = sys.argv[1], sys.argv[2], sys.argv[3]
+cfg = json.load(open(sys.argv[1]))
 res = {"errors": {}}
-import importlib.metadata
-from hta.trace_analysis import TraceAnalysis
-res["version"] = importlib.metadata.version("HolisticTraceAnalysis")
+if cfg["library"] == "hta":
+    import importlib.metadata
+    from hta.trace_analysis import TimeSeriesTypes, TraceAnalysis
+    res["version"] = importlib.metadata.version("HolisticTraceAnalysis")
+    kwargs = {}
+else:
+    from cclq import TimeSeriesTypes, TraceAnalysis
+    import cclq
+    kwargs = {"warehouse": cclq.open(cfg["warehouse"], cache=cfg["cache"]), "jobs": cfg["jobs"]}
 res["import_s"] = time.perf_counter() - t_start
 t0 = time.perf_counter()
-a = TraceAnalysis(trace_dir=folder)
+a = TraceAnalysis(trace_dir=cfg["folder"], **kwargs)
 res["load_s"] = time.perf_counter() - t0
-ranks = sorted(int(r) for r in a.t.traces)
-tmp = tempfile.mkdtemp()
+res.update({k + "_s": v for k, v in getattr(a, "timings", {}).items()})
+ranks = a.t.get_ranks()
+rank, op, out = ranks[0], cfg["op"], tempfile.mkdtemp()
+graph = {}
 def critical_path():
-    g, ok = a.critical_path_analysis(rank=ranks[0], annotation="ProfilerStep", instance_id=0)
-    return g.summary() if ok else None
+    found = a.critical_path_analysis(rank, "ProfilerStep", 0)
+    graph["g"] = found[0] if found and found[1] else None
+    return found[0].summary() if graph["g"] is not None else None
+def overlay():
+    return a.overlay_critical_path_analysis(rank, graph["g"], out) if graph.get("g") is not None else None
 analyses = {
     "temporal": lambda: a.get_temporal_breakdown(visualize=False),
     "overlap": lambda: a.get_comm_comp_overlap(visualize=False),
@@ -180,54 +194,18 @@ analyses = {
     "launch_stats": lambda: a.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False),
     "gpu_annotations": lambda: a.get_gpu_user_annotation_breakdown(use_gpu_annotation=True, visualize=False),
     "cpu_annotations": lambda: a.get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False),
-    "sequences": lambda: a.get_frequent_cuda_kernel_sequences(op, tmp, rank=ranks[0], visualize=False),
+    "kernels_with_annotations": lambda: a.get_gpu_kernels_with_user_annotations(rank),
+    "sequences": lambda: a.get_frequent_cuda_kernel_sequences(op, out, rank=rank),
+    "aten_op_delays": lambda: a.get_aten_op_kernels_and_delay(ranks=ranks),
+    "stragglers": lambda: a.get_potential_stragglers(),
     "critical_path": critical_path,
+    "overlay": overlay,
+    "counters": lambda: a.generate_trace_with_counters(ranks=ranks),
     "profiler_steps": lambda: a.get_profiler_steps(),
+    "cupti": lambda: a.get_cupti_counter_data_with_operators(ranks=ranks),
 }
-for name, fn in analyses.items():
-    t = time.perf_counter()
-    try:
-        fn()
-    except Exception as e:
-        res["errors"][name] = f"{type(e).__name__}: {e}"
-    res[name + "_s"] = time.perf_counter() - t
-res["work_s"] = time.perf_counter() - t0
-with open(out, "w") as f:
-    json.dump(res, f)
-"""
-
-# Runs in this interpreter: argv = [config.json, result.json]. cclq.TraceAnalysis (ingest
-# on construction) + ALL_ANALYSES, as a notebook user would call them.
-_CCLQ_ALL_CHILD = r"""
-import json, sys, time
-t_start = time.perf_counter()
-import cclq
-cfg = json.load(open(sys.argv[1]))
-res = {"import_s": time.perf_counter() - t_start, "errors": {}}
-t0 = time.perf_counter()
-ws = cclq.open(cfg["warehouse"], cache=cfg["cache"])
-a = cclq.TraceAnalysis(cfg["folder"], warehouse=ws, jobs=cfg["jobs"])
-res["load_s"] = time.perf_counter() - t0
-ranks = a.get_temporal_breakdown()["rank"].to_list()
-op = cfg["op"]
-def critical_path():
-    g, ok = a.critical_path_analysis(rank=ranks[0], annotation="ProfilerStep", instance_id=0)
-    return g.summary() if ok else None
-analyses = {
-    "temporal": lambda: a.get_temporal_breakdown(),
-    "overlap": lambda: a.get_comm_comp_overlap(),
-    "kernel": lambda: a.get_gpu_kernel_breakdown(),
-    "idle": lambda: a.get_idle_time_breakdown(ranks=ranks, show_idle_interval_stats=True),
-    "queue_length": lambda: a.get_queue_length_summary(ranks=ranks),
-    "full_queue": lambda: a.get_time_spent_blocked_on_full_queue(ranks=ranks),
-    "memory_bw": lambda: a.get_memory_bw_summary(ranks=ranks),
-    "launch_stats": lambda: a.get_cuda_kernel_launch_stats(ranks=ranks),
-    "gpu_annotations": lambda: a.get_gpu_user_annotation_breakdown(use_gpu_annotation=True),
-    "cpu_annotations": lambda: a.get_gpu_user_annotation_breakdown(use_gpu_annotation=False),
-    "sequences": lambda: a.get_frequent_cuda_kernel_sequences(op, rank=ranks[0]),
-    "critical_path": critical_path,
-    "profiler_steps": lambda: a.get_profiler_steps(),
-}
+import plotly.basedatatypes  # get_aten_op_kernels_and_delay always draws its table: shown nowhere
+plotly.basedatatypes.BaseFigure.show = lambda *args, **kwargs: None
 for name, fn in analyses.items():
     t = time.perf_counter()
     try:
@@ -239,6 +217,7 @@ res["work_s"] = time.perf_counter() - t0
 with open(sys.argv[2], "w") as f:
     json.dump(res, f)
 """
+
 
 @dataclass
 class ChildRun:
@@ -468,38 +447,40 @@ def main(argv: list[str] | None = None) -> None:
     print(format_table(rows))
 
 
-if __name__ == "__main__":
-    main()
-
 
 def run_hta_all_bench(folder: Path, hta_python: str, repeats: int = 1, jobs: int | None = None) -> list[dict]:
-    """Every analysis cclq.TraceAnalysis shares with HTA (``ALL_ANALYSES``), on one trace
-    folder: HTA 0.5.0's load + analyses in one process; cclq's first run (a fresh
+    """Every analysis of HTA 0.5.0's ``TraceAnalysis`` (``ALL_ANALYSES``), the same script on
+    both libraries, on one trace folder: HTA's load + analyses; cclq's first run (a fresh
     warehouse: ingest on construction, then the analyses, results cached as the API does);
-    the repeat run with results computed again (``cclq.open(cache=False)``); the repeat
-    as a notebook reruns it (cached results). Each case is one child process (peak RSS
-    from ``wait4``); best time over ``repeats``, largest peak. ``detail`` gives the time of
-    each analysis; ``errors`` an analysis that failed (on either side).
+    the repeat with results computed again (``cclq.open(cache=False)``); the repeat as a
+    notebook reruns it (cached results). Each case is one child process (peak RSS from
+    ``wait4``) on its own copy of the folder (both write counter traces beside its files);
+    best time over ``repeats``, largest peak. ``detail`` gives the time of the import, the
+    load and each analysis; ``errors`` an analysis that failed (on either side).
     """
     folder = folder.resolve()
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-hta-all-"))
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     env.pop("PYTHONPATH", None)
     repo = str(PACKAGE_DIR.parent)
-    cclq_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    cclq_env = {**os.environ, "PYTHONWARNINGS": "ignore",
+                "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
     runs: dict[str, list[ChildRun]] = {"hta": [], "first": [], "again": [], "cached": []}
+    copy = scratch / "trace" / folder.name
+
+    def child(python: str, child_env: dict[str, str], **cfg: object) -> ChildRun:
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(folder, copy)  # outside the timing: a fresh copy, without earlier counter traces
+        config = scratch / "config.json"
+        config.write_text(json.dumps({"folder": str(copy), "op": SEQUENCE_OP, **cfg}))
+        return _run_child([python, "-c", _ALL_CHILD, str(config), str(scratch / "result.json")], scratch, child_env)
 
     def cclq_run(cache: bool) -> ChildRun:
-        config = scratch / "cclq-config.json"
-        config.write_text(json.dumps({"folder": str(folder), "warehouse": str(scratch / "wh"), "cache": cache,
-                                      "jobs": jobs, "op": SEQUENCE_OP}))
-        return _run_child([sys.executable, "-c", _CCLQ_ALL_CHILD, str(config), str(scratch / "cclq.json")],
-                          scratch, cclq_env)
+        return child(sys.executable, cclq_env, library="cclq", warehouse=str(scratch / "wh"), cache=cache, jobs=jobs)
 
     try:
         for _ in range(max(repeats, 1)):
-            runs["hta"].append(_run_child([hta_python, "-c", _HTA_ALL_CHILD, str(folder), SEQUENCE_OP,
-                                           str(scratch / "hta.json")], scratch, env))
+            runs["hta"].append(child(hta_python, env, library="hta"))
             shutil.rmtree(scratch / "wh", ignore_errors=True)
             runs["first"].append(cclq_run(cache=True))
             runs["again"].append(cclq_run(cache=False))
@@ -508,7 +489,8 @@ def run_hta_all_bench(folder: Path, hta_python: str, repeats: int = 1, jobs: int
         shutil.rmtree(scratch, ignore_errors=True)
 
     def detail(result: dict) -> str:
-        return ", ".join(f"{k} {result[k + '_s']:.3f}s" for k in ("load", *ALL_ANALYSES) if k + "_s" in result)
+        phases = ("import", "load", "ingest", "session", *ALL_ANALYSES)
+        return ", ".join(f"{k} {result[k + '_s']:.3f}s" for k in phases if k + "_s" in result)
 
     def cpu(case: list[ChildRun]) -> float:
         return round(min(r.cpu_s for r in case), 3)
@@ -526,7 +508,11 @@ def run_hta_all_bench(folder: Path, hta_python: str, repeats: int = 1, jobs: int
         row = _row(label, work_s, wall_s, rss, base, detail(best.result), _errors(best.result))
         row["cpu_s"] = cpu(runs[key])
         row["cpu_speedup_vs_hta"] = (round(base["cpu_s"] / row["cpu_s"], 2)
-                                     if row["cpu_s"] and base["cpu_s"] and not base["errors"] else None)
+                                     if row["cpu_s"] and base["cpu_s"] else None)
         rows.append(row)
     base.update(speedup_vs_hta=1.0, wall_speedup_vs_hta=1.0, memory_ratio_vs_hta=1.0, cpu_speedup_vs_hta=1.0)
     return rows
+
+
+if __name__ == "__main__":
+    main()

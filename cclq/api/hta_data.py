@@ -1,0 +1,123 @@
+"""The warehouse side of one ``cclq.TraceAnalysis``: a query session on its trace, open as
+long as the object lives, with HTA's rows computed once.
+
+HTA loads a trace into memory once and answers every analysis from it; the same here:
+the session pins the views every analysis starts from (``hta_events``, the rows HTA
+holds, and the views over it that several analyses read) as tables of the session the
+first time one is read, under the views' own names (a temporary view over each table
+resolves before the compiled view, as ``cclq.query.metrics``' shared views do), so that
+the rows are the same and each analysis plans and reads only those. The metrics read
+them too, and go through the warehouse's result cache as ``cclq metric`` does, except
+with ``include_last_profiler_step`` (a DuckDB variable the views read, which the cache
+keys do not see: such a session computes everything and caches nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from cclq.api.hta_frames import RankDtypes
+from cclq.api.workspace import Workspace
+from cclq.query.metrics import run_metric
+from cclq.query.registry import resolve
+from cclq.query.session import Session
+from cclq.sqltext import quote_identifier
+
+# The views pinned on first use, each before the ones that read it (a view pinned after
+# one that reads it would be read from the compiled stack below the older table).
+PINNED = ("hta_events", "hta_gpu_rows", "hta_loaded", "hta_iterations", "hta_rank_dtypes", "hta_queue_length",
+          "hta_call_stack")
+# computed from a pinned view instead of loading the events again (cclq.query.metrics DERIVED_VIEWS)
+DERIVED = {"hta_gpu_rows": "SELECT * FROM hta_gpu_rows_from_events"}
+
+
+@dataclass
+class HtaData:
+    """The session of one TraceAnalysis (see the module docstring)."""
+
+    workspace: Workspace
+    trace: str
+    include_last_profiler_step: bool = False
+    session: Session = field(init=False)
+    pinned: set[str] = field(default_factory=set)
+    _dtypes: dict[int, RankDtypes] | None = None
+    _origin: float | None = None
+
+    def __post_init__(self) -> None:
+        cache = self.workspace.cache and not self.include_last_profiler_step
+        self.session = Session(self.workspace.warehouse, traces=[self.trace], settings=self.workspace.settings,
+                               cache=cache)
+        if self.include_last_profiler_step:
+            self.session.execute("SET VARIABLE hta_include_last_profiler_step = true")
+
+    def restrict(self, ranks: list[int]) -> None:
+        """From now on the session sees those ranks only (HTA's trace_files): the files of
+        the others and their events are left out, and results are not cached (the cache's
+        keys do not know of this). Call it before any analysis."""
+        self.session.cache_dir = None
+        listed = ", ".join(str(int(r)) for r in ranks)
+        self.session.execute(f"DELETE FROM files WHERE rank NOT IN ({listed})")
+        self.session.execute("ALTER VIEW events RENAME TO _cclq_events_of_every_rank")
+        self.session.execute(f"CREATE VIEW events AS SELECT * FROM _cclq_events_of_every_rank WHERE rank IN ({listed})")
+
+    def close(self) -> None:
+        self.session.close()
+
+    def pin(self, *names: str) -> None:
+        """Computes each view of ``names`` (and those of PINNED before it) into a table the
+        session reads instead, once."""
+        wanted = set(names)
+        last = max(PINNED.index(n) for n in wanted)
+        for name in PINNED[: last + 1]:
+            if name in self.pinned or (name not in wanted and name not in ("hta_events",)):
+                continue
+            table = f"memory.main.{quote_identifier('_cclq_hta_' + name)}"
+            source = DERIVED.get(name) if "hta_events" in self.pinned else None
+            self.session.execute(f"CREATE OR REPLACE TABLE {table} AS {source or f'SELECT * FROM {name}'}")
+            self.session.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {table}")
+            self.pinned.add(name)
+
+    def rows(self, sql: str, *views: str, params: list[Any] | None = None) -> pa.Table:
+        """A query over the views (those of ``views`` pinned first), as an Arrow table."""
+        if views:
+            self.pin(*views)
+        return self.session.execute(sql, params).to_arrow_table()
+
+    def metric(self, name: str, **params: Any) -> pa.Table:
+        """One metric's rows for this trace (through the result cache, see above)."""
+        self.pin("hta_events", "hta_gpu_rows")
+        given = {k: str(v) for k, v in params.items()}
+        return run_metric(self.session, resolve(name), given)
+
+    # -- facts every frame needs ---------------------------------------------------
+    def _facts(self) -> None:
+        table = self.rows("SELECT * FROM hta_rank_dtypes ORDER BY rank", "hta_rank_dtypes")
+        rows = table.to_pylist()
+        self._dtypes = {int(r["rank"]): RankDtypes.of(r) for r in rows}
+        self._origin = rows[0]["origin_us"] if rows else 0.0
+
+    def dtypes(self, rank: int) -> RankDtypes:
+        """The dtypes of ``rank``'s columns in HTA's trace frame."""
+        if self._dtypes is None:
+            self._facts()
+        assert self._dtypes is not None
+        return self._dtypes[rank]
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks HTA would load, sorted (its ``Trace.get_ranks()``)."""
+        if self._dtypes is None:
+            self._facts()
+        assert self._dtypes is not None
+        return sorted(self._dtypes)
+
+    @property
+    def origin_us(self) -> float:
+        """HTA's ``Trace.min_ts``: the smallest ts of the loaded rows of every rank (µs)."""
+        if self._origin is None:
+            self._facts()
+        assert self._origin is not None
+        return self._origin

@@ -1,0 +1,239 @@
+"""``ta.t``: the parts of HTA 0.5.0's ``Trace`` object that scripts use, over the warehouse.
+
+HTA keeps each rank's events as a pandas frame (``t.get_trace(rank)``), names and
+categories encoded as ids of a symbol table (``t.symbol_table``). Here the frame of a rank
+is built from the view ``hta_trace_frame`` when it is first asked for, with HTA's
+columns, row order, index labels and dtypes (``cclq.api.hta_frames``). Symbol ids are
+this table's own numbering (HTA's come from the iteration order of a Python set, which
+changes from run to run): a script that decodes them through ``t.symbol_table`` reads the
+same names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from cclq.api.hta_data import HtaData
+from cclq.api.hta_frames import int_dtype, pandas, pid_value
+
+# HTA 0.5.0's memory kernel names (hta/utils/utils.py), which shorten_name leaves alone
+_MEMORY_KERNEL = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+
+
+def shorten_name(name: str) -> str:
+    """HTA's shortened name (utils.shorten_name): without the template and function
+    arguments and the return type."""
+    if _MEMORY_KERNEL.match(name) is not None or (name.find("<") < 0 and name.find("(") < 0):
+        return name
+    stack: list[str] = []
+    for c in name.replace("->", ""):
+        if c == ">":
+            while stack and stack[-1] != "<":
+                stack.pop()
+            if stack and stack[-1] == "<":
+                stack.pop()
+        elif c == ")":
+            while stack and stack[-1] != "(":
+                stack.pop()
+            if stack and stack[-1] == "(":
+                stack.pop()
+        else:
+            stack.append(c)
+    return "".join(stack).split(" ")[-1]
+
+
+class TraceSymbolTable:
+    """HTA's symbol table: names and categories of every rank, each with an integer id."""
+
+    def __init__(self, symbols: Iterable[str] = ()) -> None:
+        self.sym_table: list[str] = []
+        self.sym_index: dict[str, int] = {}
+        self.add_symbols(symbols)
+
+    def add_symbols(self, symbols: Iterable[str]) -> None:
+        for s in symbols:
+            if s not in self.sym_index:
+                self.sym_index[s] = len(self.sym_table)
+                self.sym_table.append(s)
+
+    def get_sym_id_map(self) -> dict[str, int]:
+        return self.sym_index
+
+    def get_sym_index(self) -> dict[str, int]:
+        return self.sym_index
+
+    def get_sym_table(self) -> list[str]:
+        return self.sym_table
+
+    def is_empty(self) -> bool:
+        return not self.sym_table
+
+    def find_matches(self, patterns: list[str]) -> list[int]:
+        pattern = re.compile("|".join(re.escape(p) for p in patterns))
+        return [i for i, s in enumerate(self.sym_table) if pattern.search(s)]
+
+    def find_matched_symbols(self, patterns: list[str]) -> list[str]:
+        pattern = re.compile("|".join(re.escape(p) for p in patterns))
+        return [s for s in self.sym_table if pattern.search(s)]
+
+    def decode_df(self, df: Any, create_new_columns: bool = True) -> None:
+        """Adds s_name / s_cat (or replaces name / cat) with the decoded symbols."""
+        for col in ("name", "cat"):
+            if col in df.columns and df[col].dtype.kind == "i":
+                df["s_" + col if create_new_columns else col] = df[col].map(lambda i: self.sym_table[i])
+
+
+class Trace:
+    """The loaded trace of a ``TraceAnalysis`` (HTA's ``ta.t``)."""
+
+    def __init__(self, data: HtaData, trace_dir: Path, files: dict[int, Path]) -> None:
+        self._data = data
+        self.trace_path = str(trace_dir)
+        self.trace_files: dict[int, str] = {rank: str(path) for rank, path in sorted(files.items())}
+        self.is_parsed = True
+        self._frames: dict[int, Any] = {}
+        self._symbols: TraceSymbolTable | None = None
+
+    # -- what HTA's Trace offers ---------------------------------------------------
+    def get_ranks(self) -> list[int]:
+        """The ranks of the trace, sorted."""
+        return self._data.ranks
+
+    @property
+    def min_ts(self) -> int | float:
+        """The time origin HTA aligns every rank's ts to (µs, the files' clock)."""
+        origin = self._data.origin_us
+        return int(origin) if float(origin).is_integer() else origin
+
+    @property
+    def symbol_table(self) -> TraceSymbolTable:
+        if self._symbols is None:
+            rows = self._data.rows("SELECT DISTINCT s FROM (SELECT unnest([cat, name]) AS s FROM hta_loaded) "
+                                   "WHERE s IS NOT NULL ORDER BY s", "hta_loaded")
+            self._symbols = TraceSymbolTable(rows.column("s").to_pylist())
+        return self._symbols
+
+    @property
+    def traces(self) -> dict[int, Any]:
+        return self.get_all_traces()
+
+    @property
+    def meta_data(self) -> dict[int, dict[str, Any]]:
+        """Each rank's top-level keys of its file that the warehouse keeps (HTA keeps all of
+        them): distributedInfo, deviceProperties, baseTimeNanoseconds."""
+        rows = self._data.rows("SELECT rank, distributed_info, device_properties, base_time_ns FROM files "
+                               "ORDER BY rank").to_pylist()
+        out: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            meta: dict[str, Any] = {}
+            if r["distributed_info"]:
+                meta["distributedInfo"] = json.loads(r["distributed_info"])
+            if r["device_properties"]:
+                meta["deviceProperties"] = json.loads(r["device_properties"])
+            if r["base_time_ns"] is not None:
+                meta["baseTimeNanoseconds"] = r["base_time_ns"]
+            out[int(r["rank"])] = meta
+        return out
+
+    def get_iterations(self, rank: int | None = None) -> list[Any]:
+        """The ProfilerStep numbers of ``rank``'s rows (default: the first rank), sorted."""
+        rank = self.get_ranks()[0] if rank is None else rank
+        if rank not in self.get_ranks():
+            return []
+        rows = self._data.rows("SELECT DISTINCT iteration FROM hta_iterations WHERE rank = ? AND iteration >= 0 "
+                               "ORDER BY iteration", "hta_iterations", params=[rank])
+        values = rows.column("iteration").to_pylist()
+        if self._data.dtypes(rank).iteration == "float64":
+            return [float(v) for v in values]
+        return [int(v) for v in values]
+
+    def get_trace_duration(self, rank: int | None = None) -> int | float:
+        """Last ts - first ts of ``rank``'s rows (µs)."""
+        rank = self.get_ranks()[0] if rank is None else rank
+        frame = self.get_trace(rank)
+        return frame.ts.max() - frame.ts.min()
+
+    def get_trace(self, rank: int) -> Any:
+        """``rank``'s frame, as HTA holds it (see the module docstring)."""
+        if rank not in self.get_ranks():
+            raise ValueError(f"no trace for rank {rank}")
+        if rank not in self._frames:
+            self._frames[rank] = self._frame(rank)
+        return self._frames[rank]
+
+    def get_all_traces(self) -> dict[int, Any]:
+        return {rank: self.get_trace(rank) for rank in self.get_ranks()}
+
+    def decode_symbol_ids(self, use_shorten_name: bool = True) -> None:
+        """Adds s_name / s_cat to every rank's frame (HTA's Trace.decode_symbol_ids)."""
+        table = self.symbol_table.get_sym_table()
+        names = [shorten_name(s) for s in table] if use_shorten_name else table
+        for frame in self.get_all_traces().values():
+            frame["s_name"] = frame["name"].map(lambda i: names[i] if i >= 0 else "")
+            frame["s_cat"] = frame["cat"].map(lambda i: names[i] if i >= 0 else "")
+
+    def convert_time_series_to_events(self, series: Any, counter_name: str, counter_col: str) -> list[dict[str, Any]]:
+        """A time series (pid, ts, the counter column; name and id when present) as Chrome
+        counter events at the trace's own times (HTA's Trace.convert_time_series_to_events)."""
+        if not {"pid", "ts", counter_col} <= set(series.columns):
+            return []
+        events = series[["pid", "ts", counter_col]].rename(columns={counter_col: "args"})
+        events["ph"] = "C"
+        events["name"] = series["name"] if "name" in series.columns else counter_name
+        if "id" in series.columns:
+            events["id"] = series["id"]
+        events["ts"] = events["ts"] + self.min_ts
+        events["args"] = events["args"].map(lambda v: {counter_name: v})
+        records: list[dict[str, Any]] = events.to_dict("records")
+        return records
+
+    # -- the frame -------------------------------------------------------------------
+    def _frame(self, rank: int) -> Any:
+        pd = pandas()
+        table = self._data.rows("SELECT * EXCLUDE (trace, rank, copies) FROM hta_trace_frame WHERE rank = ? "
+                                "ORDER BY frame_pos", "hta_events", "hta_iterations", "hta_rank_dtypes",
+                                params=[rank])
+        data = table.to_pydict()
+        ids = self.symbol_table.get_sym_id_map()
+        dtypes = self._data.dtypes(rank)
+        n = table.num_rows
+        columns: dict[str, Any] = {
+            "index": pd.array(data["index"], dtype=dtypes.index),
+            "cat": pd.array([ids[c] for c in data["cat"]], dtype="int64"),
+            "name": pd.array([ids[c] for c in data["name"]], dtype="int64"),
+            "pid": pd.array([pid_value(v) for v in data["pid"]], dtype=object),
+            "tid": pd.array([pid_value(v) for v in data["tid"]], dtype=object),
+            "ts": pd.array([int(v) if float(v).is_integer() else v for v in data["ts"]],
+                           dtype="int64" if all(float(v).is_integer() for v in data["ts"]) else "float64"),
+            "dur": pd.array(data["dur"], dtype="float64"),
+        }
+        rounded = bool(self._data.rows("SELECT rounds_to_us FROM hta_rank_dtypes WHERE rank = ?", "hta_rank_dtypes",
+                                       params=[rank]).column(0)[0].as_py())
+        if rounded:  # HTA computes `end` while rounding, so it comes right after dur
+            columns["end"] = pd.array(data["end"], dtype="float64")
+        columns["stream"] = pd.array(data["stream"], dtype=dtypes.stream)
+        columns["correlation"] = pd.array(data["correlation"], dtype=dtypes.correlation)
+        for name in ("bytes",):
+            columns[name] = pd.array(data[name], dtype=_value_dtype(data[name]))
+        columns["memory_bw_gbps"] = pd.array(data["memory_bw_gbps"], dtype="float64")
+        for name in ("wait_on_stream", "wait_on_cuda_event_record_corr_id"):
+            columns[name] = pd.array(data[name], dtype=_value_dtype(data[name]))
+        for name in ("input_dims", "input_type", "input_strides"):
+            columns[name] = pd.array([json.loads(v) if v is not None else "-1" for v in data[name]], dtype=object)
+        columns["external_id"] = pd.array(data["external_id"], dtype=_value_dtype(data["external_id"]))
+        columns["index_correlation"] = pd.array(data["index_correlation"], dtype=dtypes.index_correlation)
+        iteration = [float("nan") if v is None else v for v in data["iteration"]]
+        columns["iteration"] = pd.array(iteration, dtype=dtypes.iteration)
+        if not rounded:
+            columns["end"] = pd.array(data["end"], dtype="float64")
+        frame = pd.DataFrame(columns, index=pd.Index(data["frame_label"], dtype="int64") if n else None)
+        return frame
+
+
+def _value_dtype(values: list[int]) -> str:
+    """The downcast dtype of an integer column of HTA's frame, from the values it holds."""
+    return int_dtype(min(values), max(values)) if values else "int8"
