@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from cclq.api.hta_frames import RankDtypes
 from cclq.api.workspace import Workspace
+from cclq.query.engine import arrow_table
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import Session
@@ -84,7 +85,7 @@ class HtaData:
         """A query over the views (those of ``views`` pinned first), as an Arrow table."""
         if views:
             self.pin(*views)
-        return self.session.execute(sql, params).to_arrow_table()
+        return arrow_table(self.session.execute(sql, params))
 
     def metric(self, name: str, **params: Any) -> pa.Table:
         """One metric's rows for this trace (through the result cache, see above)."""

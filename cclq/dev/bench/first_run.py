@@ -51,7 +51,7 @@ class Timed:
     error: str = ""
 
 
-def _timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Timed:
+def timed_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Timed:
     """Runs ``cmd`` as a child; its wall time, CPU (user + system) and peak RSS."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
@@ -99,9 +99,9 @@ def cclq_first_run(folder: Path, scratch: Path) -> tuple[Timed, list[Timed]]:
     env.pop("CCLQ_WAREHOUSE", None)
     cclq = [sys.executable, "-m", "cclq"]
     wh = ["--warehouse", str(work / "wh")]
-    calls = [_timed(cclq + ["ingest", "-q", str(folder), *wh], env, work)]
+    calls = [timed_child(cclq + ["ingest", "-q", str(folder), *wh], env, work)]
     for metric in FIRST_RUN_METRICS:
-        calls.append(_timed(cclq + ["metric", metric, "--all", "--allow-partial", *wh], env, work))
+        calls.append(timed_child(cclq + ["metric", metric, "--all", "--allow-partial", *wh], env, work))
     shutil.rmtree(work, ignore_errors=True)
     total = Timed(sum(c.wall_s for c in calls), sum(c.cpu_s for c in calls), max(c.peak_rss_mb for c in calls),
                   all(c.ok for c in calls), "; ".join(c.error for c in calls if c.error))
@@ -125,7 +125,7 @@ def run_first_run_bench(hta_python: str | None, copies: int = 8, repeats: int = 
             env.pop("PYTHONPATH", None)
             for _ in range(max(repeats, 1)):
                 if hta_python:
-                    hta_runs.append(_timed([hta_python, "-c", _HTA_FIRST, str(hta_folder(folder, scratch))], env))
+                    hta_runs.append(timed_child([hta_python, "-c", _HTA_FIRST, str(hta_folder(folder, scratch))], env))
                 cclq_runs.append(cclq_first_run(folder, scratch))
             rows.append(_row(folder.name, hta_runs, cclq_runs))
     finally:

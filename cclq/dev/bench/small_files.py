@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cclq.dev.bench.first_run import _timed
+from cclq.dev.bench.first_run import timed_child
 from cclq.dev.bench.hta import DEFAULT_SHARED_TRACES
 
 SMALL_FILES_SOURCE = "dlrm_param_8xV100"
@@ -58,7 +58,7 @@ def run_small_files_bench(copies: int, repeats: int = 3, workdir: Path | None = 
     for _ in range(max(repeats, 1)):
         wh = Path(tempfile.mkdtemp(prefix="cclq-bench-small-wh-"))
         try:
-            runs.append(_timed([sys.executable, "-m", "cclq", "ingest", "-q", str(folder), "--warehouse",
+            runs.append(timed_child([sys.executable, "-m", "cclq", "ingest", "-q", str(folder), "--warehouse",
                                 str(wh / "wh")]))
         finally:
             shutil.rmtree(wh, ignore_errors=True)
