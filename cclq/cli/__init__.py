@@ -1,9 +1,9 @@
 """The ``cclq`` command line (``app.py``).
 
-A CLI process allocates Arrow memory with ``malloc`` (``cclq.allocator``): set here, before
-``app`` imports pyarrow.
+A CLI process allocates Arrow memory with ``malloc`` and keeps pyarrow from importing
+pandas (``cclq.runtime``): set here, before ``app`` imports pyarrow.
 """
 
-from cclq.allocator import use_system_allocator
+from cclq.runtime import prepare_process
 
-use_system_allocator()
+prepare_process()

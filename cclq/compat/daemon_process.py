@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from cclq.allocator import use_system_allocator
 from cclq.compat.daemon import DEFAULT_IDLE_S, IDLE_ENV, serve_calls, stop
 from cclq.compat.main import run_here
 from cclq.compat.warm import WarmCalls
 from cclq.locations import resolve_warehouse
+from cclq.runtime import prepare_process
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
     if args.stop:
         print("stopped" if stop(wh_root) else "no daemon running")
         return
-    use_system_allocator()
+    prepare_process()
     # the heavy imports, once: what makes a call warm
     import cclq.ingest.run
     import cclq.query.engine

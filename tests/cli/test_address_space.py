@@ -2,7 +2,7 @@
 cluster's ``ulimit -v``): the README's quick start, and report and board over the shared
 traces. What used to reserve the address space: DuckDB's Arrow results, whose buffers are
 reserved for a million rows per batch (``query.engine.ARROW_BATCH_ROWS``), and pyarrow's
-mimalloc arenas (``cclq.allocator``)."""
+mimalloc arenas (``cclq.runtime``)."""
 
 from __future__ import annotations
 

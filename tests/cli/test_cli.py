@@ -143,3 +143,28 @@ def test_shell_has_the_views_defined(small_wh):
     result = run_cli("shell", "-w", str(small_wh), "-csv", "-c", "SELECT count(*) AS n FROM kernels")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["n", "2"]
+
+
+def test_a_command_does_not_load_pandas_where_it_is_installed(tmp_path):
+    """pyarrow imports pandas at its first conversion of a Python value, to check for pandas
+    objects (165-220 ms, ~40 MB): a cclq command blocks that one check (cclq.runtime), and a
+    conversion to pandas still works in the same process."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("pandas") is None:
+        pytest.skip("pandas is not installed: nothing to keep out")
+    code = ("import sys; sys.argv = ['cclq', '--version']\n"
+            "from cclq.cli.app import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "import pyarrow as pa\n"
+            "pa.array([1, 2]); pa.scalar(3)\n"
+            "loaded = 'pandas' in sys.modules\n"
+            "frame = pa.table({'a': [1, 2]}).to_pandas()\n"
+            "print(loaded, type(frame).__name__, 'pandas' in sys.modules)\n")
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False DataFrame True"
