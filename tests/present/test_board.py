@@ -216,7 +216,7 @@ def test_a_warehouse_without_traces_gives_an_empty_board(tmp_path: Path):
     assert json.loads((tmp_path / "site" / "benchmark_data.json").read_text())["rows"] == []
 
 
-def test_a_failing_metric_is_na_with_its_reason_not_a_broken_page(tmp_path: Path, monkeypatch):
+def test_a_failing_metric_shows_as_failed_with_its_reason_not_a_broken_page(tmp_path: Path, monkeypatch):
     folder = tmp_path / "metrics" / "always_fails"
     folder.mkdir(parents=True)
     (folder / "v1.sql").write_text(
@@ -232,7 +232,9 @@ def test_a_failing_metric_is_na_with_its_reason_not_a_broken_page(tmp_path: Path
     cells = parse_index(tmp_path / "site")
     assert "always_fails" in cells.metrics
     text, title = cells.rows["run_a"][8 + cells.metrics.index("always_fails")]
-    assert text == "n/a" and title.startswith("the metric failed: always_fails v1") and "boom" in title
+    # failed, never "n/a" (which says the metric does not apply), the error on hover
+    assert text == "failed" and title.startswith("the metric failed: always_fails v1") and "boom" in title
+    assert [line.split(":")[0] for line in result.failed] == ["always_fails"]
     assert cells.rows["run_a"][8 + cells.metrics.index("avg_step_time")][0] == "0.00225"
     page = (tmp_path / "site" / "w" / "run_a.html").read_text()
     assert "the metric failed" in page
