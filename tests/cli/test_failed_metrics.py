@@ -74,6 +74,6 @@ def test_board_shows_failed_on_the_pages_and_exits_3(two_runs, tmp_path):
     assert done.exit_code == 3
     assert f"cclq: error: {BROKEN}" in done.stderr
     page = (out / "w" / "a.html").read_text()
-    assert 'class="failed"' in page and "it broke" in page
+    assert "class=\"na failed\"" in page and "it broke" in page
     data = json.loads((out / "data" / "a.json").read_text())
     assert [f["metric"] for f in data["metrics_failed"]] == [BROKEN]

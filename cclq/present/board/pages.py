@@ -130,7 +130,7 @@ def _no_value(entry: dict[str, Any]) -> str:
     """A metric without a value: "failed" when its SQL did not run (never "n/a", which says
     the metric does not apply), else "n/a"; the reason on hover."""
     if entry.get("failed"):
-        return f'<span class="failed" title="{_e(entry["reason"] or "the metric failed")}">failed</span>'
+        return f'<span class="na failed" title="{_e(entry["reason"] or "the metric failed")}">failed</span>'
     return f'<span class="na" title="{_e(entry["reason"] or "no value")}">n/a</span>'
 
 
