@@ -28,9 +28,8 @@ TYPE_CHECKING = False  # not typing's: its import alone is ~15 ms of the client'
 if TYPE_CHECKING:
     import argparse
 
-    from cclq.ingest.report import FileOutcome
+    from cclq.ingest.report import IngestReport
     from cclq.query.registry import MetricSpec
-    from cclq.store.warehouse import Warehouse
 
 # Standard library only at import: the client half of a warm call (cclq/compat/daemon.py) is
 # this module, and it must start in milliseconds. The work's imports are in run_here.
@@ -113,6 +112,7 @@ def run_here(argv: list[str]) -> int:
         # The folder's own trace: another folder of the same name ingested before keeps
         # its id, and this one gets a distinct one (never the other folder's numbers).
         traces: dict[str, str] = {}
+        report: IngestReport | None = None
         try:
             # nothing changed (a folder asked for before, or ingested with its siblings by the
             # daemon): no lock, no write, no clean-up, only a look at the files
@@ -132,7 +132,7 @@ def run_here(argv: list[str]) -> int:
         if trace is None:  # the workload failed as a whole: nothing of it to answer for
             return 1
         workload.trace = trace
-        stale = _stale(failed, wh) if failed else []
+        stale = report.stale({row["path"] for row in wh.read_state().files.values()}) if report and failed else []
         if stale:
             print(f"cclq: {spec.label} of {workload.trace} is not computed: {len(stale)} of its files failed to "
                   "ingest (above) and the warehouse holds an older version of them", file=sys.stderr)
@@ -168,16 +168,6 @@ def metric_params(spec: MetricSpec, args: argparse.Namespace) -> dict[str, str]:
     """The metric's parameters the call sets (the overrides the metric declares)."""
     return {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
             if v is not None and k in {p.name for p in spec.params}}
-
-
-def _stale(failed: list[FileOutcome], wh: Warehouse) -> list[FileOutcome]:
-    """The failures that leave old data in place: a file the catalog holds (its new
-    version failed), or a folder (unreadable, so nothing was removed). A file that never
-    ingested leaves no number behind; the rest of the workload is current without it."""
-    import os
-
-    held = {row["path"] for row in wh.read_state().files.values()}
-    return [o for o in failed if o.path in held or os.path.isdir(o.path)]
 
 
 if __name__ == "__main__":
