@@ -160,7 +160,9 @@ def run_here(argv: list[str]) -> int:
         print(f"cclq: {spec.label} does not apply to {workload.trace}: {reason}", file=sys.stderr)
         print("nan")
         return 0
-    print(repr(value))
+    # the unit CCL-Bench's own tool prints (percent where it prints percent: the header's
+    # ccl_bench_unit), so that its website shows the same number through the shim
+    print(repr(spec.ccl_bench_value(value)))
     return 0
 
 

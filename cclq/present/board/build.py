@@ -282,8 +282,9 @@ CCL_BENCH_TRACE_TYPES: dict[str, list[str]] = {
     "collective_vol_alltoall_gb": ["json", "tpu_profiler", "json_tpu"],
     "collective_vol_total_gb": ["json", "tpu_profiler", "json_tpu"],
 }
-# cclq's 0..1 fractions are percent in CCL-Bench's data ("%"); these ratios are not
-# fractions (load_imbalance_ratio >= 1) or CCL-Bench writes them as ratios (straggler)
+# cclq's 0..1 fractions without a ccl_bench_unit (cclq's own) are percent in CCL-Bench's
+# data ("%"); these ratios are not fractions (load_imbalance_ratio >= 1) or CCL-Bench
+# writes them as ratios (straggler)
 RATIOS_AS_RATIOS = frozenset({"load_imbalance_ratio", "straggler"})
 # a threshold no value reaches: every value of a column with no best or worst is in
 # the middle band of CCL-Bench's page (its pill colours need thresholds)
@@ -302,7 +303,10 @@ def _ccl_bench_trace_type(fmt: str) -> str | None:
 
 
 def _display(spec: MetricSpec) -> tuple[str, float]:
-    """(unit as CCL-Bench writes it, factor from cclq's value to it)."""
+    """(unit as CCL-Bench writes it, factor from cclq's value to it): the unit its tool of
+    that name prints (the header's ``ccl_bench_unit``), else a fraction as percent."""
+    if spec.ccl_bench_unit is not None:
+        return spec.shown_unit, spec.ccl_bench_scale
     if spec.unit == "ratio" and spec.name not in RATIOS_AS_RATIOS:
         return "%", 100.0
     return spec.unit, 1.0

@@ -35,7 +35,6 @@ from cclq.present.board.config import (
     cached_values,
     card_document,
     ccl_bench_metadata,
-    in_config_unit,
     load_board_config,
     plan_pair,
     six_digits,
@@ -176,7 +175,7 @@ def build_from_config(
         plans.append(plan_pair(pair, trace_id, list(types) if isinstance(types, list) else [],
                                meta.get("phase") or None, cfg.metric_info, stale, cache))
     result.traces = sorted({p.trace_id for p in plans if p.trace_id is not None})
-    values = _compute(wh, plans, cfg.metric_info, params, use_cache, settings, on_start, on_metric, problems)
+    values = _compute(wh, plans, params, use_cache, settings, on_start, on_metric, problems)
     rows_out = []
     all_metrics: set[str] = set()
     for i, (p, meta) in enumerate(zip(plans, metadata)):
@@ -218,8 +217,8 @@ def build_from_config(
     return result
 
 
-def _compute(wh: Warehouse, plans: list[PairPlan], metric_info: dict[str, dict[str, Any]],
-             params: dict[str, str], use_cache: bool, settings: QuerySettings | None,
+def _compute(wh: Warehouse, plans: list[PairPlan], params: dict[str, str], use_cache: bool,
+             settings: QuerySettings | None,
              on_start: Callable[[int, int], None] | None, on_metric: Callable[[MetricRun], None] | None,
              problems: list[str]) -> dict[tuple[str, str], tuple[float | None, str | None]]:
     """(trace, metric) -> (value as written, reason) for every value the plans compute:
@@ -260,5 +259,5 @@ def _compute(wh: Warehouse, plans: list[PairPlan], metric_info: dict[str, dict[s
                 values[(t, spec.name)] = (None, run.not_applicable[t])
             else:
                 value, reason = summarize_rows(spec, rows_of.get(t, []))
-                values[(t, spec.name)] = (in_config_unit(value, spec.unit, metric_info.get(spec.name)), reason)
+                values[(t, spec.name)] = (spec.ccl_bench_value(value), reason)
     return values

@@ -22,8 +22,9 @@ and ``cclq board OUT --config FILE`` follows the same rules (``plan_pairs``):
 
 Values are stored as CCL-Bench stores them: 6 significant digits, ``null`` where the
 metric gives no number (cclq's reason goes to ``reasons``, which CCL-Bench's page
-ignores), and in percent where the config's ``metric_info`` says ``unit: "%"`` and cclq's
-metric is a 0..1 ratio (``in_config_unit``). ``config_for`` writes such a config for a warehouse.
+ignores), each the number ``python -m cclq.main`` prints: in the unit CCL-Bench's own
+tool prints (``MetricSpec.ccl_bench_value``). ``config_for`` writes such a config for a
+warehouse.
 """
 
 from __future__ import annotations
@@ -142,21 +143,6 @@ def plan_pair(pair: Pair, trace_id: str | None, card_types: list[str], phase: st
         else:
             plan.cached[m] = cached[m]
     return plan
-
-
-PERCENT_UNITS = ("%", "percent")
-
-
-def in_config_unit(value: float | None, cclq_unit: str, info: dict[str, Any] | None) -> float | None:
-    """A cclq value in the unit the config's metric_info shows it in: a 0..1 ratio where
-    the config says percent (CCL-Bench's tools print percent for these) is multiplied by
-    100; every other unit is passed through as it is (the parity table in
-    docs/ccl-bench.md lists where the config's unit label and cclq's unit differ)."""
-    if value is None or info is None:
-        return value
-    if cclq_unit == "ratio" and str(info.get("unit", "")).strip().lower() in PERCENT_UNITS:
-        return value * 100
-    return value
 
 
 def six_digits(value: float | None) -> float | None:

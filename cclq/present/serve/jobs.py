@@ -138,7 +138,7 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
     from cclq.ingest.plan import plan_inputs
     from cclq.ingest.run import ingest
     from cclq.present.board.build import build_board
-    from cclq.present.board.config import in_config_unit, six_digits
+    from cclq.present.board.config import six_digits
     from cclq.query.metrics import run_metric, summarize_rows
     from cclq.query.registry import registry, resolve
     from cclq.query.session import connect
@@ -178,9 +178,9 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
                 value, reason = summarize_rows(spec, run_metric(con, spec, {}).to_pylist())
             except CclqError as e:
                 value, reason = None, e.message
-            # the unit the config's metric_info shows (percent for CCL-Bench's % metrics)
-            metrics[name] = six_digits(in_config_unit(value, spec.unit, info.get(name))
-                                       if settings.config_path is not None else value)
+            # with CCL-Bench's config, what its process_upload.py gets from tools/main.py
+            # through the shim: the unit CCL-Bench's tool prints (percent where it does)
+            metrics[name] = six_digits(spec.ccl_bench_value(value) if settings.config_path is not None else value)
             if metrics[name] is None:
                 reasons[name] = reason or "no value"
     finally:

@@ -1,6 +1,7 @@
 -- metric: memory_transfer_overhead
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: memory
 -- polarity: lower
