@@ -90,7 +90,7 @@ def warehouse_option(argv: list[str]) -> tuple[bool, str | None]:
 def run_here(argv: list[str]) -> int:
     """The call itself: ingest the folder if needed, run the metric, print one number."""
     from cclq.errors import CclqError
-    from cclq.ingest.plan import plan_inputs
+    from cclq.ingest.plan import plan_inputs, rename_workload
     from cclq.ingest.run import ingest, is_up_to_date
     from cclq.query.cache import cached_result
     from cclq.query.metrics import run_metric, summarize
@@ -131,24 +131,36 @@ def run_here(argv: list[str]) -> int:
         trace = traces.get(str(workload.root))
         if trace is None:  # the workload failed as a whole: nothing of it to answer for
             return 1
-        workload.trace = trace
+        if trace != workload.trace:
+            rename_workload(workload, trace)
+        # a folder of several runs (Nsight exports recorded far apart, each a trace of its
+        # own) answers for the run CCL-Bench's tools read, and says which
+        answer = workload.answer_trace()
+        note = workload.runs_note()
+        if note is not None:
+            print(f"cclq: note: {note}", file=sys.stderr)
         stale = report.stale({row["path"] for row in wh.read_state().files.values()}) if report and failed else []
         if stale:
-            print(f"cclq: {spec.label} of {workload.trace} is not computed: {len(stale)} of its files failed to "
+            print(f"cclq: {spec.label} of {answer} is not computed: {len(stale)} of its files failed to "
                   "ingest (above) and the warehouse holds an older version of them", file=sys.stderr)
             print("nan")
             return 1
         params = metric_params(spec, args)
         from cclq.query.partial import partial_traces
 
-        for trace, what in partial_traces(wh, [workload.trace]).items():
+        for trace, what in partial_traces(wh, [answer]).items():
             print(f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
                   file=sys.stderr)
         # a stored result is read without DuckDB (the daemon's calls mostly are such)
-        table = cached_result(wh, spec, params, [workload.trace])
+        table = cached_result(wh, spec, params, [answer])
         if table is None:
-            con = connect(wh, traces=[workload.trace], settings=QuerySettings.from_env(), cache=True)
+            con = connect(wh, traces=[answer], settings=QuerySettings.from_env(), cache=True)
             table = run_metric(con, spec, params)
+        if table.num_rows == 0:  # every metric gives a row per trace: none means no such trace
+            print(f"cclq: error: {spec.label}: the warehouse holds no trace {answer!r} for {args.trace}",
+                  file=sys.stderr)
+            print("nan")
+            return 1
         value, reason = summarize(spec, table)
     except CclqError as e:
         print(f"cclq: error: {e.message}", file=sys.stderr)
@@ -157,7 +169,7 @@ def run_here(argv: list[str]) -> int:
         if con is not None:
             con.close()  # a daemon serves many calls: release the snapshot now
     if value is None:
-        print(f"cclq: {spec.label} does not apply to {workload.trace}: {reason}", file=sys.stderr)
+        print(f"cclq: {spec.label} does not apply to {answer}: {reason}", file=sys.stderr)
         print("nan")
         return 0
     # the unit CCL-Bench's own tool prints (percent where it prints percent: the header's

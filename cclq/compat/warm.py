@@ -103,10 +103,11 @@ class WarmCalls:
 
 
 def ingest_siblings(parent: Path, wh: Warehouse) -> dict[str, str]:
-    """Ingests every workload folder in ``parent`` in one ingest; {folder: trace id} of
-    those that ingested without a failed file. Empty when there are too many or they
-    are too big (then each call ingests its own folder)."""
-    from cclq.ingest.plan import plan_inputs
+    """Ingests every workload folder in ``parent`` in one ingest; {folder: the trace a call
+    for it answers for} of those that ingested without a failed file (``answer_trace``: a
+    folder of several runs answers for one of them). Empty when there are too many or
+    they are too big (then each call ingests its own folder)."""
+    from cclq.ingest.plan import Workload, plan_inputs, rename_workload
     from cclq.ingest.run import ingest
     from cclq.store.warehouse import ReadOnlyWarehouse
 
@@ -117,6 +118,7 @@ def ingest_siblings(parent: Path, wh: Warehouse) -> dict[str, str]:
     if len(folders) > MAX_SIBLINGS:
         return {}
     accepted, total = [], 0
+    planned: dict[str, Workload] = {}
     for folder in folders:
         try:
             workloads = plan_inputs([folder], wh.root)
@@ -128,6 +130,7 @@ def ingest_siblings(parent: Path, wh: Warehouse) -> dict[str, str]:
             with contextlib.suppress(OSError):
                 total += os.stat(path).st_size
         accepted.append(folder)
+        planned[str(folder)] = workloads[0]
     if not accepted or total > MAX_SIBLING_BYTES:
         return {}
     try:
@@ -135,7 +138,16 @@ def ingest_siblings(parent: Path, wh: Warehouse) -> dict[str, str]:
     except ReadOnlyWarehouse:
         return {}
     failed = {o.trace for o in report.failed}
-    return {root: trace for root, trace in report.traces.items() if trace not in failed}
+    out = {}
+    for root, trace in report.traces.items():
+        w = planned.get(root)
+        if w is None or trace in failed:
+            continue
+        if trace != w.trace:
+            rename_workload(w, trace)
+        if not w.traces & failed:
+            out[root] = w.answer_trace()
+    return out
 
 
 def compute_for_all(wh: Warehouse, spec: MetricSpec, params: dict[str, str], trace: str, traces: list[str]) -> None:

@@ -73,6 +73,22 @@ class Workload:
             return self.trace
         return self.file_traces[first_export(self.runs)]
 
+    def runs_note(self) -> str | None:
+        """For a folder of several runs, what a call naming it says on stderr: the runs,
+        the one it answers for and why, and how to ask for another (None: one run)."""
+        if not self.runs:
+            return None
+        answer = self.answer_trace()
+        runs = ", ".join(f"{self.file_traces[p]} ({p.name})" for p in self.runs)
+        chosen = next((p for p in self.runs if self.file_traces[p] == answer), None)
+        if chosen is None:  # trace files of the folder's own go to its own trace
+            return (f"{show_path(self.root)} also holds {len(self.runs)} Nsight Systems exports recorded far "
+                    f"apart, each a trace of its own: {runs}; the answer is {answer}'s")
+        other = next(p for p in self.runs if p != chosen)
+        return (f"{show_path(self.root)} holds {len(self.runs)} runs, each a trace of its own: {runs}; the "
+                f"answer is for {answer}, the export CCL-Bench's tools read ({chosen.name}); for another run "
+                f"give its file, e.g. --trace {show_path(other)}")
+
     @property
     def traces(self) -> set[str]:
         """Every trace id this workload's files go to."""
@@ -101,7 +117,7 @@ def first_export(paths: list[Path]) -> Path:
     (``tools/nsys_utils.py``, ``find_sqlite_file``): the first ``.sqlite`` whose name
     does not contain "profiling", else the first. CCL-Bench takes them in ``os.listdir``
     order, which the file system decides; cclq takes them by name, the same on every
-    copy of the folder (and the order ext4 and tmpfs list a folder of two such files)."""
+    copy of the folder."""
     return sorted(paths, key=lambda p: ("profiling" in p.name.lower(), p.name))[0]
 
 

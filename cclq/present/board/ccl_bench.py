@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cclq.errors import CclqError, show_path
+from cclq.errors import CclqError
 from cclq.ingest.plan import Workload, plan_inputs, rename_workload
 from cclq.ingest.report import IngestReport, Reporter
 from cclq.present.board.build import BoardResult, build_board, is_board_folder, write_data_files
@@ -56,17 +56,6 @@ class ConfigBoardResult:
     notes: list[str] = field(default_factory=list)  # one line each: which run a folder of several answers for
     ingest: IngestReport | None = None  # the ingest of the pairs' folders
     traces: list[str] = field(default_factory=list)  # the trace each pair answers for, ingested in this build
-
-
-def runs_note(w: Workload, answer: str) -> str:
-    """What a call for a folder of several runs says on stderr: the runs, the one it
-    answers for and why, and how to ask for another."""
-    runs = ", ".join(f"{w.file_traces[p]} ({p.name})" for p in w.runs)
-    chosen = next(p for p in w.runs if w.file_traces[p] == answer)
-    other = next((p for p in w.runs if p != chosen), chosen)
-    return (f"{show_path(w.root)} holds {len(w.runs)} runs, each a trace of its own: {runs}; the answer is "
-            f"{answer}'s, the export CCL-Bench's tools read ({chosen.name}); for another run give its file, "
-            f"e.g. --trace {show_path(other)}")
 
 
 def _plan_folders(cfg_pairs: list[Any], wh: Warehouse, problems: list[str]) -> dict[int, Workload | None]:
@@ -151,13 +140,12 @@ def build_from_config(
             continue
         if trace != w.trace:
             rename_workload(w, trace)
-        answer = ids[i] = w.answer_trace()
+        ids[i] = w.answer_trace()
         if any(o.trace in w.traces or o.path == str(w.root) for o in report.stale(held)):
             stale_pairs.add(i)
-        if w.runs:
-            note = runs_note(w, answer)
-            if note not in result.notes:
-                result.notes.append(note)
+        note = w.runs_note()
+        if note is not None and note not in result.notes:
+            result.notes.append(note)
     known: set[str] = set()
     if wh.exists():
         with wh.open_snapshot() as snapshot:
