@@ -58,8 +58,8 @@ DaskOpt = Annotated[
                       "Needs the extra: pip install 'cclq[dask]'."),
 ]
 AllowPartialOpt = Annotated[
-    bool, typer.Option("--allow-partial", help="No warning for traces that hold fewer ranks than their world size "
-                                               "(a sample of ranks, or an interrupted ingest).")
+    bool, typer.Option("--allow-partial", help="No warning for traces that hold fewer ranks than a whole run "
+                                               "(a sample of its ranks, or an interrupted ingest).")
 ]
 OutputOpt = Annotated[
     Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
@@ -168,6 +168,7 @@ def ingest(
                                                           "SQLite memory than this.")
     ] = DEFAULT_LIMITS.max_sqlite_bytes / MIB,
     dask: DaskOpt = None,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Stream trace files into the Parquet warehouse (unchanged files are skipped).
 
@@ -216,6 +217,9 @@ def ingest(
             print(f"cclq: error: {outcome.message}", file=sys.stderr)
             if outcome.detail and _debug_enabled():
                 print(outcome.detail, file=sys.stderr, end="")
+    written = sorted({o.trace for o in report.outcomes if o.status == "ingested"})
+    if written:  # said once, when the trace is written; `cclq traces` shows the flag
+        _warn_partial(wh, written, allow_partial)
     if report.failed:
         raise typer.Exit(ExitCode.FAILED)
 
@@ -253,15 +257,22 @@ def compact(
 
 # ------------------------------------------------------------------------ traces
 @app.command(epilog="Example: cclq traces --format csv")
-def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
-    """List the ingested traces: format, world size, ranks, span, card fields."""
-    con = _session(_warehouse(warehouse))
+def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None,
+           allow_partial: AllowPartialOpt = False) -> None:
+    """List the ingested traces: format, world size, ranks, span, card fields.
+
+    `flag` says why a trace may not be one whole run: `partial: N of M ranks` (a sample of
+    its ranks, or an interrupted ingest), `guessed ranks`, `files start D days apart`; the
+    partial ones are also named on stderr (--allow-partial: not)."""
+    wh = _warehouse(warehouse)
+    con = _session(wh)
     cols = ("trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s, "
             "rank_source, flag")
     if fmt is not OutputFormat.table:
         cols = "*"
     table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").to_arrow_table()
     write_table(table, fmt, output=output)
+    _warn_partial(wh, None, allow_partial)
 
 
 # --------------------------------------------------------------------------- sql
@@ -482,7 +493,7 @@ def metric(
 def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: bool) -> None:
     """A trace with fewer ranks than its world size (an interrupted ingest, files
     missing): its values cover the ranks present only; say so unless allowed."""
-    if allow_partial:
+    if allow_partial or not wh.exists():
         return
     from cclq.query.partial import partial_traces
 
@@ -928,8 +939,10 @@ def board(
         finally:
             for b in bar:
                 b.__exit__(None, None, None)
-        if cresult.traces:
-            _warn_partial(wh, cresult.traces, allow_partial)
+        written = sorted({o.trace for o in cresult.ingest.outcomes if o.status == "ingested"}) \
+            if cresult.ingest is not None else []
+        if written:  # as `cclq ingest` says it, once, for the traces this build wrote
+            _warn_partial(wh, written, allow_partial)
         for line in cresult.notes:
             print(f"cclq: note: {line}", file=sys.stderr)
         for line in cresult.problems:
@@ -945,7 +958,6 @@ def board(
         if cresult.problems:
             raise typer.Exit(1)
         return
-    _warn_partial(wh, None, allow_partial)  # the board shows them; say which are not whole runs
     try:
         result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,

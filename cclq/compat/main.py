@@ -148,7 +148,9 @@ def run_here(argv: list[str]) -> int:
         params = metric_params(spec, args)
         from cclq.query.partial import partial_traces
 
-        for trace, what in partial_traces(wh, [answer]).items():
+        # said once, by the call that writes the trace (as `cclq ingest` says it)
+        written = report is not None and any(o.status == "ingested" and o.trace == answer for o in report.outcomes)
+        for trace, what in (partial_traces(wh, [answer]) if written else {}).items():
             print(f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
                   file=sys.stderr)
         # a stored result is read without DuckDB (the daemon's calls mostly are such)
