@@ -103,7 +103,7 @@ def test_readme_install_is_what_ci_runs():
     ci = (REPO / ".ci" / "run").read_text()
     ci_install = re.search(r"^# --- install.*?\n(.*?)^# --- lint", ci, flags=re.M | re.S).group(1)
     ci_checks = re.search(r"^# --- lint.*?\n(.*?)^# --- test", ci, flags=re.M | re.S).group(1)
-    ci_test = ci[ci.index("# --- test"):]
+    ci_test = ci[ci.index("# --- test"):ci.index("# --- the other DuckDB release")]
     ci_install_lines = [ln.strip() for ln in ci_install.splitlines() if ln.strip() and not ln.startswith("#")]
     assert first_block(section(readme(), "Install")) == ci_install_lines
     ci_check_lines = [ln.strip() for ln in ci_checks.splitlines() if ln.strip() and not ln.startswith("#")]
@@ -116,6 +116,10 @@ def test_readme_install_is_what_ci_runs():
         if line.startswith("pip install"):
             assert line in test_section, f"README's Test section does not say CI's step: {line}"
     assert "chromium chromium-driver" in test_section
+    # and the second DuckDB release, whose run the README names
+    ci_other = [ln.strip() for ln in ci[ci.index("# --- the other DuckDB release"):].splitlines()
+                if ln.strip() and not ln.startswith("#")]
+    assert ci_other[-1] in test_section, "README's Test section does not say CI's run on the other DuckDB"
 
 
 # ------------------------------------------------------------------------------- docs

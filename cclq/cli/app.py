@@ -270,7 +270,7 @@ def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, 
             "rank_source, flag")
     if fmt is not OutputFormat.table:
         cols = "*"
-    table = con.execute(f"SELECT {cols} FROM traces ORDER BY trace").to_arrow_table()
+    table = con.arrow(f"SELECT {cols} FROM traces ORDER BY trace")
     write_table(table, fmt, output=output)
     _warn_partial(wh, None, allow_partial)
 
@@ -1057,19 +1057,28 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     anything): unlike `cclq sql`, nothing is made read-only. It sees the warehouse as the
     last complete ingest left it when the shell started; start it again to see later ones.
     """
+    import duckdb
+
     from cclq.query.engine import setup_script
 
     wh = _warehouse(warehouse)
     exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
     if not Path(exe).exists():
         raise UsageError("the duckdb CLI is not installed",
-                         hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
+                         hint="pip install duckdb-cli (the release of the duckdb library, or the nearest one)")
+    cli_version = _duckdb_cli_version(exe)
+    same = cli_version == duckdb.__version__
+    # which CLI, on stderr (stdout is the shell's): a CLI of another release than the
+    # library cannot read the views the library compiled, so they are created at start
+    print(f"cclq shell: DuckDB CLI {cli_version or '(version unknown)'} ({exe})"
+          + ("" if same else f"; cclq's duckdb library is {duckdb.__version__}: the views are created as the "
+                             "shell starts (~1 s) instead of attached compiled"), file=sys.stderr)
     with wh.open_snapshot() as snapshot:  # held for the session: its files stay
         query_settings = _query_settings()
         spill = query_settings.make_spill_folder(wh)  # a spill folder of the shell's own
         with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
             f.write(".bail on\n" + "\n".join(query_settings.set_statements(spill)) + "\n"
-                    + setup_script(snapshot, comments=True) + ".bail off\n")
+                    + setup_script(snapshot, comments=True, compiled=same) + ".bail off\n")
             init = f.name
         try:
             code = subprocess.call([exe, "-init", init, *ctx.args])
@@ -1077,6 +1086,18 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
             os.unlink(init)
             shutil.rmtree(spill, ignore_errors=True)
     raise typer.Exit(code)
+
+
+def _duckdb_cli_version(exe: str) -> str | None:
+    """The release of a duckdb CLI (``duckdb -version``: ``v1.5.6 (Variegata) 069cc9f9b5``)."""
+    import re
+
+    try:
+        out = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"\s*v?(\d+\.\d+\.\d+\S*)", out)
+    return m.group(1) if m else None
 
 
 # ------------------------------------------------------------------------- serve
@@ -1138,6 +1159,9 @@ def serve(
         workers=jobs, queue_size=queue_size)
     print(f"cclq serve: http://{host}:{port}/  (uploads in {data_dir / 'uploads'}, warehouse "
           f"{settings.warehouse.root}; Ctrl-C stops)", file=sys.stderr)
+    if token:
+        print(f"cclq serve: uploads need the token; a browser signs in once at http://{host}:{port}/_serve/login "
+              "(then the site's own upload form, CCL-Bench's included, works as it is)", file=sys.stderr)
     run_server(settings, host, port)
 
 

@@ -148,9 +148,8 @@ def run_here(argv: list[str]) -> int:
         params = metric_params(spec, args)
         from cclq.query.partial import partial_traces
 
-        # said once, by the call that writes the trace (as `cclq ingest` says it)
-        written = report is not None and any(o.status == "ingested" and o.trace == answer for o in report.outcomes)
-        for trace, what in (partial_traces(wh, [answer]) if written else {}).items():
+        # said by a call that ingests (as `cclq ingest` says it), not by every later call
+        for trace, what in (partial_traces(wh, [answer]) if report is not None else {}).items():
             print(f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
                   file=sys.stderr)
         # a stored result is read without DuckDB (the daemon's calls mostly are such)

@@ -119,9 +119,9 @@ def prepare(session: Session, sql: str) -> None:
         "FROM hta_critical_path_edges AS e JOIN metric_scope AS m USING (trace, rank) "
         "JOIN metric_params AS p USING (trace) WHERE p.only_rank < 0 OR e.rank = p.only_rank")
     try:
-        edges = session.execute(
+        edges = session.arrow(
             "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "
-            "ORDER BY trace, rank, edge_no").to_arrow_table().to_pydict()
+            "ORDER BY trace, rank, edge_no").to_pydict()
         traces, ranks = edges["trace"], edges["rank"]
         out: dict[str, list[Any]] = {"trace": [], "rank": [], "edge_no": [], "position": []}
         start = 0

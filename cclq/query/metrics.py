@@ -64,7 +64,7 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
         if cached is not None:
             return cached
     try:
-        table = session.execute(sql).to_arrow_table()
+        table = session.arrow(sql)
     except duckdb.Error as e:
         raise session.query_error(e, label) from e
     if path is not None:
@@ -524,7 +524,7 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
         # sorted by the output columns (not m's), exactly as combine_results sorts them
         query = f"SELECT * FROM (SELECT {', '.join(select)} FROM {_ROWS} AS m) ORDER BY {_order_by(out_names)}"
         try:
-            return session.execute(query).to_arrow_table()
+            return session.arrow(query)
         except duckdb.Error as e:
             raise session.query_error(e, spec.label) from e
     finally:
@@ -553,7 +553,7 @@ def combine_results(parts: list[pa.Table]) -> pa.Table:
     con = duckdb.connect(":memory:")
     try:
         con.register("result_parts", table.append_column(index, pa.array(range(table.num_rows), pa.int64())))
-        order = con.execute(
+        order = con.sql(
             f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}").to_arrow_table()
     finally:
         con.close()

@@ -16,6 +16,7 @@ import copy
 import glob
 import logging
 import shutil
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +31,12 @@ from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings
 from cclq.query.view_catalog import search_path_statement
 from cclq.store.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
+
+# DuckDB 2.0 warns, once per place, that a DB-API result's Arrow table is a copy of its rows.
+# cclq's large results go through ``Session.arrow`` (no copy); the rest (ad-hoc SQL, the
+# Python API's small frames) would print the notice into a command's stderr, or not,
+# depending on what the process ran before (a daemon's answers then differ from a call's).
+warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
 
 log = logging.getLogger("cclq")
 
@@ -86,6 +93,14 @@ class Session:
         if self.lanes is not None:
             self.lanes.ready_for(self)
         return self.con.execute(sql, parameters)
+
+    def arrow(self, query: str) -> pa.Table:
+        """One query's result as an Arrow table, as ``execute`` runs it: through DuckDB's
+        relational API, which hands Arrow the result without the extra copy of the rows
+        that a DB-API result makes (DuckDB 2.0 warns of that copy; 1.5 made it silently)."""
+        if self.lanes is not None:
+            self.lanes.ready_for(self)
+        return self.con.sql(query).to_arrow_table()
 
     def temp_view(self, name: str, statement: str) -> None:
         """Runs ``statement``, which makes the temporary view ``name``, unless the last one
