@@ -28,7 +28,7 @@ TYPE_CHECKING = False  # not typing's: its import alone is ~15 ms of the client'
 if TYPE_CHECKING:
     import argparse
 
-    from cclq.ingest.report import IngestReport
+    from cclq.ingest.report import FileOutcome, IngestReport
     from cclq.query.registry import MetricSpec
 
 # Standard library only at import: the client half of a warm call (cclq/compat/daemon.py) is
@@ -87,8 +87,10 @@ def warehouse_option(argv: list[str]) -> tuple[bool, str | None]:
     return True, seen.get("--warehouse")
 
 
-def run_here(argv: list[str]) -> int:
-    """The call itself: ingest the folder if needed, run the metric, print one number."""
+def run_here(argv: list[str], fresh: dict[str, str] | None = None) -> int:
+    """The call itself: ingest the folder if needed, run the metric, print one number.
+    ``fresh``: the daemon found the folder up to date a moment ago (``is_up_to_date``'s
+    ``traces``), with no ingest of its own possible since: no second look."""
     from cclq.errors import CclqError
     from cclq.ingest.plan import plan_inputs, rename_workload
     from cclq.ingest.run import ingest, is_up_to_date
@@ -113,11 +115,14 @@ def run_here(argv: list[str]) -> int:
         # its id, and this one gets a distinct one (never the other folder's numbers).
         traces: dict[str, str] = {}
         report: IngestReport | None = None
+        failed: list[FileOutcome] = []
         try:
             # nothing changed (a folder asked for before, or ingested with its siblings by the
             # daemon): no lock, no write, no clean-up, only a look at the files
-            if is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
-                failed = []
+            if fresh is not None:
+                traces = dict(fresh)
+            elif is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
+                pass
             else:
                 traces = {}
                 report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
