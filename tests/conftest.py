@@ -67,14 +67,15 @@ def query(wh: Warehouse, sql: str, params: list | None = None) -> list[tuple]:
         con.close()
 
 
-def metric_rows(wh: Warehouse, name: str, trace: str | None = None) -> list[dict]:
-    """One metric's rows (the latest version, every trace or one), on a connection of its own."""
+def metric_rows(wh: Warehouse, name: str, trace: str | None = None, version: int | None = None) -> list[dict]:
+    """One metric's rows (the latest version unless one is given; every trace or one), on a
+    connection of its own."""
     from cclq.query.metrics import run_metric
     from cclq.query.registry import resolve
 
     con = connect(wh)
     try:
-        rows = run_metric(con, resolve(name)).to_pylist()
+        rows = run_metric(con, resolve(name, version)).to_pylist()
     finally:
         con.close()
     return [r for r in rows if trace is None or r["trace"] == trace]

@@ -120,6 +120,10 @@ def test_readme_install_is_what_ci_runs():
     sanitizers = ci[ci.index("# --- the compiled reader under AddressSanitizer"):]
     assert "-fsanitize=address,undefined" in sanitizers and "pytest tests/formats/" in sanitizers
     assert "AddressSanitizer and UBSan" in test_section
+    # and the second DuckDB release, whose run the README names
+    ci_other = [ln.strip() for ln in ci[ci.index("# --- the other DuckDB release"):].splitlines()
+                if ln.strip() and not ln.startswith("#")]
+    assert ci_other[-1] in test_section, "README's Test section does not say CI's run on the other DuckDB"
 
 
 # ------------------------------------------------------------------------------- docs

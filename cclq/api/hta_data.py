@@ -21,7 +21,6 @@ import pyarrow as pa
 
 from cclq.api.hta_frames import RankDtypes
 from cclq.api.workspace import Workspace
-from cclq.query.engine import arrow_table
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import Session
@@ -85,7 +84,7 @@ class HtaData:
         """A query over the views (those of ``views`` pinned first), as an Arrow table."""
         if views:
             self.pin(*views)
-        return arrow_table(self.session.execute(sql, params))
+        return self.session.arrow(sql, params)
 
     def metric(self, name: str, **params: Any) -> pa.Table:
         """One metric's rows for this trace (through the result cache, see above)."""

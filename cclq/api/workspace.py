@@ -22,7 +22,6 @@ from cclq.errors import UsageError
 from cclq.ingest.report import IngestReport
 from cclq.ingest.run import ingest
 from cclq.locations import resolve_warehouse
-from cclq.query.engine import arrow_table
 from cclq.query.metrics import run_metric, run_metrics
 from cclq.query.params import check_batch_params
 from cclq.query.registry import MetricSpec, latest_specs, resolve
@@ -67,7 +66,7 @@ class Workspace:
     def traces(self) -> pl.DataFrame:
         """One row per trace: format, world size, ranks, span, card fields (``cclq traces``)."""
         with self._session(comments=True) as s:
-            return _frame(arrow_table(s.execute("SELECT * FROM traces ORDER BY trace")))
+            return _frame(s.arrow("SELECT * FROM traces ORDER BY trace"))
 
     def metric(self, name: str, traces: str | Sequence[str] | None = None, version: int | None = None,
                **params: Any) -> pl.DataFrame:

@@ -57,6 +57,10 @@ DaskOpt = Annotated[
                       "tcp://HOST:PORT or a scheduler file joins a running scheduler (e.g. dask-jobqueue's). "
                       "Needs the extra: pip install 'cclq[dask]'."),
 ]
+AllowPartialOpt = Annotated[
+    bool, typer.Option("--allow-partial", help="No warning for traces that hold fewer ranks than a whole run "
+                                               "(a sample of its ranks, or an interrupted ingest).")
+]
 OutputOpt = Annotated[
     Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
 ]
@@ -175,6 +179,7 @@ def ingest(
                                                           "SQLite memory than this.")
     ] = DEFAULT_LIMITS.max_sqlite_bytes / MIB,
     dask: DaskOpt = None,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Stream trace files into the Parquet warehouse (unchanged files are skipped).
 
@@ -223,6 +228,9 @@ def ingest(
             print(f"cclq: error: {outcome.message}", file=sys.stderr)
             if outcome.detail and _debug_enabled():
                 print(outcome.detail, file=sys.stderr, end="")
+    written = sorted({o.trace for o in report.outcomes if o.status == "ingested"})
+    if written:  # said once, when the trace is written; `cclq traces` shows the flag
+        _warn_partial(wh, written, allow_partial)
     if report.failed:
         raise typer.Exit(ExitCode.FAILED)
 
@@ -260,17 +268,22 @@ def compact(
 
 # ------------------------------------------------------------------------ traces
 @app.command(epilog="Example: cclq traces --format csv")
-def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None) -> None:
-    """List the ingested traces: format, world size, ranks, span, card fields."""
-    from cclq.query.engine import arrow_table
+def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None,
+           allow_partial: AllowPartialOpt = False) -> None:
+    """List the ingested traces: format, world size, ranks, span, card fields.
 
-    con = _session(_warehouse(warehouse))
+    `flag` says why a trace may not be one whole run: `partial: N of M ranks` (a sample of
+    its ranks, or an interrupted ingest), `guessed ranks`, `files start D days apart`; the
+    partial ones are also named on stderr (--allow-partial: not)."""
+    wh = _warehouse(warehouse)
+    con = _session(wh)
     cols = ("trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s, "
             "rank_source, flag")
     if fmt is not OutputFormat.table:
         cols = "*"
-    table = arrow_table(con.execute(f"SELECT {cols} FROM traces ORDER BY trace"))
+    table = con.arrow(f"SELECT {cols} FROM traces ORDER BY trace")
     write_table(table, fmt, output=output)
+    _warn_partial(wh, None, allow_partial)
 
 
 # --------------------------------------------------------------------------- sql
@@ -433,9 +446,7 @@ def metric(
                      "(existing, or a name without a suffix) gets one file per metric."),
     ] = None,
     dask: DaskOpt = None,
-    allow_partial: Annotated[
-        bool, typer.Option("--allow-partial", help="Compute traces that hold fewer ranks than their world size "
-                           "(an interrupted ingest) without the warning.")] = False,
+    allow_partial: AllowPartialOpt = False,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show the metric's header, SQL file and version instead of running it.")
     ] = False,
@@ -493,7 +504,7 @@ def metric(
 def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: bool) -> None:
     """A trace with fewer ranks than its world size (an interrupted ingest, files
     missing): its values cover the ranks present only; say so unless allowed."""
-    if allow_partial:
+    if allow_partial or not wh.exists():
         return
     from cclq.query.partial import partial_traces
 
@@ -879,9 +890,10 @@ def diff(
 
 
 # ------------------------------------------------------------------------- board
-@app.command(epilog="Example: cclq board site/ && python -m http.server -d site   (or open site/index.html)")
+@app.command(epilog="Example: cclq board site/ && python -m http.server -d site   (or open site/index.html)\n\n"
+             "cclq board website --config website/benchmark_config.json   (CCL-Bench's website data)")
 def board(
-    out_dir: Annotated[Path, typer.Argument(help="Folder to write the site to (created; updated in place).")],
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write to (created; updated in place).")],
     param: ParamOpt = None,
     all_metrics: Annotated[
         bool, typer.Option("--all-metrics", help="Compute every metric for the workload pages, not only the "
@@ -897,10 +909,18 @@ def board(
                                                       "(ingested as needed), `auto` or listed metrics, "
                                                       "required_update; benchmark_data.json follows it.")
     ] = None,
+    pages: Annotated[
+        Optional[bool], typer.Option("--pages/--no-pages", show_default=False,
+                                     help="Write cclq's site (index.html, assets/, w/, data/) beside "
+                                          "benchmark_data.json and data.js [default: only in a folder that is new, "
+                                          "empty or a cclq board; into any other, such as CCL-Bench's website/, "
+                                          "only those two files].")
+    ] = None,
     write_config: Annotated[
         Optional[Path], typer.Option("--write-config", help="Also write a benchmark_config.json naming every "
                                                             "workload of the warehouse (\"auto\").")
     ] = None,
+    allow_partial: AllowPartialOpt = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Build the static leaderboard site: one row per workload, a page per workload with plots,
@@ -908,19 +928,26 @@ def board(
     A metric that failed shows as "failed" on the pages, is named on stderr, and the exit
     status is 3 (the site is still written; the next build computes those workloads again).
 
-    With --config, CCL-Bench's website config drives benchmark_data.json / data.js: its
-    pairs, their metrics (`auto`: the metric_info entries whose trace_types meet the card's
-    metric_source.traces) and required_update (docs/ccl-bench.md). Exit status 1 if a pair
-    or metric failed (each named on stderr; the rest is written)."""
-    from cclq.cli.progress import StepProgress
-    from cclq.present.board.build import board_specs, build_board, build_from_config
+    With --config, CCL-Bench's website config drives benchmark_data.json / data.js, as its
+    generate_data.py would write them through `python -m cclq.main`: its pairs (ingested
+    as needed, into a new warehouse too), their metrics (`auto`: the metric_info entries
+    whose trace_types meet the card's metric_source.traces) and required_update
+    (docs/ccl-bench.md). Exit status 1 if a pair or metric failed (each named on stderr;
+    the rest is written)."""
+    from cclq.cli.progress import IngestProgress, StepProgress
+    from cclq.present.board.build import board_specs, build_board, check_out_dir, is_board_folder
     from cclq.present.board.build import write_config as write_board_config
     from cclq.query.params import check_batch_params, parse_param_args
 
     params = parse_param_args(param or [])
     check_batch_params(board_specs(all_metrics), params)
     wh = _warehouse(warehouse)
-    _warn_partial(wh, None, False)  # the board shows them; say which are not whole runs
+    if config is not None:
+        from cclq.present.board.config import load_board_config
+
+        load_board_config(config)  # a config that cannot be read is a usage error before any work
+    pages = is_board_folder(out_dir) if pages is None else pages
+    check_out_dir(out_dir)
     bar: list[StepProgress] = []
 
     def start(traces: int, metrics: int) -> None:
@@ -928,43 +955,59 @@ def board(
             bar.append(StepProgress(f"metrics over {traces} workload(s)", metrics).__enter__())
 
     if config is not None:
+        from cclq.present.board.ccl_bench import build_from_config
+
         try:
             cresult = build_from_config(wh, out_dir, config, params, use_cache=not no_cache, on_start=start,
-                                        settings=_query_settings(),
+                                        settings=_query_settings(), pages=pages,
+                                        reporter=IngestProgress(enabled=not quiet),
                                         on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
         finally:
             for b in bar:
                 b.__exit__(None, None, None)
+        written = sorted({o.trace for o in cresult.ingest.outcomes if o.status == "ingested"}) \
+            if cresult.ingest is not None else []
+        if written:  # as `cclq ingest` says it, once, for the traces this build wrote
+            _warn_partial(wh, written, allow_partial)
+        for line in cresult.notes:
+            print(f"cclq: note: {line}", file=sys.stderr)
         for line in cresult.problems:
             print(f"cclq: error: {line}", file=sys.stderr)
-        if write_config is not None:
+        if write_config is not None and wh.exists():
             n = write_board_config(wh, write_config)
             if not quiet:
                 print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
         if not quiet:
             print(f"board: {cresult.pairs} pair(s) from {config}: {cresult.computed} value(s) computed, "
-                  f"{cresult.reused} reused -> {out_dir / 'benchmark_data.json'}", file=sys.stderr)
+                  f"{cresult.reused} reused -> {out_dir / 'benchmark_data.json'}, data.js"
+                  + ("" if pages else _no_pages_note(out_dir)), file=sys.stderr)
         if cresult.problems:
             raise typer.Exit(1)
         return
     try:
         result = build_board(wh, out_dir, params, all_metrics=all_metrics,
                              use_cache=not no_cache, force=force or no_cache, on_start=start,
-                             settings=_query_settings(),
+                             settings=_query_settings(), pages=pages,
                              on_metric=lambda run: bar[0].advance(_run_label(run)) if bar else None,
                              on_shared=lambda names: bar[0].stage(_shared_label(names)) if bar else None)
     finally:
         for b in bar:
             b.__exit__(None, None, None)
     if not quiet:
+        where = (out_dir / "index.html") if pages else (out_dir / "benchmark_data.json")
         print(f"board: {result.workloads} workload(s), {len(result.computed)} computed, {result.reused} unchanged"
               + (f", {result.removed} removed" if result.removed else "")
-              + f" -> {out_dir / 'index.html'} ({result.seconds:.1f} s)", file=sys.stderr)
+              + f" -> {where} ({result.seconds:.1f} s)" + ("" if pages else _no_pages_note(out_dir)), file=sys.stderr)
     if write_config is not None:
         n = write_board_config(wh, write_config)
         if not quiet:
             print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
     _exit_if_failed(result.failed)
+
+
+def _no_pages_note(out_dir: Path) -> str:
+    return (f"; only benchmark_data.json and data.js: {out_dir} is not a cclq board (--pages writes cclq's "
+            "site there too)")
 
 
 # ------------------------------------------------------------------------ daemon
@@ -1041,19 +1084,28 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     anything): unlike `cclq sql`, nothing is made read-only. It sees the warehouse as the
     last complete ingest left it when the shell started; start it again to see later ones.
     """
+    import duckdb
+
     from cclq.query.engine import setup_script
 
     wh = _warehouse(warehouse)
     exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
     if not Path(exe).exists():
         raise UsageError("the duckdb CLI is not installed",
-                         hint="pip install duckdb-cli (the version pinned in pyproject.toml)")
+                         hint="pip install duckdb-cli (the release of the duckdb library, or the nearest one)")
+    cli_version = _duckdb_cli_version(exe)
+    same = cli_version == duckdb.__version__
+    # which CLI, on stderr (stdout is the shell's): a CLI of another release than the
+    # library cannot read the views the library compiled, so they are created at start
+    print(f"cclq shell: DuckDB CLI {cli_version or '(version unknown)'} ({exe})"
+          + ("" if same else f"; cclq's duckdb library is {duckdb.__version__}: the views are created as the "
+                             "shell starts (~1 s) instead of attached compiled"), file=sys.stderr)
     with wh.open_snapshot() as snapshot:  # held for the session: its files stay
         query_settings = _query_settings()
         spill = query_settings.make_spill_folder(wh)  # a spill folder of the shell's own
         with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
             f.write(".bail on\n" + "\n".join(query_settings.set_statements(spill)) + "\n"
-                    + setup_script(snapshot, comments=True) + ".bail off\n")
+                    + setup_script(snapshot, comments=True, compiled=same) + ".bail off\n")
             init = f.name
         try:
             code = subprocess.call([exe, "-init", init, *ctx.args])
@@ -1061,6 +1113,18 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
             os.unlink(init)
             shutil.rmtree(spill, ignore_errors=True)
     raise typer.Exit(code)
+
+
+def _duckdb_cli_version(exe: str) -> str | None:
+    """The release of a duckdb CLI (``duckdb -version``: ``v1.5.6 (Variegata) 069cc9f9b5``)."""
+    import re
+
+    try:
+        out = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"\s*v?(\d+\.\d+\.\d+\S*)", out)
+    return m.group(1) if m else None
 
 
 # ------------------------------------------------------------------------- serve
@@ -1122,6 +1186,9 @@ def serve(
         workers=jobs, queue_size=queue_size)
     print(f"cclq serve: http://{host}:{port}/  (uploads in {data_dir / 'uploads'}, warehouse "
           f"{settings.warehouse.root}; Ctrl-C stops)", file=sys.stderr)
+    if token:
+        print(f"cclq serve: uploads need the token; a browser signs in once at http://{host}:{port}/_serve/login "
+              "(then the site's own upload form, CCL-Bench's included, works as it is)", file=sys.stderr)
     run_server(settings, host, port)
 
 

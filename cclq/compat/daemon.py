@@ -39,15 +39,10 @@ Standard library only at import: this module is the client too.
 
 from __future__ import annotations
 
-import contextlib
+import _socket
 import fcntl
-import hashlib
-import io
-import json
 import os
-import socket
 import sys
-import tempfile
 import time
 
 # Not typing's, nor pathlib at run time: the client's start is most of a warm call, and
@@ -55,7 +50,6 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Callable
     from pathlib import Path
 
 ENABLE_ENV = "CCLQ_DAEMON"
@@ -68,6 +62,57 @@ DEFAULT_ACK_S = 2.0  # a daemon that is there starts a call in milliseconds
 DEFAULT_TIMEOUT_S = 600.0
 REQUEST_READ_S = 5.0  # the daemon's patience with a client sending its request
 ACK = b" "
+
+
+# ----------------------------------------------------------------------------- JSON
+# The request and the reply are JSON (the server reads them with the json module), written
+# and read here with the json module's own C functions: ``import json`` imports re and
+# enum, ~20 ms of a warm call's ~60 ms start.
+
+def _dumps(obj: object) -> str:
+    """JSON of the request: objects, arrays, strings, booleans and integers."""
+    from _json import encode_basestring_ascii as text
+
+    if isinstance(obj, str):
+        return str(text(obj))
+    if isinstance(obj, bool):
+        return "true" if obj else "false"
+    if isinstance(obj, int):
+        return str(obj)
+    if isinstance(obj, dict):
+        return "{" + ",".join(f"{text(str(k))}:{_dumps(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, (list, tuple)):
+        return "[" + ",".join(_dumps(v) for v in obj) + "]"
+    raise TypeError(f"not part of a daemon request: {type(obj).__name__}")
+
+
+class _Decoding:
+    """What the json module's C scanner asks of its decoder."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo: dict = {}
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        raise ValueError(f"{name} is not JSON")
+
+
+def _loads(data: bytes) -> object:
+    """A reply as the json module reads it; ValueError when it is not one JSON value."""
+    from _json import make_scanner
+
+    text = data.decode("utf-8").strip()  # UnicodeDecodeError is a ValueError
+    try:
+        value, end = make_scanner(_Decoding())(text, 0)  # type: ignore[arg-type]  # the decoder it reads
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(text):
+        raise ValueError("extra data after the JSON value")
+    return value
 
 
 class _Unresponsive:
@@ -85,7 +130,7 @@ def _seconds(env: str, default: float) -> float:
     return value if value > 0 else default
 
 
-def _norm(path: str | os.PathLike[str]) -> str:
+def norm_path(path: str | os.PathLike[str]) -> str:
     """An absolute path with ``..`` and ``.`` resolved, links kept (a venv's python is a link)."""
     return os.path.normpath(os.path.abspath(os.fspath(path)))
 
@@ -99,16 +144,40 @@ def enabled() -> bool:
 _SOCKET_PATH_MAX = 100
 
 
+def _tmpdir() -> str:
+    """The temporary folder as ``tempfile.gettempdir`` finds it ($TMPDIR, $TEMP, $TMP, else
+    /tmp), without importing tempfile (with its imports, ~30 ms of a warm call's start)."""
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        value = os.environ.get(name)
+        if value and os.path.isdir(value) and os.access(value, os.W_OK | os.X_OK):
+            return os.path.abspath(value)
+    return "/tmp"
+
+
+def _sha256_hex(text: str) -> str:
+    """SHA-256 without hashlib's OpenSSL import where the interpreter has its own."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found,unused-ignore]  # Python <= 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]  # Python >= 3.12
+        except ImportError:
+            from hashlib import sha256
+    return sha256(text.encode()).hexdigest()
+
+
 def _home() -> str | None:
     """``$TMPDIR/cclq-<uid>`` (``/tmp/cclq-<uid>`` when that path is too long for a
     socket), made private; None if it exists but another user owns it or others can
     open it (then no daemon: a socket there could be someone else's)."""
-    home = os.path.join(tempfile.gettempdir(), f"cclq-{os.getuid()}")
+    home = os.path.join(_tmpdir(), f"cclq-{os.getuid()}")
     if len(os.fsencode(home)) + 26 > _SOCKET_PATH_MAX:  # "/<20 hex>.sock" and a margin
         home = os.path.join("/tmp", f"cclq-{os.getuid()}")
     try:
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(home, 0o700)
+        except FileExistsError:
+            pass
         st = os.stat(home)
     except OSError:
         return None
@@ -122,11 +191,11 @@ def _places(wh_root: str | os.PathLike[str]) -> dict[str, str] | None:
     home = _home()
     if home is None:
         return None
-    stem = hashlib.sha256(_norm(wh_root).encode()).hexdigest()[:20]
-    return {kind: os.path.join(home, f"{stem}.{kind}") for kind in ("sock", "lock", "log")}
+    stem = _sha256_hex(norm_path(wh_root))[:20]
+    return {kind: os.path.join(home, f"{stem}.{kind}") for kind in ("sock", "lock", "log", "start")}
 
 
-def _paths(wh_root: str | os.PathLike[str]) -> dict[str, Path] | None:
+def daemon_paths(wh_root: str | os.PathLike[str]) -> dict[str, Path] | None:
     """``_places`` as Paths."""
     from pathlib import Path
 
@@ -143,39 +212,12 @@ def warehouse_root(option: str | None) -> str:
 
 def caller_stamp() -> str:
     """Which cclq a call comes from: its version, interpreter and package folder. The
-    daemon serves only calls of its own (``installed_code_stamp`` then says whether
+    daemon serves only calls of its own (``daemon_server.installed_code_stamp`` then says whether
     those files changed since it started)."""
     from cclq.version import __version__
 
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cclq/, from cclq/compat/
-    return f"{__version__}\0{_norm(sys.executable)}\0{_norm(package)}"
-
-
-def installed_code_stamp() -> str:
-    """cclq's Python files and SQL (path, size, mtime): a daemon started before an edit
-    or an upgrade must not answer with the old code. The daemon computes it per call (the
-    client only says which cclq it is, ``caller_stamp``: walking the files was ~20 ms of
-    the client's start)."""
-    from cclq.locations import package_dir, sql_root
-    from cclq.version import __version__
-
-    h = hashlib.sha256(f"{__version__}\0{_norm(sys.executable)}".encode())
-    for top, suffix in ((package_dir(), ".py"), (sql_root(), ".sql")):
-        stack = [_norm(top)]
-        entries = []
-        while stack:
-            with os.scandir(stack.pop()) as it:
-                for e in it:
-                    if e.is_dir(follow_symlinks=False):
-                        if e.name != "__pycache__":
-                            stack.append(e.path)
-                    elif e.name.endswith(suffix):
-                        st = e.stat()
-                        entries.append(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}")
-        for entry in sorted(entries):
-            h.update(entry.encode())
-            h.update(b"\n")
-    return h.hexdigest()
+    return f"{__version__}\0{norm_path(sys.executable)}\0{norm_path(package)}"
 
 
 def _caller_env() -> dict[str, str]:
@@ -190,7 +232,7 @@ def call(argv: list[str], wh_root: str | os.PathLike[str]) -> int | None:
     paths = _places(wh_root)
     if paths is None:
         return None
-    request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": _caller_env(), "code": caller_stamp()})
+    request = _dumps({"argv": argv, "cwd": os.getcwd(), "env": _caller_env(), "code": caller_stamp()})
     started: subprocess.Popen | None = None
     for _ in range(3):
         reply = _ask(paths["sock"], request, _seconds(ACK_ENV, DEFAULT_ACK_S), _seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
@@ -201,9 +243,10 @@ def call(argv: list[str], wh_root: str | os.PathLike[str]) -> int | None:
         if reply is None or reply.get("restart"):
             if reply is not None:
                 _wait_gone(paths["lock"])  # an outdated daemon: it exits, a new one starts
-            started = _start(wh_root, paths)
-            if started is None:
+            up, proc = _start(wh_root, paths)
+            if not up:
                 return None
+            started = proc or started  # None: another call started it meanwhile
             continue
         if not isinstance(reply.get("stdout"), str) or not isinstance(reply.get("stderr"), str) \
                 or not isinstance(reply.get("rc"), int):
@@ -243,11 +286,13 @@ def _ask(sock_path: str | os.PathLike[str], request: str, ack_s: float = DEFAULT
     ``UNRESPONSIVE`` if one took the connection but did not start the request within
     ``ack_s`` seconds, or did not finish it within ``reply_s``."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        # _socket, not socket: socket.py's imports (enum, selectors) were ~10 ms of a call
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
             s.settimeout(ack_s)
             s.connect(str(sock_path))
             s.sendall(request.encode() + b"\n")
-            s.shutdown(socket.SHUT_WR)
+            s.shutdown(_socket.SHUT_WR)
             data = bytearray()
             first = s.recv(1 << 16)  # the acknowledgement, or the whole of a short reply
             data += first
@@ -257,7 +302,9 @@ def _ask(sock_path: str | os.PathLike[str], request: str, ack_s: float = DEFAULT
                 data += chunk
                 if time.monotonic() > deadline:
                     return UNRESPONSIVE
-        reply = json.loads(data) if data.strip() else None
+        finally:
+            s.close()
+        reply = _loads(bytes(data)) if data.strip() else None
         return reply if isinstance(reply, dict) else None
     except TimeoutError:
         return UNRESPONSIVE
@@ -265,31 +312,54 @@ def _ask(sock_path: str | os.PathLike[str], request: str, ack_s: float = DEFAULT
         return None
 
 
-def _start(wh_root: str | os.PathLike[str], paths: dict[str, str]) -> subprocess.Popen | None:
-    """Starts a daemon (detached, in its own session) and waits for its socket."""
-    import subprocess
-
-    try:
-        log = open(paths["log"], "ab")
-    except OSError:
-        return None
-    with log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cclq.compat.daemon_process", "--warehouse", str(wh_root)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
-            env={k: v for k, v in os.environ.items() if not k.startswith("CCLQ_") or k == IDLE_ENV},
-        )
+def _start(wh_root: str | os.PathLike[str], paths: dict[str, str]) -> tuple[bool, subprocess.Popen | None]:
+    """Starts a daemon (detached, in its own session) and waits for its socket: (whether
+    one serves now, the process this call started). Callers that find no daemon at once
+    (a generator's 32 threads on a fresh warehouse) take turns on the start lock: the
+    first starts it, the others find it serving and start none (each start is a process
+    that imports cclq only to find the warehouse's lock taken)."""
+    ping = _dumps({"ping": True})
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        answer = _ask(paths["sock"], json.dumps({"ping": True}), DEFAULT_ACK_S, DEFAULT_ACK_S)
-        if isinstance(answer, dict):
-            return proc
-        if answer is UNRESPONSIVE:
-            return None
-        if proc.poll() is not None and not _locked(paths["lock"]):
-            return None  # it died without serving, and no other daemon holds the warehouse
-        time.sleep(0.02)
-    return None
+    try:
+        gate = open(paths["start"], "a")
+    except OSError:
+        return False, None
+    with gate:
+        while True:
+            try:
+                fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return False, None
+                time.sleep(0.02)
+        try:
+            if isinstance(_ask(paths["sock"], ping, DEFAULT_ACK_S, DEFAULT_ACK_S), dict):
+                return True, None  # started by another call while this one waited
+            import subprocess
+
+            try:
+                log = open(paths["log"], "ab")
+            except OSError:
+                return False, None
+            with log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "cclq.compat.daemon_process", "--warehouse", str(wh_root)],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+                    env={k: v for k, v in os.environ.items() if not k.startswith("CCLQ_") or k == IDLE_ENV},
+                )
+            while time.monotonic() < deadline:
+                answer = _ask(paths["sock"], ping, DEFAULT_ACK_S, DEFAULT_ACK_S)
+                if isinstance(answer, dict):
+                    return True, proc
+                if answer is UNRESPONSIVE:
+                    return False, None
+                if proc.poll() is not None and not _locked(paths["lock"]):
+                    return False, None  # it died without serving, and no other daemon holds the warehouse
+                time.sleep(0.02)
+            return False, None
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 def _locked(lock_path: str | os.PathLike[str]) -> bool:
@@ -313,148 +383,10 @@ def _wait_gone(lock_path: str | os.PathLike[str], timeout_s: float = 10.0) -> No
 
 def stop(wh_root: str | os.PathLike[str]) -> bool:
     """Asks the warehouse's daemon to exit; whether one was running."""
-    paths = _paths(wh_root)
+    paths = daemon_paths(wh_root)
     if paths is None:
         return False
-    stopped = isinstance(_ask(paths["sock"], json.dumps({"stop": True}), DEFAULT_ACK_S, DEFAULT_ACK_S), dict)
+    stopped = isinstance(_ask(paths["sock"], _dumps({"stop": True}), DEFAULT_ACK_S, DEFAULT_ACK_S), dict)
     if stopped:
         _wait_gone(paths["lock"])
     return stopped
-
-
-# ----------------------------------------------------------------------------- server
-def serve_calls(wh_root: Path, run: Callable[[list[str]], int], idle_s: float) -> None:
-    """Answers calls until idle for ``idle_s`` or asked to stop. One daemon per warehouse:
-    the lock file decides, and a second one exits at once."""
-    paths = _paths(wh_root)
-    if paths is None:
-        return
-    lock = open(paths["lock"], "a")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return
-    code = caller_stamp()
-    files = installed_code_stamp()
-    sock_path = paths["sock"]
-    with contextlib.suppress(FileNotFoundError):
-        sock_path.unlink()  # a dead daemon's; the lock says no live one has it
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(sock_path))
-    server.listen(16)
-    server.settimeout(idle_s)
-    print(f"cclq daemon {os.getpid()} serving {wh_root} on {sock_path}", file=sys.stderr, flush=True)
-    try:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                break
-            with conn:
-                try:
-                    if not _handle(conn, run, code, files):
-                        break
-                except Exception as e:  # noqa: BLE001 - no request may take the daemon down
-                    print(f"cclq daemon: request failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            sock_path.unlink()
-        server.close()
-        lock.close()
-
-
-def _valid_call(request: object) -> str | None:
-    """What is wrong with a call request, or None: argv a list of text, cwd text, env a
-    mapping of text to text, code text."""
-    if not isinstance(request, dict):
-        return "a request is a JSON object"
-    argv, env = request.get("argv"), request.get("env")
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-        return "argv must be a list of strings"
-    if not isinstance(request.get("cwd"), str) or not isinstance(request.get("code"), str):
-        return "cwd and code must be strings"
-    if not isinstance(env, dict) or not all(isinstance(k, str) and k.startswith("CCLQ_") and isinstance(v, str)
-                                            for k, v in env.items()):
-        return "env must map CCLQ_* names to strings"
-    return None
-
-
-def _read_request(conn: socket.socket) -> bytes | None:
-    """The request, read within ``REQUEST_READ_S`` (and at most 16 MiB); None if the
-    client did not send it in time."""
-    conn.settimeout(REQUEST_READ_S)
-    deadline = time.monotonic() + REQUEST_READ_S
-    data = bytearray()
-    try:
-        while chunk := conn.recv(1 << 16):
-            data += chunk
-            if time.monotonic() > deadline or len(data) > 16 << 20:
-                return None
-    except (TimeoutError, OSError):
-        return None
-    return bytes(data)
-
-
-def _handle(conn: socket.socket, run: Callable[[list[str]], int], code: str, files: str) -> bool:
-    """Serves one request; False when the daemon should exit after it."""
-    data = _read_request(conn)
-    if data is None:
-        return True
-    try:
-        request = json.loads(data)
-    except ValueError:
-        request = None
-    if not isinstance(request, dict):
-        with contextlib.suppress(OSError):
-            conn.sendall(json.dumps({"error": "a request is a JSON object"}).encode())
-        return True
-    if request.get("ping"):
-        conn.sendall(b"{}")
-        return True
-    if request.get("stop"):
-        conn.sendall(b"{}")
-        return False
-    problem = _valid_call(request)
-    if problem is not None:
-        with contextlib.suppress(OSError):
-            conn.sendall(json.dumps({"error": problem}).encode())
-        return True
-    # a call from another cclq, or cclq's files changed since the daemon started (an edit,
-    # an upgrade in place): the daemon leaves, and the caller starts a new one
-    if request.get("code") != code or installed_code_stamp() != files:
-        conn.sendall(json.dumps({"restart": True}).encode())
-        return False
-    conn.settimeout(None)
-    try:
-        conn.sendall(ACK)  # the call starts: the client now waits for its answer
-    except OSError:
-        return True
-    out, err = io.StringIO(), io.StringIO()
-    saved_env = dict(os.environ)
-    try:
-        os.chdir(request["cwd"])
-        for key in [k for k in os.environ if k.startswith("CCLQ_")]:
-            del os.environ[key]
-        os.environ.update(request["env"])
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = run(list(request["argv"]))
-            except SystemExit as e:  # argparse: --help, a bad option
-                rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-                if isinstance(e.code, str):
-                    print(e.code, file=sys.stderr)
-            except Exception:  # noqa: BLE001 (the call fails, the daemon goes on)
-                import traceback
-
-                traceback.print_exc()
-                rc = 1
-    except OSError as e:  # the caller's folder is gone
-        err.write(f"cclq: error: {e}\n")
-        rc = 2
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-    reply = json.dumps({"stdout": out.getvalue(), "stderr": err.getvalue(), "rc": rc})
-    with contextlib.suppress(OSError):  # the caller went away
-        conn.sendall(reply.encode())
-    return True

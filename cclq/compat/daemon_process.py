@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from cclq.compat.daemon import DEFAULT_IDLE_S, IDLE_ENV, serve_calls, stop
+from cclq.compat.daemon import DEFAULT_IDLE_S, IDLE_ENV, stop
+from cclq.compat.daemon_server import serve_calls
 from cclq.compat.main import run_here
 from cclq.compat.warm import WarmCalls
 from cclq.locations import resolve_warehouse
@@ -30,13 +31,16 @@ def main() -> None:
     if args.stop:
         print("stopped" if stop(wh_root) else "no daemon running")
         return
-    prepare_process()
-    # the heavy imports, once: what makes a call warm
+    prepare_process()  # before pyarrow is imported (cclq.runtime)
+    serve_calls(wh_root, WarmCalls(run_here), float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S), warm_up=warm_up)
+
+
+def warm_up() -> None:
+    """The heavy imports, once, by the daemon that holds the warehouse's lock: what makes
+    a call warm (a second daemon started at the same moment leaves before them)."""
     import cclq.ingest.run
     import cclq.query.engine
     import cclq.query.metrics  # noqa: F401
-
-    serve_calls(wh_root, WarmCalls(run_here), float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S))
 
 
 if __name__ == "__main__":

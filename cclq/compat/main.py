@@ -28,9 +28,8 @@ TYPE_CHECKING = False  # not typing's: its import alone is ~15 ms of the client'
 if TYPE_CHECKING:
     import argparse
 
-    from cclq.ingest.report import FileOutcome
+    from cclq.ingest.report import FileOutcome, IngestReport
     from cclq.query.registry import MetricSpec
-    from cclq.store.warehouse import Warehouse
 
 # Standard library only at import: the client half of a warm call (cclq/compat/daemon.py) is
 # this module, and it must start in milliseconds. The work's imports are in run_here.
@@ -88,10 +87,12 @@ def warehouse_option(argv: list[str]) -> tuple[bool, str | None]:
     return True, seen.get("--warehouse")
 
 
-def run_here(argv: list[str]) -> int:
-    """The call itself: ingest the folder if needed, run the metric, print one number."""
+def run_here(argv: list[str], fresh: dict[str, str] | None = None) -> int:
+    """The call itself: ingest the folder if needed, run the metric, print one number.
+    ``fresh``: the daemon found the folder up to date a moment ago (``is_up_to_date``'s
+    ``traces``), with no ingest of its own possible since: no second look."""
     from cclq.errors import CclqError
-    from cclq.ingest.plan import plan_inputs
+    from cclq.ingest.plan import plan_inputs, rename_workload
     from cclq.ingest.run import ingest, is_up_to_date
     from cclq.query.cache import cached_result
     from cclq.query.metrics import run_metric, summarize
@@ -113,11 +114,15 @@ def run_here(argv: list[str]) -> int:
         # The folder's own trace: another folder of the same name ingested before keeps
         # its id, and this one gets a distinct one (never the other folder's numbers).
         traces: dict[str, str] = {}
+        report: IngestReport | None = None
+        failed: list[FileOutcome] = []
         try:
             # nothing changed (a folder asked for before, or ingested with its siblings by the
             # daemon): no lock, no write, no clean-up, only a look at the files
-            if is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
-                failed = []
+            if fresh is not None:
+                traces = dict(fresh)
+            elif is_up_to_date([args.trace], wh, distinct_ids=True, traces=traces):
+                pass
             else:
                 traces = {}
                 report = ingest([args.trace], wh, jobs=None, distinct_ids=True)
@@ -131,24 +136,37 @@ def run_here(argv: list[str]) -> int:
         trace = traces.get(str(workload.root))
         if trace is None:  # the workload failed as a whole: nothing of it to answer for
             return 1
-        workload.trace = trace
-        stale = _stale(failed, wh) if failed else []
+        if trace != workload.trace:
+            rename_workload(workload, trace)
+        # a folder of several runs (Nsight exports recorded far apart, each a trace of its
+        # own) answers for the run CCL-Bench's tools read, and says which
+        answer = workload.answer_trace()
+        note = workload.runs_note()
+        if note is not None:
+            print(f"cclq: note: {note}", file=sys.stderr)
+        stale = report.stale({row["path"] for row in wh.read_state().files.values()}) if report and failed else []
         if stale:
-            print(f"cclq: {spec.label} of {workload.trace} is not computed: {len(stale)} of its files failed to "
+            print(f"cclq: {spec.label} of {answer} is not computed: {len(stale)} of its files failed to "
                   "ingest (above) and the warehouse holds an older version of them", file=sys.stderr)
             print("nan")
             return 1
         params = metric_params(spec, args)
         from cclq.query.partial import partial_traces
 
-        for trace, what in partial_traces(wh, [workload.trace]).items():
+        # said by a call that ingests (as `cclq ingest` says it), not by every later call
+        for trace, what in (partial_traces(wh, [answer]) if report is not None else {}).items():
             print(f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
                   file=sys.stderr)
         # a stored result is read without DuckDB (the daemon's calls mostly are such)
-        table = cached_result(wh, spec, params, [workload.trace])
+        table = cached_result(wh, spec, params, [answer])
         if table is None:
-            con = connect(wh, traces=[workload.trace], settings=QuerySettings.from_env(), cache=True)
+            con = connect(wh, traces=[answer], settings=QuerySettings.from_env(), cache=True)
             table = run_metric(con, spec, params)
+        if table.num_rows == 0:  # every metric gives a row per trace: none means no such trace
+            print(f"cclq: error: {spec.label}: the warehouse holds no trace {answer!r} for {args.trace}",
+                  file=sys.stderr)
+            print("nan")
+            return 1
         value, reason = summarize(spec, table)
     except CclqError as e:
         print(f"cclq: error: {e.message}", file=sys.stderr)
@@ -157,10 +175,12 @@ def run_here(argv: list[str]) -> int:
         if con is not None:
             con.close()  # a daemon serves many calls: release the snapshot now
     if value is None:
-        print(f"cclq: {spec.label} does not apply to {workload.trace}: {reason}", file=sys.stderr)
+        print(f"cclq: {spec.label} does not apply to {answer}: {reason}", file=sys.stderr)
         print("nan")
         return 0
-    print(repr(value))
+    # the unit CCL-Bench's own tool prints (percent where it prints percent: the header's
+    # ccl_bench_unit), so that its website shows the same number through the shim
+    print(repr(spec.ccl_bench_value(value)))
     return 0
 
 
@@ -168,16 +188,6 @@ def metric_params(spec: MetricSpec, args: argparse.Namespace) -> dict[str, str]:
     """The metric's parameters the call sets (the overrides the metric declares)."""
     return {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
             if v is not None and k in {p.name for p in spec.params}}
-
-
-def _stale(failed: list[FileOutcome], wh: Warehouse) -> list[FileOutcome]:
-    """The failures that leave old data in place: a file the catalog holds (its new
-    version failed), or a folder (unreadable, so nothing was removed). A file that never
-    ingested leaves no number behind; the rest of the workload is current without it."""
-    import os
-
-    held = {row["path"] for row in wh.read_state().files.values()}
-    return [o for o in failed if o.path in held or os.path.isdir(o.path)]
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ The profiler writes that JSON next to the ``xplane.pb``, but the export keeps on
 1,000,000 earliest events and drops the rest without a word (``MaybeDropEventsFor
 TraceViewer``; shared/reference/trace-formats.md §5). So:
 
-* an ``xplane.pb`` with a trace JSON next to it (same folder) is skipped: the JSON is
-  ingested instead (``check_xplane`` says so);
+* an ``xplane.pb`` with its trace JSON export next to it (same folder:
+  ``<host>.trace.json[.gz]``, or the one trace-viewer JSON beside the one xplane.pb,
+  whatever its name; ``sibling_trace_json``) is passed over: the JSON is ingested
+  instead (``check_xplane`` says so);
 * an ``xplane.pb`` alone is converted with xprof (the optional extra ``cclq[xprof]``),
   in a subprocess, on a copy in a temporary folder (the converter writes cache files
   next to its input), with ``TF_PROFILER_TRACE_VIEWER_MAX_EVENTS`` raised so that
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 from cclq.errors import TraceFileError, UnsupportedFormat
+from cclq.formats.source import read_head
 
 XPLANE_SUFFIX = ".xplane.pb"
 # The trace-viewer export's default cap (GetTraceViewerMaxEvents). The cap counts timed
@@ -65,16 +69,42 @@ def xprof_available() -> bool:
     return importlib.util.find_spec("xprof") is not None
 
 
+def is_xprof_json(path: Path) -> bool:
+    """A trace-viewer JSON export, whatever its name (``*.json``, ``*.json.gz``), by the
+    first 64 KB: trace events with xprof's planes (``/device:`` or ``/host:``) or its
+    ``displayTimeUnit: "ns"``."""
+    if not path.is_file() or not path.name.endswith((".json", ".json.gz")):
+        return False
+    try:
+        head, _ = read_head(str(path), 64 << 10)
+    except TraceFileError:
+        return False
+    if b'"traceEvents"' not in head:
+        return False
+    return b"/device:" in head or b"/host:" in head or re.search(rb'"displayTimeUnit"\s*:\s*"ns"', head) is not None
+
+
 def sibling_trace_json(xplane: str) -> Path | None:
-    """The trace JSON next to an xplane.pb: ``<host>.trace.json[.gz]`` first, else any one."""
+    """The trace-viewer JSON exported from an xplane.pb, in its folder: ``<host>.trace.json[.gz]``
+    (the profiler's own name for it); else, when the folder holds this one xplane.pb and
+    one trace-viewer JSON of another name (an export saved or decompressed under another
+    stem: ``worker.trace.json.gz``, ``trace.json``, ``host0.json``), that JSON. Beside
+    several xplane.pb files, a JSON of another stem may be another host's: then None, and
+    this xplane.pb is converted (or said to need xprof), never passed over for it."""
     p = Path(xplane)
     host = p.name[: -len(XPLANE_SUFFIX)]
     for suffix in TRACE_JSON_SUFFIXES:
         same_host = p.with_name(host + suffix)
         if same_host.is_file():
             return same_host
-    others = sorted(q for q in p.parent.iterdir() if q.is_file() and q.name.endswith(TRACE_JSON_SUFFIXES))
-    return others[0] if others else None
+    try:
+        entries = sorted(q for q in p.parent.iterdir() if q.is_file())
+    except OSError:
+        return None
+    if sum(q.name.endswith(XPLANE_SUFFIX) for q in entries) != 1:
+        return None
+    exports = [q for q in entries if is_xprof_json(q)]
+    return exports[0] if len(exports) == 1 else None
 
 
 def sibling_xplanes(trace_json: str) -> list[Path]:
@@ -91,9 +121,10 @@ def check_xplane(path: str) -> None:
             path, f"xplane.pb skipped: the trace JSON next to it ({json_file.name}) is ingested instead"
         )
     if not xprof_available():
-        raise UnsupportedFormat(
-            path, f"xplane.pb without a trace JSON next to it: converting it needs xprof ({INSTALL_HINT})"
-        )
+        others = [q.name for q in sorted(Path(path).parent.iterdir()) if is_xprof_json(q)]
+        where = (f"its trace JSON export is not next to it ({', '.join(others)} beside it belong to other "
+                 "xplane.pb files)") if others else "without a trace JSON next to it"
+        raise UnsupportedFormat(path, f"xplane.pb {where}: converting it needs xprof ({INSTALL_HINT})")
 
 
 def convert(path: str, work_dir: str) -> str:

@@ -188,6 +188,8 @@ class Committer:
         self.deferred: dict[str, Callable[[CatalogState], None]] = {}
         self._claims_index: dict[tuple[str, int, str], str] | None = None
         self.rankless: list[tuple[FileTask, ParsedFile]] = []  # parsed files that state no rank
+        # files refused for a rank another file holds: (task, its content hash, the holder's row, why)
+        self.refused: list[tuple[FileTask, str, dict, str]] = []
         self.commit_seconds = 0.0  # how long the last commit took (``due``)
 
     # -- planning -------------------------------------------------------------
@@ -486,12 +488,10 @@ class Committer:
                 continue
             holder = claims.get((task.trace, rank, table))
             if holder is not None and holder != task.file_id:
-                return FileOutcome(
-                    path, task.trace, "failed",
-                    f"{show_path(path)}: rank {rank} of trace {task.trace!r} is already taken by "
-                    f"{show_path(self.working.files[holder]['path'])}",
-                    size_bytes=task.size,
-                )
+                held = self.working.files[holder]
+                reason = f"rank {rank} of trace {task.trace!r} is already taken by {show_path(held['path'])}"
+                self.refused.append((task, parsed.content_hash, held, reason))  # cclq.ingest.refusals
+                return FileOutcome(path, task.trace, "failed", f"{show_path(path)}: {reason}", size_bytes=task.size)
         return None
 
     def _claims(self) -> dict[tuple[str, int, str], str]:

@@ -57,9 +57,37 @@ class Workload:
     # files that go to another trace than ``trace`` (see ``_split_formats``)
     file_traces: dict[Path, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # warnings for the user (a split, with its evidence)
+    # exports split off as runs of their own (``_split_far_apart``), each its own trace
+    runs: list[Path] = field(default_factory=list)
 
     def trace_of(self, path: Path) -> str:
         return self.file_traces.get(path, self.trace)
+
+    def answer_trace(self) -> str:
+        """The trace a call naming the whole folder answers for (``python -m cclq.main
+        --trace DIR``, a pair of ``cclq board --config``): the workload's own trace when
+        files go to it; when every trace file went to a run of its own (Nsight Systems
+        exports recorded far apart), the run of the export CCL-Bench's tools read
+        (``first_export``), as CCL-Bench answers for such a folder."""
+        if not self.runs or any(p not in self.file_traces for p in self.files if is_trace_file(p)):
+            return self.trace
+        return self.file_traces[first_export(self.runs)]
+
+    def runs_note(self) -> str | None:
+        """For a folder of several runs, what a call naming it says on stderr: the runs,
+        the one it answers for and why, and how to ask for another (None: one run)."""
+        if not self.runs:
+            return None
+        answer = self.answer_trace()
+        runs = ", ".join(f"{self.file_traces[p]} ({p.name})" for p in self.runs)
+        chosen = next((p for p in self.runs if self.file_traces[p] == answer), None)
+        if chosen is None:  # trace files of the folder's own go to its own trace
+            return (f"{show_path(self.root)} also holds {len(self.runs)} Nsight Systems exports recorded far "
+                    f"apart, each a trace of its own: {runs}; the answer is {answer}'s")
+        other = next(p for p in self.runs if p != chosen)
+        return (f"{show_path(self.root)} holds {len(self.runs)} runs, each a trace of its own: {runs}; the "
+                f"answer is for {answer}, the export CCL-Bench's tools read ({chosen.name}); for another run "
+                f"give its file, e.g. --trace {show_path(other)}")
 
     @property
     def traces(self) -> set[str]:
@@ -82,6 +110,20 @@ def _split_formats(w: Workload) -> None:
 
 
 APART_NS = 86_400 * 10**9  # session starts a day apart: not one run
+
+
+def first_export(paths: list[Path]) -> Path:
+    """The Nsight Systems export CCL-Bench's tools read from a folder of several
+    (``tools/nsys_utils.py``, ``find_sqlite_file``): the first ``.sqlite`` whose name
+    does not contain "profiling", else the first. CCL-Bench takes them in ``os.listdir``
+    order, which the file system decides; cclq takes them by name, the same on every
+    copy of the folder."""
+    return sorted(paths, key=lambda p: ("profiling" in p.name.lower(), p.name))[0]
+
+
+def is_trace_file(path: Path) -> bool:
+    """A file that fills a trace's events (not a card, results file or execution trace)."""
+    return is_sqlite(str(path)) or is_trace_event_json(str(path))
 
 
 def _session_start_ns(path: Path) -> int | None:
@@ -109,6 +151,7 @@ def _split_far_apart(w: Workload) -> None:
     days = (starts[last] - starts[first]) / 86_400e9
     for p in starts:
         w.file_traces[p] = f"{w.trace_of(p)}+{_loose_file_trace_id(p)}"
+    w.runs = sorted(starts)
     w.notes.append(f"{show_path(w.root)}: its Nsight Systems exports started {days:.1f} days apart "
                    f"({first.name} first, {last.name} last); they are not one run: each is a trace of its own "
                    f"({', '.join(sorted(w.file_traces[p] for p in starts))})")

@@ -3,6 +3,7 @@ and the ``IngestReport`` of outcomes at the end."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,6 +54,12 @@ class IngestReport:
     @property
     def failed(self) -> list[FileOutcome]:
         return [o for o in self.outcomes if o.status == "failed"]
+
+    def stale(self, held: set[str]) -> list[FileOutcome]:
+        """The failures that leave old data in place: a file the catalog holds (``held``:
+        its paths; the new version failed), or a folder (unreadable, so nothing was
+        removed). A file that never ingested leaves no number behind."""
+        return [o for o in self.failed if o.path in held or os.path.isdir(o.path)]
 
 
 class IngestInterrupted(KeyboardInterrupt):

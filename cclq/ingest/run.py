@@ -62,6 +62,7 @@ from cclq.ingest.parse import (
     parse_in_worker,
 )
 from cclq.ingest.plan import plan_inputs
+from cclq.ingest.refusals import refusal, remember, still_refused
 from cclq.ingest.report import FileOutcome, IngestInterrupted, IngestReport, Reporter, SilentReporter
 from cclq.store.warehouse import (
     Warehouse,
@@ -84,6 +85,8 @@ def is_up_to_date(inputs: Iterable[str | Path], warehouse: Warehouse, distinct_i
     report = IngestReport(warehouse.root)
     committer = Committer(warehouse, warehouse.read_state(), report)
     tasks = committer.plan(workloads, force=False, distinct=distinct_ids)
+    tasks, passed = still_refused(tasks, warehouse, committer.working, False, False)
+    report.outcomes += passed
     if traces is not None:
         traces.update(report.traces)
     if committer.dirty or committer.deferred or report.outcomes and any(
@@ -128,6 +131,8 @@ def ingest(
         committer = Committer(warehouse, warehouse.read_state(), report)
         tasks = committer.plan(workloads, force, distinct_ids)
         committer.flush()  # files that left their folders, new cards: before any parse
+        tasks, passed = still_refused(tasks, warehouse, committer.working, force, checksum)
+        report.outcomes += passed
         todo: list[FileTask] = []
         rankless: dict[str, list[str]] = {}  # trace -> files that state no rank (unchanged ones)
         for task in tasks:
@@ -181,6 +186,8 @@ def ingest(
                 rankless.setdefault(task.trace, []).append(f"{show_path(task.path)}: no rank in the file and none "
                                                            f"in its name; guessed rank {outcome.rank}")
         committer.flush()
+        remember(warehouse, {t.file_id: refusal(t, h, held, why) for t, h, held, why in committer.refused},
+                 set(committer.committed.files))
         reporter.finish()
         if not committer.stopped:
             report.compacted = _compact_small_files(warehouse, committer, report, jobs or os.cpu_count() or 1)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from cclq.query.session import Session
 
@@ -51,9 +52,19 @@ def file_events(session: Session, file_id: str) -> Iterable[Event]:
     """The events of one ingested file, in file order, as Chrome trace events."""
     base = session.execute("SELECT coalesce(base_time_ns, 0) FROM files WHERE file_id = ?", [file_id]).fetchone()
     base_ns = int(base[0]) if base else 0
-    reader = session.execute(
-        "SELECT event_idx, ph, coalesce(cat_raw, cat) AS cat, name, pid, tid, ts_ns, dur_ns, flow_id, bp, scope, "
-        "args FROM events WHERE file_id = ? ORDER BY event_idx", [file_id]).to_arrow_reader(BATCH_ROWS)
+    # streamed on a connection of its own: a stream holds its connection until it is read
+    # to the end, and the caller queries the session meanwhile (DuckDB 2.0 refuses that;
+    # a DB-API result would copy the whole file's rows first)
+    stream = session.worker()
+    try:
+        yield from _events(stream.relation(
+            "SELECT event_idx, ph, coalesce(cat_raw, cat) AS cat, name, pid, tid, ts_ns, dur_ns, flow_id, bp, scope, "
+            "args FROM events WHERE file_id = ? ORDER BY event_idx", [file_id]).to_arrow_reader(BATCH_ROWS), base_ns)
+    finally:
+        stream.close()
+
+
+def _events(reader: pa.RecordBatchReader, base_ns: int) -> Iterable[Event]:
     for batch in reader:
         columns = batch.to_pydict()
         for i in range(batch.num_rows):

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,7 +100,7 @@ def result_path(session: Session, spec: MetricSpec, params: dict[str, str]) -> P
 def store_result(table: pa.Table, cached: Path) -> None:
     """Writes a result to the cache; a cache that cannot be written (a read-only
     warehouse, a full disk) costs a note (logged once), never the result."""
-    tmp = cached.with_suffix(f".tmp{os.getpid()}")
+    tmp = cached.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")  # threads of a daemon too
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, tmp)

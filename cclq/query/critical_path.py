@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cclq.query.engine import arrow_table
-
 if TYPE_CHECKING:
     from cclq.query.session import Session
 
@@ -121,9 +119,9 @@ def prepare(session: Session, sql: str) -> None:
         "FROM hta_critical_path_edges AS e JOIN metric_scope AS m USING (trace, rank) "
         "JOIN metric_params AS p USING (trace) WHERE p.only_rank < 0 OR e.rank = p.only_rank")
     try:
-        edges = arrow_table(session.execute(
+        edges = session.arrow(
             "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "
-            "ORDER BY trace, rank, edge_no")).to_pydict()
+            "ORDER BY trace, rank, edge_no").to_pydict()
         traces, ranks = edges["trace"], edges["rank"]
         out: dict[str, list[Any]] = {"trace": [], "rank": [], "edge_no": [], "position": []}
         start = 0

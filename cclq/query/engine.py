@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from cclq.query.sqlfiles import comment_statements
+from cclq.query.sqlfiles import comment_statements, module_script, view_modules
 from cclq.query.view_catalog import CATALOG_RELATIONS, attach_statements, data_placeholder
 from cclq.schema import TABLE_SCHEMAS
 from cclq.sqltext import path_literal, quote_literal
@@ -40,8 +40,10 @@ if TYPE_CHECKING:
 ARROW_BATCH_ROWS = 65_536
 
 
-def arrow_table(result: duckdb.DuckDBPyConnection) -> pa.Table:
-    """The rows of an executed query as an Arrow table, in batches of ``ARROW_BATCH_ROWS``."""
+def arrow_table(result: duckdb.DuckDBPyConnection | duckdb.DuckDBPyRelation) -> pa.Table:
+    """The rows of an executed query or a relation as an Arrow table, in batches of
+    ``ARROW_BATCH_ROWS`` (DuckDB's default of a million rows a batch reserves address
+    space that a process under ``RLIMIT_AS`` does not have)."""
     return result.to_arrow_table(ARROW_BATCH_ROWS)
 
 
@@ -82,14 +84,21 @@ def _base_comments(kinds: dict[str, str]) -> list[str]:
     return [s for name in names if name in kinds for s in comment_statements(name, kinds[name])]
 
 
-def setup_script(snapshot: Snapshot, traces: list[str] | None = None, comments: bool = False) -> str:
+def setup_script(snapshot: Snapshot, traces: list[str] | None = None, comments: bool = False,
+                 compiled: bool = True) -> str:
     """The SQL that opens ``snapshot`` (optionally only ``traces``) with every view:
     the compiled view catalog (``cclq.query.view_catalog``), then the base relations
-    (``comments``: with their documentation, for what users read)."""
+    (``comments``: with their documentation, for what users read). ``compiled=False``
+    creates the views in the script instead, after the base relations: for a DuckDB of
+    another version than the library's (``cclq shell`` with a duckdb CLI that cannot read
+    the file the library compiled, whose storage format is its own)."""
     relations = base_relations(snapshot, traces)
     # the catalog tables are read once: cache Parquet footers for the queries after them
-    parts = [f"-- cclq: snapshot {_safe_id(snapshot.id)}", "SET parquet_metadata_cache = true;",
-             *attach_statements(), *relations]
+    head = [f"-- cclq: snapshot {_safe_id(snapshot.id)}", "SET parquet_metadata_cache = true;"]
+    if compiled:
+        parts = [*head, *attach_statements(), *relations]
+    else:
+        parts = [*head, *relations, *(f"-- module {m.name}\n{module_script(m).strip()}" for m in view_modules())]
     if comments:
         kinds = {t: "VIEW" if snapshot.data_files(t, traces) else "TABLE" for t in TABLE_SCHEMAS}
         parts += _base_comments({**kinds, **{r: "TABLE" for r in CATALOG_RELATIONS.values()}})

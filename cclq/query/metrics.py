@@ -37,6 +37,7 @@ from cclq.query.engine import arrow_table
 from cclq.query.lanes import Lanes, Task, lanes_for
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
+from cclq.query.settings import open_database
 from cclq.query.sqlfiles import literal_arguments, mentions, names_reached, strip_comments, view_modules
 from cclq.query.view_catalog import CATALOG
 from cclq.sqltext import quote_identifier, quote_literal
@@ -65,7 +66,7 @@ def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
         if cached is not None:
             return cached
     try:
-        table = arrow_table(session.execute(sql))
+        table = session.arrow(sql)
     except duckdb.Error as e:
         raise session.query_error(e, label) from e
     if path is not None:
@@ -525,7 +526,7 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
         # sorted by the output columns (not m's), exactly as combine_results sorts them
         query = f"SELECT * FROM (SELECT {', '.join(select)} FROM {_ROWS} AS m) ORDER BY {_order_by(out_names)}"
         try:
-            return arrow_table(session.execute(query))
+            return session.arrow(query)
         except duckdb.Error as e:
             raise session.query_error(e, spec.label) from e
     finally:
@@ -544,17 +545,16 @@ def combine_results(parts: list[pa.Table]) -> pa.Table:
     all of them gives: concatenated, then sorted by DuckDB with the ORDER BY of
     ``_run_query`` (so that strings, NULLs and NaNs sort exactly as there). The rows
     keep their Arrow values; only their order changes."""
-    import duckdb
 
     # ``take`` copies into fresh buffers: tables unpickled from another process may have
     # unaligned ones, which DuckDB's Arrow scan (Acero) warns about
     table = pa.concat_tables(parts)
     table = table.take(pa.array(range(table.num_rows), pa.int64()))
     index = "__cclq_row"
-    con = duckdb.connect(":memory:")
+    con = open_database()
     try:
         con.register("result_parts", table.append_column(index, pa.array(range(table.num_rows), pa.int64())))
-        order = arrow_table(con.execute(
+        order = arrow_table(con.sql(
             f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}"))
     finally:
         con.close()

@@ -13,7 +13,10 @@ or ``name default <value>``, comma-separated), ``summary`` (how ``python -m
 cclq.main`` reduces the rows of one trace to one number: ``mean`` of the values,
 ``sum``, ``max``, ``min``, ``value`` (the single row's), or ``ratio A / B``: ΣA / ΣB
 over the rows, two detail columns pooled across ranks, as CCL-Bench pools kernels
-of every rank file for some metrics; default mean, or value for trace grain).
+of every rank file for some metrics; default mean, or value for trace grain),
+``ccl_bench_unit`` (optional: the unit CCL-Bench's own tool prints this number in, when
+it is not ``unit``; only ``%`` for a ``ratio`` metric: ``python -m cclq.main`` and
+CCL-Bench's website data then show the value x 100, ``MetricSpec.ccl_bench_value``).
 
 The SELECT reads the views of ``sql/views`` plus two relations the runner defines:
 ``metric_scope`` (one row per selected (trace, rank)) and ``metric_params`` (one
@@ -124,10 +127,27 @@ class MetricSpec:
     text: str  # the whole file: header and SQL (part of the result cache key)
 
     summary_columns: tuple[str, str] | None  # (numerator, denominator) of a ratio summary
+    ccl_bench_unit: str | None = None  # what CCL-Bench's tool prints, when it is not ``unit``
 
     @property
     def label(self) -> str:
         return f"{self.name} v{self.version}"
+
+    @property
+    def ccl_bench_scale(self) -> float:
+        """The factor from this metric's value to the number CCL-Bench's tool prints."""
+        return 100.0 if self.ccl_bench_unit == "%" else 1.0
+
+    @property
+    def shown_unit(self) -> str:
+        """The unit of ``ccl_bench_value``: CCL-Bench's where it declares one, else ``unit``."""
+        return self.ccl_bench_unit or self.unit
+
+    def ccl_bench_value(self, value: float | None) -> float | None:
+        """A summary in the unit CCL-Bench's own tool prints it in (percent where that tool
+        prints percent): what ``python -m cclq.main`` prints and what CCL-Bench's website
+        data holds."""
+        return None if value is None else value * self.ccl_bench_scale
 
 
 def _parse_params(text: str, path: Path) -> tuple[Param, ...]:
@@ -180,10 +200,15 @@ def parse_metric_file(path: Path) -> MetricSpec:
         summary, summary_columns = "ratio", (ratio["num"], ratio["den"])
     elif summary not in SUMMARIES or summary == "ratio":
         raise ValueError(f"{path}: summary must be one of {SUMMARIES[:-1]} or `ratio <column> / <column>`")
+    ccl_bench_unit = header.get("ccl_bench_unit")
+    if ccl_bench_unit is not None and not (ccl_bench_unit == "%" and header["unit"] == "ratio"):
+        raise ValueError(f"{path}: ccl_bench_unit is `%` for a metric whose unit is ratio (leave it out where "
+                         "CCL-Bench prints the metric's own unit)")
     sql = "\n".join(body).strip().rstrip(";")
     return MetricSpec(name, version, header["unit"], header["grain"], header["category"], header["polarity"],
                       leaderboard, header["description"], header.get("needs", ""), summary,
-                      _parse_params(header.get("params", ""), path), sql, path, text, summary_columns)
+                      _parse_params(header.get("params", ""), path), sql, path, text, summary_columns,
+                      ccl_bench_unit)
 
 
 @lru_cache(maxsize=1)

@@ -16,6 +16,7 @@ import copy
 import glob
 import logging
 import shutil
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -27,9 +28,15 @@ import pyarrow as pa
 from cclq.errors import QueryError
 from cclq.query.engine import arrow_table, setup_script
 from cclq.query.readonly import check_read_only, lock_down, split_statements
-from cclq.query.settings import QuerySettings
+from cclq.query.settings import QuerySettings, open_database
 from cclq.query.view_catalog import search_path_statement
 from cclq.store.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
+
+# DuckDB 2.0 warns, once per place, that a DB-API result's Arrow table is a copy of its rows.
+# cclq's large results go through ``Session.arrow`` (no copy); the rest (ad-hoc SQL, the
+# Python API's small frames) would print the notice into a command's stderr, or not,
+# depending on what the process ran before (a daemon's answers then differ from a call's).
+warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
 
 log = logging.getLogger("cclq")
 
@@ -70,7 +77,7 @@ class Session:
         self.memo: dict[str, Any] = {}
         try:
             self.spill_dir = self.settings.make_spill_folder(warehouse)
-            self.con = duckdb.connect(":memory:")
+            self.con = open_database()
             self.con.execute("\n".join(self.settings.set_statements(self.spill_dir)))
             _no_progress_bar(self.con)
             self.con.execute(setup_script(self.snapshot, self.traces, comments=comments))
@@ -86,6 +93,24 @@ class Session:
         if self.lanes is not None:
             self.lanes.ready_for(self)
         return self.con.execute(sql, parameters)
+
+    def arrow(self, query: str, parameters: Sequence[Any] | dict[str, Any] | None = None) -> pa.Table:
+        """One query's result as an Arrow table, as ``execute`` runs it: through DuckDB's
+        relational API, which hands Arrow the result without the extra copy of the rows
+        that a DB-API result makes (DuckDB 2.0 warns of that copy; 1.5 made it silently)."""
+        return arrow_table(self.relation(query, parameters))
+
+    def relation(self, query: str, parameters: Sequence[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """A query as DuckDB's relation (see ``arrow``)."""
+        if self.lanes is not None:
+            self.lanes.ready_for(self)
+        # a result of ``execute`` that its caller left unread (``fetchone`` of a longer
+        # result) is dropped, as the next ``execute`` drops it: DuckDB 2.0's relational
+        # API refuses to run beside one (1.5 has no ``abort`` and no such rule)
+        abort = getattr(self.con, "abort", None)
+        if abort is not None:
+            abort()
+        return self.con.sql(query, params=parameters)
 
     def temp_view(self, name: str, statement: str) -> None:
         """Runs ``statement``, which makes the temporary view ``name``, unless the last one
@@ -159,11 +184,20 @@ class Session:
         else:
             statements = [st.query for st in split_statements(con, query)]
         try:
-            result = None
-            for statement in statements:
-                result = con.execute(statement)
-            assert result is not None
-            return arrow_table(result)
+            *before, last = statements
+            for statement in before:
+                con.execute(statement)
+            if not read_only:
+                return arrow_table(con.execute(last))
+            # queries only: the last one's rows through the relational API (no extra copy),
+            # but a query that does not bind is run by ``execute`` for its error, whose
+            # message has the query's line and a caret under the place
+            try:
+                relation = con.sql(last)
+            except duckdb.Error:
+                con.execute(last)
+                raise
+            return arrow_table(relation)
         except duckdb.Error as e:
             raise self.query_error(e, whole=True) from e
 

@@ -20,6 +20,8 @@ from cclq.errors import UsageError
 from cclq.sqltext import quote_literal
 
 if TYPE_CHECKING:
+    import duckdb
+
     from cclq.store.warehouse import Warehouse
 
 MEMORY_ENV = "CCLQ_MEMORY_LIMIT"
@@ -32,6 +34,11 @@ DEFAULT_MEMORY_SHARE = 0.5
 # the rest. DuckDB does not look at that limit: a board over the shared traces peaked at
 # 995 MB resident with nothing to stop it, and failed under a 2 GB limit.
 ADDRESS_SPACE_SHARE = 0.25
+# DuckDB 2.0 starts `async_threads` I/O threads (8 by default) in every database it opens,
+# for remote reads; cclq reads local Parquet, and each idle thread holds a stack and, once
+# it allocates, a malloc arena: 9 threads and 670 MB of address space per connection,
+# which made a board over the shared traces fail under a 2 GB limit. One is kept.
+ASYNC_THREADS = 1
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|B)?\s*$", re.IGNORECASE)
 
 
@@ -97,6 +104,17 @@ class QuerySettings:
         """The SET statements of a session with these settings."""
         return [f"SET memory_limit = {quote_literal(self.duckdb_memory_limit())};",
                 f"SET temp_directory = {quote_literal(str(spill))};"]
+
+
+def open_database(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A DuckDB database opened with the start-up settings above (every connection cclq
+    opens itself comes from here; the releases before 2.0 have no ``async_threads``)."""
+    import duckdb
+
+    config: dict[str, str | bool | int | float | list[str]] = {}
+    if int(duckdb.__version__.split(".")[0]) >= 2:
+        config["async_threads"] = ASYNC_THREADS
+    return duckdb.connect(database, config=config)
 
 
 def _address_space_limit() -> int | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from cclq.query.settings import open_database
 from cclq.query.sqlfiles import module_script, view_modules
 from cclq.schema import TABLE_SCHEMAS, data_file_schema
 from cclq.sqltext import path_literal
@@ -123,13 +124,11 @@ def catalog_file() -> Path:
 def _compile(path: Path) -> None:
     """Creates the modules into a new file beside ``path``, drops the placeholders, and
     renames it to ``path``."""
-    import duckdb
-
     fd, scratch = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".duckdb", dir=path.parent)
     os.close(fd)
     os.unlink(scratch)  # DuckDB creates the file itself; an empty one is not a database
     try:
-        con = duckdb.connect(scratch)
+        con = open_database(scratch)
         try:
             con.execute(_compile_script())
             con.execute("\n".join(f"DROP TABLE {name};" for name, _ in _placeholders()))

@@ -22,7 +22,11 @@ JOIN (SELECT DISTINCT file_id, rank FROM parts) AS p USING (file_id);
 -- some state no rank), `files start D days apart` (file clocks more than a day
 -- apart: two runs in one folder, not one run).
 -- `world_size` is the profiler's distributedInfo.world_size when any file has
--- it, else the card's hardware.xpu_spec.total_count, else the ranks seen.
+-- it, else the card's hardware.xpu_spec.total_count, else the ranks seen. The
+-- ranks a whole run has (for `partial`) are the profiler's world size, else the
+-- card's devices, except in an xprof profile: one file per host holding all of its
+-- devices, so there the card gives hosts only with count_per_node (total_count /
+-- count_per_node, rounded up; cclq/query/partial.py, expected_ranks, says the same).
 CREATE OR REPLACE VIEW traces AS
 WITH per_trace AS (
   SELECT
@@ -61,13 +65,22 @@ SELECT
   (p.end_ns - p.start_ns) / 1e9 AS span_s,
   p.rank_source,
   nullif(concat_ws('; ',
-    CASE WHEN r.ranks_seen < coalesce(p.profiler_world_size, c.total_count)
-      THEN format('partial: {} of {} ranks', r.ranks_seen, coalesce(p.profiler_world_size, c.total_count)) END,
+    CASE WHEN r.ranks_seen < p.expected_ranks
+      THEN format('partial: {} of {} ranks', r.ranks_seen, p.expected_ranks) END,
     CASE WHEN p.guessed_files > 0 AND p.files > 1 THEN 'guessed ranks' END,
     CASE WHEN p.start_spread_ns > 86400e9
       THEN format('files start {} days apart', round(p.start_spread_ns / 86400e9, 1)) END
   ), '') AS flag,
   c.* EXCLUDE (trace)
-FROM per_trace AS p
+FROM (
+  SELECT
+    p.*,
+    coalesce(p.profiler_world_size, CASE
+      WHEN c.total_count > 0 AND NOT list_contains(string_split(p.format, ','), 'xprof') THEN c.total_count
+      WHEN c.total_count > 0 AND c.count_per_node > 0 THEN ceil(c.total_count / c.count_per_node)::BIGINT
+    END) AS expected_ranks
+  FROM per_trace AS p
+  LEFT JOIN cards AS c USING (trace)
+) AS p
 LEFT JOIN per_trace_ranks AS r USING (trace)
 LEFT JOIN cards AS c USING (trace);

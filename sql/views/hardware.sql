@@ -201,3 +201,42 @@ SELECT
 FROM (SELECT DISTINCT trace FROM query_table(scope)) AS t
 LEFT JOIN measured AS u USING (trace)
 LEFT JOIN per_trace AS p USING (trace);
+
+-- Bus bandwidth of the collectives of `coll_types` (a list) over the ranks of
+-- `scope`, one row per trace of the scope: value = the median busbw in GB/s
+-- (1e9 B/s; collectives_with(2): bytes / kernel duration x nccl-tests' factor for
+-- the type and group size) over every sized instance of every rank, with the
+-- instance and rank counts, and why there is no value when there is none (no such
+-- collectives, or none with a known size and group size). What CCL-Bench's
+-- bandwidth_utilization_*_group_6 tools print, as version 2 of those metrics;
+-- link_utilisation divides each instance by the card's link bandwidth instead.
+CREATE OR REPLACE MACRO median_busbw(scope, coll_types) AS TABLE
+WITH instances AS (
+  SELECT trace, rank, busbw_gbps
+  FROM collectives_with(2)
+  SEMI JOIN query_table(scope) USING (trace, rank)
+  WHERE list_contains(coll_types, coll_type)
+),
+measured AS (
+  SELECT
+    trace,
+    median(busbw_gbps) AS median_busbw_gbps,
+    count(busbw_gbps) AS sized,
+    count(*) FILTER (WHERE busbw_gbps IS NULL) AS unsized,
+    count(DISTINCT rank) FILTER (WHERE busbw_gbps IS NOT NULL) AS ranks
+  FROM instances
+  GROUP BY trace
+)
+SELECT
+  t.trace,
+  m.median_busbw_gbps AS value,
+  CASE
+    WHEN m.sized > 0 THEN NULL
+    WHEN m.trace IS NULL THEN 'no ' || array_to_string(coll_types, ' / ') || ' collectives'
+    ELSE 'no ' || array_to_string(coll_types, ' / ') || ' collective has a known message size and group size'
+  END AS reason,
+  coalesce(m.sized, 0) AS collectives,
+  coalesce(m.ranks, 0) AS ranks,
+  coalesce(m.unsized, 0) AS unsized
+FROM (SELECT DISTINCT trace FROM query_table(scope)) AS t
+LEFT JOIN measured AS m USING (trace);

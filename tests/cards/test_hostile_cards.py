@@ -74,7 +74,8 @@ def test_cards_check_flags_a_zero_bandwidth_and_a_zero_count(tmp_path):
 
 
 def test_a_zero_bandwidth_gives_a_null_with_its_reason(tmp_path, wh):
-    """``bandwidth_gbps: [0, 0]`` gave bandwidth_utilization_* NULL with a NULL reason."""
+    """``bandwidth_gbps: [0, 0]`` gave bandwidth_utilization_* NULL with a NULL reason
+    (version 1, the ratio to the card's link bandwidth; version 2 needs no card)."""
     folder = tmp_path / "in" / "zero_bw"
     build_two_nodes(folder)
     card = folder / "workload_card.yaml"
@@ -82,7 +83,7 @@ def test_a_zero_bandwidth_gives_a_null_with_its_reason(tmp_path, wh):
     assert not run_ingest([tmp_path / "in"], wh).failed
     for metric, link, index in (("bandwidth_utilization_allreduce_group_6", "scale-up", 1),
                                 ("bandwidth_utilization_allgather_group_6", "scale-out", 0)):
-        (row,) = metric_rows(wh, metric)
+        (row,) = metric_rows(wh, metric, version=1)
         assert row["value"] is None
         assert row["reason"] == (f"the card gives no {link} bandwidth (network_topo.bandwidth_gbps[{index}] "
                                  "is missing or not above 0)"), metric

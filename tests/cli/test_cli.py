@@ -7,6 +7,7 @@ import io
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -143,6 +144,37 @@ def test_shell_has_the_views_defined(small_wh):
     result = run_cli("shell", "-w", str(small_wh), "-csv", "-c", "SELECT count(*) AS n FROM kernels")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["n", "2"]
+    # it says which CLI it opens (on stderr), and how it gets the views when the CLI is of
+    # another release than the library
+    import duckdb
+
+    exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
+    cli = subprocess.run([exe, "-version"], capture_output=True, text=True).stdout.split()[0].lstrip("v")
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("cclq shell:")]
+    assert line.startswith(f"cclq shell: DuckDB CLI {cli} ({exe})")
+    assert ("the views are created as the shell starts" in line) == (cli != duckdb.__version__)
+
+
+def test_the_views_created_in_the_script_are_the_compiled_ones(small_wh):
+    """What `cclq shell` runs with a CLI of another DuckDB release: the same views, created
+    after the base relations instead of attached compiled."""
+    import duckdb
+
+    from cclq.query.engine import setup_script
+    from cclq.store.warehouse import Warehouse
+
+    with Warehouse(small_wh).open_snapshot() as snapshot:
+        counts = []
+        for compiled in (True, False):
+            con = duckdb.connect()
+            try:
+                con.execute(setup_script(snapshot, comments=True, compiled=compiled))
+                counts.append(con.execute("SELECT count(*), sum(dur_ns) FROM kernels").fetchall())
+                views = con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone()
+            finally:
+                con.close()
+        assert counts[0] == counts[1] and counts[0][0][0] == 2
+        assert views is not None and views[0] > 50
 
 
 def test_a_command_does_not_load_pandas_where_it_is_installed(tmp_path):

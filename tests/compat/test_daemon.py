@@ -40,7 +40,7 @@ def _paths(tmp_path: Path) -> dict[str, Path]:
     import tempfile
     tempfile.tempdir = None
     try:
-        return daemon._paths((tmp_path / "wh").resolve())
+        return daemon.daemon_paths((tmp_path / "wh").resolve())
     finally:
         if old is None:
             del os.environ["TMPDIR"]

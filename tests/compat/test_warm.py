@@ -10,6 +10,8 @@ import contextlib
 import io
 from pathlib import Path
 
+from test_several_runs import two_runs
+
 from cclq.compat.main import run_here
 from cclq.compat.warm import WarmCalls
 from cclq.dev.synth.kineto import generate_workload
@@ -36,6 +38,7 @@ def _collection(root: Path) -> list[Path]:
     generate_workload(broken, ranks=2, steps=2, layers=1, seed=9)
     (broken / "kineto_trace_1.json").write_text('{"traceEvents": [{"ph": "X", "name": ')  # cut off
     folders.append(broken)
+    folders.append(two_runs(root / "work4_runs"))  # two runs: calls answer for one of them
     (root / "notes").mkdir()  # a folder without traces, which a call accepts all the same
     (root / "notes" / "README.txt").write_text("not a trace")
     folders.append(root / "notes")
@@ -54,9 +57,10 @@ def test_first_call_prepares_the_siblings_and_every_answer_is_the_cold_one(tmp_p
     # one call ingested every sibling workload (not the one with a broken file, not the
     # collection `runs`) ...
     traces = warm.siblings[(str(warm_wh.resolve()), str((tmp_path / "collection").resolve()))]
-    assert sorted(Path(f).name for f in traces) == ["notes", "work0", "work1", "work2"]
+    assert sorted(Path(f).name for f in traces) == ["notes", "work0", "work1", "work2", "work4_runs"]
+    assert traces[str(folders[4].resolve())] == "work4_runs+a_hpc"  # the run a call answers for
     # ... and stored the metric's result for each of them
-    assert len(list((warm_wh / "cache" / "metrics").glob(f"{METRICS[0]}.v*.parquet"))) == 4
+    assert len(list((warm_wh / "cache" / "metrics").glob(f"{METRICS[0]}.v*.parquet"))) == 5
     for folder in folders:
         for metric in METRICS:
             argv = ["--trace", str(folder), "--metric", metric]

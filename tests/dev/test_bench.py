@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 
 import pytest
 from conftest import run_cli
@@ -126,3 +127,23 @@ def test_main_loop_bench_runs_every_call_both_ways(tmp_path):
         "ingested, a process per call, results computed", "ingested, a process per call, results cached",
         "ingested, warm daemon, results computed", "ingested, warm daemon, results cached"]
     assert all(r["calls"] == 2 and r["failed"] == 0 for r in rows)
+
+
+def test_the_ccl_bench_case_prepares_folders_both_tools_read(tmp_path):
+    """`cclq bench --ccl-bench`: the workloads laid out as CCL-Bench's tools read them (JSON
+    decompressed, a card with trace types where there is none), and a folder that is not a
+    CCL-Bench checkout refused before anything runs."""
+    from conftest import require_shared
+
+    from cclq.dev.bench.ccl_bench import SHARED_FOLDERS, prepare_folders, run_ccl_bench_bench
+    from cclq.errors import UsageError
+
+    with pytest.raises(UsageError, match="not a CCL-Bench checkout"):
+        run_ccl_bench_bench(tmp_path, sys.executable)
+    folders = prepare_folders(tmp_path / "folders", require_shared())
+    assert [f.name for f in folders] == ["synthetic_mlp_dp4", *SHARED_FOLDERS]
+    assert sorted(p.name for p in (tmp_path / "folders" / "synthetic_mlp_dp4").iterdir()) == [
+        "kineto_trace_0.json", "kineto_trace_1.json", "kineto_trace_2.json", "kineto_trace_3.json",
+        "workload_card.yaml"]
+    assert "traces: [nsys]" in (tmp_path / "folders" / "nsys_pipit_hpc" / "workload_card.yaml").read_text()
+    assert not list((tmp_path / "folders").rglob("*.gz"))

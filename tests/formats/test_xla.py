@@ -24,6 +24,7 @@ from cclq.dev.synth.xla import (
     generate_tpu_trace,
     write_tpu_trace,
 )
+from cclq.errors import UnsupportedFormat
 from cclq.formats import xplane
 from cclq.formats.source import content_hash
 from cclq.query.metrics import run_metric
@@ -463,6 +464,47 @@ def test_an_xplane_next_to_a_trace_json_is_skipped(tmp_path, wh):
     assert set(by_status) == {"ingested", "skipped"}
     assert by_status["skipped"].message.endswith(
         "xplane.pb skipped: the trace JSON next to it (host0.trace.json.gz) is ingested instead")
+
+
+@pytest.mark.parametrize("name", ["trace.json", "host0.json.gz", "worker.trace.json"])
+def test_an_xplane_beside_its_export_under_another_name_is_passed_over_for_it(tmp_path, wh, monkeypatch, name):
+    """The one trace-viewer JSON beside the one xplane.pb is its export, whatever its name
+    (saved or decompressed under another stem): the JSON is ingested, the xplane.pb passed
+    over saying so, never "without a trace JSON next to it"."""
+    import gzip
+
+    monkeypatch.setattr(xplane, "xprof_available", lambda: False)
+    folder = _write_workload(tmp_path, SPEC, card=None)  # host0.trace.json.gz
+    data = gzip.decompress((folder / "host0.trace.json.gz").read_bytes())
+    (folder / "host0.trace.json.gz").unlink()
+    (folder / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    (folder / "10.0.0.1_6009.xplane.pb").write_bytes(b"\x0a\x00")
+    report = run_ingest([folder], wh)
+    by_status = {o.status: o for o in report.outcomes}
+    assert set(by_status) == {"ingested", "skipped"}, report.outcomes
+    assert by_status["skipped"].message.endswith(
+        f"xplane.pb skipped: the trace JSON next to it ({name}) is ingested instead")
+
+
+def test_a_second_hosts_xplane_is_not_passed_over_for_the_first_hosts_json(tmp_path, wh, monkeypatch, fake_xprof):
+    """host0's JSON beside host0's and host1's xplane.pb: host1's profile is not in it, so
+    its xplane.pb is converted (here by the stand-in converter), not skipped for host0's
+    JSON; without xprof it is skipped saying why, and that host0's JSON is host0's."""
+    folder = _write_workload(tmp_path, SPEC, card=None)
+    (folder / "host0.xplane.pb").write_bytes(b"\x0a\x00")
+    write_tpu_trace(tmp_path / "host1.json", SPEC)
+    (folder / "host1.xplane.pb").write_bytes((tmp_path / "host1.json").read_bytes())
+    fake_xprof(_CONVERTER)
+    assert xplane.sibling_trace_json(str(folder / "host0.xplane.pb")).name == "host0.trace.json.gz"
+    assert xplane.sibling_trace_json(str(folder / "host1.xplane.pb")) is None
+    report = run_ingest([folder], wh)
+    status = {Path(o.path).name: o.status for o in report.outcomes}
+    assert status == {"host0.trace.json.gz": "ingested", "host0.xplane.pb": "skipped",
+                      "host1.xplane.pb": "ingested"}, report.outcomes
+    monkeypatch.setattr(xplane, "xprof_available", lambda: False)
+    with pytest.raises(UnsupportedFormat, match="its trace JSON export is not next to it "
+                                                r"\(host0.trace.json.gz beside it belong to other xplane.pb files\)"):
+        xplane.check_xplane(str(folder / "host1.xplane.pb"))
 
 
 def test_an_xplane_alone_without_xprof_is_skipped_with_the_install_hint(tmp_path, wh, monkeypatch):

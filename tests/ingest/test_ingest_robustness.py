@@ -196,9 +196,12 @@ def test_two_files_claiming_one_rank_fail_the_second(tmp_path, wh):
     assert query(wh, "SELECT count(DISTINCT path) FROM parts") == [(1,)]
     assert query(wh, "SELECT DISTINCT e.file_id = f.file_id, count(*) FROM events e, files f GROUP BY ALL") == [
         (True, len(GOOD_EVENTS))]
-    # and it stays that way on the next run: never a silent overwrite
+    # and it stays that way on the next run: never a silent overwrite; b is remembered as
+    # refused and not parsed again (cclq/ingest/refusals.py), with the reason
     report = run_ingest([root], wh)
-    assert [o.status for o in report.outcomes] == ["unchanged", "failed"]
+    assert {Path(o.path).name: o.status for o in report.outcomes} == {"a.json": "unchanged", "b.json": "skipped"}
+    (passed,) = [o for o in report.outcomes if o.status == "skipped"]
+    assert passed.message.startswith(f"{second}: not read again: rank 0 of trace 'work' is already taken by {first}")
 
 
 def test_sqlite_files_that_are_no_nsys_export(tmp_path, wh):

@@ -14,8 +14,8 @@ import pytest
 from conftest import run_cli
 from test_ccl_bench_names import build_gpu, build_tpu
 
-from cclq.present.board.build import build_from_config
-from cclq.present.board.config import auto_metrics, in_config_unit, six_digits
+from cclq.present.board.ccl_bench import build_from_config
+from cclq.present.board.config import auto_metrics, six_digits
 from cclq.store.warehouse import Warehouse
 
 GPU_CARD = textwrap.dedent("""\
@@ -73,8 +73,6 @@ def test_auto_follows_trace_types_and_phases():
         "avg_step_time", "ttft", "kernel_compute_time_group_6", "communication_overhead"]
     assert auto_metrics(METRIC_INFO, ["nsys", "json_tpu"], None) == ["avg_step_time", "comm_kernel_breakdown_tpu",
                                                                      "straggler"]
-    assert in_config_unit(0.25, "ratio", {"unit": "%"}) == 25.0
-    assert in_config_unit(0.25, "ratio", {"unit": "ratio"}) == 0.25 and in_config_unit(0.25, "s", {"unit": "%"}) == 0.25
     assert auto_metrics(METRIC_INFO, [], "training") == []
     assert six_digits(0.123456789) == 0.123457 and six_digits(float("nan")) is None and six_digits(-1.0) is None
 
@@ -100,10 +98,10 @@ def test_config_pairs_auto_lists_and_required_update(folders, tmp_path):
     # auto on a json training card: avg_step_time and kernel_compute_time_group_6 (ttft is
     # for inference, the others for other trace types); avg_step_time reused (the pair and
     # the metric say no update), kernel_compute_time computed: 2 ranks x 1200 us
-    # communication_overhead: a 0..1 ratio in cclq, percent in the config: (340 + 440) /
-    # (340 + 1200 + 440 + 1200) x 100
+    # communication_overhead: a 0..1 ratio, as CCL-Bench's tool prints it (whatever unit
+    # the config's label says): (340 + 440) / (340 + 1200 + 440 + 1200)
     assert rows[gpu]["metrics"] == {"avg_step_time": 42.0, "kernel_compute_time_group_6": 0.0024,
-                                    "communication_overhead": float(f"{780 / 3180 * 100:.6g}")}
+                                    "communication_overhead": float(f"{780 / 3180:.6g}")}
     # the TPU pair says required_update: every listed metric computed, 6 digits, null for
     # the unknown name (with its reason)
     assert rows[tpu]["metrics"] == {"comm_kernel_breakdown_tpu": 1e-05, "avg_step_time": None,
@@ -117,14 +115,15 @@ def test_config_pairs_auto_lists_and_required_update(folders, tmp_path):
     assert data["all_metrics"] == sorted(["avg_step_time", "kernel_compute_time_group_6", "communication_overhead",
                                           "comm_kernel_breakdown_tpu", "no_such_metric"])
     assert (out / "data.js").read_text().count("const BENCHMARK_DATA = ") == 1
-    assert (out / "index.html").is_file()
+    # OUT held a benchmark_data.json cclq did not write: only the two data files go there
+    assert sorted(p.name for p in out.iterdir()) == ["benchmark_data.json", "data.js"]
 
     # metric_info says avg_step_time changed: recomputed for the GPU pair (1000 us step)
     info = {**METRIC_INFO, "avg_step_time": {**METRIC_INFO["avg_step_time"], "required_update": True}}
     write_config(cfg, [{"trace": gpu, "metrics": "auto", "required_update": False}], info)
     result = build_from_config(wh, out, cfg)
     assert rows_of(out)[gpu]["metrics"] == {"avg_step_time": 0.001, "kernel_compute_time_group_6": 0.0024,
-                                            "communication_overhead": float(f"{780 / 3180 * 100:.6g}")}
+                                            "communication_overhead": float(f"{780 / 3180:.6g}")}
     assert (result.reused, result.computed) == (2, 1)
 
 
@@ -169,3 +168,75 @@ def test_an_upload_job_picks_the_configs_metrics(tmp_path):
     assert job_metrics(settings, [], None)[0] == list(METRIC_INFO)
     names, info = job_metrics(JobSettings(Warehouse(tmp_path / "wh"), tmp_path / "board", None), ["json"], None)
     assert names == [s.name for s in board_specs() if s.leaderboard] and set(info) == set(names)
+
+
+# ------------------------------------------------------------------ the first run, from nothing
+def _one_pair_config(path: Path, folder: Path) -> Path:
+    return write_config(path, [{"trace": str(folder), "metrics": ["avg_step_time", "kernel_compute_time_group_6"]}])
+
+
+@pytest.mark.parametrize("warehouse", ["missing", "empty"])
+def test_a_first_run_ingests_into_a_missing_or_empty_warehouse(tmp_path, warehouse):
+    """docs/ccl-bench.md step 3 on a fresh checkout: no warehouse yet (or an empty folder),
+    the pairs are ingested and the data written (the GPU folder's step is 1000 us, its
+    compute kernels 1200 us a rank on 2 ranks)."""
+    build_gpu(tmp_path / "traces" / "gpu_run", card=GPU_CARD)
+    wh = tmp_path / "wh"
+    if warehouse == "empty":
+        wh.mkdir()
+    cfg = _one_pair_config(tmp_path / "benchmark_config.json", tmp_path / "traces" / "gpu_run")
+    proc = run_cli("board", str(tmp_path / "out"), "-q", "--config", str(cfg), "-w", str(wh))
+    assert proc.returncode == 0, proc.stderr
+    assert "no warehouse" not in proc.stderr
+    assert rows_of(tmp_path / "out")[str(tmp_path / "traces" / "gpu_run")]["metrics"] == {
+        "avg_step_time": 0.001, "kernel_compute_time_group_6": 0.0024}
+    assert Warehouse(wh).exists()
+
+
+@pytest.mark.parametrize("with_config", [True, False])
+def test_an_out_that_is_a_file_fails_before_any_work(tmp_path, with_config):
+    """`cclq board FILE`: a usage error naming the file, before anything is ingested or
+    computed (the warehouse is never made), not an internal error at the end."""
+    build_gpu(tmp_path / "traces" / "gpu_run", card=GPU_CARD)
+    out = tmp_path / "index.html"
+    out.write_text("<html>not a folder</html>")
+    wh = tmp_path / "wh"
+    args = ["--config", str(_one_pair_config(tmp_path / "c.json", tmp_path / "traces" / "gpu_run"))] \
+        if with_config else []
+    proc = run_cli("board", str(out), "-q", *args, "-w", str(wh))
+    assert proc.returncode == 2
+    assert f"{out} is a file" in proc.stderr and "Traceback" not in proc.stderr and "bug" not in proc.stderr
+    assert not wh.exists()
+    assert out.read_text() == "<html>not a folder</html>"
+
+
+def test_only_the_data_files_go_into_a_folder_that_is_not_cclqs(tmp_path):
+    """CCL-Bench's website/ (its own pages and files): `--config` writes benchmark_data.json
+    and data.js there and nothing else; `--pages` asks for cclq's site too; a new folder
+    is cclq's, and gets the site."""
+    build_gpu(tmp_path / "traces" / "gpu_run", card=GPU_CARD)
+    cfg = _one_pair_config(tmp_path / "c.json", tmp_path / "traces" / "gpu_run")
+    website = tmp_path / "website"
+    website.mkdir()
+    for name in ("generate_data.py", "styles.css", "benchmark_config.json"):
+        (website / name).write_text("CCL-Bench's own\n")
+    wh = tmp_path / "wh"
+    proc = run_cli("board", str(website), "--config", str(cfg), "-w", str(wh))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in website.iterdir()) == [
+        "benchmark_config.json", "benchmark_data.json", "data.js", "generate_data.py", "styles.css"]
+    assert all((website / n).read_text() == "CCL-Bench's own\n" for n in ("generate_data.py", "styles.css"))
+    assert "--pages" in proc.stderr  # says how to get the site there
+    # without --config too: cclq's leaderboard data, and nothing else
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README.md").write_text("mine\n")
+    assert run_cli("board", str(other), "-q", "-w", str(wh)).returncode == 0
+    assert sorted(p.name for p in other.iterdir()) == ["README.md", "benchmark_data.json", "data.js"]
+    # --pages: cclq's site as well; the folder is then a board, and stays one
+    proc = run_cli("board", str(website), "-q", "--pages", "--config", str(cfg), "-w", str(wh))
+    assert proc.returncode == 0, proc.stderr
+    assert {"index.html", "assets", "w", "data", ".cclq-board"} <= {p.name for p in website.iterdir()}
+    fresh = tmp_path / "fresh_site"
+    assert run_cli("board", str(fresh), "-q", "--config", str(cfg), "-w", str(wh)).returncode == 0
+    assert (fresh / "index.html").is_file() and (fresh / "benchmark_data.json").is_file()

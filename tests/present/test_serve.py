@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 import zipfile
@@ -324,5 +325,60 @@ def test_serving_a_ccl_bench_site_as_it_is(tmp_path):
         written = (tmp_path / "root" / "data" / "uploads" / body["upload_id"] / "trace" / body["workload"]
                    / "workload_card.yaml").read_text()
         assert "moe" not in written and "json" in written
+    finally:
+        server.stop()
+
+
+def test_ccl_bench_page_uploads_after_signing_in_once(tmp_path):
+    """With a token, CCL-Bench's own page (its form posts /api/upload from the same origin
+    without an Authorization header) works after the browser signs in once at
+    /_serve/login: an HttpOnly, SameSite=Strict cookie holding a digest of the token. The
+    cookie is refused on a request another site's page sends, and a wrong token sets none."""
+    import http.cookiejar
+
+    site = tmp_path / "ccl-bench"
+    site.mkdir()
+    (site / "index.html").write_text("<html><body>CCL-Bench</body></html>")
+    (tmp_path / "root").mkdir()
+    server = Server(tmp_path / "root", "--site", str(site))
+    try:
+        build_gpu(tmp_path / "run", card=CARD)
+        payload = [("run.zip", zipped_folder(tmp_path / "run"))]
+        assert server.upload(payload, token=None)[0] == 401  # the page's form, not signed in
+        jar = http.cookiejar.CookieJar()
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            browser.open(f"{server.base}/_serve/login?token=wrong", timeout=30)
+        assert refused.value.code == 401 and not list(jar)
+        with browser.open(f"{server.base}/_serve/login", timeout=30) as r:  # the sign-in form
+            assert 'name="token"' in r.read().decode()
+        form = urllib.parse.urlencode({"token": TOKEN}).encode()
+        with browser.open(urllib.request.Request(f"{server.base}/_serve/login", data=form), timeout=30) as r:
+            assert r.status == 200 and r.geturl() == f"{server.base}/"  # redirected to the site
+        (cookie,) = list(jar)
+        assert cookie.name == "cclq_upload" and TOKEN not in cookie.value
+        assert cookie.has_nonstandard_attr("HttpOnly")
+        assert cookie.get_nonstandard_attr("SameSite", "").lower() == "strict"
+
+        def page_upload(origin: str | None) -> tuple[int, dict]:
+            boundary = uuid.uuid4().hex
+            body = (f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\ngrp\r\n'
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="run.zip"\r\n'
+                    "Content-Type: application/zip\r\n\r\n").encode()
+            body += payload[0][1] + f"\r\n--{boundary}--\r\n".encode()
+            headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+            if origin:
+                headers["Origin"] = origin
+            req = urllib.request.Request(f"{server.base}/api/upload", data=body, headers=headers, method="POST")
+            try:
+                with browser.open(req, timeout=60) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+
+        status, body = page_upload(server.base)  # the page's XHR: same origin, the cookie, no header
+        assert (status, body["status"]) == (200, "ok")
+        assert server.wait(body["upload_id"])["status"] == "done"
+        assert page_upload("https://elsewhere.example")[0] == 401  # another site's page
     finally:
         server.stop()

@@ -280,31 +280,46 @@ def test_collective_volumes_xla(con) -> None:
 
 def test_bandwidth_utilization(con) -> None:
     # all_reduce, n = 2, busbw = 1e7 B / dur x 2(n-1)/n = 1e7 / dur; scale-up 100 GB/s
+    # version 1, the ratio to the card's link bandwidth
     ar = [1e7 / (d * US) / SCALE_UP_GBS for d in AR_DUR]   # 0.5, 0.5, 0.8333, 1.0
-    row = one(con, "bandwidth_utilization_allreduce_group_6", "two_nodes")
+    row = one(con, "bandwidth_utilization_allreduce_group_6", "two_nodes", 1)
     assert row["value"] == pytest.approx(median(ar), abs=TOL)
     assert row["value"] == pytest.approx((0.5 + 1e7 / 120e3 / 100) / 2, abs=TOL)
     assert (row["scale_up_collectives"], row["scale_out_collectives"], row["ranks"]) == (4, 0, 4)
     # all_gather, n = 2: 1e6 B / 100 us x 1/2 = 5 GB/s over the scale-out 12.5 GB/s = 0.4
-    row = one(con, "bandwidth_utilization_allgather_group_6", "two_nodes")
+    row = one(con, "bandwidth_utilization_allgather_group_6", "two_nodes", 1)
     assert row["value"] == pytest.approx(0.4, abs=TOL) and row["scale_out_collectives"] == 4
     assert row["median_busbw_gbps"] == pytest.approx(5.0, abs=TOL)
     # all_to_all, n = 4: 2e5 B / 30 us x 3/4 = 5 GB/s -> 0.4; DeepEP's kernels have no size
-    row = one(con, "bandwidth_utilization_alltoall_group_6", "two_nodes")
+    row = one(con, "bandwidth_utilization_alltoall_group_6", "two_nodes", 1)
     assert row["value"] == pytest.approx(0.4, abs=TOL) and row["unsized"] == 8
     for metric, reason in (("bandwidth_utilization_reducescatter_group_6", "no reduce_scatter collectives"),
                            ("bandwidth_utilization_peertopeer_group_6", "no send / recv / send_recv collectives")):
-        row = one(con, metric, "two_nodes")
+        row = one(con, metric, "two_nodes", 1)
         assert row["value"] is None and row["reason"] == reason
-    row = one(con, "bandwidth_utilization_allreduce_group_6", "no_card")
+    row = one(con, "bandwidth_utilization_allreduce_group_6", "no_card", 1)
     assert row["value"] is None
     assert row["reason"] == "group placement unknown: the card gives no count_per_node"
+    # version 2, the median bus bandwidth in GB/s (what CCL-Bench's tools print): the same
+    # instances, not divided by the link; no card needed
+    row = one(con, "bandwidth_utilization_allreduce_group_6", "two_nodes")
+    assert row["value"] == pytest.approx(median(1e7 / (d * US) for d in AR_DUR), abs=TOL)
+    assert row["value"] == pytest.approx((50 + 1e7 / 120e3) / 2, abs=TOL)
+    assert (row["collectives"], row["ranks"], row["unsized"]) == (4, 4, 0)
+    row = one(con, "bandwidth_utilization_allgather_group_6", "two_nodes")
+    assert row["value"] == pytest.approx(5.0, abs=TOL) and row["collectives"] == 4
+    row = one(con, "bandwidth_utilization_alltoall_group_6", "two_nodes")
+    assert row["value"] == pytest.approx(5.0, abs=TOL) and row["unsized"] == 8
+    row = one(con, "bandwidth_utilization_reducescatter_group_6", "two_nodes")
+    assert row["value"] is None and row["reason"] == "no reduce_scatter collectives"
 
 
 def test_bandwidth_utilization_reduce_scatter_and_point_to_point(con) -> None:
     # reduce_scatter, n = 2: 4e6 B / 40 us = 100 GB/s algbw, x 1/2 = 50 GB/s over 100 GB/s
-    row = one(con, "bandwidth_utilization_reducescatter_group_6", "one_node")
+    row = one(con, "bandwidth_utilization_reducescatter_group_6", "one_node", 1)
     assert row["value"] == pytest.approx(0.5, abs=TOL) and row["scale_up_collectives"] == 2
+    row = one(con, "bandwidth_utilization_reducescatter_group_6", "one_node")  # v2: the 50 GB/s
+    assert row["value"] == pytest.approx(50.0, abs=TOL) and row["collectives"] == 2
     # send 1e6 B / 20 us = 50 GB/s (factor 1) -> 0.5; recv / 25 us = 40 GB/s -> 0.4; median 0.45
     row = one(con, "bandwidth_utilization_peertopeer_group_6", "one_node")
     assert row["value"] == pytest.approx(0.45, abs=TOL) and row["scale_up_collectives"] == 2
@@ -504,7 +519,7 @@ def test_shared_collectives_v1_copies_v2_only_where_the_comm_kernels_agree(wh: W
     session = connect(wh)
     direct = {}
     for v in (1, 2):
-        direct[v] = session.execute(f"SELECT * FROM collectives_with({v})").to_arrow_table()
+        direct[v] = session.arrow(f"SELECT * FROM collectives_with({v})")
     kernels = {v: {(r["trace"], r["event_idx"]) for r in direct[v].to_pylist()} for v in (1, 2)}
     assert kernels[1] != kernels[2]  # the layout is what the test needs: the versions differ on two_nodes
     queries = [f"SELECT * FROM collectives_with({v})" for v in (1, 2, 1, 2)]
@@ -514,7 +529,7 @@ def test_shared_collectives_v1_copies_v2_only_where_the_comm_kernels_agree(wh: W
     with metrics.shared_views(session, queries) as shared:
         assert "collectives_with" in shared
         for v in (1, 2):
-            got = session.execute(f"SELECT * FROM collectives_with({v})").to_arrow_table()
+            got = session.arrow(f"SELECT * FROM collectives_with({v})")
             assert sorted_rows(got) == sorted_rows(direct[v]), v
     session.close()
     computed = [sql for sql in executed if "main.\"collectives_with\"(1)" in sql]

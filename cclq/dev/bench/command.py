@@ -79,6 +79,19 @@ def bench(
         Optional[Path], typer.Option("--main-loop", help="Folder of workload folders: time CCL-Bench's loop of "
                                                          "`python -m cclq.main` calls, per process and warm.")
     ] = None,
+    ccl_bench: Annotated[
+        Optional[Path], typer.Option("--ccl-bench", help="A CCL-Bench checkout: time its website generator with its "
+                                                         "own tools, through cclq's shim, and `cclq board --config`, "
+                                                         "and its call loop, on folders both read (one run).")
+    ] = None,
+    ccl_bench_python: Annotated[
+        Optional[str], typer.Option("--ccl-bench-python", help="With --ccl-bench: the Python that runs CCL-Bench's "
+                                                              "tools, with cclq installed into it [default: this one].")
+    ] = None,
+    ccl_bench_folders: Annotated[
+        Optional[Path], typer.Option("--ccl-bench-folders", help="With --ccl-bench: workload folders to use "
+                                                                "[default: made from ../shared/traces].")
+    ] = None,
     commits: Annotated[
         int, typer.Option("--commits", min=0, help="Also time N durable commits and an ingest with fsync on and "
                                                    "off (CCLQ_FSYNC), on the temp folder's disk.")
@@ -165,6 +178,14 @@ def bench(
 
         rows = run_main_loop_bench(main_loop)
         write_table(pa.Table.from_pylist(rows), fmt, title=f"python -m cclq.main per (folder, metric) over {main_loop}")
+    if ccl_bench is not None:
+        import sys
+
+        from cclq.dev.bench.ccl_bench import run_ccl_bench_bench
+
+        rows = run_ccl_bench_bench(ccl_bench, ccl_bench_python or sys.executable, ccl_bench_folders)
+        write_table(pa.Table.from_pylist(rows), fmt,
+                    title=f"CCL-Bench's website generator and call loop: its tools vs cclq ({ccl_bench})")
     if hta_python:
         from cclq.dev.bench.hta import (
             COPIES_SOURCE,

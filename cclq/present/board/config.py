@@ -22,8 +22,9 @@ and ``cclq board OUT --config FILE`` follows the same rules (``plan_pairs``):
 
 Values are stored as CCL-Bench stores them: 6 significant digits, ``null`` where the
 metric gives no number (cclq's reason goes to ``reasons``, which CCL-Bench's page
-ignores), and in percent where the config's ``metric_info`` says ``unit: "%"`` and cclq's
-metric is a 0..1 ratio (``in_config_unit``). ``config_for`` writes such a config for a warehouse.
+ignores), each the number ``python -m cclq.main`` prints: in the unit CCL-Bench's own
+tool prints (``MetricSpec.ccl_bench_value``). ``config_for`` writes such a config for a
+warehouse.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cclq.cards.load import read_card_document
 from cclq.errors import UsageError
 
 # The trace types CCL-Bench cards name that cclq reads (docs/ccl-bench.md): a config
@@ -143,21 +145,6 @@ def plan_pair(pair: Pair, trace_id: str | None, card_types: list[str], phase: st
     return plan
 
 
-PERCENT_UNITS = ("%", "percent")
-
-
-def in_config_unit(value: float | None, cclq_unit: str, info: dict[str, Any] | None) -> float | None:
-    """A cclq value in the unit the config's metric_info shows it in: a 0..1 ratio where
-    the config says percent (CCL-Bench's tools print percent for these) is multiplied by
-    100; every other unit is passed through as it is (the parity table in
-    docs/ccl-bench.md lists where the config's unit label and cclq's unit differ)."""
-    if value is None or info is None:
-        return value
-    if cclq_unit == "ratio" and str(info.get("unit", "")).strip().lower() in PERCENT_UNITS:
-        return value * 100
-    return value
-
-
 def six_digits(value: float | None) -> float | None:
     """A value as CCL-Bench's generate_data stores it: 6 significant digits; NaN,
     infinities and -1.0 are missing."""
@@ -178,6 +165,76 @@ def config_for(traces: dict[str, str], metric_info: dict[str, dict[str, Any]],
         "metric_categories": metric_categories,
         "metric_info": metric_info,
     }
+
+
+def card_document(folder: Path) -> dict[str, Any] | None:
+    """The card ``generate_data.py`` reads for a pair (its ``find_yaml``): the first
+    ``*.yaml`` of the folder by name, whatever it is called; None when there is none or
+    it cannot be read (CCL-Bench warns and goes on with the folder's name alone)."""
+    try:
+        first = min(folder.glob("*.yaml"), default=None)
+    except OSError:
+        return None
+    if first is None or not first.is_file():
+        return None
+    try:
+        return read_card_document(first)
+    except ValueError:
+        return None
+
+
+def _section(doc: Any, key: str) -> dict[str, Any]:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def ccl_bench_metadata(trace: str, doc: dict[str, Any] | None) -> dict[str, Any]:
+    """A row's ``metadata`` as ``generate_data.py`` writes it (``extract_metadata``), key
+    for key: the folder's name as written in the pair, then the card's fields, each
+    ``""`` (or ``{}``, ``[]``) where the card leaves it out; with no card, the name alone."""
+    meta: dict[str, Any] = {"workload_name": Path(trace).name}
+    if not doc:
+        return meta
+    w = _section(doc, "workload")
+    mod, dat, hw = _section(w, "model"), _section(w, "data"), _section(w, "hardware")
+    xpu, net = _section(hw, "xpu_spec"), _section(hw, "network_topo")
+    ex = _section(doc, "Model-executor")
+    fw, par, cl = _section(ex, "framework"), _section(ex, "model_plan_parallelization"), \
+        _section(ex, "communication_library")
+    ms = _section(doc, "metric_source")
+    bw = net.get("bandwidth_gbps") or []
+    if not isinstance(bw, (list, tuple, str)):
+        bw = []
+
+    def text(d: dict[str, Any], key: str) -> Any:
+        return d.get(key) or ""
+
+    meta.update({
+        "description": str(doc.get("description") or "").strip(),
+        "hf_url": doc.get("hf_url") or "", "trace_url": doc.get("trace_url") or "",
+        "model_family": text(mod, "model_family"), "phase": text(mod, "phase"),
+        "precision": text(mod, "precision"), "moe": mod.get("moe", False),
+        "granularity": text(mod, "granularity"), "epochs": text(mod, "epochs"),
+        "iteration": text(mod, "iteration"),
+        "batch_size": text(dat, "batch_size"), "seq_len": text(dat, "seq_len"),
+        "input_len": text(dat, "input_len"), "output_len": text(dat, "output_len"),
+        "dataset": text(dat, "dataset"),
+        "hardware_type": text(xpu, "type"), "hardware_model": text(xpu, "model"),
+        "total_count": text(xpu, "total_count"), "count_per_node": text(xpu, "count_per_node"),
+        "network_topology": text(net, "topology"),
+        "bandwidth_scaleout": bw[0] if len(bw) > 0 else "", "bandwidth_scaleup": bw[1] if len(bw) > 1 else "",
+        "driver_version": text(hw, "driver_version"),
+        "framework": text(fw, "name"), "compiler": text(fw, "compiler_tool_selection"),
+        "tp": text(par, "tp"), "pp": text(par, "pp"), "pp_mb": text(par, "pp_mb"),
+        "dp_replicate": text(par, "dp_replicate"), "dp_shard": text(par, "dp_shard"),
+        "ep": text(par, "ep"), "cp": text(par, "cp"),
+        "comm_library": text(cl, "name"), "comm_library_ver": text(cl, "version"),
+        "comm_env": cl.get("env") or {},
+        "protocol_selection": ex.get("protocol_selection") or [],
+        "trace_types": ms.get("traces") or [],
+        "metric_traces": ms.get("metrics_specific_trace") or [],
+    })
+    return json.loads(json.dumps(meta, default=str))  # as the JSON file will hold it (dates as text)
 
 
 def workload_folder(paths: list[str]) -> str:

@@ -22,7 +22,9 @@ folder. Nothing of an upload is written outside its job folder until the job's
 ingest commits to the warehouse.
 
 Safety: the server binds to 127.0.0.1 unless told otherwise; with a token (``--token``
-or ``CCLQ_SERVE_TOKEN``) an upload needs ``Authorization: Bearer <token>``; archives
+or ``CCLQ_SERVE_TOKEN``) an upload needs ``Authorization: Bearer <token>``, or, from a
+browser on this server's own pages, the HttpOnly SameSite=Strict cookie that signing in
+once at ``/_serve/login`` sets (CCL-Bench's page posts its form without a header); archives
 are unpacked by ``cclq.present.serve.archive`` (no traversal, no links, bounded size,
 count and inflation); upload ids are checked against their pattern before they touch
 a path; errors are JSON ``{"error": "...", "message": "..."}`` (CCL-Bench's page shows
@@ -32,6 +34,7 @@ a path; errors are JSON ``{"error": "...", "message": "..."}`` (CCL-Bench's page
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import json
 import re
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
 from cclq.present.serve.archive import ArchiveRefused, Limits, safe_filename, unpack_upload
 from cclq.present.serve.jobs import Job, JobQueue, JobSettings, write_json
@@ -226,11 +230,44 @@ def prepare_upload(settings: ServeSettings, upload_id: str, sink: _FormSink) -> 
             "results_url": f"/api/results/{upload_id}"}
 
 
-def _authorized(settings: ServeSettings, header: str | None) -> bool:
+COOKIE = "cclq_upload"
+LOGIN_PATH = "/_serve/login"
+
+
+def _cookie_value(token: str) -> str:
+    """What the sign-in cookie holds: a digest of the token, never the token itself."""
+    return hmac.new(token.encode(), b"cclq serve: uploads from this browser", hashlib.sha256).hexdigest()
+
+
+def _same_origin(origin: str | None, host: str | None) -> bool:
+    """A request a browser sent from a page of this server, or one that sends no Origin
+    (not a browser's cross-site request)."""
+    if not origin:
+        return True
+    return bool(host) and urlsplit(origin).netloc.lower() == str(host).lower()
+
+
+def _authorized(settings: ServeSettings, header: str | None, cookie: str | None = None,
+                origin: str | None = None, host: str | None = None) -> bool:
+    """With a token: ``Authorization: Bearer <token>`` (scripts, cclq's own form), or the
+    sign-in cookie a browser got from ``LOGIN_PATH`` (CCL-Bench's page, whose form sends
+    no header), on a request from this server's own pages. The cookie is HttpOnly and
+    SameSite=Strict: no other site's page can make the browser send it."""
     if not settings.token:
         return True
     given = (header or "").removeprefix("Bearer ").strip()
-    return hmac.compare_digest(given.encode(), settings.token.encode())
+    if given and hmac.compare_digest(given.encode(), settings.token.encode()):
+        return True
+    return bool(cookie) and hmac.compare_digest(str(cookie).encode(), _cookie_value(settings.token).encode()) \
+        and _same_origin(origin, host)
+
+
+LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>cclq serve: sign in</title>
+<link rel="icon" href="data:,"></head><body><h1>Sign this browser in for uploads</h1>
+<p>This server needs a token for uploads. Enter it once: the browser keeps a cookie for this site, so
+that the site's own upload form (CCL-Bench's page sends no token) works.</p>
+<form method="post" action="/_serve/login"><input type="password" name="token" placeholder="token" required>
+<button type="submit">Sign in</button></form>{message}</body></html>"""
 
 
 UPLOAD_FORM = """
@@ -296,7 +333,7 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     from python_multipart.multipart import MultipartParser, parse_options_header
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
@@ -318,8 +355,10 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     async def upload(request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(status_code=204)
-        if not _authorized(settings, request.headers.get("authorization")):
-            return error(401, "a valid token is needed: Authorization: Bearer <token>")
+        if not _authorized(settings, request.headers.get("authorization"), request.cookies.get(COOKIE),
+                           request.headers.get("origin"), request.headers.get("host")):
+            return error(401, "a valid token is needed: Authorization: Bearer <token>, or sign this browser in "
+                              f"once at {LOGIN_PATH}")
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > settings.limits.max_upload_bytes:
             return error(413, f"the upload is over {settings.limits.max_upload_bytes} bytes")
@@ -394,6 +433,25 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
                                 status_code=200 if page.is_file() else 404)
         return HTMLResponse(board_index(settings.board_dir))
 
+    async def login(request: Request) -> Response:
+        """GET: the sign-in form; POST (the form) or GET ?token=: the cookie, then the site."""
+        if not settings.token:
+            return RedirectResponse("/", status_code=303)  # nothing to sign in to
+        given = request.query_params.get("token")
+        if request.method == "POST":
+            form = await request.form()
+            given = str(form.get("token") or "")
+            if not _same_origin(request.headers.get("origin"), request.headers.get("host")):
+                return error(403, "sign in from this server's own page")
+        if not given:
+            return HTMLResponse(LOGIN_PAGE.format(message=""))
+        if not hmac.compare_digest(given.encode(), settings.token.encode()):
+            return HTMLResponse(LOGIN_PAGE.format(message="<p>That is not the token.</p>"), status_code=401)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, _cookie_value(settings.token), httponly=True, samesite="strict", path="/",
+                            secure=request.url.scheme == "https")
+        return response
+
     async def upload_js(request: Request) -> Response:
         return Response(UPLOAD_JS, media_type="text/javascript")
 
@@ -405,6 +463,7 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         Route("/", index, methods=["GET"]),
         Route("/index.html", index, methods=["GET"]),
         Route("/_serve/upload.js", upload_js, methods=["GET"]),
+        Route(LOGIN_PATH, login, methods=["GET", "POST"]),
         Mount("/", app=StaticFiles(directory=static_root, check_dir=False)),
     ]
     @contextlib.asynccontextmanager

@@ -135,10 +135,10 @@ def job_metrics(settings: JobSettings, trace_types: list[str], phase: str | None
 
 def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None:
     """Ingest, metrics, results.json, board."""
-    from cclq.ingest.plan import plan_inputs
+    from cclq.ingest.plan import plan_inputs, rename_workload
     from cclq.ingest.run import ingest
     from cclq.present.board.build import build_board
-    from cclq.present.board.config import in_config_unit, six_digits
+    from cclq.present.board.config import six_digits
     from cclq.query.metrics import run_metric, summarize_rows
     from cclq.query.registry import registry, resolve
     from cclq.query.session import connect
@@ -152,13 +152,18 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
     (workload,) = workloads
     with write_lock:
         report = ingest([job.workload], wh, jobs=1)
+    if report.traces.get(str(workload.root), workload.trace) != workload.trace:
+        rename_workload(workload, report.traces[str(workload.root)])
+    trace = workload.answer_trace()  # a folder of several runs: the one CCL-Bench's tools read
+    if (note := workload.runs_note()) is not None:
+        job.log.append(note)
     failed = [o.message for o in report.failed]
     job.log += [f"ingest: {len(report.outcomes)} file(s), {len(failed)} failed"] + failed
     con = connect(wh)
     try:
-        row = con.execute("SELECT count(*) FROM files WHERE trace = ?", [workload.trace]).fetchone()
+        row = con.execute("SELECT count(*) FROM files WHERE trace = ?", [trace]).fetchone()
         present = row[0] if row else 0
-        card = con.execute("SELECT trace_types, phase FROM cards WHERE trace = ?", [workload.trace]).fetchone()
+        card = con.execute("SELECT trace_types, phase FROM cards WHERE trace = ?", [trace]).fetchone()
     finally:
         con.close()
     if not present:
@@ -167,7 +172,7 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
     names, info = job_metrics(settings, trace_types, card[1] if card else None)
     metrics: dict[str, float | None] = {}
     reasons: dict[str, str] = {}
-    con = connect(wh, traces=[workload.trace], cache=True)
+    con = connect(wh, traces=[trace], cache=True)
     try:
         for name in names:
             if name not in registry():
@@ -178,15 +183,15 @@ def run_job(job: Job, settings: JobSettings, write_lock: threading.Lock) -> None
                 value, reason = summarize_rows(spec, run_metric(con, spec, {}).to_pylist())
             except CclqError as e:
                 value, reason = None, e.message
-            # the unit the config's metric_info shows (percent for CCL-Bench's % metrics)
-            metrics[name] = six_digits(in_config_unit(value, spec.unit, info.get(name))
-                                       if settings.config_path is not None else value)
+            # with CCL-Bench's config, what its process_upload.py gets from tools/main.py
+            # through the shim: the unit CCL-Bench's tool prints (percent where it does)
+            metrics[name] = six_digits(spec.ccl_bench_value(value) if settings.config_path is not None else value)
             if metrics[name] is None:
                 reasons[name] = reason or "no value"
     finally:
         con.close()
     write_json(job.folder / "results.json", {"metrics": metrics, "metric_info": info, "reasons": reasons,
-                                             "trace": workload.trace})
+                                             "trace": trace})
     if settings.board_dir is not None:
         with write_lock:
             build_board(wh, settings.board_dir)

@@ -1,6 +1,7 @@
 -- metric: aggregate_gpu_utilization
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: compute
 -- polarity: higher

@@ -1,6 +1,7 @@
 -- metric: bandwidth_utilization_peertopeer_group_6
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: trace
 -- category: communication
 -- polarity: higher

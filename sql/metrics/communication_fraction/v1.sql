@@ -1,6 +1,7 @@
 -- metric: communication_fraction
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: communication
 -- polarity: lower

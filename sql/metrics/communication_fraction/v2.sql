@@ -1,6 +1,7 @@
 -- metric: communication_fraction
 -- version: 2
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: communication
 -- polarity: lower

@@ -1,6 +1,7 @@
 -- metric: communication_ratio
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: trace
 -- category: communication
 -- polarity: lower

@@ -1,6 +1,7 @@
 -- metric: compute_comm_overlap
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: communication
 -- polarity: higher

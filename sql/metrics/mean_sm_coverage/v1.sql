@@ -1,6 +1,7 @@
 -- metric: mean_sm_coverage
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: compute
 -- polarity: higher

@@ -1,6 +1,7 @@
 -- metric: memory_bound_fraction
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: memory
 -- polarity: neutral

@@ -1,6 +1,7 @@
 -- metric: memory_transfer_overhead
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: memory
 -- polarity: lower
@@ -22,9 +23,15 @@
 -- one running beside a comm kernel alone still counts. The span runs from the
 -- first start to the last end over memcpys and all kernels (comm included).
 -- Memsets count nowhere. A rank with kernels but no memcpy scores 0.
--- Differs from CCL-Bench: CCL-Bench reports percent, picks copies by a name regex
--- (memsets included), and its TPU variant divides by step time; here memcpy
--- activities over the kernel/memcpy span, 0..1.
+-- Differs from CCL-Bench: CCL-Bench reports percent (ccl_bench_unit). Its JSON
+-- (Kineto) path measures copy kernels, not memcpy activities: events of category
+-- kernel (or Op, gpu_op, device_op, none) whose name matches
+-- memcpy|memset|copy_kernel|copy.|copy-start|copy-done|dma (trace_metric_utils.py,
+-- memsets included), against the span of those events; the memcpy activities
+-- (category gpu_memcpy) a Kineto trace records its copies as are never read, so a
+-- trace without such kernels gives -1. Its Nsight path reads the memcpy activities
+-- (CUPTI_ACTIVITY_KIND_MEMCPY) as here, and its TPU variant divides DMA time by the
+-- step time. Here: memcpy activities over the kernel/memcpy span, 0..1.
 WITH memcpys AS (
   SELECT trace, rank, 0 AS key, ts_ns, end_ns FROM gpu_ops_classified_with(1) WHERE kind = 'memcpy'
 ),

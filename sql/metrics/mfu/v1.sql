@@ -1,6 +1,7 @@
 -- metric: mfu
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: trace
 -- category: compute
 -- polarity: higher

@@ -1,6 +1,7 @@
 -- metric: moe_fraction
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: trace
 -- category: compute
 -- polarity: neutral

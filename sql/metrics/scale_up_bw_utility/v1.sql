@@ -1,6 +1,7 @@
 -- metric: scale_up_bw_utility
 -- version: 1
 -- unit: ratio
+-- ccl_bench_unit: %
 -- grain: rank
 -- category: communication
 -- polarity: neutral

@@ -1,0 +1,34 @@
+-- metric: bandwidth_utilization_allgather_group_6
+-- version: 2
+-- unit: GB/s
+-- grain: trace
+-- category: communication
+-- polarity: higher
+-- leaderboard: communication
+-- summary: value
+-- description: Median bus bandwidth of AllGather collectives over every rank's instances, GB/s (what CCL-Bench's tool of this name prints; version 1 is its ratio to the card's link bandwidth).
+-- needs: all_gather kernels with a known message and group size
+-- params: none
+-- columns:
+--   collectives  instances with a bus bandwidth (a known size, group size and duration)
+--   ranks        ranks with such instances
+--   unsized      instances of these types without a bus bandwidth, left out
+-- Definition: per collective instance (`median_busbw`, sql/views/hardware.sql,
+-- over the `collectives` view with kernel_class_rules v2): busbw = bytes /
+-- kernel duration x nccl-tests' factor for the type and group size n
+-- (`coll_busbw_factor`: 2(n-1)/n for an all_reduce, (n-1)/n for all_gather,
+-- reduce_scatter and all_to_all), bytes as nccl-tests sizes the collective (an
+-- all_gather's output, the input otherwise), GB = 1e9 B. value = the median over
+-- the instances of every rank in scope. The kernel time includes waiting for
+-- late peers, so a skewed collective reads as a slow one (see collective_skew).
+-- Summary: the single trace value.
+-- Differs from CCL-Bench (tools/bandwidth_utilization_allgather_group_6, "GB/s" on its
+-- website): CCL-Bench prints the median "effective bandwidth" of the first rank
+-- file that has such kernels (`rank*_trace.json`, else `kineto_trace_*.json`),
+-- data size `In msg nelems` x the dtype's bytes / 2^30 for every type (GiB:
+-- its number is 1/1.0737 of a GB/s figure for the same kernels, and an
+-- all_gather's per-rank input is n times smaller than the data it gathers),
+-- kernels without collective arguments skipped. Here: every rank pooled,
+-- nccl-tests' sizes, GB = 1e9 B; version 1 divides by the card's link bandwidth.
+-- the shared definition: median_busbw in sql/views/hardware.sql
+SELECT * FROM median_busbw(metric_scope, ['all_gather'])
