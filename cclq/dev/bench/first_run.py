@@ -53,12 +53,15 @@ class Timed:
 
 def timed_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Timed:
     """Runs ``cmd`` as a child; its wall time, CPU (user + system) and peak RSS."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    proc.stderr and proc.stderr.close()
+    # stderr to a file, not a pipe: a child that writes more than a pipe holds would wait
+    # for a reader while this process waits for it to exit (wait4, for its rusage)
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors, env=env, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        errors.seek(0)
+        err = errors.read().decode(errors="replace")
     code = os.waitstatus_to_exitcode(status)
     last = [line for line in err.splitlines() if line.strip()][-1:] or [""]
     return Timed(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code == 0,
