@@ -1,4 +1,5 @@
-"""How queries run: the user's memory limit and spill folder.
+"""How queries run: the user's memory limit and spill folder, and the settings every
+DuckDB database cclq opens starts with (``open_database``).
 
 ``--memory-limit`` / ``--spill-dir``, else ``$CCLQ_MEMORY_LIMIT`` / ``$CCLQ_SPILL_DIR``:
 read once by an entry point (``QuerySettings.from_env``) and handed to every

@@ -102,3 +102,28 @@ def test_without_a_limit_a_limited_address_space_caps_the_default():
     ram_half = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2) >> 20
     assert capped == f"{min(500_000_000 >> 20, ram_half)}MiB"
     assert QuerySettings("1GB").duckdb_memory_limit() == "953MiB"  # a limit given is taken as it is
+
+
+def test_a_database_cclq_opens_keeps_one_async_io_thread():
+    """DuckDB 2.0 starts 8 async I/O threads per database (670 MB of address space with
+    their stacks and arenas); every database cclq opens keeps one (1.5 has no such threads)."""
+    import duckdb
+
+    from cclq.query.settings import ASYNC_THREADS, open_database
+
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    if int(duckdb.__version__.split(".")[0]) < 2 or not os.path.isdir("/proc/self/task"):
+        pytest.skip("DuckDB before 2.0 has no async I/O threads, or no /proc to count threads in")
+    start = threads()
+    con = open_database()
+    mine = threads() - start
+    plain = duckdb.connect()
+    theirs = threads() - start - mine
+    try:
+        assert con.execute("SELECT current_setting('async_threads')").fetchone() == (ASYNC_THREADS,)
+        assert theirs - mine >= 8 - ASYNC_THREADS  # the default's async threads, less cclq's one
+    finally:
+        plain.close()
+        con.close()
