@@ -123,7 +123,9 @@ def test_a_database_cclq_opens_keeps_one_async_io_thread():
     theirs = threads() - start - mine
     try:
         assert con.execute("SELECT current_setting('async_threads')").fetchone() == (ASYNC_THREADS,)
-        assert theirs - mine >= 8 - ASYNC_THREADS  # the default's async threads, less cclq's one
+        # the default's 8 async threads against cclq's one (less 2, for any other thread of
+        # the process that starts or ends meanwhile)
+        assert theirs - mine >= 8 - ASYNC_THREADS - 2
     finally:
         plain.close()
         con.close()
