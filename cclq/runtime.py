@@ -71,17 +71,23 @@ LIMITED_ARENAS = 2
 
 def fewer_malloc_arenas() -> None:
     """Caps glibc's malloc arenas (see the module docstring) where RLIMIT_AS is set."""
-    if os.environ.get("MALLOC_ARENA_MAX") or not sys.platform.startswith("linux"):
-        return
-    import resource
-
-    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+    if os.environ.get("MALLOC_ARENA_MAX") or not sys.platform.startswith("linux") or address_space_limit() is None:
         return
     import ctypes
 
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # absent where the libc is not glibc
     if mallopt is not None:
         mallopt(M_ARENA_MAX, LIMITED_ARENAS)
+
+
+def address_space_limit() -> int | None:
+    """The address space this process may map (RLIMIT_AS), or None where unlimited."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 class _NoPandas:

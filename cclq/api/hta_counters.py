@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from cclq.api.hta_data import HtaData
-from cclq.api.hta_frames import pandas, pid_value
+from cclq.api.hta_frames import pandas
+from cclq.present.chrome_trace import id_value
 
 _CPU_ROWS = 1 << 40  # hta_events.row_order of a CPU row of a filtered rank is event_idx + 2^40
 
@@ -48,8 +49,8 @@ def queue_length_series(data: HtaData, ranks: list[int]) -> dict[int, Any]:
         frame = pd.DataFrame({
             "index": pd.array(index, dtype=dtypes.index),
             "ts": pd.array([_time(rows["ts_us"][i] - origin) for i in pick], dtype="int64"),
-            "pid": pd.array([pid_value(rows["pid"][i]) for i in pick], dtype=object),
-            "tid": pd.array([pid_value(rows["tid"][i]) for i in pick], dtype=object),
+            "pid": pd.array([id_value(rows["pid"][i]) for i in pick], dtype=object),
+            "tid": pd.array([id_value(rows["tid"][i]) for i in pick], dtype=object),
             "stream": pd.array([rows["stream"][i] for i in pick], dtype=dtypes.stream),
             "queue": pd.array([rows["delta"][i] for i in pick], dtype="int64"),
         })
@@ -116,7 +117,7 @@ def memory_bw_series(data: HtaData, ranks: list[int]) -> dict[int, Any]:
             "ts": pd.array([_time(rows["ts_us"][i] - origin) for i in pick], dtype="int64"),
             "name": pd.array([rows["kind"][i] for i in pick], dtype=object),
             "dur": pd.array([rows["dur_us"][i] for i in pick], dtype="float64"),
-            "pid": pd.array([pid_value(rows["pid"][i]) for i in pick], dtype=object),
+            "pid": pd.array([id_value(rows["pid"][i]) for i in pick], dtype=object),
             "memory_bw_gbps": pd.array([rows["memory_bw_gbps"][i] for i in pick], dtype="float64"),
         })
         mem.loc[mem.dur == 0, ["dur"]] = 1

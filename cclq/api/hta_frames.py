@@ -117,14 +117,3 @@ def describe_frame(rows: pa.Table, keys: list[str], value: str, key_dtypes: dict
     columns = pd.MultiIndex.from_tuples([(value, label) for label in labels])
     values = {(value, label): pd.array(data[s], dtype="float64") for s, label in zip(stats, labels)}
     return pd.DataFrame(values, index=index, columns=columns)
-
-
-def pid_value(text: str | None) -> Any:
-    """A pid or tid as HTA holds it: an int where the file wrote a number (cclq keeps the
-    text), else the text ("Spans")."""
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return text

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from cclq.api.hta_data import HtaData
-from cclq.api.hta_frames import int_dtype, pandas, pid_value
+from cclq.api.hta_frames import int_dtype, pandas
+from cclq.present.chrome_trace import id_value
 
 # HTA 0.5.0's memory kernel names (hta/utils/utils.py), which shorten_name leaves alone
 _MEMORY_KERNEL = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
@@ -205,8 +206,8 @@ class Trace:
             "index": pd.array(data["index"], dtype=dtypes.index),
             "cat": pd.array([ids[c] for c in data["cat"]], dtype="int64"),
             "name": pd.array([ids[c] for c in data["name"]], dtype="int64"),
-            "pid": pd.array([pid_value(v) for v in data["pid"]], dtype=object),
-            "tid": pd.array([pid_value(v) for v in data["tid"]], dtype=object),
+            "pid": pd.array([id_value(v) for v in data["pid"]], dtype=object),
+            "tid": pd.array([id_value(v) for v in data["tid"]], dtype=object),
             "ts": pd.array([int(v) if float(v).is_integer() else v for v in data["ts"]],
                            dtype="int64" if all(float(v).is_integer() for v in data["ts"]) else "float64"),
             "dur": pd.array(data["dur"], dtype="float64"),

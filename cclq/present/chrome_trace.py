@@ -39,7 +39,9 @@ def _number(value_ns: int) -> int | float:
     return value_ns // 1000 if value_ns % 1000 == 0 else value_ns / 1000
 
 
-def _id(text: str | None) -> Any:
+def id_value(text: str | None) -> Any:
+    """A pid, tid or flow id as the file wrote it: an int where it was a number (the
+    warehouse keeps the text), else the text ("Spans"); HTA's frames hold them so too."""
     if text is None:
         return None
     try:
@@ -75,13 +77,13 @@ def _events(reader: pa.RecordBatchReader, base_ns: int) -> Iterable[Event]:
                 event["name"] = columns["name"][i]
             for key in ("pid", "tid"):
                 if columns[key][i] is not None:
-                    event[key] = _id(columns[key][i])
+                    event[key] = id_value(columns[key][i])
             if columns["ts_ns"][i] is not None:
                 event["ts"] = _number(columns["ts_ns"][i] - base_ns)
             if columns["dur_ns"][i] is not None:
                 event["dur"] = _number(columns["dur_ns"][i])
             if columns["flow_id"][i] is not None:
-                event["id"] = _id(columns["flow_id"][i])
+                event["id"] = id_value(columns["flow_id"][i])
             if columns["bp"][i] is not None:
                 event["bp"] = columns["bp"][i]
             if columns["scope"][i] is not None:

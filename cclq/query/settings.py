@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cclq.errors import UsageError
+from cclq.runtime import address_space_limit
 from cclq.sqltext import quote_literal
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class QuerySettings:
         total = _physical_memory()
         if not text:
             shares = [int(total * DEFAULT_MEMORY_SHARE)] if total else []
-            if (space := _address_space_limit()) is not None:
+            if (space := address_space_limit()) is not None:
                 shares.append(max(int(space * ADDRESS_SPACE_SHARE), 64 << 20))
             return f"{min(shares) >> 20}MiB" if shares else "80%"
         m = _MEMORY.match(text)
@@ -116,16 +117,6 @@ def open_database(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     if int(duckdb.__version__.split(".")[0]) >= 2:
         config["async_threads"] = ASYNC_THREADS
     return duckdb.connect(database, config=config)
-
-
-def _address_space_limit() -> int | None:
-    """The address space this process may map (RLIMIT_AS), or None where unlimited."""
-    try:
-        import resource
-    except ImportError:  # not on Windows
-        return None
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def _physical_memory() -> int:
