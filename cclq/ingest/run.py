@@ -125,9 +125,7 @@ def ingest(
     reporter = reporter or SilentReporter()
     workloads = plan_inputs(inputs, warehouse.root)
     report = IngestReport(warehouse.root)
-    with warehouse.lock():
-        warehouse.clean_tmp()
-        warehouse.collect_garbage()  # what a killed run renamed into place but never committed
+    with warehouse.lock():  # which sweeps what a killed writer left (``Warehouse.lock``)
         committer = Committer(warehouse, warehouse.read_state(), report)
         tasks = committer.plan(workloads, force, distinct_ids)
         committer.flush()  # files that left their folders, new cards: before any parse
