@@ -40,3 +40,23 @@ def test_a_second_compile_replaces_the_file_and_its_readers_keep_theirs(cache: P
     assert con.execute(views).fetchone() == n_views
     con.close()
     assert [p.name for p in cache.iterdir()] == [path.name]  # no scratch file left
+
+
+def test_a_cached_result_is_replaced_too(tmp_path: Path):
+    """The result cache (cclq/query/cache.py): a result stored again under the same key
+    (two processes computed it at once) is a new file renamed over the first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cclq.query.cache import store_result
+
+    path = tmp_path / "cache" / "metric.x.v1.key.parquet"
+    store_result(pa.table({"value": [1.0]}), path)
+    with open(path, "rb") as held:
+        before = held.read()
+        store_result(pa.table({"value": [2.0]}), path)
+        assert os.fstat(held.fileno()).st_nlink == 0
+        held.seek(0)
+        assert held.read() == before
+    assert pq.read_table(path).column("value").to_pylist() == [2.0]
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
