@@ -44,6 +44,7 @@ import fcntl
 import os
 import sys
 import time
+from stat import S_ISDIR  # imported by os already: costs nothing at start
 
 # Not typing's, nor pathlib at run time: the client's start is most of a warm call, and
 # those two imports alone were ~30 ms of it (mypy reads the name as typing's).
@@ -168,8 +169,9 @@ def _sha256_hex(text: str) -> str:
 
 def _home() -> str | None:
     """``$TMPDIR/cclq-<uid>`` (``/tmp/cclq-<uid>`` when that path is too long for a
-    socket), made private; None if it exists but another user owns it or others can
-    open it (then no daemon: a socket there could be someone else's)."""
+    socket), made private; None if it exists but is not a folder of its own (a symlink,
+    checked with ``lstat``: it could lead anywhere another user chose), another user owns
+    it or others can open it (then no daemon: a socket there could be someone else's)."""
     home = os.path.join(_tmpdir(), f"cclq-{os.getuid()}")
     if len(os.fsencode(home)) + 26 > _SOCKET_PATH_MAX:  # "/<20 hex>.sock" and a margin
         home = os.path.join("/tmp", f"cclq-{os.getuid()}")
@@ -178,10 +180,10 @@ def _home() -> str | None:
             os.mkdir(home, 0o700)
         except FileExistsError:
             pass
-        st = os.stat(home)
+        st = os.lstat(home)  # not stat: a symlink named cclq-<uid> is not our folder
     except OSError:
         return None
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+    if not S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         return None
     return home
 

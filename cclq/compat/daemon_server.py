@@ -167,11 +167,7 @@ def serve_calls(wh_root: Path, run: Callable[[list[str]], int], idle_s: float,
     code = caller_stamp()
     files = installed_code_stamp()
     sock_path = paths["sock"]
-    with contextlib.suppress(FileNotFoundError):
-        sock_path.unlink()  # a dead daemon's; the lock says no live one has it
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(sock_path))
-    server.listen(128)
+    server = bind_socket(sock_path)
     server.settimeout(ACCEPT_POLL_S)
     install_streams()
     context = _CallerContext()
@@ -215,6 +211,28 @@ def serve_calls(wh_root: Path, run: Callable[[list[str]], int], idle_s: float,
         for worker in workers:  # the calls under way finish before the daemon leaves
             worker.join(timeout=DEFAULT_TIMEOUT_S)
         lock.close()
+
+
+def bind_socket(sock_path: Path) -> socket.socket:
+    """A listening Unix socket at ``sock_path``, bound under a new name beside it and
+    renamed over the path: a dead daemon's socket there (the lock says no live one has
+    it) is replaced in one step, never removed first, so a client finds the old file or
+    the new socket, never no file (and then starts a daemon of its own)."""
+    # "<stem>.<pid>": as short as the name it replaces (a socket path holds 107 bytes)
+    scratch = sock_path.with_name(f"{sock_path.name.split('.')[0]}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        scratch.unlink()  # a dead process of the same pid left it; only this one uses the name
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(scratch))
+        server.listen(128)
+        os.replace(scratch, sock_path)
+    except BaseException:
+        server.close()
+        with contextlib.suppress(FileNotFoundError):
+            scratch.unlink()
+        raise
+    return server
 
 
 def _valid_call(request: object) -> str | None:

@@ -226,7 +226,11 @@ def parse_on_dask(todo: list[FileTask], warehouse: Warehouse, dask: str, reporte
     """``cclq.ingest._run_parsers`` on a Dask cluster, with its contract: (task, result)
     in ``todo`` order, and None when ``COMMIT_INTERVAL_S`` passed without one (so that
     the committer can commit meanwhile). A file's bytes count on the progress bar when
-    its result arrives. Closing the generator cancels the parses that have not ended."""
+    its result arrives. Closing the generator cancels the parses that have not ended.
+
+    Its first item is a None as soon as the workers are checked, before any parse is
+    submitted: the caller commits nothing before it (``cclq.ingest.run.ingest``), so an
+    ingest refused because a worker cannot see the warehouse leaves it as it was."""
     if not todo:
         return
     cluster = parse_cluster(dask)
@@ -238,6 +242,7 @@ def parse_on_dask(todo: list[FileTask], warehouse: Warehouse, dask: str, reporte
             check_workers(client, warehouse.root.resolve(), probe, writable=tmp_dir)
         finally:
             probe.unlink(missing_ok=True)
+        yield None  # the workers are checked; nothing submitted yet
         yield from _DaskParses(client, todo, tmp_dir, reporter, options).results()
 
 

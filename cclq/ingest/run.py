@@ -125,12 +125,9 @@ def ingest(
     reporter = reporter or SilentReporter()
     workloads = plan_inputs(inputs, warehouse.root)
     report = IngestReport(warehouse.root)
-    with warehouse.lock():
-        warehouse.clean_tmp()
-        warehouse.collect_garbage()  # what a killed run renamed into place but never committed
+    with warehouse.lock():  # which sweeps what a killed writer left (``Warehouse.lock``)
         committer = Committer(warehouse, warehouse.read_state(), report)
         tasks = committer.plan(workloads, force, distinct_ids)
-        committer.flush()  # files that left their folders, new cards: before any parse
         tasks, passed = still_refused(tasks, warehouse, committer.working, force, checksum)
         report.outcomes += passed
         todo: list[FileTask] = []
@@ -145,6 +142,11 @@ def ingest(
                 todo.append(task)
         reporter.start(sum(t.size for t in todo), len(todo))
         results = _run_parsers(todo, warehouse, jobs, reporter, options, dask)
+        if dask is not None and todo:
+            # the cluster's first item: its workers checked (a refusal raises here), nothing
+            # parsed yet; so a refused ingest commits nothing, not even the cards
+            next(results, None)
+        committer.flush()  # files that left their folders, new cards: before any parse
         done = 0
         try:
             for item in results:

@@ -7,7 +7,12 @@ Text from traces, cards and file names reaches a terminal only through ``cell`` 
 ``clean``): never read as Rich markup (a kernel named ``[/x]`` aborted ``cclq diff``,
 ``[link=URL]`` made a hyperlink), and with control characters shown as escapes
 (``\x1b]0;title\x07`` set the terminal's title, ``\x1b[2J`` cleared the screen).
-CSV, JSON and Parquet output keep the data exactly as it is.
+JSON and Parquet output keep the data exactly as it is. CSV does too, except for a text
+cell a spreadsheet would run as a formula (``csv_cell``: one that starts with ``=``, ``+``,
+``-``, ``@``, a tab or a carriage return, as OWASP's CSV-injection guidance lists them),
+which gets a leading ``'``: ``=HYPERLINK(...)`` from a results file or a kernel name is
+shown as text when the CSV is opened, never run. Numbers are numbers, never changed
+(``-1.5`` stays), and so is a text that is exactly a number (``"-2"``).
 """
 
 from __future__ import annotations
@@ -81,6 +86,20 @@ def format_number(v: float) -> str:
     return f"{v:.6g}" if abs(v) < 1e15 else repr(v)
 
 
+# what a spreadsheet reads as the start of a formula (OWASP, "CSV Injection")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def csv_cell(v: Any) -> Any:
+    """A CSV cell: a text that would start a formula gets a leading ``'`` (a spreadsheet
+    then shows it as text); other values, numbers and texts that are exactly a number
+    (``-2``, ``+1e5``: no formula) as they are."""
+    if isinstance(v, str) and v.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(v):
+        return "'" + v
+    return v
+
+
 def _cell(v: Any) -> str:
     if v is None:
         return ""
@@ -89,6 +108,18 @@ def _cell(v: Any) -> str:
     if isinstance(v, (list, dict)):
         return json.dumps(v, default=_json_default)
     return str(v)
+
+
+class _LineEnds:
+    """Rows written with ``\r\n`` (so that the csv module quotes a cell holding a lone
+    ``\r``, which it leaves bare with ``\n`` and a reader then takes for a line end),
+    put out with ``\n``: the csv writer writes each row in one call."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        return self.out.write(text[:-2] + "\n" if text.endswith("\r\n") else text)
 
 
 def write_table(table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, output: Path | None = None,
@@ -106,10 +137,10 @@ def write_table(table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, o
     names = table.column_names
     rows = table.to_pylist()
     if fmt is OutputFormat.csv:
-        w = csv.writer(out, lineterminator="\n")
+        w = csv.writer(_LineEnds(out), lineterminator="\r\n")
         w.writerow(names)
         for r in rows:
-            w.writerow(["" if r[n] is None else (_cell(r[n]) if isinstance(r[n], (list, dict)) else r[n])
+            w.writerow(["" if r[n] is None else csv_cell(_cell(r[n]) if isinstance(r[n], (list, dict)) else r[n])
                         for n in names])
         return
     if fmt is OutputFormat.json:

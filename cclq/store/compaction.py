@@ -149,8 +149,7 @@ def compact(wh: Warehouse, traces: list[str] | None = None, min_files: int = 2,
     """``cclq compact``: compacts every trace (or ``traces``) whose data files of a table
     are ``min_files`` or more and small, as one commit (``jobs`` processes; default one
     per CPU)."""
-    with wh.lock():
-        wh.clean_tmp()
+    with wh.lock():  # which sweeps what a killed writer left, also when there is nothing to compact
         state = wh.read_state()
         groups = plan(state, None if traces is None else set(traces), min_files, small_rows)
         if not groups:

@@ -39,7 +39,11 @@ or to measure it: ``cclq bench --commits``).
 Readers (``open_snapshot``) hold a shared ``flock`` on their snapshot's
 ``files.parquet``. ``collect_garbage`` (writers only, under the lock) deletes a
 snapshot only when it can take that lock exclusively, then the data files that no
-remaining snapshot names: a running query never loses a file under it.
+remaining snapshot names: a running query never loses a file under it. Every writer
+sweeps as it takes the lock (``lock``), whatever it then does: a writer killed between
+its commit and its own sweep, or before its commit, leaves files that no snapshot a
+reader can hold names, and the next writer (an ingest, a ``cclq compact`` with nothing
+to compact) deletes them.
 """
 
 from __future__ import annotations
@@ -333,6 +337,11 @@ class Warehouse:
             self.lock_fd = f.fileno()
             try:
                 self.create()
+                # what a killed writer left: its temp files, snapshots no reader holds (one
+                # committed but never swept, or renamed into catalog/ but never made
+                # current) and the data files only they, or no snapshot, named
+                self.clean_tmp()
+                self.collect_garbage()
                 yield
             finally:
                 self.lock_fd = None
@@ -471,7 +480,10 @@ class Warehouse:
         if durable:
             fsync_all(written)
             fsync_path(staging)
-        os.replace(staging, self.catalog_dir / snap_id)
+        target = self.catalog_dir / snap_id
+        if target.exists():  # a killed commit renamed it but never made it current: no reader has it
+            shutil.rmtree(target)
+        os.replace(staging, target)
         if durable:
             fsync_path(self.catalog_dir)
         pointer = self.tmp_path(".current")
