@@ -39,9 +39,10 @@ from cclq.query.workloads import WorkloadInfo, load_workloads
 # leaderboard's): per-rank bars, straggler counts, temporal breakdown, bus bandwidth.
 FIGURE_METRICS = ("avg_step_time", "communication_fraction", "collective_skew", "hta_temporal_breakdown",
                   "collective_busbw", "hta_critical_path_breakdown")
-REPORT_VERSION = 3  # of the dict layout below; stored board data with another version is recomputed
+REPORT_VERSION = 4  # of the dict layout below; stored board data with another version is recomputed
 # 2: figures gained "hta" (queue length, memory bandwidth, launch delays: cclq.query.hta_series)
 # 3: figures gained "critical_path" (hta_critical_path_breakdown's rows)
+# 4: "traced" (ranks traced of the world size, partial) and "hardware" (card, else the trace's GPUs)
 
 
 @dataclass
@@ -161,10 +162,15 @@ def report_dict(report: WorkloadReport, rows: bool = True) -> dict[str, Any]:
             groups.append({"id": cat_id, "title": title, "metrics": [metric_entry(o, rows) for o in outcomes]})
     applies = sum(o.applies for o in report.outcomes.values())
     failed = sorted((o for o in report.outcomes.values() if o.failed), key=lambda o: o.spec.name)
+    model, count, source = w.hardware()
     return {
         "report_version": REPORT_VERSION,
         "trace": w.trace,
         "headline": w.headline(),
+        # what was traced: every number below covers these ranks only
+        "traced": {"ranks_seen": w.info.get("ranks_seen"), "world_size": w.info.get("world_size"),
+                   "text": w.traced(), "partial": w.partial},
+        "hardware": {"model": model, "count": count, "source": source},
         "parallelism": w.parallelism(),
         "info": {k: _clean(v) for k, v in w.info.items()},
         "metadata": w.metadata(),
@@ -206,11 +212,19 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
     console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
     info = data["info"]
     console.print(cell(data["trace"], style="bold"), cell(f"  {data['headline']}") if data["headline"] else "")
-    facts = [info.get("format"), f"{info.get('ranks_seen')} rank(s) of world size {info.get('world_size')}",
+    traced = data.get("traced") or {}
+    partial = traced.get("partial")
+    hw = data.get("hardware") or {}
+    facts = [info.get("format"), traced.get("text") or f"{info.get('ranks_seen')} rank(s) of world size "
+                                                        f"{info.get('world_size')}",
+             f"{hw['count']} x {hw['model']} (from the trace's deviceProperties)"
+             if hw.get("source") == "trace" and hw.get("count") else None,
              f"span {people_text(info['span_s'], 's')}" if info.get("span_s") is not None else None,
              f"{info.get('events'):,} events" if info.get("events") is not None else None,
              f"parallelism {data['parallelism']}" if data["parallelism"] else None]
     console.print(cell(", ".join(str(f) for f in facts if f)))
+    if partial:
+        console.print(Text(f"PARTIAL: {partial} traced; every number below covers those ranks only", style="bold"))
     console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
                   + ("(value n/a with the reason)" if all_metrics else "(--all-metrics lists them with the reason)")
                   + (f", {len(data['metrics_failed'])} FAILED" if data["metrics_failed"] else ""))
@@ -221,7 +235,8 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
             group = {**group, "metrics": [e for e in group["metrics"] if e["value"] is not None or e["failed"]]}
             if not group["metrics"]:
                 continue
-        t = Table(title=group["title"], title_justify="left", header_style="bold", show_lines=False)
+        title = group["title"] + (f" (partial: {partial})" if partial else "")
+        t = Table(title=title, title_justify="left", header_style="bold", show_lines=False)
         columns = [("metric", "left"), ("value", "right"), ("unit", "left"), ("over", "left")]
         for col, justify in columns + ([("note", "left")] if all_metrics else []):
             t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
