@@ -13,6 +13,7 @@ Two workloads without cards, numbers by hand:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,21 @@ def test_board_shows_hardware_from_the_trace_and_partial(wh, tmp_path):
     assert '<sup class="partial">*</sup>' in index
     row_v100 = next(x for x in index.splitlines() if 'data-trace="v100_whole"' in x)
     assert "partial" not in row_v100
+
+
+def test_diff_html_has_the_differences_and_the_reports_plots(wh, tmp_path):
+    """The page says what differs, marks A partial, and draws for each side the figures
+    `cclq report --format html` draws for that trace (the same figure keys)."""
+    page = tmp_path / "diff.html"
+    done = run_cli("diff", "h100_part", "v100_whole", "-w", str(wh.root), "--format", "html", "-o", str(page))
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    assert "<strong>A and B differ in what was traced:</strong>" in html
+    assert f"<li>hardware: A 4 x {H100}, B 2 x {V100}</li>" in html
+    assert "<li>world size: A 4, B 2</li><li>partial: A 1 of 4 ranks, B no</li>" in html
+    assert "metrics: B against A (A partial: 1 of 4 ranks)</h3>" in html
+    for side, trace in (("A", "h100_part"), ("B", "v100_whole")):
+        report = run_cli("report", trace, "-w", str(wh.root), "--format", "html").stdout
+        keys = re.findall(r'<figure class="plot" id="fig-([\w-]+)"', report)
+        assert keys, report[:500]
+        assert re.findall(rf'<figure class="plot" id="fig-([\w-]+)-{side}-{trace}"', html) == keys

@@ -174,6 +174,11 @@ def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str |
             f'<span class="v">{format_number(value)}</span>{mark}</td>')
 
 
+def page_html(title: str, body: str, css: str, scripts: str = "") -> str:
+    """A whole page around ``body`` (the workload pages, the board, ``cclq diff --format html``)."""
+    return _page(title, body, css, scripts)
+
+
 def _page(title: str, body: str, css: str, scripts: str = "") -> str:
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{_e(title)}</title>\n'
