@@ -50,6 +50,32 @@ class WorkloadReport:
     workload: WorkloadInfo
     outcomes: dict[str, Outcome]
     figures: dict[str, Any] = field(default_factory=dict)  # plot data (see _figure_data)
+    assumptions: dict[str, str] = field(default_factory=dict)  # metric -> what its value takes for granted
+
+
+def assumption_notes(specs: list[MetricSpec], workload: WorkloadInfo, has_gpu: bool,
+                     params: dict[str, str] | None) -> dict[str, str]:
+    """metric -> what its value takes for granted that this trace does not give (its
+    header's ``assumes``): GPUs on a run without GPU kernels, a parameter's default
+    standing for the hardware (bandwidth_utilization's 100 GB/s link) when neither
+    ``--param`` nor the card set it."""
+    notes: dict[str, str] = {}
+    for spec in specs:
+        said = []
+        for what in spec.assumes:
+            if what == "gpu":
+                if not has_gpu:
+                    said.append("assumes GPUs: this trace has no GPU kernel (a CPU-only run)")
+                continue
+            param = next((p for p in spec.params if p.name == what), None)
+            if param is None or param.default is None or what in (params or {}):
+                continue
+            if param.card_column and workload.card.get(param.card_column) not in (None, ""):
+                continue
+            said.append(f"assumes {what} = {param.default} (the default; --param {what}=... sets it)")
+        if said:
+            notes[spec.name] = "; ".join(said)
+    return notes
 
 
 def _clean(v: Any) -> Any:
@@ -125,7 +151,9 @@ def collect_reports(
         steps, ops, hta = steps_run.result(), ops_run.result(), hta_run.result()
     outcomes = split_by_trace(runs, traces)
     return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
-                                                                      top_ops(ops.get(t, [])), hta.get(t, {})))
+                                                                      top_ops(ops.get(t, [])), hta.get(t, {})),
+                              assumption_notes(specs, workloads[t], any(s.source == "gpu" for s in ops.get(t, [])),
+                                               params))
             for t in traces}
 
 
@@ -159,7 +187,11 @@ def report_dict(report: WorkloadReport, rows: bool = True) -> dict[str, Any]:
         outcomes = sorted((o for o in report.outcomes.values() if o.spec.category == cat_id),
                           key=lambda o: o.spec.name)
         if outcomes:
-            groups.append({"id": cat_id, "title": title, "metrics": [metric_entry(o, rows) for o in outcomes]})
+            entries = [metric_entry(o, rows) for o in outcomes]
+            for e in entries:
+                if e["metric"] in report.assumptions and e["value"] is not None:
+                    e["assumes"] = report.assumptions[e["metric"]]
+            groups.append({"id": cat_id, "title": title, "metrics": entries})
     applies = sum(o.applies for o in report.outcomes.values())
     failed = sorted((o for o in report.outcomes.values() if o.failed), key=lambda o: o.spec.name)
     model, count, source = w.hardware()
@@ -249,7 +281,8 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
                           cell(e["reason"] or "", style="dim"))
             else:
                 number, unit = for_people(e["value"], e["unit"])
-                t.add_row(cell(e["metric"]), number, cell(unit), cell(spread(e)), *([""] if all_metrics else []))
+                over = "; ".join(x for x in (spread(e), e.get("assumes", "")) if x)
+                t.add_row(cell(e["metric"]), number, cell(unit), cell(over), *([""] if all_metrics else []))
         console.print(t)
     if folded:
         console.print(Text(f"{len(folded)} not applicable: {', '.join(folded)} (--all-metrics shows them "

@@ -153,10 +153,12 @@ def load_workloads(session: Session) -> dict[str, WorkloadInfo]:
 def gpu_models(session: Session) -> dict[str, str]:
     """trace -> the GPU model its files' deviceProperties name (Kineto, nsys): the name
     listed by the most files (each file's devices counted once per name), so a board or
-    a report says what ran without a workload card."""
+    a report says what ran without a workload card. Traces without GPU activity have
+    none (a CPU run on a host with GPUs lists them in deviceProperties too)."""
     counts: dict[str, Counter[str]] = {}
+    # only traces with GPU activity: a CPU run on a host with GPUs lists them too
     rows = session.execute("SELECT trace, device_properties FROM files WHERE device_properties IS NOT NULL "
-                           "ORDER BY trace, file_id").fetchall()
+                           "AND trace IN (SELECT DISTINCT trace FROM gpu_ops) ORDER BY trace, file_id").fetchall()
     for trace, text in rows:
         try:
             props = json.loads(text)

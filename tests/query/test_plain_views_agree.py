@@ -209,9 +209,11 @@ def _check(wh: Warehouse, cases_rank: list, cases_trace: list) -> int:
     compared = 0
     for name, column, sql in cases_rank:
         from_view = {(t, r): v for t, r, v in query(wh, sql) if v}
-        source = None
+        source = None  # a metric with a `source` column: the rows of the source the view gives
         if name == "communication_fraction":
             source = "xla_ops" if "xla_device_totals" in sql else "gpu_kernels"
+        elif name == "total_communication_time":
+            source = "gpu_kernels"
         metric = _per_rank(_metric(wh, name), column, source)
         assert from_view.keys() == metric.keys(), (name, column)
         for key, v in metric.items():

@@ -160,6 +160,8 @@ def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str |
     tip = f"{col.name} = {format_number(value)} {col.unit}"
     if extra := spread(entry):
         tip += f" ({extra})"
+    if entry.get("assumes"):
+        tip += f"; {entry['assumes']}"
     mark = ""
     if partial:
         tip += f"; partial: {partial} traced"
@@ -401,7 +403,7 @@ def _metric_tables(data: dict[str, Any]) -> str:
             else:
                 number, unit = for_people(e["value"], e["unit"])
                 value = f'<span title="{_e(format_number(e["value"]))} {_e(e["unit"])}">{_e(number)}</span>'
-                note = _e(spread(e))
+                note = _e("; ".join(x for x in (spread(e), e.get("assumes", "")) if x))
             rows.append(f'<tr data-metric="{_e(e["metric"])}"><td>{name}</td><td class="num">{value}</td>'
                         f'<td>{_e(e["unit"] if e["value"] is None else unit)}</td><td class="note">{note}</td></tr>')
         partial = (data.get("traced") or {}).get("partial")
