@@ -80,3 +80,46 @@ def test_compiling_the_views_is_its_own_line(tmp_path: Path):
     again = run_cli("metric", "total_kernel_time", "communication_fraction", "--all", "-w", wh, env=env)
     assert again.returncode == 0, again.stderr
     assert "compil" not in again.stderr, again.stderr
+
+
+def test_on_a_terminal_the_bar_shows_bytes_and_rate_inside_the_file(tmp_path: Path):
+    """stderr on a pseudo-terminal: rich's bar redraws at least every 2 s while the one
+    file is parsed, with bytes done of the total strictly inside the file and a rate."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    (path,) = generate_workload(tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1,
+                                target_bytes_per_rank=24_000_000, card=False)
+    total = f"{path.stat().st_size / 1e6:.1f}"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest",
+                             str(path.parent), "-w", str(tmp_path / "wh"), "-j", "1"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                            env={**os.environ, "COLUMNS": "140"})
+    os.close(slave)
+    chunks: list[tuple[float, str]] = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append((time.monotonic(), data.decode(errors="replace")))
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=60)
+    os.close(master)
+    assert proc.returncode == 0
+    text = "".join(c for _, c in chunks)
+    inside = {float(d) for d in re.findall(rf"(\d+\.\d)/{re.escape(total)} MB", text)} - {0.0, float(total)}
+    assert inside, text[-2000:]
+    assert re.search(r"\d+\.\d+ MB/s", text), text[-2000:]
+    bar = [t for t, c in chunks if f"/{total} MB" in c]
+    assert max((b - a for a, b in zip(bar, bar[1:])), default=0.0) < 2.0
