@@ -156,10 +156,15 @@ def gpu_models(session: Session) -> dict[str, str]:
     a report says what ran without a workload card. Traces without GPU activity have
     none (a CPU run on a host with GPUs lists them in deviceProperties too)."""
     counts: dict[str, Counter[str]] = {}
-    # only traces with GPU activity: a CPU run on a host with GPUs lists them too
     rows = session.execute("SELECT trace, device_properties FROM files WHERE device_properties IS NOT NULL "
-                           "AND trace IN (SELECT DISTINCT trace FROM gpu_ops) ORDER BY trace, file_id").fetchall()
+                           "ORDER BY trace, file_id").fetchall()
+    # only traces with GPU activity (a CPU run on a host with GPUs lists them too): one
+    # row is enough, so a GPU trace's scan stops at its first activity
+    gpu = {trace for trace in dict.fromkeys(r[0] for r in rows)
+           if session.execute("SELECT 1 FROM gpu_ops WHERE trace = ? LIMIT 1", [trace]).fetchone()}
     for trace, text in rows:
+        if trace not in gpu:
+            continue
         try:
             props = json.loads(text)
         except ValueError:

@@ -123,7 +123,11 @@ def test_report_says_what_a_metric_assumes_on_a_cpu_run(gloo_wh):
 
     done = run_cli("report", "gloo_ddp", "-w", str(gloo_wh.root), "--format", "json")
     assert done.returncode == 0, done.stderr
-    entries = {e["metric"]: e for g in json.loads(done.stdout)["categories"] for e in g["metrics"]}
+    data = json.loads(done.stdout)
+    # the builder lists H100s in deviceProperties, as Kineto does on a GPU host; no GPU ran it
+    assert '"deviceProperties"' in (gloo_wh.root.parent / "gloo_ddp" / "kineto_trace_0.json").read_text()[:200]
+    assert data["hardware"] == {"model": None, "count": None, "source": ""}
+    entries = {e["metric"]: e for g in data["categories"] for e in g["metrics"]}
     assert entries["gpu_step_score"]["assumes"] == "assumes GPUs: this trace has no GPU kernel (a CPU-only run)"
     assert entries["bandwidth_utilization"]["value"] is not None
     assert entries["bandwidth_utilization"]["assumes"] == ("assumes link_gbs = 100 (the default; "
