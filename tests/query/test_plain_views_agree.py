@@ -236,3 +236,18 @@ def test_plain_views_agree_with_the_metrics_on_deep_ep(deep_ep_wh):
 
 def test_plain_views_agree_with_the_metrics_on_every_shared_trace(shared_wh):
     assert _check(shared_wh, PER_RANK, PER_TRACE) >= 20
+
+
+def _steps_agree(wh: Warehouse) -> int:
+    """coll_call_num (GPU ranks): comm kernels per step = the plain gpu_ops_steps' count."""
+    from_view = {(t, r, s): n for t, r, s, n in query(
+        wh, "SELECT trace, rank, step, count(*) FROM gpu_ops_steps WHERE kind = 'kernel' "
+            "AND kernel_class = 'comm' AND step IS NOT NULL GROUP BY ALL")}
+    metric = {(r["trace"], r["rank"], r["step"]): r["value"] for r in _metric(wh, "coll_call_num")
+              if r["source"] == "gpu_kernels" and r["value"]}
+    assert from_view == metric
+    return len(metric)
+
+
+def test_gpu_ops_steps_agrees_with_coll_call_num_on_every_shared_trace(shared_wh):
+    assert _steps_agree(shared_wh) >= 5
