@@ -50,6 +50,16 @@ WarehouseOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+
+
+class DiffFormat(str, Enum):
+    """`cclq diff`'s formats: OutputFormat's and a page (html)."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+    html = "html"
 DaskOpt = Annotated[
     Optional[str],
     typer.Option("--dask", metavar="local[:N]|ADDRESS|FILE",
@@ -828,7 +838,8 @@ def diff(
     b: Annotated[str, typer.Argument(help="Side B, the same way.")],
     rank: Annotated[Optional[int], typer.Option("--rank", "-r", help="Compare this rank alone on both sides.")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Ops shown in the table (CSV/JSON list all).")] = 30,
-    fmt: FormatOpt = OutputFormat.table,
+    fmt: Annotated[DiffFormat, typer.Option("--format", "-f", help="Output format (html: a page with the "
+                                                                  "report's plots of both sides).")] = DiffFormat.table,
     output: OutputOpt = None,
     param: ParamOpt = None,
     no_cache: NoCacheOpt = False,
@@ -864,18 +875,33 @@ def diff(
         known = snapshot.trace_ids()
     side_a, side_b = resolve_side(a, known), resolve_side(b, known)
     specs = latest_specs()
-    with _session(wh, traces=side_a + side_b, cache=not no_cache) as session, \
-            StepProgress("metrics", len(specs)) as bar:
-        result = run_diff(session, specs, side_a, side_b, params, rank=rank,
-                          on_metric=lambda run: bar.advance(_run_label(run)))
-    if fmt is OutputFormat.table:
+    reports: dict[str, Any] = {}
+    with _session(wh, traces=side_a + side_b, cache=not no_cache) as session:
+        if fmt is DiffFormat.html:  # the report's plots of every trace: its metrics and figure data
+            from cclq.present.report import collect_reports, report_dict
+
+            with StepProgress("metrics (plots)", len(specs)) as bar:
+                reports = {t: report_dict(r, rows=False) for t, r in collect_reports(
+                    session, specs, params, on_metric=lambda run: bar.advance(_run_label(run))).items()}
+        with StepProgress("metrics", len(specs)) as bar:
+            result = run_diff(session, specs, side_a, side_b, params, rank=rank,
+                              on_metric=lambda run: bar.advance(_run_label(run)))
+    if fmt is DiffFormat.html:
+        from cclq.present.diff_page import diff_page
+
+        page = diff_page(result, reports, top=top)
+        if output:
+            output.write_text(page)
+        else:
+            sys.stdout.write(page)
+    elif fmt is DiffFormat.table:
         out = open(output, "w") if output else sys.stdout
         try:
             print_diff(result, out, top=top)
         finally:
             if output:
                 out.close()
-    elif fmt is OutputFormat.json:
+    elif fmt is DiffFormat.json:
         text = json.dumps(diff_dict(result), indent=1, default=str) + "\n"
         if output:
             output.write_text(text)
@@ -885,7 +911,7 @@ def diff(
         types = {"rank": pa.int64(), "a": pa.float64(), "b": pa.float64(), "delta": pa.float64(), "rel": pa.float64(),
                  "calls_a": pa.float64(), "calls_b": pa.float64(), "valid_a": pa.bool_(), "valid_b": pa.bool_()}
         schema = pa.schema([(c, types.get(c, pa.string())) for c in DIFF_COLUMNS])
-        write_table(pa.Table.from_pylist(long_rows(result), schema=schema), fmt, output=output)
+        write_table(pa.Table.from_pylist(long_rows(result), schema=schema), OutputFormat(fmt.value), output=output)
     _exit_if_failed([f"{f['metric']}: {f['reason']}" for f in result.failed])
 
 

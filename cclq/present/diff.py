@@ -39,7 +39,7 @@ from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import MetricSpec, did_you_mean
 from cclq.query.session import Session
 from cclq.query.trace_stats import OP_STATS_QUERY, BenchmarkResult, OpStat, benchmark_results, op_stats
-from cclq.query.workloads import load_workloads
+from cclq.query.workloads import WorkloadInfo, load_workloads
 
 
 def resolve_side(spec: str, known: list[str]) -> list[str]:
@@ -92,6 +92,39 @@ class DiffResult:
     results: list[dict[str, Any]] = field(default_factory=list)  # benchmark results rows, matched
     results_note: str = ""  # how results were matched (the two implementations when they differ)
     failed: list[dict[str, str]] = field(default_factory=list)  # metrics whose SQL failed: metric, reason
+    # what was traced on each side (facts: hardware, world size, traced, framework) and
+    # the facts in which A and B differ, said before the tables
+    traced: dict[str, dict[str, str]] = field(default_factory=dict)
+    differences: list[str] = field(default_factory=list)
+
+
+def _side_facts(infos: list[WorkloadInfo]) -> dict[str, str]:
+    """One side's hardware, world size, ranks traced (partial or whole) and framework, each
+    the distinct values of its traces joined ('n/a' where nothing says)."""
+    def join(values: list[Any]) -> str:
+        shown = list(dict.fromkeys(str(v) for v in values if v not in (None, "")))
+        return ", ".join(shown) if shown else "n/a"
+
+    hardware = []
+    for w in infos:
+        model, count, source = w.hardware()
+        hardware.append(f"{count} x {model}" if model and count else model)
+    return {
+        "hardware": join(hardware),
+        "world size": join([w.info.get("world_size") for w in infos]),
+        "partial": join([w.partial or "no" for w in infos]),
+        "traced": join([w.traced() for w in infos]),
+        "framework": join([w.card.get("framework") or (f"{w.info['format']} trace" if w.info.get("format") else None)
+                           for w in infos]),
+    }
+
+
+def what_differs(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    """'hardware: A 8 x A100, B 2 x V100' for each fact of ``_side_facts`` that differs
+    (hardware, world size, partial status, framework): why op tables of two generations
+    of GPUs or of a sample against a whole run disagree."""
+    return [f"{key}: A {a[key]}, B {b[key]}" for key in ("hardware", "world size", "partial", "framework")
+            if a[key] != b[key]]
 
 
 def _side_value(outcomes: list[Outcome]) -> tuple[float | None, str | None]:
@@ -287,7 +320,9 @@ def diff(
     result_rows, note = compare_results([r for t in a for r in results.get(t, [])],
                                         [r for t in b for r in results.get(t, [])])
     failed = [{"metric": name, "reason": run.error} for name, run in sorted(runs.items()) if run.error]
-    return DiffResult(a, b, basis, ranks, metrics, groups, ops, result_rows, note, failed)
+    facts_a, facts_b = _side_facts([workloads[t] for t in a]), _side_facts([workloads[t] for t in b])
+    return DiffResult(a, b, basis, ranks, metrics, groups, ops, result_rows, note, failed,
+                      {"A": facts_a, "B": facts_b}, what_differs(facts_a, facts_b))
 
 
 # ----------------------------------------------------------------------- output
@@ -320,7 +355,8 @@ def long_rows(result: DiffResult) -> list[dict[str, Any]]:
 
 
 def diff_dict(result: DiffResult) -> dict[str, Any]:
-    return {"a": result.a, "b": result.b, "op_basis": result.basis, "op_ranks": result.ranks,
+    return {"a": result.a, "b": result.b, "traced": result.traced, "differences": result.differences,
+            "op_basis": result.basis, "op_ranks": result.ranks,
             "metrics": result.metrics, "op_groups": result.op_groups, "ops": result.ops,
             "results": result.results, "results_note": result.results_note, "failed": result.failed}
 
@@ -350,10 +386,24 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
         table.add_row(*(cell(c) for c in cells))
 
     console = Console(file=out, width=None if out.isatty() else 170, highlight=False)
-    console.print(Text("A: ", style="bold") + cell(", ".join(result.a)))
-    console.print(Text("B: ", style="bold") + cell(", ".join(result.b)))
+    for side, traces in (("A", result.a), ("B", result.b)):
+        facts = result.traced.get(side, {})
+        line = Text(f"{side}: ", style="bold") + cell(", ".join(traces))
+        if facts:
+            line += cell(f"  ({facts['traced']}; {facts['hardware']}; {facts['framework']})")
+        console.print(line)
+        if facts.get("partial", "no") != "no":
+            console.print(Text(f"{side} is PARTIAL ({facts['partial']} traced): its numbers cover those ranks only",
+                               style="bold"))
+    if result.differences:  # before any table: what makes the numbers not like for like
+        console.print(Text("A and B differ in what was traced:", style="bold"))
+        for d in result.differences:
+            console.print(cell(f"  {d}"))
     if result.metrics:
-        t = Table(title="metrics: B against A", title_justify="left", header_style="bold")
+        partial = "; ".join(f"{s} partial: {f['partial']}" for s, f in result.traced.items()
+                            if f.get("partial", "no") != "no")
+        t = Table(title="metrics: B against A" + (f" ({partial})" if partial else ""), title_justify="left",
+                  header_style="bold")
         for col, just in (("metric", "left"), ("rank", "right"), ("unit", "left"), ("A", "right"), ("B", "right"),
                           ("B - A", "right"), ("change", "right"), ("", "left"), ("note", "left")):
             t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
@@ -393,7 +443,10 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
                       "on gloo, records none), so there is no op time to compare"
                       + ("; the benchmark results above are what the runs measured." if result.results else "."))
         return
-    g = Table(title=f"op time by kernel class and collective type ({result.ranks})", title_justify="left",
+    partial = "; ".join(f"{s} partial: {f['partial']}" for s, f in result.traced.items()
+                        if f.get("partial", "no") != "no")
+    g = Table(title=f"op time by kernel class and collective type ({result.ranks}"
+                    + (f"; {partial})" if partial else ")"), title_justify="left",
               header_style="bold")
     for col in ("group", "name", "calls A", "calls B", "time A (s)", "time B (s)", "B - A (s)", "change", ""):
         g.add_column(col, justify="left" if col in ("group", "name", "") else "right")

@@ -39,9 +39,10 @@ from cclq.query.workloads import WorkloadInfo, load_workloads
 # leaderboard's): per-rank bars, straggler counts, temporal breakdown, bus bandwidth.
 FIGURE_METRICS = ("avg_step_time", "communication_fraction", "collective_skew", "hta_temporal_breakdown",
                   "collective_busbw", "hta_critical_path_breakdown")
-REPORT_VERSION = 3  # of the dict layout below; stored board data with another version is recomputed
+REPORT_VERSION = 4  # of the dict layout below; stored board data with another version is recomputed
 # 2: figures gained "hta" (queue length, memory bandwidth, launch delays: cclq.query.hta_series)
 # 3: figures gained "critical_path" (hta_critical_path_breakdown's rows)
+# 4: "traced" (ranks traced of the world size, partial) and "hardware" (card, else the trace's GPUs)
 
 
 @dataclass
@@ -49,6 +50,32 @@ class WorkloadReport:
     workload: WorkloadInfo
     outcomes: dict[str, Outcome]
     figures: dict[str, Any] = field(default_factory=dict)  # plot data (see _figure_data)
+    assumptions: dict[str, str] = field(default_factory=dict)  # metric -> what its value takes for granted
+
+
+def assumption_notes(specs: list[MetricSpec], workload: WorkloadInfo, has_gpu: bool,
+                     params: dict[str, str] | None) -> dict[str, str]:
+    """metric -> what its value takes for granted that this trace does not give (its
+    header's ``assumes``): GPUs on a run without GPU kernels, a parameter's default
+    standing for the hardware (bandwidth_utilization's 100 GB/s link) when neither
+    ``--param`` nor the card set it."""
+    notes: dict[str, str] = {}
+    for spec in specs:
+        said = []
+        for what in spec.assumes:
+            if what == "gpu":
+                if not has_gpu:
+                    said.append("assumes GPUs: this trace has no GPU kernel (a CPU-only run)")
+                continue
+            param = next((p for p in spec.params if p.name == what), None)
+            if param is None or param.default is None or what in (params or {}):
+                continue
+            if param.card_column and workload.card.get(param.card_column) not in (None, ""):
+                continue
+            said.append(f"assumes {what} = {param.default} (the default; --param {what}=... sets it)")
+        if said:
+            notes[spec.name] = "; ".join(said)
+    return notes
 
 
 def _clean(v: Any) -> Any:
@@ -124,7 +151,9 @@ def collect_reports(
         steps, ops, hta = steps_run.result(), ops_run.result(), hta_run.result()
     outcomes = split_by_trace(runs, traces)
     return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
-                                                                      top_ops(ops.get(t, [])), hta.get(t, {})))
+                                                                      top_ops(ops.get(t, [])), hta.get(t, {})),
+                              assumption_notes(specs, workloads[t], any(s.source == "gpu" for s in ops.get(t, [])),
+                                               params))
             for t in traces}
 
 
@@ -158,13 +187,22 @@ def report_dict(report: WorkloadReport, rows: bool = True) -> dict[str, Any]:
         outcomes = sorted((o for o in report.outcomes.values() if o.spec.category == cat_id),
                           key=lambda o: o.spec.name)
         if outcomes:
-            groups.append({"id": cat_id, "title": title, "metrics": [metric_entry(o, rows) for o in outcomes]})
+            entries = [metric_entry(o, rows) for o in outcomes]
+            for e in entries:
+                if e["metric"] in report.assumptions and e["value"] is not None:
+                    e["assumes"] = report.assumptions[e["metric"]]
+            groups.append({"id": cat_id, "title": title, "metrics": entries})
     applies = sum(o.applies for o in report.outcomes.values())
     failed = sorted((o for o in report.outcomes.values() if o.failed), key=lambda o: o.spec.name)
+    model, count, source = w.hardware()
     return {
         "report_version": REPORT_VERSION,
         "trace": w.trace,
         "headline": w.headline(),
+        # what was traced: every number below covers these ranks only
+        "traced": {"ranks_seen": w.info.get("ranks_seen"), "world_size": w.info.get("world_size"),
+                   "text": w.traced(), "partial": w.partial},
+        "hardware": {"model": model, "count": count, "source": source},
         "parallelism": w.parallelism(),
         "info": {k: _clean(v) for k, v in w.info.items()},
         "metadata": w.metadata(),
@@ -206,11 +244,19 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
     console = Console(file=out, width=None if out.isatty() else 160, highlight=False)
     info = data["info"]
     console.print(cell(data["trace"], style="bold"), cell(f"  {data['headline']}") if data["headline"] else "")
-    facts = [info.get("format"), f"{info.get('ranks_seen')} rank(s) of world size {info.get('world_size')}",
+    traced = data.get("traced") or {}
+    partial = traced.get("partial")
+    hw = data.get("hardware") or {}
+    facts = [info.get("format"), traced.get("text") or f"{info.get('ranks_seen')} rank(s) of world size "
+                                                        f"{info.get('world_size')}",
+             f"{hw['count']} x {hw['model']} (from the trace's deviceProperties)"
+             if hw.get("source") == "trace" and hw.get("count") else None,
              f"span {people_text(info['span_s'], 's')}" if info.get("span_s") is not None else None,
              f"{info.get('events'):,} events" if info.get("events") is not None else None,
              f"parallelism {data['parallelism']}" if data["parallelism"] else None]
     console.print(cell(", ".join(str(f) for f in facts if f)))
+    if partial:
+        console.print(Text(f"PARTIAL: {partial} traced; every number below covers those ranks only", style="bold"))
     console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
                   + ("(value n/a with the reason)" if all_metrics else "(--all-metrics lists them with the reason)")
                   + (f", {len(data['metrics_failed'])} FAILED" if data["metrics_failed"] else ""))
@@ -221,7 +267,8 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
             group = {**group, "metrics": [e for e in group["metrics"] if e["value"] is not None or e["failed"]]}
             if not group["metrics"]:
                 continue
-        t = Table(title=group["title"], title_justify="left", header_style="bold", show_lines=False)
+        title = group["title"] + (f" (partial: {partial})" if partial else "")
+        t = Table(title=title, title_justify="left", header_style="bold", show_lines=False)
         columns = [("metric", "left"), ("value", "right"), ("unit", "left"), ("over", "left")]
         for col, justify in columns + ([("note", "left")] if all_metrics else []):
             t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
@@ -234,7 +281,8 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
                           cell(e["reason"] or "", style="dim"))
             else:
                 number, unit = for_people(e["value"], e["unit"])
-                t.add_row(cell(e["metric"]), number, cell(unit), cell(spread(e)), *([""] if all_metrics else []))
+                over = "; ".join(x for x in (spread(e), e.get("assumes", "")) if x)
+                t.add_row(cell(e["metric"]), number, cell(unit), cell(over), *([""] if all_metrics else []))
         console.print(t)
     if folded:
         console.print(Text(f"{len(folded)} not applicable: {', '.join(folded)} (--all-metrics shows them "

@@ -128,6 +128,10 @@ class MetricSpec:
 
     summary_columns: tuple[str, str] | None  # (numerator, denominator) of a ratio summary
     ccl_bench_unit: str | None = None  # what CCL-Bench's tool prints, when it is not ``unit``
+    # what the value takes for granted that a trace may not give (``-- assumes:``): ``gpu``
+    # (GPUs ran it), or parameter names whose default stands for the hardware
+    # (``link_gbs``); report and board say so where it is the case
+    assumes: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -208,7 +212,7 @@ def parse_metric_file(path: Path) -> MetricSpec:
     return MetricSpec(name, version, header["unit"], header["grain"], header["category"], header["polarity"],
                       leaderboard, header["description"], header.get("needs", ""), summary,
                       _parse_params(header.get("params", ""), path), sql, path, text, summary_columns,
-                      ccl_bench_unit)
+                      ccl_bench_unit, tuple(a.strip() for a in header.get("assumes", "").split(",") if a.strip()))
 
 
 @lru_cache(maxsize=1)

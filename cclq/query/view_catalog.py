@@ -24,8 +24,10 @@ attaches a half-written one and two that compile at once both succeed.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,6 +38,8 @@ from cclq.query.sqlfiles import module_script, view_modules
 from cclq.schema import TABLE_SCHEMAS, data_file_schema
 from cclq.sqltext import path_literal
 from cclq.store.warehouse import CATALOG_SCHEMAS
+
+log = logging.getLogger("cclq")
 
 CATALOG = "cclq"  # the name sessions attach the compiled file under
 CACHE_ENV = "CCLQ_CACHE_DIR"
@@ -113,7 +117,12 @@ def catalog_file() -> Path:
             return path
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            # seconds at the first use after an install or upgrade: a line of its own, so
+            # that a log says what is happening and no metric or file is blamed for it
+            log.info("compiling the SQL views (once for this cclq and DuckDB) into %s", path)
+            start = time.perf_counter()
             _compile(path)
+            log.info("views compiled in %.1f s", time.perf_counter() - start)
             return path
         except OSError as e:
             error = e

@@ -10,6 +10,8 @@ card leaves out, as that script writes it.
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +42,8 @@ _EMPTY_CONTAINER = {"comm_env": dict, "protocol_selection": list, "trace_types":
 PARALLELISM = (("dp_replicate", "DP"), ("dp_shard", "FSDP"), ("tp", "TP"), ("pp", "PP"), ("cp", "CP"),
                ("ep", "EP"))
 _INFO_COLUMNS = ("format", "world_size", "ranks_seen", "ranks", "files", "events", "events_dropped",
-                 "size_bytes", "span_s")
+                 "size_bytes", "span_s", "flag")
+_PARTIAL = re.compile(r"partial: (\d+) of (\d+) ranks")
 
 
 def _plain(value: Any) -> Any:
@@ -72,6 +75,32 @@ class WorkloadInfo:
         """Devices of the run: the card's total_count, else the profiler's world size."""
         return self.card.get("total_count") or self.info.get("world_size")
 
+    @property
+    def partial(self) -> str | None:
+        """``'1 of 64 ranks'`` when the trace holds fewer ranks than the run had (the
+        ``traces`` view's flag, cclq.query.partial's rule): its numbers cover those only."""
+        m = _PARTIAL.search(self.info.get("flag") or "")
+        return f"{m.group(1)} of {m.group(2)} ranks" if m else None
+
+    def traced(self) -> str:
+        """What was traced: ``'1 of 64 ranks traced'``, ``'8 of 8 ranks traced'``."""
+        m = _PARTIAL.search(self.info.get("flag") or "")
+        seen = self.info.get("ranks_seen")
+        of = int(m.group(2)) if m else (self.info.get("world_size") or seen)
+        return f"{seen} of {of} rank{'s' if of != 1 else ''} traced"
+
+    def hardware(self) -> tuple[str | None, int | None, str]:
+        """(device model, device count, where from): the card's hardware model (or type)
+        and total_count ('card'), else the GPU model of the trace's deviceProperties and
+        one device per rank of the run ('trace'), else (None, None, '')."""
+        hw = self.card.get("hardware_model") or self.card.get("hardware_type")
+        if hw:
+            return str(hw), self.device_count, "card"
+        model = self.info.get("gpu_model")
+        if model:
+            return str(model), self.info.get("world_size"), "trace"
+        return None, None, ""
+
     def parallelism(self) -> str:
         """``DP 2 · TP 4`` from the card's factors above 1 (``""`` when it gives none)."""
         given = [(label, self.card[key]) for key, label in PARALLELISM if self.card.get(key) is not None]
@@ -81,9 +110,11 @@ class WorkloadInfo:
     def headline(self) -> str:
         """One line about the run: model, phase, devices, framework, library."""
         parts = [self.card.get("model_family"), self.card.get("phase")]
-        hw = self.card.get("hardware_model") or self.card.get("hardware_type")
-        n = self.device_count
+        hw, n, _ = self.hardware()
+        n = n or self.device_count
         parts.append(f"{n} x {hw}" if hw and n else (f"{n} rank{'s' if n != 1 else ''}" if n else hw))
+        if self.partial:  # never "64 ranks" alone for a trace of one of them
+            parts.append(f"PARTIAL: {self.traced()}")
         parts += [self.card.get("framework"), self.card.get("comm_library")]
         return " · ".join(str(p) for p in parts if p)
 
@@ -113,4 +144,32 @@ def load_workloads(session: Session) -> dict[str, WorkloadInfo]:
             card["trace_types"] = json.loads(card["trace_types"])
         doc = json.loads(row["card_json"]) if row["card_json"] else None
         out[row["trace"]] = WorkloadInfo(row["trace"], info, card, doc)
+    for trace, model in gpu_models(session).items():
+        if trace in out:
+            out[trace].info["gpu_model"] = model
     return out
+
+
+def gpu_models(session: Session) -> dict[str, str]:
+    """trace -> the GPU model its files' deviceProperties name (Kineto, nsys): the name
+    listed by the most files (each file's devices counted once per name), so a board or
+    a report says what ran without a workload card. Traces without GPU activity have
+    none (a CPU run on a host with GPUs lists them in deviceProperties too)."""
+    counts: dict[str, Counter[str]] = {}
+    rows = session.execute("SELECT trace, device_properties FROM files WHERE device_properties IS NOT NULL "
+                           "ORDER BY trace, file_id").fetchall()
+    # only traces with GPU activity (a CPU run on a host with GPUs lists them too): one
+    # row is enough, so a GPU trace's scan stops at its first activity
+    gpu = {trace for trace in dict.fromkeys(r[0] for r in rows)
+           if session.execute("SELECT 1 FROM gpu_ops WHERE trace = ? LIMIT 1", [trace]).fetchone()}
+    for trace, text in rows:
+        if trace not in gpu:
+            continue
+        try:
+            props = json.loads(text)
+        except ValueError:
+            continue
+        names = {str(p["name"]).strip() for p in props if isinstance(p, dict) and p.get("name")} \
+            if isinstance(props, list) else set()
+        counts.setdefault(trace, Counter()).update(n for n in names if n)
+    return {trace: c.most_common(1)[0][0] for trace, c in counts.items() if c}

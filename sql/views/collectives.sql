@@ -728,8 +728,8 @@ SELECT * FROM from_extra
 UNION ALL BY NAME
 SELECT * FROM _collectives_from_cpu_backend(covered);
 
--- Every collective on every rank (version 1 of collectives_with: what the released
--- collective metrics read): one row per collective instance per rank, from the GPU
+-- Every collective on every rank (version 2 of collectives_with: the current rules,
+-- what every current collective metric reads; version 1 is collectives_with(1)): one row per collective instance per rank, from the GPU
 -- communication kernels and Horovod's tensor operations, and on ranks with neither
 -- from Gloo's CPU records (`source` says which), with its type, message
 -- size, group size, bandwidths and the cross-rank `match_id` (the head of
@@ -770,7 +770,7 @@ SELECT * FROM _collectives_from_cpu_backend(covered);
 --   event_idx          its position in that file
 --   source             gpu_kernel | horovod | cpu_backend (Gloo's CPU record, on ranks without GPU ones)
 CREATE OR REPLACE VIEW collectives AS
-SELECT * FROM collectives_with(1);
+SELECT * FROM collectives_with(2);
 
 -- One row per matched collective (trace, match_id, coll_type) of collectives_with(
 -- `rules_version`) over the ranks of `scope` (a relation with trace, rank: pass
@@ -815,6 +815,7 @@ SELECT
 FROM ranked
 GROUP BY trace, match_id, coll_type;
 
--- Version 1 of collective_matches_with (collective_skew v1, straggler_rank v1).
+-- The current rules (version 2 of collective_matches_with: collective_skew v2,
+-- straggler_rank v2), for ad-hoc queries.
 CREATE OR REPLACE MACRO collective_matches(scope) AS TABLE
-SELECT * FROM collective_matches_with(1, scope);
+SELECT * FROM collective_matches_with(2, scope);

@@ -5,8 +5,9 @@
 -- nccl:*, gloo:*: the only sign of communication on ranks without GPU activity).
 -- Metrics read it through the `*_with(<version>)` macros with the rules version
 -- they were defined on, so adding version-2 rows never moves a v1 metric; the
--- plain views (`gpu_ops_classified`, `cpu_collectives`) are version 1, for ad-hoc
--- queries and for views that classify once.
+-- plain views (`gpu_ops_classified`, `cpu_collectives`) are the current version (2,
+-- the rules every current metric version reads), for ad-hoc queries: a sum over
+-- them gives the metric's number (tests/query/test_plain_views_agree.py).
 -- requires: gpu, slices, catalog
 
 -- The rules. Columns:
@@ -174,9 +175,11 @@ LATERAL (
   WHERE r.version = rules_version AND r.applies_to = 'gpu_activity' AND regexp_matches(o.name, r.pattern)
 ) AS c;
 
--- Version 1 of the above, for ad-hoc queries and views that classify once.
+-- The current rules (version 2, as communication_fraction v2, total_communication_time
+-- v2 and every other current metric), for ad-hoc queries. Version 1 is
+-- gpu_ops_classified_with(1) (until this view was version 2 it read version 1).
 CREATE OR REPLACE VIEW gpu_ops_classified AS
-SELECT * FROM gpu_ops_classified_with(1);
+SELECT * FROM gpu_ops_classified_with(2);
 
 -- One row per CPU-side slice (cat cpu_op or user_annotation) that a 'cpu_op' comm
 -- rule of `rules_version` matches: c10d ops, record_param_comms, nccl:* and gloo:*
@@ -205,9 +208,9 @@ LATERAL (
 ) AS c
 WHERE s.cat IN ('cpu_op', 'user_annotation') AND c.kernel_class = 'comm';
 
--- Version 1 of cpu_collectives_with, every rank.
+-- The current rules (version 2; its CPU-op rules are version 1's), every rank.
 CREATE OR REPLACE VIEW cpu_collectives AS
-SELECT * FROM cpu_collectives_with(1, trace_ranks);
+SELECT * FROM cpu_collectives_with(2, trace_ranks);
 
 -- One row per CPU-side collective CALL of `rules_version`: the typed (coll_type
 -- not NULL: waits are no calls) 'call' ops that no other typed 'call' op of the

@@ -310,10 +310,10 @@ LEFT JOIN steps_with(step_rules_version) AS s
 CREATE OR REPLACE MACRO gpu_ops_steps_with(rules_version) AS TABLE
 SELECT * FROM gpu_ops_steps_of(rules_version, 1);
 
--- Class rules version 1 (as gpu_ops_classified), steps of the latest step rules
--- (as `steps`), for ad-hoc queries.
+-- The current class rules (version 2, as gpu_ops_classified) in the steps of the
+-- latest step rules (as `steps`), for ad-hoc queries.
 CREATE OR REPLACE VIEW gpu_ops_steps AS
-SELECT * FROM gpu_ops_steps_of(1, 2);
+SELECT * FROM gpu_ops_steps_of(2, 2);
 
 -- The inner-step rule, the ONE place it is written: step `i` (1, 2, ... in step
 -- order) of a rank's `n` steps is measured unless it is the first (warm-up) or the

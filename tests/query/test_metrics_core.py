@@ -67,7 +67,10 @@ def test_communication_overlap_ratio_by_hand(con):
     assert rows["mixed", 0, None]["comm_s"] == pytest.approx(9e-6)
     assert rows["mixed", 1, None]["value"] is None
     assert rows["mixed", 1, None]["reason"] == "no communication kernels"
-    assert rows["cpu_only", 0, None]["reason"] == "no GPU kernels"
+    # version 3 reads a CPU-only rank's Gloo collectives: this one has none
+    assert rows["cpu_only", 0, None]["reason"] == "no GPU kernels and no CPU collectives (Gloo records)"
+    assert rows["mixed", 0, None]["exposed_s"] == pytest.approx(5e-6)  # 9000 - 4000 ns
+    assert _rows(con, "communication_overlap_ratio", 2)["cpu_only", 0, None]["reason"] == "no GPU kernels"
 
 
 def test_total_kernel_time_by_hand(con):

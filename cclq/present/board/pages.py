@@ -112,14 +112,27 @@ def _card_cells(w: dict[str, Any]) -> dict[str, tuple[str, str]]:
     model = _breakable(m["model_family"]) + (' <span class="badge">MoE</span>' if m.get("moe") is True else "")
     phase = f'<span class="badge {_e(m["phase"])}">{_e(m["phase"])}</span>' if m["phase"] else ""
     devices = w["info"].get("world_size") if m["total_count"] == "" else m["total_count"]
-    hardware = m["hardware_model"] or m["hardware_type"]
+    hw = w.get("hardware") or {}
+    # without a card: the GPU model of the trace's deviceProperties (one device per rank)
+    hardware = m["hardware_model"] or m["hardware_type"] or hw.get("model") or ""
+    hw_title = " title=\"from the trace's deviceProperties (no workload card)\"" \
+        if hardware and hw.get("source") == "trace" else ""
+    partial = (w.get("traced") or {}).get("partial")
     href = f"w/{_e(w['slug'])}.html"
+    devices_html = _e(devices)
+    workload_html = f'<a href="{href}">{_breakable(w["trace"])}</a>'
+    if partial:  # the ranks traced of the run's, and a badge on the row: its numbers cover those only
+        seen = (w.get("traced") or {}).get("ranks_seen")
+        devices_html = f'<span title="{_e(partial)} traced">{_e(seen)} of {_e(devices)}</span>'
+        workload_html += f' <span class="badge partial" title="{_e(partial)} traced: every number covers those only">' \
+                         "partial</span>"
     return {
-        "workload": (f'<a href="{href}">{_breakable(w["trace"])}</a>', w["trace"].lower()),
+        "workload": (workload_html, w["trace"].lower()),
         "model": (model, str(m["model_family"]).lower()),
         "phase": (phase, str(m["phase"])),
-        "hardware": (_breakable(hardware), str(hardware).lower()),
-        "devices": (_e(devices), "" if devices in (None, "") else str(devices)),
+        "hardware": (f"<span{hw_title}>{_breakable(hardware)}</span>" if hw_title else _breakable(hardware),
+                     str(hardware).lower()),
+        "devices": (devices_html, "" if devices in (None, "") else str(devices)),
         "framework": (_e(m["framework"]), str(m["framework"]).lower()),
         "parallelism": (_e(w["parallelism"]), w["parallelism"].lower()),
         "comm_library": (_e(m["comm_library"]), str(m["comm_library"]).lower()),
@@ -134,8 +147,10 @@ def _no_value(entry: dict[str, Any]) -> str:
     return f'<span class="na" title="{_e(entry["reason"] or "no value")}">n/a</span>'
 
 
-def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str | None, group: str) -> str:
-    """One leaderboard cell; ``group`` is the column's classes (its group, shown or not)."""
+def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str | None, group: str,
+                 partial: str | None = None) -> str:
+    """One leaderboard cell; ``group`` is the column's classes (its group, shown or not);
+    ``partial`` ('1 of 64 ranks'): the value covers those ranks only, marked with a '*'."""
     if entry is None:
         return (f'<td class="num {group}" data-sort=""><span class="na" title="not computed for this workload">'
                 "n/a</span></td>")
@@ -145,13 +160,25 @@ def _metric_cell(entry: dict[str, Any] | None, col: MetricColumn, quality: str |
     tip = f"{col.name} = {format_number(value)} {col.unit}"
     if extra := spread(entry):
         tip += f" ({extra})"
+    if entry.get("assumes"):
+        tip += f"; {entry['assumes']}"
+    mark = ""
+    if partial:
+        tip += f"; partial: {partial} traced"
+        mark = '<sup class="partial">*</sup>'
+
     cls = f"num {group} {quality}" if quality else f"num {group}"
     if not col.ranked(value):  # shown, but not ranked: sorts with n/a, last
         tip += " (no communication: not ranked)"
         return (f'<td class="{cls}" data-sort="" title="{_e(tip)}">'
-                f'<span class="v">{format_number(value)}</span></td>')
+                f'<span class="v">{format_number(value)}</span>{mark}</td>')
     return (f'<td class="{cls}" data-sort="{value!r}" title="{_e(tip)}">'
-            f'<span class="v">{format_number(value)}</span></td>')
+            f'<span class="v">{format_number(value)}</span>{mark}</td>')
+
+
+def page_html(title: str, body: str, css: str, scripts: str = "") -> str:
+    """A whole page around ``body`` (the workload pages, the board, ``cclq diff --format html``)."""
+    return _page(title, body, css, scripts)
 
 
 def _page(title: str, body: str, css: str, scripts: str = "") -> str:
@@ -273,7 +300,8 @@ def index_page(workloads: list[dict[str, Any]], columns: list[MetricColumn], gen
             tds.append(f'<td class="{cls}" data-sort="{_e(key)}">{html}</td>')
         for mc in columns:
             tds.append(_metric_cell(lookups[w["trace"]].get(mc.name), mc, quality.get((w["trace"], mc.name)),
-                                    classes(mc.group, mc.name in shown, mc.name in empty)))
+                                    classes(mc.group, mc.name in shown, mc.name in empty),
+                                    (w.get("traced") or {}).get("partial")))
         m = w["metadata"]
         search = " ".join(str(x) for x in (w["trace"], m["model_family"], m["phase"], m["hardware_type"],
                                            m["hardware_model"], m["framework"], m["comm_library"],
@@ -348,8 +376,14 @@ def _trace_box(data: dict[str, Any]) -> str:
     i = data["info"]
     ranks = i.get("ranks") or []
     shown = ", ".join(map(str, ranks[:16])) + (" ..." if len(ranks) > 16 else "")
+    traced = data.get("traced") or {}
+    hw = data.get("hardware") or {}
     pairs = [("format", i.get("format")), ("ranks seen", f"{i.get('ranks_seen')} ({shown})"),
-             ("world size", i.get("world_size")), ("files", i.get("files")),
+             ("world size", i.get("world_size")),
+             ("traced", f"{traced['text']}{' (PARTIAL)' if traced.get('partial') else ''}"
+              if traced.get("text") else None),
+             ("GPUs (deviceProperties)", f"{hw['count']} x {hw['model']}" if hw.get("source") == "trace" else None),
+             ("files", i.get("files")),
              ("events", f"{i['events']:,}" if isinstance(i.get("events"), int) else i.get("events")),
              ("span", f"{format_number(i['span_s'])} s" if i.get("span_s") is not None else None),
              ("metrics", f"{data['metrics_applied']} of the "
@@ -369,15 +403,26 @@ def _metric_tables(data: dict[str, Any]) -> str:
             else:
                 number, unit = for_people(e["value"], e["unit"])
                 value = f'<span title="{_e(format_number(e["value"]))} {_e(e["unit"])}">{_e(number)}</span>'
-                note = _e(spread(e))
+                note = _e("; ".join(x for x in (spread(e), e.get("assumes", "")) if x))
             rows.append(f'<tr data-metric="{_e(e["metric"])}"><td>{name}</td><td class="num">{value}</td>'
                         f'<td>{_e(e["unit"] if e["value"] is None else unit)}</td><td class="note">{note}</td></tr>')
-        out.append(f'<div class="metric-group"><h3>{_e(group["title"])}</h3><table class="metrics">'
+        partial = (data.get("traced") or {}).get("partial")
+        heading = group["title"] + (f" (partial: {partial})" if partial else "")
+        out.append(f'<div class="metric-group"><h3>{_e(heading)}</h3><table class="metrics">'
                    '<colgroup><col class="c-metric"><col class="c-value"><col class="c-unit"><col></colgroup>'
                    '<thead><tr>'
                    '<th>metric</th><th class="num">value</th><th>unit</th><th>over / why n/a</th></tr></thead>'
                    f'<tbody>{"".join(rows)}</tbody></table></div>')
     return "\n".join(out)
+
+
+def _partial_note(data: dict[str, Any]) -> str:
+    """A partial trace's banner: every number of the page covers the ranks traced only."""
+    partial = (data.get("traced") or {}).get("partial")
+    if not partial:
+        return ""
+    return (f'<p class="partial-note"><strong>Partial:</strong> {_e(partial)} traced; every number on this page '
+            "covers those ranks only.</p>\n")
 
 
 def _ordinal(n: int) -> str:
@@ -387,6 +432,7 @@ def _ordinal(n: int) -> str:
 def _tiles(data: dict[str, Any], columns: list[MetricColumn], standing: dict[str, tuple[int, int]]) -> str:
     """The leaderboard numbers of this workload, with its place among the board's workloads."""
     lookup = metric_lookup(data)
+    partial = (data.get("traced") or {}).get("partial")
     tiles = []
     for c in columns:
         e = lookup.get(c.name)
@@ -402,6 +448,8 @@ def _tiles(data: dict[str, Any], columns: list[MetricColumn], standing: dict[str
         if c.name in standing and e["value"] is not None:
             k, n = standing[c.name]
             place = f'<div class="place">{_ordinal(k)} of {n}, {c.polarity} is better</div>'
+        if partial and e["value"] is not None:
+            place += f'<div class="place partial">partial: {_e(partial)}</div>'
         tiles.append(f'<div class="tile" data-metric="{_e(c.name)}" title="{_e(c.description)}">'
                      f'<div class="name">{_e(c.name).replace("_", "_<wbr>")}</div><div class="value">{value}</div>'
                      f'{place}</div>')
@@ -435,7 +483,7 @@ def workload_page(data: dict[str, Any], standalone: bool = False, columns: list[
 {f'<p class="desc">{_e(description)}</p>' if description else ""}
 </header>
 <main>
-{_tiles(data, columns if columns is not None else _columns_of(data), standing or {})}
+{_partial_note(data)}{_tiles(data, columns if columns is not None else _columns_of(data), standing or {})}
 <div class="facts">{_card_box(data)}{_trace_box(data)}</div>
 <section><h2>Plots</h2><div class="figures">
 {"".join(figures)}

@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Mean over all-reduce kernels of T_expected / T_observed, T_expected = (S / n)(n - 1) / B with S the message bytes, n the group size and B the link bandwidth (CCL-Bench group 1's bandwidth utilization; B = 100 GB/s unless --param link_gbs says otherwise).
 -- needs: GPU all-reduce kernels with a known message size and group size
+-- assumes: link_gbs
 -- params: link_gbs default 100
 -- columns:
 --   all_reduces        the all-reduce instances averaged (every rank's)

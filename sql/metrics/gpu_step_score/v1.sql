@@ -7,6 +7,7 @@
 -- summary: value
 -- description: Composite of GPU count and step time, w * (G0 / G) + (1 - w) * (T0 / T): G the GPUs used, T the mean step time (avg_step_time v2), G0 = 16, T0 = 0.44 s, w = 0.5 unless --param says otherwise.
 -- needs: steps (ProfilerStep#N or inference engine iterations)
+-- assumes: gpu
 -- params: gpus = card.total_count, g0 default 16, t0 default 0.44, w default 0.5
 -- columns:
 --   gpus         G, the GPUs used: the card's total_count, else the ranks in the trace

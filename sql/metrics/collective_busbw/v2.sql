@@ -1,0 +1,45 @@
+-- metric: collective_busbw
+-- version: 2
+-- unit: GB/s
+-- grain: trace
+-- category: collectives
+-- polarity: higher
+-- summary: max
+-- description: Median bus bandwidth (GB/s = 1e9 B/s) of the collectives of each (collective type, power-of-two message-size bucket), over every rank's instances.
+-- needs: communication kernels whose type, message size and group size are known (kernel collective args, or CPU collective ops with record_shapes)
+-- columns:
+--   coll_type          the collective type
+--   size_bucket        the lower bound of the size bucket (a power of two), bytes
+--   size_range         the bucket as text (lower .. 2 x lower)
+--   collectives        collectives in the bucket
+--   ranks              ranks they ran on
+--   min_bytes          smallest message in the bucket, bytes
+--   max_bytes          largest message in the bucket, bytes
+--   mean_busbw_gbps    mean bus bandwidth, GB/s
+--   median_algbw_gbps  median algorithm bandwidth (bytes / duration), GB/s
+-- Definition (nccl-tests, doc/PERFORMANCE.md): per collective instance on one
+-- rank, algbw = bytes / kernel duration and busbw = algbw x factor(n), with
+-- factor all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
+-- broadcast, reduce, send, recv 1. bytes = nelems x dtype size of the full
+-- message: an all_gather's output (the gathered tensor), a reduce_scatter's
+-- input, every other type's input. n = the collective's own group size: the
+-- kernel's Group size, else the linked CPU op's (its Group size, or for
+-- all_gather / reduce_scatter the ratio of its output and input sizes), else
+-- the process group's, and only last the trace's world size (the
+-- `collectives` view lists the order; its size_source and group_size_source
+-- columns say what each instance used). One row per (trace, coll_type, size_bucket), where
+-- size_bucket = the power of two 2^k with 2^k <= bytes < 2^(k+1) (0 for empty
+-- messages); value = median busbw of the instances in it, every rank in scope
+-- pooled. The kernel duration on a rank includes waiting for late peers, so a
+-- skewed collective reads slower than its links are (see collective_skew).
+-- The summary for `python -m cclq.main` is the highest bucket median.
+-- Differs from CCL-Bench group 6: GB = 1e9 B (not 2^30), all_gather sized by
+-- its output (group 6 takes In msg nelems for every type), per-bucket medians
+-- rather than one median over all sizes, all ranks rather than the first file,
+-- and collectives sized from CPU-side ops when kernels carry no arguments.
+-- Differs from version 1 only in the collectives it reads: kernel_class_rules
+-- version 2 (`collectives_with(2)`, what the plain `collectives` view and every
+-- other current collective metric read), where DeepEP's dispatch, combine,
+-- notify and barrier kernels are collectives and get_dispatch_layout is not.
+-- On a trace without DeepEP kernels both versions give the same rows.
+SELECT * FROM collective_busbw_rows(2, metric_scope)

@@ -1,0 +1,41 @@
+-- metric: collective_skew
+-- version: 2
+-- unit: s
+-- grain: trace
+-- category: collectives
+-- polarity: lower
+-- summary: mean
+-- description: Start skew of each collective across ranks: latest start - earliest start of its kernels on the ranks that ran it, in seconds.
+-- needs: two or more ranks, communication kernels
+-- applies_if: ranks >= 2 | single rank
+-- columns:
+--   match_id        the cross-rank key of the collective (collectives.match_id)
+--   coll_type       the collective type
+--   ranks_seen      ranks that ran it
+--   group_size      ranks in its group
+--   end_skew_s      latest end - earliest end across the ranks, s
+--   straggler_rank  the rank that started last (ties: the lowest)
+--   min_dur_s       the shortest instance: the collective's own latency once every rank
+--                     arrived, s
+--   bytes           its message bytes
+--   first_start_ns  the earliest start across the ranks, ns
+-- One row per collective (trace, match_id, coll_type); `match_id` pairs the
+-- instances of one collective on different ranks: process group + Seq when the
+-- kernels carry Seq, else the rank-local ordinal within (process group or
+-- stream, collective type, and bytes for the types whose message is the same on
+-- every rank: all_reduce, all_gather, reduce_scatter, broadcast, reduce). A
+-- collective missing on one rank then shifts only the later matches of its own
+-- key; see the `collectives` view for that limitation. Details: end_skew_s
+-- (latest end - earliest end), ranks_seen, group_size, straggler_rank (the
+-- latest starter, ties to the lowest rank), min_dur_s (the shortest instance:
+-- the collective's latency once all ranks arrived, TraceLens' comm_latency).
+-- A collective seen on one rank only has no skew (value NULL, with a reason);
+-- a single-rank trace gets one not-applicable row. Times are each rank's own
+-- clock (epoch ns); no cross-host clock alignment is attempted.
+-- The summary for `python -m cclq.main` is the mean over collectives.
+-- Differs from version 1 only in the collectives it reads: kernel_class_rules
+-- version 2 (`collectives_with(2)`, what the plain `collectives` view and every
+-- other current collective metric read), where DeepEP's dispatch, combine,
+-- notify and barrier kernels are collectives and get_dispatch_layout is not.
+-- On a trace without DeepEP kernels both versions give the same rows.
+SELECT * FROM collective_skew_rows(2, metric_scope)

@@ -1,0 +1,36 @@
+-- metric: straggler_rank
+-- version: 2
+-- unit: rank
+-- grain: trace
+-- category: collectives
+-- polarity: neutral
+-- summary: value
+-- description: The rank that starts matched collectives last most often (the latest starter of the most collectives seen on two or more ranks).
+-- needs: two or more ranks, communication kernels matched across ranks
+-- applies_if: ranks >= 2 | single rank
+-- columns:
+--   late_count           matched collectives the rank started last
+--   matched_collectives  collectives matched across two or more ranks
+--   share                late_count / matched_collectives
+--   tied_ranks           ranks sharing the top late_count
+--   late_skew_s          summed start skew of the collectives it was last in, s
+-- A collective counts when it is seen on at least two ranks (see the
+-- `collective_matches` macro and collective_skew); its latest starter is the rank
+-- whose kernel started last (ties to the lowest rank). value = the rank that is
+-- latest starter most often; ties between ranks go to the lowest rank and
+-- `tied_ranks` says how many ranks share the top count. Details: late_count,
+-- matched_collectives, share = late_count / matched_collectives, and
+-- late_skew_s = the total start skew of the collectives it was last in (the
+-- time the others waited for it, at most). Without Seq the matching is by
+-- order within (group, type, size), so a rank that lacks collectives of one key
+-- (a sampled or cut trace) can pair instances of different iterations.
+-- Differs from HTA's get_potential_stragglers, which matches nothing: per
+-- profiler step it takes the last long ncclKernel on the (stream, kernel name)
+-- whose duration varies most across ranks and flags the ranks that start it
+-- latest; both name the same rank on HTA's trace_filter test data.
+-- Differs from version 1 only in the collectives it reads: kernel_class_rules
+-- version 2 (`collectives_with(2)`, what the plain `collectives` view and every
+-- other current collective metric read), where DeepEP's dispatch, combine,
+-- notify and barrier kernels are collectives and get_dispatch_layout is not.
+-- On a trace without DeepEP kernels both versions give the same rows.
+SELECT * FROM straggler_rank_rows(2, metric_scope)
