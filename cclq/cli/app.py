@@ -1158,6 +1158,14 @@ def serve(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=64, help="Upload jobs run at once.")] = 1,
     queue_size: Annotated[int, typer.Option("--queue", min=1, help="Jobs that may wait; more are refused (503).")]
     = 16,
+    job_timeout: Annotated[float, typer.Option("--job-timeout", min=1, help="Seconds one job may run in its "
+                                                                            "process before it is stopped (and "
+                                                                            "fails).")] = 3600,
+    job_memory_mb: Annotated[
+        Optional[int], typer.Option("--job-memory-mb", min=256, help="Address space of a job's process (MB); over "
+                                                                     "it the job fails, not the server "
+                                                                     "[default: no limit].")
+    ] = None,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Serve the board with CCL-Bench's upload API: POST /api/upload (a zip/tar/tar.gz/.gz of a
@@ -1183,7 +1191,7 @@ def serve(
         config_path=config, token=token, site_dir=site_dir,
         limits=Limits(max_upload_bytes=max_upload_mb * MIB, max_total_bytes=max_unpacked_mb * MIB,
                       max_files=max_files),
-        workers=jobs, queue_size=queue_size)
+        workers=jobs, queue_size=queue_size, job_timeout=job_timeout, job_memory_mb=job_memory_mb)
     print(f"cclq serve: http://{host}:{port}/  (uploads in {data_dir / 'uploads'}, warehouse "
           f"{settings.warehouse.root}; Ctrl-C stops)", file=sys.stderr)
     if token:

@@ -47,7 +47,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from cclq.present.serve.archive import ArchiveRefused, Limits, safe_filename, unpack_upload
-from cclq.present.serve.jobs import Job, JobQueue, JobSettings, write_json
+from cclq.present.serve.jobs import Job, JobQueue, JobSettings, read_json, write_json
 from cclq.store.warehouse import Warehouse
 
 UPLOAD_ID = re.compile(r"^\d{8}T\d{6}Z_[0-9a-f]{8}$")
@@ -67,6 +67,8 @@ class ServeSettings:
     limits: Limits = Limits()
     workers: int = 1
     queue_size: int = 16
+    job_timeout: float = 3600.0  # seconds a job's process may run one job (--job-timeout)
+    job_memory_mb: int | None = None  # address space of a job's process (--job-memory-mb)
 
 
 class UploadRefused(Exception):
@@ -338,10 +340,13 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     from starlette.staticfiles import StaticFiles
 
     board = None if settings.site_dir is not None else settings.board_dir
-    jobs = queue or JobQueue(JobSettings(settings.warehouse, board, settings.config_path,
-                                         settings.workers, settings.queue_size))
     uploads = settings.data_dir / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
+    jobs = queue or JobQueue(JobSettings(settings.warehouse, board, settings.config_path, settings.workers,
+                                         settings.queue_size, settings.job_timeout, settings.job_memory_mb),
+                             state_dir=uploads)
+    if queue is None:
+        jobs.recover(uploads)  # what a stopped server left: queued jobs run, running ones fail
     static_root = settings.site_dir if settings.site_dir is not None else settings.board_dir
     static_root.mkdir(parents=True, exist_ok=True)
 
@@ -403,23 +408,15 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         if not UPLOAD_ID.match(upload_id):
             return error(404, "Upload ID not found")
         folder = uploads / upload_id
-        job = jobs.get(upload_id)
-        state: dict[str, Any] = {}
-        if job is None and (folder / "job.json").is_file():
-            try:
-                state = json.loads((folder / "job.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return error(500, f"the state of upload {upload_id} cannot be read")
-        status = job.status if job is not None else state.get("status")
-        if status is None:
+        state = read_json(folder / "job.json")  # the job's process writes it (atomically)
+        if not isinstance(state, dict):
             return error(404, "Upload ID not found")
-        log = "\n".join(job.log if job is not None else state.get("log", []))
-        if status == "done" and (folder / "results.json").is_file():
-            return JSONResponse({"status": "done", "log": log,
-                                 "results": json.loads((folder / "results.json").read_text(encoding="utf-8"))})
+        status = state.get("status")
+        log = "\n".join(state.get("log", []))
+        if status == "done" and (results := read_json(folder / "results.json")) is not None:
+            return JSONResponse({"status": "done", "log": log, "results": results})
         if status == "error":
-            return JSONResponse({"status": "error", "log": log,
-                                 "error": job.error if job is not None else state.get("error")})
+            return JSONResponse({"status": "error", "log": log, "error": state.get("error")})
         return JSONResponse({"status": status})
 
     async def api_unknown(request: Request) -> JSONResponse:
