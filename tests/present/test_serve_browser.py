@@ -23,12 +23,12 @@ CHROMEDRIVER = Path(os.environ.get("CCLQ_CHROMEDRIVER", "/usr/bin/chromedriver")
 if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
     pytest.skip(f"no system chromium ({CHROMIUM}) and chromedriver ({CHROMEDRIVER})", allow_module_level=True)
 
+from helpers.serve import CARD, TOKEN, Server  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from test_board_browser import FLAGS, console_errors  # noqa: E402
 from test_ccl_bench_names import build_gpu  # noqa: E402
-from test_serve import CARD, TOKEN, Server  # noqa: E402
 
 
 @pytest.fixture

@@ -1,0 +1,107 @@
+"""``cclq serve``'s jobs run in child processes: a job whose process is killed (a crash
+or the kernel's OOM killer look the same from outside), or that runs past
+``--job-timeout``, fails with its reason and the server goes on answering and running
+jobs; a server killed mid-job settles its jobs when it starts again (the running one
+fails, the queued one runs). Real servers, started as processes by the test."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+pytest.importorskip("starlette", reason="the serve extra is not installed (pip install -e '.[serve]')")
+pytest.importorskip("uvicorn", reason="the serve extra is not installed")
+pytest.importorskip("python_multipart", reason="the serve extra is not installed")
+
+from helpers.serve import CARD, Server, big_trace_zip, job_state, wait_for, zipped_folder  # noqa: E402
+from test_ccl_bench_names import build_gpu  # noqa: E402
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (not reaped yet) is gone for this purpose
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _small(tmp_path) -> bytes:
+    build_gpu(tmp_path / "small_run", card=CARD)
+    return zipped_folder(tmp_path / "small_run")
+
+
+def test_a_job_process_killed_mid_ingest_fails_that_job_and_the_server_goes_on(tmp_path):
+    (tmp_path / "srv").mkdir()
+    server = Server(tmp_path / "srv", limits=False)
+    try:
+        status, body = server.upload([("big.zip", big_trace_zip(tmp_path))], {"group_name": "big"})
+        assert status == 200, body
+        upload_id = body["upload_id"]
+        wait_for(lambda: job_state(server, upload_id).get("phase") == "ingest", what="the job's ingest")
+        pid = job_state(server, upload_id)["pid"]
+        assert pid != server.proc.pid
+        os.kill(pid, signal.SIGKILL)  # what the OOM killer does
+        done = server.wait(upload_id)
+        assert done["status"] == "error" and "killed (SIGKILL" in done["error"], done
+        assert server.get("/health") == (200, {"ok": True})
+        # the server runs the next job as before
+        status, body = server.upload([("small.zip", _small(tmp_path))], {"group_name": "after"})
+        assert status == 200, body
+        after = server.wait(body["upload_id"])
+        assert after["status"] == "done" and after["results"]["metrics"]["avg_step_time"] == 0.001, after
+    finally:
+        server.stop()
+
+
+def test_a_job_past_its_timeout_is_stopped_and_fails(tmp_path):
+    (tmp_path / "srv").mkdir()
+    server = Server(tmp_path / "srv", "--job-timeout", "1", limits=False)
+    try:
+        status, body = server.upload([("big.zip", big_trace_zip(tmp_path))], {"group_name": "slow"})
+        assert status == 200, body
+        done = server.wait(body["upload_id"])
+        assert done["status"] == "error" and "longer than 1 s (--job-timeout)" in done["error"], done
+        pid = job_state(server, body["upload_id"]).get("pid")
+        assert pid is None
+        assert server.get("/health") == (200, {"ok": True})
+    finally:
+        server.stop()
+
+
+def test_a_server_killed_mid_job_settles_its_jobs_on_start(tmp_path):
+    """Killed (SIGKILL) while one job ingests and another waits: the job's process dies
+    with it; started again on the same folder, the running job says the server stopped
+    and the waiting one runs."""
+    root = tmp_path / "srv"
+    root.mkdir()
+    server = Server(root, limits=False)
+    try:
+        status, first = server.upload([("big.zip", big_trace_zip(tmp_path))], {"group_name": "first"})
+        assert status == 200, first
+        status, second = server.upload([("small.zip", _small(tmp_path))], {"group_name": "second"})
+        assert status == 200, second
+        wait_for(lambda: job_state(server, first["upload_id"]).get("phase") == "ingest", what="the first ingest")
+        child = job_state(server, first["upload_id"])["pid"]
+        assert job_state(server, second["upload_id"])["status"] == "queued"
+        server.proc.kill()
+        server.proc.wait(timeout=30)
+        wait_for(lambda: not _alive(child), timeout=30, what="the job's process to die with the server")
+    finally:
+        server.stop()
+    assert job_state(server, first["upload_id"])["status"] == "processing"  # as the killed server left it
+    again = Server(root, limits=False)
+    try:
+        stopped = again.wait(first["upload_id"])
+        assert stopped == {"status": "error", "error": "the server stopped during this job; upload again",
+                           "log": stopped["log"]}
+        ran = again.wait(second["upload_id"])
+        assert ran["status"] == "done" and ran["results"]["metrics"]["avg_step_time"] == 0.001, ran
+        assert f'data-trace="{second["workload"]}"' in again.get("/")[1]
+    finally:
+        again.stop()
