@@ -222,8 +222,9 @@ def test_ccl_bench_page_uploads_after_signing_in_once(tmp_path):
         assert server.upload(payload, token=None)[0] == 401  # the page's form, not signed in
         jar = http.cookiejar.CookieJar()
         browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            browser.open(f"{server.base}/_serve/login?token=wrong", timeout=30)
+        with pytest.raises(urllib.error.HTTPError) as refused:  # a wrong token
+            browser.open(urllib.request.Request(f"{server.base}/_serve/login",
+                                                data=urllib.parse.urlencode({"token": "wrong"}).encode()), timeout=30)
         assert refused.value.code == 401 and not list(jar)
         with browser.open(f"{server.base}/_serve/login", timeout=30) as r:  # the sign-in form
             assert 'name="token"' in r.read().decode()
@@ -254,6 +255,6 @@ def test_ccl_bench_page_uploads_after_signing_in_once(tmp_path):
         status, body = page_upload(server.base)  # the page's XHR: same origin, the cookie, no header
         assert (status, body["status"]) == (200, "ok")
         assert server.wait(body["upload_id"])["status"] == "done"
-        assert page_upload("https://elsewhere.example")[0] == 401  # another site's page
+        assert page_upload("https://elsewhere.example")[0] == 403  # another site's page
     finally:
         server.stop()

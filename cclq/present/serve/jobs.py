@@ -146,10 +146,25 @@ class JobQueue:
         self._waiting = 0
         self._children: set[subprocess.Popen[bytes]] = set()
         self._closing = False
+        self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._work, name=f"cclq-serve-job-{i}", daemon=True)
                          for i in range(max(1, settings.workers))]
         for t in self._threads:
             t.start()
+
+    def sweep_every(self, uploads: Path, keep_seconds: float) -> None:
+        """Sweeps ``uploads`` now and then every ``keep_seconds``/4 (1 s to 1 h) in a thread."""
+        interval = min(max(keep_seconds / 4, 1.0), 3600.0)
+
+        def loop() -> None:
+            while not self._closing:
+                try:
+                    sweep_uploads(uploads, keep_seconds)
+                except OSError:
+                    pass
+                self._stop.wait(interval)
+
+        threading.Thread(target=loop, name="cclq-serve-sweep", daemon=True).start()
 
     def recover(self, uploads: Path) -> list[Job]:
         """The jobs a stopped server left in ``uploads``: "queued" ones are queued again,
@@ -190,6 +205,7 @@ class JobQueue:
 
     def close(self) -> None:
         self._closing = True
+        self._stop.set()
         for child in list(self._children):
             _kill(child)
         for _ in self._threads:
@@ -285,6 +301,42 @@ class JobQueue:
             job.log.append(f"the board update failed ({why}); the next job brings it up to date")
             job.save()
         return again
+
+
+def _newest_mtime(folder: Path) -> float:
+    newest = folder.stat().st_mtime
+    for p in folder.iterdir():
+        newest = max(newest, p.lstat().st_mtime)
+        if p.name == "incoming" and p.is_dir() and not p.is_symlink():
+            newest = max([newest, *(q.lstat().st_mtime for q in p.iterdir())])
+    return newest
+
+
+def sweep_uploads(uploads: Path, keep_seconds: float) -> int:
+    """Removes the folders of finished jobs (done or error) last written more than
+    ``keep_seconds`` ago: the uploaded files, the unpacked trace, results.json (its
+    /api/results answer becomes 404; the workload stays in the warehouse and on the
+    board). A folder with no job (an upload cut off, a server stopped mid-upload) goes
+    after the same time and at least an hour. Returns how many went."""
+    import shutil
+
+    removed = 0
+    cutoff = time.time() - keep_seconds
+    for folder in sorted(uploads.iterdir()) if uploads.is_dir() else []:
+        if not folder.is_dir() or folder.is_symlink() or folder.name.startswith("."):
+            continue
+        try:
+            state = read_json(folder / "job.json")
+            if isinstance(state, dict):
+                if state.get("status") not in FINAL or (folder / "job.json").stat().st_mtime > cutoff:
+                    continue
+            elif _newest_mtime(folder) > min(cutoff, time.time() - 3600):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += not folder.exists()
+    return removed
 
 
 def _running(batch: list[Job], spec_path: Path) -> tuple[Job | str, float] | None:
