@@ -184,3 +184,36 @@ def wait_for(predicate, timeout: float = 120, what: str = "a condition") -> None
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+US = 1_000  # ns per microsecond
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
+
+
+def two_rank_run(folder: Path, card: str | None = CARD) -> Path:
+    """tests/query/test_ccl_bench_names.py's two-rank layout (its avg_step_time, worked out
+    by hand: three ProfilerSteps of 1000 us, so 0.001 s): each rank's steps, three GEMMs
+    and three NCCL kernels."""
+    from cclq.dev.synth.kineto import KinetoTraceBuilder
+
+    folder.mkdir(parents=True)
+    for rank in range(2):
+        b = KinetoTraceBuilder(rank=rank, world_size=2)
+        for i in range(3):
+            b.profiler_step(i + 1, i * 1000 * US, 1000 * US)
+        b.kernel(GEMM, 100 * US, 400 * US)
+        b.kernel(GEMM, 1100 * US, 500 * US)
+        b.nccl_kernel("allreduce", 1700 * US, (200, 300)[rank] * US, nelems=1_000_000, dtype="Float")
+        b.nccl_kernel("allgather", 1950 * US, 40 * US, nelems=1000, dtype="Float")
+        b.kernel(GEMM, 2100 * US, 300 * US)
+        b.nccl_kernel("allreduce", 2500 * US, 100 * US, nelems=1_000_000, dtype="Float")
+        b.write(folder / f"kineto_trace_{rank}.json")
+    if card is not None:
+        (folder / "workload_card.yaml").write_text(card)
+    return folder
+
+
+def run_cclq(*args: str) -> subprocess.CompletedProcess:
+    """The real ``cclq`` entry point in its own process."""
+    return subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -15,8 +15,7 @@ pytest.importorskip("starlette", reason="the serve extra is not installed (pip i
 pytest.importorskip("uvicorn", reason="the serve extra is not installed")
 pytest.importorskip("python_multipart", reason="the serve extra is not installed")
 
-from helpers.serve import CARD, Server, big_trace_zip, job_state, wait_for, zipped_folder  # noqa: E402
-from test_ccl_bench_names import build_gpu  # noqa: E402
+from helpers.serve import Server, big_trace_zip, job_state, two_rank_run, wait_for, zipped_folder  # noqa: E402
 
 
 def _alive(pid: int) -> bool:
@@ -32,7 +31,7 @@ def _alive(pid: int) -> bool:
 
 
 def _small(tmp_path) -> bytes:
-    build_gpu(tmp_path / "small_run", card=CARD)
+    two_rank_run(tmp_path / "small_run")
     return zipped_folder(tmp_path / "small_run")
 
 

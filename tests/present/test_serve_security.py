@@ -23,8 +23,7 @@ pytest.importorskip("starlette", reason="the serve extra is not installed (pip i
 pytest.importorskip("uvicorn", reason="the serve extra is not installed")
 pytest.importorskip("python_multipart", reason="the serve extra is not installed")
 
-from helpers.serve import CARD, TOKEN, Server, wait_for, zipped_folder  # noqa: E402
-from test_ccl_bench_names import build_gpu  # noqa: E402
+from helpers.serve import TOKEN, Server, two_rank_run, wait_for, zipped_folder  # noqa: E402
 
 
 def request(server: Server, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None,
@@ -73,7 +72,7 @@ def open_server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run_zip(tmp_path_factory) -> bytes:
     folder = tmp_path_factory.mktemp("run") / "sec_run"
-    build_gpu(folder, card=CARD)
+    two_rank_run(folder)
     return zipped_folder(folder)
 
 
