@@ -104,3 +104,32 @@ def test_a_server_killed_mid_job_settles_its_jobs_on_start(tmp_path):
         assert f'data-trace="{second["workload"]}"' in again.get("/")[1]
     finally:
         again.stop()
+
+
+def test_uploads_sent_together_are_computed_together_each_with_its_own_answer(tmp_path):
+    """Three uploads sent without waiting: the ones waiting when the worker is free go to
+    one process, their metrics one batch; each job still has its own results (the
+    numbers of the two-rank layout, by hand: steps of 1000 us) and board row. Killing
+    that process while it computes the batch's metrics runs each of them again alone."""
+    (tmp_path / "srv").mkdir()
+    server = Server(tmp_path / "srv")
+    data = _small(tmp_path)
+    try:
+        ids = [server.upload([("run.zip", data)], {"group_name": f"together {i}"})[1]["upload_id"] for i in range(3)]
+        done = [server.wait(i) for i in ids]
+        assert [d["status"] for d in done] == ["done"] * 3, done
+        assert all(d["results"]["metrics"]["avg_step_time"] == 0.001 for d in done)
+        assert any("with 1 other upload" in d["log"] or "with 2 other upload" in d["log"] for d in done), done
+        page = server.get("/")[1]
+        assert all(f'data-trace="together_{i}_{u[-8:]}"' in page for i, u in enumerate(ids)), page[:500]
+        # a crash while several jobs' metrics are computed together: each runs again alone
+        first = server.upload([("big.zip", big_trace_zip(tmp_path, 20_000))], {"group_name": "ahead"})[1]
+        pair = [server.upload([("run.zip", data)], {"group_name": f"pair {i}"})[1]["upload_id"] for i in range(2)]
+        assert server.wait(first["upload_id"])["status"] == "done"
+        wait_for(lambda: job_state(server, pair[0]).get("shared") is True, timeout=240, what="the pair's metrics")
+        os.kill(job_state(server, pair[0])["pid"], signal.SIGKILL)
+        again = [server.wait(i) for i in pair]
+        assert [d["status"] for d in again] == ["done", "done"], again
+        assert all("runs again alone" in d["log"] for d in again), again
+    finally:
+        server.stop()

@@ -78,12 +78,17 @@ class Job:
     phase: str | None = None  # while processing: ingest, metrics, computed (waiting for the board), board
     started: float | None = None  # time.time() the job (or its phase) started in its process
     pid: int | None = None  # the process running it
+    solo: bool = False  # run in a process of its own (its batch's process died while computing it with others)
+    shared: bool = False  # its metrics are being computed with other jobs' in one batch
+    trace: str | None = None  # once ingested: the trace its metrics are read from
+    trace_types: list[str] = field(default_factory=list)
+    model_phase: str | None = None
 
     def save(self) -> None:
         write_json(self.folder / "job.json", {
             "upload_id": self.upload_id, "status": self.status, "error": self.error, "log": self.log,
             "submitted": self.submitted, "workload": self.workload.name, "phase": self.phase,
-            "started": self.started, "pid": self.pid})
+            "started": self.started, "pid": self.pid, "solo": self.solo, "shared": self.shared})
 
     @classmethod
     def load(cls, folder: Path) -> Job | None:
@@ -92,7 +97,8 @@ class Job:
             return None
         return cls(doc.get("upload_id") or folder.name, folder, folder / "trace" / doc["workload"],
                    doc.get("status") or "queued", doc.get("error"), list(doc.get("log") or []),
-                   doc.get("submitted") or now(), doc.get("phase"), doc.get("started"), doc.get("pid"))
+                   doc.get("submitted") or now(), doc.get("phase"), doc.get("started"), doc.get("pid"),
+                   bool(doc.get("solo")), bool(doc.get("shared")))
 
 
 @dataclass
@@ -233,9 +239,13 @@ class JobQueue:
             job = self._queue.get()
             if job is None:
                 return
-            batch = self._take_batch(job)
-            while batch and not self._closing:
-                batch = self._run_batch(batch)
+            pending = self._take_batch(job)
+            batch = pending
+            while pending and not self._closing:
+                solo = [j for j in pending if j.solo]
+                run = solo[:1] or [j for j in pending if not j.solo]
+                rest = [j for j in pending if j not in run]
+                pending = self._run_batch(run) + rest
             with self._lock:
                 for j in batch:
                     self.jobs.pop(j.upload_id, None)
@@ -288,6 +298,13 @@ class JobQueue:
                 again.append(now_job)
             elif now_job.phase == "computed" or (now_job.phase == "board" and timed_out != now_job.upload_id):
                 computed.append(now_job)
+            elif now_job.shared and not now_job.solo:  # died computing several jobs' metrics: each again, alone
+                now_job.status, now_job.phase, now_job.pid, now_job.solo, now_job.shared = \
+                    "queued", None, None, True, False
+                now_job.log.append(f"{_died(rc) if timed_out is None else 'the batch ran past the job timeout'}"
+                                   " while computing this job with others; it runs again alone")
+                now_job.save()
+                again.append(now_job)
             else:
                 reason = (f"the job ran longer than {self.settings.job_timeout:g} s (--job-timeout) and was stopped"
                           if isinstance(timed_out, Job) and timed_out.upload_id == now_job.upload_id
@@ -375,19 +392,14 @@ def job_metrics(settings: JobSettings, trace_types: list[str], phase: str | None
     return list(info), info
 
 
-def run_job(job: Job, settings: JobSettings) -> None:
-    """Ingest, then the workload's metrics over that workload alone, then results.json
-    (the board is brought up to date once per batch: ``update_board``)."""
+def ingest_job(job: Job, settings: JobSettings) -> None:
+    """Ingests the job's workload folder (one workload a job); sets ``job.trace`` and its
+    card's trace types and phase."""
     from cclq.ingest.plan import plan_inputs, rename_workload
     from cclq.ingest.run import ingest
-    from cclq.present.board.config import six_digits
-    from cclq.query.metrics import run_metrics
-    from cclq.query.outcomes import split_by_trace
-    from cclq.query.registry import registry, resolve
     from cclq.query.session import connect
 
     wh = settings.warehouse
-    start = time.perf_counter()
     workloads = plan_inputs([job.workload])
     if len(workloads) != 1:
         raise CclqError(f"the upload holds {len(workloads)} workload folders "
@@ -401,8 +413,6 @@ def run_job(job: Job, settings: JobSettings) -> None:
         job.log.append(note)
     failed = [o.message for o in report.failed]
     job.log += [f"ingest: {len(report.outcomes)} file(s), {len(failed)} failed"] + failed
-    job.phase = "metrics"
-    job.save()
     con = connect(wh)
     try:
         row = con.execute("SELECT count(*) FROM files WHERE trace = ?", [trace]).fetchone()
@@ -412,31 +422,57 @@ def run_job(job: Job, settings: JobSettings) -> None:
         con.close()
     if not present:
         raise CclqError("no trace file of the upload could be read: " + ("; ".join(failed) or "no trace files"))
-    trace_types = json.loads(card[0] or "[]") if card else []
-    names, info = job_metrics(settings, trace_types, card[1] if card else None)
-    metrics: dict[str, float | None] = {}
-    reasons: dict[str, str] = {}
-    known = [resolve(n) for n in names if n in registry()]
-    con = connect(wh, traces=[trace], cache=True)
-    try:  # one batch over this workload alone (shared views, cached results)
-        outcomes = split_by_trace(run_metrics(con, known, {}, plan_first=True), [trace])[trace]
+    job.trace = trace
+    job.trace_types = json.loads(card[0] or "[]") if card else []
+    job.model_phase = card[1] if card else None
+
+
+def compute_results(jobs: list[Job], settings: JobSettings) -> None:
+    """The metrics of the jobs' workloads (each job: its config's choice, or cclq's
+    leaderboard metrics), one batch over those workloads alone (shared views, cached
+    results: the board's update then reads them from the cache), and each job's
+    results.json."""
+    from cclq.present.board.config import six_digits
+    from cclq.query.metrics import run_metrics
+    from cclq.query.outcomes import split_by_trace
+    from cclq.query.registry import registry, resolve
+    from cclq.query.session import connect
+
+    chosen = {j.upload_id: job_metrics(settings, j.trace_types, j.model_phase) for j in jobs}
+    names = sorted({n for ns, _ in chosen.values() for n in ns if n in registry()})
+    traces = sorted({j.trace for j in jobs if j.trace is not None})
+    con = connect(settings.warehouse, traces=traces, cache=True)
+    try:
+        outcomes = split_by_trace(run_metrics(con, [resolve(n) for n in names], {}, plan_first=True), traces)
     finally:
         con.close()
-    for name in names:
-        outcome = outcomes.get(name)
-        if outcome is None:
-            metrics[name], reasons[name] = None, f"unknown metric {name}"
-            continue
-        # with CCL-Bench's config, what its process_upload.py gets from tools/main.py
-        # through the shim: the unit CCL-Bench's tool prints (percent where it does)
-        value = outcome.value
-        metrics[name] = six_digits(outcome.spec.ccl_bench_value(value) if settings.config_path is not None else value)
-        if metrics[name] is None:
-            reasons[name] = outcome.reason or "no value"
-    write_json(job.folder / "results.json", {"metrics": metrics, "metric_info": info, "reasons": reasons,
-                                             "trace": trace})
-    job.log.append(f"{sum(v is not None for v in metrics.values())}/{len(metrics)} metrics computed "
-                   f"({time.perf_counter() - start:.1f} s)")
+    for job in jobs:
+        assert job.trace is not None
+        job_names, info = chosen[job.upload_id]
+        metrics: dict[str, float | None] = {}
+        reasons: dict[str, str] = {}
+        for name in job_names:
+            outcome = outcomes[job.trace].get(name)
+            if outcome is None:
+                metrics[name], reasons[name] = None, f"unknown metric {name}"
+                continue
+            # with CCL-Bench's config, what its process_upload.py gets from tools/main.py
+            # through the shim: the unit CCL-Bench's tool prints (percent where it does)
+            value = outcome.value
+            metrics[name] = six_digits(outcome.spec.ccl_bench_value(value) if settings.config_path is not None
+                                       else value)
+            if metrics[name] is None:
+                reasons[name] = outcome.reason or "no value"
+        write_json(job.folder / "results.json", {"metrics": metrics, "metric_info": info, "reasons": reasons,
+                                                 "trace": job.trace})
+        job.log.append(f"{sum(v is not None for v in metrics.values())}/{len(metrics)} metrics computed"
+                       + (f" (with {len(jobs) - 1} other upload(s))" if len(jobs) > 1 else ""))
+
+
+def run_job(job: Job, settings: JobSettings) -> None:
+    """One job alone: ingest, metrics, results.json (the board: ``update_board``)."""
+    ingest_job(job, settings)
+    compute_results([job], settings)
 
 
 def update_board(settings: JobSettings) -> str:

@@ -1,10 +1,13 @@
 """The child process that runs a batch of ``cclq serve``'s upload jobs
 (``python -m cclq.present.serve.worker SPEC.json``; started by ``JobQueue``).
 
-It runs the batch's jobs one after another, each settled in its own ``job.json`` (the
-server reads nothing else from it): "processing" with a phase (ingest, metrics) and the
-time it began, which is how the server tells which job a crash or a hang belongs to;
-"error" with the reason when a job fails; "computed" once its results.json is written.
+It ingests the batch's jobs one after another, then computes their metrics in one batch
+(each job alone if that fails), each job settled in its own ``job.json`` (the server
+reads nothing else from it): "processing" with a phase (ingest, metrics; ``shared``
+while computed with others) and the time it began, which is how the server tells which
+job a crash or a hang belongs to (a crash in the shared step: each of its jobs runs
+again alone); "error" with the reason when a job fails; "computed" once its
+results.json is written.
 Then the board is brought up to date once for the batch (``SPEC.board`` says since
 when, for the server's timeout) and the computed jobs become "done". Without
 PR_SET_PDEATHSIG (not Linux) it stops at the next job if the server is gone.
@@ -17,10 +20,12 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from cclq.errors import CclqError
-from cclq.present.serve.jobs import Job, JobSettings, read_json, run_job, update_board, write_json
+from cclq.present.serve.jobs import Job, JobSettings, compute_results, ingest_job, read_json, update_board, write_json
 from cclq.store.warehouse import Warehouse
 
 
@@ -34,7 +39,7 @@ def main(argv: list[str]) -> int:
                            Path(spec["board_dir"]) if spec.get("board_dir") else None,
                            Path(spec["config_path"]) if spec.get("config_path") else None)
     parent = os.getppid()
-    computed: list[Job] = []
+    ingested: list[Job] = []
     for folder in spec["jobs"]:
         if os.getppid() != parent:
             return 1  # the server is gone: the jobs left queued run when it starts again
@@ -43,16 +48,32 @@ def main(argv: list[str]) -> int:
             continue
         job.status, job.phase, job.started, job.pid = "processing", "ingest", time.time(), os.getpid()
         job.save()
+        if _attempt(job, partial(ingest_job, job, settings)):
+            ingested.append(job)
+    computed: list[Job] = []
+    if len(ingested) > 1:  # one batch of metrics for them all; if it fails, each alone
+        started = time.time()
+        for job in ingested:
+            job.phase, job.started, job.shared = "metrics", started, True
+            job.save()
         try:
-            run_job(job, settings)
+            compute_results(ingested, settings)
+            computed = ingested
+        except Exception:  # noqa: BLE001 - each job again on its own, which says why
+            pass
+        for job in ingested:
+            job.shared = False
+    for job in ingested:
+        if job in computed:
             job.phase = "computed"
-            computed.append(job)
-        except CclqError as e:
-            job.status, job.error, job.phase = "error", e.message, None
-        except Exception as e:  # noqa: BLE001 - one bad job fails alone; it says why
-            job.status, job.error, job.phase = "error", f"{type(e).__name__}: {e}", None
-            job.log.append(traceback.format_exc(limit=5))
+            job.save()
+            continue
+        job.phase, job.started = "metrics", time.time()
         job.save()
+        if _attempt(job, partial(compute_results, [job], settings)):
+            job.phase = "computed"
+            job.save()
+            computed.append(job)
     line = ""
     if computed and settings.board_dir is not None:
         for job in computed:
@@ -73,6 +94,20 @@ def main(argv: list[str]) -> int:
             job.log.append(line)
         job.save()
     return 0
+
+
+def _attempt(job: Job, step: Callable[[], None]) -> bool:
+    """Runs one step of a job; a failure settles the job as an error with its reason."""
+    try:
+        step()
+        return True
+    except CclqError as e:
+        job.status, job.error, job.phase = "error", e.message, None
+    except Exception as e:  # noqa: BLE001 - one bad job fails alone; it says why
+        job.status, job.error, job.phase = "error", f"{type(e).__name__}: {e}", None
+        job.log.append(traceback.format_exc(limit=5))
+    job.save()
+    return False
 
 
 if __name__ == "__main__":
