@@ -1157,7 +1157,7 @@ def serve(
     max_files: Annotated[int, typer.Option("--max-files", min=1, help="Most files an upload may unpack to.")] = 20000,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=64, help="Upload jobs run at once.")] = 1,
     queue_size: Annotated[int, typer.Option("--queue", min=1, help="Jobs that may wait; more are refused (503).")]
-    = 16,
+    = 64,
     job_timeout: Annotated[float, typer.Option("--job-timeout", min=1, help="Seconds one job may run in its "
                                                                             "process before it is stopped (and "
                                                                             "fails).")] = 3600,

@@ -112,7 +112,13 @@ class Poller(threading.Thread):
         while not self.stop.is_set():
             for path in list(self.paths):
                 start = time.perf_counter()
-                status, _ = self.client.get(path, timeout=30)
+                try:
+                    status, _ = self.client.get(path, timeout=30)
+                except OSError as e:  # the server stopping at the end, or a refused connection
+                    status = 599
+                    if self.stop.is_set():
+                        return
+                    self.errors.append(f"{path}: {e}")
                 self.times.append((time.perf_counter() - start, path))
                 if status >= 500:
                     self.errors.append(f"{path}: {status}")

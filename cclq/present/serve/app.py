@@ -68,7 +68,7 @@ class ServeSettings:
     token: str | None = None
     limits: Limits = Limits()
     workers: int = 1
-    queue_size: int = 16
+    queue_size: int = 64
     job_timeout: float = 3600.0  # seconds a job's process may run one job (--job-timeout)
     job_memory_mb: int | None = None  # address space of a job's process (--job-memory-mb)
     listen_host: str = "127.0.0.1"  # --host: what a request's Host may name (besides allow_hosts)

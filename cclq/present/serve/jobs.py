@@ -107,10 +107,11 @@ class JobSettings:
     board_dir: Path | None  # None: no board to rebuild (cclq serve --site)
     config_path: Path | None  # CCL-Bench's benchmark_config.json: its metric_info picks the metrics
     workers: int = 1
-    queue_size: int = 16
+    queue_size: int = 64
     job_timeout: float = 3600.0  # seconds one job (or a batch's board update) may take
     job_memory_mb: int | None = None  # the address space of a job's process (RLIMIT_AS); None: no limit
     max_batch: int = 32  # jobs one child process runs
+    batch_wait: float = 1.0  # seconds a free worker waits for more jobs after one arrives (while they keep coming)
 
 
 def _died(rc: int) -> str:
@@ -220,18 +221,26 @@ class JobQueue:
             t.join(timeout=30)
 
     def _take_batch(self, first: Job) -> list[Job]:
+        """``first`` and the jobs that arrive while it is taken: each arrival within
+        ``batch_wait`` s of the last one (uploads a client sends one after another) joins,
+        for at most 3 ``batch_wait`` in all; the batch then costs one process start and
+        one board update."""
         batch = [first]
+        with self._lock:
+            self._waiting -= 1
+        deadline = time.monotonic() + 3 * self.settings.batch_wait
         while len(batch) < self.settings.max_batch:
+            wait = min(self.settings.batch_wait, deadline - time.monotonic())
             try:
-                job = self._queue.get_nowait()
+                job = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
             if job is None:
                 self._queue.put(None)  # for this thread's next get: the queue is closing
                 break
             batch.append(job)
-        with self._lock:
-            self._waiting -= len(batch)
+            with self._lock:
+                self._waiting -= 1
         return batch
 
     def _work(self) -> None:
