@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -124,6 +125,7 @@ def test_uploads_sent_together_are_computed_together_each_with_its_own_answer(tm
         assert all(f'data-trace="together_{i}_{u[-8:]}"' in page for i, u in enumerate(ids)), page[:500]
         # a crash while several jobs' metrics are computed together: each runs again alone
         first = server.upload([("big.zip", big_trace_zip(tmp_path, 20_000))], {"group_name": "ahead"})[1]
+        wait_for(lambda: job_state(server, first["upload_id"]).get("phase") == "ingest", what="the first job")
         pair = [server.upload([("run.zip", data)], {"group_name": f"pair {i}"})[1]["upload_id"] for i in range(2)]
         assert server.wait(first["upload_id"])["status"] == "done"
         wait_for(lambda: job_state(server, pair[0]).get("shared") is True, timeout=240, what="the pair's metrics")
@@ -131,5 +133,24 @@ def test_uploads_sent_together_are_computed_together_each_with_its_own_answer(tm
         again = [server.wait(i) for i in pair]
         assert [d["status"] for d in again] == ["done", "done"], again
         assert all("runs again alone" in d["log"] for d in again), again
+    finally:
+        server.stop()
+
+
+def test_a_job_process_over_its_memory_bound_fails_its_job_once(tmp_path):
+    """--job-memory-mb below what the job's process needs (256 MB of address space: DuckDB's
+    library cannot even be mapped): the job fails with the reason, once (never queued again
+    and again), and the server, outside the bound, goes on answering."""
+    (tmp_path / "srv").mkdir()
+    server = Server(tmp_path / "srv", "--job-memory-mb", "256")
+    try:
+        status, body = server.upload([("small.zip", _small(tmp_path))], {"group_name": "tight"})
+        assert status == 200, body
+        done = server.wait(body["upload_id"], timeout=120)
+        assert done["status"] == "error", done
+        assert any(w in done["error"] for w in ("failed to map", "MemoryError", "exited with status")), done
+        assert server.get("/health") == (200, {"ok": True})
+        time.sleep(2)
+        assert job_state(server, body["upload_id"])["status"] == "error"  # settled, not run again
     finally:
         server.stop()

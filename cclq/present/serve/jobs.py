@@ -127,18 +127,23 @@ def _died(rc: int) -> str:
     return f"the job's process exited with status {rc} before the job ended"
 
 
-def _child_setup(memory_mb: int | None) -> None:
-    """In the child before exec: die with the server (Linux), and the memory bound."""
+def child_setup(server_pid: int, memory_mb: int | None) -> bool:
+    """First thing in a job's process: die with the server (PR_SET_PDEATHSIG, Linux), and
+    the memory bound. Done there, not in a ``preexec_fn`` (the server has threads; code
+    between fork and exec must not take their locks). False if the server is already gone."""
+    import signal as signals
+
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signals.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass  # not Linux: the child notices its parent is gone (cclq.present.serve.worker)
+        pass  # not Linux: the worker checks its parent between jobs
     if memory_mb is not None:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+    return os.getppid() == server_pid
 
 
 class JobQueue:
@@ -265,6 +270,7 @@ class JobQueue:
         s = self.settings
         spec = {"warehouse": str(s.warehouse.root), "board_dir": str(s.board_dir) if s.board_dir else None,
                 "config_path": str(s.config_path) if s.config_path else None,
+                "server_pid": os.getpid(), "memory_mb": s.job_memory_mb,
                 "jobs": [str(j.folder) for j in batch]}
         spec_dir = self.state_dir or batch[0].folder.parent
         spec_path = spec_dir / f".batch-{os.getpid()}-{threading.get_ident()}.json"
@@ -273,8 +279,7 @@ class JobQueue:
         try:
             child = subprocess.Popen(
                 [sys.executable, "-m", "cclq.present.serve.worker", str(spec_path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=lambda: _child_setup(s.job_memory_mb))  # noqa: PLW1509 - no threads run in the child before exec
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             log.close()
         self._children.add(child)
@@ -299,6 +304,17 @@ class JobQueue:
         the reason, the ones it had not started run again."""
         again: list[Job] = []
         computed: list[Job] = []
+        states = [Job.load(j.folder) or j for j in batch]
+        if rc != 0 and not self._closing and all(j.status == "queued" for j in states):
+            # the process died before it started any job (it could not start, or its
+            # memory bound is below what importing cclq takes): running them again
+            # would end the same way
+            why = _died(rc) + _log_tail(batch[0].folder / "worker.log")
+            for job in states:
+                job.status, job.error = "error", why
+                job.log.append(why)
+                job.save()
+            return []
         for job in batch:
             now_job = Job.load(job.folder) or job
             if now_job.status in FINAL or self._closing:
@@ -376,6 +392,15 @@ def _running(batch: list[Job], spec_path: Path) -> tuple[Job | str, float] | Non
                 and isinstance(doc.get("started"), (int, float)):
             return job, float(doc["started"])
     return None
+
+
+def _log_tail(path: Path) -> str:
+    """``: <the last line of the job process's output>``, or nothing."""
+    try:
+        lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()[:300]}" if lines else ""
 
 
 def _kill(child: subprocess.Popen[bytes]) -> None:

@@ -25,7 +25,16 @@ from functools import partial
 from pathlib import Path
 
 from cclq.errors import CclqError
-from cclq.present.serve.jobs import Job, JobSettings, compute_results, ingest_job, read_json, update_board, write_json
+from cclq.present.serve.jobs import (
+    Job,
+    JobSettings,
+    child_setup,
+    compute_results,
+    ingest_job,
+    read_json,
+    update_board,
+    write_json,
+)
 from cclq.store.warehouse import Warehouse
 
 
@@ -35,6 +44,8 @@ def main(argv: list[str]) -> int:
     if not isinstance(spec, dict):
         print(f"cclq serve worker: {spec_path}: cannot read the batch", file=sys.stderr)
         return 2
+    if not child_setup(int(spec.get("server_pid") or os.getppid()), spec.get("memory_mb")):
+        return 1  # the server is gone already
     settings = JobSettings(Warehouse(Path(spec["warehouse"])),
                            Path(spec["board_dir"]) if spec.get("board_dir") else None,
                            Path(spec["config_path"]) if spec.get("config_path") else None)
