@@ -182,6 +182,8 @@ class JobQueue:
         """The jobs a stopped server left in ``uploads``: "queued" ones are queued again,
         "processing" ones fail (``STOPPED``). Returns the jobs queued."""
         queued: list[Job] = []
+        for spec in uploads.glob(".batch-*"):  # a stopped server's batch specs
+            spec.unlink(missing_ok=True)
         for folder in sorted(p for p in uploads.iterdir() if p.is_dir()) if uploads.is_dir() else []:
             job = Job.load(folder)
             if job is None or job.status in FINAL:
