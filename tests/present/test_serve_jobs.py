@@ -127,7 +127,10 @@ def test_uploads_sent_together_are_computed_together_each_with_its_own_answer(tm
         first = server.upload([("big.zip", big_trace_zip(tmp_path, 20_000))], {"group_name": "ahead"})[1]
         wait_for(lambda: job_state(server, first["upload_id"]).get("phase") == "ingest", what="the first job")
         pair = [server.upload([("run.zip", data)], {"group_name": f"pair {i}"})[1]["upload_id"] for i in range(2)]
-        assert server.wait(first["upload_id"])["status"] == "done"
+        ahead = server.wait(first["upload_id"])
+        assert ahead["status"] == "done"
+        # only the new workload is computed for the board; the three before are kept as they were
+        assert "board updated: 1 workload(s) computed, 3 kept" in ahead["log"], ahead["log"]
         wait_for(lambda: job_state(server, pair[0]).get("shared") is True, timeout=240, what="the pair's metrics")
         os.kill(job_state(server, pair[0])["pid"], signal.SIGKILL)
         again = [server.wait(i) for i in pair]
