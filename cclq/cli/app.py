@@ -1183,7 +1183,32 @@ def serve(
     max_files: Annotated[int, typer.Option("--max-files", min=1, help="Most files an upload may unpack to.")] = 20000,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=64, help="Upload jobs run at once.")] = 1,
     queue_size: Annotated[int, typer.Option("--queue", min=1, help="Jobs that may wait; more are refused (503).")]
-    = 16,
+    = 64,
+    job_timeout: Annotated[float, typer.Option("--job-timeout", min=1, help="Seconds one job may run in its "
+                                                                            "process before it is stopped (and "
+                                                                            "fails).")] = 3600,
+    job_memory_mb: Annotated[
+        Optional[int], typer.Option("--job-memory-mb", min=256, help="Address space of a job's process (MB); over "
+                                                                     "it the job fails, not the server "
+                                                                     "[default: no limit].")
+    ] = None,
+    allow_host: Annotated[
+        Optional[list[str]], typer.Option("--allow-host", help="Another name this server is reached by (a request "
+                                                               "whose Host names neither it nor --host is refused; "
+                                                               "repeatable).")
+    ] = None,
+    header_timeout: Annotated[float, typer.Option("--header-timeout", min=0.1, help="Seconds a connection has to "
+                                                                                    "send a request's headers.")]
+    = 10.0,
+    body_timeout: Annotated[float, typer.Option("--body-timeout", min=0.1, help="Seconds an upload may go without "
+                                                                                "sending a byte.")] = 60.0,
+    max_connections: Annotated[int, typer.Option("--max-connections", min=1, help="Open connections at once; more "
+                                                                                  "are answered 503.")] = 128,
+    keep_uploads_hours: Annotated[
+        float, typer.Option("--keep-uploads-hours", min=0.0, help="Hours a finished job's folder (the upload, its "
+                                                                  "results.json) is kept; then it is removed (the "
+                                                                  "workload stays on the board).")
+    ] = 168.0,
     warehouse: WarehouseOpt = None,
 ) -> None:
     """Serve the board with CCL-Bench's upload API: POST /api/upload (a zip/tar/tar.gz/.gz of a
@@ -1209,7 +1234,9 @@ def serve(
         config_path=config, token=token, site_dir=site_dir,
         limits=Limits(max_upload_bytes=max_upload_mb * MIB, max_total_bytes=max_unpacked_mb * MIB,
                       max_files=max_files),
-        workers=jobs, queue_size=queue_size)
+        workers=jobs, queue_size=queue_size, job_timeout=job_timeout, job_memory_mb=job_memory_mb,
+        listen_host=host, allow_hosts=tuple(allow_host or ()), header_timeout=header_timeout,
+        body_timeout=body_timeout, max_connections=max_connections, keep_uploads_hours=keep_uploads_hours)
     print(f"cclq serve: http://{host}:{port}/  (uploads in {data_dir / 'uploads'}, warehouse "
           f"{settings.warehouse.root}; Ctrl-C stops)", file=sys.stderr)
     if token:

@@ -23,12 +23,12 @@ CHROMEDRIVER = Path(os.environ.get("CCLQ_CHROMEDRIVER", "/usr/bin/chromedriver")
 if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
     pytest.skip(f"no system chromium ({CHROMIUM}) and chromedriver ({CHROMEDRIVER})", allow_module_level=True)
 
+from helpers.serve import CARD, TOKEN, Server  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from test_board_browser import FLAGS, console_errors  # noqa: E402
 from test_ccl_bench_names import build_gpu  # noqa: E402
-from test_serve import CARD, TOKEN, Server  # noqa: E402
 
 
 @pytest.fixture
@@ -82,3 +82,54 @@ def test_upload_from_the_board_page(browser, tmp_path):
         assert len(browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")) == 1
     finally:
         server.stop()
+
+
+EVIL_PAGE = """<!doctype html><html><head><title>loading</title></head><body>
+<form id="f" method="post" enctype="multipart/form-data" action="{target}/api/upload">
+<input name="group_name" value="evil"></form>
+<script>
+const data = new FormData();
+data.append("group_name", "evil");
+data.append("files", new Blob(['{{"traceEvents": []}}']), "kineto_trace_0.json");
+fetch("{target}/api/upload", {{method: "POST", body: data, mode: "no-cors"}})
+  .then(function () {{ document.title = "sent"; }}, function (e) {{ document.title = "failed " + e; }});
+</script></body></html>"""
+
+
+def test_another_sites_page_cannot_upload_without_a_token(browser, tmp_path):
+    """A page on another origin posts a multipart upload to a server with no token, as a
+    fetch (a CORS simple request: the browser sends it without asking) and as a form:
+    both refused, no job made."""
+    import subprocess
+    import sys
+
+    from helpers.serve import free_port
+
+    (tmp_path / "srv").mkdir()
+    server = Server(tmp_path / "srv", token=None)
+    (tmp_path / "evil").mkdir()
+    (tmp_path / "evil" / "index.html").write_text(EVIL_PAGE.format(target=server.base))
+    port = free_port()
+    evil = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "-d",
+                             str(tmp_path / "evil")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        WebDriverWait(browser, 30).until(lambda d: _loads(d, f"http://localhost:{port}/index.html"))
+        WebDriverWait(browser, 30).until(lambda d: d.title != "loading")
+        assert browser.title == "sent"  # the browser sent it (an opaque answer)
+        uploads = tmp_path / "srv" / "data" / "uploads"
+        assert not any(uploads.iterdir())
+        browser.execute_script("document.getElementById('f').submit()")  # the form: its answer is shown
+        WebDriverWait(browser, 30).until(lambda d: "another site" in d.page_source)
+        assert not any(uploads.iterdir())
+    finally:
+        evil.terminate()
+        evil.wait(timeout=10)
+        server.stop()
+
+
+def _loads(driver, url: str) -> bool:
+    try:
+        driver.get(url)
+        return "<form" in driver.page_source
+    except Exception:  # noqa: BLE001 - the page's server is still starting
+        return False

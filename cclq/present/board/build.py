@@ -199,6 +199,52 @@ def _write(path: Path, text: str) -> None:
         raise OSError(e.errno, e.strerror, str(path)) from e
 
 
+STAGING_PREFIX = ".cclq-staging-"
+
+
+def _stale_staging(out_dir: Path) -> None:
+    """Staging folders a killed build left (its process is gone)."""
+    import shutil
+
+    for p in out_dir.glob(STAGING_PREFIX + "*"):
+        pid = p.name[len(STAGING_PREFIX):]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # a build running now
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except PermissionError:
+            continue
+
+
+@contextmanager
+def staged(out_dir: Path) -> Iterator[Path]:
+    """A folder to write the build's files into (inside ``out_dir``: the same file system,
+    so moving them in is a rename), moved into ``out_dir`` only when every file was
+    written: a build that fails (a full disk) leaves the board as it was, not part of the
+    new one. The move renames files (no data is written), each atomically, in an order
+    that puts a page in before anything links to it: data/ and w/ first, index.html last."""
+    import shutil
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _stale_staging(out_dir)
+    stage = out_dir / f"{STAGING_PREFIX}{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    try:
+        yield stage
+        files = sorted((p for p in stage.rglob("*") if p.is_file()),
+                       key=lambda p: (p.parent == stage, p.name == "index.html", str(p)))
+        for path in files:
+            target = out_dir / path.relative_to(stage)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 # From this many workloads on, their pages are written by forked processes
 PARALLEL_PAGES = 64
 
@@ -415,6 +461,26 @@ def build_board(
     nothing is kept for the next build to reuse but the metric result cache.
     """
     start = time.perf_counter()
+    result_box: list[BoardResult] = []
+    with staged(out_dir) as stage:
+        gone = _build_into(stage, wh, out_dir, params, all_metrics, use_cache, force, on_metric, on_start, settings,
+                           on_shared, pages, result_box)
+    # after the new files are in: a workload that left the warehouse loses its page and
+    # data (only files this board wrote, known by their stored data, are ever removed)
+    for slug_gone in gone:
+        for path in (out_dir / "w" / f"{slug_gone}.html", out_dir / "data" / f"{slug_gone}.json"):
+            path.unlink(missing_ok=True)
+    result = result_box[0]
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _build_into(stage: Path, wh: Warehouse, out_dir: Path, params: dict[str, str] | None, all_metrics: bool,
+                use_cache: bool, force: bool, on_metric: Callable[[MetricRun], None] | None,
+                on_start: Callable[[int, int], None] | None, settings: QuerySettings | None,
+                on_shared: Callable[[list[str]], None] | None, pages: bool, result_box: list[BoardResult]) -> list[str]:
+    """build_board's work: reads the stored data from ``out_dir``, writes into ``stage``;
+    returns the slugs whose files are to go."""
     params = params or {}
     specs = board_specs(all_metrics)
     wh.require()
@@ -429,6 +495,7 @@ def build_board(
             if not force and d.get("fingerprint") == fingerprints.get(t) and not _has_failed_metric(d)}
     todo = sorted(t for t in fingerprints if t not in keep)
     result = BoardResult(out_dir, len(fingerprints), todo, len(keep), metrics=len(specs), pages=pages)
+    result_box.append(result)
     if on_start is not None:
         on_start(len(todo), len(specs))
     fresh: dict[str, dict[str, Any]] = {}
@@ -456,34 +523,30 @@ def build_board(
                 data.update(fingerprint=fingerprints[trace], slug=slug(trace), board_version=BOARD_VERSION)
                 fresh[trace] = data
                 if pages:
-                    _write(out_dir / "data" / f"{data['slug']}.json", json.dumps(data, default=str))
+                    _write(stage / "data" / f"{data['slug']}.json", json.dumps(data, default=str))
         finally:
             closing.join()
     workloads = [fresh.get(t) or keep[t] for t in sorted(fingerprints)]
     if not pages:
         generated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_data_files(out_dir, benchmark_data(workloads, specs, generated_at), "cclq board")
-        result.seconds = time.perf_counter() - start
-        return result
-    _write(out_dir / BOARD_MARKER, BOARD_MARKER_TEXT)
+        write_data_files(stage, benchmark_data(workloads, specs, generated_at), "cclq board")
+        return []
+    _write(stage / BOARD_MARKER, BOARD_MARKER_TEXT)
     for name in ASSETS:
-        _write(out_dir / "assets" / name, asset_text(name))
+        _write(stage / "assets" / name, asset_text(name))
     columns = leaderboard_columns(specs)
     standings = standing(workloads, columns)
-    with pages_written(out_dir, [(data, standings.get(data["trace"], {})) for data in workloads], columns):
+    with pages_written(stage, [(data, standings.get(data["trace"], {})) for data in workloads], columns):
         # a workload of an earlier build that left the warehouse: its page and data go
-        # (only files this board wrote, known by their stored data, are ever removed)
+        # once the new files are in (build_board)
         live = {d["slug"] for d in workloads}
         earlier = {d.get("slug") for d in stored.values()}
-        for gone in {g for g in earlier if isinstance(g, str) and _SAFE_SLUG.fullmatch(g)} - live:
-            for path in (out_dir / "w" / f"{gone}.html", out_dir / "data" / f"{gone}.json"):
-                path.unlink(missing_ok=True)
-            result.removed += 1
+        gone = sorted({g for g in earlier if isinstance(g, str) and _SAFE_SLUG.fullmatch(g)} - live)
+        result.removed = len(gone)
         generated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_data_files(out_dir, benchmark_data(workloads, specs, generated_at), "cclq board")
-        _write(out_dir / "index.html", index_page(workloads, columns, generated_at, str(wh.root)))
-    result.seconds = time.perf_counter() - start
-    return result
+        write_data_files(stage, benchmark_data(workloads, specs, generated_at), "cclq board")
+        _write(stage / "index.html", index_page(workloads, columns, generated_at, str(wh.root)))
+    return gone
 
 
 def metric_info(specs: list[MetricSpec], trace_types: list[str]) -> dict[str, dict[str, Any]]:

@@ -38,7 +38,9 @@ import hashlib
 import hmac
 import json
 import re
+import secrets
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -47,7 +49,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from cclq.present.serve.archive import ArchiveRefused, Limits, safe_filename, unpack_upload
-from cclq.present.serve.jobs import Job, JobQueue, JobSettings, write_json
+from cclq.present.serve.jobs import Job, JobQueue, JobSettings, read_json, write_json
 from cclq.store.warehouse import Warehouse
 
 UPLOAD_ID = re.compile(r"^\d{8}T\d{6}Z_[0-9a-f]{8}$")
@@ -66,7 +68,15 @@ class ServeSettings:
     token: str | None = None
     limits: Limits = Limits()
     workers: int = 1
-    queue_size: int = 16
+    queue_size: int = 64
+    job_timeout: float = 3600.0  # seconds a job's process may run one job (--job-timeout)
+    job_memory_mb: int | None = None  # address space of a job's process (--job-memory-mb)
+    listen_host: str = "127.0.0.1"  # --host: what a request's Host may name (besides allow_hosts)
+    allow_hosts: tuple[str, ...] = ()  # --allow-host: more names this server is reached by
+    header_timeout: float = 10.0  # seconds a connection has to send a request's headers
+    body_timeout: float = 60.0  # seconds an upload's body may go without sending a byte
+    max_connections: int = 128  # open connections at once; more are answered 503 and closed
+    keep_uploads_hours: float = 168.0  # a finished job's folder (its upload, results) is removed after
 
 
 class UploadRefused(Exception):
@@ -234,9 +244,34 @@ COOKIE = "cclq_upload"
 LOGIN_PATH = "/_serve/login"
 
 
-def _cookie_value(token: str) -> str:
-    """What the sign-in cookie holds: a digest of the token, never the token itself."""
-    return hmac.new(token.encode(), b"cclq serve: uploads from this browser", hashlib.sha256).hexdigest()
+COOKIE_MAX_AGE = 7 * 86400  # a browser's sign-in lasts a week (the cookie's Max-Age and the server's check)
+LOGIN_FAILURES = 5  # wrong tokens from one address ...
+LOGIN_WINDOW = 60.0  # ... within this many seconds: every try from it is refused until the window passes
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _sign(token: str, text: str) -> str:
+    return hmac.new(token.encode(), b"cclq serve sign-in: " + text.encode(), hashlib.sha256).hexdigest()
+
+
+def _cookie_value(token: str, issued: int | None = None) -> str:
+    """A new sign-in cookie: when it was issued, a nonce, and their signature with the
+    token (never the token itself); each sign-in gets a new one."""
+    body = f"{int(time.time()) if issued is None else issued}.{secrets.token_hex(8)}"
+    return f"{body}.{_sign(token, body)}"
+
+
+def _cookie_valid(token: str, cookie: str) -> bool:
+    """Signed with this token and younger than COOKIE_MAX_AGE (the server checks the
+    age itself: a cookie kept past its Max-Age is refused)."""
+    issued, _, rest = cookie.partition(".")
+    nonce, _, sig = rest.partition(".")
+    if not issued.isdigit() or not nonce or not sig:
+        return False
+    if not hmac.compare_digest(sig.encode(), _sign(token, f"{issued}.{nonce}").encode()):
+        return False
+    return -60 <= time.time() - int(issued) <= COOKIE_MAX_AGE
 
 
 def _same_origin(origin: str | None, host: str | None) -> bool:
@@ -258,8 +293,102 @@ def _authorized(settings: ServeSettings, header: str | None, cookie: str | None 
     given = (header or "").removeprefix("Bearer ").strip()
     if given and hmac.compare_digest(given.encode(), settings.token.encode()):
         return True
-    return bool(cookie) and hmac.compare_digest(str(cookie).encode(), _cookie_value(settings.token).encode()) \
-        and _same_origin(origin, host)
+    return bool(cookie) and _cookie_valid(settings.token, str(cookie)) and _same_origin(origin, host)
+
+
+class Throttle:
+    """Failed sign-ins (a wrong token at login, or in an upload's Authorization header)
+    per client address: from LOGIN_FAILURES within LOGIN_WINDOW seconds on, every try from
+    that address is refused (429) until the oldest failure leaves the window, the right
+    token included, so guessing runs at LOGIN_FAILURES a minute at most."""
+
+    def __init__(self) -> None:
+        self._failures: dict[str, list[float]] = {}
+
+    def wait(self, client: str) -> float:
+        """Seconds until ``client`` may try again (0: now)."""
+        now = time.monotonic()
+        recent = [t for t in self._failures.get(client, []) if now - t < LOGIN_WINDOW]
+        if recent:
+            self._failures[client] = recent
+        else:
+            self._failures.pop(client, None)
+        return LOGIN_WINDOW - (now - recent[0]) if len(recent) >= LOGIN_FAILURES else 0.0
+
+    def fail(self, client: str) -> None:
+        if len(self._failures) > 10_000:  # bounded: forget the oldest addresses
+            for key in list(self._failures)[:5_000]:
+                del self._failures[key]
+        self._failures.setdefault(client, []).append(time.monotonic())
+
+
+def allowed_host_names(listen_host: str, extra: tuple[str, ...]) -> frozenset[str] | None:
+    """The names a request's Host may give (lowercase, no port), or None where any IP
+    address may (a server on 0.0.0.0 or ::, reached by whatever address the machine has;
+    a name still has to be listed). Checked against DNS rebinding: another site's name
+    that resolves to this server gets no answer."""
+    names = {h.strip().lower().strip("[]") for h in extra if h.strip()}
+    host = listen_host.strip().lower().strip("[]")
+    if host in ("0.0.0.0", "::", ""):
+        return None
+    names.add(host)
+    if host in LOOPBACK_NAMES:
+        names |= LOOPBACK_NAMES
+    return frozenset(names)
+
+
+def host_allowed(header: str, listen_host: str, extra: tuple[str, ...]) -> bool:
+    """Whether a request's Host header names this server (``allowed_host_names``)."""
+    import ipaddress
+
+    try:
+        name = (urlsplit("//" + header).hostname or "").lower()
+    except ValueError:
+        return False
+    if not name:
+        return False
+    allowed = allowed_host_names(listen_host, extra)
+    if allowed is None:  # any address of the machine; names must be loopback ones or listed
+        try:
+            ipaddress.ip_address(name)
+            return True
+        except ValueError:
+            return name in LOOPBACK_NAMES or name in {h.strip().lower() for h in extra}
+    return name in allowed
+
+
+class RequestGuard:
+    """ASGI middleware before every route: a Host that is not this server's is refused
+    (421), and so is a state-changing request (POST, PUT, PATCH, DELETE) whose Origin, or
+    without one whose Referer, is not this server's own (403): another site's page cannot
+    upload into the board (a cross-site form or fetch is a CORS "simple request", sent
+    without asking) nor read it through a rebound DNS name. A request with neither (curl,
+    scripts) goes on to the token check."""
+
+    def __init__(self, app: Any, settings: ServeSettings) -> None:
+        self.app, self.settings = app, settings
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host", "")
+        refusal = None
+        if not host_allowed(host, self.settings.listen_host, self.settings.allow_hosts):
+            refusal = (421, f"this server does not answer to the host name {host!r} (see cclq serve --allow-host)")
+        elif scope["method"] in STATE_CHANGING:
+            source = headers.get("origin", headers.get("referer"))
+            if source is not None and urlsplit(source).netloc.lower() != host.lower():
+                refusal = (403, "a request from another site's page (its Origin or Referer is not this server): "
+                                "refused")
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        from starlette.responses import JSONResponse
+
+        status, message = refusal
+        await JSONResponse({"error": message, "message": message}, status_code=status)(scope, receive, send)
 
 
 LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>cclq serve: sign in</title>
@@ -338,16 +467,22 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     from starlette.staticfiles import StaticFiles
 
     board = None if settings.site_dir is not None else settings.board_dir
-    jobs = queue or JobQueue(JobSettings(settings.warehouse, board, settings.config_path,
-                                         settings.workers, settings.queue_size))
     uploads = settings.data_dir / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
+    jobs = queue or JobQueue(JobSettings(settings.warehouse, board, settings.config_path, settings.workers,
+                                         settings.queue_size, settings.job_timeout, settings.job_memory_mb),
+                             state_dir=uploads)
+    if queue is None:
+        jobs.recover(uploads)  # what a stopped server left: queued jobs run, running ones fail
+        jobs.sweep_every(uploads, settings.keep_uploads_hours * 3600)
     static_root = settings.site_dir if settings.site_dir is not None else settings.board_dir
     static_root.mkdir(parents=True, exist_ok=True)
 
-    def error(status: int, message: str, **extra: Any) -> JSONResponse:
+    throttle = Throttle()
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
         # `error` as CCL-Bench's server sends it; `message` too, which its page displays
-        return JSONResponse({"error": message, "message": message, **extra}, status_code=status)
+        return JSONResponse({"error": message, "message": message, **extra}, status_code=status, headers=headers)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True})
@@ -355,8 +490,15 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     async def upload(request: Request) -> Response:
         if request.method == "OPTIONS":
             return Response(status_code=204)
-        if not _authorized(settings, request.headers.get("authorization"), request.cookies.get(COOKIE),
+        client = request.client.host if request.client else "?"
+        header = request.headers.get("authorization")
+        if settings.token and header and (wait := throttle.wait(client)):
+            return error(429, f"too many wrong tokens from {client}; try again in {wait:.0f} s",
+                         headers={"Retry-After": str(int(wait) + 1)})
+        if not _authorized(settings, header, request.cookies.get(COOKIE),
                            request.headers.get("origin"), request.headers.get("host")):
+            if header:
+                throttle.fail(client)
             return error(401, "a valid token is needed: Authorization: Bearer <token>, or sign this browser in "
                               f"once at {LOGIN_PATH}")
         declared = request.headers.get("content-length")
@@ -373,7 +515,16 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         try:
             parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type,unused-ignore]  # a TypedDict of callables (python-multipart absent: Any)
             received = 0
-            async for chunk in request.stream():
+            chunks = request.stream().__aiter__()
+            while True:
+                try:
+                    with anyio.fail_after(settings.body_timeout):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise UploadRefused(408, f"the upload sent nothing for {settings.body_timeout:g} s: "
+                                             "refused (see cclq serve --body-timeout)") from None
                 received += len(chunk)
                 if received > settings.limits.max_upload_bytes:
                     raise UploadRefused(413, f"the upload is over {settings.limits.max_upload_bytes} bytes")
@@ -403,23 +554,15 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         if not UPLOAD_ID.match(upload_id):
             return error(404, "Upload ID not found")
         folder = uploads / upload_id
-        job = jobs.get(upload_id)
-        state: dict[str, Any] = {}
-        if job is None and (folder / "job.json").is_file():
-            try:
-                state = json.loads((folder / "job.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return error(500, f"the state of upload {upload_id} cannot be read")
-        status = job.status if job is not None else state.get("status")
-        if status is None:
+        state = read_json(folder / "job.json")  # the job's process writes it (atomically)
+        if not isinstance(state, dict):
             return error(404, "Upload ID not found")
-        log = "\n".join(job.log if job is not None else state.get("log", []))
-        if status == "done" and (folder / "results.json").is_file():
-            return JSONResponse({"status": "done", "log": log,
-                                 "results": json.loads((folder / "results.json").read_text(encoding="utf-8"))})
+        status = state.get("status")
+        log = "\n".join(state.get("log", []))
+        if status == "done" and (results := read_json(folder / "results.json")) is not None:
+            return JSONResponse({"status": "done", "log": log, "results": results})
         if status == "error":
-            return JSONResponse({"status": "error", "log": log,
-                                 "error": job.error if job is not None else state.get("error")})
+            return JSONResponse({"status": "error", "log": log, "error": state.get("error")})
         return JSONResponse({"status": status})
 
     async def api_unknown(request: Request) -> JSONResponse:
@@ -434,22 +577,31 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         return HTMLResponse(board_index(settings.board_dir))
 
     async def login(request: Request) -> Response:
-        """GET: the sign-in form; POST (the form) or GET ?token=: the cookie, then the site."""
+        """GET: the sign-in form; POST (the form): the cookie, then the site. The token is
+        taken from a POST body only: a GET with ?token= is refused (URLs end up in logs,
+        history and Referer headers)."""
         if not settings.token:
             return RedirectResponse("/", status_code=303)  # nothing to sign in to
-        given = request.query_params.get("token")
-        if request.method == "POST":
-            form = await request.form()
-            given = str(form.get("token") or "")
-            if not _same_origin(request.headers.get("origin"), request.headers.get("host")):
-                return error(403, "sign in from this server's own page")
+        if request.method == "GET":
+            if "token" in request.query_params:
+                return error(400, "the token is not taken from a URL (it would end up in logs and history): "
+                                  f"sign in with the form at {LOGIN_PATH} (a POST), or send "
+                                  "Authorization: Bearer <token>")
+            return HTMLResponse(LOGIN_PAGE.format(message=""))
+        client = request.client.host if request.client else "?"
+        if wait := throttle.wait(client):
+            return HTMLResponse(LOGIN_PAGE.format(message=f"<p>Too many wrong tokens: try again in {wait:.0f} s.</p>"),
+                                status_code=429, headers={"Retry-After": str(int(wait) + 1)})
+        form = await request.form()
+        given = str(form.get("token") or "")
         if not given:
             return HTMLResponse(LOGIN_PAGE.format(message=""))
         if not hmac.compare_digest(given.encode(), settings.token.encode()):
+            throttle.fail(client)
             return HTMLResponse(LOGIN_PAGE.format(message="<p>That is not the token.</p>"), status_code=401)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, _cookie_value(settings.token), httponly=True, samesite="strict", path="/",
-                            secure=request.url.scheme == "https")
+        response.set_cookie(COOKIE, _cookie_value(settings.token), max_age=COOKIE_MAX_AGE, httponly=True,
+                            samesite="strict", path="/", secure=request.url.scheme == "https")
         return response
 
     async def upload_js(request: Request) -> Response:
@@ -473,7 +625,59 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.jobs = jobs
-    return app
+    return RequestGuard(app, settings)
+
+
+def bounded_protocol(header_timeout: float, max_connections: int) -> type:
+    """uvicorn's h11 protocol with the bounds it lacks: a connection that has not sent a
+    request's headers ``header_timeout`` seconds after it opened (or after its last
+    response) is closed, and one opened while ``max_connections`` are is answered 503 and
+    closed. Without them 1,700 connections that never sent a header stayed open (the
+    descriptor limit was the only bound); uvicorn's keep-alive timeout starts only after
+    a first request."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Bounded(H11Protocol):  # type: ignore[misc,unused-ignore]  # uvicorn absent: Any
+        _header_timer: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                                b"Content-Length: 31\r\nConnection: close\r\n\r\ntoo many connections; try again\n")
+                transport.close()
+                return
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(header_timeout, self._headers_too_slow)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_too_slow(self) -> None:
+            self._header_timer = None
+            if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()  # no request under way: the headers never came
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()  # the headers are in: the body's own timeout runs in the app
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return Bounded
 
 
 def serve(settings: ServeSettings, host: str, port: int) -> None:
@@ -485,4 +689,6 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
 
     if settings.site_dir is None and settings.warehouse.exists():
         build_board(settings.warehouse, settings.board_dir)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning",
+                http=bounded_protocol(settings.header_timeout, settings.max_connections),
+                timeout_keep_alive=5, h11_max_incomplete_event_size=64 << 10)
