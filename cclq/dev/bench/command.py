@@ -150,7 +150,7 @@ def bench(
             print(f"{row['size_mb']} MB {row['case']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
                   f"{row['vs_ingest_wall']}x ingest (load {row['load']})", file=sys.stderr, flush=True)
 
-        rows = run_large_rank_bench(mb_list, root, names, on_row=progress, report=names is None)
+        rows = run_large_rank_bench(mb_list, root, names, on_row=progress)
         write_table(pa.Table.from_pylist(rows), fmt, title="one large rank: ingest, every metric, report")
         return
     if targets is not None:
