@@ -90,3 +90,18 @@ def test_ops_that_overlap_without_nesting_give_the_containment_rows(tmp_path):
         (500_000, "all_reduce", "cpu op record_param_comms (launch)", 4096 * 4),
         (1_300_000, "all_reduce", "cpu op record_param_comms (launch)", 4096 * 4),
     ]
+
+
+def test_one_metric_stores_the_collectives_and_steps_once(tmp_path):
+    """One metric over `collectives` or the steps reads each several times over (its
+    plan expanded the views' stack per reference: collective_busbw read the events 48
+    times); run alone, it still computes them once into tables (ALWAYS_SHARED)."""
+    from cclq.query.metrics import shared_views
+    from cclq.query.registry import resolve
+
+    generate_workload(tmp_path / "in" / "ddp", ranks=2, steps=3, layers=4)
+    session = connect(_ingest(tmp_path / "in", tmp_path / "wh"))
+    with shared_views(session, [resolve("collective_busbw").sql]) as names:
+        assert {"_collective_cpu_ops", "collectives_with", "collectives"} <= names
+    with shared_views(session, [resolve("break_down_steps").sql]) as names:
+        assert {"_step_markers_with", "steps_with"} <= names
