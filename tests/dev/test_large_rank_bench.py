@@ -17,3 +17,12 @@ def test_one_small_rank_every_case_timed(tmp_path):
         assert r["us_per_event"] == round(r["wall_s"] / events * 1e6, 3)
         assert r["vs_ingest_wall"] == round(r["wall_s"] / rows[0]["wall_s"], 2)
         assert r["per_event_vs_prev"] is None  # one size: nothing to compare with
+
+
+def test_startup_guard_reads_import_times():
+    """`cclq bench --startup` reads `-X importtime`: the import of cclq.cli.app costs
+    something, and a module already imported by it costs nothing more."""
+    from cclq.dev.bench.startup import import_seconds
+
+    assert import_seconds("cclq.cli.app") > 0
+    assert import_seconds("cclq.errors", after="cclq.cli.app") == 0  # cclq.cli.app imports it

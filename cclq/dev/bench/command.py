@@ -115,6 +115,10 @@ def bench(
         Optional[str], typer.Option("--large-rank-metrics", help="With --large-rank: only these metrics "
                                                                  "(comma-separated) [default: every one].")
     ] = None,
+    startup: Annotated[
+        bool, typer.Option("--startup", help="Only the start-up guard: the import time of cclq.cli.app and of "
+                                             "each command's modules, `cclq --help` and a cached metric.")
+    ] = False,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
@@ -134,6 +138,12 @@ def bench(
         write_table(pa.Table.from_pylist(rows), fmt, title="thousands of small files")
         if not (ingest_part or metrics_part):
             return
+    if startup:
+        from cclq.dev.bench.startup import run_startup_bench
+
+        write_table(pa.Table.from_pylist(run_startup_bench(repeats=max(repeats, 1))), fmt,
+                    title="start-up: import and command times (best of --repeats)")
+        return
     if large_rank:
         import sys
 
