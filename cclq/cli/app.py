@@ -427,7 +427,9 @@ def _applicable(wh: Warehouse, trace: str, specs: list, fmt: OutputFormat, outpu
              "cclq metric --category communication --all -o results/   (one CSV per metric)")
 def metric(
     names: Annotated[
-        Optional[list[str]], typer.Argument(help="Metric names (see `cclq metrics`); several run on one connection.")
+        Optional[list[str]], typer.Argument(help="Metric names (see `cclq metrics`); several run on one connection. "
+                                                 "A workload folder or trace file among them is ingested first and "
+                                                 "its traces are the ones run over.")
     ] = None,
     all_traces: Annotated[bool, typer.Option("--all", help="Run over every trace in the warehouse.")] = False,
     trace: Annotated[
@@ -483,8 +485,15 @@ def metric(
         for n in names:
             _explain(resolve(n, version))
         return
+    from cclq.query.registry import registry
+
+    ingest_failed = False
+    looked: list[str] = []
+    if names and any(n not in registry() for n in names):
+        names, looked, ingest_failed = _first_look(_warehouse(warehouse), list(names), set(registry()))
+        trace = [*(trace or []), *looked]
     if all_traces == bool(trace):
-        raise UsageError("say which traces: --all, or --trace T (repeatable)")
+        raise UsageError("say which traces: --all, --trace T (repeatable), or a trace folder or file to ingest")
     unknown = sorted(set(category or []) - set(CATEGORIES))
     if unknown:
         raise UsageError(f"no category {', '.join(unknown)}",
@@ -506,9 +515,11 @@ def metric(
     _warn_partial(wh, selection, allow_partial)
     if len(specs) == 1:
         _one_metric(wh, specs[0], params, selection, no_cache, fmt, output, dask)
-        return
-    check_batch_params(specs, params)
-    _several_metrics(wh, specs, params, selection, no_cache, fmt, output, dask)
+    else:
+        check_batch_params(specs, params)
+        _several_metrics(wh, specs, params, selection, no_cache, fmt, output, dask)
+    if ingest_failed:
+        raise typer.Exit(ExitCode.FAILED)
 
 
 def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: bool) -> None:
@@ -527,6 +538,35 @@ def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: boo
         listed = ", ".join(f"{trace} ({what})" for trace, what in partial.items())
         print(f"cclq: warning: {len(partial)} traces are partial, their values cover the ranks present only: "
               f"{listed} (re-run `cclq ingest` if one was interrupted; --allow-partial to accept)", file=sys.stderr)
+
+
+def _first_look(wh: Warehouse, args: list[str], known: set[str]) -> tuple[list[str], list[str], bool]:
+    """The first look at a new trace as one command: of ``args``, those that are not in
+    ``known`` (metric names, trace ids) but are files or folders on disk are ingested
+    first, with the progress of `cclq ingest` on stderr and its rules (unchanged files
+    are skipped, a trace id taken by another folder fails). Returns the other args, the
+    traces the paths hold, and whether a file failed (its error already printed: the run
+    goes on with the rest, the exit status says it failed)."""
+    paths = [Path(a) for a in args if a not in known and Path(a).exists()]
+    rest = [a for a in args if a in known or not Path(a).exists()]
+    if not paths:
+        return rest, [], False
+    from cclq.cli.progress import IngestProgress
+    from cclq.ingest.report import IngestInterrupted
+    from cclq.ingest.run import ingest as run_ingest
+
+    try:
+        report = run_ingest(paths, wh, reporter=IngestProgress())
+    except IngestInterrupted as e:
+        print(f"cclq: {e.message()}", file=sys.stderr)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    for outcome in report.failed:
+        print(f"cclq: error: {outcome.message}", file=sys.stderr)
+    traces = sorted({o.trace for o in report.outcomes if o.status in ("ingested", "unchanged")})
+    if not traces:
+        raise UsageError(f"no trace ingested from {', '.join(str(p) for p in paths)}",
+                         hint="`cclq ingest PATH` says what it looked for")
+    return rest, traces, bool(report.failed)
 
 
 def _explain(spec: Any) -> None:
@@ -782,7 +822,8 @@ def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
 
 @app.command(epilog="Example: cclq report dlrm_param_8xV100 --format html -o dlrm.html")
 def report(
-    trace: Annotated[str, typer.Argument(help="Trace id (see `cclq traces`).")],
+    trace: Annotated[str, typer.Argument(help="Trace id (see `cclq traces`), or a workload folder or trace file "
+                                              "not yet in the warehouse: it is ingested first.")],
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.table,
     output: OutputOpt = None,
     param: ParamOpt = None,
@@ -807,6 +848,13 @@ def report(
     params = parse_param_args(param or [])
     specs = latest_specs()
     check_batch_params(specs, params)
+    ingest_failed = False
+    if Path(trace).exists() and trace not in _known_traces(wh):
+        _, looked, ingest_failed = _first_look(wh, [trace], set())
+        if len(looked) > 1:
+            raise UsageError(f"{trace} holds {len(looked)} traces ({', '.join(looked)}); the report is of one",
+                             hint=f"cclq report {looked[0]}")
+        trace = looked[0]
     _prepare_output(output)
     with _session(wh, traces=[trace], cache=not no_cache) as session:
         _require_traces(session, wh, [trace])
@@ -829,6 +877,16 @@ def report(
         if output:
             out.close()
     _exit_if_failed([f"{f['metric']}: {f['reason']}" for f in data["metrics_failed"]])
+    if ingest_failed:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _known_traces(wh: Warehouse) -> set[str]:
+    """The warehouse's trace ids (none when it does not exist yet)."""
+    if not wh.exists():
+        return set()
+    with wh.open_snapshot() as snapshot:
+        return set(snapshot.trace_ids())
 
 
 # -------------------------------------------------------------------------- diff

@@ -94,7 +94,11 @@ def setup_script(snapshot: Snapshot, traces: list[str] | None = None, comments: 
     the file the library compiled, whose storage format is its own)."""
     relations = base_relations(snapshot, traces)
     # the catalog tables are read once: cache Parquet footers for the queries after them
-    head = [f"-- cclq: snapshot {_safe_id(snapshot.id)}", "SET parquet_metadata_cache = true;"]
+    # ASOF joins always as the sort-merge ASOF operator: below an estimate of 64 left
+    # rows DuckDB plans one as a nested loop with an arg_max, and a view's estimates are
+    # often that low for millions of rows (collectives' launch stack: quadratic)
+    head = [f"-- cclq: snapshot {_safe_id(snapshot.id)}", "SET parquet_metadata_cache = true;",
+            "SET asof_loop_join_threshold = 0;"]
     if compiled:
         parts = [*head, *attach_statements(), *relations]
     else:

@@ -311,11 +311,78 @@ launches AS MATERIALIZED (  -- read three times
     AND r.cat IN ('cuda_runtime', 'cuda_driver', 'hip_runtime', 'xpu_runtime', 'privateuse1_runtime')
   GROUP BY ALL
 ),
+-- The ops around each launch (ts_ns <= launch_ns < end_ns, same file, process and
+-- thread), found in time linear in the ops and launches. One thread launches all of a
+-- rank's collectives, so an equality join on the thread with the times as a residual
+-- compared every launch with every op of the rank (quadratic: minutes on a 1 GB rank).
+-- Instead one sweep per thread: ops' starts (+1) and ends (-1) and the launches in time
+-- order (at one time: ends, then starts, longer ops first, then launches) give each op
+-- its nesting depth (the running count at its start) and each launch the number of ops
+-- open at it (`open_ops`). Where the ops nest (a thread's ops are a call stack), the
+-- ops around a launch are, for each depth 1 .. open_ops, the op of that depth that
+-- started last at or before the launch: an ASOF join on (thread, depth). It found
+-- them all when every op it found holds the launch and there are open_ops of them
+-- (ops of different depths are different ops); a launch where ops overlap without
+-- nesting fails that check and is matched by the plain join instead, so the rows are
+-- those of the containment join in every case.
+coll_ops AS MATERIALIZED (  -- the ops that can hold a launch; read three times
+  SELECT trace, rank, file_id, pid, tid, event_idx, name, coll_type, group_size, pg_name, seq, ts_ns, end_ns
+  FROM _collective_cpu_ops
+  WHERE pid IS NOT NULL AND tid IS NOT NULL AND end_ns > ts_ns
+),
+swept AS (
+  SELECT
+    *,
+    sum(delta) OVER (PARTITION BY trace, rank, file_id, pid, tid ORDER BY t, mark, tie, event_idx
+                     ROWS UNBOUNDED PRECEDING)::BIGINT AS depth
+  FROM (
+    SELECT trace, rank, file_id, pid, tid, event_idx, ts_ns AS t, 1 AS mark, -end_ns AS tie, 1::INTEGER AS delta FROM coll_ops
+    UNION ALL
+    SELECT trace, rank, file_id, pid, tid, event_idx, end_ns, 0, 0, -1 FROM coll_ops
+    UNION ALL
+    SELECT trace, rank, file_id, pid, tid, event_idx, launch_ns, 2, 0, 0 FROM launches
+    WHERE pid IS NOT NULL AND tid IS NOT NULL AND launch_ns IS NOT NULL
+  )
+),
+op_depths AS (
+  SELECT o.*, d.depth
+  FROM coll_ops AS o
+  JOIN (SELECT trace, rank, file_id, event_idx, depth FROM swept WHERE mark = 1) AS d
+    USING (trace, rank, file_id, event_idx)
+),
+launch_levels AS (
+  SELECT trace, rank, file_id, pid, tid, event_idx, t AS launch_ns, depth AS open_ops,
+         unnest(range(1, depth + 1)) AS level
+  FROM swept
+  WHERE mark = 2 AND depth > 0
+),
+stacked AS (
+  SELECT x.trace, x.rank, x.file_id, x.pid, x.tid, x.event_idx, x.launch_ns, x.open_ops, o.event_idx AS op_idx,
+         o.name AS op_name, o.coll_type, o.group_size, o.pg_name, o.seq, o.ts_ns AS op_ts_ns, o.end_ns AS op_end_ns
+  FROM launch_levels AS x
+  ASOF JOIN op_depths AS o
+    ON o.trace = x.trace AND o.rank = x.rank AND o.file_id = x.file_id AND o.pid = x.pid AND o.tid = x.tid
+    AND o.depth = x.level AND x.launch_ns >= o.ts_ns
+),
+stack_checked AS (
+  SELECT *, count(*) FILTER (WHERE launch_ns < op_end_ns) OVER (PARTITION BY trace, rank, file_id, event_idx) AS held
+  FROM stacked
+),
+-- the launches with ops open around them that do not nest; MATERIALIZED, so that the
+-- plain join below reads these few launches, not every launch (filtered after it)
+unnested AS MATERIALIZED (
+  SELECT DISTINCT trace, rank, file_id, pid, tid, event_idx, launch_ns FROM stack_checked WHERE held <> open_ops
+),
 by_launch AS (
+  SELECT trace, rank, file_id, event_idx, launch_ns, 'launch' AS via, op_idx,
+         op_name, coll_type, group_size, pg_name, seq, [op_ts_ns, -op_end_ns] AS depth_key
+  FROM stack_checked
+  WHERE held = open_ops
+  UNION ALL
   SELECT l.trace, l.rank, l.file_id, l.event_idx, l.launch_ns, 'launch' AS via, o.event_idx AS op_idx,
          o.name AS op_name, o.coll_type, o.group_size, o.pg_name, o.seq, [o.ts_ns, -o.end_ns] AS depth_key
-  FROM launches AS l
-  JOIN _collective_cpu_ops AS o
+  FROM unnested AS l
+  JOIN coll_ops AS o
     ON o.trace = l.trace AND o.rank = l.rank AND o.file_id = l.file_id
     AND o.pid = l.pid AND o.tid = l.tid
     AND o.ts_ns <= l.launch_ns AND l.launch_ns < o.end_ns

@@ -282,27 +282,78 @@ GROUP BY ALL;
 --   * GPU-track steps (gpu_annotation): the step whose GPU span contains the
 --     activity's START (the annotation is on the GPU timeline already).
 --   * XLA steps: no GPU activity is attributed (XLA ops have their own views).
--- `launch_ns` is the launch time when known. (One equality join with the time
--- compared as a residual, as before GPU-track steps: an ASOF join sorted every
--- activity with all its columns, a time picked per step in the join condition
--- defeated the plan, and a MATERIALIZED CTE of the steps stopped DuckDB from
--- pruning the activities' columns; so the rank's step source is looked up first,
--- from the steps themselves.)
-CREATE OR REPLACE MACRO gpu_ops_steps_of(class_rules_version, step_rules_version) AS TABLE
-SELECT a.* EXCLUDE (_step_time_ns), s.step
-FROM (
+-- `launch_ns` is the launch time when known. (The rank's step source is looked up first,
+-- from the steps themselves: a time picked per step in the join condition defeated the
+-- plan, and a MATERIALIZED CTE of the steps stopped DuckDB from pruning the activities'
+-- columns.)
+-- Each activity finds its step by an ASOF join, linear in activities and steps: an
+-- equality join on the rank with the time as a residual compared every activity with
+-- every step of its rank (quadratic: a long capture has tens of thousands of steps).
+-- The ASOF join reads the rank's `_step_spans`: where its steps do not overlap, the
+-- steps themselves; where they do, the elementary spans between consecutive step
+-- boundaries, each with every step that covers it. An activity takes the steps of the
+-- span that started last at or before its time, if the span still holds it; one row per
+-- step, and one row with a NULL step when none (the rows of the containment join).
+CREATE OR REPLACE MACRO _step_spans(step_rules_version) AS TABLE
+WITH st AS MATERIALIZED (  -- read five times below
+  SELECT trace, rank, step, ts_ns, end_ns
+  FROM steps_with(step_rules_version)
+  WHERE NOT starts_with(source, 'xla_') AND end_ns > ts_ns  -- an empty step holds no time
+),
+flagged AS (
   SELECT
-    o.*,
-    l.launch_ns,
-    CASE WHEN b.source = 'gpu_annotation' THEN o.ts_ns ELSE l.launch_ns END AS _step_time_ns
-  FROM gpu_ops_classified_with(class_rules_version) AS o
-  LEFT JOIN gpu_launches AS l USING (trace, rank, correlation)
-  LEFT JOIN (SELECT DISTINCT trace, rank, source FROM steps_with(step_rules_version)) AS b
-    ON b.trace = o.trace AND b.rank = o.rank
-) AS a
-LEFT JOIN steps_with(step_rules_version) AS s
-  ON s.trace = a.trace AND s.rank = a.rank AND NOT starts_with(s.source, 'xla_')
-  AND a._step_time_ns >= s.ts_ns AND a._step_time_ns < s.end_ns;
+    *,
+    coalesce(max(end_ns) OVER (PARTITION BY trace, rank ORDER BY ts_ns, end_ns
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) > ts_ns, false) AS overlapped
+  FROM st
+),
+overlapping AS (SELECT DISTINCT trace, rank FROM flagged WHERE overlapped),
+plain AS (
+  SELECT s.trace, s.rank, s.ts_ns AS span_ns, s.end_ns AS span_end_ns, [s.step] AS steps
+  FROM st AS s ANTI JOIN overlapping AS o USING (trace, rank)
+),
+bounds AS (
+  SELECT DISTINCT trace, rank, t
+  FROM (
+    SELECT trace, rank, ts_ns AS t FROM st SEMI JOIN overlapping USING (trace, rank)
+    UNION ALL
+    SELECT trace, rank, end_ns FROM st SEMI JOIN overlapping USING (trace, rank)
+  )
+),
+spans AS (
+  SELECT trace, rank, t AS span_ns, lead(t) OVER (PARTITION BY trace, rank ORDER BY t) AS span_end_ns
+  FROM bounds
+),
+covered AS (
+  SELECT p.trace, p.rank, p.span_ns, p.span_end_ns, list(s.step ORDER BY s.step) AS steps
+  FROM spans AS p
+  JOIN st AS s ON s.trace = p.trace AND s.rank = p.rank AND s.ts_ns <= p.span_ns AND p.span_ns < s.end_ns
+  WHERE p.span_end_ns IS NOT NULL
+  GROUP BY ALL
+)
+SELECT * FROM plain
+UNION ALL
+SELECT * FROM covered;
+
+CREATE OR REPLACE MACRO gpu_ops_steps_of(class_rules_version, step_rules_version) AS TABLE
+SELECT
+  a.* EXCLUDE (_step_time_ns, _span_end_ns, _steps),
+  unnest(CASE WHEN a._step_time_ns < a._span_end_ns THEN a._steps ELSE [NULL] END) AS step
+FROM (
+  SELECT x.*, p.span_end_ns AS _span_end_ns, p.steps AS _steps
+  FROM (
+    SELECT
+      o.*,
+      l.launch_ns,
+      CASE WHEN b.source = 'gpu_annotation' THEN o.ts_ns ELSE l.launch_ns END AS _step_time_ns
+    FROM gpu_ops_classified_with(class_rules_version) AS o
+    LEFT JOIN gpu_launches AS l USING (trace, rank, correlation)
+    LEFT JOIN (SELECT DISTINCT trace, rank, source FROM steps_with(step_rules_version)) AS b
+      ON b.trace = o.trace AND b.rank = o.rank
+  ) AS x
+  ASOF LEFT JOIN _step_spans(step_rules_version) AS p
+    ON p.trace = x.trace AND p.rank = x.rank AND x._step_time_ns >= p.span_ns
+) AS a;
 
 -- GPU activities by kernel_class_rules `rules_version` in the steps of
 -- step_marker_rules version 1 (ProfilerStep#N only): what the metrics defined

@@ -105,6 +105,20 @@ def bench(
         Optional[Path], typer.Option("--baseline", help="With --targets: another cclq source tree (an earlier "
                                                         "commit) to time in the same run, before / after.")
     ] = None,
+    large_rank: Annotated[
+        Optional[str], typer.Option("--large-rank", help="One generated rank at each of these sizes in MB "
+                                                         "(32,127,1000): its ingest, then every metric in a "
+                                                         "process of its own and `cclq report`, wall, CPU, peak "
+                                                         "RSS, cost per event and the ratio to the ingest.")
+    ] = None,
+    large_rank_metrics: Annotated[
+        Optional[str], typer.Option("--large-rank-metrics", help="With --large-rank: only these metrics "
+                                                                 "(comma-separated) [default: every one].")
+    ] = None,
+    startup: Annotated[
+        bool, typer.Option("--startup", help="Only the start-up guard: the import time of cclq.cli.app and of "
+                                             "each command's modules, `cclq --help` and a cached metric.")
+    ] = False,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
@@ -124,6 +138,31 @@ def bench(
         write_table(pa.Table.from_pylist(rows), fmt, title="thousands of small files")
         if not (ingest_part or metrics_part):
             return
+    if startup:
+        from cclq.dev.bench.startup import run_startup_bench
+
+        write_table(pa.Table.from_pylist(run_startup_bench(repeats=max(repeats, 1))), fmt,
+                    title="start-up: import and command times (best of --repeats)")
+        return
+    if large_rank:
+        import sys
+
+        from cclq.dev.bench.large_rank import run_large_rank_bench
+
+        try:
+            mb_list = [int(s) for s in large_rank.split(",") if s.strip()]
+        except ValueError as e:
+            raise UsageError(f"--large-rank takes sizes in MB, comma-separated: {e}") from e
+        names = [n.strip() for n in large_rank_metrics.split(",") if n.strip()] if large_rank_metrics else None
+        root = workdir or Path(tempfile.mkdtemp(prefix="cclq-bench-large-"))
+
+        def progress(row: dict) -> None:
+            print(f"{row['size_mb']} MB {row['case']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
+                  f"{row['vs_ingest_wall']}x ingest (load {row['load']})", file=sys.stderr, flush=True)
+
+        rows = run_large_rank_bench(mb_list, root, names, on_row=progress)
+        write_table(pa.Table.from_pylist(rows), fmt, title="one large rank: ingest, every metric, report")
+        return
     if targets is not None:
         from cclq.dev.bench.targets import run_target_bench
 

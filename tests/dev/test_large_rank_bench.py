@@ -1,0 +1,28 @@
+"""`cclq bench --large-rank` (issue 42): one generated rank, its ingest, each metric and the
+report in processes of their own, with the ratios the targets are stated in."""
+
+from __future__ import annotations
+
+from cclq.dev.bench.large_rank import run_large_rank_bench
+
+
+def test_one_small_rank_every_case_timed(tmp_path):
+    rows = run_large_rank_bench([2], tmp_path, ["total_kernel_time"], timeout_s=300)
+    assert [r["case"] for r in rows] == ["ingest", "total_kernel_time", "report"]
+    events = rows[0]["events"]
+    assert events > 1000 and all(r["events"] == events for r in rows)
+    for r in rows:
+        assert r["exit"] == 0, r["error"]
+        assert r["wall_s"] > 0 and r["cpu_s"] > 0 and r["peak_rss_mb"] > 0
+        assert r["us_per_event"] == round(r["wall_s"] / events * 1e6, 3)
+        assert r["vs_ingest_wall"] == round(r["wall_s"] / rows[0]["wall_s"], 2)
+        assert r["per_event_vs_prev"] is None  # one size: nothing to compare with
+
+
+def test_startup_guard_reads_import_times():
+    """`cclq bench --startup` reads `-X importtime`: the import of cclq.cli.app costs
+    something, and a module already imported by it costs nothing more."""
+    from cclq.dev.bench.startup import import_seconds
+
+    assert import_seconds("cclq.cli.app") > 0
+    assert import_seconds("cclq.errors", after="cclq.cli.app") == 0  # cclq.cli.app imports it
