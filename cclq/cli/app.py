@@ -67,7 +67,10 @@ OutputOpt = Annotated[
 
 
 def _warehouse(option: str | None) -> Warehouse:
-    return Warehouse(resolve_warehouse(option))
+    """The warehouse ``-w`` names: a folder, or an ``s3://`` URL (``cclq.store.remote``)."""
+    from cclq.store.remote import open_warehouse
+
+    return open_warehouse(option)
 
 
 # --memory-limit / --spill-dir (anywhere on the line) or their environment variables, read
@@ -125,7 +128,8 @@ def _root(
 # ------------------------------------------------------------------------ ingest
 @app.command(epilog="Example: cclq ingest trace_collection --jobs 2   (--reader ijson, --max-depth 200, ...)")
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Workload folders, folders of workloads, or trace files.")],
+    paths: Annotated[list[str], typer.Argument(help="Workload folders, folders of workloads, or trace files; "
+                                                    "or s3://bucket/prefix URLs (the s3 extra).")],
     warehouse: WarehouseOpt = None,
     jobs: Annotated[
         Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs]; a "
@@ -204,9 +208,16 @@ def ingest(
                         max_depth=max_depth, max_inflate_ratio=max_inflate_ratio, max_columns=max_columns,
                         max_sqlite_seconds=max_sqlite_seconds, max_sqlite_bytes=int(max_sqlite_mb * MIB))
     wh = _warehouse(warehouse)
+    from cclq.store.objects import is_url, local_inputs
+    from cclq.store.remote import is_remote
+
+    if dask is not None and (is_remote(wh) or any(is_url(p) for p in paths)):
+        raise UsageError("--dask needs the inputs and the warehouse on a file system every worker sees; "
+                         "with s3:// URLs, ingest without --dask")
+    inputs = local_inputs(paths)  # s3:// traces copied (only what changed) into the local cache
     reporter = IngestProgress(enabled=not quiet)
     try:
-        report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
+        report = run_ingest(inputs, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
                             options=ReadOptions(reader=reader, limits=limits), dask=dask)
     except IngestInterrupted as e:
         # said here: typer turns a KeyboardInterrupt that leaves the command into a silent
@@ -492,6 +503,11 @@ def metric(
         from cclq.ingest.dask import parse_cluster
 
         parse_cluster(dask)  # a bad --dask is a usage error before anything runs
+        from cclq.store.remote import is_remote
+
+        if is_remote(wh):
+            raise UsageError(f"--dask reads the warehouse from a file system every worker sees, not {wh}",
+                             hint="run the metric without --dask (it reads a local copy of what it needs)")
     _prepare_output(output, folder=len(specs) > 1 and output is not None and _is_folder_output(output))
     _warn_partial(wh, selection, allow_partial)
     if len(specs) == 1:
