@@ -82,6 +82,7 @@ class RemoteWarehouse(Warehouse):
         self._remote: tuple[str, str] | None = None  # (ETag, snapshot id) of CURRENT, when read
         self._read = False
         self._base: tuple[str, str] | None = None  # what a writer started from
+        self._base_paths: set[str] = set()  # the data files it names (the copy may collect it)
 
     def __str__(self) -> str:
         return self.url
@@ -186,6 +187,7 @@ class RemoteWarehouse(Warehouse):
     def begin_write(self) -> None:
         """The local copy starts from the remote's current snapshot (none: a new warehouse)."""
         self._base = self.refresh()
+        self._base_paths = set(self._paths(self._base[1])) if self._base else set()
         self._writing = True
         pointer = self.root / CURRENT
         if self._base is None:
@@ -203,8 +205,7 @@ class RemoteWarehouse(Warehouse):
         base_id = self._base[1] if self._base else None
         if final == base_id:
             return
-        before = set(self._paths(base_id)) if base_id else set()
-        new = sorted(set(self._paths(final)) - before)
+        new = sorted(set(self._paths(final)) - self._base_paths)
         self.store.upload([(self.root / p, p) for p in new])
         self.store.upload([(self.catalog_dir / final / f"{name}.parquet", f"catalog/{final}/{name}.parquet")
                            for name in CATALOG_SCHEMAS])
@@ -214,7 +215,7 @@ class RemoteWarehouse(Warehouse):
         else:
             etag = self.store.put_bytes(CURRENT, (final + "\n").encode(), if_match=self._base[0])
         self._remote = (etag, final)
-        self._base = self._remote
+        self._base, self._base_paths = self._remote, set(self._paths(final))
         self.collect_remote_garbage()
 
     def _paths(self, snap_id: str) -> list[str]:

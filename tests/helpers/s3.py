@@ -73,3 +73,18 @@ def upload_tree(endpoint: str, local: Path, url: str) -> None:
     base = url.split("://", 1)[1].rstrip("/")
     files = [p for p in sorted(local.rglob("*")) if p.is_file()]
     fs.put([str(p) for p in files], [f"{base}/{p.relative_to(local).as_posix()}" for p in files])
+
+
+def run_cclq(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+             timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The real ``cclq`` entry point in a subprocess, with ``env`` added."""
+    return subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd,
+                          timeout=timeout)
+
+
+def start_cclq(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen[str]:
+    """``run_cclq`` started, not waited for."""
+    return subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})}, cwd=cwd)
