@@ -131,7 +131,8 @@ def test_s3_warehouse_equals_a_local_one(s3: dict[str, str], tmp_path: Path) -> 
         assert a.height > 0 or table != "events"
         assert a.equals(b), table
     cols = "trace, rank, size_bytes, format, parser, events_read, events_written, events_dropped, drop_reasons"
-    assert remote.sql(f"SELECT {cols} FROM files ORDER BY ALL").equals(here.sql(f"SELECT {cols} FROM files ORDER BY ALL"))
+    files = f"SELECT {cols} FROM files ORDER BY ALL"
+    assert remote.sql(files).equals(here.sql(files))
     a, b = remote.metrics(), here.metrics()
     assert a.height > 50
     assert _sorted_frame(a.drop("details")).equals(_sorted_frame(b.drop("details")))
