@@ -353,3 +353,27 @@ def test_dask_with_a_url_is_refused_in_one_line(s3: dict[str, str], tmp_path: Pa
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(subprocess.call([sys.executable, "-m", "pytest", __file__, "-x", "-q"]))
+
+
+def test_ccl_bench_call_and_shell_on_an_s3_warehouse(s3: dict[str, str], tmp_path: Path) -> None:
+    """`python -m cclq.main --warehouse s3://...` answers as over a local warehouse (in its
+    own process: the daemon serves folders); `cclq shell` opens the local copy."""
+    import shutil
+
+    local = _local_copy(tmp_path, TRACES[:1])
+    url = f"s3://{s3['BUCKET']}/wh"
+    call = [sys.executable, "-m", "cclq.main", "--trace", str(local / TRACES[0]), "--metric", "total_kernel_time"]
+    env = {**os.environ, **_cli_env(s3), "CCLQ_DAEMON": "0"}
+    a = subprocess.run([*call, "--warehouse", url], capture_output=True, text=True, env=env, timeout=300)
+    b = subprocess.run([*call, "--warehouse", str(tmp_path / "wh")], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+    assert a.stdout.splitlines()[-1] == b.stdout.splitlines()[-1] != "nan"
+    if shutil.which("duckdb") is None:
+        pytest.skip("no duckdb CLI for `cclq shell`")
+    r = subprocess.run([sys.executable, "-m", "cclq", "shell", "-w", url], input="SELECT count(*) FROM kernels;\n",
+                       capture_output=True, text=True, env=env, timeout=120)
+    n = subprocess.run([sys.executable, "-m", "cclq", "sql", "SELECT count(*) AS n FROM kernels", "-f", "csv",
+                        "-w", str(tmp_path / "wh")], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert n.stdout.splitlines()[-1] in r.stdout
