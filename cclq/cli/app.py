@@ -646,18 +646,12 @@ def _exit_if_failed(failures: list[str]) -> None:
 
 def _add_catalog_rows(runs: dict) -> None:  # name -> MetricRun
     """A metric the catalog rules out for every trace ran no SQL: its result is one row per
-    trace with no value and the catalog's reason (the words its SQL would give)."""
-    import pyarrow as pa
+    trace with no value and the catalog's reason (``cclq.query.metrics.catalog_rows``)."""
+    from cclq.query.metrics import catalog_rows
 
     for run in runs.values():
         if run.table is None and run.error is None and run.not_applicable:
-            run.table = pa.table({
-                "trace": pa.array(list(run.not_applicable), pa.string()),
-                "rank": pa.nulls(len(run.not_applicable), pa.int32()),
-                "step": pa.nulls(len(run.not_applicable), pa.int64()),
-                "value": pa.nulls(len(run.not_applicable), pa.float64()),
-                "unit": pa.array([run.spec.unit] * len(run.not_applicable), pa.string()),
-                "reason": pa.array(list(run.not_applicable.values()), pa.string())})
+            run.table = catalog_rows(run)
 
 
 def _is_folder_output(output: Path) -> bool:
