@@ -503,11 +503,6 @@ def metric(
         from cclq.ingest.dask import parse_cluster
 
         parse_cluster(dask)  # a bad --dask is a usage error before anything runs
-        from cclq.store.remote import is_remote
-
-        if is_remote(wh):
-            raise UsageError(f"--dask reads the warehouse from a file system every worker sees, not {wh}",
-                             hint="run the metric without --dask (it reads a local copy of what it needs)")
     _prepare_output(output, folder=len(specs) > 1 and output is not None and _is_folder_output(output))
     _warn_partial(wh, selection, allow_partial)
     if len(specs) == 1:

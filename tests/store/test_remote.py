@@ -194,6 +194,17 @@ def test_reingest_from_s3_skips_unchanged_objects(s3: dict[str, str], tmp_path: 
     assert "1 ingested" in third.stderr and "2 unchanged" in third.stderr, third.stderr
     moved = [p for p, ino in copies.items() if p.stat().st_ino != ino]
     assert [p.parent.name for p in moved] == ["hta_alexnet"]
+    # nothing secret in what cclq says or writes: its messages, the bucket's objects, the copy
+    secret = s3["AWS_SECRET_ACCESS_KEY"].encode()
+    assert all(secret.decode() not in r.stderr + r.stdout for r in (first, again, third))
+    from cclq.store.objects import ObjectStore
+
+    store = ObjectStore(f"s3://{bucket}/wh")
+    keys = list(store.list())
+    bodies = {k: tmp_path / "check" / k for k in keys}
+    store.download(list(bodies.items()))
+    assert keys and not [k for k, p in bodies.items() if secret in p.read_bytes()]
+    assert not [p for p in (tmp_path / "cache" / "warehouses").rglob("*") if p.is_file() and secret in p.read_bytes()]
 
 
 # --------------------------------------------------------------------- two writers
