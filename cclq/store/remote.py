@@ -136,6 +136,8 @@ class RemoteWarehouse(Warehouse):
         if current is None:
             self.require()
         assert current is not None
+        # a writer of this machine may have collected it from the copy since: fetched again
+        self._mirror_catalog(current[1])
         return current[1]
 
     def require(self) -> None:

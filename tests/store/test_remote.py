@@ -388,3 +388,33 @@ def test_ccl_bench_call_and_shell_on_an_s3_warehouse(s3: dict[str, str], tmp_pat
                         "-w", str(tmp_path / "wh")], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert n.stdout.splitlines()[-1] in r.stdout
+
+
+def test_the_read_through_cache_is_bounded_and_safe_to_delete(s3: dict[str, str], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past $CCLQ_REMOTE_CACHE_MB a reader drops the copies the current snapshot does not
+    name (a re-ingest replaced them); deleting the whole cache changes no answer."""
+    import shutil
+
+    import cclq
+    from cclq.ingest.run import ingest
+    from cclq.store.remote import RemoteWarehouse
+
+    local = _local_copy(tmp_path, TRACES[:1])
+    url = f"s3://{s3['BUCKET']}/wh"
+    monkeypatch.setenv("CCLQ_REMOTE_CACHE", str(tmp_path / "writer"))
+    writer = RemoteWarehouse(url)
+    ingest([local], writer, jobs=1)
+    reader_cache = tmp_path / "reader"
+    monkeypatch.setenv("CCLQ_REMOTE_CACHE", str(reader_cache))
+    query = "SELECT trace, count(*) AS n, sum(dur_ns) AS d FROM events GROUP BY ALL"
+    first = cclq.open(url).sql(query)
+    old = sorted(reader_cache.rglob("trace=*/*.parquet"))
+    assert old
+    ingest([local], writer, jobs=1, force=True)  # every data file replaced by a new one
+    monkeypatch.setenv("CCLQ_REMOTE_CACHE_MB", "0")
+    assert cclq.open(url).sql(query).equals(first)
+    now = sorted(reader_cache.rglob("trace=*/*.parquet"))
+    assert now and not set(old) & set(now)  # the superseded copies are gone
+    shutil.rmtree(reader_cache)
+    assert cclq.open(url).sql(query).equals(first)
