@@ -182,7 +182,8 @@ class ObjectStore:
         for name, info in found.items():
             if info.get("type") != "file":
                 continue
-            rel = name[len(self.base) + 1:] if name.startswith(self.base + "/") else name
+            # "": the URL names one object, not a prefix
+            rel = name[len(self.base) + 1:] if name.startswith(self.base + "/") else "" if name == self.base else name
             modified = info.get("LastModified")
             mtime = int(modified.timestamp() * 1e9) if modified is not None else 0
             out[rel] = ObjectInfo(rel, int(info.get("size") or 0), str(info.get("ETag", "")), mtime)
@@ -221,8 +222,8 @@ def mirror_traces(url: str) -> Path:
     Local files whose object is gone are removed."""
     store = ObjectStore(url)
     name = store.base.rsplit("/", 1)[-1]
-    dest = cache_root() / "traces" / url_key(store.url) / name
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = cache_root() / "traces" / url_key(store.url) / name  # a folder, or the one object's copy
+    dest.parent.mkdir(parents=True, exist_ok=True)
     manifest_path = dest.parent / MANIFEST
     try:
         known: dict[str, list[Any]] = json.loads(manifest_path.read_text())
@@ -233,7 +234,7 @@ def mirror_traces(url: str) -> Path:
         raise UsageError(f"{url}: no objects under this URL (or the bucket cannot be listed)")
     wanted: list[tuple[str, Path]] = []
     for key, info in objects.items():
-        local = dest / key
+        local = dest / key if key else dest
         if known.get(key) == [info.etag, info.size] and local.is_file() and local.stat().st_size == info.size:
             continue
         wanted.append((key, local))
@@ -242,7 +243,8 @@ def mirror_traces(url: str) -> Path:
         info = objects[key]
         os.utime(local, ns=(info.mtime_ns, info.mtime_ns))
     for old in set(known) - set(objects):
-        (dest / old).unlink(missing_ok=True)
+        if old:
+            (dest / old).unlink(missing_ok=True)
     fresh = {k: [i.etag, i.size] for k, i in objects.items()}
     tmp = manifest_path.with_name(f"{MANIFEST}.{uuid.uuid4().hex[:8]}")
     tmp.write_text(json.dumps(fresh))

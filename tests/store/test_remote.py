@@ -418,3 +418,20 @@ def test_the_read_through_cache_is_bounded_and_safe_to_delete(s3: dict[str, str]
     assert now and not set(old) & set(now)  # the superseded copies are gone
     shutil.rmtree(reader_cache)
     assert cclq.open(url).sql(query).equals(first)
+
+
+def test_one_object_url_is_ingested_as_a_file(s3: dict[str, str], tmp_path: Path) -> None:
+    local = _local_copy(tmp_path, TRACES[1:2])
+    bucket = s3["BUCKET"]
+    upload_tree(s3["AWS_ENDPOINT_URL"], local, f"s3://{bucket}/traces")
+    (name,) = [p.name for p in (local / TRACES[1]).glob("*.json.gz")]
+    r = run_cclq("ingest", f"s3://{bucket}/traces/{TRACES[1]}/{name}", "-w", str(tmp_path / "wh"), "-q", "-j", "1",
+                 env=_cli_env(s3))
+    assert r.returncode == 0, r.stderr
+    r = run_cclq("sql", "SELECT count(*) AS n FROM events", "-f", "csv", "-w", str(tmp_path / "wh"), env=_cli_env(s3))
+    here = run_cclq("ingest", str(local / TRACES[1] / name), "-w", str(tmp_path / "wh2"), "-q", "-j", "1",
+                    env=_cli_env(s3))
+    assert here.returncode == 0, here.stderr
+    assert r.stdout == run_cclq("sql", "SELECT count(*) AS n FROM events", "-f", "csv", "-w", str(tmp_path / "wh2"),
+                                env=_cli_env(s3)).stdout
+    assert int(r.stdout.splitlines()[-1]) > 0
