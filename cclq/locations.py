@@ -47,10 +47,28 @@ def sql_root() -> Path:
     raise FileNotFoundError("cclq's sql/ folder is missing from this installation")
 
 
+def user_cache_dir() -> Path:
+    """``$CCLQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/cclq``, else ``~/.cache/cclq``: what
+    cclq keeps between runs that can be made again (compiled views, object-storage copies)."""
+    from pathlib import Path
+
+    chosen = os.environ.get("CCLQ_CACHE_DIR")
+    if chosen:
+        return Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cclq"
+
+
 def warehouse_path(option: str | None) -> str:
     """``--warehouse`` first, then ``$CCLQ_WAREHOUSE``, then ``./.cclq/warehouse``; absolute,
     links resolved (what ``Path.resolve`` gives), as text."""
     chosen = option or os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE
+    if "://" in chosen:  # never a local folder named after a URL (./s3:/bucket)
+        from cclq.errors import UsageError
+
+        raise UsageError(f"{chosen}: a URL where a local warehouse folder is needed",
+                         hint="this command takes a folder; `cclq ingest`, `metric`, `report`, `diff`, `board`, "
+                              "`sql`, `traces`, `shell` and cclq.open() take s3:// URLs")
     return os.path.realpath(os.path.expanduser(chosen))
 
 

@@ -35,6 +35,7 @@ from cclq.api.workspace import Workspace, open
 from cclq.errors import UsageError
 from cclq.ingest.plan import plan_inputs
 from cclq.present.chrome_trace import write_trace
+from cclq.store.objects import is_url, mirror_traces
 
 __all__ = ["CPGraph", "HTA_METHODS", "TimeSeriesTypes", "TraceAnalysis"]
 
@@ -97,7 +98,8 @@ class TraceAnalysis:
                  figures_dir: str | Path | None = None) -> None:
         if isinstance(trace_files, (str, Path)) and not trace_dir:  # cclq's older TraceAnalysis(trace_dir)
             trace_dir, trace_files = trace_files, None
-        folder = Path(trace_dir or os.getcwd()).expanduser()
+        folder = (mirror_traces(str(trace_dir)) if is_url(trace_dir)  # s3://: a local copy of what changed
+                  else Path(trace_dir or os.getcwd()).expanduser())
         workloads = plan_inputs([folder])
         if len(workloads) != 1:
             raise UsageError(f"{folder} holds {len(workloads)} workloads; give one trace folder")

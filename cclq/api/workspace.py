@@ -21,12 +21,13 @@ import pyarrow as pa
 from cclq.errors import UsageError
 from cclq.ingest.report import IngestReport
 from cclq.ingest.run import ingest
-from cclq.locations import resolve_warehouse
 from cclq.query.metrics import run_metric, run_metrics
 from cclq.query.params import check_batch_params
 from cclq.query.registry import MetricSpec, latest_specs, resolve
 from cclq.query.session import Session
 from cclq.query.settings import QuerySettings
+from cclq.store.objects import local_inputs
+from cclq.store.remote import open_warehouse
 from cclq.store.warehouse import Warehouse
 
 # polars and the report / diff / board modules are imported by the methods that use them:
@@ -44,7 +45,7 @@ def open(path: str | Path | None = None, *, memory_limit: str | None = None,  # 
     opened for analysis. ``memory_limit`` / ``spill_dir`` as the CLI's options take them."""
     settings = QuerySettings(memory_limit, Path(spill_dir) if spill_dir else None)
     settings.duckdb_memory_limit()  # a bad limit fails here, not in the first query
-    return Workspace(Warehouse(resolve_warehouse(None if path is None else str(path))), settings, cache)
+    return Workspace(open_warehouse(None if path is None else str(path)), settings, cache)
 
 
 @dataclass
@@ -61,7 +62,7 @@ class Workspace:
 
     def ingest(self, *paths: str | Path, jobs: int | None = None) -> IngestReport:
         """Ingests workload folders or trace files (as ``cclq ingest``); unchanged files are skipped."""
-        return ingest(list(paths), self.warehouse, jobs=jobs)
+        return ingest(local_inputs(paths), self.warehouse, jobs=jobs)
 
     def traces(self) -> pl.DataFrame:
         """One row per trace: format, world size, ranks, span, card fields (``cclq traces``)."""

@@ -77,7 +77,10 @@ OutputOpt = Annotated[
 
 
 def _warehouse(option: str | None) -> Warehouse:
-    return Warehouse(resolve_warehouse(option))
+    """The warehouse ``-w`` names: a folder, or an ``s3://`` URL (``cclq.store.remote``)."""
+    from cclq.store.remote import open_warehouse
+
+    return open_warehouse(option)
 
 
 # --memory-limit / --spill-dir (anywhere on the line) or their environment variables, read
@@ -135,7 +138,8 @@ def _root(
 # ------------------------------------------------------------------------ ingest
 @app.command(epilog="Example: cclq ingest trace_collection --jobs 2   (--reader ijson, --max-depth 200, ...)")
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Workload folders, folders of workloads, or trace files.")],
+    paths: Annotated[list[str], typer.Argument(help="Workload folders, folders of workloads, or trace files; "
+                                                    "or s3://bucket/prefix URLs (the s3 extra).")],
     warehouse: WarehouseOpt = None,
     jobs: Annotated[
         Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs]; a "
@@ -214,9 +218,16 @@ def ingest(
                         max_depth=max_depth, max_inflate_ratio=max_inflate_ratio, max_columns=max_columns,
                         max_sqlite_seconds=max_sqlite_seconds, max_sqlite_bytes=int(max_sqlite_mb * MIB))
     wh = _warehouse(warehouse)
+    from cclq.store.objects import is_url, local_inputs
+    from cclq.store.remote import is_remote
+
+    if dask is not None and (is_remote(wh) or any(is_url(p) for p in paths)):
+        raise UsageError("--dask needs the inputs and the warehouse on a file system every worker sees; "
+                         "with s3:// URLs, ingest without --dask")
+    inputs = local_inputs(paths)  # s3:// traces copied (only what changed) into the local cache
     reporter = IngestProgress(enabled=not quiet)
     try:
-        report = run_ingest(paths, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
+        report = run_ingest(inputs, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
                             options=ReadOptions(reader=reader, limits=limits), dask=dask)
     except IngestInterrupted as e:
         # said here: typer turns a KeyboardInterrupt that leaves the command into a silent
@@ -680,18 +691,12 @@ def _exit_if_failed(failures: list[str]) -> None:
 
 def _add_catalog_rows(runs: dict) -> None:  # name -> MetricRun
     """A metric the catalog rules out for every trace ran no SQL: its result is one row per
-    trace with no value and the catalog's reason (the words its SQL would give)."""
-    import pyarrow as pa
+    trace with no value and the catalog's reason (``cclq.query.metrics.catalog_rows``)."""
+    from cclq.query.metrics import catalog_rows
 
     for run in runs.values():
         if run.table is None and run.error is None and run.not_applicable:
-            run.table = pa.table({
-                "trace": pa.array(list(run.not_applicable), pa.string()),
-                "rank": pa.nulls(len(run.not_applicable), pa.int32()),
-                "step": pa.nulls(len(run.not_applicable), pa.int64()),
-                "value": pa.nulls(len(run.not_applicable), pa.float64()),
-                "unit": pa.array([run.spec.unit] * len(run.not_applicable), pa.string()),
-                "reason": pa.array(list(run.not_applicable.values()), pa.string())})
+            run.table = catalog_rows(run)
 
 
 def _is_folder_output(output: Path) -> bool:

@@ -55,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     if daemon.enabled():
         plain, option = warehouse_option(argv)
         if plain:
-            rc = daemon.call(argv, daemon.warehouse_root(option))
+            from cclq.errors import UsageError
+
+            try:
+                root = daemon.warehouse_root(option)
+            except UsageError:  # an s3:// warehouse: no daemon (it serves a folder); read here
+                root = None
+            rc = daemon.call(argv, root) if root is not None else None
             if rc is not None:
                 return rc
     return run_here(argv)
@@ -98,13 +104,14 @@ def run_here(argv: list[str], fresh: dict[str, str] | None = None) -> int:
     from cclq.query.metrics import run_metric, summarize
     from cclq.query.registry import resolve
     from cclq.query.session import QuerySettings, connect
-    from cclq.store.warehouse import ReadOnlyWarehouse, Warehouse, resolve_warehouse
+    from cclq.store.remote import open_warehouse
+    from cclq.store.warehouse import ReadOnlyWarehouse
 
     args = arg_parser().parse_args(argv)
     con = None
     try:
         spec = resolve(args.metric)
-        wh = Warehouse(resolve_warehouse(args.warehouse))
+        wh = open_warehouse(args.warehouse)
         workloads = plan_inputs([args.trace], wh.root)
         if len(workloads) != 1:
             print(f"cclq: error: {args.trace} holds {len(workloads)} workloads; give one workload folder "

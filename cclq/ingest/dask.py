@@ -190,19 +190,20 @@ def _worker_view(probe: str, writable: str | None) -> dict[str, Any]:
             "writable": writable is None or os.access(writable, os.W_OK)}
 
 
-def check_workers(client: Client, warehouse: Path, probe: Path, writable: Path | None = None) -> None:
+def check_workers(client: Client, warehouse: Path | str, probe: Path | None, writable: Path | None = None) -> None:
     """Every worker runs this cclq and sees ``probe``, a file of the warehouse, as this
     process does (size and modification time agree), so the warehouse is on shared
     storage at the same path; ``writable`` must be writable there. A usage error names
-    the first worker that does not."""
-    want = _file_signature(str(probe))
-    views = client.run(_worker_view, str(probe), None if writable is None else str(writable))
+    the first worker that does not. ``probe`` None: the code alone is checked (a
+    warehouse on object storage, which each worker reads through its own copy)."""
+    want = _file_signature(str(probe)) if probe is not None else None
+    views = client.run(_worker_view, "" if probe is None else str(probe), None if writable is None else str(writable))
     for address, view in sorted(views.items()):
         if view["fingerprint"] != code_content_digest():
             raise UsageError(f"Dask worker {address} runs a different cclq than this process "
                              f"(cclq {__version__} here)",
                              hint="install the same cclq (and sql/ files) in the workers' environment")
-        if view["probe"] != want:
+        if probe is not None and view["probe"] != want:
             raise UsageError(f"Dask worker {address} does not see the warehouse at {warehouse} "
                              "as this process does",
                              hint="put the warehouse on storage that every worker mounts at the same path")

@@ -44,7 +44,7 @@ class FileOutcome:
 
 @dataclass
 class IngestReport:
-    warehouse: Path
+    warehouse: Path | str  # a folder, or the URL of a warehouse on object storage
     outcomes: list[FileOutcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     compacted: list[Any] = field(default_factory=list)  # cclq.store.compaction.Compaction of the traces compacted

@@ -82,7 +82,7 @@ def is_up_to_date(inputs: Iterable[str | Path], warehouse: Warehouse, distinct_i
     workloads = plan_inputs(inputs, warehouse.root)
     if any(w.failure or w.errors for w in workloads):
         return False
-    report = IngestReport(warehouse.root)
+    report = IngestReport(str(warehouse))  # the folder, or the URL
     committer = Committer(warehouse, warehouse.read_state(), report)
     tasks = committer.plan(workloads, force=False, distinct=distinct_ids)
     tasks, passed = still_refused(tasks, warehouse, committer.working, False, False)
@@ -124,7 +124,7 @@ def ingest(
         parse_cluster(dask)  # a bad --dask (or no Dask installed) fails before anything is done
     reporter = reporter or SilentReporter()
     workloads = plan_inputs(inputs, warehouse.root)
-    report = IngestReport(warehouse.root)
+    report = IngestReport(str(warehouse))  # the folder, or the URL
     with warehouse.lock():  # which sweeps what a killed writer left (``Warehouse.lock``)
         committer = Committer(warehouse, warehouse.read_state(), report)
         tasks = committer.plan(workloads, force, distinct_ids)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -30,7 +29,7 @@ from cclq.ingest.dask import (
     this_worker,
     worker_threads,
 )
-from cclq.store.warehouse import Warehouse
+from cclq.store.remote import is_remote, open_warehouse
 
 if TYPE_CHECKING:  # imported for real only when a cluster is used
     from distributed import Client
@@ -79,7 +78,7 @@ def metrics_task(root: str, snapshot_id: str, traces: list[str], specs: list[Met
     if fingerprint != code_content_digest():
         raise UsageError(f"Dask worker {this_worker()} runs a different cclq than this process",
                          hint="install the same cclq on every worker")
-    con = connect(Warehouse(Path(root)), traces=traces, snapshot_id=snapshot_id)
+    con = connect(open_warehouse(root), traces=traces, snapshot_id=snapshot_id)
     try:
         _fit_to_worker(con)
         runs = run_metrics(con, specs, params)
@@ -222,10 +221,17 @@ def _compute(client: Client, con: Session, specs: list[MetricSpec], params: dict
     from cclq.query.params import params_for
 
     snapshot = con.snapshot  # held by this process until the session is closed
-    check_workers(client, snapshot.warehouse.root.resolve(), snapshot.catalog_file("files"))
+    if is_remote(snapshot.warehouse):
+        # on object storage: each worker reads the snapshot through a copy of its own (its
+        # CCLQ_REMOTE_CACHE), fetching its traces' files; the grace period of the garbage
+        # collection keeps the snapshot's objects while the tasks run
+        root = str(snapshot.warehouse)
+        check_workers(client, root, None)
+    else:
+        root = str(snapshot.warehouse.root.resolve())
+        check_workers(client, snapshot.warehouse.root.resolve(), snapshot.catalog_file("files"))
     groups = plan_partitions(events, partitions or PARTITIONS_PER_THREAD * worker_threads(client),
                              min_events=0 if partitions else MIN_EVENTS_PER_PARTITION)
-    root = str(snapshot.warehouse.root.resolve())
     # only the parameters some metric of the batch declares (as run_metrics passes them)
     declared = {k: v for s in specs for k, v in params_for(s, params).items()}
     label = specs[0].name if len(specs) == 1 else f"{len(specs)}-metrics"

@@ -139,6 +139,9 @@ class MetricRun:
     # trace -> why the metric cannot apply, decided from the catalog (``plan_first``)
     not_applicable: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0  # time spent on it (0 when decided from the catalog)
+    # the columns its result has, for one that applies to no trace (``empty_result``): the
+    # catalog's rows get them, so a metric has one schema whether it ran or not
+    empty: pa.Table | None = None
 
 
 def run_metrics(
@@ -168,7 +171,7 @@ def run_metrics(
     def one(lane: Session, *, spec: MetricSpec) -> MetricRun:
         skipped = planned.skipped.get(spec.name, {}) if planned is not None else {}
         if planned is not None and planned.applies_nowhere(spec.name):
-            return MetricRun(spec, None, None, skipped)
+            return MetricRun(spec, None, None, skipped, empty=empty_result(lane, spec, params_for(spec, params)))
         start = time.perf_counter()
         try:
             run = MetricRun(spec, run_metric(lane, spec, params_for(spec, params)), None, skipped)
@@ -520,19 +523,7 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
         raise session.query_error(e, spec.label) from e
     try:
         names = list(session.con.table(_ROWS).columns)  # from the catalog: no query (DESCRIBE was 0.3 ms)
-        if "trace" not in names or "value" not in names:
-            raise QueryError(f"{spec.label}: the query must return `trace` and `value` columns")
-        fixed = {"trace", "rank", "step", "value", "reason"}
-        extras = [f'm."{n}"' for n in names if n not in fixed]
-        select = [
-            "m.trace",
-            "CAST(m.rank AS INTEGER) AS rank" if "rank" in names else "CAST(NULL AS INTEGER) AS rank",
-            "CAST(m.step AS BIGINT) AS step" if "step" in names else "CAST(NULL AS BIGINT) AS step",
-            "CAST(m.value AS DOUBLE) AS value",
-            f"{quote_literal(spec.unit)} AS unit",
-            "CAST(m.reason AS VARCHAR) AS reason" if "reason" in names else "CAST(NULL AS VARCHAR) AS reason",
-        ] + extras
-        out_names = ["trace", "rank", "step", "value", "unit", "reason"] + [n for n in names if n not in fixed]
+        select, out_names = _result_columns(spec, names)
         # sorted by the output columns (not m's), exactly as combine_results sorts them
         query = f"SELECT * FROM (SELECT {', '.join(select)} FROM {_ROWS} AS m) ORDER BY {_order_by(out_names)}"
         try:
@@ -541,6 +532,59 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
             raise session.query_error(e, spec.label) from e
     finally:
         session.execute(f"DROP TABLE IF EXISTS temp.{_ROWS}")
+
+
+def _result_columns(spec: MetricSpec, names: list[str]) -> tuple[list[str], list[str]]:
+    """The select list that turns a metric query's columns ``names`` into its result (the
+    common columns first, typed), and the result's column names."""
+    if "trace" not in names or "value" not in names:
+        raise QueryError(f"{spec.label}: the query must return `trace` and `value` columns")
+    fixed = {"trace", "rank", "step", "value", "reason"}
+    extras = [f'm."{n}"' for n in names if n not in fixed]
+    select = [
+        "m.trace",
+        "CAST(m.rank AS INTEGER) AS rank" if "rank" in names else "CAST(NULL AS INTEGER) AS rank",
+        "CAST(m.step AS BIGINT) AS step" if "step" in names else "CAST(NULL AS BIGINT) AS step",
+        "CAST(m.value AS DOUBLE) AS value",
+        f"{quote_literal(spec.unit)} AS unit",
+        "CAST(m.reason AS VARCHAR) AS reason" if "reason" in names else "CAST(NULL AS VARCHAR) AS reason",
+    ] + extras
+    return select, ["trace", "rank", "step", "value", "unit", "reason"] + [n for n in names if n not in fixed]
+
+
+def empty_result(session: Session, spec: MetricSpec, params: dict[str, str]) -> pa.Table | None:
+    """The metric's result with no rows: its columns and types, bound by DuckDB without
+    running the query (``LIMIT 0``). None where it cannot be bound that way (a metric with
+    a Python step, or a query that does not compile: its run says so)."""
+    import duckdb
+
+    if PATH_TABLE in spec.sql:
+        return None
+    session.temp_view("metric_scope", _SCOPE)
+    if spec.params or mentions(spec.sql, "metric_params"):
+        session.temp_view("metric_params", params_relation(spec, params))
+    try:
+        names = [str(d[0]) for d in session.relation(f"SELECT * FROM ({spec.sql}) LIMIT 0").description]
+        select, _ = _result_columns(spec, names)
+        return session.arrow(f"SELECT {', '.join(select)} FROM ({spec.sql}) AS m LIMIT 0")
+    except (duckdb.Error, QueryError):
+        return None
+
+
+def catalog_rows(run: MetricRun) -> pa.Table:
+    """The result of a metric the catalog rules out for every trace (it ran no SQL): a row
+    per trace with no value and the catalog's reason (the words its SQL would give), in
+    the columns and types the metric has when it runs (``run.empty``), so that a metric
+    has one schema alone, in a batch and under Dask."""
+    n = len(run.not_applicable)
+    given = {"trace": pa.array(list(run.not_applicable), pa.string()),
+             "unit": pa.array([run.spec.unit] * n, pa.string()),
+             "reason": pa.array(list(run.not_applicable.values()), pa.string())}
+    schema = run.empty.schema if run.empty is not None else pa.schema(
+        [("trace", pa.string()), ("rank", pa.int32()), ("step", pa.int64()), ("value", pa.float64()),
+         ("unit", pa.string()), ("reason", pa.string())])
+    return pa.table({f.name: given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type)
+                     for f in schema}, schema=schema)
 
 
 def _order_by(columns: list[str]) -> str:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from cclq.locations import user_cache_dir
 from cclq.query.settings import open_database
 from cclq.query.sqlfiles import module_script, view_modules
 from cclq.schema import TABLE_SCHEMAS, data_file_schema
@@ -97,11 +98,7 @@ def catalog_key() -> str:
 
 def cache_folder() -> Path:
     """``$CCLQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/cclq``, else ``~/.cache/cclq``."""
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen:
-        return Path(chosen).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cclq"
+    return user_cache_dir()
 
 
 @lru_cache(maxsize=1)

@@ -101,6 +101,7 @@ def rewrite(wh: Warehouse, state: CatalogState, groups: dict[tuple[str, str], li
                                                  for q in state.parts[p["file_id"]]]
                     total += p["rows"] or 0
         done.append(Compaction(trace, table, len(paths), len(bins), total))
+    wh.ensure_local(sorted({m for members, _ in writes for m in members}))  # a remote warehouse's copy
     root = str(wh.root)
     if jobs > 1 and len(writes) > 1:
         import multiprocessing as mp

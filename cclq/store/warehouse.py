@@ -75,7 +75,8 @@ CURRENT = "CURRENT"
 MARKER = ".cclq-warehouse"
 MARKER_TEXT = "a cclq warehouse: cclq writes, compacts and deletes files under this folder\n"
 # what collect_garbage may delete: a data file by the name new_data_path gives it
-_DATA_FILE = re.compile(r"trace=[^/]+/[^/]+\.[0-9a-f]{12}\.parquet")
+DATA_FILE = re.compile(r"trace=[^/]+/[^/]+\.[0-9a-f]{12}\.parquet")
+_DATA_FILE = DATA_FILE
 
 # The catalog tables. Every snapshot is written with these schemas, so a column that is
 # NULL in every row still has its type (a NULL-typed Parquet column reads back as
@@ -231,6 +232,7 @@ class Snapshot:
                                     parts.column("table_name").to_pylist())
             if name == table and (wanted is None or t in wanted)
         }
+        self.warehouse.ensure_local(sorted(paths))  # a copy of a remote warehouse fetches them
         return [self.warehouse.root / p for p in sorted(paths)]
 
     def close(self) -> None:
@@ -246,6 +248,14 @@ class Snapshot:
 
 
 class Warehouse:
+    """A warehouse in a local folder. ``cclq.store.remote.RemoteWarehouse`` is one on
+    object storage: a local copy of it, with the hooks below (``ensure_local``,
+    ``begin_write``, ``end_write``, ``unique_ids``) doing the transfers."""
+
+    # snapshot ids with a random suffix: two writers that do not share this folder's lock
+    # (a warehouse on object storage) never name two different snapshots alike
+    unique_ids = False
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.catalog_dir = self.root / "catalog"
@@ -254,8 +264,21 @@ class Warehouse:
         self.lock_fd: int | None = None  # the descriptor holding the writer lock, while held
 
     # -- creation and locking -------------------------------------------------
+    def __str__(self) -> str:
+        return str(self.root)
+
     def exists(self) -> bool:
         return (self.root / CURRENT).is_file()
+
+    def ensure_local(self, paths: Sequence[str]) -> None:
+        """Makes the data files ``paths`` (relative to the root) readable under the root:
+        they are, in a local warehouse."""
+
+    def begin_write(self) -> None:
+        """Called under the writer lock before anything is written."""
+
+    def end_write(self) -> None:
+        """Called under the writer lock after a writer finished without an error."""
 
     def is_legacy(self) -> bool:
         """A warehouse written by cclq before catalog snapshots (catalog/files/*.parquet)."""
@@ -336,6 +359,7 @@ class Warehouse:
                 _flock(f.fileno(), fcntl.LOCK_EX, self.root)
             self.lock_fd = f.fileno()
             try:
+                self.begin_write()
                 self.create()
                 # what a killed writer left: its temp files, snapshots no reader holds (one
                 # committed but never swept, or renamed into catalog/ but never made
@@ -343,6 +367,7 @@ class Warehouse:
                 self.clean_tmp()
                 self.collect_garbage()
                 yield
+                self.end_write()
             finally:
                 self.lock_fd = None
                 fcntl.flock(f, fcntl.LOCK_UN)
@@ -470,7 +495,7 @@ class Warehouse:
         if durable:
             fsync_all(sorted(changed, key=lambda d: -len(d.parts)))
         previous = self.current_id() if self.exists() else None
-        snap_id = _next_id(previous)
+        snap_id = _next_id(previous, self.unique_ids)
         staging = self.tmp_dir / f"snapshot-{snap_id}-{uuid.uuid4().hex[:8]}"
         staging.mkdir(parents=True)
         written = []
@@ -521,6 +546,7 @@ class Warehouse:
 
             from cclq.store.writer import ROW_GROUP_ROWS, open_data_writer
 
+            self.ensure_local([path])
             table = pq.ParquetFile(self.root / path).read()
             kept = table.filter(pc.is_in(table.column("file_id"), value_set=pa.array(staying, pa.string())))
             tmp = self.tmp_path()
@@ -672,11 +698,13 @@ def _still_there(path: Path, fd: int) -> bool:
     return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
-_SNAPSHOT_ID = re.compile(r"[0-9]+")  # what _next_id makes: no path can hide in one
+SNAPSHOT_ID = re.compile(r"[0-9]+(?:-[0-9a-f]{8})?")  # what _next_id makes: no path can hide in one
+_SNAPSHOT_ID = SNAPSHOT_ID
 
 
-def _next_id(previous: str | None) -> str:
-    return f"{(int(previous) + 1) if previous else 1:010d}"
+def _next_id(previous: str | None, unique: bool = False) -> str:
+    n = int(previous.split("-")[0]) + 1 if previous else 1
+    return f"{n:010d}-{uuid.uuid4().hex[:8]}" if unique else f"{n:010d}"
 
 
 # The tables of the last few snapshots this process opened. A snapshot never changes once

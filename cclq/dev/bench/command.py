@@ -119,6 +119,12 @@ def bench(
         bool, typer.Option("--startup", help="Only the start-up guard: the import time of cclq.cli.app and of "
                                              "each command's modules, `cclq --help` and a cached metric.")
     ] = False,
+    s3: Annotated[
+        Optional[str], typer.Option("--s3", metavar="URL", help="With --traces: an s3://bucket/prefix (endpoint and "
+                                                             "credentials from the AWS environment): ingest from "
+                                                             "and to it, and a metric over it cold and warm, "
+                                                             "against the same over local folders.")
+    ] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
@@ -130,6 +136,14 @@ def bench(
         rows = run_first_run_bench(hta_python, copies=hta_copies, repeats=repeats, workdir=workdir)
         write_table(pa.Table.from_pylist(rows), fmt,
                     title="first answer: cclq's three CLI calls vs HTA 0.5.0's load + the same two analyses")
+        return
+    if s3 is not None:
+        if traces_dir is None:
+            raise UsageError("--s3 needs --traces DIR: the traces to put there and ingest")
+        from cclq.dev.bench.remote import run_remote_bench
+
+        rows = run_remote_bench(s3, traces_dir, metric=metric, repeats=repeats)
+        write_table(pa.Table.from_pylist(rows), fmt, title=f"a warehouse on {s3} against a local one (wall seconds)")
         return
     if small_files:
         from cclq.dev.bench.small_files import run_small_files_bench

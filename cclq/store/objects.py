@@ -1,0 +1,257 @@
+"""Object storage (``s3://bucket/prefix``): the few operations the warehouse and ingest need.
+
+Why these and no more: a warehouse on S3 (``cclq.store.remote``) needs to read a small
+object together with its ETag, to write one only if it is still the version read
+(``If-Match``) or does not exist yet (``If-None-Match: *``), to copy files up and down
+several at once, to list and to delete. s3fs (the ``s3`` extra) does them over
+aiobotocore, which reads credentials and the endpoint as every AWS tool does (the
+environment, ``~/.aws/config`` profiles, ``AWS_ENDPOINT_URL``): cclq takes no secret of
+its own and never prints one (messages name the URL, which holds none).
+
+A URL cclq cannot serve is a usage error naming what to install, before anything is
+touched: never a local folder named after the URL (``s3:/wh``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cclq.errors import CclqError, UsageError
+from cclq.locations import user_cache_dir
+
+SCHEMES = ("s3", "s3a")  # what cclq reads and writes (S3 and any S3-compatible server)
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+INSTALL_HINT = "pip install 'cclq[s3]'"
+CACHE_ENV = "CCLQ_REMOTE_CACHE"  # the read-through cache's folder, else <user cache>/remote
+
+
+def url_scheme(text: str | os.PathLike[str]) -> str | None:
+    """The scheme of a URL (``s3``), or None for a local path."""
+    m = _URL.match(os.fspath(text))
+    return m.group(1).lower() if m else None
+
+
+def is_url(text: str | os.PathLike[str]) -> bool:
+    return url_scheme(text) is not None
+
+
+def check_url(url: str) -> None:
+    """A usage error for a URL cclq cannot serve: an unknown scheme, no bucket, or s3fs
+    missing (what to install named)."""
+    scheme = url_scheme(url)
+    if scheme not in SCHEMES:
+        raise UsageError(f"{url}: cclq cannot read or write {scheme}:// URLs; object storage is s3:// "
+                         "(AWS S3 or any S3-compatible server: MinIO, Ceph, GCS's and R2's S3 endpoints)",
+                         hint="give a local path, or an s3://bucket/prefix URL")
+    if not url.split("://", 1)[1].strip("/"):
+        raise UsageError(f"{url}: no bucket in the URL", hint="write it as s3://bucket/prefix")
+    try:
+        import s3fs  # noqa: F401 - the s3 extra, imported only for a URL
+    except ImportError:
+        raise UsageError(f"{url}: reading s3:// needs the s3 extra (s3fs), which is not installed",
+                         hint=INSTALL_HINT) from None
+
+
+def cache_root() -> Path:
+    """``$CCLQ_REMOTE_CACHE``, else ``<user cache>/remote``: safe to delete at any time
+    (everything in it is a copy of an immutable object, or is fetched again)."""
+    chosen = os.environ.get(CACHE_ENV)
+    return Path(chosen).expanduser() if chosen else user_cache_dir() / "remote"
+
+
+def url_key(url: str) -> str:
+    """A folder name for a URL's copy in the cache."""
+    return hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+
+
+class ChangedMeanwhile(CclqError):
+    """A conditional write lost: another writer changed the object since it was read."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str  # relative to the store's prefix
+    size: int
+    etag: str
+    mtime_ns: int
+
+
+class ObjectStore:
+    """The objects under one ``s3://bucket/prefix``; keys are relative to the prefix."""
+
+    def __init__(self, url: str) -> None:
+        check_url(url)
+        import s3fs
+
+        self.url = url.rstrip("/")
+        self.base = self.url.split("://", 1)[1].strip("/")  # bucket/prefix
+        self.bucket = self.base.split("/", 1)[0]
+        # no listings cache: a writer must see what another wrote a moment ago
+        self.fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
+
+    def path(self, key: str) -> str:
+        return f"{self.base}/{key}" if key else self.base
+
+    def _key(self, key: str) -> str:
+        return self.path(key).split("/", 1)[1] if "/" in self.path(key) else ""
+
+    def _error(self, e: Exception, what: str) -> CclqError:
+        """A one-line error for a failed call; the URL and S3's message, never a credential."""
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return CclqError(f"{self.url}: {what}: {text}")
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        """An object's bytes and the ETag of exactly those bytes, or None if there is none."""
+        try:
+            self.fs.invalidate_cache(self.path(key))
+            with self.fs.open(self.path(key), "rb") as f:  # reads with If-Match its ETag
+                etag = str(f.details.get("ETag", ""))
+                return f.read(), etag
+        except FileNotFoundError:
+            return None
+        except Exception as e:  # noqa: BLE001 - S3's errors come as several types
+            if _is_precondition(e):  # replaced between the HEAD and the GET: read it again
+                return self.read(key)
+            raise self._error(e, f"cannot read {key}") from e
+
+    def put_bytes(self, key: str, data: bytes, if_match: str | None = None, if_none_match: bool = False) -> str:
+        """Writes an object; ``if_match`` / ``if_none_match`` make it conditional (a
+        ``ChangedMeanwhile`` when the condition fails). Returns the new ETag."""
+        extra: dict[str, Any] = {}
+        if if_match is not None:
+            extra["IfMatch"] = if_match
+        if if_none_match:
+            extra["IfNoneMatch"] = "*"
+        try:
+            r = self.fs.call_s3("put_object", Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
+        except Exception as e:  # noqa: BLE001
+            if _is_precondition(e):
+                raise ChangedMeanwhile(f"{self.url}: the warehouse changed meanwhile: run again") from None
+            raise self._error(e, f"cannot write {key}") from e
+        return str(r.get("ETag", ""))
+
+    def upload(self, pairs: Sequence[tuple[Path, str]]) -> None:
+        """Local files to keys, several at once (s3fs runs them concurrently)."""
+        if not pairs:
+            return
+        try:
+            self.fs.put([str(p) for p, _ in pairs], [self.path(k) for _, k in pairs])
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, "upload failed") from e
+
+    def download(self, pairs: Sequence[tuple[str, Path]]) -> None:
+        """Keys to local files, several at once, each streamed to a temporary name and
+        renamed into place (a killed download leaves no half file under the real name)."""
+        if not pairs:
+            return
+        temps = []
+        for _, local in pairs:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            temps.append(local.with_name(f".{local.name}.{uuid.uuid4().hex[:8]}.part"))
+        try:
+            self.fs.get([self.path(k) for k, _ in pairs], [str(t) for t in temps])
+            for t, (_, local) in zip(temps, pairs):
+                os.replace(t, local)
+        except FileNotFoundError as e:
+            raise CclqError(f"{self.url}: an object is gone ({e.filename or e}); "
+                            "it was collected after a later commit: run again") from None
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, "download failed") from e
+        finally:
+            for t in temps:
+                t.unlink(missing_ok=True)
+
+    def list(self, key: str = "") -> dict[str, ObjectInfo]:
+        """Every object under ``key`` (recursively), by key relative to the prefix."""
+        root = self.path(key).rstrip("/")
+        try:
+            found = self.fs.find(root, detail=True)
+        except FileNotFoundError:
+            return {}
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, "cannot list") from e
+        out: dict[str, ObjectInfo] = {}
+        for name, info in found.items():
+            if info.get("type") != "file":
+                continue
+            # "": the URL names one object, not a prefix
+            rel = name[len(self.base) + 1:] if name.startswith(self.base + "/") else "" if name == self.base else name
+            modified = info.get("LastModified")
+            mtime = int(modified.timestamp() * 1e9) if modified is not None else 0
+            out[rel] = ObjectInfo(rel, int(info.get("size") or 0), str(info.get("ETag", "")), mtime)
+        return out
+
+    def delete(self, keys: Sequence[str]) -> None:
+        if keys:
+            try:
+                self.fs.rm([self.path(k) for k in keys])
+            except FileNotFoundError:
+                pass
+            except Exception as e:  # noqa: BLE001
+                raise self._error(e, "cannot delete") from e
+
+
+def _is_precondition(e: BaseException) -> bool:
+    """Whether S3 refused a conditional request (412 PreconditionFailed, or 409 when
+    two conditional writes of one key overlap)."""
+    for err in (e, e.__cause__):
+        response = getattr(err, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code", ""))
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+                return True
+    return "pre-condition" in str(e) or "precondition" in str(e).lower()
+
+
+MANIFEST = ".cclq-objects.json"
+
+
+def mirror_traces(url: str) -> Path:
+    """A local copy of the trace files under ``url``, for ingest: downloaded (streamed)
+    into ``<cache>/traces/<hash>/<last part of the URL>/``, the objects whose ETag and
+    size are unchanged since the last copy kept as they are, with their modification
+    time set from the object's, so that ingest's own check (size and mtime) skips them.
+    Local files whose object is gone are removed."""
+    store = ObjectStore(url)
+    name = store.base.rsplit("/", 1)[-1]
+    dest = cache_root() / "traces" / url_key(store.url) / name  # a folder, or the one object's copy
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    manifest_path = dest.parent / MANIFEST
+    try:
+        known: dict[str, list[Any]] = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    objects = store.list()
+    if not objects:
+        raise UsageError(f"{url}: no objects under this URL (or the bucket cannot be listed)")
+    wanted: list[tuple[str, Path]] = []
+    for key, info in objects.items():
+        local = dest / key if key else dest
+        if known.get(key) == [info.etag, info.size] and local.is_file() and local.stat().st_size == info.size:
+            continue
+        wanted.append((key, local))
+    store.download(wanted)
+    for key, local in wanted:
+        info = objects[key]
+        os.utime(local, ns=(info.mtime_ns, info.mtime_ns))
+    for old in set(known) - set(objects):
+        if old:
+            (dest / old).unlink(missing_ok=True)
+    fresh = {k: [i.etag, i.size] for k, i in objects.items()}
+    tmp = manifest_path.with_name(f"{MANIFEST}.{uuid.uuid4().hex[:8]}")
+    tmp.write_text(json.dumps(fresh))
+    os.replace(tmp, manifest_path)
+    return dest
+
+
+def local_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Trace paths as local paths: an ``s3://`` URL mirrored (``mirror_traces``), others as given."""
+    return [mirror_traces(os.fspath(p)) if is_url(p) else Path(p) for p in paths]
