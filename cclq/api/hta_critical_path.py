@@ -168,5 +168,5 @@ def overlay(data: HtaData, trace: Trace, graph: CPGraph, output_dir: str | Path,
         def __iter__(self) -> Any:  # after the events are written: the endpoints are seen by then
             return iter(flows())
 
-    write_trace(data.session, file_id, out, mark, _Flows())
+    write_trace(data.session, file_id, out, mark, _Flows(), written_from=source.name)
     return str(out)

@@ -13,6 +13,11 @@ What a folder walk passes over, and says so (``Workload.skipped``, reported as "
   link are not walked (``os.walk``'s default). A file or folder named on the command
   line is the user's own choice and is read wherever it is.
 
+* a trace cclq wrote beside a user's (``generate_trace_with_counters``, the overlays of
+  ``TraceAnalysis``): its first key ``cclqWrittenFrom`` names the file it was written
+  from, whose rank it repeats; read again it would be refused as a second file for that
+  rank, and a notebook run twice on one folder would fail.
+
 And it passes over the warehouse when it lies inside an input folder (``--warehouse
 in/wh`` with input ``in``): its Parquet files are never input.
 """
@@ -36,6 +41,7 @@ from cclq.formats.detect import (
     is_sqlite,
     is_trace_event_json,
     may_be_trace,
+    written_by_cclq,
 )
 
 _TRACE_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -228,6 +234,8 @@ def _walk_files(folder: Path, boundary: Path | None = None, avoid: Path | None =
             if not is_candidate(str(p)):
                 continue
             why = _why_skip(p, boundary)
+            if why is None and (source := written_by_cclq(str(p))) is not None:
+                why = f"written by cclq from {source} (counters or an overlay), not a trace of its own"
             if why is None:
                 files.append(p)
             else:
