@@ -67,7 +67,7 @@ HTA_METHODS: dict[str, str] = {
     "get_potential_stragglers": "view hta_trace_frame",
     "get_profiler_steps": "view hta_profiler_steps",
     "get_cupti_counter_data_with_operators": "view hta_cupti_counters",
-    "critical_path_analysis": "view hta_critical_path_edges",
+    "critical_path_analysis": "views hta_critical_path_rows, hta_critical_path_nodes, hta_critical_path_edges",
     "overlay_critical_path_analysis": "view hta_critical_path_edges, table events",
     "generate_trace_with_counters": "view hta_queue_points, hta_events, table events",
 }

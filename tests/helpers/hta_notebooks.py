@@ -79,8 +79,9 @@ CP_PROBES = [
     "len(cp_graph.nodes)",
     "len(cp_graph.edges)",
     # HTA builds it from a set: its row order is the set's (hash) order
-    "cp_graph.get_critical_path_breakdown().sort_values(['event_idx', 'type', 'duration'], na_position='first')"
-    ".reset_index(drop=True)",
+    # (and `cat` is a symbol id, which HTA numbers in a set's order, different on every run)
+    "cp_graph.get_critical_path_breakdown().drop(columns=['cat'])"
+    ".sort_values(['event_idx', 'type', 'duration'], na_position='first').reset_index(drop=True)",
     "sorted(cp_graph.critical_path_events_set)",
 ]
 
