@@ -172,8 +172,9 @@ class CPGraph:
             return None
         frame = self.t_full.get_trace(self.rank)
         names = self.t_full.symbol_table.get_sym_table()
-        events = frame[["cat", "pid", "tid", "stream", "index"]].drop_duplicates("index").copy()
-        events.insert(0, "s_name", frame.loc[events.index, "name"].map(lambda i: shorten_name(names[i])))
+        events = frame[["name", "cat", "pid", "tid", "stream", "index"]].drop_duplicates("index")
+        events = events.assign(name=events["name"].map(lambda i: shorten_name(names[i]))).rename(
+            columns={"name": "s_name"})
         edge_df = pd.DataFrame.from_records(
             {"event_idx": self.get_event_attribution_for_edge(e), "duration": e.weight, "type": str(e.type.value)}
             for e in self.critical_path_edges_set)
@@ -354,7 +355,7 @@ def overlay(data: HtaData, trace: Trace, graph: CPGraph, output_dir: str | Path,
     out = path / f"overlaid_critical_path_{source.name}"
     file_id = data.rows("SELECT file_id FROM files WHERE rank = ?", params=[graph.rank]).column(0)[0].as_py()
     critical = graph.critical_path_events_set
-    wanted = []
+    wanted: list[dict[str, Any]] = []
     for e in graph.path_edges:
         if show_all_edges and not only_show_critical_events or e.type in SHOWN_EDGES:
             src, dst = graph.node_list[e.begin], graph.node_list[e.end]

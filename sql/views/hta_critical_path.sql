@@ -235,18 +235,27 @@ kernels AS (
 -- The sync rows of the window: those on a stream (Stream Sync, Stream Wait Event)
 -- among the GPU rows, the device-wide ones (Event Sync, Context Sync, stream -1)
 -- among the CPU rows; each with its wait_on_* args (-1 when absent)
+-- the args of the rank's cuda_sync rows, read from the events table filtered first (a
+-- join of the events table itself would hash every event's args)
+sync_args AS MATERIALIZED (
+  SELECT
+    r.rk, x.file_id, x.event_idx,
+    coalesce(TRY_CAST(json_extract(x.args, '$.wait_on_stream') AS BIGINT), -1) AS wait_on_stream,
+    coalesce(TRY_CAST(json_extract(x.args, '$.wait_on_cuda_event_record_corr_id') AS BIGINT), -1) AS wait_on_corr
+  FROM (SELECT trace, rank, file_id, event_idx, args FROM events WHERE cat = 'cuda_sync') AS x
+  JOIN ranks AS r ON r.trace = x.trace AND r.rank = x.rank
+),
 sync_rows AS MATERIALIZED (
   SELECT
     y.rk, y.event_idx, y.row_order, y.name, y.stream, y.ts_us, y.end_us, y.partner_idx, y.pid,
-    coalesce(TRY_CAST(json_extract(x.args, '$.wait_on_stream') AS BIGINT), -1) AS wait_on_stream,
-    coalesce(TRY_CAST(json_extract(x.args, '$.wait_on_cuda_event_record_corr_id') AS BIGINT), -1) AS wait_on_corr
+    coalesce(x.wait_on_stream, -1) AS wait_on_stream,
+    coalesce(x.wait_on_corr, -1) AS wait_on_corr
   FROM (
     SELECT * FROM gpu_in WHERE cat = 'cuda_sync'
     UNION ALL
     SELECT * FROM cpu_in WHERE cat = 'cuda_sync' AND name IN ('Event Sync', 'Context Sync')
   ) AS y
-  JOIN ranks AS r USING (rk)
-  JOIN events AS x ON x.trace = r.trace AND x.rank = r.rank AND x.file_id = y.file_id AND x.event_idx = y.event_idx
+  LEFT JOIN sync_args AS x ON x.rk = y.rk AND x.file_id = y.file_id AND x.event_idx = y.event_idx
   WHERE y.partner_idx >= 0
 ),
 -- the whole rank's launch calls with their GPU row (stream, device), numbered in
@@ -270,17 +279,8 @@ record_kernels AS (
   FROM ev AS rec
   JOIN (
     SELECT DISTINCT s.rk, s.wait_on_corr AS correlation, s.wait_on_stream AS stream, e.pid AS gpu
-    FROM ev AS e
-    JOIN (
-      SELECT e2.rk, e2.event_idx,
-        coalesce(TRY_CAST(json_extract(x.args, '$.wait_on_stream') AS BIGINT), -1) AS wait_on_stream,
-        coalesce(TRY_CAST(json_extract(x.args, '$.wait_on_cuda_event_record_corr_id') AS BIGINT), -1) AS wait_on_corr
-      FROM ev AS e2
-      JOIN ranks AS r USING (rk)
-      JOIN events AS x ON x.trace = r.trace AND x.rank = r.rank AND x.file_id = e2.file_id
-        AND x.event_idx = e2.event_idx
-      WHERE e2.cat = 'cuda_sync'
-    ) AS s ON s.rk = e.rk AND s.event_idx = e.event_idx
+    FROM sync_args AS s
+    JOIN ev AS e ON e.rk = s.rk AND e.file_id = s.file_id AND e.event_idx = s.event_idx
     WHERE s.wait_on_stream > -1
   ) AS rs ON rs.rk = rec.rk AND rs.correlation = rec.correlation
   WHERE rec.name = 'cudaEventRecord'
