@@ -14,9 +14,10 @@ What a folder walk passes over, and says so (``Workload.skipped``, reported as "
   line is the user's own choice and is read wherever it is.
 
 * a trace cclq wrote beside a user's (``generate_trace_with_counters``, the overlays of
-  ``TraceAnalysis``): its first key ``cclqWrittenFrom`` names the file it was written
-  from, whose rank it repeats; read again it would be refused as a second file for that
-  rank, and a notebook run twice on one folder would fail.
+  ``TraceAnalysis``) while that file is in the same walk: its first key
+  ``cclqWrittenFrom`` names the file it was written from, whose rank it repeats; read
+  again it would be refused as a second file for that rank, and a notebook run twice on
+  one folder would fail. Copied away from its source, it is a trace like any other.
 
 And it passes over the warehouse when it lies inside an input folder (``--warehouse
 in/wh`` with input ``in``): its Parquet files are never input.
@@ -234,13 +235,17 @@ def _walk_files(folder: Path, boundary: Path | None = None, avoid: Path | None =
             if not is_candidate(str(p)):
                 continue
             why = _why_skip(p, boundary)
-            if why is None and (source := written_by_cclq(str(p))) is not None:
-                why = f"written by cclq from {source} (counters or an overlay), not a trace of its own"
             if why is None:
                 files.append(p)
             else:
                 skipped.append((p, why))
-    return files, errors, skipped
+    # traces cclq wrote beside one of these files (their source is among them)
+    names = {p.name for p in files}
+    derived = {p: source for p in files if (source := written_by_cclq(str(p))) is not None and source in names
+               and source != p.name}
+    for p, source in derived.items():
+        skipped.append((p, f"written by cclq from {source} (counters or an overlay), not a trace of its own"))
+    return [p for p in files if p not in derived], errors, skipped
 
 
 def _is_workload_folder(folder: Path) -> bool:

@@ -53,3 +53,21 @@ def test_a_file_without_the_marker_is_still_a_second_claim(tmp_path: Path, wh: W
     report = run_ingest([folder], wh)
     assert [Path(o.path).name for o in report.failed] == ["rank1_with_counters.json"]
     assert "already taken" in report.failed[0].message
+
+
+def test_copied_away_from_its_source_it_is_a_trace(tmp_path: Path, wh: Warehouse) -> None:
+    """Without the file it was written from beside it, the written file is read as a trace."""
+    folder = tmp_path / "run"
+    gpu_trace(folder / "rank1.json", rank=1, world=2, kernels=3)
+    assert not run_ingest([folder], wh).failed
+    file_id = query(wh, "SELECT file_id FROM files")[0][0]
+    (tmp_path / "alone").mkdir()
+    session = Session(wh)
+    try:
+        out = write_trace(session, file_id, tmp_path / "alone" / "rank1_with_counters.json.gz",
+                          written_from="rank1.json")
+    finally:
+        session.close()
+    other = Warehouse(tmp_path / "wh2")
+    report = run_ingest([out.parent], other)
+    assert not report.failed and [o.status for o in report.outcomes] == ["ingested"]
