@@ -26,6 +26,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("cclq.query",),
     ("cclq.present",),
     ("cclq.api",),
+    # HTA's import paths (hta.X -> cclq.hta.X): re-exports of cclq.api only
+    ("cclq.hta",),
     ("cclq.dev",),
     ("cclq.compat",),
     ("cclq.cli",),

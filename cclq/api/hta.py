@@ -68,7 +68,7 @@ HTA_METHODS: dict[str, str] = {
     "get_potential_stragglers": "view hta_trace_frame",
     "get_profiler_steps": "view hta_profiler_steps",
     "get_cupti_counter_data_with_operators": "view hta_cupti_counters",
-    "critical_path_analysis": "view hta_critical_path_edges",
+    "critical_path_analysis": "views hta_critical_path_rows, hta_critical_path_nodes, hta_critical_path_edges",
     "overlay_critical_path_analysis": "view hta_critical_path_edges, table events",
     "generate_trace_with_counters": "view hta_queue_points, hta_events, table events",
 }
@@ -280,7 +280,7 @@ class TraceAnalysis:
             source = self.t.trace_files[rank]
             out = Path(source.replace(".json", f"{output_suffix}.json"))
             file_id = self._data.rows("SELECT file_id FROM files WHERE rank = ?", params=[rank]).column(0)[0].as_py()
-            write_trace(self._data.session, file_id, out, None, extra)
+            write_trace(self._data.session, file_id, out, None, extra, written_from=Path(source).name)
 
     # -- kernels -----------------------------------------------------------------------
     def get_cuda_kernel_launch_stats(self, ranks: list[int] | None = None, runtime_cutoff: int = 50,
@@ -347,7 +347,7 @@ class TraceAnalysis:
                                                    max(num_candidates, 1), visualize)
             return list(counts.sort_values(ascending=False)[:max(num_candidates, 1)].index.tolist())
         stragglers, (metric, name, with_iteration, n_iterations) = hta_kernels.potential_stragglers(
-            self.t, valid, max(num_candidates, 1))
+            self.t, valid, max(num_candidates, 1), self.figures if visualize else None)
         if visualize:
             shown = metric.copy()
             shown["is_straggler"] = shown["is_straggler"].apply(lambda x: "Yes" if x > 0 else "No")

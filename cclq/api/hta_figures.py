@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cclq.api.hta_frames import plotly_express
+from cclq.api.hta_frames import pandas, plotly_express
 
 
 class Figures:
@@ -170,4 +170,41 @@ def stragglers(figures: Figures, metric: Any, metric_name: str, with_iteration: 
     fig = px.bar(metric, x="rank", y=metric_name, facet_col="iteration" if with_iteration else None,
                  color="is_straggler", color_discrete_map={"Yes": "red", "No": "blue"}, hover_data=data_columns,
                  width=300 * n_iterations, title="Potential Stragglers")
+    figures.show(fig)
+
+
+def _simplify_name(name: str) -> str:
+    """HTA's timeline label of a kernel (analyzers/timeline.py _simplify_name)."""
+    for pattern in (r"\(.+\)", r"<[^<]+>?", r"^void\s+", r"\s+", r"autograd::engine::evaluate_function"):
+        name = re.sub(pattern, "", name)
+    return name if len(name) < 45 else name[:42] + "..."
+
+
+def gpu_kernel_timeline(figures: Figures, title: str, df: Any, names: list[str], ranks: list[Any],
+                        duration_threshold: int = 1000) -> None:
+    """HTA's plot_timeline_gpu_kernels: the kernels of ``df`` (HTA's frame rows with a
+    ``rank`` column) as a timeline, one row per (rank, stream), kernels shorter than
+    ``duration_threshold`` µs drawn that long."""
+    pd = pandas()
+    px = plotly_express()
+
+    def unique(col: str) -> list[Any]:
+        return sorted(v for v in df[col].unique().tolist() if v not in [-1])
+
+    events = df.loc[df["rank"].isin(ranks) & df["iteration"].isin(unique("iteration"))
+                    & df["stream"].isin(unique("stream"))].copy()
+    events["s_name"] = events["name"].apply(lambda i: names[i]).apply(_simplify_name)
+    events["s_cat"] = events["cat"].apply(lambda i: names[i])
+    events["calibrated_start_global"] = pd.to_datetime(events["ts"], unit="us")
+    events["calibrated_end_global"] = pd.to_datetime(
+        events["ts"] + events["dur"].apply(lambda x: x if x >= duration_threshold else duration_threshold), unit="us")
+    events["label"] = events["s_name"]
+    events["task"] = "rank " + events["rank"].astype("str") + " stream " + events["stream"].astype("str")
+    events = events.sort_values(by=["rank", "stream", "ts"])
+    shown_ranks = sorted(events["rank"].unique()) if "rank" in events.columns else []
+    hover = sorted(set(events.columns) & {"rank", "stream", "iteration", "s_cat", "cat", "s_name", "name", "dur"})
+    fig = px.timeline(events, x_start="calibrated_start_global", x_end="calibrated_end_global", y="task",
+                      hover_data=hover, category_orders={"task": sorted(events["task"].unique())}, color="label",
+                      color_discrete_sequence=px.colors.qualitative.D3, width=1600, height=200 + 120 * len(shown_ranks),
+                      title=title)
     figures.show(fig)

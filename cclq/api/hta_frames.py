@@ -117,3 +117,11 @@ def describe_frame(rows: pa.Table, keys: list[str], value: str, key_dtypes: dict
     columns = pd.MultiIndex.from_tuples([(value, label) for label in labels])
     values = {(value, label): pd.array(data[s], dtype="float64") for s, label in zip(stats, labels)}
     return pd.DataFrame(values, index=index, columns=columns)
+
+
+def flatten_column_names(df: Any) -> None:
+    """HTA's utils.flatten_column_names: a frame's MultiIndex column labels joined by "_"
+    (trailing "_" dropped), in place; other frames are left as they are."""
+    pd = pandas()
+    if isinstance(df.columns, pd.MultiIndex):
+        df.columns = ["_".join(col).rstrip("_") for col in df.columns]

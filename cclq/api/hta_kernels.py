@@ -14,7 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from cclq.api import hta_figures
 from cclq.api.hta_data import HtaData
+from cclq.api.hta_figures import Figures
 from cclq.api.hta_frames import pandas
 from cclq.api.hta_trace import Trace, shorten_name
 from cclq.present.chrome_trace import Event, write_trace
@@ -95,7 +97,7 @@ def overlay_sequences(data: HtaData, trace: Trace, operator_name: str, min_patte
                 event["name"] = str(symbols[event["name"]])
         return event
 
-    write_trace(data.session, file_id, out, mark)
+    write_trace(data.session, file_id, out, mark, written_from=Path(trace.trace_files[rank]).name)
 
 
 def aten_op_kernels_and_delay(trace: Trace, ranks: list[int], sort_by: list[str]) -> dict[int, Any]:
@@ -204,10 +206,13 @@ def kernels_with_user_annotations(trace: Trace, rank: int, expand_names: bool, s
     return gpu
 
 
-def potential_stragglers(trace: Trace, steps: list[int], num_candidates: int) -> tuple[list[int], Any]:
+def potential_stragglers(trace: Trace, steps: list[int], num_candidates: int,
+                         figures: Figures | None = None) -> tuple[list[int], Any]:
     """HTA's get_potential_stragglers with its default identification
     (find_stragglers_with_late_start_comm_kernels): the ranks whose last long
-    ``ncclKernel`` starts latest most often; and the metric frame its figure draws."""
+    ``ncclKernel`` starts latest most often; and the metric frame its figure draws.
+    With ``figures``, HTA's two timelines as it draws them: the long communication
+    kernels, then the candidate kernels the metric reads."""
     pd = pandas()
     names = trace.symbol_table.get_sym_table()
     ranks = trace.get_ranks()
@@ -220,6 +225,10 @@ def potential_stragglers(trace: Trace, steps: list[int], num_candidates: int) ->
     mean_iter_time = ((df["ts"] + df["dur"]).max() - t_min) / float(len(iterations))
     long_comm = df.loc[(df["stream"] > 0) & (df["iteration"] > 0) & (df["dur"] >= mean_iter_time * 0.01)
                        & (df["name"].isin(comm_ids))]
+    if figures is not None:
+        shown_ranks = sorted(v for v in df["rank"].unique().tolist() if v != -1)
+        hta_figures.gpu_kernel_timeline(figures, "Timeline of Communication Kernels Longer Than 1.00% of Iteration "
+                                        "Time\n", long_comm, names, shown_ranks, duration_threshold=2000)
     last = long_comm.groupby(["rank", "stream", "iteration", "name"], as_index=False).last()
     metric_name = "normalized_start_time"
     last[metric_name] = (last["ts"] - t_min) / mean_iter_time
@@ -230,6 +239,10 @@ def potential_stragglers(trace: Trace, steps: list[int], num_candidates: int) ->
                          "two or more ranks in the selected steps: no spread of their durations to rank them by")
     stream, name = spread.idxmax()
     metric_df = last.loc[last["stream"].eq(stream) & last["name"].eq(name)]
+    if figures is not None:
+        listed = sorted(v for v in df["iteration"].unique().tolist() if v != -1)
+        hta_figures.gpu_kernel_timeline(figures, f"Timeline of Candidate Kernels (Iterations={listed})", metric_df,
+                                        names, shown_ranks)
     n = max(num_candidates, 1)
     n_iterations = metric_df["iteration"].nunique()
     if n_iterations <= 1:

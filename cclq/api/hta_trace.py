@@ -99,6 +99,11 @@ class Trace:
         self._frames: dict[int, Any] = {}
         self._symbols: TraceSymbolTable | None = None
 
+    @property
+    def data(self) -> HtaData:
+        """cclq's own: the warehouse session this trace's frames come from."""
+        return self._data
+
     # -- what HTA's Trace offers ---------------------------------------------------
     def get_ranks(self) -> list[int]:
         """The ranks of the trace, sorted."""

@@ -55,6 +55,30 @@ def is_candidate(path: str) -> bool:
     return not name.lower().endswith(IGNORED_SUFFIXES)
 
 
+# The first top-level key of every trace cclq writes beside a user's (HTA's
+# generate_trace_with_counters, overlays): its value names the file it was written from.
+# A folder walk passes such a file over, so that a notebook run again on the same folder
+# does not find two files for one rank (HTA reads the folder again and answers).
+WRITTEN_FROM_KEY = "cclqWrittenFrom"
+_WRITTEN_FROM = re.compile(rb'^\s*\{\s*"cclqWrittenFrom"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def written_by_cclq(path: str) -> str | None:
+    """The file a trace cclq wrote was written from (its ``cclqWrittenFrom`` key, the
+    first of the file), or None for any other file or one that cannot be read."""
+    if not path.lower().endswith((".json", ".json.gz")):
+        return None
+    try:
+        head, _ = read_head(path, 4096)
+    except (OSError, TraceFileError):
+        return None
+    m = _WRITTEN_FROM.match(head)
+    if m is None:
+        return None
+    import json  # only for the rare file that carries the key
+    return str(json.loads(m.group(1)))
+
+
 def may_be_trace(path: str) -> bool:
     """A candidate that could be a trace, not only a results file (makes a workload)."""
     return is_candidate(path) and not path.lower().endswith(RESULT_SUFFIXES)

@@ -13,6 +13,12 @@ What a folder walk passes over, and says so (``Workload.skipped``, reported as "
   link are not walked (``os.walk``'s default). A file or folder named on the command
   line is the user's own choice and is read wherever it is.
 
+* a trace cclq wrote beside a user's (``generate_trace_with_counters``, the overlays of
+  ``TraceAnalysis``) while that file is in the same walk: its first key
+  ``cclqWrittenFrom`` names the file it was written from, whose rank it repeats; read
+  again it would be refused as a second file for that rank, and a notebook run twice on
+  one folder would fail. Copied away from its source, it is a trace like any other.
+
 And it passes over the warehouse when it lies inside an input folder (``--warehouse
 in/wh`` with input ``in``): its Parquet files are never input.
 """
@@ -36,6 +42,7 @@ from cclq.formats.detect import (
     is_sqlite,
     is_trace_event_json,
     may_be_trace,
+    written_by_cclq,
 )
 
 _TRACE_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -232,7 +239,13 @@ def _walk_files(folder: Path, boundary: Path | None = None, avoid: Path | None =
                 files.append(p)
             else:
                 skipped.append((p, why))
-    return files, errors, skipped
+    # traces cclq wrote beside one of these files (their source is among them)
+    names = {p.name for p in files}
+    derived = {p: source for p in files if (source := written_by_cclq(str(p))) is not None and source in names
+               and source != p.name}
+    for p, source in derived.items():
+        skipped.append((p, f"written by cclq from {source} (counters or an overlay), not a trace of its own"))
+    return [p for p in files if p not in derived], errors, skipped
 
 
 def _is_workload_folder(folder: Path) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from cclq.formats.detect import WRITTEN_FROM_KEY
 from cclq.query.session import Session
 
 BATCH_ROWS = 65_536
@@ -111,12 +112,16 @@ def file_header(session: Session, file_id: str) -> dict[str, Any]:
 
 
 def write_trace(session: Session, file_id: str, out: Path, transform: Transform | None = None,
-                extra: Iterable[Event] = ()) -> Path:
+                extra: Iterable[Event] = (), written_from: str | None = None) -> Path:
     """Writes file ``file_id`` of the warehouse to ``out`` (gzip-compressed Chrome JSON),
     each event through ``transform``, then the ``extra`` events. The file appears whole
-    or not at all (written beside it, then renamed)."""
+    or not at all (written beside it, then renamed). ``written_from`` (the source file's
+    name) marks a file written beside a user's trace: a later ingest of the folder passes
+    it over (``cclq.formats.detect.written_by_cclq``)."""
     out = Path(out)
-    header = file_header(session, file_id)
+    # the marker first, where a folder walk finds it in the file's first bytes
+    header = {WRITTEN_FROM_KEY: written_from} if written_from else {}
+    header.update(file_header(session, file_id))
     fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".part", dir=out.parent)
     os.close(fd)
     try:

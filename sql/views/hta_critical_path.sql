@@ -52,13 +52,16 @@
 -- rows (its stack pops whatever is on top), where rows overlap without nesting.
 -- requires: hta_analyses
 
-CREATE OR REPLACE VIEW hta_critical_path_edges AS
+-- The window's rows (see above) of each rank: `side` 'cpu' (CPU rows starting in
+-- the window, dur > 0) or 'gpu' (GPU rows they launched, and every Stream Wait Event);
+-- `rk` numbers the ranks by (trace, rank), as the views below do.
+CREATE OR REPLACE VIEW hta_critical_path_rows AS
 WITH ranks AS MATERIALIZED (
-  SELECT trace, rank, row_number() OVER () AS rk FROM trace_ranks
+  SELECT trace, rank, row_number() OVER (ORDER BY trace, rank) AS rk FROM trace_ranks
 ),
 ev AS MATERIALIZED (
-  SELECT r.rk, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us, e.dur_us,
-    e.partner_idx, e.ts_runtime_us, e.pid, e.tid
+  SELECT r.rk, e.file_id, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us,
+    e.dur_us, e.partner_idx, e.ts_runtime_us, e.pid, e.tid
   FROM hta_events AS e
   JOIN ranks AS r USING (trace, rank)
 ),
@@ -91,27 +94,55 @@ gpu_in AS (
   SELECT g.*
   FROM ev AS g
   WHERE g.stream <> -1
-    AND EXISTS (
+    AND (EXISTS (
       SELECT 1 FROM cpu_in AS c
       WHERE c.rk = g.rk AND c.partner_idx = g.event_idx
-    )
-),
-node_rows AS (
-  SELECT rk, event_idx, row_order, name, stream, ts_us, end_us FROM cpu_in
-  WHERE cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver')
+    ) OR g.name = 'Stream Wait Event')  -- HTA keeps every one, in the window or not
+)
+SELECT r.trace, r.rank, 'cpu' AS side, c.* FROM cpu_in AS c JOIN ranks AS r USING (rk)
+UNION ALL
+SELECT r.trace, r.rank, 'gpu' AS side, g.* FROM gpu_in AS g JOIN ranks AS r USING (rk);
+
+-- The graph's nodes: a start and an end per node row (see above), `node_id` in
+-- time order per rank.
+CREATE OR REPLACE VIEW hta_critical_path_nodes AS
+WITH node_rows AS (
+  SELECT rk, trace, rank, event_idx, row_order, name, stream, ts_us, end_us FROM hta_critical_path_rows WHERE side = 'cpu'
+  AND cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver')
   UNION ALL
-  SELECT rk, event_idx, row_order, name, stream, ts_us, end_us FROM gpu_in
-  WHERE partner_idx >= 0
+  SELECT rk, trace, rank, event_idx, row_order, name, stream, ts_us, end_us FROM hta_critical_path_rows WHERE side = 'gpu'
+  AND partner_idx >= 0
 ),
-nodes AS MATERIALIZED (
+nodes AS (
   SELECT
-    rk, event_idx, is_end, time_us,
+    rk, trace, rank, event_idx, name, is_end, time_us,
     row_number() OVER (PARTITION BY rk ORDER BY time_us, is_end, row_order) - 1 AS node_id
   FROM (
-    SELECT rk, event_idx, row_order, false AS is_end, ts_us AS time_us FROM node_rows
+    SELECT rk, trace, rank, event_idx, name, row_order, false AS is_end, ts_us AS time_us FROM node_rows
     UNION ALL
-    SELECT rk, event_idx, row_order, true, end_us FROM node_rows
+    SELECT rk, trace, rank, event_idx, name, row_order, true, end_us FROM node_rows
   )
+)
+SELECT trace, rank, rk, node_id, event_idx, is_end, time_us, name FROM nodes;
+
+CREATE OR REPLACE VIEW hta_critical_path_edges AS
+WITH ranks AS MATERIALIZED (
+  SELECT trace, rank, row_number() OVER (ORDER BY trace, rank) AS rk FROM trace_ranks
+),
+ev AS MATERIALIZED (
+  SELECT r.rk, e.file_id, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us,
+    e.dur_us, e.partner_idx, e.ts_runtime_us, e.pid, e.tid
+  FROM hta_events AS e
+  JOIN ranks AS r USING (trace, rank)
+),
+cpu_in AS MATERIALIZED (
+  SELECT * EXCLUDE (trace, rank, side) FROM hta_critical_path_rows WHERE side = 'cpu'
+),
+gpu_in AS MATERIALIZED (
+  SELECT * EXCLUDE (trace, rank, side) FROM hta_critical_path_rows WHERE side = 'gpu'
+),
+nodes AS MATERIALIZED (
+  SELECT rk, event_idx, is_end, time_us, node_id FROM hta_critical_path_nodes
 ),
 -- CPU: the ends of the window's CPU rows per thread in call-stack order
 -- (time; closes before opens; opens longest first; then row), keeping those
@@ -188,7 +219,7 @@ queue AS (
 ),
 kernels AS (
   SELECT
-    g.rk, g.event_idx, g.name, g.stream, g.ts_us, g.end_us, g.partner_idx, g.ts_runtime_us,
+    g.rk, g.event_idx, g.row_order, g.name, g.stream, g.ts_us, g.end_us, g.partner_idx, g.ts_runtime_us,
     row_number() OVER (PARTITION BY g.rk ORDER BY g.ts_us, g.row_order) AS kernel_no,
     lag(g.end_us) OVER s AS prev_end_us,
     lag(g.event_idx) OVER s AS prev_idx,
@@ -197,19 +228,150 @@ kernels AS (
   FROM gpu_in AS g
   LEFT JOIN queue AS qr ON qr.rk = g.rk AND qr.event_idx = g.partner_idx
   LEFT JOIN queue AS qk ON qk.rk = g.rk AND qk.event_idx = g.event_idx
-  WHERE g.partner_idx >= 0
+  WHERE g.partner_idx >= 0 AND g.cat IS DISTINCT FROM 'cuda_sync'
   WINDOW s AS (PARTITION BY g.rk, g.stream ORDER BY g.ts_us, g.row_order)
 ),
+-- CUDA synchronization (HTA's _construct_graph_from_kernels, handle_cuda_sync).
+-- The sync rows of the window: those on a stream (Stream Sync, Stream Wait Event)
+-- among the GPU rows, the device-wide ones (Event Sync, Context Sync, stream -1)
+-- among the CPU rows; each with its wait_on_* args (-1 when absent)
+-- the args of the rank's cuda_sync rows, read from the events table filtered first (a
+-- join of the events table itself would hash every event's args)
+sync_args AS MATERIALIZED (
+  SELECT
+    r.rk, x.file_id, x.event_idx,
+    coalesce(TRY_CAST(json_extract(x.args, '$.wait_on_stream') AS BIGINT), -1) AS wait_on_stream,
+    coalesce(TRY_CAST(json_extract(x.args, '$.wait_on_cuda_event_record_corr_id') AS BIGINT), -1) AS wait_on_corr
+  FROM (SELECT trace, rank, file_id, event_idx, args FROM events WHERE cat = 'cuda_sync') AS x
+  JOIN ranks AS r ON r.trace = x.trace AND r.rank = x.rank
+),
+sync_rows AS MATERIALIZED (
+  SELECT
+    y.rk, y.event_idx, y.row_order, y.name, y.stream, y.ts_us, y.end_us, y.partner_idx, y.pid,
+    coalesce(x.wait_on_stream, -1) AS wait_on_stream,
+    coalesce(x.wait_on_corr, -1) AS wait_on_corr
+  FROM (
+    SELECT * FROM gpu_in WHERE cat = 'cuda_sync'
+    UNION ALL
+    SELECT * FROM cpu_in WHERE cat = 'cuda_sync' AND name IN ('Event Sync', 'Context Sync')
+  ) AS y
+  LEFT JOIN sync_args AS x ON x.rk = y.rk AND x.file_id = y.file_id AND x.event_idx = y.event_idx
+  WHERE y.partner_idx >= 0
+),
+-- the whole rank's launch calls with their GPU row (stream, device), numbered in
+-- time order (HTA's launch_id)
+launch_calls AS MATERIALIZED (
+  SELECT
+    l.rk, l.event_idx, l.pid, l.tid, l.ts_us, g.event_idx AS kernel_idx, g.stream AS k_stream, g.pid AS k_gpu,
+    row_number() OVER (PARTITION BY l.rk ORDER BY l.ts_us, l.row_order) AS launch_id
+  FROM ev AS l
+  JOIN ev AS g ON g.rk = l.rk AND g.event_idx = l.partner_idx AND g.stream <> -1 AND g.partner_idx > 0
+  WHERE hta_is_queue_launch(l.name)
+),
+-- each cudaEventRecord a sync waits on (wait_on_cuda_event_record_corr_id), on the
+-- stream and device the sync names, and the kernel of the last launch to that
+-- stream and device at or before it: the kernel the event marks
+record_kernels AS (
+  SELECT
+    rec.rk, rec.correlation,
+    (SELECT arg_max(c.kernel_idx, c.launch_id) FROM launch_calls AS c
+     WHERE c.rk = rec.rk AND c.k_gpu = rs.gpu AND c.k_stream = rs.stream AND c.ts_us <= rec.ts_us) AS kernel_idx
+  FROM ev AS rec
+  JOIN (
+    SELECT DISTINCT s.rk, s.wait_on_corr AS correlation, s.wait_on_stream AS stream, e.pid AS gpu
+    FROM sync_args AS s
+    JOIN ev AS e ON e.rk = s.rk AND e.file_id = s.file_id AND e.event_idx = s.event_idx
+    WHERE s.wait_on_stream > -1
+  ) AS rs ON rs.rk = rec.rk AND rs.correlation = rec.correlation
+  WHERE rec.name = 'cudaEventRecord'
+),
+-- a Stream Wait Event's destination: the first launch after its cudaStreamWaitEvent
+-- call on the same CPU thread to the stream that waits; its kernel waits for the
+-- recorded one
+wait_targets AS (
+  SELECT
+    w.rk, w.event_idx,
+    (SELECT arg_min(c.kernel_idx, c.launch_id) FROM launch_calls AS c
+     WHERE c.rk = w.rk AND c.pid = call.pid AND c.tid = call.tid AND c.k_stream = w.stream AND c.ts_us > call.ts_us)
+      AS dest_kernel_idx
+  FROM sync_rows AS w
+  JOIN ev AS call ON call.rk = w.rk AND call.event_idx = w.partner_idx AND call.name = 'cudaStreamWaitEvent'
+  WHERE w.name = 'Stream Wait Event'
+),
+-- HTA's loop order over kernels and sync rows: kernels by start, syncs by end
+loop_order AS MATERIALIZED (
+  SELECT rk, event_idx, false AS is_sync, ts_us AS sort_ts, row_order FROM kernels
+  UNION ALL
+  SELECT rk, event_idx, true, end_us, row_order FROM sync_rows
+),
+positions AS MATERIALIZED (
+  SELECT rk, event_idx, is_sync, row_number() OVER (PARTITION BY rk ORDER BY sort_ts, row_order) AS pos
+  FROM loop_order
+),
+kernel_pos AS MATERIALIZED (
+  SELECT k.rk, k.event_idx, k.stream, k.end_us, p.pos
+  FROM kernels AS k JOIN positions AS p ON p.rk = k.rk AND p.event_idx = k.event_idx AND NOT p.is_sync
+),
+-- GPU -> GPU: the kernel a Stream Wait Event makes wait, and the recorded kernel
+-- (set when the loop reaches the wait, taken when it reaches that kernel; a later
+-- wait for the same kernel replaces it; the recorded kernel must be in the graph)
+gpu_waits AS (
+  SELECT rk, dest_kernel_idx, arg_max(src_kernel_idx, pos) AS src_kernel_idx
+  FROM (
+    SELECT w.rk, t.dest_kernel_idx, rk2.kernel_idx AS src_kernel_idx, p.pos
+    FROM sync_rows AS w
+    JOIN wait_targets AS t ON t.rk = w.rk AND t.event_idx = w.event_idx
+    JOIN record_kernels AS rk2 ON rk2.rk = w.rk AND rk2.correlation = w.wait_on_corr
+    JOIN positions AS p ON p.rk = w.rk AND p.event_idx = w.event_idx AND p.is_sync
+    JOIN kernel_pos AS dk ON dk.rk = w.rk AND dk.event_idx = t.dest_kernel_idx
+    WHERE w.wait_on_corr > -1 AND rk2.kernel_idx IS NOT NULL AND t.dest_kernel_idx IS NOT NULL AND p.pos < dk.pos
+  )
+  GROUP BY rk, dest_kernel_idx
+),
+kernel_waits AS (
+  SELECT g.rk, g.dest_kernel_idx, g.src_kernel_idx, src.end_us AS src_end_us
+  FROM gpu_waits AS g
+  JOIN kernel_pos AS src ON src.rk = g.rk AND src.event_idx = g.src_kernel_idx
+),
+-- GPU -> CPU: the end of a sync's runtime call waits for a kernel's end: Event Sync
+-- for the recorded kernel; Stream Sync for the stream's last kernel before it in the
+-- loop; Context Sync for every stream's (in the order the streams first appear)
+cpu_waits AS (
+  SELECT w.rk, p.pos, 0 AS sub, rk2.kernel_idx AS src_kernel_idx, w.partner_idx AS runtime_idx
+  FROM sync_rows AS w
+  JOIN record_kernels AS rk2 ON rk2.rk = w.rk AND rk2.correlation = w.wait_on_corr
+  JOIN positions AS p ON p.rk = w.rk AND p.event_idx = w.event_idx AND p.is_sync
+  WHERE w.name = 'Event Sync' AND w.wait_on_corr > -1 AND rk2.kernel_idx IS NOT NULL
+  UNION ALL
+  SELECT w.rk, p.pos, f.first_pos AS sub, arg_max(k.event_idx, k.pos) AS src_kernel_idx, w.partner_idx
+  FROM sync_rows AS w
+  JOIN positions AS p ON p.rk = w.rk AND p.event_idx = w.event_idx AND p.is_sync
+  JOIN kernel_pos AS k ON k.rk = w.rk AND k.pos < p.pos
+    AND (w.name = 'Context Sync' OR (w.name = 'Stream Sync' AND k.stream = w.stream))
+  JOIN (SELECT rk, stream, min(pos) AS first_pos FROM kernel_pos GROUP BY rk, stream) AS f
+    ON f.rk = k.rk AND f.stream = k.stream
+  WHERE w.name IN ('Stream Sync', 'Context Sync')
+  GROUP BY w.rk, p.pos, f.first_pos, k.stream, w.partner_idx
+),
+-- a launch edge needs the kernel it waits for (if any) to have ended before the
+-- launch; otherwise a kernel-kernel edge from the stream's previous kernel, if that
+-- one ended after the kernel waited for
 kernel_links AS (
   SELECT
     k.*,
+    p.pos,
+    w.src_kernel_idx AS wait_idx,
     coalesce(k.queue_length_runtime = 1 AND k.queue_length_kernel = 0
-             AND (k.prev_idx IS NULL OR k.prev_end_us < k.ts_runtime_us), false) AS is_launch
+             AND (k.prev_idx IS NULL OR k.prev_end_us < k.ts_runtime_us)
+             AND (w.src_end_us IS NULL OR w.src_end_us < k.ts_runtime_us), false) AS is_launch,
+    k.prev_idx IS NOT NULL AND (w.src_end_us IS NULL OR w.src_end_us < k.prev_end_us) AS follows_prev
   FROM kernels AS k
+  JOIN kernel_pos AS p ON p.rk = k.rk AND p.event_idx = k.event_idx
+  LEFT JOIN kernel_waits AS w ON w.rk = k.rk AND w.dest_kernel_idx = k.event_idx
 ),
 gpu_edges AS (
   -- the kernel's span
-  SELECT k.rk, 1 AS phase, k.kernel_no AS part, 0 AS sub,
+  SELECT k.rk, 1 AS phase, k.pos AS part, 0 AS sub,
     s.node_id AS src_node, e.node_id AS dst_node, k.end_us - k.ts_us AS weight_us, 'operator' AS edge_type,
     CASE WHEN regexp_matches(k.name, '^nccl.*Kernel') THEN 'gpu_communication_bound' ELSE 'gpu_compute_bound' END AS bound_by,
     k.event_idx
@@ -217,8 +379,14 @@ gpu_edges AS (
   JOIN nodes AS s ON s.rk = k.rk AND s.event_idx = k.event_idx AND NOT s.is_end
   JOIN nodes AS e ON e.rk = k.rk AND e.event_idx = k.event_idx AND e.is_end
   UNION ALL
+  -- the kernel it waits for (a sync edge, weight 0)
+  SELECT k.rk, 1, k.pos, 1, src.node_id, dst.node_id, 0.0, 'sync', '', NULL
+  FROM kernel_links AS k
+  JOIN nodes AS src ON src.rk = k.rk AND src.event_idx = k.wait_idx AND src.is_end
+  JOIN nodes AS dst ON dst.rk = k.rk AND dst.event_idx = k.event_idx AND NOT dst.is_end
+  UNION ALL
   -- its launch delay, or the gap after the stream's previous kernel
-  SELECT k.rk, 1, k.kernel_no, 1,
+  SELECT k.rk, 1, k.pos, 2,
     src.node_id, dst.node_id, dst.time_us - src.time_us,
     CASE WHEN k.is_launch THEN 'launch_delay' ELSE 'kernel_kernel_delay' END,
     CASE WHEN k.is_launch THEN 'gpu_kernel_launch_overhead' ELSE 'gpu_kernel_kernel_overhead' END,
@@ -229,6 +397,13 @@ gpu_edges AS (
   JOIN nodes AS src ON src.rk = k.rk
     AND src.event_idx = CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END
     AND src.is_end = NOT k.is_launch
+  WHERE k.is_launch OR k.follows_prev
+  UNION ALL
+  -- a sync's runtime call ends after the kernels it waits for (sync edges, weight 0)
+  SELECT w.rk, 1, w.pos, w.sub, src.node_id, dst.node_id, 0.0, 'sync', '', NULL
+  FROM cpu_waits AS w
+  JOIN nodes AS src ON src.rk = w.rk AND src.event_idx = w.src_kernel_idx AND src.is_end
+  JOIN nodes AS dst ON dst.rk = w.rk AND dst.event_idx = w.runtime_idx AND dst.is_end
 ),
 sync_events AS (
   SELECT rk, count(*) > 0 AS has_sync_events

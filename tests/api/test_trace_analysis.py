@@ -219,7 +219,7 @@ def test_critical_path_of_any_window(analyses: dict[str, cclq.TraceAnalysis]) ->
     on_path = frame[frame["index"].isin(second.critical_path_events_set)]
     assert len(on_path) and (on_path["ts"] >= step["ts"]).all() and (on_path["ts"] < step["ts"] + step["dur"]).any()
     assert not frame[frame["index"].isin(first.critical_path_events_set)]["ts"].ge(step["ts"] + step["dur"]).any()
-    assert sum(e["weight_us"] for e in both.edges) >= sum(e["weight_us"] for e in first.edges)
+    assert sum(e.weight for e in both.path_edges) >= sum(e.weight for e in first.path_edges)
     with pytest.raises(ValueError, match="instance 99"):
         ta.critical_path_analysis(0, "ProfilerStep", 99)
     assert ta.critical_path_analysis(0, "NoSuchAnnotation", 0) is None

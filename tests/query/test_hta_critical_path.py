@@ -199,3 +199,32 @@ def test_only_rank_builds_one_ranks_path(tmp_path: Path) -> None:
     assert {r["rank"] for r in one} == {1}
     assert {r["bound_by"]: r["duration_us"] for r in one} == {
         "cpu_bound": 2, "gpu_kernel_launch_overhead": 28, "gpu_compute_bound": 35, "gpu_kernel_kernel_overhead": 5}
+
+
+def test_sync_edges_give_htas_summary_on_htas_cuda_event_sync_trace(tmp_path: Path) -> None:
+    """v2 builds HTA's CUDA sync edges: on HTA's cuda_event_sync trace (its first
+    ProfilerStep, the metric's window) every class and percentage of HTA's own summary,
+    recorded by tests/hta_golden/generate_notebooks.py (cell 10 of the critical path
+    notebook run on that trace); v1 still says why it gives none."""
+    import gzip
+    import json
+
+    from helpers.hta_notebooks import ANSWERS, BUNDLED
+
+    with gzip.open(ANSWERS / "critical_path_analysis_cuda_event_sync.json.gz", "rt") as f:
+        cell = next(c for c in json.load(f)["cells"] if c["cell"] == 10)["value"]
+    golden = dict(zip(cell["index"]["values"], cell["values"]))
+    assert "" in golden and len(golden) == 4  # HTA's classes: '', cpu, compute, launch
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([BUNDLED / "tests" / "data" / "critical_path" / "cuda_event_sync"], wh)
+    con = connect(wh)
+    try:
+        rows = run_metric(con, resolve("hta_critical_path_breakdown", 2), {}).to_pylist()
+        old = run_metric(con, resolve("hta_critical_path_breakdown", 1), {}).to_pylist()
+    finally:
+        con.close()
+    got = {r["bound_by"]: r["percentage"] for r in rows}
+    assert sorted(got) == sorted(golden)
+    for k, v in golden.items():
+        assert got[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    assert [r["reason"] for r in old] == ["CUDA sync events (cuda_sync) on the rank: their edges are not built"]

@@ -1,0 +1,1 @@
+"""``hta.analyzers``: the analyses HTA's notebooks import by module."""
