@@ -12,7 +12,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import pytest
 from readers import assert_same, both
 
-from cclq.formats.base import READER_FAST
+from cclq.formats.base import READER_COMPILED
 from cclq.formats.chrome import compiled
 
 pytestmark = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled parser is not built")
@@ -22,7 +22,7 @@ def _read_compiled(tmp_path, events: list | str, name: str = "t.json", declines:
     path = tmp_path / name
     path.write_text(events if isinstance(events, str) else json.dumps({"traceEvents": events, **top}))
     compiled.chunk_counts.clear()
-    fast, ref = both(path, reader=READER_FAST)
+    fast, ref = both(path, reader=READER_COMPILED)
     assert fast.fallback is None
     if not declines:
         assert set(compiled.chunk_counts) == {"parsed"}, compiled.chunk_counts
@@ -172,7 +172,7 @@ def test_a_lone_surrogate_or_invalid_utf8_is_left_to_the_reference(tmp_path):
                       ("utf8.json", b'{"traceEvents": [{"ph": "X", "ts": 1, "name": "\xff"}]}')):
         (tmp_path / name).write_bytes(raw)
         compiled.chunk_counts.clear()
-        fast, ref = both(tmp_path / name, reader=READER_FAST)
+        fast, ref = both(tmp_path / name, reader=READER_COMPILED)
         assert_same(fast, ref)
         assert any(k.startswith("declined") for k in compiled.chunk_counts)
 
@@ -180,9 +180,9 @@ def test_a_lone_surrogate_or_invalid_utf8_is_left_to_the_reference(tmp_path):
 def test_a_cut_inside_a_string_is_found_and_moved(tmp_path, monkeypatch):
     """The chunker guesses cuts at '},{'; one inside a string is a wrong cut the parser
     reports, and the next guess is taken."""
-    import cclq.formats.chrome.fast_reader as chrome_fast
+    import cclq.formats.chrome.chunks as chunks
 
-    monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", 40)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 40)
     events = [{"ph": "X", "name": "a},{b" * 5, "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(30)]
     fast = _read_compiled(tmp_path, events)
     assert fast.table.num_rows == 30
@@ -228,22 +228,21 @@ def test_any_bytes_give_a_status(parts, levels, max_string, max_event, base):
         assert batch.num_rows == answer.rows <= answer.entries
 
 
-def test_a_small_file_is_read_without_helpers(tmp_path, monkeypatch):
-    """Helpers only for a file of HELPERS_MIN_BYTES of text or more: below, the reading,
-    read-ahead and encoding threads keep the cores busy and helpers only cost memory."""
+def test_a_small_file_is_read_without_threads(tmp_path, monkeypatch):
+    """Parser threads only for a file of THREADS_MIN_BYTES of text or more: below, the
+    reading, read-ahead and encoding threads keep the cores busy and more only cost memory."""
     import cclq.formats.chrome.fast_reader as chrome_fast
     from cclq.formats.base import ReadOptions
     from cclq.formats.chrome.reader import read_trace_file
     from cclq.formats.detect import detect
 
-    def no_helpers(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        raise AssertionError("helpers used for a small file")
+    def no_threads(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("threads used for a small file")
 
-    monkeypatch.setattr(chrome_fast, "_read_with_threads", no_helpers)
-    monkeypatch.setattr(chrome_fast, "_read_with_helpers", no_helpers)
+    monkeypatch.setattr(chrome_fast, "read_with_threads", no_threads)
     path = tmp_path / "small.json"
     path.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}))
     batches: list = []
     result, _ = read_trace_file(str(path), detect(str(path)), "f", batches.append,
-                                ReadOptions(reader=READER_FAST, helpers=2))
+                                ReadOptions(reader=READER_COMPILED, threads=2))
     assert result.rows_written == 1

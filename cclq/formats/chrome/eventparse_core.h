@@ -21,8 +21,10 @@
 #ifndef CCLQ_EVENTPARSE_CORE_H
 #define CCLQ_EVENTPARSE_CORE_H
 
+#include <assert.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +280,7 @@ typedef struct {
     uint64_t pending_mask;
     Buf list_scratch;
     Buf scratch; /* decoded strings */
+    Buf keys_seen; /* uint64 hashes of the keys of the objects being read, innermost last */
 } Parser;
 
 static void decline(Parser *P, const char *why) {
@@ -301,6 +304,7 @@ static void syntax(Parser *P) {
 }
 
 static void nomem(Parser *P) {
+    if (P->status != EP_OK) return; /* a decline (or a cut) said first why */
     P->status = EP_NOMEM;
     P->why = "out of memory";
 }
@@ -745,6 +749,56 @@ static int after_item(Parser *P, char close) {
     return -1;
 }
 
+/* ------------------------------------------------------------------ keys given twice */
+#define MAX_OBJECT_KEYS 256
+
+static inline uint64_t key_hash64(const char *k, size_t n) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int decode_string(const Span *s, Buf *out);
+
+/* Notes a key among those of its object (the object's first in P->keys_seen is at
+ * `first`) and declines a key given twice: which value wins, and that the args text
+ * keeps one key, is for Python (events.canonical_args_text). A hash met twice declines
+ * too, as does an object of more keys than are compared: declining is always safe.
+ * 0, or -1 with P->status set. */
+static int note_key(Parser *P, const Span *k, size_t first) {
+    uint64_t h;
+    if (!k->esc) {
+        h = key_hash64(k->p, k->n);
+    } else {
+        size_t at = P->scratch.len;
+        if (decode_string(k, &P->scratch)) {
+            nomem(P);
+            return -1;
+        }
+        h = key_hash64(P->scratch.data + at, P->scratch.len - at);
+        P->scratch.len = at;
+    }
+    size_t n = P->keys_seen.len / 8;
+    assert(first <= n);
+    if (n - first >= MAX_OBJECT_KEYS) {
+        decline(P, "an object of more than 256 keys");
+        return -1;
+    }
+    for (size_t i = first; i < n; i++) {
+        uint64_t seen;
+        memcpy(&seen, P->keys_seen.data + i * 8, 8);
+        if (seen == h) {
+            decline(P, "an object with a key given twice");
+            return -1;
+        }
+    }
+    if (buf_append(&P->keys_seen, &h, 8)) {
+        nomem(P);
+        return -1;
+    }
+    return 0;
+}
+
 /* An object member's key and its ':' (and the whitespace after it): the key's span in
  * `k`; 0 on success, else P->status says why. */
 static int parse_member_key(Parser *P, Span *k) {
@@ -776,13 +830,17 @@ static void skip_container(Parser *P, int level, char open) {
         P->p++;
         return;
     }
+    size_t first = P->keys_seen.len / 8;
     for (;;) {
         Span s;
-        if (open == '{' && parse_member_key(P, &s)) return;
+        if (open == '{' && (parse_member_key(P, &s) || note_key(P, &s, first))) return;
         parse_value(P, &s, level + 1);
         if (P->status) return;
-        if (after_item(P, close) <= 0) return; /* closed, or an error in P->status */
+        int more = after_item(P, close);
+        if (more < 0) return;
+        if (!more) break;
     }
+    P->keys_seen.len = first * 8; /* this object's keys are done with */
 }
 
 static void parse_literal(Parser *P, Span *out, const char *word, size_t n, int type) {
@@ -834,10 +892,84 @@ static void parse_value(Parser *P, Span *out, int level) {
 /* ------------------------------------------------------------------ events */
 static int compact_append(Buf *out, const char *src, size_t n);
 
-/* A value's text as written, compact (a string with its quotes), to `out`. */
+/* A JSON number token (validated) as the reference reader writes its value
+ * (events.number_text): an integer as Python's int prints it ("-0" is "0"), a fraction or
+ * an exponent as Decimal's str ("1e20" is "1E+20", "0.0000001" is "1E-7", "1.50" stays).
+ * 0; -1: out of memory; 1: an exponent of more than 15 digits (for Python to spell). */
+static int append_number(Buf *out, const char *p, size_t n) {
+    const char *e = p + n, *q = p, *i0, *i1, *f0 = NULL, *f1 = NULL;
+    int neg = 0;
+    if (q < e && *q == '-') {
+        neg = 1;
+        q++;
+    }
+    for (i0 = q; q < e && *q >= '0' && *q <= '9'; q++) {}
+    i1 = q;
+    if (q < e && *q == '.') {
+        for (f0 = ++q; q < e && *q >= '0' && *q <= '9'; q++) {}
+        f1 = q;
+    }
+    int has_exp = q < e && (*q == 'e' || *q == 'E');
+    if (!f0 && !has_exp) {
+        if (neg && i1 - i0 == 1 && *i0 == '0') return buf_append(out, "0", 1);
+        return buf_append(out, p, n);
+    }
+    long long exp = 0;
+    if (has_exp) {
+        int eneg = 0;
+        q++;
+        if (q < e && (*q == '+' || *q == '-')) eneg = *q++ == '-';
+        while (q < e && *q == '0') q++;
+        if (e - q > 15) return 1;
+        for (; q < e; q++) exp = exp * 10 + (*q - '0');
+        if (eneg) exp = -exp;
+    }
+    /* Decimal's coefficient (the digits, leading zeros dropped) and exponent */
+    char digits[MAX_NUMBER_CHARS + 1];
+    size_t nd = 0;
+    for (const char *d = i0; d < i1; d++)
+        if (nd || *d != '0') digits[nd++] = *d;
+    if (f0) {
+        for (const char *d = f0; d < f1; d++)
+            if (nd || *d != '0') digits[nd++] = *d;
+        exp -= (long long)(f1 - f0);
+    }
+    if (!nd) digits[nd++] = '0';
+    assert(nd <= MAX_NUMBER_CHARS);
+    /* Decimal.__str__: plain where the exponent is <= 0 and the number not tiny */
+    long long left = exp + (long long)nd, dot = (exp <= 0 && left > -6) ? left : 1;
+    char text[MAX_NUMBER_CHARS + 48];
+    size_t k = 0;
+    if (neg) text[k++] = '-';
+    if (dot <= 0) {
+        text[k++] = '0';
+        text[k++] = '.';
+        for (long long z = 0; z < -dot; z++) text[k++] = '0'; /* at most 5 */
+        memcpy(text + k, digits, nd);
+        k += nd;
+    } else if ((size_t)dot >= nd) {
+        memcpy(text + k, digits, nd); /* dot == nd: no point */
+        k += nd;
+    } else {
+        memcpy(text + k, digits, (size_t)dot);
+        k += (size_t)dot;
+        text[k++] = '.';
+        memcpy(text + k, digits + dot, nd - (size_t)dot);
+        k += nd - (size_t)dot;
+    }
+    if (left != dot) {
+        k += (size_t)snprintf(text + k, sizeof text - k, "E%+lld", left - dot);
+    }
+    assert(k < sizeof text);
+    return buf_append(out, text, k);
+}
+
+/* A value's text compact (a string as written, with its quotes; numbers as
+ * append_number spells them), to `out`; the return of compact_append. */
 static int append_token(Buf *out, const Span *v) {
     if (v->type == T_STRING) return buf_append(out, v->p - 1, v->n + 2);
     if (v->type == T_ARRAY || v->type == T_OBJECT) return compact_append(out, v->p, v->n);
+    if (v->type == T_INT || v->type == T_FLOAT) return append_number(out, v->p, v->n);
     return buf_append(out, v->p, v->n);
 }
 enum { F_PH = 0, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_BP, F_S, F_ARGS, N_FIELDS, F_OTHER = -1 };
@@ -972,9 +1104,10 @@ static void parse_args_object(Parser *P, Buf *out) {
         if (buf_append(out, "}", 1)) nomem(P);
         return;
     }
+    size_t first = P->keys_seen.len / 8;
     for (;;) {
         Span k, v;
-        if (parse_member_key(P, &k)) return;
+        if (parse_member_key(P, &k) || note_key(P, &k, first)) return;
         if (buf_append(out, k.p - 1, k.n + 2) || buf_append(out, ":", 1)) {
             nomem(P);
             return;
@@ -1005,7 +1138,9 @@ static void parse_args_object(Parser *P, Buf *out) {
             parse_value(P, &v, 2);
             if (P->status) return;
         }
-        if (append_token(out, &v)) {
+        int rc = append_token(out, &v);
+        if (rc > 0) decline(P, "a number with an exponent of more than 15 digits");
+        if (rc) {
             nomem(P);
             return;
         }
@@ -1015,7 +1150,10 @@ static void parse_args_object(Parser *P, Buf *out) {
             nomem(P);
             return;
         }
-        if (!more) return;
+        if (!more) {
+            P->keys_seen.len = first * 8;
+            return;
+        }
     }
 }
 
@@ -1046,22 +1184,29 @@ static int emit_text(Parser *P, int column, const Span *s, size_t row) {
     return col_close_var(c, row);
 }
 
-/* The args text as written, whitespace outside strings removed (msgspec.json.format
- * with indent=-1: every token kept as written). */
-/* The text of a validated value as written, whitespace outside strings removed
- * (msgspec.json.format with indent=-1: every token kept as written), appended to `out`. */
+/* The text of a validated value, whitespace outside strings removed (msgspec.json.format
+ * with indent=-1: strings as written), numbers as append_number spells them, appended to
+ * `out`. 0; -1: out of memory; 1: a number for Python to spell. */
 static int compact_append(Buf *out, const char *src, size_t n) {
     if (buf_reserve(out, n)) return -1;
-    char *o = out->data + out->len;
-    size_t k = 0;
     const char *p = src, *e = src + n;
     while (p < e) {
-        /* a run of bytes outside strings that are neither whitespace nor a quote */
+        /* a run of structural bytes: neither whitespace, a quote nor a number */
         const char *r = p;
-        while (p < e && *p != '"' && *p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') p++;
-        copy_small(o + k, r, (size_t)(p - r));
-        k += (size_t)(p - r);
+        while (p < e && *p != '"' && *p != ' ' && *p != '\n' && *p != '\r' && *p != '\t' && *p != '-' &&
+               (*p < '0' || *p > '9'))
+            p++;
+        if (buf_append(out, r, (size_t)(p - r))) return -1;
         if (p >= e) break;
+        if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            r = p;
+            while (p < e && ((*p >= '0' && *p <= '9') || *p == '-' || *p == '+' || *p == '.' || *p == 'e' ||
+                             *p == 'E'))
+                p++;
+            int rc = append_number(out, r, (size_t)(p - r));
+            if (rc) return rc;
+            continue;
+        }
         if (*p != '"') {
             p++;
             continue;
@@ -1084,17 +1229,18 @@ static int compact_append(Buf *out, const char *src, size_t n) {
             p++; /* the closing quote */
             break;
         }
-        copy_small(o + k, r, (size_t)(p - r));
-        k += (size_t)(p - r);
+        if (buf_append(out, r, (size_t)(p - r))) return -1;
     }
-    out->len += k;
     return 0;
 }
 
 /* The args text of a row (a value that is not an object; objects are written while
- * they are parsed, parse_args_object). */
-static int emit_compact(Col *c, size_t row, const Span *s) {
-    if (col_pad(c, row) || compact_append(&c->data, s->p, s->n)) return -1;
+ * they are parsed, parse_args_object): 0, -1 out of memory, 1 declined. */
+static int emit_compact(Parser *P, Col *c, size_t row, const Span *s) {
+    if (col_pad(c, row)) return -1;
+    int rc = compact_append(&c->data, s->p, s->n); /* a string's span has its quotes here */
+    if (rc > 0) decline(P, "a number with an exponent of more than 15 digits");
+    if (rc) return rc;
     return col_close_var(c, row);
 }
 
@@ -1442,8 +1588,8 @@ static void parse_event(Parser *P, int64_t index) {
     if (args_written) {
         if (col_close_var(args_col, row)) goto oom;
     } else if (f[F_ARGS].type != T_ABSENT && f[F_ARGS].type != T_NULL &&
-               emit_compact(&cols[C_ARGS], row, &f[F_ARGS])) {
-        goto oom;
+               emit_compact(P, &cols[C_ARGS], row, &f[F_ARGS])) {
+        goto oom; /* (a decline said why first) */
     }
     uint64_t mask = P->slot_mask;
     while (mask) {
@@ -1485,6 +1631,7 @@ static void parser_free(Parser *P) {
     buf_free(&P->drops);
     buf_free(&P->list_scratch);
     buf_free(&P->scratch);
+    buf_free(&P->keys_seen);
 }
 
 /* Parses `[` events `]`: every entry, objects as events, others counted as dropped. */
