@@ -36,7 +36,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 MODULE = "cclq.formats.chrome.eventparse"
 FOLDER = "cclq/formats/chrome"
-SOURCES = [f"{FOLDER}/eventparse.c"]
+SOURCES = [f"{FOLDER}/eventparse.c", f"{FOLDER}/eventparse_core.c"]
 HEADERS = [f"{FOLDER}/eventparse_core.h"]
 REQUIRE = "CCLQ_REQUIRE_COMPILED"  # "1": a module that does not compile fails the build
 

@@ -93,13 +93,14 @@ def test_text_fields_as_id_text_writes_them(tmp_path):
 
 
 def test_args_are_kept_as_written_without_whitespace(tmp_path):
+    """Strings as written; numbers as Python prints the parsed value (-0 is 0, 1.50E+3 stays)."""
     text = ('{"traceEvents": [\n  {"ph": "X", "ts": 1, "args": {\n    "a b": "x  y",\n    "n": 1.50E+3,\n'
             '    "l": [ 1 , -0 ],\n    "e": "\\u00e9\\"" } },\n  {"ph": "X", "ts": 2, "args": null},\n'
             '  {"ph": "X", "ts": 3, "args": [ 1, "2" ]},\n  {"ph": "X", "ts": 4, "args": "text"},\n'
             '  {"ph": "X", "ts": 5}\n]}')
     fast = _read_compiled(tmp_path, text)
     assert fast.table.column("args").to_pylist() == [
-        '{"a b":"x  y","n":1.50E+3,"l":[1,-0],"e":"\\u00e9\\""}', None, '[1,"2"]', '"text"', None]
+        '{"a b":"x  y","n":1.50E+3,"l":[1,0],"e":"\\u00e9\\""}', None, '[1,"2"]', '"text"', None]
 
 
 def test_promoted_values_convert_as_events_py_says(tmp_path):
@@ -186,6 +187,18 @@ def test_a_cut_inside_a_string_is_found_and_moved(tmp_path, monkeypatch):
     events = [{"ph": "X", "name": "a},{b" * 5, "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(30)]
     fast = _read_compiled(tmp_path, events)
     assert fast.table.num_rows == 30
+
+
+def test_the_configuration_is_written_once():
+    """Parser threads read the configuration without a lock: a second configure() is
+    refused, and the parser reads on with the first."""
+    if not compiled.AVAILABLE:
+        pytest.skip("the compiled parser is not built (no C compiler at install)")
+    with pytest.raises(RuntimeError, match="called once"):
+        compiled.eventparse.configure([], 0, [])
+    parsed = compiled.parse(b'[{"ph":"X","ts":1,"args":{"stream":7}}]', 60, 1 << 20, 1 << 20, 0)
+    assert isinstance(parsed, compiled.Parsed)
+    assert parsed.batch("f", 0).column("stream").to_pylist() == [7]
 
 
 @pytest.mark.parametrize("text", [
