@@ -20,7 +20,9 @@ import pyarrow as pa
 
 # Bump when the meaning or shape of a column changes; files ingested by an older
 # version are re-ingested automatically.
-INGEST_VERSION = 4  # 3: trace and rank columns in every data file; 4: args as written (docs/schema.md)
+# 3: trace and rank columns in every data file; 4: args as written; 5: args with one value
+# per key and numbers as the reference parse writes them (docs/schema.md)
+INGEST_VERSION = 5
 
 # Columns that every row carries, in file order.
 BASE_FIELDS: list[pa.Field] = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -12,7 +13,7 @@ import pyarrow as pa
 
 from cclq.errors import TraceFileError
 from cclq.formats.base import (
-    READER_FAST,
+    READER_COMPILED,
     READER_IJSON,
     READER_MSGSPEC,
     ReadAgain,
@@ -46,15 +47,15 @@ class Outcome:
                 r.ts_min_ns, r.ts_max_ns, r.decompressed_bytes)
 
 
-def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, helpers: int = 0) -> Outcome:
+def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, threads: int = 0) -> Outcome:
     """Reads ``path`` as ingest does (the fast reader handing the file over when it gives up)."""
     out = Outcome(reader)
     batches: list = []  # record batches, or tables of them
-    options = ReadOptions(reader=reader, limits=limits, helpers=helpers)
+    options = ReadOptions(reader=reader, limits=limits, threads=threads)
     notes: list[str] = []
-    # helpers asked for are used whatever the file's size (ingest leaves them to big files)
-    saved_min, fast_reader.HELPERS_MIN_BYTES = fast_reader.HELPERS_MIN_BYTES, 0 if helpers else \
-        fast_reader.HELPERS_MIN_BYTES
+    # threads asked for are used whatever the file's size (ingest leaves them to big files)
+    saved_min, fast_reader.THREADS_MIN_BYTES = fast_reader.THREADS_MIN_BYTES, 0 if threads else \
+        fast_reader.THREADS_MIN_BYTES
     try:
         detected = detect(str(path))
         while True:
@@ -71,7 +72,7 @@ def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, help
         out.error = e.message
         return out
     finally:
-        fast_reader.HELPERS_MIN_BYTES = saved_min
+        fast_reader.THREADS_MIN_BYTES = saved_min
     for note in notes:
         result.notes[note] += 1
     out.result = result
@@ -83,7 +84,7 @@ def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, help
 # The two readers of chunks, each checked against the ijson reference: "compiled" is the
 # fast reader with its C parser (skipped where it was not built), "msgspec" the same
 # chunks decoded by msgspec alone (what "fast" is on a machine without a compiler).
-CHUNKED = {"compiled": READER_FAST, "msgspec": READER_MSGSPEC}
+CHUNKED = {"compiled": READER_COMPILED, "msgspec": READER_MSGSPEC}
 
 
 def chunked_reader(name: str) -> str:
@@ -95,10 +96,21 @@ def chunked_reader(name: str) -> str:
     return CHUNKED[name]
 
 
-def both(path: Path, limits: ReadLimits = DEFAULT_LIMITS, helpers: int = 0, reader: str = READER_FAST
+def both(path: Path, limits: ReadLimits = DEFAULT_LIMITS, threads: int = 0, reader: str = READER_COMPILED
          ) -> tuple[Outcome, Outcome]:
     """(``reader``'s outcome, the ijson reference's)."""
-    return read_with(path, reader, limits, helpers), read_with(path, READER_IJSON, limits)
+    return read_with(path, reader, limits, threads), read_with(path, READER_IJSON, limits)
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def string_spelling(text: str | None) -> str | None:
+    """``args`` text with every string written one way (ASCII, escaped as ``json.dumps``
+    does): what is left is the text's numbers and keys as the reader spelled them."""
+    if text is None:
+        return None
+    return _STRING.sub(lambda m: json.dumps(json.loads(m.group())), text)
 
 
 def json_values(texts: list[str | None]) -> list[Any]:
@@ -123,6 +135,12 @@ def assert_same(fast: Outcome, ref: Outcome) -> None:
             if x != y:
                 diff = next(i for i in range(len(x)) if x[i] != y[i])
                 raise AssertionError(f"args differ at row {diff}: fast {a[diff]!r}, ijson {b[diff]!r}")
+            # and the same text: every number spelled alike, one key each (only how a
+            # string is escaped may differ: events.py, "args")
+            x, y = list(map(string_spelling, a.to_pylist())), list(map(string_spelling, b.to_pylist()))
+            if x != y:
+                diff = next(i for i in range(len(x)) if x[i] != y[i])
+                raise AssertionError(f"args texts differ at row {diff}: fast {a[diff]!r}, ijson {b[diff]!r}")
             continue
         if not a.equals(b):
             x, y = a.to_pylist(), b.to_pylist()

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cclq"
 # is a peer of the others in that row (peers may not import each other).
 LAYERS: list[tuple[str, ...]] = [
     ("cclq.version", "cclq.errors", "cclq.schema", "cclq.locations", "cclq.proc", "cclq.sqltext",
-     "cclq.build_support", "cclq.runtime"),
+     "cclq.runtime"),
     ("cclq.formats",),
     ("cclq.cards",),
     ("cclq.store",),

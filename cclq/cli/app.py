@@ -143,7 +143,7 @@ def ingest(
     warehouse: WarehouseOpt = None,
     jobs: Annotated[
         Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs]; a "
-                                    "single file is read by one and its chunks built by this many helpers.")
+                                    "single file is read by one, its chunks parsed on this many threads.")
     ] = None,
     force: Annotated[
         bool,

@@ -38,21 +38,22 @@ class Detected:
 
 
 # The Chrome-JSON readers: chunks of whole events read by the compiled C parser where it
-# was built, else by msgspec (fast); the same chunks by msgspec only (msgspec: what "fast"
-# is on a machine without a compiler); event by event with ijson (the reference).
-READER_FAST = "fast"
+# was built, msgspec reading what it declines (READER_COMPILED, spelled "fast" on the
+# command line and in files.parser; on a machine without a compiler it is msgspec alone);
+# the same chunks by msgspec only (msgspec); event by event with ijson (the reference).
+READER_COMPILED = "fast"
 READER_MSGSPEC = "msgspec"
 READER_IJSON = "ijson"
-READERS = (READER_FAST, READER_MSGSPEC, READER_IJSON)
+READERS = (READER_COMPILED, READER_MSGSPEC, READER_IJSON)
 
 
 @dataclass(frozen=True)
 class ReadOptions:
     """How to read trace files: which JSON reader, within which bounds."""
 
-    reader: str = READER_FAST
+    reader: str = READER_COMPILED
     limits: ReadLimits = field(default_factory=lambda: DEFAULT_LIMITS)
-    helpers: int = 0  # processes that build one file's chunks besides the reading one (fast reader)
+    threads: int = 0  # threads that parse one big file's chunks with the C parser (fast_reader)
 
     def __post_init__(self) -> None:
         if self.reader not in READERS:
@@ -60,7 +61,7 @@ class ReadOptions:
 
     def for_fallback(self) -> ReadOptions:
         """The reference reader in one process: what a file the fast reader gave up is read with."""
-        return replace(self, reader=READER_IJSON, helpers=0)
+        return replace(self, reader=READER_IJSON, threads=0)
 
 
 # Gets a file's rows in order: record batches, or tables of several (the fast reader)
@@ -146,7 +147,7 @@ class ReadResult:
 
 class ReadAgain(Exception):
     """Raised by ``read`` to be called once more, from the start, with ``options`` (the
-    fast JSON reader handing a file to ijson, or its helpers to one process): what it
+    fast JSON reader handing a file to ijson, or its threads to one thread): what it
     wrote so far is thrown away, and ``note`` goes to the file's ``ingest_stats``."""
 
     def __init__(self, options: ReadOptions, note: str) -> None:

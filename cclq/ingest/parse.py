@@ -249,7 +249,7 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
         prepared = reader.prepare(read_path, detected)
         rank, rank_source = _rank_of(path, prepared)
         again: list[str] = []  # why the file was read more than once
-        for attempt in range(3):  # the fast reader's helpers give up, then the fast reader
+        for attempt in range(3):  # the fast reader's threads give up, then the fast reader
             multi_rank = prepared.ranks is not None
             writers[:] = [_BufferSink(table, multi_rank) if buffer else
                           _TableSink(table, tmp_dir, file_id, trace, rank, multi_rank) for table in reader.tables]

@@ -315,7 +315,7 @@ def _run_parsers(
     tmp_dir = str(warehouse.tmp_dir)
     if jobs <= 1:
         if len(todo) == 1 and requested > 1:  # one big file: the fast reader builds chunks on every core
-            options = replace(options, helpers=requested)
+            options = replace(options, threads=requested)
         for unit in _units(todo, range(len(todo)), 1):
             tasks = [todo[i] for i in unit]
             if len(tasks) == 1:

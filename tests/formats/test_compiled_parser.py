@@ -12,7 +12,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import pytest
 from readers import assert_same, both
 
-from cclq.formats.base import READER_FAST
+from cclq.formats.base import READER_COMPILED
 from cclq.formats.chrome import compiled
 
 pytestmark = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled parser is not built")
@@ -22,7 +22,7 @@ def _read_compiled(tmp_path, events: list | str, name: str = "t.json", declines:
     path = tmp_path / name
     path.write_text(events if isinstance(events, str) else json.dumps({"traceEvents": events, **top}))
     compiled.chunk_counts.clear()
-    fast, ref = both(path, reader=READER_FAST)
+    fast, ref = both(path, reader=READER_COMPILED)
     assert fast.fallback is None
     if not declines:
         assert set(compiled.chunk_counts) == {"parsed"}, compiled.chunk_counts
@@ -93,13 +93,14 @@ def test_text_fields_as_id_text_writes_them(tmp_path):
 
 
 def test_args_are_kept_as_written_without_whitespace(tmp_path):
+    """Strings as written; numbers as Python prints the parsed value (-0 is 0, 1.50E+3 stays)."""
     text = ('{"traceEvents": [\n  {"ph": "X", "ts": 1, "args": {\n    "a b": "x  y",\n    "n": 1.50E+3,\n'
             '    "l": [ 1 , -0 ],\n    "e": "\\u00e9\\"" } },\n  {"ph": "X", "ts": 2, "args": null},\n'
             '  {"ph": "X", "ts": 3, "args": [ 1, "2" ]},\n  {"ph": "X", "ts": 4, "args": "text"},\n'
             '  {"ph": "X", "ts": 5}\n]}')
     fast = _read_compiled(tmp_path, text)
     assert fast.table.column("args").to_pylist() == [
-        '{"a b":"x  y","n":1.50E+3,"l":[1,-0],"e":"\\u00e9\\""}', None, '[1,"2"]', '"text"', None]
+        '{"a b":"x  y","n":1.50E+3,"l":[1,0],"e":"\\u00e9\\""}', None, '[1,"2"]', '"text"', None]
 
 
 def test_promoted_values_convert_as_events_py_says(tmp_path):
@@ -172,7 +173,7 @@ def test_a_lone_surrogate_or_invalid_utf8_is_left_to_the_reference(tmp_path):
                       ("utf8.json", b'{"traceEvents": [{"ph": "X", "ts": 1, "name": "\xff"}]}')):
         (tmp_path / name).write_bytes(raw)
         compiled.chunk_counts.clear()
-        fast, ref = both(tmp_path / name, reader=READER_FAST)
+        fast, ref = both(tmp_path / name, reader=READER_COMPILED)
         assert_same(fast, ref)
         assert any(k.startswith("declined") for k in compiled.chunk_counts)
 
@@ -180,12 +181,24 @@ def test_a_lone_surrogate_or_invalid_utf8_is_left_to_the_reference(tmp_path):
 def test_a_cut_inside_a_string_is_found_and_moved(tmp_path, monkeypatch):
     """The chunker guesses cuts at '},{'; one inside a string is a wrong cut the parser
     reports, and the next guess is taken."""
-    import cclq.formats.chrome.fast_reader as chrome_fast
+    import cclq.formats.chrome.chunks as chunks
 
-    monkeypatch.setattr(chrome_fast, "CHUNK_BYTES", 40)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 40)
     events = [{"ph": "X", "name": "a},{b" * 5, "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(30)]
     fast = _read_compiled(tmp_path, events)
     assert fast.table.num_rows == 30
+
+
+def test_the_configuration_is_written_once():
+    """Parser threads read the configuration without a lock: a second configure() is
+    refused, and the parser reads on with the first."""
+    if not compiled.AVAILABLE:
+        pytest.skip("the compiled parser is not built (no C compiler at install)")
+    with pytest.raises(RuntimeError, match="called once"):
+        compiled.eventparse.configure([], 0, [])
+    parsed = compiled.parse(b'[{"ph":"X","ts":1,"args":{"stream":7}}]', 60, 1 << 20, 1 << 20, 0)
+    assert isinstance(parsed, compiled.Parsed)
+    assert parsed.batch("f", 0).column("stream").to_pylist() == [7]
 
 
 @pytest.mark.parametrize("text", [
@@ -228,22 +241,21 @@ def test_any_bytes_give_a_status(parts, levels, max_string, max_event, base):
         assert batch.num_rows == answer.rows <= answer.entries
 
 
-def test_a_small_file_is_read_without_helpers(tmp_path, monkeypatch):
-    """Helpers only for a file of HELPERS_MIN_BYTES of text or more: below, the reading,
-    read-ahead and encoding threads keep the cores busy and helpers only cost memory."""
+def test_a_small_file_is_read_without_threads(tmp_path, monkeypatch):
+    """Parser threads only for a file of THREADS_MIN_BYTES of text or more: below, the
+    reading, read-ahead and encoding threads keep the cores busy and more only cost memory."""
     import cclq.formats.chrome.fast_reader as chrome_fast
     from cclq.formats.base import ReadOptions
     from cclq.formats.chrome.reader import read_trace_file
     from cclq.formats.detect import detect
 
-    def no_helpers(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        raise AssertionError("helpers used for a small file")
+    def no_threads(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("threads used for a small file")
 
-    monkeypatch.setattr(chrome_fast, "_read_with_threads", no_helpers)
-    monkeypatch.setattr(chrome_fast, "_read_with_helpers", no_helpers)
+    monkeypatch.setattr(chrome_fast, "read_with_threads", no_threads)
     path = tmp_path / "small.json"
     path.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}))
     batches: list = []
     result, _ = read_trace_file(str(path), detect(str(path)), "f", batches.append,
-                                ReadOptions(reader=READER_FAST, helpers=2))
+                                ReadOptions(reader=READER_COMPILED, threads=2))
     assert result.rows_written == 1

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the compiled chunk parser (cclq/formats/chrome/eventparse_core.h),
+ * libFuzzer harness for the compiled chunk parser (cclq/formats/chrome/eventparse_core.h and .c),
  * pure C: any bytes as a chunk, with bounds and a base time taken from the input's first
  * bytes. Built and run by tests/fuzz/run.sh with AddressSanitizer and UBSan; a crash, a
  * leak, an out-of-bounds read or undefined behaviour fails it.
@@ -46,7 +46,7 @@ static void setup(void) {
         CFG.legacy_new_len[i] = strlen(legacy[i][1]);
     }
     CFG.n_legacy = 2;
-    config_index_keys(&CFG);
+    ep_config_index_keys(&CFG);
     LOC = newlocale(LC_ALL_MASK, "C", (locale_t)0);
 }
 
@@ -82,19 +82,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *chunk = (char *)malloc(n ? n : 1);
     memcpy(chunk, data + 4, n);
     Parser *P = (Parser *)malloc(sizeof(Parser));
-    parser_init(P, &CFG, chunk, n);
+    ep_parser_init(P, &CFG, chunk, n);
     P->value_levels = levels;
     P->max_string = max_string;
     P->max_event = max_event;
     P->base = base;
     P->c_locale = LOC;
-    parse_chunk(P);
+    ep_parse_chunk(P);
     if (P->status == EP_OK) {
         assert(P->rows <= P->entries);
         for (int i = 0; i < N_BASE; i++) check_column(&P->base_cols[i], P->rows);
         for (int i = 0; i < CFG.n_columns; i++) check_column(&P->promoted[i], P->rows);
     }
-    parser_free(P);
+    ep_parser_free(P);
     free(P);
     free(chunk);
     return 0;

@@ -105,12 +105,12 @@ def test_the_garbage_collector_is_paused_only_while_a_file_is_parsed(tmp_path, w
     given up by the fast reader and read again by ijson: both parse with the GC paused."""
     import gc
 
-    import cclq.formats.chrome.fast_reader as chrome_fast
+    import cclq.formats.chrome.builder as chrome_builder
     import cclq.formats.chrome.ijson_reader as chrome
 
     seen: list[tuple[str, bool]] = []
     real_items = chrome.ijson.items
-    real_add = chrome_fast._Builder.add
+    real_add = chrome_builder.Builder.add
 
     def spying_items(*args, **kwargs):  # records the GC state the parsers run under
         seen.append(("ijson", gc.isenabled()))
@@ -124,7 +124,7 @@ def test_the_garbage_collector_is_paused_only_while_a_file_is_parsed(tmp_path, w
     (tmp_path / "in" / "bad").mkdir()
     (tmp_path / "in" / "bad" / "rank0.json").write_text('{"traceEvents": [{"ph": "X", "ts": @}]}')
     chrome.ijson.items = spying_items
-    chrome_fast._Builder.add = spying_add
+    chrome_builder.Builder.add = spying_add
     try:
         assert gc.isenabled()
         report = run_ingest([tmp_path / "in"], wh, jobs=1)
@@ -135,7 +135,7 @@ def test_the_garbage_collector_is_paused_only_while_a_file_is_parsed(tmp_path, w
         assert not gc.isenabled()
     finally:
         chrome.ijson.items = real_items
-        chrome_fast._Builder.add = real_add
+        chrome_builder.Builder.add = real_add
         gc.enable()
 
 

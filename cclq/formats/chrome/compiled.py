@@ -1,12 +1,13 @@
 """The compiled chunk parser (``eventparse``, C) of the fast reader, where it was built.
 
-``pip install`` compiles ``eventparse.c`` when the machine has a C compiler and skips it
-when it has none (``setup.py``: an optional extension); the fast reader then decodes every
+``pip install`` compiles ``eventparse.c`` and ``eventparse_core.c`` when the machine has a
+C compiler and skips them when it has none (``build_hooks/compiled_reader.py``; with
+``CCLQ_REQUIRE_COMPILED=1`` that is an error); the fast reader then decodes every
 chunk with msgspec, as it did before, and writes the same table. ``AVAILABLE`` says which;
 ``cclq --version`` says it to the user.
 
 The C parser takes a chunk of whole events (``[`` + events + ``]``, as the chunker cuts
-it) to Arrow column buffers in one pass, by the rules of ``events.py``, with no Python
+it, ``chunks``) to Arrow column buffers in one pass, by the rules of ``events.py``, with no Python
 object per event. It declines a chunk it cannot take with certainty (B/E pairs, a string
 timestamp, a float pid, a promoted value that needs Python's ``Decimal`` rules, a bound
 approached, invalid UTF-8, ...); the caller reads that chunk with msgspec. The tests run

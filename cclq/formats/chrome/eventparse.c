@@ -1,8 +1,11 @@
 /*
- * cclq.formats.chrome.eventparse: the Python face of eventparse_core.h.
+ * cclq.formats.chrome.eventparse: the Python face of eventparse_core.h (implemented in
+ * eventparse_core.c).
  *
  *   configure(promoted, n_columns, legacy)   once, from compiled.py: the promoted args
- *                                            (key, column, kind) and legacy categories
+ *                                            (key, column, kind) and legacy categories;
+ *                                            a second call is refused (parser threads
+ *                                            read the configuration without a lock)
  *   parse(chunk, value_levels, max_string, max_event, base)
  *       -> (1, reason) the text ends inside an event (a wrong cut)
  *       -> (2, reason) declined: read this chunk another way
@@ -38,6 +41,10 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *promoted, *legacy;
     int n_columns;
     (void)self;
+    if (CONFIGURED) { /* parser threads read CONFIG without a lock: it is written once */
+        PyErr_SetString(PyExc_RuntimeError, "eventparse.configure() may be called once");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "O!iO!", &PyList_Type, &promoted, &n_columns, &PyList_Type, &legacy)) return NULL;
     Config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -82,7 +89,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
             return NULL;
         }
     }
-    config_index_keys(&cfg);
+    ep_config_index_keys(&cfg);
     CONFIG = cfg;
     CONFIGURED = 1;
     Py_RETURN_NONE;
@@ -184,14 +191,14 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         PyBuffer_Release(&chunk);
         return PyErr_NoMemory();
     }
-    parser_init(P, &CONFIG, (const char *)chunk.buf, (size_t)chunk.len);
+    ep_parser_init(P, &CONFIG, (const char *)chunk.buf, (size_t)chunk.len);
     P->value_levels = value_levels;
     P->max_string = max_string > 0 ? (size_t)max_string : 0;
     P->max_event = max_event > 0 ? (size_t)max_event : 0;
     P->base = (int64_t)base;
     P->c_locale = C_LOCALE;
     Py_BEGIN_ALLOW_THREADS
-    parse_chunk(P);
+    ep_parse_chunk(P);
     Py_END_ALLOW_THREADS
     PyObject *out;
     if (P->status == EP_NOMEM) {
@@ -201,7 +208,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     } else {
         out = result_of(P);
     }
-    parser_free(P);
+    ep_parser_free(P);
     free(P);
     PyBuffer_Release(&chunk);
     return out;

@@ -1,7 +1,7 @@
 """How the values of a Chrome trace event become columns: the rules both readers share.
 
-The reference reader (``chrome.py``, ijson) and the fast reader (``chrome_fast.py``,
-msgspec) meet the same JSON values in different clothes: ijson gives ``Decimal`` for a
+The reference reader (``ijson_reader``) and the fast reader (``fast_reader``: the C
+parser, msgspec) meet the same JSON values in different clothes: ijson gives ``Decimal`` for a
 number with a fraction or an exponent, msgspec gives ``float``. Every rule here treats
 the two alike, so that both readers write the same table:
 
@@ -13,7 +13,13 @@ the two alike, so that both readers write the same table:
   int column, the text of a pid).
 * ``args`` is the args value as written: the fast reader keeps the compact source text,
   the ijson reader writes the same JSON value from its parse (``encode_exact``: every
-  number exact, ``Decimal`` as its own text), every key kept. Promoted arguments
+  number exact, ``Decimal`` as its own text). Every reader writes a number as the
+  reference parse prints it (``number_text``: ``1e20`` is ``1E+20``, ``-0`` is ``0``),
+  and an object with a key given twice as its parsed value, one key each, the last
+  value winning (``canonical_args_text``), as Python's JSON parsers and DuckDB's
+  ``json_extract`` then agree. Where they still differ is how a string is escaped
+  (``"\u00e9"`` as written, or ``"é"`` from the parse): the same JSON value, and no
+  metric reads the text, only values extracted from it. Promoted arguments
   (``schema.PROMOTED_ARGS``) are also copied into their typed column when they convert;
   a value that does not convert (``"inf"``, ``"N/A"``, 5.5 for an integer column) or does
   not fit (an integer beyond int64) is NULL there, and the second is counted in
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
@@ -125,6 +132,58 @@ def _exact_parts(obj: Any) -> Iterator[str]:
         yield str(obj)
     else:
         yield "".join(_c_encoder(obj, 0))
+
+
+# ---------------------------------------------------- one text for one args value
+# A JSON string (skipped as it is) or a JSON number token.
+_STRING_OR_NUMBER = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?')
+# Text that may hold a number ``number_text`` spells otherwise (RE2, for pyarrow; a match
+# inside a string only costs the exact look): an exponent, a fraction of six leading
+# zeros or more (Decimal writes 1E-7), a -0.
+NUMBER_TO_SPELL = r"[0-9][eE]|(^|[:,\[])-?0\.000000|(^|[:,\[])-0($|[,}\]])"
+
+
+def number_text(token: str) -> str:
+    """A JSON number token as the reference reader writes its value: an integer as
+    ``int`` prints it (``-0`` is ``0``; JSON has no other spelling of an integer), a
+    fraction or exponent as ``Decimal``'s ``str`` (``1e20`` -> ``1E+20``, ``0.0000001``
+    -> ``1E-7``, ``1.50`` stays). The C parser writes the same (eventparse, ``append_number``)."""
+    if "." in token or "e" in token or "E" in token:
+        return str(Decimal(token))
+    return "0" if token == "-0" else token
+
+
+def _spell(m: re.Match[str]) -> str:
+    token = m.group()
+    return token if token[0] == '"' else number_text(token)
+
+
+class _Pairs:
+    """``object_pairs_hook`` that notes whether an object had a key twice."""
+
+    __slots__ = ("duplicate",)
+
+    def __init__(self) -> None:
+        self.duplicate = False
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            self.duplicate = True
+        return d
+
+
+def canonical_args_text(text: str) -> str:
+    """The ``args`` text every reader writes for this compact source text: with a key
+    given twice anywhere, the parsed value encoded (``encode_exact``: one key each, the
+    last value, in the place of the first, as ``json.loads`` and ijson build it); else
+    the text with its numbers spelled by ``number_text``. Raises ``ValueError`` for
+    text that is not JSON."""
+    pairs = _Pairs()
+    value = json.loads(text, parse_float=Decimal, object_pairs_hook=pairs)
+    if pairs.duplicate:
+        return encode_exact(value)
+    return _STRING_OR_NUMBER.sub(_spell, text)
 
 
 # ------------------------------------------------------------------------- time
@@ -369,10 +428,11 @@ def split_args(args: Any, promoted: dict[str, Any], out_of_range: dict[str, int]
 
     ``args`` is a parsed value (the ijson reader's: ``Decimal`` for fractions), encoded
     exactly (``encode_exact``); or ``bytes``, the compact source text the fast reader
-    kept, which is the column as it is and is parsed here only for its promoted keys.
+    kept, which is the column as ``canonical_args_text`` spells it and is parsed here
+    only for its promoted keys.
     """
     if type(args) is bytes:
-        text = args.decode()
+        text = canonical_args_text(args.decode())
         args = json.loads(text, parse_float=Decimal)
         if args is None:
             return None

@@ -5,7 +5,7 @@ The file is never loaded whole: ``ijson`` (C backend) yields one event dict at a
 numbers with a fraction as ``Decimal`` so that no timestamp passes through a float. The
 Python loop only checks each event and appends it to a batch; turning a batch into
 Arrow columns is done column-wise by the rules in ``cclq.formats.chrome.events``, which the
-fast reader (``chrome_fast``) shares. Memory is bounded by the batch size, the open
+fast reader (``fast_reader``) shares. Memory is bounded by the batch size, the open
 ``B`` stacks and a few MB of head/tail text used to find top-level keys. Before ijson
 sees a byte, a ``StructureScanner`` checks it against the ``ReadLimits`` (ijson's cost
 on a long string or deep nesting grows with its square).

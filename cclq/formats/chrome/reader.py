@@ -2,10 +2,10 @@
 file, and the fallback from one to the other.
 
 ``ChromeReader.read`` opens the file (``Source``) the way each reader needs it. The
-fast reader (``fast_reader``, msgspec) may give a file up (``FallbackToIjson``), or its
-helper processes may (``ReadSequentially``); ``read`` then raises the interface's
-typed ``ReadAgain`` naming the options of the next attempt (the ijson reference,
-``ijson_reader``, or one process), and the caller discards what was written and reads
+fast reader (``fast_reader``: the C parser, msgspec) may give a file up
+(``FallbackToIjson``), or its parser threads may (``ReadSequentially``); ``read`` then
+raises the interface's typed ``ReadAgain`` naming the options of the next attempt (the
+ijson reference, ``ijson_reader``, or one thread), and the caller discards what was written and reads
 again with them, noting why in the file's ``ingest_stats``.
 """
 
@@ -18,7 +18,7 @@ import ijson
 import msgspec
 
 from cclq.formats.base import (
-    READER_FAST,
+    READER_COMPILED,
     READER_IJSON,
     BatchSink,
     Detected,
@@ -48,21 +48,21 @@ def read_trace_file(path: str, detected: Detected, file_id: str, sink: BatchSink
                     progress: ProgressFn | None = None, metadata: dict[str, Any] | None = None
                     ) -> tuple[ReadResult, str]:
     """(what the reader found, the content hash of the file); ``ReadAgain`` when the fast
-    reader gives the file up (to ijson) or its helpers do (to one process). ``metadata``:
+    reader gives the file up (to ijson) or its threads do (to one thread). ``metadata``:
     the file's top-level keys (``chrome.file_metadata``), when the caller has them."""
     limits = options.limits
     if options.reader != READER_IJSON:
         with Source(path, progress, limits) as source:
             try:
                 result = read_chrome_json_fast(source, detected, file_id, sink, limits=limits,
-                                               helpers=options.helpers, metadata=metadata,
+                                               threads=options.threads, metadata=metadata,
                                                use_compiled=uses_compiled(options))
                 result.reader = options.reader
             except FallbackToIjson as e:
                 raise ReadAgain(options.for_fallback(), fallback_note(e)) from None
             except ReadSequentially as e:
-                raise ReadAgain(replace(options, helpers=0),
-                                f"read again in one process: the helpers gave it up ({e.reason})") from None
+                raise ReadAgain(replace(options, threads=0),
+                                f"read again in one thread: the threads gave it up ({e.reason})") from None
             return result, source.finish_hash()
     with Source(path, progress, limits, check=bounds_check_for(path, detected, limits)) as source:
         result = read_chrome_json(source, detected, file_id, sink, limits=limits, metadata=metadata)
@@ -76,7 +76,7 @@ def fallback_note(fallback: FallbackToIjson) -> str:
 
 def uses_compiled(options: ReadOptions) -> bool:
     """Whether a read with ``options`` gives its chunks to the C parser first."""
-    return options.reader == READER_FAST and compiled.AVAILABLE
+    return options.reader == READER_COMPILED and compiled.AVAILABLE
 
 
 def parser_name(result: ReadResult, options: ReadOptions) -> str:
