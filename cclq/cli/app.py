@@ -23,13 +23,16 @@ import typer
 from cclq.dev.bench.command import bench
 from cclq.errors import CclqError, ExitCode, UsageError, show_path
 from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
-from cclq.present.render import OutputFormat, write_table
+from cclq.locations import WAREHOUSE_ENV, resolve_warehouse
+from cclq.present.output import OutputFormat
 from cclq.query.settings import QuerySettings
-from cclq.store.warehouse import WAREHOUSE_ENV, Warehouse, resolve_warehouse
 from cclq.version import __version__
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from cclq.query.session import Session
+    from cclq.store.warehouse import Warehouse
 
 app = typer.Typer(
     name="cclq",
@@ -77,7 +80,17 @@ OutputOpt = Annotated[
 
 
 def _warehouse(option: str | None) -> Warehouse:
+    from cclq.store.warehouse import Warehouse
+
     return Warehouse(resolve_warehouse(option))
+
+
+def write_table(table: pa.Table, fmt: OutputFormat, **kw: Any) -> None:
+    """``cclq.present.render.write_table``, imported when a command prints (it needs pyarrow,
+    which ``cclq --help`` should not load)."""
+    from cclq.present.render import write_table as write
+
+    write(table, fmt, **kw)
 
 
 # --memory-limit / --spill-dir (anywhere on the line) or their environment variables, read
