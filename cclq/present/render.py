@@ -31,8 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cclq.errors import UsageError
-from cclq.present.output import OutputFormat  # noqa: F401 (re-exported)
-
+from cclq.present.output import OutputFormat
 
 MAX_TABLE_ROWS = 500
 
