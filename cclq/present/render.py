@@ -24,7 +24,6 @@ import re
 import sys
 from datetime import date, datetime
 from decimal import Decimal
-from enum import Enum
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,14 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cclq.errors import UsageError
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-    parquet = "parquet"
-
+from cclq.present.output import OutputFormat
 
 MAX_TABLE_ROWS = 500
 

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from cclq.errors import UsageError
-from cclq.present.render import OutputFormat, write_table
+from cclq.present.output import OutputFormat
 
 
 def bench(
@@ -129,6 +129,8 @@ def bench(
 ) -> None:
     """Measure the readers and ingest (MB/s, memory) against raw ijson, and metrics: one query vs trace by trace."""
     import pyarrow as pa
+
+    from cclq.present.render import write_table
 
     if first_run:
         from cclq.dev.bench.first_run import run_first_run_bench
