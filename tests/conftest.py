@@ -116,7 +116,7 @@ def board_site(tmp_path_factory: pytest.TempPathFactory):
 
 def gpu_trace(path: Path, rank: int = 0, world: int = 1, kernels: int = 2, dur_ns: int = 4_000) -> Path:
     """A Kineto trace of ``kernels`` GEMM kernels of ``dur_ns`` each, 10 us apart."""
-    from cclq.dev.synth.kineto import KinetoTraceBuilder
+    from cclq.synth.kineto import KinetoTraceBuilder
 
     b = KinetoTraceBuilder(rank=rank, world_size=world)
     for i in range(kernels):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.synth.kineto import KinetoTraceBuilder
 
 US = 1_000
 MS = 1_000_000
@@ -95,8 +95,8 @@ def board_workloads(root: Path) -> Path:
     """Six workloads of different shapes for the board tests, in ``root`` (returned):
     run_a (hand-placed, a card whose model name is a script tag), run_b, run_c (one rank,
     no card), two generated DDP runs (4 and 8 ranks) and a generated XLA/TPU profile."""
-    from cclq.dev.synth.kineto import generate_workload
-    from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
+    from cclq.synth.kineto import generate_workload
+    from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
 
     two_rank_run(root / "run_a", card=CARD_A)
     two_rank_run(root / "run_b", gemm_us=150, extra_kernel="softmax_kernel", allreduce=False)

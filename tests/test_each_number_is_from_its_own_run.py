@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 
 # ---------------------------------------------------------------- 1. trace identity
@@ -52,10 +52,10 @@ def suite_wh(tmp_path_factory):
     Systems and a Horovod timeline, each a trace of its own."""
     from presentation_traces import board_workloads
 
-    from cclq.dev.synth.horovod import HorovodTimelineBuilder
-    from cclq.dev.synth.nsys import NsysExportBuilder
     from cclq.ingest.run import ingest
     from cclq.store.warehouse import Warehouse
+    from cclq.synth.horovod import HorovodTimelineBuilder
+    from cclq.synth.nsys import NsysExportBuilder
 
     root = tmp_path_factory.mktemp("suite")
     board_workloads(root / "in")
@@ -307,7 +307,7 @@ def test_avg_step_time_is_per_device_on_a_multi_device_xprof_trace(tmp_path):
 
 # ---------------------------------------------------------------- 3. two runs in one folder
 def _two_exports(folder: Path, days: int) -> None:
-    from cclq.dev.synth.nsys import NsysExportBuilder
+    from cclq.synth.nsys import NsysExportBuilder
 
     day_ns = 86_400 * 10**9
     for name, start, app in (("train_a.sqlite", 1_700_000_000 * 10**9, "python"),
@@ -345,7 +345,7 @@ def test_files_of_one_trace_a_day_apart_are_flagged_in_cclq_traces(tmp_path):
 
     from conftest import run_cli
 
-    from cclq.dev.synth.kineto import KinetoTraceBuilder
+    from cclq.synth.kineto import KinetoTraceBuilder
 
     for rank, base in ((0, 1_700_000_000 * 10**9), (1, 1_700_000_000 * 10**9 + 3 * 86_400 * 10**9)):
         b = KinetoTraceBuilder(rank=rank, world_size=2)
@@ -423,12 +423,12 @@ def test_mean_sm_coverage_on_a_rocm_trace_whose_kernels_say_another_device(tmp_p
     threads / 256 per block = 152 workgroups, coverage 152/304 = 0.5 (not 1)."""
     import json
 
-    from cclq.dev.synth.kineto import KinetoTraceBuilder
     from cclq.ingest.run import ingest
     from cclq.query.metrics import run_metric, summarize
     from cclq.query.registry import resolve
     from cclq.query.session import connect
     from cclq.store.warehouse import Warehouse
+    from cclq.synth.kineto import KinetoTraceBuilder
 
     b = KinetoTraceBuilder(rank=0, world_size=1, device=2)
     b.kernel("Cijk_Ailk_Bljk_HHS_BH_MT128x128x64_MI32x32x8x1", 1_000, 100_000, args={"grid": [38912, 1, 1],
@@ -457,12 +457,12 @@ def test_mean_sm_coverage_on_a_rocm_trace_whose_kernels_say_another_device(tmp_p
 def test_mean_sm_coverage_says_which_devices_do_not_join(tmp_path):
     import json
 
-    from cclq.dev.synth.kineto import KinetoTraceBuilder
     from cclq.ingest.run import ingest
     from cclq.query.metrics import run_metric
     from cclq.query.registry import resolve
     from cclq.query.session import connect
     from cclq.store.warehouse import Warehouse
+    from cclq.synth.kineto import KinetoTraceBuilder
 
     b = KinetoTraceBuilder(rank=0, world_size=1, device=2)
     b.kernel("elementwise_kernel", 1_000, 50_000, args={"grid": [608, 1, 1], "block": [256, 1, 1]})

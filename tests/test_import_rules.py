@@ -28,7 +28,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("cclq.api",),
     # HTA's import paths (hta.X -> cclq.hta.X): re-exports of cclq.api only
     ("cclq.hta",),
-    ("cclq.dev",),
+    # the trace generators, then the benchmarks that use them (imported by tests and `cclq bench`)
+    ("cclq.synth",),
+    ("cclq.bench",),
     ("cclq.compat",),
     ("cclq.cli",),
     # entry points: `import cclq` (its lazy public names), `python -m cclq`, `python -m cclq.main`
@@ -162,12 +164,13 @@ def test_imports_point_down_without_cycles_or_private_names():
     assert not private, "\n".join(private)
 
 
-def test_dev_tools_are_imported_only_by_dev_the_cli_and_tests():
+def test_generators_and_benchmarks_are_imported_only_by_themselves_the_cli_and_tests():
     edges, _upward, _private = graph()
+    tools = ("cclq.synth", "cclq.bench")
     users = sorted(m for m, targets in edges.items()
-                   if any(t.startswith("cclq.dev") for t in targets)
-                   and not m.startswith(("cclq.dev", "cclq.cli")))
-    assert not users, f"outside dev/ and cli/, these import cclq.dev: {users}"
+                   if any(t.startswith(tools) for t in targets)
+                   and not m.startswith((*tools, "cclq.cli")))
+    assert not users, f"outside synth/, bench/ and cli/, these import them: {users}"
 
 
 def test_the_layers_document_lists_every_package():

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from cclq.dev.bench.command import bench
+from cclq.bench.command import bench
 from cclq.errors import CclqError, ExitCode, UsageError, show_path
 from cclq.formats.limits import DEFAULT_LIMITS, MIB, ReadLimits
 from cclq.locations import WAREHOUSE_ENV, resolve_warehouse

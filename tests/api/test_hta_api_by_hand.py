@@ -24,7 +24,7 @@ pd = pytest.importorskip("pandas")
 import cclq  # noqa: E402
 import cclq.errors  # noqa: E402
 from cclq.api.hta_frames import MissingExtra  # noqa: E402
-from cclq.dev.synth.kineto import KinetoTraceBuilder  # noqa: E402
+from cclq.synth.kineto import KinetoTraceBuilder  # noqa: E402
 
 US = 1000
 

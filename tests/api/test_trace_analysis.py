@@ -231,7 +231,7 @@ def test_cupti_counters_by_hand(tmp_path: Path) -> None:
     first inside aten::linear > aten::addmm, the second outside any operator); rank 1 has
     one launch more than kernels, so HTA gives it no frame; a trace without profiler-range
     events gives none."""
-    from cclq.dev.synth.kineto import KinetoTraceBuilder
+    from cclq.synth.kineto import KinetoTraceBuilder
 
     us = 1000
     counters = "sm__throughput.avg.pct_of_peak_sustained_elapsed"

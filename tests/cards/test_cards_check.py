@@ -10,8 +10,8 @@ from conftest import REPO, SHARED_TRACES, query, require_shared, run_cli, run_in
 
 from cclq.cards.check import check_card_document, check_card_file
 from cclq.cards.load import find_card, load_card
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.ingest.plan import check_input_cards
+from cclq.synth.kineto import KinetoTraceBuilder
 
 GOOD_CARD = """\
 version: 1

@@ -12,7 +12,7 @@ from conftest import metric_rows, query, run_cli, run_ingest
 from test_metrics_leaderboard import build_mfu_train, build_two_nodes
 
 from cclq.cards.check import check_card_file
-from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.synth.kineto import KinetoTraceBuilder
 
 
 def _trace(folder: Path) -> None:

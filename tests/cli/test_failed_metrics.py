@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import cclq.query.metrics as metrics
 from cclq.cli.app import app
-from cclq.dev.synth.kineto import generate_rank_trace
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_rank_trace
 
 BROKEN = "total_kernel_time"  # applies to every GPU trace: a failure cannot pass for "n/a"
 

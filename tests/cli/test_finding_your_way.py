@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import run_cli, run_ingest
 
-from cclq.dev.synth.kineto import generate_workload
 from cclq.query.registry import CATEGORIES, latest_specs, nearest
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_workload
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conftest import gpu_trace, run_cli
 
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 BAD_CARD = "model_family: x\nphase: nonsense\n"  # no version, an unknown phase: problems, kept
 

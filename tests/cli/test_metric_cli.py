@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from conftest import run_cli, run_ingest
 
-from cclq.dev.synth.kineto import generate_workload
 from cclq.query.cache import cache_key, cached_result, metric_key
 from cclq.query.metrics import run_metric
 from cclq.query.registry import latest_specs, resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_workload
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 SPY = """
 import json, sys

@@ -13,10 +13,10 @@ import pytest
 from conftest import SHARED_TRACES, run_cli
 
 from cclq.compat.main import run_here
-from cclq.dev.synth.kineto import generate_workload
-from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from cclq.query.partial import expected_ranks, partial_traces
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_workload
+from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
 
 
 def rank_sample(root: Path, name: str, keep: int) -> Path:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from conftest import run_cli
 
-from cclq.dev.synth.kineto import generate_workload
 from cclq.query.registry import latest_specs
+from cclq.synth.kineto import generate_workload
 
 
 def test_ingest_and_report_write_a_line_per_step_when_piped(tmp_path: Path):

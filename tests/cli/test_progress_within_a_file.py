@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import run_cli
 
 from cclq.cli.progress import DEFAULT_INTERVAL_S, IngestProgress, progress_interval
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 BYTES_LINE = re.compile(r"ingest: (\d+\.\d) of (\d+\.\d) MB \((\d+)%\), (\d+\.\d) MB/s, (\d+)/(\d+) files done, "
                         r"(\d+\.\d) s")

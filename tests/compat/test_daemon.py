@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cclq.compat import daemon
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 
 @pytest.fixture

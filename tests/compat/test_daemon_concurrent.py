@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from test_daemon import _main, _paths, setup  # noqa: F401 (the fixture)
 
 from cclq.compat.daemon import _dumps, _loads
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 METRICS = ["total_kernel_time", "avg_step_time", "communication_fraction", "mean_sm_coverage",
            "collective_vol_allreduce_gb", "dominant_kernel_concentration"]

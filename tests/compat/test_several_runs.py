@@ -15,7 +15,7 @@ from conftest import run_cli
 from test_ccl_bench_names import CCL_BENCH_NAMES
 
 from cclq.compat.main import run_here
-from cclq.dev.synth.nsys import NsysExportBuilder
+from cclq.synth.nsys import NsysExportBuilder
 
 DAY_NS = 86_400 * 10**9
 START = 1_700_000_000 * 10**9

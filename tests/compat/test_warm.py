@@ -14,7 +14,7 @@ from test_several_runs import two_runs
 
 from cclq.compat.main import run_here
 from cclq.compat.warm import WarmCalls
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 METRICS = ("total_kernel_time", "avg_step_time", "communication_fraction", "collective_busbw")
 

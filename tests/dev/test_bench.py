@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import run_cli
 
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 
 def _tables(stdout: str) -> list[list[dict[str, str]]]:
@@ -45,7 +45,7 @@ def test_ingest_bench_reports_every_input_against_raw_ijson(tmp_path):
 
 
 def test_sizes_say_megabytes_and_ranks():
-    from cclq.dev.bench.run import parse_sizes
+    from cclq.bench.run import parse_sizes
 
     assert parse_sizes("250, 1000x1,127x2", 8) == [(250, 8, "relative"), (1000, 1, "relative"), (127, 2, "relative")]
     assert parse_sizes("127x1:epoch,127x1:subns", 8) == [(127, 1, "epoch"), (127, 1, "subns")]
@@ -83,7 +83,7 @@ def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
     """Copies must not share file ids: HTA's views join on the file id alone."""
     from conftest import query
 
-    from cclq.dev.bench.run import board_warehouse
+    from cclq.bench.run import board_warehouse
     from cclq.store.warehouse import Warehouse
 
     wh = Warehouse(board_warehouse(tmp_path, 3))
@@ -97,7 +97,7 @@ def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
 
 
 def test_scale_bench_ingests_copies_and_checks_the_limited_run(tmp_path):
-    from cclq.dev.bench.scale import run_scale_bench
+    from cclq.bench.scale import run_scale_bench
 
     generate_workload(tmp_path / "src", ranks=2, steps=2, layers=1, seed=9)
     rows = run_scale_bench(tmp_path / "src", [1, 3], metrics=("total_kernel_time",), memory_limit="100MB",
@@ -116,7 +116,7 @@ def test_scale_bench_ingests_copies_and_checks_the_limited_run(tmp_path):
 
 
 def test_main_loop_bench_runs_every_call_both_ways(tmp_path):
-    from cclq.dev.bench.scale import run_main_loop_bench
+    from cclq.bench.scale import run_main_loop_bench
 
     for i in range(2):
         generate_workload(tmp_path / "traces" / f"w{i}", ranks=2, steps=2, layers=1, seed=i)
@@ -135,7 +135,7 @@ def test_the_ccl_bench_case_prepares_folders_both_tools_read(tmp_path):
     CCL-Bench checkout refused before anything runs."""
     from conftest import require_shared
 
-    from cclq.dev.bench.ccl_bench import SHARED_FOLDERS, prepare_folders, run_ccl_bench_bench
+    from cclq.bench.ccl_bench import SHARED_FOLDERS, prepare_folders, run_ccl_bench_bench
     from cclq.errors import UsageError
 
     with pytest.raises(UsageError, match="not a CCL-Bench checkout"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cclq.dev.bench.hta import (
+from cclq.bench.hta import (
     ALL_ANALYSES,
     HTA_METRICS,
     format_table,
@@ -19,8 +19,8 @@ from cclq.dev.bench.hta import (
     run_hta_all_bench,
     run_hta_bench,
 )
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.registry import registry
+from cclq.synth.kineto import KinetoTraceBuilder
 
 COLUMNS = {"case", "seconds", "wall_s", "peak_rss_mb", "speedup_vs_hta", "wall_speedup_vs_hta",
            "memory_ratio_vs_hta", "detail", "errors"}
@@ -97,7 +97,7 @@ def test_rank_copies_make_a_multi_rank_set(tmp_path: Path) -> None:
     import gzip
     import json
 
-    from cclq.dev.bench.hta import rank_copies
+    from cclq.bench.hta import rank_copies
 
     src = tmp_path / "t.json.gz"
     src.write_bytes(gzip.compress(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 2},

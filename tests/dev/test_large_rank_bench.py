@@ -3,7 +3,7 @@ report in processes of their own, with the ratios the targets are stated in."""
 
 from __future__ import annotations
 
-from cclq.dev.bench.large_rank import run_large_rank_bench
+from cclq.bench.large_rank import run_large_rank_bench
 
 
 def test_one_small_rank_every_case_timed(tmp_path):
@@ -22,7 +22,7 @@ def test_one_small_rank_every_case_timed(tmp_path):
 def test_startup_guard_reads_import_times():
     """`cclq bench --startup` reads `-X importtime`: the import of cclq.cli.app costs
     something, and a module already imported by it costs nothing more."""
-    from cclq.dev.bench.startup import import_seconds
+    from cclq.bench.startup import import_seconds
 
     assert import_seconds("cclq.cli.app") > 0
     assert import_seconds("cclq.errors", after="cclq.cli.app") == 0  # cclq.cli.app imports it

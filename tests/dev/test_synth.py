@@ -1,4 +1,4 @@
-"""cclq.dev.synth.kineto: the hand-placed builder and the streamed realistic generator."""
+"""cclq.synth.kineto: the hand-placed builder and the streamed realistic generator."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cclq.dev.synth.kineto import (
+from cclq.synth.kineto import (
     KinetoTraceBuilder,
     Micros,
     generate_rank_trace,

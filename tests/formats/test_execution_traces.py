@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import SHARED_TRACES, query, require_shared, run_cli, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.synth.kineto import KinetoTraceBuilder
 
 
 def _tensor_bytes(value) -> int:

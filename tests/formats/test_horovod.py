@@ -1,5 +1,5 @@
 """Horovod timelines: read (also unterminated and truncated), phases, negotiations,
-collectives and the Horovod metrics, on a timeline placed by hand (cclq.dev.synth.horovod,
+collectives and the Horovod metrics, on a timeline placed by hand (cclq.synth.horovod,
 which writes what Horovod's TimelineWriter writes). Expected values are worked out in
 the comments from the placements."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from conftest import metric_rows, query, run_ingest
 
-from cclq.dev.synth.horovod import HorovodTimelineBuilder
 from cclq.formats.chrome.ijson_reader import HOROVOD_TRUNCATED, HOROVOD_UNTERMINATED
+from cclq.synth.horovod import HorovodTimelineBuilder
 
 EPOCH_US = 1_700_000_000_000_000
 

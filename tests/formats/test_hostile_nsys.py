@@ -15,9 +15,9 @@ from pathlib import Path
 
 from conftest import query, run_ingest
 
-from cclq.dev.synth.nsys import NsysExportBuilder
 from cclq.formats.base import ReadOptions
 from cclq.formats.limits import MIB, ReadLimits
+from cclq.synth.nsys import NsysExportBuilder
 
 
 def _q(name: str) -> str:  # the test's own quoting (the code's quote_ident is under test)

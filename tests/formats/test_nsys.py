@@ -1,7 +1,7 @@
 """Nsight Systems SQLite exports: the same events, views and metrics as Kineto traces.
 
 Numbers are computed in the tests from the raw SQLite with plain ``sqlite3`` queries, or
-placed by hand with ``cclq.dev.synth.nsys`` / ``cclq.dev.synth.kineto``.
+placed by hand with ``cclq.synth.nsys`` / ``cclq.synth.kineto``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from conftest import (
     run_ingest,
 )
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
-from cclq.dev.synth.nsys import NsysExportBuilder
+from cclq.synth.kineto import KinetoTraceBuilder
+from cclq.synth.nsys import NsysExportBuilder
 
 BASE = 1_700_000_000_000_000_000
 

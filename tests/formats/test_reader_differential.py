@@ -14,10 +14,10 @@ from conftest import SHARED, query, require_shared, run_ingest
 from readers import assert_same, both, read_with
 
 import cclq.formats.chrome.chunks as chunks
-from cclq.dev.synth.kineto import TIME_FORMS, KinetoTraceBuilder, generate_rank_trace
-from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from cclq.formats.chrome import compiled
 from cclq.formats.detect import detect
+from cclq.synth.kineto import TIME_FORMS, KinetoTraceBuilder, generate_rank_trace
+from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
 
 
 def _chrome_files(root: Path) -> list[Path]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import metric_rows, query, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.synth.kineto import KinetoTraceBuilder
 
 DDLB_HEADER = ("implementation,mean_time (ms),std_time,min_time,max_time,m,n,k,dtype,Throughput (TFLOPS),"
                "Throughput std (TFLOPS),world_size,hostname,time_measurement_backend,barrier_at_each_iteration,"

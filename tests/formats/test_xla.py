@@ -16,14 +16,6 @@ import duckdb
 import pytest
 from conftest import require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
-from cclq.dev.synth.xla import (
-    DTYPE_BYTES,
-    TpuTraceSpec,
-    allreduce_ps,
-    generate_tpu_trace,
-    write_tpu_trace,
-)
 from cclq.errors import UnsupportedFormat
 from cclq.formats import xplane
 from cclq.formats.source import content_hash
@@ -31,6 +23,14 @@ from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
+from cclq.synth.xla import (
+    DTYPE_BYTES,
+    TpuTraceSpec,
+    allreduce_ps,
+    generate_tpu_trace,
+    write_tpu_trace,
+)
 
 TPU_METRICS = [
     "wall_time_s", "total_compute_time_s", "total_comm_time_s", "avg_comm_kernel_time_s",

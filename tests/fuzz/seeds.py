@@ -1,5 +1,5 @@
 """Seeds for tests/fuzz/run.sh: chunks of events as the reader's chunker cuts them, from a
-trace that cclq.dev.synth generates, prefixed with the harness's four parameter bytes."""
+trace that cclq.synth generates, prefixed with the harness's four parameter bytes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.synth.kineto import KinetoTraceBuilder
 
 out = Path(sys.argv[1])
 b = KinetoTraceBuilder(rank=0, world_size=2)

@@ -3,7 +3,7 @@
 Each released version ``<metric>/v<N>`` (``sql/metrics/CHECKSUMS``) has its rows over a
 fixed set of workloads kept in ``tests/query/golden/<metric>/v<N>.csv``: the bundled
 workload (``trace_collection/``) and the synthetic workloads below, made by the package's
-own generators (``cclq.dev.synth``) with fixed seeds and placements, chosen so that every
+own generators (``cclq.synth``) with fixed seeds and placements, chosen so that every
 metric version has at least one value. CHECKSUMS freezes a version's SQL; the goldens
 freeze its numbers, so an edit of a view it reads that moves a released number fails
 ``tests/query/test_goldens.py``.
@@ -36,11 +36,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from cclq.dev.synth.horovod import HorovodTimelineBuilder
-from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_workload
-from cclq.dev.synth.nsys import NsysExportBuilder
-from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from cclq.query.registry import MetricSpec, registry, released_checksums
+from cclq.synth.horovod import HorovodTimelineBuilder
+from cclq.synth.kineto import KinetoTraceBuilder, generate_workload
+from cclq.synth.nsys import NsysExportBuilder
+from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = REPO / "tests" / "query" / "golden"

@@ -149,7 +149,7 @@ def big_trace_zip(tmp: Path, kernels: int = 150_000) -> bytes:
     """A zip of a one-rank Kineto trace folder with ``kernels`` kernels (~60 MB of JSON,
     ~1 MB zipped): its ingest takes seconds, long enough to stop it midway. The events
     are copies of the one kernel cclq's trace builder writes, moved along in time."""
-    from cclq.dev.synth.kineto import KinetoTraceBuilder
+    from cclq.synth.kineto import KinetoTraceBuilder
 
     b = KinetoTraceBuilder(rank=0, world_size=1)
     b.profiler_step(1, 0, kernels * 4_000)
@@ -194,7 +194,7 @@ def two_rank_run(folder: Path, card: str | None = CARD) -> Path:
     """tests/query/test_ccl_bench_names.py's two-rank layout (its avg_step_time, worked out
     by hand: three ProfilerSteps of 1000 us, so 0.001 s): each rank's steps, three GEMMs
     and three NCCL kernels."""
-    from cclq.dev.synth.kineto import KinetoTraceBuilder
+    from cclq.synth.kineto import KinetoTraceBuilder
 
     folder.mkdir(parents=True)
     for rank in range(2):

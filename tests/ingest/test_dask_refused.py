@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cclq.dev.synth.kineto import generate_workload
 from cclq.errors import UsageError
 from cclq.ingest.run import ingest
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_workload
 
 
 def test_an_ingest_refused_by_its_workers_commits_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -15,7 +15,7 @@ import pytest
 from conftest import query, run_cli, run_ingest
 
 from cclq.compat.main import run_here
-from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.synth.kineto import KinetoTraceBuilder
 
 SECRET = b"root:*:20000:0:99999:7:::\n"
 

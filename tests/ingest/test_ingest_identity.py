@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import query, run_cli, run_ingest, write_trace
 
-from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from cclq.formats.base import rank_from_name
+from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
 
 EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
 

@@ -305,7 +305,7 @@ def test_metadata_events_are_not_part_of_the_time_span(tmp_path, wh):
 
 
 def test_the_empty_event_that_ends_an_xprof_file_is_a_note_not_a_drop(tmp_path, wh):
-    from cclq.dev.synth.xla import TpuTraceSpec, generate_tpu_trace, write_tpu_trace
+    from cclq.synth.xla import TpuTraceSpec, generate_tpu_trace, write_tpu_trace
 
     events = generate_tpu_trace(TpuTraceSpec())["traceEvents"]
     assert events[-1] == {}

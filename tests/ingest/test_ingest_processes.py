@@ -14,7 +14,7 @@ import pytest
 from conftest import query, run_ingest, write_trace
 
 import cclq.ingest.parse as ingest_module
-from cclq.dev.synth.kineto import generate_rank_trace
+from cclq.synth.kineto import generate_rank_trace
 
 GOOD_EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
 

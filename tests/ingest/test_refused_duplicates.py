@@ -13,9 +13,9 @@ from conftest import run_cli
 
 import cclq.ingest.run as ingest_run
 from cclq.compat.main import run_here
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.ingest.refusals import load
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 US = 1_000
 

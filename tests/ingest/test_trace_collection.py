@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import REPO, query, run_ingest
 
-from cclq.dev.synth.kineto import generate_workload
+from cclq.synth.kineto import generate_workload
 
 SAMPLE = REPO / "trace_collection" / "synthetic_mlp_dp4"
 

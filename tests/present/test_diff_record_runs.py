@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import run_cli, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.record.config import Run
 from cclq.record.results import RESULTS_FILE, result_row, write_rows
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 
 def _run(backend: str) -> Run:

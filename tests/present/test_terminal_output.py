@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import run_cli, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 TITLE = "\x1b]0;pwned\x07"
 CLEAR = "\x1b[2J"

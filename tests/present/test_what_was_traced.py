@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import run_cli, run_ingest, write_trace
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 H100 = "NVIDIA H100 80GB HBM3"
 V100 = "Tesla V100-SXM2-16GB"

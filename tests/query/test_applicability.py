@@ -9,14 +9,14 @@ import pyarrow.compute as pc
 import pytest
 from conftest import run_ingest
 
-from cclq.dev.synth.kineto import generate_workload
-from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from cclq.query.applicability import Fact, TraceFacts, parse_facts, plan, trace_facts, unmet
 from cclq.query.metrics import run_metric, run_metrics, summarize
 from cclq.query.outcomes import split_by_trace
 from cclq.query.registry import latest_specs, parse_metric_file, registry, resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_workload
+from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
 
 # every value `files.format` can hold (the reader flavours)
 KNOWN_FORMATS = {"kineto", "chrome", "xprof", "horovod", "pytorch_et", "nsys", "ddlb_csv", "ddl_benchmarks_log",

@@ -18,11 +18,11 @@ import pytest
 from conftest import run_ingest
 
 from cclq.compat.main import run_here
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.metrics import run_metric, summarize
 from cclq.query.registry import registry, resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 KINETO_FOLDER = ROOT / "trace_collection" / "synthetic_mlp_dp4"

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from conftest import require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import connect
+from cclq.synth.kineto import KinetoTraceBuilder
 
 SENDRECV_OLD = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
 ALLREDUCE_OLD = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_workload
 from cclq.ingest.run import ingest
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder, generate_workload
 
 GENERIC = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"  # typed by nothing but its ops
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from conftest import query, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
+from cclq.synth.kineto import KinetoTraceBuilder
 
 MS = 1_000_000  # ns
 

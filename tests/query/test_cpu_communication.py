@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import metric_rows, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 MS = 1_000_000
 US = 1_000

@@ -51,11 +51,11 @@ import duckdb
 import pytest
 from conftest import GOLDEN, require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder, Micros
 
 HTA_GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden"
 

@@ -22,12 +22,12 @@ import duckdb
 import pytest
 from conftest import require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.critical_path import longest_path
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 HTA_GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden"
 FOLDERS = ["amd_mi250", "df_index_resolver", "nccl_data", "negative_queue_length", "ns_resolution",

@@ -9,10 +9,10 @@ import time
 import pytest
 from conftest import run_ingest
 
-from cclq.dev.synth.kineto import generate_workload
 from cclq.query.lanes import Lanes, Task, lanes_for
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_workload
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ import sys
 import pytest
 from conftest import run_cli, run_ingest
 
-from cclq.dev.synth.kineto import generate_workload
 from cclq.errors import UsageError
 from cclq.query.session import connect
 from cclq.query.settings import QuerySettings
+from cclq.synth.kineto import generate_workload
 
 
 def _phys() -> int:

@@ -21,8 +21,8 @@ METRICS = ["hta_kernel_type_breakdown", "total_kernel_time", "coll_call_num"]
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):
-    from cclq.dev.synth.kineto import generate_workload
     from cclq.store.warehouse import Warehouse
+    from cclq.synth.kineto import generate_workload
 
     root = tmp_path_factory.mktemp("runs")
     two_rank_run(root / "run_a")

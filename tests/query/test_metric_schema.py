@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from cclq.dev.synth.kineto import generate_workload
 from cclq.ingest.run import ingest
 from cclq.query.metrics import catalog_rows, run_metric, run_metrics
 from cclq.query.registry import latest_specs
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_workload
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import connect
+from cclq.synth.kineto import KinetoTraceBuilder
 
 NO_STEPS = "no steps (no ProfilerStep#N annotations, no XLA steps)"
 # version 2 of the step metrics also knows inference engine iterations, and says so

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_cli, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.errors import UsageError
 from cclq.query.metrics import run_metric
 from cclq.query.registry import parse_metric_file, registry, resolve
 from cclq.query.session import connect
+from cclq.synth.kineto import KinetoTraceBuilder
 
 
 def _two_traces(root: Path) -> None:

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from conftest import require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 US = 1_000  # ns per microsecond
 TOL = 1e-15

@@ -24,12 +24,12 @@ import pyarrow.compute as pc
 import pytest
 from conftest import require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
-from cclq.dev.synth.xla import DTYPE_BYTES, TpuTraceSpec, write_tpu_trace
 from cclq.query.metrics import run_metric, summarize
 from cclq.query.registry import resolve
 from cclq.query.session import Session, connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
+from cclq.synth.xla import DTYPE_BYTES, TpuTraceSpec, write_tpu_trace
 
 US = 1_000  # ns per microsecond
 TOL = 1e-12

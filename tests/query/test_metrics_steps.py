@@ -4,7 +4,7 @@ CPU-only ranks; total_communication_time and communication_overlap_ratio with
 zero-duration communication kernels.
 
 Every expected number is worked out by hand from the events placed below (Kineto) or
-from the generator's parameters (cclq.dev.synth.xla), never from cclq's output.
+from the generator's parameters (cclq.synth.xla), never from cclq's output.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from conftest import metric_rows, query, require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
-from cclq.dev.synth.xla import TpuTraceSpec, generate_tpu_trace, write_tpu_trace
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder, Micros
+from cclq.synth.xla import TpuTraceSpec, generate_tpu_trace, write_tpu_trace
 
 US = 1_000  # ns per microsecond
 TOL = 1e-15
@@ -283,7 +283,7 @@ SPEC = TpuTraceSpec()
 
 def _step_len(s: TpuTraceSpec, d: int) -> int:
     """One step on device d, from its start to one gap after the copy (see synth_xla)."""
-    from cclq.dev.synth.xla import DTYPE_BYTES, allreduce_ps
+    from cclq.synth.xla import DTYPE_BYTES, allreduce_ps
 
     conv = s.conv_ns + d * s.conv_ns_per_device
     ar = sum(allreduce_ps(s, e * DTYPE_BYTES[t]) // 1000 + s.gap_ns for t, e in s.allreduce_sizes)

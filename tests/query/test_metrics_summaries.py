@@ -14,11 +14,11 @@ import pytest
 from conftest import run_ingest
 
 from cclq.compat.main import main as cclq_main
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.metrics import run_metric, summarize
 from cclq.query.registry import parse_metric_file, resolve, summary_rule
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 US = 1_000
 TOL = 1e-12

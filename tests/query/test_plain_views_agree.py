@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from conftest import query, require_shared, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.metrics import run_metric
 from cclq.query.registry import registry, resolve
 from cclq.query.session import connect
 from cclq.query.sqlfiles import modules_for, strip_comments
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 US = 1_000
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import run_ingest
 
-from cclq.dev.synth.kineto import generate_workload
 from cclq.query import metrics
 from cclq.query.metrics import run_cached_query, run_metric, run_metrics
 from cclq.query.registry import parse_metric_file, resolve
 from cclq.query.session import Session, connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import generate_workload
 
 
 @pytest.fixture(scope="module")

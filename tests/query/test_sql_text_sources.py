@@ -73,7 +73,7 @@ TRUSTED: dict[str, dict[str, str]] = {
                         "'sn.value' if short else 'NULL'": "one of two constants",
                         "', '.join(map(str, wanted))": "Nsight's event type numbers (cclq's constants)",
                         "_NVTX_THREAD_NAMES": "an event type number", "_NVTX_DOMAIN_CREATE": "an event type number"},
-    "dev/synth/nsys.py": {"', '.join('?' * 18)": "placeholders", "', '.join('?' * 11)": "placeholders",
+    "synth/nsys.py": {"', '.join('?' * 18)": "placeholders", "', '.join('?' * 11)": "placeholders",
                           "', '.join('?' * 10)": "placeholders", "', '.join('?' * 9)": "placeholders"},
 }
 

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_workload
 from cclq.ingest.run import ingest
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder, generate_workload
 
 
 def _ingest(folder: Path, root: Path) -> Warehouse:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from conftest import run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 US = 1_000
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from conftest import metric_rows, run_ingest
 
-from cclq.dev.synth.xla import TpuTraceSpec, generate_tpu_trace
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.xla import TpuTraceSpec, generate_tpu_trace
 
 PID, STEPS_TID, OPS_TID = 1, 1, 3
 

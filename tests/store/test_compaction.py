@@ -9,11 +9,11 @@ from conftest import query, run_cli, run_ingest
 
 import cclq.ingest.run
 import cclq.store.compaction as compaction
-from cclq.dev.synth.kineto import KinetoTraceBuilder, generate_workload
 from cclq.query.metrics import run_metric
 from cclq.query.registry import latest_specs
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder, generate_workload
 
 
 def _workloads(root) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from conftest import run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.store.warehouse import CURRENT, Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 
 def _record(monkeypatch) -> list[tuple[str, str, str | None]]:

@@ -15,9 +15,9 @@ from conftest import run_ingest
 
 import cclq.ingest.run
 import cclq.store.compaction as compaction
-from cclq.dev.synth.kineto import generate_workload
 from cclq.store.compaction import compact
 from cclq.store.warehouse import CURRENT, Warehouse
+from cclq.synth.kineto import generate_workload
 
 # A `cclq compact` killed (SIGKILL, as `kill -9`) at one moment of its commit: the hook
 # replaces what runs at that moment with the kill.

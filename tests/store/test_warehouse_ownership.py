@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import query, run_cli, run_ingest
 
-from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.errors import UsageError
 from cclq.store.warehouse import Warehouse
+from cclq.synth.kineto import KinetoTraceBuilder
 
 MARKER = ".cclq-warehouse"  # cclq.store.warehouse.MARKER, spelled out
 

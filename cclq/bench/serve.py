@@ -1,4 +1,4 @@
-"""``python -m cclq.dev.bench.serve``: how ``cclq serve`` keeps up with uploads.
+"""``python -m cclq.bench.serve``: how ``cclq serve`` keeps up with uploads.
 
 Starts a real server (its own process, a new warehouse and board in a temporary
 folder, no token), uploads a small two-rank trace folder and waits for it (one
@@ -42,7 +42,7 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
 
 def small_trace_zip(folder: Path) -> bytes:
     """A two-rank trace folder (3 steps, 6 kernels a rank), zipped."""
-    from cclq.dev.synth.kineto import KinetoTraceBuilder
+    from cclq.synth.kineto import KinetoTraceBuilder
 
     folder.mkdir(parents=True)
     for rank in range(2):

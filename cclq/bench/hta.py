@@ -429,7 +429,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m cclq.dev.bench.hta", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m cclq.bench.hta", description=__doc__.splitlines()[0])
     p.add_argument("folders", nargs="*", type=Path, help="trace folders (default: the HTA folders of ../shared/traces)")
     p.add_argument("--hta-python", help="an interpreter with HolisticTraceAnalysis installed")
     p.add_argument("--repeats", type=int, default=3, help="runs of every case; the best time is kept (default 3)")

@@ -130,7 +130,7 @@ class NsysExportBuilder:
         for statement in ddl:
             con.execute(statement)
         con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)",
-                        [("EXPORT_SCHEMA_VERSION", "3.13.2"), ("EXPORT_PRODUCT_NAME", "cclq.dev.synth.nsys")])
+                        [("EXPORT_SCHEMA_VERSION", "3.13.2"), ("EXPORT_PRODUCT_NAME", "cclq.synth.nsys")])
         con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (self.session_start_ns,))
         con.executemany("INSERT INTO TARGET_INFO_GPU VALUES (0, ?, 'NVIDIA H100 80GB HBM3', ?, 85899345920, ?, 9, 0)",
                         [(d, f"0000:{d:02x}:00.0", self.sm_count) for d in range(self.gpus)])

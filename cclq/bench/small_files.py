@@ -12,8 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cclq.dev.bench.first_run import timed_child
-from cclq.dev.bench.hta import DEFAULT_SHARED_TRACES
+from cclq.bench.first_run import timed_child
+from cclq.bench.hta import DEFAULT_SHARED_TRACES
 
 SMALL_FILES_SOURCE = "dlrm_param_8xV100"
 

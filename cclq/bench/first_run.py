@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cclq.dev.bench.hta import COPIES_SOURCE, DEFAULT_SHARED_TRACES, rank_copies
+from cclq.bench.hta import COPIES_SOURCE, DEFAULT_SHARED_TRACES, rank_copies
 
 FIRST_RUN_METRICS = ("hta_temporal_breakdown", "hta_comm_comp_overlap")
 FIRST_RUN_FOLDERS = ("hta_df_index_resolver", "dlrm_param_8xV100")

@@ -65,7 +65,7 @@ def _row(target: str, label: str, a: tuple[float, float], b: tuple[float, float]
 def run_target_bench(traces: Path, trace: str = "dlrm_param_8xV100", board_workloads: int = 500,
                      baseline: Path | None = None, repeats: int = 1) -> list[dict]:
     """One row per (target, source): the times and the ratio (see the module docstring)."""
-    from cclq.dev.bench.run import board_warehouse
+    from cclq.bench.run import board_warehouse
 
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-targets-"))
     here = Path(__file__).resolve().parents[3]

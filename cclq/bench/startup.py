@@ -26,7 +26,7 @@ COMMAND_MODULES = {
     "metric": "cclq.query.metrics",
     "report": "cclq.present.report",
     "board": "cclq.present.board.build",
-    "bench": "cclq.dev.bench.run",
+    "bench": "cclq.bench.run",
 }
 
 

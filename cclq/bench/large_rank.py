@@ -2,7 +2,7 @@
 
 The case the project exists for is one Kineto file per rank, gigabytes each; the Scale
 bench grows copies of a small trace, where time is linear by construction. Here one rank
-is generated at each size (``cclq.dev.synth.kineto``, the ingest bench's shape: steps,
+is generated at each size (``cclq.synth.kineto``, the ingest bench's shape: steps,
 NCCL all-reduces with their ``record_param_comms`` sizes, memcpys), ingested in a child
 process, and then each metric runs in a process of its own (``cclq metric NAME --all
 --no-cache``), as a user runs it, then ``cclq report`` of the trace. Each row gives wall
@@ -71,7 +71,7 @@ def run_large_rank_bench(sizes_mb: list[int], workdir: Path, metrics: list[str] 
     """Rows of (size, case): ``ingest``, each metric, ``report``. ``metrics``: the names
     to time [default: every metric's latest version]. ``on_row(row)`` is called as each
     row is done (progress on a long run)."""
-    from cclq.dev.bench.run import synthetic_workload
+    from cclq.bench.run import synthetic_workload
     from cclq.query.registry import latest_specs
 
     names = metrics or [s.name for s in latest_specs()]

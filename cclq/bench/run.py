@@ -22,7 +22,7 @@ per-trace script can be), and the same two as ``cclq`` processes (``--all`` once
 ``--trace T`` once per trace, as CCL-Bench runs one script per trace), with start-up.
 
 Rates are MB of uncompressed JSON per second. Inputs are synthetic Kineto traces made by
-``cclq.dev.synth.kineto`` (sizes chosen on the command line as ``MB`` or ``MBxRANKS``, generated
+``cclq.synth.kineto`` (sizes chosen on the command line as ``MB`` or ``MBxRANKS``, generated
 once into ``--workdir`` and reused) and, if present, ``../shared/perf-traces``.
 """
 
@@ -158,8 +158,8 @@ def ingest_child(inputs: list[Path], warehouse: Path, jobs: int = 1, reader: str
 
 def synthetic_workload(workdir: Path, total_mb: int, ranks: int, time_form: str = "relative") -> Path:
     """A ``ranks``-rank generated workload of about ``total_mb`` MB (cached), its times in
-    ``time_form`` (``cclq.dev.synth.kineto.TIME_FORMS``)."""
-    from cclq.dev.synth.kineto import generate_workload
+    ``time_form`` (``cclq.synth.kineto.TIME_FORMS``)."""
+    from cclq.synth.kineto import generate_workload
 
     suffix = "" if time_form == "relative" else f"_{time_form}"
     folder = workdir / f"synthetic_{total_mb}mb_{ranks}ranks{suffix}"
@@ -175,8 +175,8 @@ def synthetic_workload(workdir: Path, total_mb: int, ranks: int, time_form: str 
 def parse_sizes(spec: str, ranks: int) -> list[tuple[int, int, str]]:
     """``"250,1000x1,127x1:epoch"`` -> [(250, ranks, "relative"), (1000, 1, "relative"),
     (127, 1, "epoch")]: MB of JSON, files to spread it over, and the timestamp form
-    (``relative``, ``epoch`` or ``subns``: see ``cclq.dev.synth.kineto.TIME_FORMS``)."""
-    from cclq.dev.synth.kineto import TIME_FORMS
+    (``relative``, ``epoch`` or ``subns``: see ``cclq.synth.kineto.TIME_FORMS``)."""
+    from cclq.synth.kineto import TIME_FORMS
 
     out = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
@@ -385,10 +385,10 @@ def _time_cli_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
 def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
                      repeats: int = 2) -> tuple[list[MetricBenchRow], list[dict]]:
     """(scaling rows, per-metric timings over the shared traces)."""
-    from cclq.dev.synth.kineto import generate_workload
     from cclq.ingest.run import ingest
     from cclq.query.registry import registry
     from cclq.store.warehouse import Warehouse
+    from cclq.synth.kineto import generate_workload
 
     rows: list[MetricBenchRow] = []
     per_metric: list[dict] = []
@@ -445,9 +445,9 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
 def board_warehouse(root: Path, workloads: int) -> Path:
     """A warehouse of ``workloads`` copies of a generated 8-rank trace (the metric
     benchmark's trace), made by ``clone_traces``; returns its root."""
-    from cclq.dev.synth.kineto import generate_workload
     from cclq.ingest.run import ingest
     from cclq.store.warehouse import Warehouse
+    from cclq.synth.kineto import generate_workload
 
     seed = root / "seed_in" / "synthetic_8rank"
     generate_workload(seed, ranks=8, steps=5, layers=4, seed=1)

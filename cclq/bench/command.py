@@ -133,7 +133,7 @@ def bench(
     from cclq.present.render import write_table
 
     if first_run:
-        from cclq.dev.bench.first_run import run_first_run_bench
+        from cclq.bench.first_run import run_first_run_bench
 
         rows = run_first_run_bench(hta_python, copies=hta_copies, repeats=repeats, workdir=workdir)
         write_table(pa.Table.from_pylist(rows), fmt,
@@ -142,20 +142,20 @@ def bench(
     if s3 is not None:
         if traces_dir is None:
             raise UsageError("--s3 needs --traces DIR: the traces to put there and ingest")
-        from cclq.dev.bench.remote import run_remote_bench
+        from cclq.bench.remote import run_remote_bench
 
         rows = run_remote_bench(s3, traces_dir, metric=metric, repeats=repeats)
         write_table(pa.Table.from_pylist(rows), fmt, title=f"a warehouse on {s3} against a local one (wall seconds)")
         return
     if small_files:
-        from cclq.dev.bench.small_files import run_small_files_bench
+        from cclq.bench.small_files import run_small_files_bench
 
         rows = run_small_files_bench(small_files, repeats=repeats, workdir=workdir)
         write_table(pa.Table.from_pylist(rows), fmt, title="thousands of small files")
         if not (ingest_part or metrics_part):
             return
     if startup:
-        from cclq.dev.bench.startup import run_startup_bench
+        from cclq.bench.startup import run_startup_bench
 
         write_table(pa.Table.from_pylist(run_startup_bench(repeats=max(repeats, 1))), fmt,
                     title="start-up: import and command times (best of --repeats)")
@@ -163,7 +163,7 @@ def bench(
     if large_rank:
         import sys
 
-        from cclq.dev.bench.large_rank import run_large_rank_bench
+        from cclq.bench.large_rank import run_large_rank_bench
 
         try:
             mb_list = [int(s) for s in large_rank.split(",") if s.strip()]
@@ -180,13 +180,13 @@ def bench(
         write_table(pa.Table.from_pylist(rows), fmt, title="one large rank: ingest, every metric, report")
         return
     if targets is not None:
-        from cclq.dev.bench.targets import run_target_bench
+        from cclq.bench.targets import run_target_bench
 
         rows = run_target_bench(targets, board_workloads=board_workloads, baseline=baseline, repeats=repeats)
         write_table(pa.Table.from_pylist(rows), fmt, title="speed targets: a_s / b_s (wall seconds, cold)")
         return
 
-    from cclq.dev.bench.run import (
+    from cclq.bench.run import (
         parse_sizes,
         rows_to_table,
         run_ingest_bench,
@@ -210,17 +210,17 @@ def bench(
         write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
                     title="one query over all traces vs a loop trace by trace (seconds)")
     if commits:
-        from cclq.dev.bench.run import run_commit_bench
+        from cclq.bench.run import run_commit_bench
 
         write_table(pa.Table.from_pylist(run_commit_bench(commits, repeats=repeats)), fmt,
                     title="durable commits: fsync on and off (seconds)")
     if board_workloads:
-        from cclq.dev.bench.run import run_board_bench
+        from cclq.bench.run import run_board_bench
 
         rows = run_board_bench(board_workloads, repeats=repeats)
         write_table(pa.Table.from_pylist(rows), fmt, title=f"cclq board over {board_workloads} workloads (seconds)")
     if scale is not None:
-        from cclq.dev.bench.scale import run_scale_bench
+        from cclq.bench.scale import run_scale_bench
 
         try:
             scale_list = [int(s) for s in scale_copies.split(",") if s.strip()]
@@ -229,20 +229,20 @@ def bench(
         rows = run_scale_bench(scale, scale_list)
         write_table(pa.Table.from_pylist(rows), fmt, title=f"copies of {scale.name}: seconds and peak RSS")
     if main_loop is not None:
-        from cclq.dev.bench.scale import run_main_loop_bench
+        from cclq.bench.scale import run_main_loop_bench
 
         rows = run_main_loop_bench(main_loop)
         write_table(pa.Table.from_pylist(rows), fmt, title=f"python -m cclq.main per (folder, metric) over {main_loop}")
     if ccl_bench is not None:
         import sys
 
-        from cclq.dev.bench.ccl_bench import run_ccl_bench_bench
+        from cclq.bench.ccl_bench import run_ccl_bench_bench
 
         rows = run_ccl_bench_bench(ccl_bench, ccl_bench_python or sys.executable, ccl_bench_folders)
         write_table(pa.Table.from_pylist(rows), fmt,
                     title=f"CCL-Bench's website generator and call loop: its tools vs cclq ({ccl_bench})")
     if hta_python:
-        from cclq.dev.bench.hta import (
+        from cclq.bench.hta import (
             COPIES_SOURCE,
             DEFAULT_SHARED_TRACES,
             rank_copies,
@@ -255,7 +255,7 @@ def bench(
             copies_folder = rank_copies(source, hta_copies,
                                         (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
         if hta_all:
-            from cclq.dev.bench.hta import default_folders, run_hta_all_bench
+            from cclq.bench.hta import default_folders, run_hta_all_bench
 
             for folder in [*default_folders(), *([copies_folder] if copies_folder else [])]:
                 rows = run_hta_all_bench(folder, hta_python, repeats=repeats)

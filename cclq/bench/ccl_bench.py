@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cclq.dev.bench.hta import DEFAULT_SHARED_TRACES
+from cclq.bench.hta import DEFAULT_SHARED_TRACES
 from cclq.errors import UsageError
 from cclq.locations import PACKAGE_DIR
 

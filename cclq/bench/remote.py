@@ -19,7 +19,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from cclq.dev.bench.first_run import Timed, timed_child
+from cclq.bench.first_run import Timed, timed_child
 from cclq.store.objects import CACHE_ENV, ObjectStore
 
 
