@@ -17,7 +17,7 @@ from pathlib import Path
 
 # The only imports of cclq in this file (their module paths follow the package layout).
 from cclq.cli.app import app
-from cclq.query.registry import registry
+from cclq.query.registry import FAMILIES, registry
 
 REPO = Path(__file__).resolve().parent.parent
 README_PATH = REPO / "README.md"
@@ -58,18 +58,23 @@ def command_names() -> list[str]:
 
 
 def metric_table() -> str:
-    """The metric table of docs/metrics.md, from each metric's latest header."""
+    """The metric tables of docs/metrics.md, one per family (the question a metric answers,
+    its header's ``family``), from each metric's latest header."""
     reg = registry()
+    latest = {name: versions[max(versions)] for name, versions in sorted(reg.items())}
     lines = [
-        f"{len(reg)} metrics, from the header of each one's latest version "
-        "(`sql/metrics/<name>/v<N>.sql`; `cclq metrics` lists every version):",
-        "",
-        "| metric | unit | grain | what |",
-        "|---|---|---|---|",
+        f"{len(reg)} metrics, grouped by the question they answer (the header's `family`), from the "
+        "header of each one's latest version (`sql/metrics/<name>/v<N>.sql`; `cclq metrics` lists every "
+        "version, `cclq metrics NAME` shows one's family and near-synonyms):",
     ]
-    for name in sorted(reg):
-        spec = reg[name][max(reg[name])]
-        lines.append(f"| `{name}` | {spec.unit} | {spec.grain} | {spec.description.replace('|', chr(92) + '|')} |")
+    for family, question in FAMILIES.items():
+        lines += ["", f"### {question}", "", f"Family `{family}`.", "",
+                  "| metric | unit | grain | what | see also |", "|---|---|---|---|---|"]
+        for name, spec in latest.items():
+            if spec.family == family:
+                what = spec.description.replace("|", chr(92) + "|")
+                see = ", ".join(f"`{n}`" for n in spec.see_also)
+                lines.append(f"| `{name}` | {spec.unit} | {spec.grain} | {what} | {see} |")
     return "\n".join(lines)
 
 

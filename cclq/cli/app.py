@@ -348,8 +348,9 @@ def sql(
 def metrics(
     words: Annotated[
         Optional[list[str]],
-        typer.Argument(help="A category (step_time, communication, compute, memory, collectives, inference, hta) "
-                            "or words to search for in names, descriptions and needs.", show_default=False),
+        typer.Argument(help="A metric's name (its card: family, see also), a category (step_time, "
+                            "communication, compute, memory, collectives, inference, hta) or words to search "
+                            "for in names, descriptions and needs.", show_default=False),
     ] = None,
     category: Annotated[
         Optional[list[str]], typer.Option("--category", "-c", help="Only this category (repeatable).")
@@ -364,10 +365,20 @@ def metrics(
     output: OutputOpt = None,
 ) -> None:
     """List the metrics, one line each (name, unit, category, what it measures); filter by
-    category or search words; `--applicable TRACE` says which can apply to a trace."""
-    from cclq.query.registry import CATEGORIES, catalog_table, did_you_mean, latest_specs
+    category or search words; `--applicable TRACE` says which can apply to a trace; one
+    metric's name shows its card (the question it answers and its near-synonyms)."""
+    from cclq.query.registry import CATEGORIES, catalog_table, did_you_mean, latest_specs, metric_card
 
     specs = latest_specs()
+    if words and len(words) == 1 and not category and applicable is None and not long \
+            and fmt is OutputFormat.table and words[0] in {s.name for s in specs}:
+        # one metric by its name: its card, with the question it answers and its relatives
+        card = "\n".join(metric_card(words[0])) + "\n"
+        if output is not None:
+            output.write_text(card)
+        else:
+            sys.stdout.write(card)
+        return
     chosen = set(category or [])
     search: list[str] = []
     for w in words or []:

@@ -361,11 +361,10 @@ def _ahead(batch: dict[str, MetricSpec]) -> dict[str, MetricSpec]:
     the metrics of CCL-Bench's website config (its metric_info), so the calls that come
     later for another folder's metrics (an Nsight folder's, an inference folder's) find
     them computed instead of waiting for a batch of their own."""
-    from cclq.present.board.build import CCL_BENCH_TRACE_TYPES
-    from cclq.query.registry import resolve
+    from cclq.query.registry import latest_specs
 
-    specs = (resolve(name) for name in CCL_BENCH_TRACE_TYPES)
-    return {s.label: s for s in specs if s.label not in batch}
+    # CCL-Bench's website config lists these (the header's ccl_bench_trace_types)
+    return {s.label: s for s in latest_specs() if s.ccl_bench_trace_types and s.label not in batch}
 
 
 def compute_batch(wh: Warehouse, specs: list[MetricSpec], overrides: dict[str, str], traces: list[str]) -> list[str]:

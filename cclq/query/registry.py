@@ -14,9 +14,18 @@ cclq.main`` reduces the rows of one trace to one number: ``mean`` of the values,
 ``sum``, ``max``, ``min``, ``value`` (the single row's), or ``ratio A / B``: ΣA / ΣB
 over the rows, two detail columns pooled across ranks, as CCL-Bench pools kernels
 of every rank file for some metrics; default mean, or value for trace grain),
-``ccl_bench_unit`` (optional: the unit CCL-Bench's own tool prints this number in, when
-it is not ``unit``; only ``%`` for a ``ratio`` metric: ``python -m cclq.main`` and
-CCL-Bench's website data then show the value x 100, ``MetricSpec.ccl_bench_value``).
+``ccl_bench_unit`` (optional, only for a ``ratio`` metric: ``%`` where CCL-Bench's own
+tool prints percent, so ``python -m cclq.main`` and CCL-Bench's website data show the
+value x 100, ``MetricSpec.ccl_bench_value``; ``ratio`` where CCL-Bench writes it as a
+ratio too; a ratio without it is cclq's own 0..1 fraction, which the website data shows
+as percent), ``ccl_bench_trace_types`` (optional: the trace types CCL-Bench's website
+config lists for the metric, comma-separated, in its order; the board writes them into
+``metric_info``, and a batch computes these metrics ahead, ``compat.warm``),
+``leaderboard_headline`` (optional, ``yes``: one of the board's
+headline columns, shown before its category is opened; at most eight in all, so that
+the board fits 1400 px), ``family`` (the question the metric answers, ``FAMILIES``: how ``cclq metrics`` and
+docs/metrics.md group metrics) and ``see_also`` (near-synonyms and related metrics,
+comma-separated names, each a metric).
 
 The SELECT reads the views of ``sql/views`` plus two relations the runner defines:
 ``metric_scope`` (one row per selected (trace, rank)) and ``metric_params`` (one
@@ -78,6 +87,21 @@ CATEGORIES: dict[str, str] = {
 POLARITIES = ("higher", "lower", "neutral")
 
 
+# The question a metric answers (the header's ``family``), in the order ``cclq metrics`` and
+# docs/metrics.md show them: what a newcomer looks for, rather than the report group.
+FAMILIES: dict[str, str] = {
+    "time": "How long does a step take, and where does the time go?",
+    "communication": "How much of the time is communication?",
+    "overlap": "How much communication does compute hide?",
+    "collectives": "Which collective is slow, and how much does it move?",
+    "stragglers": "Who straggles, and how uneven are the ranks?",
+    "inference": "Inference latency and serving throughput",
+    "memory": "What do memory traffic and copies cost?",
+    "efficiency": "How well is the hardware used?",
+    "hta": "HTA's breakdowns, as HTA computes them",
+}
+
+
 # CCL-Bench's website categories (website/benchmark_config.json, metric_categories).
 LEADERBOARD_CATEGORIES: dict[str, str] = {
     "model_execution": "Model Execution",
@@ -132,6 +156,12 @@ class MetricSpec:
     # (GPUs ran it), or parameter names whose default stands for the hardware
     # (``link_gbs``); report and board say so where it is the case
     assumes: tuple[str, ...] = ()
+    # the trace types CCL-Bench's website config lists for it (``-- ccl_bench_trace_types:``)
+    ccl_bench_trace_types: tuple[str, ...] = ()
+    family: str | None = None  # the question it answers (``FAMILIES``)
+    # a headline column of the board, shown before its category is opened
+    leaderboard_headline: bool = False
+    see_also: tuple[str, ...] = ()  # near-synonyms and related metrics, by name
 
     @property
     def label(self) -> str:
@@ -205,14 +235,27 @@ def parse_metric_file(path: Path) -> MetricSpec:
     elif summary not in SUMMARIES or summary == "ratio":
         raise ValueError(f"{path}: summary must be one of {SUMMARIES[:-1]} or `ratio <column> / <column>`")
     ccl_bench_unit = header.get("ccl_bench_unit")
-    if ccl_bench_unit is not None and not (ccl_bench_unit == "%" and header["unit"] == "ratio"):
-        raise ValueError(f"{path}: ccl_bench_unit is `%` for a metric whose unit is ratio (leave it out where "
-                         "CCL-Bench prints the metric's own unit)")
+    if ccl_bench_unit is not None and not (ccl_bench_unit in ("%", "ratio") and header["unit"] == "ratio"):
+        raise ValueError(f"{path}: ccl_bench_unit is `%` or `ratio` for a metric whose unit is ratio (leave it "
+                         "out where CCL-Bench prints the metric's own unit)")
+    family = header.get("family")
+    if family is not None and family not in FAMILIES:
+        raise ValueError(f"{path}: family must be one of {tuple(FAMILIES)}")
+    headline = header.get("leaderboard_headline")
+    if headline is not None and (headline != "yes" or leaderboard is None):
+        raise ValueError(f"{path}: leaderboard_headline is `yes` on a metric with a leaderboard category")
     sql = "\n".join(body).strip().rstrip(";")
     return MetricSpec(name, version, header["unit"], header["grain"], header["category"], header["polarity"],
                       leaderboard, header["description"], header.get("needs", ""), summary,
                       _parse_params(header.get("params", ""), path), sql, path, text, summary_columns,
-                      ccl_bench_unit, tuple(a.strip() for a in header.get("assumes", "").split(",") if a.strip()))
+                      ccl_bench_unit, _words(header.get("assumes", "")),
+                      ccl_bench_trace_types=_words(header.get("ccl_bench_trace_types", "")), family=family,
+                      see_also=_words(header.get("see_also", "")), leaderboard_headline=headline == "yes")
+
+
+def _words(value: str) -> tuple[str, ...]:
+    """A comma-separated header value as its items."""
+    return tuple(a.strip() for a in value.split(",") if a.strip())
 
 
 @lru_cache(maxsize=1)
@@ -319,8 +362,29 @@ def catalog_table() -> pa.Table:
             "summary": summary_rule(latest),
             "params": ",".join(p.name for p in latest.params),
             "description": latest.description,
+            "family": latest.family or "",
+            "see_also": ",".join(latest.see_also),
         })
     return pa.Table.from_pylist(rows)
+
+
+def metric_card(name: str) -> list[str]:
+    """``cclq metrics NAME``: what the latest version measures, the question it answers
+    (its family) and where to look instead (its near-synonyms and relatives)."""
+    versions = registry()[name]
+    spec = versions[max(versions)]
+    lines = [f"{spec.label} (versions: {', '.join(f'v{v}' for v in sorted(versions))})",
+             f"  {spec.description}",
+             f"unit: {spec.unit}   grain: {spec.grain}   category: {spec.category}   polarity: {spec.polarity}"]
+    if spec.family:
+        lines.append(f"family: {spec.family} ({FAMILIES[spec.family]})")
+    if spec.see_also:
+        lines.append(f"see also: {', '.join(spec.see_also)}")
+    if spec.needs:
+        lines.append(f"needs: {spec.needs}")
+    lines.append(f"summary: {summary_rule(spec)}")
+    lines.append(f"`cclq metric {name} --explain` shows the whole header; docs/metrics.md groups the metrics by family")
+    return lines
 
 
 def latest_specs() -> list[MetricSpec]:

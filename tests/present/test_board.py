@@ -275,8 +275,9 @@ def test_headings_are_words_and_na_only_columns_start_hidden(board_site):
     """A metric heading is its name in words (the browser wraps between them); a column
     n/a in every row carries the class that hides it by default; a few columns per
     category are shown before the category is opened."""
-    from cclq.present.board.pages import DEFAULT_METRICS
+    from cclq.query.registry import latest_specs
 
+    headline = {s.name for s in latest_specs() if s.leaderboard_headline}
     _, site, _ = board_site
     html = (site / "index.html").read_text()
     cells = parse_index(site)
@@ -286,23 +287,22 @@ def test_headings_are_words_and_na_only_columns_start_hidden(board_site):
     for j, name in enumerate(cells.metrics):
         all_na = all(row[n_card + j][0] == "n/a" for row in cells.rows.values())
         assert ("empty-col" in heads[name].split()) == all_na, name
-        assert ("more" in heads[name].split()) == (name not in DEFAULT_METRICS), name
+        assert ("more" in heads[name].split()) == (name not in headline), name
     assert any("empty-col" in c for c in heads.values())
     assert ">communication fraction<" in html and "communication_<wbr>" not in html
-    assert len(DEFAULT_METRICS) <= 8  # with the five default card columns: fits 1400 px (browser test)
+    assert len(headline) <= 8  # with the five default card columns: fits 1400 px (browser test)
     # a trace id wraps between its parts, never mid-word; its text is unchanged
     assert '<a href="w/synthetic_dp4.html">synthetic_<wbr>dp4</a>' in html
     assert [row[0][0] for row in cells.rows.values()] == sorted(cells.rows)
 
 
 def test_a_category_whose_default_columns_are_empty_shows_one_with_values():
-    from cclq.present.board.pages import DEFAULT_METRICS, MetricColumn, default_metrics
+    from cclq.present.board.pages import MetricColumn, default_metrics
 
-    cols = [MetricColumn("avg_step_time", "s", "lower", "model_execution", ""),
+    cols = [MetricColumn("avg_step_time", "s", "lower", "model_execution", "", headline=True),
             MetricColumn("mfu", "ratio", "higher", "model_execution", ""),
             MetricColumn("total_trace_time", "s", "lower", "model_execution", ""),
             MetricColumn("some_new_metric", "s", "lower", "memory", "")]
-    assert "avg_step_time" in DEFAULT_METRICS and "mfu" not in DEFAULT_METRICS
     # avg_step_time has values: it alone; memory names no default: its first column
     assert default_metrics(cols) == {"avg_step_time", "some_new_metric"}
     # avg_step_time is n/a everywhere: the first column with a value joins it

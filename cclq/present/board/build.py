@@ -136,7 +136,8 @@ def leaderboard_columns(specs: list[MetricSpec]) -> list[MetricColumn]:
     order = list(LEADERBOARD_CATEGORIES)
     chosen = sorted(((s, cat) for s in specs if (cat := s.leaderboard)),
                     key=lambda sc: (order.index(sc[1]), sc[0].name))
-    return [MetricColumn(s.name, s.unit, s.polarity, cat, s.description) for s, cat in chosen]
+    return [MetricColumn(s.name, s.unit, s.polarity, cat, s.description, s.leaderboard_headline)
+            for s, cat in chosen]
 
 
 def slug(trace: str) -> str:
@@ -308,31 +309,6 @@ def _has_failed_metric(data: dict[str, Any]) -> bool:
     return any(e.get("failed") for g in data.get("categories", []) for e in g["metrics"])
 
 
-# CCL-Bench's metric_info (website/benchmark_config.json of cornell-sysphotonics/ccl-bench
-# at 1d257f0) lists trace_types per metric: the card's metric_source.traces a metric is
-# chosen for with "auto". cclq-only metrics get the formats they have a value for.
-CCL_BENCH_TRACE_TYPES: dict[str, list[str]] = {
-    "avg_step_time": ["json_tpu", "json"], "ttft": ["json_tpu", "json"], "tpot": ["json_tpu", "json"],
-    "mfu": ["json_tpu", "json"], "mean_sm_coverage": ["nsys", "json"],
-    "dominant_kernel_concentration": ["nsys", "json", "json_tpu"], "moe_fraction": ["nsys", "json"],
-    "average_memory_bandwidth": ["nsys", "json", "json_tpu"], "memory_transfer_overhead": ["nsys", "json", "json_tpu"],
-    "communication_fraction": ["nsys", "json", "json_tpu"], "total_communication_time": ["nsys", "json", "json_tpu"],
-    "bandwidth_utilization_allgather_group_6": ["json", "json_tpu"],
-    "bandwidth_utilization_allreduce_group_6": ["json", "json_tpu"],
-    "bandwidth_utilization_alltoall_group_6": ["json"],
-    "bandwidth_utilization_reducescatter_group_6": ["json", "json_tpu"],
-    "bandwidth_utilization_peertopeer_group_6": ["nsys"], "compute_comm_overlap": ["json", "json_tpu", "nsys"],
-    "load_imbalance_ratio": ["nsys", "json"], "straggler": ["json"], "scale_up_bw_utility": ["json"],
-    "collective_vol_allreduce_gb": ["json", "tpu_profiler", "json_tpu"],
-    "collective_vol_allgather_gb": ["json", "tpu_profiler", "json_tpu"],
-    "collective_vol_reducescatter_gb": ["json", "tpu_profiler", "json_tpu"],
-    "collective_vol_alltoall_gb": ["json", "tpu_profiler", "json_tpu"],
-    "collective_vol_total_gb": ["json", "tpu_profiler", "json_tpu"],
-}
-# cclq's 0..1 fractions without a ccl_bench_unit (cclq's own) are percent in CCL-Bench's
-# data ("%"); these ratios are not fractions (load_imbalance_ratio >= 1) or CCL-Bench
-# writes them as ratios (straggler)
-RATIOS_AS_RATIOS = frozenset({"load_imbalance_ratio", "straggler"})
 # a threshold no value reaches: every value of a column with no best or worst is in
 # the middle band of CCL-Bench's page (its pill colours need thresholds)
 _NO_BAND = 1e308
@@ -351,10 +327,12 @@ def _ccl_bench_trace_type(fmt: str) -> str | None:
 
 def _display(spec: MetricSpec) -> tuple[str, float]:
     """(unit as CCL-Bench writes it, factor from cclq's value to it): the unit its tool of
-    that name prints (the header's ``ccl_bench_unit``), else a fraction as percent."""
+    that name prints (the header's ``ccl_bench_unit``: ``%``, or ``ratio`` where CCL-Bench
+    writes a ratio, as for load_imbalance_ratio >= 1), else cclq's own 0..1 fraction as
+    percent, as CCL-Bench's data writes fractions."""
     if spec.ccl_bench_unit is not None:
         return spec.shown_unit, spec.ccl_bench_scale
-    if spec.unit == "ratio" and spec.name not in RATIOS_AS_RATIOS:
+    if spec.unit == "ratio":
         return "%", 100.0
     return spec.unit, 1.0
 
@@ -404,7 +382,9 @@ def benchmark_data(workloads: list[dict[str, Any]], specs: list[MetricSpec], gen
     for s in board:
         unit, scale = _display(s)
         col = columns[s.name]
-        types = CCL_BENCH_TRACE_TYPES.get(s.name) or sorted({
+        # CCL-Bench's metric_info lists trace_types per metric (the header's
+        # ccl_bench_trace_types); cclq-only metrics get the formats they have a value for
+        types = list(s.ccl_bench_trace_types) or sorted({
             t for w in workloads if (e := metric_lookup(w).get(s.name)) is not None and e["value"] is not None
             and (t := _ccl_bench_trace_type(str(w.get("info", {}).get("format") or "")))})
         info[s.name] = {

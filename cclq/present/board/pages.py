@@ -42,6 +42,8 @@ class MetricColumn:
     polarity: str
     group: str  # leaderboard category id
     description: str
+    # shown before its category is opened (the header's ``leaderboard_headline``)
+    headline: bool = False
 
     def ranked(self, value: float | None) -> bool:
         """Whether a value takes part in the ranking (place, tint, sort). Not applicable
@@ -187,26 +189,15 @@ def _page(title: str, body: str, css: str, scripts: str = "") -> str:
             f"{_NO_FAVICON}\n{css}\n</head>\n<body>\n{body}\n{scripts}</body>\n</html>\n")
 
 
-# The metric columns the leaderboard shows before a category is opened ("+N" in its
-# heading): each category's headline numbers, at most eight in all, so that the five
-# default card columns and these fit a 1400 px window without scrolling sideways
-# (tests/present/test_board_browser.py measures it). A category none of whose columns
-# is here shows its first one.
-DEFAULT_METRICS = frozenset({
-    "avg_step_time", "ttft", "tpot",
-    "aggregate_gpu_utilization",
-    "average_memory_bandwidth",
-    "communication_fraction", "compute_comm_overlap",
-    "scale_up_bw_utility",
-})
-
-
 def default_metrics(columns: list[MetricColumn], empty: set[str] | frozenset[str] = frozenset()) -> set[str]:
-    """The metric columns shown before any category is opened: ``DEFAULT_METRICS``, and,
+    """The metric columns shown before any category is opened: each category's headline
+    numbers (the metric header's ``leaderboard_headline``: at most eight in all, so that
+    the five default card columns and these fit a 1400 px window without scrolling
+    sideways; tests/present/test_board_browser.py measures it), and,
     in a category where none of those has a value on this board (``empty``: columns n/a
     in every row), its first column that has one, so that a category with numbers never
     starts hidden (its heading, with "+N", shows only when one of its columns does)."""
-    shown = {c.name for c in columns if c.name in DEFAULT_METRICS}
+    shown = {c.name for c in columns if c.headline}
     for gid in LEADERBOARD_CATEGORIES:
         group = [c for c in columns if c.group == gid]
         if group and all(c.name in empty for c in group if c.name in shown):

@@ -3,6 +3,8 @@
 -- unit: FLOP/s
 -- grain: trace
 -- category: compute
+-- family: efficiency
+-- see_also: mfu, total_model_flops_from_args
 -- polarity: higher
 -- summary: value
 -- description: Model FLOPs per second of device time over the XLA ops that report model_flops: sum(model_flops) / sum(device time), in FLOP/s.

@@ -4,8 +4,11 @@
 -- ccl_bench_unit: %
 -- grain: rank
 -- category: compute
+-- family: efficiency
+-- see_also: mean_sm_coverage, compute_utilization_proxy, hta_temporal_breakdown, hta_idle_time_breakdown, hta_idle_interval_stats
 -- polarity: higher
 -- leaderboard: gpu_efficiency
+-- leaderboard_headline: yes
 -- summary: mean
 -- description: Share of the rank's kernel span during which at least one GPU kernel runs, |U(kernels)| / (last kernel end - first kernel start) per rank, 0..1.
 -- needs: GPU kernels

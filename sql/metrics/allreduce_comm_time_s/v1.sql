@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: communication
+-- family: communication
+-- see_also: total_comm_time_s, avg_comm_kernel_time_s, comm_kernel_breakdown_tpu
 -- polarity: lower
 -- summary: value
 -- description: Sum of the device time of all-reduce XLA ops with a known message size, over all devices, in seconds.

@@ -3,9 +3,13 @@
 -- unit: GB/s
 -- grain: rank
 -- category: memory
+-- family: memory
+-- see_also: estimated_bandwidth, hta_memory_bw_summary
 -- polarity: higher
 -- leaderboard: memory
+-- leaderboard_headline: yes
 -- summary: ratio memcpy_gb / memcpy_s
+-- ccl_bench_trace_types: nsys, json, json_tpu
 -- description: Achieved memcpy bandwidth per rank, Σbytes / Σdur over memcpy activities with bytes > 0 and dur > 0, in GB/s (1e9 B/s).
 -- needs: memcpy activities with a byte count
 -- applies_if: table events | no memcpy with bytes and duration

@@ -3,6 +3,8 @@
 -- unit: GB/s
 -- grain: trace
 -- category: collectives
+-- family: collectives
+-- see_also: hockney_alpha_s, hockney_beta_s_per_byte, hockney_inverse_beta_Bps, collective_busbw
 -- polarity: higher
 -- summary: value
 -- description: CCL-Bench group 21's aggregate collective bandwidth, (n_chips - 1) * sum(message bytes) / sum(device time) over sized and timed collective XLA ops, in GB/s (1e9 B/s).

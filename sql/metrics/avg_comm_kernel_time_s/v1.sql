@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: communication
+-- family: communication
+-- see_also: total_comm_time_s, allreduce_comm_time_s, comm_kernel_breakdown_tpu
 -- polarity: lower
 -- summary: value
 -- description: Mean device time of one collective XLA op (an async start/done pair is one op, start to done), in seconds.

@@ -3,9 +3,13 @@
 -- unit: s
 -- grain: rank
 -- category: step_time
+-- family: time
+-- see_also: total_trace_time, wall_time_s, gpu_step_score
 -- polarity: lower
 -- leaderboard: model_execution
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: json_tpu, json
 -- description: Mean step duration per rank in seconds (ProfilerStep#N, or the steps of an XLA profile), first and last step dropped when there are more than two.
 -- needs: steps: ProfilerStep#N annotations (CPU or GPU track) or XLA steps
 -- params: none

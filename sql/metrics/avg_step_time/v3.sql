@@ -3,9 +3,13 @@
 -- unit: s
 -- grain: rank
 -- category: step_time
+-- family: time
+-- see_also: total_trace_time, wall_time_s, gpu_step_score
 -- polarity: lower
 -- leaderboard: model_execution
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: json_tpu, json
 -- description: Mean step duration per rank in seconds (ProfilerStep#N, else inference engine iterations, else the steps of an XLA profile, per device), first and last step dropped when there are more than two.
 -- needs: steps: ProfilerStep#N annotations (CPU or GPU track), vLLM/SGLang engine-iteration annotations, or XLA steps
 -- params: none

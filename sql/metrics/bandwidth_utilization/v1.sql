@@ -3,8 +3,11 @@
 -- unit: ratio
 -- grain: trace
 -- category: collectives
+-- family: collectives
+-- see_also: bandwidth_utilization_allreduce_group_6, collective_busbw
 -- polarity: higher
 -- summary: value
+-- ccl_bench_unit: ratio
 -- description: Mean over all-reduce kernels of T_expected / T_observed, T_expected = (S / n)(n - 1) / B with S the message bytes, n the group size and B the link bandwidth (CCL-Bench group 1's bandwidth utilization; B = 100 GB/s unless --param link_gbs says otherwise).
 -- needs: GPU all-reduce kernels with a known message size and group size
 -- assumes: link_gbs

@@ -3,9 +3,12 @@
 -- unit: GB/s
 -- grain: trace
 -- category: communication
+-- family: collectives
+-- see_also: bandwidth_utilization_allreduce_group_6, bandwidth_utilization_alltoall_group_6, bandwidth_utilization_reducescatter_group_6, bandwidth_utilization_peertopeer_group_6, collective_busbw
 -- polarity: higher
 -- leaderboard: communication
 -- summary: value
+-- ccl_bench_trace_types: json, json_tpu
 -- description: Median bus bandwidth of AllGather collectives over every rank's instances, GB/s (what CCL-Bench's tool of this name prints; version 1 is its ratio to the card's link bandwidth).
 -- needs: all_gather kernels with a known message and group size
 -- params: none

@@ -4,9 +4,12 @@
 -- ccl_bench_unit: %
 -- grain: trace
 -- category: communication
+-- family: collectives
+-- see_also: bandwidth_utilization_allgather_group_6, bandwidth_utilization_allreduce_group_6, bandwidth_utilization_alltoall_group_6, bandwidth_utilization_reducescatter_group_6
 -- polarity: higher
 -- leaderboard: communication
 -- summary: value
+-- ccl_bench_trace_types: nsys
 -- description: Median bus-bandwidth utilisation of point-to-point (send/recv) collectives, busbw / the card's link bandwidth (scale-up within a node, scale-out across nodes), over every rank's instances, 0..1.
 -- needs: send / recv / send_recv kernels with a known message and group size; the card's network_topo.bandwidth_gbps and count_per_node (or Process Group Ranks)
 -- params: none

@@ -3,9 +3,12 @@
 -- unit: ratio
 -- grain: trace
 -- category: communication
+-- family: collectives
+-- see_also: bandwidth_utilization_allgather_group_6, bandwidth_utilization_allreduce_group_6, bandwidth_utilization_alltoall_group_6, bandwidth_utilization_peertopeer_group_6
 -- polarity: higher
 -- leaderboard: communication
 -- summary: value
+-- ccl_bench_trace_types: json, json_tpu
 -- description: Median bus-bandwidth utilisation of ReduceScatter collectives, busbw / the card's link bandwidth (scale-up within a node, scale-out across nodes), over every rank's instances, 0..1.
 -- needs: reduce_scatter kernels with a known message and group size; the card's network_topo.bandwidth_gbps and count_per_node (or Process Group Ranks)
 -- params: none

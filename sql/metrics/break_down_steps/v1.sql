@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: step
 -- category: step_time
+-- family: time
+-- see_also: hta_kernel_type_breakdown, total_kernel_time, hta_critical_path_breakdown, hta_temporal_breakdown
 -- polarity: neutral
 -- summary: mean
 -- description: GPU kernel seconds per rank and step, split into COMM / ATTN / MOE_ROUTE / MOE_EXPERT / DENSE_GEMM / OTHER (seconds and 0..1 shares).

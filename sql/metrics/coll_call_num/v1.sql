@@ -3,6 +3,8 @@
 -- unit: count
 -- grain: step
 -- category: collectives
+-- family: collectives
+-- see_also: num_comm_kernels, num_comm_kernels_w_size_and_time
 -- polarity: neutral
 -- summary: mean
 -- description: Collective calls per rank and step: communication kernels (GPU ranks), else collective XLA ops per device plane (XLA), else outermost CPU-side collective ops (CPU-only ranks).

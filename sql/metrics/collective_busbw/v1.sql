@@ -3,6 +3,8 @@
 -- unit: GB/s
 -- grain: trace
 -- category: collectives
+-- family: collectives
+-- see_also: bandwidth_utilization, bandwidth_utilization_allreduce_group_6, bandwidth_utilization_allgather_group_6, avg_comm_bandwidth_GBps
 -- polarity: higher
 -- summary: max
 -- description: Median bus bandwidth (GB/s = 1e9 B/s) of the collectives of each (collective type, power-of-two message-size bucket), over every rank's instances.

@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: collectives
+-- family: stragglers
+-- see_also: straggler_rank
 -- polarity: lower
 -- summary: mean
 -- description: Start skew of each collective across ranks: latest start - earliest start of its kernels on the ranks that ran it, in seconds.

@@ -3,9 +3,12 @@
 -- unit: GB
 -- grain: rank
 -- category: collectives
+-- family: collectives
+-- see_also: collective_vol_allreduce_gb, collective_vol_alltoall_gb, collective_vol_reducescatter_gb, collective_vol_total_gb
 -- polarity: neutral
 -- leaderboard: communication
 -- summary: mean
+-- ccl_bench_trace_types: json, tpu_profiler, json_tpu
 -- description: Bytes moved by AllGather collectives per rank over the whole trace, Σ message bytes / 1e9 (GB); for XLA, per device of the rank.
 -- needs: GPU kernels or XLA ops; collective message sizes (kernel collective args, CPU collective ops with record_shapes, or XLA shapes)
 -- applies_if: table events | no GPU kernels and no XLA ops

@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: communication
+-- family: communication
+-- see_also: total_comm_time_s, allreduce_comm_time_s, avg_comm_kernel_time_s
 -- polarity: lower
 -- summary: value
 -- description: Total device time of XLA communication ops (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute, send/recv), in seconds, over every device of the profile; the split by collective type is in the details.

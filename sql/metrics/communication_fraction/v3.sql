@@ -4,9 +4,13 @@
 -- ccl_bench_unit: %
 -- grain: rank
 -- category: communication
+-- family: communication
+-- see_also: communication_ratio, communication_overhead, horovod_phase_share
 -- polarity: lower
 -- leaderboard: communication
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: nsys, json, json_tpu
 -- description: Share of device op time spent in communication, 0..1: GPU sum(comm kernel time)/sum(kernel time) per rank; XLA per device plane sum(comm op time)/sum(op time), averaged over the rank's devices; a CPU-only rank (Gloo): |U(collectives) ∩ inner steps| / inner step time.
 -- needs: GPU kernels (Kineto) or XLA ops (xprof), or CPU collectives (Gloo) and steps on a rank without either
 -- applies_if: table events | no GPU kernels, no XLA ops and no CPU collectives

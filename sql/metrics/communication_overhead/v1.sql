@@ -3,8 +3,11 @@
 -- unit: ratio
 -- grain: rank
 -- category: communication
+-- family: communication
+-- see_also: communication_ratio, communication_fraction
 -- polarity: lower
 -- summary: ratio comm_s / kernel_s
+-- ccl_bench_unit: ratio
 -- description: Share of GPU kernel time in communication kernels, Σdur(comm kernels) / Σdur(all kernels), pooled over every rank, 0..1 (CCL-Bench group 1's communication overhead).
 -- needs: GPU kernels
 -- params: none

@@ -3,8 +3,11 @@
 -- unit: ratio
 -- grain: rank
 -- category: communication
+-- family: overlap
+-- see_also: compute_comm_overlap, hta_comm_comp_overlap
 -- polarity: higher
 -- summary: mean
+-- ccl_bench_unit: ratio
 -- description: Share of communication time hidden under compute: |U(comm) ∩ U(non-comm kernels)| / |U(comm)| per rank, 0..1.
 -- needs: GPU kernels, communication kernels on the rank
 -- applies_if: table events | no GPU kernels

@@ -3,8 +3,11 @@
 -- unit: ratio
 -- grain: rank
 -- category: communication
+-- family: overlap
+-- see_also: compute_comm_overlap, hta_comm_comp_overlap
 -- polarity: higher
 -- summary: mean
+-- ccl_bench_unit: ratio
 -- description: Share of communication time hidden under compute: |U(comm) ∩ U(compute)| / |U(comm)| per rank, 0..1 (GPU: comm and non-comm kernels; a CPU-only rank: Gloo's collective records and CPU ops); exposed_s is the rest.
 -- needs: communication kernels on the rank, or CPU collectives (Gloo) on a rank without GPU kernels and XLA ops
 -- applies_if: table events | no GPU kernels and no CPU collectives

@@ -4,6 +4,8 @@
 -- ccl_bench_unit: %
 -- grain: trace
 -- category: communication
+-- family: communication
+-- see_also: communication_overhead, communication_fraction
 -- polarity: lower
 -- summary: value
 -- description: Share of GPU kernel time spent in communication kernels, Σdur(comm kernels) / Σdur(all kernels) over all ranks, 0..1.

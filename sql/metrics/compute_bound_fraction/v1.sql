@@ -3,6 +3,8 @@
 -- unit: ratio
 -- grain: rank
 -- category: compute
+-- family: efficiency
+-- see_also: memory_bound_fraction, mean_sm_coverage
 -- polarity: neutral
 -- leaderboard: gpu_efficiency
 -- summary: mean

@@ -4,9 +4,13 @@
 -- ccl_bench_unit: %
 -- grain: rank
 -- category: communication
+-- family: overlap
+-- see_also: communication_overlap_ratio, hta_comm_comp_overlap, scale_up_bw_utility
 -- polarity: higher
 -- leaderboard: communication
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: json, json_tpu, nsys
 -- description: Share of communication time that runs under compute inside the inner steps, Σ_steps |U(comm) ∩ U(compute)| / Σ_steps |U(comm)| per rank, kernels clipped to each step, 0..1.
 -- needs: steps (ProfilerStep#N, inference engine iterations or XLA steps), and communication kernels or XLA collective ops inside them
 -- applies_if: table events | no GPU kernels and no XLA ops

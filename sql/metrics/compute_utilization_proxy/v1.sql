@@ -3,8 +3,11 @@
 -- unit: ratio
 -- grain: trace
 -- category: compute
+-- family: efficiency
+-- see_also: aggregate_gpu_utilization, mean_sm_coverage, hta_temporal_breakdown
 -- polarity: higher
 -- summary: value
+-- ccl_bench_unit: ratio
 -- description: Mean over devices of the share of the device's active span spent in compute XLA ops, 0..1.
 -- needs: XLA ops on device planes (or host XLA ops of a host-only profile)
 -- applies_if: format xprof chrome | no XLA ops (not an XLA/xprof profile)

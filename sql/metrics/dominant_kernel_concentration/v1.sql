@@ -4,9 +4,12 @@
 -- ccl_bench_unit: %
 -- grain: trace
 -- category: compute
+-- family: efficiency
+-- see_also: moe_fraction, hta_kernel_breakdown
 -- polarity: neutral
 -- leaderboard: gpu_efficiency
 -- summary: value
+-- ccl_bench_trace_types: nsys, json, json_tpu
 -- description: Share of GPU kernel time taken by the single most expensive kernel name, max over names of Σdur(name) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
 -- applies_if: table events | no GPU kernels

@@ -3,6 +3,8 @@
 -- unit: GB/s
 -- grain: rank
 -- category: memory
+-- family: memory
+-- see_also: average_memory_bandwidth, hta_memory_bw_summary
 -- polarity: higher
 -- summary: sum
 -- description: Estimated aggregate memory bandwidth of an XLA profile: Σ bytes accessed by its device ops (raw_bytes_accessed, else bytes_accessed) / the devices' active span, GB/s, summed over hosts.

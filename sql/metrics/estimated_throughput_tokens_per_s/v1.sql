@@ -3,6 +3,8 @@
 -- unit: tokens/s
 -- grain: trace
 -- category: step_time
+-- family: time
+-- see_also: throughput, estimated_total_tokens, flops_per_token_used
 -- polarity: higher
 -- summary: value
 -- description: Estimated tokens per second: estimated_total_tokens / wall_time_s.

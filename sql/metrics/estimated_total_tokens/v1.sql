@@ -3,6 +3,8 @@
 -- unit: tokens
 -- grain: trace
 -- category: step_time
+-- family: time
+-- see_also: throughput, estimated_throughput_tokens_per_s, flops_per_token_used
 -- polarity: neutral
 -- summary: value
 -- description: Tokens the profile processed, estimated as total model FLOPs / FLOPs per token.

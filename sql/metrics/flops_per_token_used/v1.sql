@@ -3,6 +3,8 @@
 -- unit: FLOP/token
 -- grain: trace
 -- category: step_time
+-- family: time
+-- see_also: throughput, estimated_throughput_tokens_per_s, estimated_total_tokens
 -- polarity: neutral
 -- summary: value
 -- description: The FLOPs-per-token assumption the token estimates use: 6 * model_params for training, 2 * model_params for inference.

@@ -3,6 +3,8 @@
 -- unit: score
 -- grain: trace
 -- category: step_time
+-- family: time
+-- see_also: avg_step_time, total_trace_time, wall_time_s
 -- polarity: higher
 -- summary: value
 -- description: Composite of GPU count and step time, w * (G0 / G) + (1 - w) * (T0 / T): G the GPUs used, T the mean step time (avg_step_time v2), G0 = 16, T0 = 0.44 s, w = 0.5 unless --param says otherwise.

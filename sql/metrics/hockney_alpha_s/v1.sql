@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: collectives
+-- family: collectives
+-- see_also: avg_comm_bandwidth_GBps, hockney_beta_s_per_byte, hockney_inverse_beta_Bps
 -- polarity: lower
 -- summary: value
 -- description: Hockney latency alpha of the ring all-reduce model T = 2(n-1)*alpha + 2(n-1)/n*S*beta, fitted by least squares over the all-reduce XLA ops, in seconds.

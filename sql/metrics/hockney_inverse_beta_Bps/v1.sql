@@ -3,6 +3,8 @@
 -- unit: B/s
 -- grain: trace
 -- category: collectives
+-- family: collectives
+-- see_also: avg_comm_bandwidth_GBps, hockney_alpha_s, hockney_beta_s_per_byte
 -- polarity: higher
 -- summary: value
 -- description: 1/beta of the Hockney ring all-reduce fit (the link bandwidth the model implies), in bytes per second.

@@ -3,6 +3,8 @@
 -- unit: count
 -- grain: trace
 -- category: communication
+-- family: collectives
+-- see_also: horovod_tensor_comm_time, horovod_phase_share
 -- polarity: higher
 -- summary: value
 -- description: Mean number of tensors Horovod processed per cycle of its background loop (tensor operations starting in the cycle), over the cycles that processed any.

@@ -3,6 +3,8 @@
 -- unit: ratio
 -- grain: trace
 -- category: communication
+-- family: communication
+-- see_also: horovod_tensor_comm_time, horovod_fused_tensors_per_cycle, communication_fraction
 -- polarity: neutral
 -- summary: value
 -- description: Where Horovod's tensor operations spend their time, 0..1: value = the communication share (NCCL/MPI/Gloo/oneCCL collective phases) of all phase time; negotiation, wait, queue, fusion_copy and other shares as detail columns (the six sum to 1).

@@ -3,6 +3,8 @@
 -- unit: rank
 -- grain: trace
 -- category: collectives
+-- family: stragglers
+-- see_also: straggler, straggler_metrics, straggler_rank
 -- polarity: neutral
 -- summary: value
 -- description: The worker that reported its tensors ready last most often in Horovod's negotiations (the one the others waited for), with how late it was.

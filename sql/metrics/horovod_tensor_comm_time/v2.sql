@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: communication
+-- family: communication
+-- see_also: horovod_phase_share, horovod_fused_tensors_per_cycle
 -- polarity: lower
 -- summary: sum
 -- description: Communication time of each tensor in a Horovod timeline: the seconds of its NCCL/MPI/Gloo/oneCCL collective phases over all its operations (one row per tensor).

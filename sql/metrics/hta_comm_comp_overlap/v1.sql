@@ -3,6 +3,8 @@
 -- unit: percent
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: communication_overlap_ratio, compute_comm_overlap
 -- polarity: higher
 -- summary: mean
 -- description: HTA 0.5.0-compatible communication/computation overlap per rank (get_comm_comp_overlap): 100 * |U(COMMUNICATION) ∩ U(COMPUTATION)| / |U(COMMUNICATION)| over HTA's analysed window, 0..100, unrounded.

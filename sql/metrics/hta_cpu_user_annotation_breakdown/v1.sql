@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: hta_gpu_user_annotation_breakdown
 -- polarity: neutral
 -- summary: sum
 -- description: HTA 0.5.0-compatible user annotation breakdown (get_gpu_user_annotation_breakdown with use_gpu_annotation=False): the CPU time of each user annotation (record_function ranges, ProfilerStep#N included) per rank, one row per annotation name (HTA's "others" bucket past num_kernels names), value = total µs.

@@ -3,6 +3,8 @@
 -- unit: percent
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: hta_temporal_breakdown, break_down_steps
 -- polarity: neutral
 -- summary: max
 -- description: HTA 0.5.0-compatible critical path breakdown (critical_path_analysis on the first ProfilerStep, then CPGraph.summary()): one row per bound_by class of the longest path through the rank's CPU/GPU dependency graph, value = the class's share of the path's duration in percent (one number per trace: the largest share, the class that bounds the path most).

@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: hta_queue_length_summary, hta_time_blocked_on_full_queue
 -- polarity: lower
 -- summary: mean
 -- description: HTA 0.5.0-compatible CUDA kernel launch statistics (get_cuda_kernel_launch_stats) per rank: value = the mean launch delay (µs from the end of the runtime call to the start of its GPU operation, 0 when negative), with describe() of the runtime call, GPU and delay durations and HTA's three outlier counts.

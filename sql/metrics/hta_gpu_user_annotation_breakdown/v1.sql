@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: hta_cpu_user_annotation_breakdown
 -- polarity: neutral
 -- summary: sum
 -- description: HTA 0.5.0-compatible user annotation breakdown (get_gpu_user_annotation_breakdown with use_gpu_annotation=True): the GPU time of each user annotation (Kineto's gpu_user_annotation ranges on the GPU timeline) per rank, one row per annotation name (HTA's "others" bucket past num_kernels names), value = total µs.

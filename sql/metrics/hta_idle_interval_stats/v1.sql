@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: hta_idle_time_breakdown, aggregate_gpu_utilization
 -- polarity: lower
 -- summary: mean
 -- description: HTA 0.5.0-compatible idle interval statistics (get_idle_time_breakdown with show_idle_interval_stats, consecutive_kernel_delay = 30 us) for every rank: one row per (rank, stream, idle category), value = the mean gap between consecutive kernels in that category, with HTA's describe() columns rounded to 2 decimals.

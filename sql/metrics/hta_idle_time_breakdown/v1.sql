@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: hta_idle_interval_stats, aggregate_gpu_utilization
 -- polarity: lower
 -- summary: sum
 -- description: HTA 0.5.0-compatible idle time breakdown (get_idle_time_breakdown, consecutive_kernel_delay = 30 us) for every rank: one row per (rank, stream), value = the stream's total idle µs, split into host_wait / kernel_wait / other.

@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: dominant_kernel_concentration, moe_fraction
 -- polarity: neutral
 -- summary: sum
 -- description: HTA 0.5.0-compatible per-kernel breakdown (get_gpu_kernel_breakdown's kernel_df, num_kernels = 10, duration_ratio = 0.8, memory kernels included): one row per (rank, kernel type, kernel name or "others"), value = total GPU µs of that name.

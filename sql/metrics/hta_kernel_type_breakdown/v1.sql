@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: trace
 -- category: hta
+-- family: hta
+-- see_also: break_down_steps, total_kernel_time
 -- polarity: neutral
 -- summary: sum
 -- description: HTA 0.5.0-compatible kernel-type breakdown (get_gpu_kernel_breakdown's kernel_type_df, memory kernels included): one row per label such as "COMPUTATION overlapping COMMUNICATION", value = µs of GPU time where exactly that set of kernel types runs, summed over ranks.

@@ -3,6 +3,8 @@
 -- unit: GB/s
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: average_memory_bandwidth, estimated_bandwidth
 -- polarity: neutral
 -- summary: mean
 -- description: HTA 0.5.0-compatible memory bandwidth summary (get_memory_bw_summary) for every rank: one row per (rank, memory operation kind: Memcpy HtoD / DtoH / DtoD / Unknown, Memset), value = the mean of HTA's bandwidth series over its points above 0, with HTA's describe() columns.

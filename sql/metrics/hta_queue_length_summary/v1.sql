@@ -3,6 +3,8 @@
 -- unit: count
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: hta_cuda_kernel_launch_stats, hta_time_blocked_on_full_queue
 -- polarity: neutral
 -- summary: mean
 -- description: HTA 0.5.0-compatible queue length summary (get_queue_length_summary) for every rank: one row per (rank, CUDA stream), value = the mean number of outstanding GPU operations over the change points of HTA's queue length series, with HTA's describe() columns.

@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: aggregate_gpu_utilization, mean_sm_coverage, compute_utilization_proxy, hta_critical_path_breakdown, break_down_steps
 -- polarity: neutral
 -- summary: mean
 -- description: HTA 0.5.0-compatible temporal breakdown per rank (get_temporal_breakdown): value = kernel_time_us = last GPU end - first GPU start over HTA's analysed window, split into idle, compute and non-compute microseconds.

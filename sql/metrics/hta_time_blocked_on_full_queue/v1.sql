@@ -3,6 +3,8 @@
 -- unit: us
 -- grain: rank
 -- category: hta
+-- family: hta
+-- see_also: hta_cuda_kernel_launch_stats, hta_queue_length_summary
 -- polarity: lower
 -- summary: sum
 -- description: HTA 0.5.0-compatible time blocked on a full launch queue (get_time_spent_blocked_on_full_queue, max_queue_length = 1024): one row per (rank, stream) whose queue reaches the limit, value = µs spent at or above it, and that share of the rank's trace duration.

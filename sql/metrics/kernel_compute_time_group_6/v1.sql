@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: compute
+-- family: time
+-- see_also: total_kernel_time, total_compute_time_s
 -- polarity: neutral
 -- summary: value
 -- description: Total GPU kernel time outside communication, Σdur(kernels the shared classification does not call comm) over every rank and the whole trace, in seconds.

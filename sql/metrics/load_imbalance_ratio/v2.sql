@@ -3,9 +3,13 @@
 -- unit: ratio
 -- grain: trace
 -- category: compute
+-- family: stragglers
+-- see_also: straggler
 -- polarity: lower
 -- leaderboard: communication
 -- summary: value
+-- ccl_bench_trace_types: nsys, json
+-- ccl_bench_unit: ratio
 -- description: Busiest rank's GPU busy time over the idlest rank's, max / min over ranks of |U(kernels)| (>= 1; 1 = balanced).
 -- needs: >= 2 ranks, GPU kernels on every rank
 -- applies_if: ranks >= 2 | single rank

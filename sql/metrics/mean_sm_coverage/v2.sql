@@ -4,9 +4,12 @@
 -- ccl_bench_unit: %
 -- grain: rank
 -- category: compute
+-- family: efficiency
+-- see_also: aggregate_gpu_utilization, compute_utilization_proxy, hta_temporal_breakdown, compute_bound_fraction
 -- polarity: higher
 -- leaderboard: gpu_efficiency
 -- summary: ratio coverage_weighted_s / covered_s
+-- ccl_bench_trace_types: nsys, json
 -- description: Duration-weighted mean SM coverage of the rank's GPU kernels, Σ(dur·min(blocks per SM, 1)) / Σdur, 0..1.
 -- needs: GPU kernels with `blocks per SM`, or a grid and the GPU's SM count in deviceProperties
 -- applies_if: table events | no GPU kernels

@@ -4,6 +4,8 @@
 -- ccl_bench_unit: %
 -- grain: rank
 -- category: memory
+-- family: memory
+-- see_also: memory_transfer_overhead, compute_bound_fraction
 -- polarity: neutral
 -- leaderboard: gpu_efficiency
 -- summary: ratio memory_bound_s / kernel_s

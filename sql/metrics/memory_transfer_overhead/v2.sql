@@ -4,9 +4,12 @@
 -- ccl_bench_unit: %
 -- grain: rank
 -- category: memory
+-- family: memory
+-- see_also: memory_bound_fraction
 -- polarity: lower
 -- leaderboard: memory
 -- summary: mean
+-- ccl_bench_trace_types: nsys, json, json_tpu
 -- description: Share of the rank's GPU span spent in memcpys that no compute kernel overlaps, |U(memcpy) - U(non-comm kernels)| / span(memcpy ∪ kernels), 0..1.
 -- needs: GPU kernels or memcpy activities
 -- applies_if: table events | no GPU kernels or memcpy activities

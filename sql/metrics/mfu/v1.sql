@@ -4,9 +4,12 @@
 -- ccl_bench_unit: %
 -- grain: trace
 -- category: compute
+-- family: efficiency
+-- see_also: achieved_flops_from_trace_json, total_model_flops_from_args
 -- polarity: higher
 -- leaderboard: model_execution
 -- summary: value
+-- ccl_bench_trace_types: json_tpu, json
 -- description: Model FLOPs utilisation: the model FLOPs per second the measured steps imply (from the card's model_arch, batch and sequence length) over the peak FLOP/s of the card's devices at its precision, 0..1.
 -- needs: card: phase, model_arch (num_params or num_params_active, num_layers, num_heads, head_dim), seq_len, hardware model and precision with a known peak, total_count; training: batch_size and steps; inference: vLLM engine iterations with token counts
 -- params: num_params = card.num_params, num_params_active = card.num_params_active, num_params_embedding = card.num_params_embedding default 0, num_layers = card.num_layers, num_heads = card.num_heads, head_dim = card.head_dim, batch_size = card.batch_size, seq_len = card.seq_len, total_count = card.total_count

@@ -4,9 +4,12 @@
 -- ccl_bench_unit: %
 -- grain: trace
 -- category: compute
+-- family: efficiency
+-- see_also: dominant_kernel_concentration, hta_kernel_breakdown
 -- polarity: neutral
 -- leaderboard: gpu_efficiency
 -- summary: value
+-- ccl_bench_trace_types: nsys, json
 -- description: Share of GPU kernel time in mixture-of-experts kernels, Σdur(MoE kernels) / Σdur(all kernels) over all ranks, 0..1.
 -- needs: GPU kernels
 -- applies_if: table events | no GPU kernels

@@ -3,6 +3,8 @@
 -- unit: count
 -- grain: trace
 -- category: collectives
+-- family: collectives
+-- see_also: num_comm_kernels_w_size_and_time, coll_call_num
 -- polarity: neutral
 -- summary: value
 -- description: Number of collective XLA ops executed on all devices of the profile (an async start/done pair counts once).

@@ -3,6 +3,8 @@
 -- unit: count
 -- grain: trace
 -- category: collectives
+-- family: collectives
+-- see_also: num_comm_kernels, coll_call_num
 -- polarity: neutral
 -- summary: value
 -- description: Number of collective XLA ops with a known message size (> 0 bytes) and device time (> 0): the samples bandwidth and Hockney metrics use.

@@ -4,9 +4,13 @@
 -- ccl_bench_unit: %
 -- grain: rank
 -- category: communication
+-- family: overlap
+-- see_also: compute_comm_overlap
 -- polarity: neutral
 -- leaderboard: what_if
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: json
 -- description: Estimated share of step time saved by doubling the scale-up (intra-node) link bandwidth: half the scale-up communication time no compute hides, over the step time, per rank, 0..1.
 -- needs: steps (ProfilerStep#N or inference engine iterations), GPU communication kernels whose group placement is known (Process Group Ranks, or the card's count_per_node / total_count)
 -- applies_if: table events | no GPU kernels

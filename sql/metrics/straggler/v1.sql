@@ -3,9 +3,13 @@
 -- unit: ratio
 -- grain: trace
 -- category: collectives
+-- family: stragglers
+-- see_also: straggler_metrics, straggler_rank, horovod_straggler, load_imbalance_ratio
 -- polarity: lower
 -- leaderboard: communication
 -- summary: value
+-- ccl_bench_trace_types: json
+-- ccl_bench_unit: ratio
 -- description: Spread of communication kernel time across ranks, (max - min) / max over ranks of Σdur(comm kernels), 0..1 (0 = every rank spends the same time in communication).
 -- needs: two or more ranks with communication kernels
 -- applies_if: ranks >= 2 | single rank

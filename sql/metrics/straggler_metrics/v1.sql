@@ -3,8 +3,11 @@
 -- unit: ratio
 -- grain: trace
 -- category: collectives
+-- family: stragglers
+-- see_also: straggler, straggler_rank, horovod_straggler
 -- polarity: lower
 -- summary: value
+-- ccl_bench_unit: ratio
 -- description: Straggler slowdown, max / min over ranks of Σdur(comm kernels), >= 1 (1 = every rank spends the same time in communication); `straggler` is the delay (max - min) / max of the same totals.
 -- needs: two or more ranks with communication kernels
 -- params: none

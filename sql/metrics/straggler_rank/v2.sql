@@ -3,6 +3,8 @@
 -- unit: rank
 -- grain: trace
 -- category: collectives
+-- family: stragglers
+-- see_also: straggler, straggler_metrics, horovod_straggler, collective_skew
 -- polarity: neutral
 -- summary: value
 -- description: The rank that starts matched collectives last most often (the latest starter of the most collectives seen on two or more ranks).

@@ -3,6 +3,8 @@
 -- unit: tokens/s
 -- grain: trace
 -- category: step_time
+-- family: time
+-- see_also: estimated_throughput_tokens_per_s, estimated_total_tokens, flops_per_token_used, throughput_group_6
 -- polarity: higher
 -- summary: value
 -- description: Estimated tokens per second from XLA model FLOPs (CCL-Bench group 21's `throughput`, the same number as estimated_throughput_tokens_per_s).

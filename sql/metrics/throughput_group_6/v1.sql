@@ -3,6 +3,8 @@
 -- unit: tokens/s
 -- grain: trace
 -- category: step_time
+-- family: inference
+-- see_also: throughput, tpot
 -- polarity: higher
 -- summary: value
 -- description: Output tokens per second of the serving benchmark run: total_output_tokens / duration from its results (SGLang bench_serving / vLLM bench serve).

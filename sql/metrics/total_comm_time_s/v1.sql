@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: communication
+-- family: communication
+-- see_also: total_communication_time, traffic_window, allreduce_comm_time_s, avg_comm_kernel_time_s, comm_kernel_breakdown_tpu
 -- polarity: lower
 -- summary: value
 -- description: Sum of the device time of collective XLA ops over all devices (an async start/done pair counts from start to done), in seconds.

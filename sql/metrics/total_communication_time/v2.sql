@@ -3,9 +3,12 @@
 -- unit: s
 -- grain: rank
 -- category: communication
+-- family: communication
+-- see_also: total_comm_time_s, traffic_window
 -- polarity: lower
 -- leaderboard: communication
 -- summary: mean
+-- ccl_bench_trace_types: nsys, json, json_tpu
 -- description: Wall time with at least one communication kernel running, |U(comm kernels)| per rank over the whole trace, in seconds.
 -- needs: GPU kernels
 -- applies_if: table events | no GPU kernels

@@ -3,9 +3,12 @@
 -- unit: s
 -- grain: rank
 -- category: communication
+-- family: communication
+-- see_also: total_comm_time_s, traffic_window
 -- polarity: lower
 -- leaderboard: communication
 -- summary: mean
+-- ccl_bench_trace_types: nsys, json, json_tpu
 -- description: Wall time with at least one collective running, |U(comm kernels)| per rank over the whole trace (a CPU-only rank: |U(Gloo's collective records)|), in seconds.
 -- needs: GPU kernels, or CPU collectives (Gloo) on a rank without GPU kernels and XLA ops
 -- applies_if: table events | no GPU kernels and no CPU collectives

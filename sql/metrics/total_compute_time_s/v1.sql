@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: compute
+-- family: time
+-- see_also: total_kernel_time, kernel_compute_time_group_6
 -- polarity: neutral
 -- summary: value
 -- description: Sum of the device time of compute XLA ops (fusions, convolutions, dots, custom calls) over all devices, in seconds.

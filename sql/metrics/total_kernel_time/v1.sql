@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: rank
 -- category: compute
+-- family: time
+-- see_also: kernel_compute_time_group_6, total_compute_time_s, break_down_steps, hta_kernel_type_breakdown
 -- polarity: neutral
 -- leaderboard: gpu_efficiency
 -- summary: sum

@@ -3,6 +3,8 @@
 -- unit: FLOP
 -- grain: trace
 -- category: compute
+-- family: efficiency
+-- see_also: mfu, achieved_flops_from_trace_json
 -- polarity: neutral
 -- summary: value
 -- description: Sum of the model_flops argument over the XLA ops of all devices (the model FLOPs the profile executed).

@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: step_time
+-- family: time
+-- see_also: avg_step_time, wall_time_s, gpu_step_score
 -- polarity: neutral
 -- leaderboard: model_execution
 -- summary: value

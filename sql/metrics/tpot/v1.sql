@@ -3,9 +3,13 @@
 -- unit: s
 -- grain: rank
 -- category: inference
+-- family: inference
+-- see_also: tpot_group_6, throughput_group_6
 -- polarity: lower
 -- leaderboard: model_execution
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: json_tpu, json
 -- description: Time per output token per rank from the trace: the mean duration of the decode engine iterations, in seconds.
 -- needs: inference engine-iteration annotations with decode iterations; not a training workload; card output_len > 1 when given
 -- applies_if: card phase inference serving none | the workload card says phase {phase} (tpot is for inference)

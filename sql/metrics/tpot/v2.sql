@@ -3,9 +3,13 @@
 -- unit: s
 -- grain: rank
 -- category: inference
+-- family: inference
+-- see_also: tpot_group_6, throughput_group_6
 -- polarity: lower
 -- leaderboard: model_execution
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: json_tpu, json
 -- description: Time per output token: the serving benchmark's median TPOT from the workload's result files when it has one, else (version 1) the mean duration of the decode engine iterations, per rank, in seconds.
 -- needs: vLLM bench serve / SGLang bench_serving results, or inference engine-iteration annotations with decode iterations; not a training workload; card output_len > 1 when given
 -- applies_if: card phase inference serving none | the workload card says phase {phase} (tpot is for inference)

@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: rank
 -- category: communication
+-- family: communication
+-- see_also: total_communication_time, total_comm_time_s
 -- polarity: lower
 -- summary: mean
 -- description: Communication kernel time per step per rank (CCL-Bench group 1's traffic window T_comm): Σdur(comm kernels) in the inner steps / the number of inner steps, in seconds, split by collective type in the details.

@@ -3,9 +3,13 @@
 -- unit: s
 -- grain: rank
 -- category: inference
+-- family: inference
+-- see_also: ttft_group_6
 -- polarity: lower
 -- leaderboard: model_execution
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: json_tpu, json
 -- description: Time to first token per rank from the trace: the duration of the first engine iteration that runs a prefill, in seconds.
 -- needs: inference engine-iteration annotations (vLLM execute_context_* / execute_model, SGLang run_batch / forward_batch_generation, vLLM-TPU core step); not a training workload
 -- applies_if: card phase inference serving none | the workload card says phase {phase} (ttft is for inference)

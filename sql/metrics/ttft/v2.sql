@@ -3,9 +3,13 @@
 -- unit: s
 -- grain: rank
 -- category: inference
+-- family: inference
+-- see_also: ttft_group_6
 -- polarity: lower
 -- leaderboard: model_execution
+-- leaderboard_headline: yes
 -- summary: mean
+-- ccl_bench_trace_types: json_tpu, json
 -- description: Time to first token: the serving benchmark's median TTFT from the workload's result files when it has one, else (version 1) the duration of the first engine iteration that prefills, per rank, in seconds.
 -- needs: vLLM bench serve / SGLang bench_serving results, or inference engine-iteration annotations; not a training workload
 -- applies_if: card phase inference serving none | the workload card says phase {phase} (ttft is for inference)

@@ -3,6 +3,8 @@
 -- unit: ms
 -- grain: trace
 -- category: inference
+-- family: inference
+-- see_also: ttft
 -- polarity: lower
 -- summary: value
 -- description: Median time to first token reported by the serving benchmark (SGLang bench_serving / vLLM bench serve results), in milliseconds, as CCL-Bench's group-6 tool reports it.

@@ -3,6 +3,8 @@
 -- unit: s
 -- grain: trace
 -- category: step_time
+-- family: time
+-- see_also: avg_step_time, total_trace_time, gpu_step_score
 -- polarity: lower
 -- summary: value
 -- description: Span of device activity in an XLA profile (last end minus first start over device-plane events), in seconds.
