@@ -50,7 +50,7 @@ def test_cclq_main_answers_for_each_of_two_folders_of_the_same_name(tmp_path, da
 def suite_wh(tmp_path_factory):
     """The generated suite: Kineto (hand-placed and generated DDP), XLA/TPU, Nsight
     Systems and a Horovod timeline, each a trace of its own."""
-    from presentation_traces import board_workloads
+    from helpers.presentation_traces import board_workloads
 
     from cclq.dev.synth.horovod import HorovodTimelineBuilder
     from cclq.dev.synth.nsys import NsysExportBuilder
@@ -121,7 +121,7 @@ def test_coll_call_num_says_that_barriers_count():
 # ---------------------------------------------------------------- 9. output after the work
 @pytest.fixture(scope="module")
 def small_cli_wh(tmp_path_factory):
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     root = tmp_path_factory.mktemp("out")
     generate_workload(root / "in" / "w", ranks=2, steps=3, layers=1, seed=4)
@@ -132,7 +132,7 @@ def small_cli_wh(tmp_path_factory):
 
 
 def test_output_into_a_new_folder_is_made(small_cli_wh):
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     root, wh = small_cli_wh
     out = root / "new" / "dir" / "x.csv"
@@ -148,7 +148,7 @@ def test_output_into_a_new_folder_is_made(small_cli_wh):
 def test_output_folder_with_several_metrics_gets_one_csv_per_metric(small_cli_wh):
     import csv
 
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     root, wh = small_cli_wh
     out = root / "per_metric"
@@ -164,7 +164,7 @@ def test_details_of_several_metrics_nest_in_json_and_parquet(small_cli_wh):
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     root, wh = small_cli_wh
     names = ("total_kernel_time", "coll_call_num")
@@ -322,7 +322,7 @@ def test_two_nsight_exports_99_days_apart_become_two_traces_with_the_evidence(tm
     import csv
     import io
 
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     _two_exports(tmp_path / "two_runs", days=99)
     wh = str(tmp_path / "wh")
@@ -343,7 +343,7 @@ def test_files_of_one_trace_a_day_apart_are_flagged_in_cclq_traces(tmp_path):
     import io
     import json
 
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     from cclq.dev.synth.kineto import KinetoTraceBuilder
 
@@ -388,7 +388,7 @@ def test_ctrl_c_commits_what_was_parsed_says_so_and_the_trace_is_flagged_partial
 
     monkeypatch.setattr(run_module, "SMALL_FILE_BYTES", 0)  # a file at a time (a group is staged whole)
 
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     from cclq.ingest.report import IngestInterrupted
     from cclq.ingest.run import ingest
@@ -506,7 +506,7 @@ def test_a_name_clash_on_dask_names_both_folders_or_gets_a_distinct_id(tmp_path)
 def test_several_partial_traces_are_named_in_one_warning_line(tmp_path):
     """A folder of rank samples (one file of an 8-rank run each) is common in shared trace
     collections: the warning names them all on one line instead of one line each."""
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     for name, keep in (("a", 1), ("b", 3)):
         generate_workload(tmp_path / "full" / name, ranks=4, steps=1, layers=1, seed=7)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import hta_script
 import pytest
-from conftest import SHARED_TRACES, require_shared
+from helpers.paths import SHARED_TRACES, require_shared
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("plotly")

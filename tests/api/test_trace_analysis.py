@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import GOLDEN, SHARED_TRACES, require_shared
+from helpers.paths import GOLDEN, SHARED_TRACES, require_shared
 
 import cclq
 

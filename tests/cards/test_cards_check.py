@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_TRACES, query, require_shared, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.paths import REPO, SHARED_TRACES, require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.cards.check import check_card_document, check_card_file
 from cclq.cards.load import find_card, load_card

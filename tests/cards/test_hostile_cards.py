@@ -8,8 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import metric_rows, query, run_cli, run_ingest
-from test_metrics_leaderboard import build_mfu_train, build_two_nodes
+from helpers.cli import run_cli
+from helpers.leaderboard import build_mfu_train, build_two_nodes
+from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.cards.check import check_card_file
 from cclq.dev.synth.kineto import KinetoTraceBuilder
@@ -107,7 +108,7 @@ def test_every_metric_gives_a_reason_for_every_null_under_impossible_cards(tmp_p
     """Every metric (latest version) over workloads whose cards hold zeros where no
     hardware or model can (bandwidth, device counts, batch, sequence length, parameters):
     a NULL or NaN value always comes with its reason."""
-    from test_metrics_leaderboard import build_mfu_infer
+    from helpers.leaderboard import build_mfu_infer
 
     from cclq.query.metrics import run_metric
     from cclq.query.registry import registry

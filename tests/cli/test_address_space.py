@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SHARED
+from helpers.paths import SHARED
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 2_000_000_000

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, write_trace
+from helpers.cli import run_cli
+from helpers.traces import write_trace
 
 from cclq.cli.app import app
 
@@ -151,7 +152,11 @@ def test_shell_has_the_views_defined(small_wh):
     exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
     cli = subprocess.run([exe, "-version"], capture_output=True, text=True).stdout.split()[0].lstrip("v")
     (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("cclq shell:")]
-    assert line.startswith(f"cclq shell: DuckDB CLI {cli} ({exe})")
+    assert line.startswith(f"cclq shell: DuckDB CLI {cli} (")
+    # the same file, however each process spells its path (`..`, links: a venv made
+    # through /x/../y, a python started as .venv/bin/../bin/python)
+    named = line[len(f"cclq shell: DuckDB CLI {cli} ("):].split(")", 1)[0]
+    assert Path(named).resolve() == Path(exe).resolve(), (named, exe)
     assert ("the views are created as the shell starts" in line) == (cli != duckdb.__version__)
 
 

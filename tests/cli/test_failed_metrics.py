@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 from typer.testing import CliRunner
 
 import cclq.query.metrics as metrics

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import generate_workload
 from cclq.query.registry import CATEGORIES, latest_specs, nearest

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import gpu_trace, run_cli
+from helpers.cli import run_cli
+from helpers.traces import gpu_trace
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import gpu_trace, run_cli
+from helpers.cli import run_cli
+from helpers.traces import gpu_trace
 
 from cclq.dev.synth.kineto import generate_workload
 

@@ -9,7 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import generate_workload
 from cclq.query.cache import cache_key, cached_result, metric_key

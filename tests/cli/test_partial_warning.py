@@ -10,7 +10,8 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_TRACES, run_cli
+from helpers.cli import run_cli
+from helpers.paths import SHARED_TRACES
 
 from cclq.compat.main import run_here
 from cclq.dev.synth.kineto import generate_workload

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import run_cli
+from helpers.cli import run_cli
 
 from cclq.dev.synth.kineto import generate_workload
 from cclq.query.registry import latest_specs

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import run_cli
+from helpers.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIGINAL = "#!/usr/bin/env python3\n# CCL-Bench's dispatcher\nprint('ccl-bench')\n"

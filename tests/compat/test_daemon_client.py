@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from test_daemon import _main, _paths, setup  # noqa: F401 (the fixture)
+from helpers.daemon import _main, _paths
 
 
 def _daemon_pid(paths: dict[str, Path]) -> int:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from test_daemon import _main, _paths, setup  # noqa: F401 (the fixture)
+from helpers.daemon import _main, _paths
 
 from cclq.compat.daemon import _dumps, _loads
 from cclq.dev.synth.kineto import generate_workload

@@ -22,9 +22,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from test_board_config import GPU_CARD, TPU_CARD
-from test_ccl_bench_names import build_gpu, build_tpu
+from helpers.cards import GPU_CARD, TPU_CARD
+from helpers.ccl_bench import build_gpu, build_tpu
+from helpers.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT = Path(os.environ.get("CCL_BENCH_CHECKOUT", ROOT.parent / "ccl-bench"))

@@ -10,7 +10,7 @@ import contextlib
 import io
 from pathlib import Path
 
-from test_several_runs import two_runs
+from helpers.several_runs import two_runs
 
 from cclq.compat.main import run_here
 from cclq.compat.warm import WarmCalls

@@ -129,7 +129,10 @@ def two_rank_workload(root: Path) -> Path:
 
 def test_every_shared_analysis_rows_without_hta(tmp_path: Path) -> None:
     """--hta-all's rows on a small trace with no HTA interpreter: the HTA row says why,
-    the three cclq.TraceAnalysis rows time every analysis of ALL_ANALYSES without error."""
+    the three cclq.TraceAnalysis rows time every analysis of ALL_ANALYSES without error.
+    cclq.TraceAnalysis answers in pandas and its analyses import plotly: the hta extra."""
+    pytest.importorskip("pandas", reason="the hta extra is not installed (pip install -e '.[hta]')")
+    pytest.importorskip("plotly", reason="the hta extra is not installed (pip install -e '.[hta]')")
     folder = two_rank_workload(tmp_path)
     hta, first, again, cached = run_hta_all_bench(folder, str(tmp_path / "no-python"), repeats=1)
     assert hta["case"].startswith("HTA ") and "cannot start" in hta["errors"]

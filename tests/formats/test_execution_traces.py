@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import SHARED_TRACES, query, require_shared, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.paths import SHARED_TRACES, require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 

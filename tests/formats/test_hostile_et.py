@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import query, run_ingest
-from test_hostile_nsys import _capped
+from helpers.cli import run_capped
+from helpers.warehouse import query, run_ingest
 
 from cclq.formats.base import ReadOptions
 from cclq.formats.limits import MIB, ReadLimits
@@ -28,7 +28,7 @@ def _et(path: Path, nodes_text: str) -> Path:
 
 
 def _ingest_capped(tmp_path: Path, *extra: str):
-    return _capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1", *extra,
+    return run_capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1", *extra,
                    timeout=90)
 
 

@@ -11,14 +11,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import (
-    SHARED_TRACES,
-    metric_rows,
-    query,
-    require_shared,
-    run_cli,
-    run_ingest,
-)
+from helpers.cli import run_cli
+from helpers.paths import SHARED_TRACES, require_shared
+from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.dev.synth.nsys import NsysExportBuilder

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from conftest import SHARED, query, require_shared, run_ingest
-from readers import assert_same, both, read_with
+from helpers.paths import SHARED, require_shared
+from helpers.readers import assert_same, both, read_with
+from helpers.warehouse import query, run_ingest
 
 import cclq.formats.chrome.fast_reader as chrome_fast
 from cclq.dev.synth.kineto import TIME_FORMS, KinetoTraceBuilder, generate_rank_trace

@@ -12,9 +12,9 @@ import string
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+from helpers.readers import assert_same, both  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from readers import assert_same, both  # noqa: E402
 
 import cclq.formats.chrome.fast_reader as chrome_fast  # noqa: E402
 import cclq.formats.source as source  # noqa: E402

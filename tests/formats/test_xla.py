@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import duckdb
 import pytest
-from conftest import require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.dev.synth.xla import (

@@ -10,7 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import gpu_trace, kernel_time_by_trace, query, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.traces import gpu_trace
+from helpers.warehouse import kernel_time_by_trace, query, run_ingest
 
 from cclq.ingest.plan import trace_id_for
 from cclq.store.warehouse import Warehouse

@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import query, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.warehouse import query, run_ingest
 
 from cclq.compat.main import run_here
 from cclq.dev.synth.kineto import KinetoTraceBuilder

@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import query, run_cli, run_ingest, write_trace
+from helpers.cli import run_cli
+from helpers.traces import write_trace
+from helpers.warehouse import query, run_ingest
 
 from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
 from cclq.formats.base import rank_from_name

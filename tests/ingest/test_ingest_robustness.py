@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import query, run_cli, run_ingest, write_trace
+from helpers.cli import run_cli
+from helpers.traces import write_trace
+from helpers.warehouse import query, run_ingest
 
 from cclq.store.warehouse import Warehouse
 

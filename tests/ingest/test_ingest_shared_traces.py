@@ -13,7 +13,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import query, require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.formats.chrome.ijson_reader import XPROF_END_MARKER
 from cclq.store.warehouse import Warehouse

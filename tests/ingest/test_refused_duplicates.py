@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers.cli import run_cli
 
 import cclq.ingest.run as ingest_run
 from cclq.compat.main import run_here

@@ -11,8 +11,9 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-from conftest import run_cli, run_ingest
-from presentation_traces import SCRIPT_MODEL, board_workloads, two_rank_run
+from helpers.cli import run_cli
+from helpers.presentation_traces import SCRIPT_MODEL, board_workloads, two_rank_run
+from helpers.warehouse import run_ingest
 
 from cclq.present.board.build import board_specs, build_board
 from cclq.present.board.svg import Series, bar_chart, line_chart, nice_ticks

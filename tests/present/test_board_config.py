@@ -1,39 +1,23 @@
 """``cclq board OUT --config benchmark_config.json``: CCL-Bench's website config read as
 it is (pairs, "auto" or listed metrics, required_update per pair and per metric), and
 ``--write-config``. Expected rows are written out by hand from the traces of
-tests/query/test_ccl_bench_names.py (two ranks, inner step 1000 us, compute kernels 1200 us a
+tests/helpers/ccl_bench.py (two ranks, inner step 1000 us, compute kernels 1200 us a
 rank; a TPU profile with 10 us of communication device time)."""
 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from test_ccl_bench_names import build_gpu, build_tpu
+from helpers.cards import GPU_CARD, TPU_CARD
+from helpers.ccl_bench import build_gpu, build_tpu
+from helpers.cli import run_cli
 
 from cclq.present.board.ccl_bench import build_from_config
 from cclq.present.board.config import auto_metrics, six_digits
 from cclq.store.warehouse import Warehouse
 
-GPU_CARD = textwrap.dedent("""\
-    workload:
-      model: {phase: training}
-      hardware:
-        xpu_spec: {type: GPU, model: nvidia_h100, total_count: 2, count_per_node: 2}
-    metric_source:
-      traces: [json]
-    """)
-TPU_CARD = textwrap.dedent("""\
-    workload:
-      model: {phase: training}
-      hardware:
-        xpu_spec: {type: TPU, model: tpu_v6e, total_count: 2, count_per_node: 2}
-    metric_source:
-      traces: [json_tpu]
-    """)
 METRIC_INFO = {
     "avg_step_time": {"label": "Step Time (s)", "unit": "s", "trace_types": ["json", "json_tpu"],
                       "category": "model_execution"},

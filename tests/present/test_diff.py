@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
-from presentation_traces import two_rank_run
+from helpers.cli import run_cli
+from helpers.presentation_traces import two_rank_run
+from helpers.warehouse import run_ingest
 
 from cclq.store.warehouse import Warehouse
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.store.warehouse import Warehouse

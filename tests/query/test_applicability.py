@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import generate_workload
 from cclq.dev.synth.xla import TpuTraceSpec, write_tpu_trace
@@ -137,7 +137,7 @@ def test_metric_category_answers_what_the_catalog_rules_out_without_its_sql(wh: 
     import csv
     import io
 
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     r = run_cli("metric", "--category", "communication", "--trace", "dp4", "-w", str(wh.root), "-f", "csv")
     assert r.returncode == 0, r.stderr

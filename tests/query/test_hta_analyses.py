@@ -49,7 +49,8 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import GOLDEN, require_shared, run_ingest
+from helpers.paths import GOLDEN, require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
 from cclq.query.metrics import run_metric

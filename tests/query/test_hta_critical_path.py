@@ -20,7 +20,8 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.critical_path import longest_path

@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import generate_workload
 from cclq.errors import UsageError

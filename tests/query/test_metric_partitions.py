@@ -8,8 +8,8 @@ import math
 
 import pyarrow as pa
 import pytest
-from conftest import run_ingest
-from presentation_traces import two_rank_run
+from helpers.presentation_traces import two_rank_run
+from helpers.warehouse import run_ingest
 
 from cclq.query.metrics import combine_results, run_metric
 from cclq.query.registry import resolve

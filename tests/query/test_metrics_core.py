@@ -8,7 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.query.metrics import run_metric

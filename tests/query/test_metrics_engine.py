@@ -8,7 +8,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.errors import UsageError

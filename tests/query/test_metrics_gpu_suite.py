@@ -18,7 +18,8 @@ from typing import Any, Iterator
 
 import duckdb
 import pytest
-from conftest import query, require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
 from cclq.query.metrics import run_metric

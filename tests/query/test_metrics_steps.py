@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import metric_rows, query, require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder, Micros
 from cclq.dev.synth.xla import TpuTraceSpec, generate_tpu_trace, write_tpu_trace

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import run_cli, run_ingest, write_trace
+from helpers.cli import run_cli
+from helpers.traces import write_trace
+from helpers.warehouse import run_ingest
 
 from cclq.errors import QueryError
 from cclq.query.session import connect

@@ -12,7 +12,10 @@ import threading
 import time
 
 import pytest
-from conftest import REPO, gpu_trace, kernel_time_by_trace, query, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.paths import REPO
+from helpers.traces import gpu_trace
+from helpers.warehouse import kernel_time_by_trace, query, run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import registry, resolve

@@ -170,7 +170,7 @@ def test_domain_parts_come_with_the_generic_module():
 
 @pytest.fixture(scope="module")
 def small_wh(tmp_path_factory):
-    from presentation_traces import board_workloads
+    from helpers.presentation_traces import board_workloads
 
     from cclq.ingest.run import ingest
     from cclq.store.warehouse import Warehouse

@@ -9,7 +9,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers.cli import run_cli
 
 from cclq.record.config import expand
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_cli
+from helpers.cli import run_cli
 
 from cclq.record import CHECK_FILE, RESULT_FILE, results
 from cclq.record.config import expand

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import query, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.warehouse import query, run_ingest
 
 import cclq.ingest.run
 import cclq.store.compaction as compaction

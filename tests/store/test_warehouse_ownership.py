@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import query, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.warehouse import query, run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
 from cclq.errors import UsageError
