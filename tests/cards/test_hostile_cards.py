@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import invoke
 from helpers.leaderboard import build_mfu_train, build_two_nodes
 from helpers.warehouse import metric_rows, query, run_ingest
 
@@ -43,7 +43,7 @@ def test_a_deeply_nested_card_is_refused_and_the_collection_ingests(tmp_path, wh
     assert query(wh, "SELECT DISTINCT trace FROM events ORDER BY 1") == [("a",), ("b",)]
     problems = check_card_file(tmp_path / "in" / "a" / card_name)
     assert [p.problem for p in problems] == ["nested deeper than 32 levels: not a workload card"]
-    done = run_cli("cards", "check", str(tmp_path / "in"))
+    done = invoke("cards", "check", str(tmp_path / "in"))
     assert done.returncode == 1
     assert "nested deeper than 32 levels" in done.stdout + done.stderr
     assert "a bug" not in done.stderr and "Traceback" not in done.stderr

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.cli import run_cli
+from helpers.cli import invoke, run_cli
 from helpers.traces import gpu_trace
 
 from cclq.dev.synth.kineto import generate_workload
@@ -29,20 +29,20 @@ def test_a_card_warning_is_said_once_not_on_every_reingest(tmp_path: Path):
     gpu_trace(folder / "kineto_trace_0.json")
     (folder / "workload_card.yaml").write_text(BAD_CARD)
     wh = str(tmp_path / "wh")
-    first = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    first = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert first.returncode == 0, first.stderr
     assert len(_card_warnings(first.stderr)) == 1
-    again = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    again = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert again.returncode == 0 and _card_warnings(again.stderr) == [], again.stderr
     # a new trace file in the folder, the card unchanged: still not repeated
     gpu_trace(folder / "kineto_trace_1.json", rank=1, world=2)
-    more = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    more = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert more.returncode == 0 and _card_warnings(more.stderr) == [], more.stderr
     # the card changed (still with problems): said again; --force says it again too
     (folder / "workload_card.yaml").write_text(BAD_CARD + "batch_size: 8\n")
-    changed = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    changed = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert len(_card_warnings(changed.stderr)) == 1, changed.stderr
-    forced = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q", "--force")
+    forced = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q", "--force")
     assert len(_card_warnings(forced.stderr)) == 1, forced.stderr
 
 

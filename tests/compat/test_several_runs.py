@@ -11,7 +11,7 @@ import json
 
 import pytest
 from helpers.ccl_bench import CCL_BENCH_NAMES
-from helpers.cli import run_cli
+from helpers.cli import invoke
 from helpers.several_runs import two_runs
 
 from cclq.compat.main import run_here
@@ -66,7 +66,7 @@ def test_board_config_fills_the_row_of_a_folder_of_runs(tmp_path):
             "avg_step_time": {"unit": "s", "trace_types": ["json"]}}
     cfg = tmp_path / "benchmark_config.json"
     cfg.write_text(json.dumps({"pairs": [{"trace": str(folder), "metrics": "auto"}], "metric_info": info}))
-    proc = run_cli("board", str(tmp_path / "out"), "--config", str(cfg), "-w", str(tmp_path / "wh"))
+    proc = invoke("board", str(tmp_path / "out"), "--config", str(cfg), "-w", str(tmp_path / "wh"))
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads((tmp_path / "out" / "benchmark_data.json").read_text())["rows"]
     assert row["metadata"]["trace_types"] == ["nsys"] and row["metadata"]["workload_name"] == "pipit"

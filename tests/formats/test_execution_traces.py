@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.cli import run_cli
+from helpers.cli import invoke
 from helpers.paths import SHARED_TRACES, require_shared
 from helpers.warehouse import query, run_ingest
 
@@ -127,7 +127,7 @@ def test_a_truncated_execution_trace_fails_alone(tmp_path):
     text = json.dumps({"schema": "1.0.1", "pid": 1, "nodes": [{"id": i, "name": "aten::add", "parent": 1}
                                                               for i in range(100)]})
     (tmp_path / "w" / "et_0.json").write_text(text[: len(text) // 2])
-    result = run_cli("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "-q")
+    result = invoke("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "-q")
     assert result.returncode == 1
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("cclq: error:")]
     assert line.startswith(f"cclq: error: {tmp_path / 'w' / 'et_0.json'}: invalid JSON at byte")

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import invoke
 from helpers.paths import SHARED_TRACES, require_shared
 from helpers.warehouse import metric_rows, query, run_ingest
 
@@ -156,7 +156,7 @@ def test_a_missing_column_is_one_clear_line(tmp_path):
     con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN correlationId")
     con.commit()
     con.close()
-    result = run_cli("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "-q")
+    result = invoke("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "-q")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"cclq: error: {path}: Nsight Systems export (schema 3.13.2): table CUPTI_ACTIVITY_KIND_KERNEL has no column "

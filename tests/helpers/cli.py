@@ -20,12 +20,15 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+# The entry point as the `cclq` script runs it: `cclq` is the program's name in usage lines.
+ENTRY = "import sys; sys.argv[0] = 'cclq'; from cclq.cli.app import main; main()"
+
 
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Runs the real `cclq` entry point in a subprocess (exit codes, stderr)."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+        [sys.executable, "-c", ENTRY, *args],
         capture_output=True, text=True, env=full_env, cwd=cwd,
     )
 
@@ -34,12 +37,15 @@ def invoke(*args: str, env: dict | None = None, cwd: Path | None = None,
            input: str | None = None) -> subprocess.CompletedProcess:
     """Runs ``cclq ARGS`` in this process as ``run_cli`` runs it in another: ``main()``
     with this argv, stdout and stderr captured apart, ``env`` over the environment, in
-    ``cwd``. Whatever a command changes of the process (the environment, the working
-    folder, the ``cclq`` logger's handlers, ``sys.argv``) is put back afterwards."""
+    ``cwd``, the program named ``cclq`` in usage lines (click reads ``sys.argv[0]`` and
+    how ``__main__`` was started). Whatever a command changes of the process (the
+    environment, the working folder, the ``cclq`` logger's handlers) is put back."""
     from cclq.cli.app import main
 
     saved_env = dict(os.environ)
     saved_argv = sys.argv
+    main_module = sys.modules["__main__"]
+    saved_package = main_module.__dict__.get("__package__")
     saved_cwd = os.getcwd()
     logger = logging.getLogger("cclq")
     saved_log = (list(logger.handlers), logger.level, logger.propagate)
@@ -49,6 +55,7 @@ def invoke(*args: str, env: dict | None = None, cwd: Path | None = None,
             if cwd is not None:
                 os.chdir(cwd)
             sys.argv = ["cclq", *args]
+            main_module.__package__ = None  # as a script, not `python -m pytest`
             code: int = 0
             try:
                 main()
@@ -67,6 +74,7 @@ def invoke(*args: str, env: dict | None = None, cwd: Path | None = None,
             stderr = err.getvalue().decode("utf-8", "replace")
     finally:
         sys.argv = saved_argv
+        main_module.__package__ = saved_package
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
@@ -96,6 +104,6 @@ def run_capped(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedPr
             resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+    done = subprocess.run([sys.executable, "-c", ENTRY, *args],
                           capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
     return done, time.perf_counter() - start

@@ -11,7 +11,7 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-from helpers.cli import run_cli
+from helpers.cli import invoke
 from helpers.presentation_traces import SCRIPT_MODEL, board_workloads, two_rank_run
 from helpers.warehouse import run_ingest
 
@@ -247,11 +247,11 @@ def test_cli_board_and_its_errors(tmp_path: Path):
     two_rank_run(tmp_path / "in" / "run_a")
     wh = Warehouse(tmp_path / "wh")
     run_ingest([tmp_path / "in"], wh)
-    done = run_cli("board", str(tmp_path / "site"), "--warehouse", str(wh.root))
+    done = invoke("board", str(tmp_path / "site"), "--warehouse", str(wh.root))
     assert done.returncode == 0, done.stderr
     assert "board: 1 workload(s), 1 computed, 0 unchanged" in done.stderr and done.stdout == ""
     assert (tmp_path / "site" / "index.html").exists() and (tmp_path / "site" / "assets" / "board.js").exists()
-    missing = run_cli("board", str(tmp_path / "site2"), "--warehouse", str(tmp_path / "nowhere"))
+    missing = invoke("board", str(tmp_path / "site2"), "--warehouse", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
 
 

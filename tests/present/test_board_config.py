@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers.cards import GPU_CARD, TPU_CARD
 from helpers.ccl_bench import build_gpu, build_tpu
-from helpers.cli import run_cli
+from helpers.cli import invoke
 
 from cclq.present.board.ccl_bench import build_from_config
 from cclq.present.board.config import auto_metrics, six_digits
@@ -113,16 +113,16 @@ def test_config_pairs_auto_lists_and_required_update(folders, tmp_path):
 
 def test_the_cli_and_write_config(folders, tmp_path):
     wh = tmp_path / "wh"
-    assert run_cli("ingest", str(folders["gpu"]), str(folders["tpu"]), "-w", str(wh)).returncode == 0
+    assert invoke("ingest", str(folders["gpu"]), str(folders["tpu"]), "-w", str(wh)).returncode == 0
     written = tmp_path / "written_config.json"
-    proc = run_cli("board", str(tmp_path / "site1"), "-q", "--write-config", str(written), "-w", str(wh))
+    proc = invoke("board", str(tmp_path / "site1"), "-q", "--write-config", str(written), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(written.read_text())
     assert doc["pairs"] == [{"trace": str(folders["gpu"]), "metrics": "auto", "required_update": False},
                             {"trace": str(folders["tpu"]), "metrics": "auto", "required_update": False}]
     assert "json" in doc["metric_info"]["avg_step_time"]["trace_types"]
     # fed back, it gives one row a pair with every leaderboard metric
-    proc = run_cli("board", str(tmp_path / "site2"), "-q", "--config", str(written), "-w", str(wh))
+    proc = invoke("board", str(tmp_path / "site2"), "-q", "--config", str(written), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     rows = rows_of(tmp_path / "site2")
     assert set(rows) == {str(folders["gpu"]), str(folders["tpu"])}
@@ -131,7 +131,7 @@ def test_the_cli_and_write_config(folders, tmp_path):
     # a config naming a folder that is not there: exit 1, the error named, the rest written
     bad = write_config(tmp_path / "bad.json", [{"trace": str(tmp_path / "missing"), "metrics": "auto"},
                                                {"trace": str(folders["gpu"]), "metrics": ["avg_step_time"]}])
-    proc = run_cli("board", str(tmp_path / "site3"), "-q", "--config", str(bad), "-w", str(wh))
+    proc = invoke("board", str(tmp_path / "site3"), "-q", "--config", str(bad), "-w", str(wh))
     assert proc.returncode == 1
     assert "missing" in proc.stderr and "Traceback" not in proc.stderr
     assert rows_of(tmp_path / "site3")[str(folders["gpu"])]["metrics"] == {"avg_step_time": 0.001}
@@ -169,7 +169,7 @@ def test_a_first_run_ingests_into_a_missing_or_empty_warehouse(tmp_path, warehou
     if warehouse == "empty":
         wh.mkdir()
     cfg = _one_pair_config(tmp_path / "benchmark_config.json", tmp_path / "traces" / "gpu_run")
-    proc = run_cli("board", str(tmp_path / "out"), "-q", "--config", str(cfg), "-w", str(wh))
+    proc = invoke("board", str(tmp_path / "out"), "-q", "--config", str(cfg), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     assert "no warehouse" not in proc.stderr
     assert rows_of(tmp_path / "out")[str(tmp_path / "traces" / "gpu_run")]["metrics"] == {
@@ -187,7 +187,7 @@ def test_an_out_that_is_a_file_fails_before_any_work(tmp_path, with_config):
     wh = tmp_path / "wh"
     args = ["--config", str(_one_pair_config(tmp_path / "c.json", tmp_path / "traces" / "gpu_run"))] \
         if with_config else []
-    proc = run_cli("board", str(out), "-q", *args, "-w", str(wh))
+    proc = invoke("board", str(out), "-q", *args, "-w", str(wh))
     assert proc.returncode == 2
     assert f"{out} is a file" in proc.stderr and "Traceback" not in proc.stderr and "bug" not in proc.stderr
     assert not wh.exists()
@@ -205,7 +205,7 @@ def test_only_the_data_files_go_into_a_folder_that_is_not_cclqs(tmp_path):
     for name in ("generate_data.py", "styles.css", "benchmark_config.json"):
         (website / name).write_text("CCL-Bench's own\n")
     wh = tmp_path / "wh"
-    proc = run_cli("board", str(website), "--config", str(cfg), "-w", str(wh))
+    proc = invoke("board", str(website), "--config", str(cfg), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in website.iterdir()) == [
         "benchmark_config.json", "benchmark_data.json", "data.js", "generate_data.py", "styles.css"]
@@ -215,12 +215,12 @@ def test_only_the_data_files_go_into_a_folder_that_is_not_cclqs(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     (other / "README.md").write_text("mine\n")
-    assert run_cli("board", str(other), "-q", "-w", str(wh)).returncode == 0
+    assert invoke("board", str(other), "-q", "-w", str(wh)).returncode == 0
     assert sorted(p.name for p in other.iterdir()) == ["README.md", "benchmark_data.json", "data.js"]
     # --pages: cclq's site as well; the folder is then a board, and stays one
-    proc = run_cli("board", str(website), "-q", "--pages", "--config", str(cfg), "-w", str(wh))
+    proc = invoke("board", str(website), "-q", "--pages", "--config", str(cfg), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     assert {"index.html", "assets", "w", "data", ".cclq-board"} <= {p.name for p in website.iterdir()}
     fresh = tmp_path / "fresh_site"
-    assert run_cli("board", str(fresh), "-q", "--config", str(cfg), "-w", str(wh)).returncode == 0
+    assert invoke("board", str(fresh), "-q", "--config", str(cfg), "-w", str(wh)).returncode == 0
     assert (fresh / "index.html").is_file() and (fresh / "benchmark_data.json").is_file()

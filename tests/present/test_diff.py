@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import invoke
 from helpers.presentation_traces import two_rank_run
 from helpers.warehouse import run_ingest
 
@@ -34,7 +34,7 @@ def wh_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def diff_json(wh_root: Path, *args: str) -> dict:
-    done = run_cli("diff", *args, "--format", "json", "--warehouse", str(wh_root))
+    done = invoke("diff", *args, "--format", "json", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -104,14 +104,14 @@ def test_sets_of_traces_and_one_rank(wh_root: Path):
 
 
 def test_csv_table_and_errors(wh_root: Path):
-    done = run_cli("diff", "run_a", "run_b", "--format", "csv", "--warehouse", str(wh_root))
+    done = invoke("diff", "run_a", "run_b", "--format", "csv", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(io.StringIO(done.stdout)))
     assert {r["part"] for r in rows} == {"metric", "op_group", "op"}
     assert len([r for r in rows if r["part"] == "op"]) == 4
-    table = run_cli("diff", "run_a", "run_b", "--warehouse", str(wh_root))
+    table = invoke("diff", "run_a", "run_b", "--warehouse", str(wh_root))
     assert table.returncode == 0 and "only B" in table.stdout and "gemm_kernel" in table.stdout
     for args, message in ((("run_a", "nope"), "no trace 'nope'"), (("run_a", "run_a,run_b"), "on both sides"),
                           (("run_a", "zz*"), "no trace matches 'zz*'")):
-        bad = run_cli("diff", *args, "--warehouse", str(wh_root))
+        bad = invoke("diff", *args, "--warehouse", str(wh_root))
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

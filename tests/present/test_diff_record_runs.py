@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import invoke
 from helpers.warehouse import run_ingest
 
 from cclq.dev.synth.kineto import KinetoTraceBuilder
@@ -56,7 +56,7 @@ def wh_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _diff(wh_root: Path, *args: str) -> tuple[int, str, str]:
-    done = run_cli("diff", *args, "--warehouse", str(wh_root))
+    done = invoke("diff", *args, "--warehouse", str(wh_root))
     return done.returncode, done.stdout, done.stderr
 
 

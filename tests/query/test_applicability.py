@@ -137,9 +137,9 @@ def test_metric_category_answers_what_the_catalog_rules_out_without_its_sql(wh: 
     import csv
     import io
 
-    from helpers.cli import run_cli
+    from helpers.cli import invoke
 
-    r = run_cli("metric", "--category", "communication", "--trace", "dp4", "-w", str(wh.root), "-f", "csv")
+    r = invoke("metric", "--category", "communication", "--trace", "dp4", "-w", str(wh.root), "-f", "csv")
     assert r.returncode == 0, r.stderr
     rows = [row for row in csv.DictReader(io.StringIO(r.stdout)) if row["metric"] == "total_comm_time_s"]
     assert [(row["trace"], row["rank"], row["value"], row["reason"]) for row in rows] == [
