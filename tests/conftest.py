@@ -26,7 +26,7 @@ if _hypothesis_settings is not None:
     _hypothesis_settings.register_profile("cclq", derandomize=os.environ.get("CCLQ_HYPOTHESIS_RANDOM") != "1")
     _hypothesis_settings.load_profile("cclq")
 
-# `python -m cclq.main` would start a warm daemon per warehouse (cclq/daemon.py) that
+# `python -m cclq.main` would start a warm daemon per warehouse (cclq/compat/daemon.py) that
 # outlives the test; tests/compat/test_daemon.py turns it on where it is the subject.
 os.environ["CCLQ_DAEMON"] = "0"
 

@@ -1,5 +1,6 @@
 """The README and docs/ stay true: the commands, the metric table, the install, the links,
-and a quick start that runs as written on a fresh clone.
+a quick start that runs as written on a fresh clone, and every repository path or cclq
+module that a comment, a docstring, sql/metrics/CHECKSUMS or pyproject.toml names.
 
 `python tests/test_docs.py` rewrites the generated metric table in docs/metrics.md from the
 metric headers (sql/metrics/<name>/v<N>.sql).
@@ -7,12 +8,15 @@ metric headers (sql/metrics/<name>/v<N>.sql).
 
 from __future__ import annotations
 
+import ast
+import io
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 # The only imports of cclq in this file (their module paths follow the package layout).
@@ -164,6 +168,85 @@ def test_the_readme_links_every_docs_page():
     text = readme()
     orphans = [p.name for p in sorted(DOCS.glob("*.md")) if f"](docs/{p.name}" not in text]
     assert not orphans, f"docs pages the README does not link: {orphans}"
+
+
+# ------------------------------------------------------- paths named in the code
+# A path names a file or folder of the repository when it starts with one of these.
+TOP_FOLDERS = ("cclq", "tests", "sql", "docs", "trace_collection", ".ci")
+PATH_NAMED = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*[\w/])" % "|".join(re.escape(t) for t in TOP_FOLDERS))
+MODULE_NAMED = re.compile(r"(?<![\w./-])(cclq(?:\.[A-Za-z_]\w*)+)")
+PLACEHOLDER = set("<{*[")  # `sql/metrics/<name>/v<N>.sql`, `cclq/api/hta*.py`: a pattern, not a path
+
+
+def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of what a person reads in a file besides its code: Python comments and
+    docstrings, SQL and shell comments, C comments; CHECKSUMS and pyproject.toml whole."""
+    text = path.read_text(errors="replace")
+    if path.suffix == ".py":
+        found = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                 if t.type == tokenize.COMMENT]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc:
+                    found.append((node.body[0].lineno, doc))
+        return found
+    lines = list(enumerate(text.splitlines(), 1))
+    if path.name in ("CHECKSUMS", "pyproject.toml"):
+        return lines
+    mark = {".sql": "--", ".c": "/", ".h": "/"}.get(path.suffix, "#")
+    return [(i, ln[ln.index(mark):] if mark in ln else ln) for i, ln in lines
+            if mark in ln or (mark == "/" and ln.lstrip().startswith("*"))]
+
+
+def path_exists(named: str) -> bool:
+    # the wheel carries sql/ as cclq/sql (pyproject.toml): code names it by the installed path
+    named = re.sub(r"^cclq/sql(?=/|$)", "sql", named)
+    return (REPO / named).exists()
+
+
+def module_exists(dotted: str) -> bool:
+    """``cclq.a.b`` is a module (a .py file, a package, or a C extension's .c source), or
+    ``cclq.a.name`` a name that module defines or imports."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        base = REPO.joinpath(*parts[:n])
+        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if n == len(parts) and base.with_suffix(".c").is_file():
+            return True
+        if module.is_file():
+            return n == len(parts) or re.search(rf"\b{re.escape(parts[n])}\b", module.read_text()) is not None
+    return False
+
+
+def test_every_path_named_in_comments_docstrings_checksums_and_pyproject_exists():
+    """A comment that names a file which moved sends the next reader nowhere: each path of
+    the repository (`tests/query/test_sql_contract.py`) and each cclq module
+    (`cclq.query.registry.frozen_sql`) named there must exist."""
+    listed = subprocess.run(["git", "ls-files", "cclq", "tests", "sql", ".ci", "pyproject.toml"], cwd=REPO,
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        import pytest
+
+        pytest.skip("not a git checkout (an sdist): the tracked files are unknown")
+    checked, missing = 0, []
+    for name in listed.stdout.split():
+        path = REPO / name
+        if not path.is_file() or (path.suffix not in (".py", ".sql", ".c", ".h", ".sh")
+                                  and path.name not in ("CHECKSUMS", "pyproject.toml", "run")):
+            continue
+        for line, text in comments_and_docstrings(path):
+            for pattern, exists in ((PATH_NAMED, path_exists), (MODULE_NAMED, module_exists)):
+                for m in pattern.finditer(text):
+                    named = m.group(1).rstrip(".")
+                    if text[m.end():m.end() + 1] in PLACEHOLDER or (pattern is MODULE_NAMED and
+                                                                    text[m.end():m.end() + 1] == "/"):
+                        continue
+                    checked += 1
+                    if not exists(named):
+                        missing.append(f"{name}:{line}: {named}")
+    assert not missing, "comments and docstrings name what does not exist (moved?):\n" + "\n".join(missing)
+    print(f"{checked} paths and modules named, all found")
 
 
 # ------------------------------------------------------------------------ quick start

@@ -46,7 +46,7 @@ def _line(text: str) -> None:
 
 
 class IngestProgress:
-    """A ``cclq.ingest.Reporter`` drawing one bar over all bytes to parse."""
+    """A ``cclq.ingest.report.Reporter`` drawing one bar over all bytes to parse."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled

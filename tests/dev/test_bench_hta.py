@@ -1,4 +1,4 @@
-"""The HTA comparison benchmark (cclq/bench_hta.py): the shape of its rows on a tiny trace.
+"""The HTA comparison benchmark (cclq/dev/bench/hta.py): the shape of its rows on a tiny trace.
 
 The cclq side always runs. The HTA side runs only when ``CCLQ_HTA_PYTHON`` names an
 interpreter that has HolisticTraceAnalysis 0.5.0 (it is not a cclq dependency).

@@ -123,7 +123,7 @@ def tpu(tmp_path_factory) -> Warehouse:
 
 def _hand(s: TpuTraceSpec) -> SimpleNamespace:
     """Expected values for a spec, worked out from the generator's layout (see
-    cclq/synth_xla.py), never from cclq's output. With the default spec: 4 devices, 3
+    cclq/dev/synth/xla.py), never from cclq's output. With the default spec: 4 devices, 3
     steps; per device d and step the XLA Ops line runs, each op followed by a 1000 ns
     gap: conv (40000 + 2000 d ns), all-gather-start (1000), loop fusion (25000),
     all-gather-done (2000), 4 all-reduces, copy (3000)."""

@@ -166,7 +166,7 @@ def test_domain_parts_come_with_the_generic_module():
             assert base in module.requires, module.name
 
 
-# --- a small generated warehouse (tests/presentation_traces.py) -----------------------
+# --- a small generated warehouse (tests/helpers/presentation_traces.py) -----------------------
 
 @pytest.fixture(scope="module")
 def small_wh(tmp_path_factory):
