@@ -380,6 +380,7 @@ class _StopAfter:
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_ctrl_c_commits_what_was_parsed_says_so_and_the_trace_is_flagged_partial(tmp_path, monkeypatch):
     import csv
     import io

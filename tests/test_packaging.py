@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -68,8 +68,12 @@ def module_level_imports(tree: ast.Module) -> list[tuple[int, str]]:
             simple = isinstance(st, (ast.Expr, ast.Assign, ast.AnnAssign))  # compound ones: visited below
             for call in (n for n in ast.walk(st) if simple and isinstance(n, ast.Call)):
                 f = call.func
-                if (isinstance(f, ast.Attribute) and f.attr == "importorskip" and call.args
-                        and isinstance(call.args[0], ast.Constant)):
+                if (
+                    isinstance(f, ast.Attribute)
+                    and f.attr == "importorskip"
+                    and call.args
+                    and isinstance(call.args[0], ast.Constant)
+                ):
                     found.append((st.lineno, str(call.args[0].value)))
             for block in ("body", "orelse", "finalbody", "handlers"):
                 inner = getattr(st, block, None)
@@ -100,18 +104,21 @@ def test_collection_imports_neither_torch_nor_dask_by_the_files():
 def test_module_level_imports_are_found():
     """The reader above sees an import inside ``with`` and an importorskip at top level,
     and none inside a function."""
-    tree = ast.parse("import os\nwith x:\n    import torch\nd = pytest.importorskip('distributed')\n"
-                     "def f():\n    import dask\n")
+    tree = ast.parse(
+        "import os\nwith x:\n    import torch\nd = pytest.importorskip('distributed')\ndef f():\n    import dask\n"
+    )
     assert [n for _, n in module_level_imports(tree)] == ["os", "torch", "distributed"]
 
 
 @pytest.mark.slow
 def test_collecting_the_suite_imports_neither_torch_nor_dask():
-    code = ("import sys, pytest\n"
-            "rc = pytest.main(['--collect-only', '-q', '-m', '', '-p', 'no:cacheprovider', sys.argv[1]])\n"
-            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'dask', 'distributed'})\n"
-            "print('HEAVY', heavy)\n"
-            "sys.exit(rc)\n")
+    code = (
+        "import sys, pytest\n"
+        "rc = pytest.main(['--collect-only', '-q', '-m', '', '-p', 'no:cacheprovider', sys.argv[1]])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'dask', 'distributed'})\n"
+        "print('HEAVY', heavy)\n"
+        "sys.exit(rc)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(TESTS)], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "HEAVY []" in done.stdout, done.stdout[-2000:]

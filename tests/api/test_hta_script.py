@@ -28,6 +28,8 @@ pytest.importorskip("plotly")
 
 import cclq  # noqa: E402
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden" / "api"
 FOLDERS = ["alexnet", "amd_mi250", "df_index_resolver", "mtia_single_rank", "nccl_data",
            "negative_queue_length", "ns_resolution", "trace_filter_2rank"]

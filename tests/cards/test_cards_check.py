@@ -230,6 +230,7 @@ def test_the_sample_workload_card_is_clean():
     assert len(report.cards) == 1 and report.problems == []
 
 
+@pytest.mark.slow
 def test_real_cards_are_accepted_except_what_is_really_wrong():
     """The shared cards follow the template; the DLRM card says ep 8 for a model without
     experts (its embedding tables are sharded, which the template has no field for)."""

@@ -33,6 +33,7 @@ def small_wh(tmp_path_factory) -> Path:
     return root / "wh"
 
 
+@pytest.mark.slow
 def test_every_command_has_help():
     registered = sorted(c.name or c.callback.__name__ for c in app.registered_commands)
     assert set(COMMANDS) <= set(registered)
@@ -139,6 +140,7 @@ def test_parquet_output_needs_a_file(small_wh, tmp_path):
     assert pq.read_table(out).to_pylist() == [{"v": 42}]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("duckdb") is None and not (Path(sys.executable).parent / "duckdb").exists(),
                     reason="duckdb CLI not installed")  # where `cclq shell` looks for it
 def test_shell_has_the_views_defined(small_wh):
@@ -160,6 +162,7 @@ def test_shell_has_the_views_defined(small_wh):
     assert ("the views are created as the shell starts" in line) == (cli != duckdb.__version__)
 
 
+@pytest.mark.slow
 def test_the_views_created_in_the_script_are_the_compiled_ones(small_wh):
     """What `cclq shell` runs with a CLI of another DuckDB release: the same views, created
     after the base relations instead of attached compiled."""

@@ -38,6 +38,7 @@ def test_nearest_names():
     assert nearest("qqqqqq", names) == []
 
 
+@pytest.mark.slow
 def test_did_you_mean_each_kind_of_name(wh: str):
     error, hint = _usage_error("metric", "comunication_overlap_ratio", "--all", "-w", wh)
     assert error == "cclq: error: unknown metric 'comunication_overlap_ratio'"

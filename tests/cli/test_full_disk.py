@@ -33,6 +33,7 @@ def _bytes(root: Path) -> dict[str, str]:
             for p in root.rglob("*") if p.is_file() and "spill" not in p.parts and "tmp" not in p.parts}
 
 
+@pytest.mark.slow
 def test_a_board_onto_a_full_disk_is_one_line(tmp_path: Path, small_disk: Path) -> None:
     gpu_trace(tmp_path / "in" / "work" / "rank0.json")
     wh = tmp_path / "wh"

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from helpers.cli import invoke, run_cli
 from helpers.traces import gpu_trace
 
@@ -23,6 +24,7 @@ def _card_warnings(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("cclq: warning:") and "card problem" in ln]
 
 
+@pytest.mark.slow
 def test_a_card_warning_is_said_once_not_on_every_reingest(tmp_path: Path):
     folder = tmp_path / "in" / "w1"
     folder.mkdir(parents=True)
@@ -46,6 +48,7 @@ def test_a_card_warning_is_said_once_not_on_every_reingest(tmp_path: Path):
     assert len(_card_warnings(forced.stderr)) == 1, forced.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_what_was_committed(tmp_path: Path):
     # files big enough that the parse of the other ranks is still going when the first is
     # done, and above the size that ingest parses as one group (a group commits whole)
@@ -81,6 +84,7 @@ def test_ctrl_c_says_what_was_committed(tmp_path: Path):
     assert f",{committed}," in listed.stdout.splitlines()[1] or f"partial: {committed} of 8" in listed.stdout
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_any_command_says_it_was_interrupted(tmp_path: Path):
     """typer ends a command interrupted by Ctrl-C with a silent exit 130; cclq says so."""
     code = ("import cclq.present.board.build as b\n"

@@ -39,6 +39,7 @@ def _one(wh: Path, name: str) -> list[dict]:
     return _csv(result.stdout)
 
 
+@pytest.mark.slow
 def test_several_metrics_print_one_long_table_of_each_metrics_rows(two_workloads):
     result = invoke("metric", "total_kernel_time", "avg_step_time", "--all", "-w", str(two_workloads), "-f", "csv")
     assert result.returncode == 0, result.stderr
@@ -59,6 +60,7 @@ def test_several_metrics_print_one_long_table_of_each_metrics_rows(two_workloads
     assert sum(r["metric"] == "total_kernel_time" for r in rows) == 6
 
 
+@pytest.mark.slow
 def test_a_category_writes_one_file_per_metric(two_workloads, tmp_path):
     out = tmp_path / "results"
     result = invoke("metric", "--category", "memory", "--all", "-w", str(two_workloads), "-f", "csv", "-o", str(out))

@@ -35,6 +35,7 @@ def partial_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "partial" in line]
 
 
+@pytest.mark.slow
 def test_said_by_ingest_once_and_by_traces_and_silenced_by_the_flag(tmp_path):
     rank_sample(tmp_path, "a", 1)
     rank_sample(tmp_path, "b", 4)
@@ -107,6 +108,7 @@ def test_expected_ranks_rule():
     assert expected_ranks(None, {"kineto"}, None, None) is None and expected_ranks(None, {"kineto"}, 0, 8) is None
 
 
+@pytest.mark.slow
 def test_the_shared_one_host_jax_profile_is_whole(tmp_path):
     folder = SHARED_TRACES / "xla_jax_cpu_4dev"
     if not folder.is_dir():

@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from helpers.cli import invoke
 
 from cclq.dev.synth.kineto import generate_workload
 from cclq.query.registry import latest_specs
 
 
+@pytest.mark.slow
 def test_ingest_and_report_write_a_line_per_step_when_piped(tmp_path: Path):
     generate_workload(tmp_path / "in" / "dp2", ranks=2, steps=2, layers=1, seed=3)
     wh = str(tmp_path / "wh")

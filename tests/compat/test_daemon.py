@@ -10,9 +10,12 @@ import subprocess
 import sys
 import time
 
+import pytest
 from helpers.daemon import _main, _paths
 
 from cclq.compat import daemon
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 CALLS = [("a", "total_kernel_time"), ("b", "avg_step_time"), ("a", "communication_fraction"),
          ("b", "ttft"), ("a", "no_such_metric")]

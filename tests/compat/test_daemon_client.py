@@ -15,7 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from helpers.daemon import _main, _paths
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 def _daemon_pid(paths: dict[str, Path]) -> int:

@@ -13,6 +13,8 @@ from helpers.cli import run_cli
 
 from cclq.dev.synth.kineto import generate_workload
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 def _tables(stdout: str) -> list[list[dict[str, str]]]:
     """The CSV tables bench printed one after another (each starts with its header)."""

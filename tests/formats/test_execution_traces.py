@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from helpers.cli import invoke
 from helpers.paths import SHARED_TRACES, require_shared
 from helpers.warehouse import query, run_ingest
@@ -24,6 +25,7 @@ def _tensor_bytes(value) -> int:
     return 0
 
 
+@pytest.mark.slow
 def test_the_dlrm_execution_traces_every_node_and_tensor(tmp_path, wh):
     require_shared()
     report = run_ingest([SHARED_TRACES / "dlrm_param_8xV100"], wh)
@@ -46,6 +48,7 @@ def test_the_dlrm_execution_traces_every_node_and_tensor(tmp_path, wh):
                      [rank]) == [(rank,)]
 
 
+@pytest.mark.slow
 def test_dlrm_execution_traces_link_to_their_kineto_ops(tmp_path, wh):
     """PyTorch 2.0 wrote no Record function id on Kineto ops: the link is by op order, and
     every linked pair agrees on its tensors' shapes."""
@@ -64,6 +67,7 @@ def test_dlrm_execution_traces_link_to_their_kineto_ops(tmp_path, wh):
     assert all(kineto == et for kineto, et in pairs)
 
 
+@pytest.mark.slow
 def test_chakra_tensor_lists_nest(tmp_path, wh):
     require_shared()
     run_ingest([SHARED_TRACES / "chakra_et"], wh)

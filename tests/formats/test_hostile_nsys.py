@@ -9,6 +9,7 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
+import pytest
 from helpers.cli import run_capped
 from helpers.warehouse import query, run_ingest
 
@@ -38,6 +39,7 @@ HOSTILE_TABLE = ("MPI_A_EVENTS AS t CROSS JOIN (WITH RECURSIVE r(x) AS (SELECT 1
                  "SELECT x FROM r ORDER BY x) AS s --_EVENTS")
 
 
+@pytest.mark.slow
 def test_a_table_name_that_is_sql_is_never_read(tmp_path):
     """A table named ``MPI_A_EVENTS AS t CROSS JOIN (WITH RECURSIVE ...) --_EVENTS`` was
     pasted into ``FROM``: ingest hung while SQLite's temp file grew. Only tables named as
@@ -87,6 +89,7 @@ def test_sqlite_time_is_bounded_per_file(tmp_path, wh):
     assert "a bug" not in failed.message
 
 
+@pytest.mark.slow
 def test_a_huge_string_fails_the_file_with_the_string_bound(tmp_path):
     """A 200 MB ``StringIds.value`` ran out of memory; SQLite now refuses a value past
     the string bound (``--max-string-mb``), under a memory cap."""

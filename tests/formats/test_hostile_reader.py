@@ -145,6 +145,7 @@ def _huge_string_file(path: Path, mb: int) -> None:
         f.write(b'", "pid": 1, "tid": 1, "ts": 1}]}')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_a_100_mb_string_fails_in_seconds_not_minutes(tmp_path, reader):
     root = _folder_with(tmp_path, "w")
@@ -186,6 +187,7 @@ def _gzip_stream(path: Path, head: bytes, fill: bytes, mb: int, tail: bytes) -> 
         f.write(comp.flush())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_a_gzip_bomb_of_one_string_fails_on_the_inflate_ratio(tmp_path, reader):
     """The reported case: 1 MB of .json.gz that expands to one string of a gigabyte. Its
@@ -202,6 +204,7 @@ def test_a_gzip_bomb_of_one_string_fails_on_the_inflate_ratio(tmp_path, reader):
     assert seconds < 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_a_gzip_bomb_fails_on_the_string_bound_while_streaming(tmp_path, reader):
     """With the base time in the head there is no tail read: the stream stops the string
@@ -218,6 +221,7 @@ def test_a_gzip_bomb_fails_on_the_string_bound_while_streaming(tmp_path, reader)
     assert seconds < 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_a_gzip_bomb_fails_on_the_inflate_ratio_while_streaming(tmp_path, reader):
     """Content no other bound stops (whitespace): the expansion itself does."""
@@ -232,6 +236,7 @@ def test_a_gzip_bomb_fails_on_the_inflate_ratio_while_streaming(tmp_path, reader
     assert seconds < 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_nesting_100000_levels_deep_fails_fast_in_flat_memory(tmp_path, reader):
     root = _folder_with(tmp_path, "w")
@@ -266,6 +271,7 @@ def test_the_default_bounds_read_every_shared_trace():
     assert DEFAULT_LIMITS.max_inflate_ratio >= 29 * 4
 
 
+@pytest.mark.slow
 def test_cli_flags_set_the_bounds(tmp_path):
     _huge_string_file(tmp_path / "t.json", 2)
     args = ["ingest", str(tmp_path / "t.json"), "--warehouse", str(tmp_path / "wh"), "--quiet"]

@@ -29,6 +29,7 @@ def _raw(path: Path, sql: str) -> tuple:
         con.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["perlmutter-cloverleaf-cuda.sqlite", "saxpy-mpi-cuda_nsys_perlmutter0.sqlite"])
 def test_real_exports_keep_every_kernel_and_copy(tmp_path, wh, name):
     require_shared()
@@ -53,6 +54,7 @@ def test_real_exports_keep_every_kernel_and_copy(tmp_path, wh, name):
     assert query(wh, "SELECT DISTINCT format FROM files") == [("nsys",)]
 
 
+@pytest.mark.slow
 def test_the_shared_folder_of_two_unrelated_exports_takes_both(tmp_path, wh):
     """Two exports whose sessions started 99 days apart (saxpy 2023-06-26, cloverleaf
     2023-10-04) are two runs: each is a trace of its own (issue 21), rank 0 in each;

@@ -41,6 +41,7 @@ def _shared_files() -> list[Path]:
     return files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _shared_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shared_trace_reads_the_same_with_both_readers(path, chunked):
     require_shared()
@@ -53,6 +54,7 @@ def test_every_shared_trace_reads_the_same_with_both_readers(path, chunked):
     assert_same(fast, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["hta_nccl_data", "xprof_tf_bert_8gpu", "kineto_legacy_resnet50", "hta_ns_resolution"])
 def test_helper_processes_read_a_file_the_same(name, monkeypatch, chunked):
     """``-j2`` on one file: chunks built in forked helpers give the same rows."""
@@ -79,6 +81,7 @@ def test_helpers_hand_a_file_with_begin_end_pairs_back_to_one_process(tmp_path, 
     assert again == (0 if chunked == "fast" else 1)
 
 
+@pytest.mark.slow
 def test_shared_traces_are_listed():
     require_shared()
     assert len(_shared_files()) >= 20
@@ -229,6 +232,7 @@ def test_invalid_json_fails_with_the_same_message_from_both_readers(tmp_path, ch
     assert fast.error == ref.error
 
 
+@pytest.mark.slow
 def test_ingest_of_the_shared_traces_gives_the_same_warehouse_with_both_readers(tmp_path, chunked):
     """Every table a user queries: events, files (but for which reader and when), stats."""
     from cclq.formats.base import ReadOptions

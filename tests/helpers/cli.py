@@ -29,12 +29,16 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-c", ENTRY, *args],
-        capture_output=True, text=True, env=full_env, cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
     )
 
 
-def invoke(*args: str, env: dict | None = None, cwd: Path | None = None,
-           input: str | None = None) -> subprocess.CompletedProcess:
+def invoke(
+    *args: str, env: dict | None = None, cwd: Path | None = None, input: str | None = None
+) -> subprocess.CompletedProcess:
     """Runs ``cclq ARGS`` in this process as ``run_cli`` runs it in another: ``main()``
     with this argv, stdout and stderr captured apart, ``env`` over the environment, in
     ``cwd``, the program named ``cclq`` in usage lines (click reads ``sys.argv[0]`` and
@@ -104,6 +108,7 @@ def run_capped(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedPr
             resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", ENTRY, *args],
-                          capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, *args], capture_output=True, text=True, timeout=timeout, preexec_fn=cap
+    )
     return done, time.perf_counter() - start

@@ -95,6 +95,7 @@ def _assert_same_warehouse(wh: Warehouse, local: Warehouse) -> None:
 
 
 # ------------------------------------------------------------------------ ingest
+@pytest.mark.slow
 def test_ingest_on_the_cluster_gives_the_warehouse_a_local_ingest_gives(cluster, inputs, local_wh, tmp_path):
     local, _client = cluster
     wh = Warehouse(tmp_path / "wh")
@@ -117,6 +118,7 @@ def faults(cluster):
     faults.remove()
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_ingest_loses_nothing(cluster, inputs, local_wh, tmp_path, faults):
     local, _client = cluster
     log = tmp_path / "kills.jsonl"
@@ -131,6 +133,7 @@ def test_a_worker_killed_mid_ingest_loses_nothing(cluster, inputs, local_wh, tmp
     assert not any(Path(tmp).exists() for tmp in kills[0])  # the dead attempt's data: swept
 
 
+@pytest.mark.slow
 def test_a_file_that_keeps_killing_workers_fails_alone_and_a_rerun_finishes(cluster, inputs, local_wh,
                                                                             tmp_path, faults):
     local, _client = cluster
@@ -195,6 +198,7 @@ def test_a_file_dask_gave_up_on_fails_only_if_it_was_running_at_two_deaths(tmp_p
         assert isinstance(result, TraceFileError) and PARSER_DIED in result.problem and not client.submitted
 
 
+@pytest.mark.slow
 def test_workers_that_run_other_code_or_see_another_warehouse_are_refused(cluster, local_wh, monkeypatch):
     _local, client = cluster
     wh, _report = local_wh
@@ -227,6 +231,7 @@ def _assert_same_result(name: str, mine: pa.Table, local: pa.Table) -> None:
             assert same, (name, column, a, b)
 
 
+@pytest.mark.slow
 def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(cluster, local_wh):
     """Two partitions of the seven traces, one on each worker; each metric's parts are put
     together in the order one query gives."""
@@ -249,6 +254,7 @@ def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(clu
     assert len({r for t in (here[s.name].table for s in specs) for r in t.column("trace").to_pylist()}) == 7
 
 
+@pytest.mark.slow
 def test_the_cache_is_keyed_by_the_whole_selection_in_the_client(cluster, local_wh, tmp_path):
     local, _client = cluster
     wh, _report = local_wh
@@ -271,6 +277,7 @@ def test_the_cache_is_keyed_by_the_whole_selection_in_the_client(cluster, local_
         uncached.close()
 
 
+@pytest.mark.slow
 def test_a_metric_that_fails_on_the_workers_is_a_query_error(cluster, local_wh, tmp_path):
     from dataclasses import replace
 
@@ -297,6 +304,7 @@ def test_partitions_are_balanced_by_events():
 
 
 # --------------------------------------------------------------------------- cli
+@pytest.mark.slow
 def test_cli_ingest_and_metric_with_dask(cluster, inputs, local_wh, tmp_path):
     local, _client = cluster
     wh = tmp_path / "wh"
@@ -312,6 +320,7 @@ def test_cli_ingest_and_metric_with_dask(cluster, inputs, local_wh, tmp_path):
         assert there.stdout == here.stdout and here.stdout.count("\n") > 9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec,problem", [("local:0", "local:N wants a number"), ("local:two", "local:N wants"),
                                           ("no-such-scheduler-file", "not local[:N], a scheduler address")])
 def test_cli_a_bad_dask_option_is_a_usage_error(tmp_path, spec, problem, distributed):

@@ -19,6 +19,8 @@ from helpers.warehouse import query, run_ingest
 from cclq.formats.chrome.ijson_reader import XPROF_END_MARKER
 from cclq.store.warehouse import Warehouse
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 def _load_exact(path: Path):
     opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open

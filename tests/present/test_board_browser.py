@@ -29,6 +29,8 @@ if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 @pytest.fixture(scope="module")
 def browser():

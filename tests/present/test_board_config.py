@@ -111,6 +111,7 @@ def test_config_pairs_auto_lists_and_required_update(folders, tmp_path):
     assert (result.reused, result.computed) == (2, 1)
 
 
+@pytest.mark.slow
 def test_the_cli_and_write_config(folders, tmp_path):
     wh = tmp_path / "wh"
     assert invoke("ingest", str(folders["gpu"]), str(folders["tpu"]), "-w", str(wh)).returncode == 0
@@ -159,6 +160,7 @@ def _one_pair_config(path: Path, folder: Path) -> Path:
     return write_config(path, [{"trace": str(folder), "metrics": ["avg_step_time", "kernel_compute_time_group_6"]}])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warehouse", ["missing", "empty"])
 def test_a_first_run_ingests_into_a_missing_or_empty_warehouse(tmp_path, warehouse):
     """docs/ccl-bench.md step 3 on a fresh checkout: no warehouse yet (or an empty folder),
@@ -194,6 +196,7 @@ def test_an_out_that_is_a_file_fails_before_any_work(tmp_path, with_config):
     assert out.read_text() == "<html>not a folder</html>"
 
 
+@pytest.mark.slow
 def test_only_the_data_files_go_into_a_folder_that_is_not_cclqs(tmp_path):
     """CCL-Bench's website/ (its own pages and files): `--config` writes benchmark_data.json
     and data.js there and nothing else; `--pages` asks for cclq's site too; a new folder

@@ -43,6 +43,7 @@ def ops(data: dict) -> dict[str, dict]:
     return {o["name"].split("(")[0]: o for o in data["ops"]}
 
 
+@pytest.mark.slow
 def test_kernel_diff_of_two_traces_with_the_same_ranks(wh_root: Path):
     data = diff_json(wh_root, "run_a", "run_b")
     assert data["op_basis"] == "total"
@@ -82,6 +83,7 @@ def test_metric_diff_with_change_and_per_rank_rows(wh_root: Path):
     assert skew["b"] is None and skew["note"].startswith("B: ")
 
 
+@pytest.mark.slow
 def test_different_rank_counts_compare_per_rank(wh_root: Path):
     data = diff_json(wh_root, "run_a", "run_c")
     assert data["op_basis"] == "per rank"
@@ -91,6 +93,7 @@ def test_different_rank_counts_compare_per_rank(wh_root: Path):
     assert not [m for m in data["metrics"] if m["rank"] is not None]  # ranks differ: summaries only
 
 
+@pytest.mark.slow
 def test_sets_of_traces_and_one_rank(wh_root: Path):
     data = diff_json(wh_root, "run_a", "run_[bd]")
     assert data["b"] == ["run_b", "run_d"] and data["op_basis"] == "per rank"
@@ -103,6 +106,7 @@ def test_sets_of_traces_and_one_rank(wh_root: Path):
     assert {m["rank"] for m in one["metrics"]} == {None, 1}
 
 
+@pytest.mark.slow
 def test_csv_table_and_errors(wh_root: Path):
     done = invoke("diff", "run_a", "run_b", "--format", "csv", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr

@@ -60,6 +60,7 @@ def _diff(wh_root: Path, *args: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
+@pytest.mark.slow
 def test_results_rows_are_compared(wh_root: Path):
     code, out, err = _diff(wh_root, "rec_a", "rec_c", "--format", "json")
     assert code == 0, err
@@ -82,6 +83,7 @@ def test_results_rows_are_compared(wh_root: Path):
     assert (rows["min_time_ms"]["a"], rows["max_time_ms"]["b"]) == (pytest.approx(1.0), pytest.approx(4.0))
 
 
+@pytest.mark.slow
 def test_table_says_there_are_no_gpu_ops_instead_of_empty_tables(wh_root: Path):
     code, out, err = _diff(wh_root, "rec_a", "rec_b")
     assert code == 0, err

@@ -57,6 +57,7 @@ def entries(data: dict) -> dict[str, dict]:
     return {e["metric"]: e for g in data["categories"] for e in g["metrics"]}
 
 
+@pytest.mark.slow
 def test_report_has_every_metric_once_grouped_by_category_in_order(run_a: Path):
     data = report_json(run_a)
     names = [e["metric"] for g in data["categories"] for e in g["metrics"]]
@@ -105,6 +106,7 @@ def test_report_figure_data_comes_from_metrics_and_views(run_a: Path):
     assert ops[2]["class"] == "comm" and ops[2]["coll_type"] == "all_reduce"
 
 
+@pytest.mark.slow
 def test_report_table_and_html(run_a: Path, tmp_path: Path):
     table = invoke("report", "run_a", "--warehouse", str(run_a))
     assert table.returncode == 0, table.stderr

@@ -34,6 +34,8 @@ from helpers.archives import link, make_tar, make_zip  # noqa: E402
 from helpers.ccl_bench import build_gpu  # noqa: E402
 from helpers.serve import CARD, TOKEN, Server  # noqa: E402
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

@@ -41,6 +41,7 @@ def _assert_clean(text: str) -> None:
         assert bad not in text, repr(text[:2000])
 
 
+@pytest.mark.slow
 def test_diff_prints_names_as_text(wh_root):
     done = invoke("diff", "run_a", "run_b", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr
@@ -49,6 +50,7 @@ def test_diff_prints_names_as_text(wh_root):
     assert "k\\x1b]0;pwned\\x07\\x1b[2J" in done.stdout
 
 
+@pytest.mark.slow
 def test_report_prints_card_fields_as_text(wh_root):
     done = invoke("report", "run_a", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr

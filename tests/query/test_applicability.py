@@ -106,6 +106,7 @@ def test_every_shipped_fact_parses_and_names_a_known_format():
                     assert set(fact.values) <= {"inference", "serving", "training", "none"}, spec.label
 
 
+@pytest.mark.slow
 def test_planned_reason_is_what_the_sql_says(wh: Warehouse):
     """For every (metric, trace) the catalog rules out, the metric's SQL agrees: no value,
     and the same reason (so a report reads the same planned or not)."""

@@ -36,6 +36,7 @@ def test_the_list_is_ccl_benchs_61_names_and_cclq_knows_each():
     assert [n for n in CCL_BENCH_NAMES if n not in registry()] == []
 
 
+@pytest.mark.slow
 def test_every_name_exits_0_on_a_kineto_folder(tmp_path, capsys):
     """The call CCL-Bench's website makes, for each of its 61 names: exit 0 and a last
     stdout line that is a number or `nan` (with the reason on stderr)."""
@@ -50,6 +51,7 @@ def test_every_name_exits_0_on_a_kineto_folder(tmp_path, capsys):
             assert "does not apply" in err, (name, err)
 
 
+@pytest.mark.slow
 def test_the_real_command_in_a_subprocess(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "cclq.main", "--trace", str(KINETO_FOLDER), "--metric", "straggler_metrics",

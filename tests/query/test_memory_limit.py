@@ -46,6 +46,7 @@ def test_bad_limits_are_usage_errors(text):
         QuerySettings.from_env(text)
 
 
+@pytest.mark.slow
 def test_a_connection_runs_under_the_limit_and_its_spill_folder_goes_with_it(wh, tmp_path, monkeypatch):
     generate_workload(tmp_path / "w", ranks=2, steps=2, layers=1, seed=3)
     run_ingest([tmp_path / "w"], wh)
@@ -80,6 +81,7 @@ def test_writers_collect_the_spill_folders_of_dead_processes_of_this_host_only(w
         [f"{os.getpid()}@{host}-def", f"{dead}@another-host-ghi", "notes"])
 
 
+@pytest.mark.slow
 def test_the_cli_takes_the_limit_anywhere_and_refuses_a_bad_one(wh, tmp_path):
     generate_workload(tmp_path / "w", ranks=2, steps=2, layers=1, seed=5)
     run_ingest([tmp_path / "w"], wh)

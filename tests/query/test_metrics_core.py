@@ -132,6 +132,7 @@ def _intersection(a, b) -> Decimal:
     return total
 
 
+@pytest.mark.slow
 def test_dlrm_eight_ranks_in_one_query(tmp_path):
     traces = require_shared()
     from cclq.store.warehouse import Warehouse

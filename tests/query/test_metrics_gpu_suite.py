@@ -513,6 +513,7 @@ def _dlrm_kernels(folder: Path) -> dict[int, list[tuple[str, int, int]]]:
     return out
 
 
+@pytest.mark.slow
 def test_dlrm_param_8xV100_from_raw_json(wh: Warehouse) -> None:
     folder = require_shared() / "dlrm_param_8xV100"
     run_ingest([folder], wh)

@@ -396,6 +396,7 @@ def test_pooled_summaries(con) -> None:
     assert {r: row["value"] for r, row in got.items()} == {r: row["value"] for r, row in v1.items()}
 
 
+@pytest.mark.slow
 def test_new_metrics_on_every_shared_trace(tmp_path: Path) -> None:
     """The new metrics run over every real trace: each row has a value or a reason (not
     both, not neither), ratios in 0..1."""

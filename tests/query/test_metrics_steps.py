@@ -370,6 +370,7 @@ def test_gpu_kernel_step_metrics_are_not_applicable_on_xla(xwh):
     assert row["value"] is None and row["reason"] == "no GPU kernels"
 
 
+@pytest.mark.slow
 def test_jax_cpu_profile_steps_and_collectives_from_raw_json(tmp_path):
     folder = require_shared() / "xla_jax_cpu_4dev"
     wh = Warehouse(tmp_path / "wh")
