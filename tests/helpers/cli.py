@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from click.testing import CliRunner
+from typer.testing import CliRunner  # typer 0.28 vendors click (no click installed without an extra)
 
 # The entry point as the `cclq` script runs it: `cclq` is the program's name in usage lines.
 ENTRY = "import sys; sys.argv[0] = 'cclq'; from cclq.cli.app import main; main()"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from helpers.cli import invoke
+from helpers.cli import invoke, run_cli
 from helpers.traces import write_trace
 from helpers.warehouse import run_ingest
 
@@ -141,8 +141,8 @@ def test_a_warehouse_path_never_becomes_sql_or_shell(tmp_path: Path, name: str) 
     write_trace(tmp_path / "in" / "work" / "rank0.json", EVENTS)
     assert invoke("ingest", str(tmp_path / "in"), "-w", str(folder), "-q").returncode == 0
     # the shell reads the same set-up SQL as an init file, where a line `.shell ...` outside
-    # a string literal would run a command
-    shell = invoke("shell", "-w", str(folder), "-csv", "-c", "SELECT count(*) AS n FROM kernels", cwd=tmp_path)
+    # a string literal would run a command (a process: the DuckDB CLI writes to its stdout)
+    shell = run_cli("shell", "-w", str(folder), "-csv", "-c", "SELECT count(*) AS n FROM kernels", cwd=tmp_path)
     if "duckdb CLI is not installed" not in shell.stderr:
         assert shell.returncode == 0, shell.stderr
         assert shell.stdout.splitlines() == ["n", "1"]
