@@ -104,6 +104,7 @@ def test_a_zero_total_count_gives_no_nan_and_a_reason(tmp_path, wh):
     assert row["reason"] == "the card's total_count is not above 0: no devices to divide by"
 
 
+@pytest.mark.slow
 def test_every_metric_gives_a_reason_for_every_null_under_impossible_cards(tmp_path, wh):
     """Every metric (latest version) over workloads whose cards hold zeros where no
     hardware or model can (bandwidth, device counts, batch, sequence length, parameters):

@@ -130,6 +130,7 @@ def site(tmp_path_factory) -> dict[str, Path]:
     return {"repo": repo, "real": Path("real") if real else Path("replica")}
 
 
+@pytest.mark.slow
 def test_generate_data_through_the_shim_and_board_config_write_the_same_cells(site):
     repo = site["repo"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CCLQ_DAEMON": "0"}

@@ -42,6 +42,7 @@ def test_the_folder_answers_for_the_export_ccl_bench_reads(tmp_path, capsys):
     assert float(out.splitlines()[-1]) == pytest.approx(75.0)
 
 
+@pytest.mark.slow
 def test_no_name_says_it_does_not_apply_for_want_of_the_trace(tmp_path, capsys):
     """Each of the 61 names: a number, or nan with the metric's reason about a's run."""
     folder = two_runs(tmp_path / "pipit")

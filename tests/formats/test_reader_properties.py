@@ -213,6 +213,7 @@ def test_helper_processes_read_generated_traces_the_same(tmp_path, chunked, doc,
     _compare(tmp_path, doc.encode(), False, chunk, 4096, "par", helpers=2, reader=chunked)
 
 
+@pytest.mark.slow
 def test_the_generators_make_what_they_claim():
     """A sanity check of the generators themselves: valid JSON, with the forms asked for."""
     from hypothesis import find

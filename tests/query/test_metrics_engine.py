@@ -38,6 +38,7 @@ def two(tmp_path, wh):
     return wh
 
 
+@pytest.mark.slow
 def test_every_shipped_metric_file_parses_and_compiles(two):
     assert registry(), "no metrics found"
     for name, versions in registry().items():

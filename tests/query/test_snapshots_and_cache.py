@@ -78,6 +78,7 @@ def test_an_ingest_that_commits_while_a_connection_is_set_up_changes_nothing_it_
     assert cached == {"a": pytest.approx(8e-6), "b": pytest.approx(12e-6)}
 
 
+@pytest.mark.slow
 def test_queries_during_ingests_see_consistent_snapshots(tmp_path, wh):
     """While ingests commit (and collect old files), every query runs and every answer
     is one snapshot's: the events counted equal the events the catalog says it holds

@@ -196,6 +196,7 @@ def test_extensions_replace_their_extension_points(small_wh):
 
 # --- 5. every metric documents its detail columns -------------------------------------
 
+@pytest.mark.slow
 def test_every_metric_documents_its_detail_columns(small_wh):
     """The header's `-- columns:` block lists exactly the detail columns the metric
     returns (beyond trace, rank, step, value, unit, reason), in order, each with a phrase."""
