@@ -1,4 +1,4 @@
--- Documentation of the relations cclq/engine.py creates over the warehouse's files
+-- Documentation of the relations cclq/query/engine.py creates over the warehouse's files
 -- (they are not views of sql/views: their files depend on the warehouse). Each block
 -- starts with `-- relation: <name>`, then the relation's description, then a
 -- `-- columns:` block; the loader turns them into COMMENT ON statements (sql/README.md,
@@ -73,4 +73,4 @@
 
 -- relation: files
 -- One row per ingested input file of the snapshot: its trace, rank, format, content
--- hash and ingest version (the catalog, cclq/warehouse.py).
+-- hash and ingest version (the catalog, cclq/store/warehouse.py).

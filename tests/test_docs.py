@@ -1,5 +1,6 @@
 """The README and docs/ stay true: the commands, the metric table, the install, the links,
-and a quick start that runs as written on a fresh clone.
+a quick start that runs as written on a fresh clone, and every repository path or cclq
+module that a comment, a docstring, sql/metrics/CHECKSUMS or pyproject.toml names.
 
 `python tests/test_docs.py` rewrites the generated metric table in docs/metrics.md from the
 metric headers (sql/metrics/<name>/v<N>.sql).
@@ -7,13 +8,18 @@ metric headers (sql/metrics/<name>/v<N>.sql).
 
 from __future__ import annotations
 
+import ast
+import io
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
+
+import pytest
 
 # The only imports of cclq in this file (their module paths follow the package layout).
 from cclq.cli.app import app
@@ -107,7 +113,8 @@ def test_every_command_is_in_the_readme_command_list():
 def test_readme_install_is_what_ci_runs():
     ci = (REPO / ".ci" / "run").read_text()
     ci_install = re.search(r"^# --- install.*?\n(.*?)^# --- lint", ci, flags=re.M | re.S).group(1)
-    ci_checks = re.search(r"^# --- lint.*?\n(.*?)^# --- test", ci, flags=re.M | re.S).group(1)
+    ci_checks = re.search(r"^# --- lint.*?\n(.*?)^# --- the README's path", ci, flags=re.M | re.S).group(1)
+    ci_default = re.search(r"^# --- the README's path.*?\n(.*?)^# --- test", ci, flags=re.M | re.S).group(1)
     ci_test = re.search(r"^# --- test.*?\n(.*?)(?=^# --- |\Z)", ci, flags=re.M | re.S).group(1)
     ci_install_lines = [ln.strip() for ln in ci_install.splitlines() if ln.strip() and not ln.startswith("#")]
     # CI alone makes a compiled parser that does not compile an error (a user without a
@@ -119,8 +126,13 @@ def test_readme_install_is_what_ci_runs():
     ci_check_lines = [ln.strip() for ln in ci_checks.splitlines() if ln.strip() and not ln.startswith("#")]
     ci_test_lines = [ln.strip() for ln in ci_test.splitlines() if ln.strip() and not ln.startswith("#")]
     test_section = section(readme(), "Test")
-    assert ci_test_lines[-1] == "pytest"
-    assert first_block(test_section) == ci_check_lines + [ci_test_lines[-1]]
+    # the README's own `pytest` (the default tier) runs right after the README's install,
+    # before any extra: a test that needs one and does not skip fails CI there
+    assert [ln.strip() for ln in ci_default.splitlines() if ln.strip() and not ln.startswith("#")] == ["pytest"]
+    assert first_block(test_section) == ci_check_lines + ["pytest"]
+    # then every tier, with the extras; the README says which is which
+    assert ci_test_lines[-1] == 'pytest -m ""'
+    assert '`pytest -m ""`' in test_section and "slow" in test_section
     # The steps CI takes before pytest (optional for a user: those tests skip without them).
     for line in ci_test_lines:
         if line.startswith("pip install"):
@@ -128,7 +140,7 @@ def test_readme_install_is_what_ci_runs():
     assert "chromium chromium-driver" in test_section
     # after pytest: the compiled parser's sanitizer run, which the README's Test section names
     sanitizers = ci[ci.index("# --- the compiled reader under AddressSanitizer"):]
-    assert "-fsanitize=address,undefined" in sanitizers and "pytest tests/formats/" in sanitizers
+    assert "-fsanitize=address,undefined" in sanitizers and 'pytest -m "" tests/formats/' in sanitizers
     assert "AddressSanitizer and UBSan" in test_section
     # and the second DuckDB release, whose run the README names
     ci_other = [ln.strip() for ln in ci[ci.index("# --- the other DuckDB release"):].splitlines()
@@ -176,9 +188,154 @@ def test_the_readme_links_every_docs_page():
     assert not orphans, f"docs pages the README does not link: {orphans}"
 
 
+# ------------------------------------------------------------------- CONTRIBUTING.md
+CONTRIBUTING = REPO / "CONTRIBUTING.md"
+CHECKLISTS = ("Add a metric", "Add an input format", "Add a command")
+MAX_STEPS = 8
+# What a step may run: the project's tools, the editor on a file, making a file from another.
+STEP_PROGRAMS = {"cclq", "python", "pytest", "ruff", "mypy", "pip", "pre-commit", "cp", "mkdir", "$EDITOR"}
+NEW = re.compile(r"my[_-]")  # the placeholder name of the thing a checklist adds
+
+
+def steps(title: str) -> list[str]:
+    """The commands of a checklist: its first bash block, a step per line, comments left out."""
+    body = section(CONTRIBUTING.read_text(), title)
+    match = re.search(r"^```bash\n(.*?)^```", body, flags=re.M | re.S)
+    assert match, f"CONTRIBUTING.md's '{title}' has no bash block"
+    return [re.sub(r"\s+#\s.*$", "", ln).strip() for ln in match.group(1).splitlines() if ln.strip()]
+
+
+def step_problems(step: str) -> list[str]:
+    """Why a step would not run as written on a clone: a program that is not the project's,
+    a cclq command that does not exist, a path that is neither there nor being made."""
+    problems = []
+    for command in step.split("&&"):
+        words = [w for w in shlex.split(command) if not re.match(r"^[A-Z_]+=", w)]  # VAR=value prefixes
+        program = words[0]
+        if program not in STEP_PROGRAMS:
+            problems.append(f"{program}: not a tool of the project")
+        if program == "cclq" and not NEW.match(words[1]):
+            if not any(" ".join(words[1:3]).startswith(name) for name in command_names()):
+                problems.append(f"cclq {words[1]}: no such command")
+        for word in words[1:]:
+            if "/" in word and not word.startswith("-") and not NEW.search(word) and not (REPO / word).exists():
+                problems.append(f"{word}: no such file or folder")
+        if program == "cp" and not (REPO / words[1]).exists():
+            problems.append(f"cp {words[1]}: nothing to copy")
+    return problems
+
+
+def test_contributing_checklists_are_short_and_each_step_runs():
+    assert CONTRIBUTING.is_file()
+    for title in CHECKLISTS:
+        lines = steps(title)
+        assert 0 < len(lines) <= MAX_STEPS, f"'{title}' has {len(lines)} steps (at most {MAX_STEPS})"
+        problems = [f"{title}: `{ln}`: {p}" for ln in lines for p in step_problems(ln)]
+        assert not problems, "\n".join(problems)
+        assert lines[-1].startswith("pytest "), f"'{title}' ends without running its tests"
+
+
+def test_the_step_checker_finds_what_would_not_run():
+    assert step_problems("cclq metrics my_metric --long") == []
+    assert step_problems("cclq frobnicate") == ["cclq frobnicate: no such command"]
+    assert step_problems("cp cclq/formats/gone.py cclq/formats/my_format.py") == [
+        "cclq/formats/gone.py: no such file or folder", "cp cclq/formats/gone.py: nothing to copy"]
+    assert step_problems("make install") == ["make: not a tool of the project"]
+
+
+def test_contributing_sets_up_as_the_readme_installs_and_checks_as_ci():
+    text = CONTRIBUTING.read_text()
+    setup = first_block(section(text, "Set up"))
+    assert setup[:len(first_block(section(readme(), "Install")))] == first_block(section(readme(), "Install"))
+    checks = first_block(section(text, "Checks"))
+    for line in first_block(section(readme(), "Test")):
+        assert line in checks, f"CONTRIBUTING.md's checks lack the README's `{line}`"
+    assert 'pytest -m ""' in checks
+
+
+# ------------------------------------------------------- paths named in the code
+# A path names a file or folder of the repository when it starts with one of these.
+TOP_FOLDERS = ("cclq", "tests", "sql", "docs", "trace_collection", ".ci")
+PATH_NAMED = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*[\w/])" % "|".join(re.escape(t) for t in TOP_FOLDERS))
+MODULE_NAMED = re.compile(r"(?<![\w./-])(cclq(?:\.[A-Za-z_]\w*)+)")
+PLACEHOLDER = set("<{*[")  # `sql/metrics/<name>/v<N>.sql`, `cclq/api/hta*.py`: a pattern, not a path
+
+
+def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of what a person reads in a file besides its code: Python comments and
+    docstrings, SQL and shell comments, C comments; CHECKSUMS and pyproject.toml whole."""
+    text = path.read_text(errors="replace")
+    if path.suffix == ".py":
+        found = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                 if t.type == tokenize.COMMENT]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc:
+                    found.append((node.body[0].lineno, doc))
+        return found
+    lines = list(enumerate(text.splitlines(), 1))
+    if path.name in ("CHECKSUMS", "pyproject.toml"):
+        return lines
+    mark = {".sql": "--", ".c": "/", ".h": "/"}.get(path.suffix, "#")
+    return [(i, ln[ln.index(mark):] if mark in ln else ln) for i, ln in lines
+            if mark in ln or (mark == "/" and ln.lstrip().startswith("*"))]
+
+
+def path_exists(named: str) -> bool:
+    # the wheel carries sql/ as cclq/sql (pyproject.toml): code names it by the installed path
+    named = re.sub(r"^cclq/sql(?=/|$)", "sql", named)
+    return (REPO / named).exists()
+
+
+def module_exists(dotted: str) -> bool:
+    """``cclq.a.b`` is a module (a .py file, a package, or a C extension's .c source), or
+    ``cclq.a.name`` a name that module defines or imports."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        base = REPO.joinpath(*parts[:n])
+        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if n == len(parts) and base.with_suffix(".c").is_file():
+            return True
+        if module.is_file():
+            return n == len(parts) or re.search(rf"\b{re.escape(parts[n])}\b", module.read_text()) is not None
+    return False
+
+
+def test_every_path_named_in_comments_docstrings_checksums_and_pyproject_exists():
+    """A comment that names a file which moved sends the next reader nowhere: each path of
+    the repository (`tests/query/test_sql_contract.py`) and each cclq module
+    (`cclq.query.registry.frozen_sql`) named there must exist."""
+    listed = subprocess.run(["git", "ls-files", "cclq", "tests", "sql", ".ci", "pyproject.toml"], cwd=REPO,
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        import pytest
+
+        pytest.skip("not a git checkout (an sdist): the tracked files are unknown")
+    checked, missing = 0, []
+    for name in listed.stdout.split():
+        path = REPO / name
+        if not path.is_file() or (path.suffix not in (".py", ".sql", ".c", ".h", ".sh")
+                                  and path.name not in ("CHECKSUMS", "pyproject.toml", "run")):
+            continue
+        for line, text in comments_and_docstrings(path):
+            for pattern, exists in ((PATH_NAMED, path_exists), (MODULE_NAMED, module_exists)):
+                for m in pattern.finditer(text):
+                    named = m.group(1).rstrip(".")
+                    if text[m.end():m.end() + 1] in PLACEHOLDER or (pattern is MODULE_NAMED and
+                                                                    text[m.end():m.end() + 1] == "/"):
+                        continue
+                    checked += 1
+                    if not exists(named):
+                        missing.append(f"{name}:{line}: {named}")
+    assert not missing, "comments and docstrings name what does not exist (moved?):\n" + "\n".join(missing)
+    print(f"{checked} paths and modules named, all found")
+
+
 # ------------------------------------------------------------------------ quick start
 
 
+@pytest.mark.slow
 def test_the_quick_start_runs_as_written(tmp_path: Path):
     """Every line of the README's quick start, in a copy of a fresh clone's trace_collection/,
     with the warehouse in the temporary folder. `cclq shell` reads a query from stdin."""

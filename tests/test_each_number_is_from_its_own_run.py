@@ -50,7 +50,7 @@ def test_cclq_main_answers_for_each_of_two_folders_of_the_same_name(tmp_path, da
 def suite_wh(tmp_path_factory):
     """The generated suite: Kineto (hand-placed and generated DDP), XLA/TPU, Nsight
     Systems and a Horovod timeline, each a trace of its own."""
-    from presentation_traces import board_workloads
+    from helpers.presentation_traces import board_workloads
 
     from cclq.ingest.run import ingest
     from cclq.store.warehouse import Warehouse
@@ -121,26 +121,26 @@ def test_coll_call_num_says_that_barriers_count():
 # ---------------------------------------------------------------- 9. output after the work
 @pytest.fixture(scope="module")
 def small_cli_wh(tmp_path_factory):
-    from conftest import run_cli
+    from helpers.cli import invoke
 
     root = tmp_path_factory.mktemp("out")
     generate_workload(root / "in" / "w", ranks=2, steps=3, layers=1, seed=4)
     wh = str(root / "wh")
-    r = run_cli("ingest", str(root / "in" / "w"), "-w", wh, "-q")
+    r = invoke("ingest", str(root / "in" / "w"), "-w", wh, "-q")
     assert r.returncode == 0, r.stderr
     return root, wh
 
 
 def test_output_into_a_new_folder_is_made(small_cli_wh):
-    from conftest import run_cli
+    from helpers.cli import invoke
 
     root, wh = small_cli_wh
     out = root / "new" / "dir" / "x.csv"
-    r = run_cli("metric", "total_kernel_time", "--all", "-w", wh, "-f", "csv", "-o", str(out))
+    r = invoke("metric", "total_kernel_time", "--all", "-w", wh, "-f", "csv", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert out.read_text().startswith("trace,")
     page = root / "new" / "sub" / "r.html"
-    r = run_cli("report", "w", "-f", "html", "-o", str(page), "-w", wh)
+    r = invoke("report", "w", "-f", "html", "-o", str(page), "-w", wh)
     assert r.returncode == 0, r.stderr
     assert "<html" in page.read_text().lower()
 
@@ -148,11 +148,11 @@ def test_output_into_a_new_folder_is_made(small_cli_wh):
 def test_output_folder_with_several_metrics_gets_one_csv_per_metric(small_cli_wh):
     import csv
 
-    from conftest import run_cli
+    from helpers.cli import invoke
 
     root, wh = small_cli_wh
     out = root / "per_metric"
-    r = run_cli("metric", "total_kernel_time", "avg_step_time", "--all", "-w", wh, "-o", str(out))
+    r = invoke("metric", "total_kernel_time", "avg_step_time", "--all", "-w", wh, "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["avg_step_time.csv", "total_kernel_time.csv"]
     rows = list(csv.DictReader((out / "total_kernel_time.csv").open()))
@@ -164,18 +164,18 @@ def test_details_of_several_metrics_nest_in_json_and_parquet(small_cli_wh):
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from conftest import run_cli
+    from helpers.cli import invoke
 
     root, wh = small_cli_wh
     names = ("total_kernel_time", "coll_call_num")
-    r = run_cli("metric", *names, "--all", "-w", wh, "-f", "json")
+    r = invoke("metric", *names, "--all", "-w", wh, "-f", "json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     coll = [row for row in rows if row["metric"] == "coll_call_num"]
     assert coll and all(isinstance(row["details"], dict) for row in coll)
     assert coll[0]["details"]["source"] == "gpu_kernels"
     out = root / "long.parquet"
-    r = run_cli("metric", *names, "--all", "-w", wh, "-f", "parquet", "-o", str(out))
+    r = invoke("metric", *names, "--all", "-w", wh, "-f", "parquet", "-o", str(out))
     assert r.returncode == 0, r.stderr
     table = pq.read_table(out)
     assert pa.types.is_struct(table.schema.field("details").type)
@@ -322,14 +322,14 @@ def test_two_nsight_exports_99_days_apart_become_two_traces_with_the_evidence(tm
     import csv
     import io
 
-    from conftest import run_cli
+    from helpers.cli import invoke
 
     _two_exports(tmp_path / "two_runs", days=99)
     wh = str(tmp_path / "wh")
-    r = run_cli("ingest", str(tmp_path / "two_runs"), "-w", wh, "-q")
+    r = invoke("ingest", str(tmp_path / "two_runs"), "-w", wh, "-q")
     assert r.returncode == 0, r.stderr
     assert "started 99.0 days apart" in r.stderr and "train_a.sqlite first, bench_b.sqlite last" in r.stderr
-    r = run_cli("traces", "-w", wh, "-f", "csv")
+    r = invoke("traces", "-w", wh, "-f", "csv")
     assert r.returncode == 0, r.stderr
     rows = {row["trace"]: row for row in csv.DictReader(io.StringIO(r.stdout))}
     assert sorted(rows) == ["two_runs+bench_b", "two_runs+train_a"]
@@ -343,7 +343,7 @@ def test_files_of_one_trace_a_day_apart_are_flagged_in_cclq_traces(tmp_path):
     import io
     import json
 
-    from conftest import run_cli
+    from helpers.cli import invoke
 
     from cclq.synth.kineto import KinetoTraceBuilder
 
@@ -356,9 +356,9 @@ def test_files_of_one_trace_a_day_apart_are_flagged_in_cclq_traces(tmp_path):
         doc["baseTimeNanoseconds"] = base
         path.write_text(json.dumps(doc))
     wh = str(tmp_path / "wh")
-    r = run_cli("ingest", str(tmp_path / "w"), "-w", wh, "-q")
+    r = invoke("ingest", str(tmp_path / "w"), "-w", wh, "-q")
     assert "start 3.0 days apart" in r.stderr, r.stderr
-    (row,) = list(csv.DictReader(io.StringIO(run_cli("traces", "-w", wh, "-f", "csv").stdout)))
+    (row,) = list(csv.DictReader(io.StringIO(invoke("traces", "-w", wh, "-f", "csv").stdout)))
     assert row["flag"] == "files start 3.0 days apart" and row["rank_source"]
 
 
@@ -380,6 +380,7 @@ class _StopAfter:
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_ctrl_c_commits_what_was_parsed_says_so_and_the_trace_is_flagged_partial(tmp_path, monkeypatch):
     import csv
     import io
@@ -388,7 +389,7 @@ def test_ctrl_c_commits_what_was_parsed_says_so_and_the_trace_is_flagged_partial
 
     monkeypatch.setattr(run_module, "SMALL_FILE_BYTES", 0)  # a file at a time (a group is staged whole)
 
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     from cclq.ingest.report import IngestInterrupted
     from cclq.ingest.run import ingest
@@ -506,7 +507,7 @@ def test_a_name_clash_on_dask_names_both_folders_or_gets_a_distinct_id(tmp_path)
 def test_several_partial_traces_are_named_in_one_warning_line(tmp_path):
     """A folder of rank samples (one file of an 8-rank run each) is common in shared trace
     collections: the warning names them all on one line instead of one line each."""
-    from conftest import run_cli
+    from helpers.cli import invoke
 
     for name, keep in (("a", 1), ("b", 3)):
         generate_workload(tmp_path / "full" / name, ranks=4, steps=1, layers=1, seed=7)
@@ -514,9 +515,9 @@ def test_several_partial_traces_are_named_in_one_warning_line(tmp_path):
         for f in sorted((tmp_path / "full" / name).iterdir()):
             if not f.name.startswith("kineto_trace_") or int(f.name.split("_")[2].split(".")[0]) < keep:
                 f.rename(tmp_path / "in" / name / f.name)
-    r = run_cli("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q")
+    r = invoke("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q")
     assert r.returncode == 0, r.stderr
-    r = run_cli("metric", "total_kernel_time", "--all", "-w", str(tmp_path / "wh"), "-f", "csv")
+    r = invoke("metric", "total_kernel_time", "--all", "-w", str(tmp_path / "wh"), "-f", "csv")
     lines = [line for line in r.stderr.splitlines() if "partial" in line]
     assert lines == ["cclq: warning: 2 traces are partial, their values cover the ranks present only: "
                      "a (1 of 4 ranks), b (3 of 4 ranks) (re-run `cclq ingest` if one was interrupted; "

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -100,7 +102,7 @@ def test_without_a_compiler_the_install_works_and_reads_with_msgspec(tmp_path):
         "from cclq.formats.base import ReadOptions\n"
         "from cclq.formats.chrome import compiled\n"
         "from cclq.formats.chrome.reader import parser_name\n"
-        "from readers import both, assert_same\n"
+        "from helpers.readers import both, assert_same\n"
         "from pathlib import Path\n"
         "fast, ref = both(Path(sys.argv[3])); assert_same(fast, ref)\n"
         "print(compiled.AVAILABLE, parser_name(fast.result, ReadOptions()), compiled.description())\n"

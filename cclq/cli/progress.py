@@ -64,7 +64,7 @@ def _line(text: str) -> None:
 
 
 class IngestProgress:
-    """A ``cclq.ingest.Reporter`` drawing one bar over all bytes to parse."""
+    """A ``cclq.ingest.report.Reporter`` drawing one bar over all bytes to parse."""
 
     def __init__(self, enabled: bool = True, interval_s: float | None = None) -> None:
         self.enabled = enabled

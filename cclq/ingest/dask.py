@@ -224,7 +224,7 @@ def this_worker() -> str:
 # ------------------------------------------------------------------------ ingest
 def parse_on_dask(todo: list[FileTask], warehouse: Warehouse, dask: str, reporter: Reporter,
                   options: ReadOptions | None = None) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
-    """``cclq.ingest._run_parsers`` on a Dask cluster, with its contract: (task, result)
+    """``cclq.ingest.run._run_parsers`` on a Dask cluster, with its contract: (task, result)
     in ``todo`` order, and None when ``COMMIT_INTERVAL_S`` passed without one (so that
     the committer can commit meanwhile). A file's bytes count on the progress bar when
     its result arrives. Closing the generator cancels the parses that have not ended.
@@ -255,7 +255,7 @@ def _running_marker(tmp_dir: str, file_id: str) -> Path:
 
 def parse_task(path: str, file_id: str, tmp_dir: str, trace: str, fingerprint: str,
                options: ReadOptions | None = None) -> ParsedFile | TraceFileError:
-    """What a worker runs for one file: ``cclq.ingest.parse_file``, with a marker in
+    """What a worker runs for one file: ``cclq.ingest.parse.parse_file``, with a marker in
     ``tmp/`` for as long as it runs."""
     from cclq.ingest import parse
 

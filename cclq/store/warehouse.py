@@ -343,7 +343,7 @@ class Warehouse:
         """Exclusive lock for writers; a second writer waits for the first.
 
         ``lock_fd`` names the descriptor while the lock is held: a forked parser process
-        inherits it and must close its copy (``cclq.ingest._init_worker``), or an orphaned
+        inherits it and must close its copy (``cclq.ingest.parse.init_worker``), or an orphaned
         worker would keep the lock after its parent was killed.
         """
         self.claim()

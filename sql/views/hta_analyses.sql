@@ -5,7 +5,7 @@
 -- kernels (breakdown_analysis._analyze_idle_time_for_stream) and the
 -- name/duration aggregation with HTA's "others" bucketing
 -- (breakdown_analysis._aggr_gpu_kernel_time). The hta_* metrics that summarise
--- them are in sql/metrics/hta_*; golden checks in tests/test_hta_analyses.py.
+-- them are in sql/metrics/hta_*; golden checks in tests/query/test_hta_analyses.py.
 --
 -- Ties in HTA's sorts. HTA sorts these series with pandas' default
 -- (`sort_values(by="ts")`, numpy's unstable quicksort, a SIMD sort on recent

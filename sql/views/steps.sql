@@ -52,7 +52,7 @@ SELECT * FROM (VALUES
 -- ProfilerStep filter (a prefix test per event instead of hashing every CPU op
 -- name for the rules; engine markers are looked for from version 2 only, so the
 -- version-1 steps cost what they did before): a new rule must pass it
--- (tests/test_metrics_inference.py checks the shipped ones do). The regexes then
+-- (tests/query/test_metrics_inference.py checks the shipped ones do). The regexes then
 -- run once per distinct (name, cat), not per event (the LATERAL is a delim
 -- join, as in gpu_ops_classified_with).
 CREATE OR REPLACE MACRO _step_markers_with(rules_version) AS TABLE

@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_TRACES
 from helpers import hta_notebooks as nb
+from helpers.paths import SHARED_TRACES
 
 NEEDS_SHARED = {"trace_analysis_demo", "kernel_breakdown_demo", "identify_stragglers"}
 

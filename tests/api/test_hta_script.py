@@ -21,12 +21,14 @@ from pathlib import Path
 
 import hta_script
 import pytest
-from conftest import SHARED_TRACES, require_shared
+from helpers.paths import SHARED_TRACES, require_shared
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("plotly")
 
 import cclq  # noqa: E402
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden" / "api"
 FOLDERS = ["alexnet", "amd_mi250", "df_index_resolver", "mtia_single_rank", "nccl_data",

@@ -8,7 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers.paths import REPO
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

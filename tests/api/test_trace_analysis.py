@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import GOLDEN, SHARED_TRACES, require_shared
+from helpers.paths import GOLDEN, SHARED_TRACES, require_shared
 
 import cclq
 
@@ -57,6 +57,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> cclq.Workspace:
     return cclq.open(tmp_path_factory.mktemp("ta") / "wh")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_trace_analysis_returns_htas_tables(folder: str, workspace: cclq.Workspace) -> None:
     ta = cclq.TraceAnalysis(trace_dir=SHARED_TRACES / f"hta_{folder}", warehouse=workspace)
@@ -114,6 +115,7 @@ def analyses(workspace: cclq.Workspace) -> dict[str, cclq.TraceAnalysis]:
     return {f: cclq.TraceAnalysis(trace_dir=SHARED_TRACES / f"hta_{f}", warehouse=workspace) for f in FOLDERS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_counter_summaries_are_htas(folder: str, analyses: dict[str, cclq.TraceAnalysis],
                                     workspace: cclq.Workspace) -> None:
@@ -143,6 +145,7 @@ def test_counter_summaries_are_htas(folder: str, analyses: dict[str, cclq.TraceA
     assert len(blocked) == len(_golden(folder, "time_blocked_on_full_queue")[1]) == 0  # no queue reaches 1024
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_breakdowns_and_launches_are_htas(folder: str, analyses: dict[str, cclq.TraceAnalysis]) -> None:
     ta = analyses[folder]
@@ -173,6 +176,7 @@ def test_breakdowns_and_launches_are_htas(folder: str, analyses: dict[str, cclq.
     assert ta.get_profiler_steps() == [int(r["profiler_step"]) for r in _golden(folder, "profiler_steps")[1]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_sequences_and_critical_path_are_htas(folder: str, analyses: dict[str, cclq.TraceAnalysis],
                                               tmp_path: Path) -> None:
@@ -201,6 +205,7 @@ def test_sequences_and_critical_path_are_htas(folder: str, analyses: dict[str, c
     assert all(math.isclose(got[k], v, rel_tol=1e-9, abs_tol=1e-12) for k, v in want.items())
 
 
+@pytest.mark.slow
 def test_critical_path_of_any_window(analyses: dict[str, cclq.TraceAnalysis]) -> None:
     """instance_id picks the ProfilerStep (a pair: a range of them); a window past the last
     is an error that says how many there are; an annotation no name has gives None, as HTA."""

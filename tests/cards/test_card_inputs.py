@@ -6,7 +6,8 @@ import subprocess
 import sys
 import time
 
-from conftest import gpu_trace, query, run_ingest
+from helpers.traces import gpu_trace
+from helpers.warehouse import query, run_ingest
 
 
 def test_a_card_with_numbers_that_fit_no_column_does_not_stop_the_ingest(tmp_path, wh):

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_TRACES, query, require_shared, run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.paths import REPO, SHARED_TRACES, require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.cards.check import check_card_document, check_card_file
 from cclq.cards.load import find_card, load_card
@@ -209,17 +211,17 @@ def test_cli_prints_one_line_per_problem_and_exits_1(tmp_path: Path):
         tiny_trace(folder)
     (good / "workload_card.yaml").write_text(GOOD_CARD)
     (bad / "workload_card.yaml").write_text(GOOD_CARD.replace("tp: 4", "tp: four"))
-    done = run_cli("cards", "check", str(tmp_path))
+    done = invoke("cards", "check", str(tmp_path))
     assert done.returncode == 1
     card = bad / "workload_card.yaml"
     assert done.stdout.splitlines() == [
         f"{card}: Model-executor.model_plan_parallelization.tp: must be a whole number >= 1, got text 'four'"]
     assert "2 card(s) checked: 1 problem(s) in 1 card(s); 1 workload(s) without a card" in done.stderr
-    as_json = run_cli("cards", "check", str(bad), "--format", "json")
+    as_json = invoke("cards", "check", str(bad), "--format", "json")
     assert json.loads(as_json.stdout) == [{"file": str(card), "field": "Model-executor.model_plan_parallelization.tp",
                                            "problem": "must be a whole number >= 1, got text 'four'"}]
-    assert run_cli("cards", "check", str(good / "workload_card.yaml")).returncode == 0
-    missing = run_cli("cards", "check", str(tmp_path / "nowhere"))
+    assert invoke("cards", "check", str(good / "workload_card.yaml")).returncode == 0
+    missing = invoke("cards", "check", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
 
 
@@ -228,6 +230,7 @@ def test_the_sample_workload_card_is_clean():
     assert len(report.cards) == 1 and report.problems == []
 
 
+@pytest.mark.slow
 def test_real_cards_are_accepted_except_what_is_really_wrong():
     """The shared cards follow the template; the DLRM card says ep 8 for a model without
     experts (its embedding tables are sharded, which the template has no field for)."""

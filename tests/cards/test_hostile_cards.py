@@ -8,8 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import metric_rows, query, run_cli, run_ingest
-from test_metrics_leaderboard import build_mfu_train, build_two_nodes
+from helpers.cli import invoke
+from helpers.leaderboard import build_mfu_train, build_two_nodes
+from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.cards.check import check_card_file
 from cclq.synth.kineto import KinetoTraceBuilder
@@ -42,7 +43,7 @@ def test_a_deeply_nested_card_is_refused_and_the_collection_ingests(tmp_path, wh
     assert query(wh, "SELECT DISTINCT trace FROM events ORDER BY 1") == [("a",), ("b",)]
     problems = check_card_file(tmp_path / "in" / "a" / card_name)
     assert [p.problem for p in problems] == ["nested deeper than 32 levels: not a workload card"]
-    done = run_cli("cards", "check", str(tmp_path / "in"))
+    done = invoke("cards", "check", str(tmp_path / "in"))
     assert done.returncode == 1
     assert "nested deeper than 32 levels" in done.stdout + done.stderr
     assert "a bug" not in done.stderr and "Traceback" not in done.stderr
@@ -103,11 +104,12 @@ def test_a_zero_total_count_gives_no_nan_and_a_reason(tmp_path, wh):
     assert row["reason"] == "the card's total_count is not above 0: no devices to divide by"
 
 
+@pytest.mark.slow
 def test_every_metric_gives_a_reason_for_every_null_under_impossible_cards(tmp_path, wh):
     """Every metric (latest version) over workloads whose cards hold zeros where no
     hardware or model can (bandwidth, device counts, batch, sequence length, parameters):
     a NULL or NaN value always comes with its reason."""
-    from test_metrics_leaderboard import build_mfu_infer
+    from helpers.leaderboard import build_mfu_infer
 
     from cclq.query.metrics import run_metric
     from cclq.query.registry import registry

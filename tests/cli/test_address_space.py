@@ -11,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SHARED
+import pytest
+from helpers.paths import SHARED
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 2_000_000_000

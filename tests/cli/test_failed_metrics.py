@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 from typer.testing import CliRunner
 
 import cclq.query.metrics as metrics
@@ -40,6 +40,7 @@ def _run(*args: str):
     return CliRunner().invoke(app, [*args, "--no-cache"])
 
 
+@pytest.mark.slow
 def test_report_lists_a_failed_metric_as_failed_and_exits_3(two_runs):
     table = _run("report", "a", "-w", str(two_runs.root))
     assert table.exit_code == 3
@@ -57,6 +58,7 @@ def test_report_lists_a_failed_metric_as_failed_and_exits_3(two_runs):
         len(g["metrics"]) for g in data["categories"])
 
 
+@pytest.mark.slow
 def test_diff_lists_a_failed_metric_and_exits_3(two_runs):
     table = _run("diff", "a", "b", "-w", str(two_runs.root))
     assert table.exit_code == 3

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.warehouse import run_ingest
 
 from cclq.query.registry import CATEGORIES, latest_specs, nearest
 from cclq.store.warehouse import Warehouse
@@ -23,7 +24,7 @@ def wh(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _usage_error(*args: str) -> tuple[str, str]:
-    done = run_cli(*args)
+    done = invoke(*args)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     error, hint = (done.stderr.strip().splitlines() + [""])[:2]
     return error, hint
@@ -37,6 +38,7 @@ def test_nearest_names():
     assert nearest("qqqqqq", names) == []
 
 
+@pytest.mark.slow
 def test_did_you_mean_each_kind_of_name(wh: str):
     error, hint = _usage_error("metric", "comunication_overlap_ratio", "--all", "-w", wh)
     assert error == "cclq: error: unknown metric 'comunication_overlap_ratio'"
@@ -54,7 +56,7 @@ def test_did_you_mean_each_kind_of_name(wh: str):
 
 
 def test_trace_accepts_globs(wh: str):
-    done = run_cli("metric", "total_kernel_time", "--trace", "Run_*", "-w", wh, "-f", "csv")
+    done = invoke("metric", "total_kernel_time", "--trace", "Run_*", "-w", wh, "-f", "csv")
     assert done.returncode == 0, done.stderr
     rows = done.stdout.strip().splitlines()[1:]
     assert sorted({r.split(",")[0] for r in rows}) == ["Run_A", "Run_B"] and len(rows) == 4  # 2 ranks each
@@ -64,7 +66,7 @@ def test_trace_accepts_globs(wh: str):
 
 def test_metrics_listing_is_one_line_each_and_filters():
     specs = latest_specs()
-    done = run_cli("metrics")
+    done = invoke("metrics")
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and len(lines) == len(specs)
     assert [line.split()[0] for line in lines] == [s.name for s in specs]
@@ -72,18 +74,18 @@ def test_metrics_listing_is_one_line_each_and_filters():
     line = next(x for x in lines if x.startswith("total_kernel_time "))
     assert line.split()[1:3] == ["s", "compute"]
 
-    by_category = run_cli("metrics", "communication").stdout.splitlines()
+    by_category = invoke("metrics", "communication").stdout.splitlines()
     assert {x.split()[0] for x in by_category} == {s.name for s in specs if s.category == "communication"}
-    hta = [x.split()[0] for x in run_cli("metrics", "--category", "hta").stdout.splitlines()]
+    hta = [x.split()[0] for x in invoke("metrics", "--category", "hta").stdout.splitlines()]
     assert hta == [x.split()[0] for x in lines if x.split()[2] == "hta"] and hta
 
-    found = {x.split()[0] for x in run_cli("metrics", "overlap").stdout.splitlines()}
+    found = {x.split()[0] for x in invoke("metrics", "overlap").stdout.splitlines()}
     assert {"communication_overlap_ratio", "compute_comm_overlap", "hta_comm_comp_overlap"} <= found
     assert "total_kernel_time" not in found
 
 
 def test_applicable_says_what_can_apply_and_why_not(wh: str):
-    done = run_cli("metrics", "--applicable", "Run_A", "-w", wh, "-f", "csv")
+    done = invoke("metrics", "--applicable", "Run_A", "-w", wh, "-f", "csv")
     assert done.returncode == 0, done.stderr
     rows = {r.split(",")[0]: r for r in done.stdout.splitlines()[1:]}
     assert len(rows) == len(latest_specs())
@@ -92,12 +94,12 @@ def test_applicable_says_what_can_apply_and_why_not(wh: str):
     assert ",may," in rows["total_kernel_time"] and ",may," in rows["collective_skew"]  # two ranks
     # the generator's card says phase training: the inference metrics cannot apply
     assert ",no,the workload card says phase training (tpot is for inference)," in rows["tpot"]
-    text = run_cli("metrics", "--applicable", "Run_A", "-w", wh).stdout
+    text = invoke("metrics", "--applicable", "Run_A", "-w", wh).stdout
     assert text.startswith("Run_A: formats kineto, tables events, 2 rank(s), card phase training\n")
 
 
 def test_explain_shows_header_file_and_version():
-    done = run_cli("metric", "total_kernel_time", "--explain")
+    done = invoke("metric", "total_kernel_time", "--explain")
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     assert out[0] == "total_kernel_time v1 (versions: v1)"

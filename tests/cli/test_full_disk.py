@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import gpu_trace, run_cli
+from helpers.cli import invoke
+from helpers.traces import gpu_trace
 
 
 @pytest.fixture
@@ -32,13 +33,14 @@ def _bytes(root: Path) -> dict[str, str]:
             for p in root.rglob("*") if p.is_file() and "spill" not in p.parts and "tmp" not in p.parts}
 
 
+@pytest.mark.slow
 def test_a_board_onto_a_full_disk_is_one_line(tmp_path: Path, small_disk: Path) -> None:
     gpu_trace(tmp_path / "in" / "work" / "rank0.json")
     wh = tmp_path / "wh"
-    assert run_cli("ingest", str(tmp_path / "in"), "-w", str(wh), "-q").returncode == 0
+    assert invoke("ingest", str(tmp_path / "in"), "-w", str(wh), "-q").returncode == 0
     (small_disk / "filler").write_bytes(os.urandom(200 << 10))  # leave ~56 KB
     before = _bytes(wh)
-    done = run_cli("board", str(small_disk / "site"), "-w", str(wh), "-q")
+    done = invoke("board", str(small_disk / "site"), "-w", str(wh), "-q")
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "disk full" in lines[0] and str(small_disk) in lines[0], done.stderr

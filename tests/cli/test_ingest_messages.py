@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import gpu_trace, run_cli
+import pytest
+from helpers.cli import invoke, run_cli
+from helpers.traces import gpu_trace
 
 from cclq.synth.kineto import generate_workload
 
@@ -22,29 +24,31 @@ def _card_warnings(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("cclq: warning:") and "card problem" in ln]
 
 
+@pytest.mark.slow
 def test_a_card_warning_is_said_once_not_on_every_reingest(tmp_path: Path):
     folder = tmp_path / "in" / "w1"
     folder.mkdir(parents=True)
     gpu_trace(folder / "kineto_trace_0.json")
     (folder / "workload_card.yaml").write_text(BAD_CARD)
     wh = str(tmp_path / "wh")
-    first = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    first = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert first.returncode == 0, first.stderr
     assert len(_card_warnings(first.stderr)) == 1
-    again = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    again = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert again.returncode == 0 and _card_warnings(again.stderr) == [], again.stderr
     # a new trace file in the folder, the card unchanged: still not repeated
     gpu_trace(folder / "kineto_trace_1.json", rank=1, world=2)
-    more = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    more = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert more.returncode == 0 and _card_warnings(more.stderr) == [], more.stderr
     # the card changed (still with problems): said again; --force says it again too
     (folder / "workload_card.yaml").write_text(BAD_CARD + "batch_size: 8\n")
-    changed = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    changed = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert len(_card_warnings(changed.stderr)) == 1, changed.stderr
-    forced = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q", "--force")
+    forced = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q", "--force")
     assert len(_card_warnings(forced.stderr)) == 1, forced.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_what_was_committed(tmp_path: Path):
     # files big enough that the parse of the other ranks is still going when the first is
     # done, and above the size that ingest parses as one group (a group commits whole)
@@ -80,6 +84,7 @@ def test_ctrl_c_says_what_was_committed(tmp_path: Path):
     assert f",{committed}," in listed.stdout.splitlines()[1] or f"partial: {committed} of 8" in listed.stdout
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_any_command_says_it_was_interrupted(tmp_path: Path):
     """typer ends a command interrupted by Ctrl-C with a silent exit 130; cclq says so."""
     code = ("import cclq.present.board.build as b\n"

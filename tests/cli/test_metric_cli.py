@@ -9,7 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import invoke, run_cli
+from helpers.warehouse import run_ingest
 
 from cclq.query.cache import cache_key, cached_result, metric_key
 from cclq.query.metrics import run_metric
@@ -33,13 +34,14 @@ def _csv(text: str) -> list[dict]:
 
 
 def _one(wh: Path, name: str) -> list[dict]:
-    result = run_cli("metric", name, "--all", "-w", str(wh), "-f", "csv", "--no-cache")
+    result = invoke("metric", name, "--all", "-w", str(wh), "-f", "csv", "--no-cache")
     assert result.returncode == 0, result.stderr
     return _csv(result.stdout)
 
 
+@pytest.mark.slow
 def test_several_metrics_print_one_long_table_of_each_metrics_rows(two_workloads):
-    result = run_cli("metric", "total_kernel_time", "avg_step_time", "--all", "-w", str(two_workloads), "-f", "csv")
+    result = invoke("metric", "total_kernel_time", "avg_step_time", "--all", "-w", str(two_workloads), "-f", "csv")
     assert result.returncode == 0, result.stderr
     rows = _csv(result.stdout)
     assert list(rows[0]) == ["metric", "version", "trace", "rank", "step", "value", "unit", "reason", "details"]
@@ -58,14 +60,15 @@ def test_several_metrics_print_one_long_table_of_each_metrics_rows(two_workloads
     assert sum(r["metric"] == "total_kernel_time" for r in rows) == 6
 
 
+@pytest.mark.slow
 def test_a_category_writes_one_file_per_metric(two_workloads, tmp_path):
     out = tmp_path / "results"
-    result = run_cli("metric", "--category", "memory", "--all", "-w", str(two_workloads), "-f", "csv", "-o", str(out))
+    result = invoke("metric", "--category", "memory", "--all", "-w", str(two_workloads), "-f", "csv", "-o", str(out))
     assert result.returncode == 0, result.stderr
     expected = sorted(s.name for s in latest_specs() if s.category == "memory")
     assert expected and sorted(p.stem for p in out.iterdir()) == expected
     for name in expected:
-        assert (out / f"{name}.csv").read_text() == run_cli(
+        assert (out / f"{name}.csv").read_text() == invoke(
             "metric", name, "--all", "-w", str(two_workloads), "-f", "csv").stdout
 
 
@@ -76,7 +79,7 @@ def test_a_category_writes_one_file_per_metric(two_workloads, tmp_path):
     (["total_kernel_time", "avg_step_time", "-p", "nonsense=1"], "parameter nonsense"),
 ])
 def test_metric_usage_errors_are_one_line(two_workloads, args, message):
-    result = run_cli("metric", *args, "--all", "-w", str(two_workloads))
+    result = invoke("metric", *args, "--all", "-w", str(two_workloads))
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 

@@ -10,7 +10,8 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_TRACES, run_cli
+from helpers.cli import invoke
+from helpers.paths import SHARED_TRACES
 
 from cclq.compat.main import run_here
 from cclq.query.partial import expected_ranks, partial_traces
@@ -34,32 +35,33 @@ def partial_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "partial" in line]
 
 
+@pytest.mark.slow
 def test_said_by_ingest_once_and_by_traces_and_silenced_by_the_flag(tmp_path):
     rank_sample(tmp_path, "a", 1)
     rank_sample(tmp_path, "b", 4)
     wh = str(tmp_path / "wh")
-    r = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    r = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert r.returncode == 0, r.stderr
     assert partial_lines(r.stderr) == ["cclq: warning: trace 'a' is partial (1 of 4 ranks): its values cover those "
                                        "ranks only (re-run `cclq ingest` if it was interrupted; --allow-partial to "
                                        "accept)"]
     # the next ingest writes nothing: nothing said again
-    r = run_cli("ingest", str(tmp_path / "in"), "-w", wh, "-q")
+    r = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert r.returncode == 0 and partial_lines(r.stderr) == []
     # `cclq traces` flags it in its table and names it on stderr
-    r = run_cli("traces", "-w", wh, "-f", "csv")
+    r = invoke("traces", "-w", wh, "-f", "csv")
     flags = {row["trace"]: row["flag"] for row in csv.DictReader(io.StringIO(r.stdout))}
     assert flags == {"a": "partial: 1 of 4 ranks", "b": ""}
     assert len(partial_lines(r.stderr)) == 1 and "'a'" in r.stderr
     # the board and the report do not say it on every run
     for args in (["board", str(tmp_path / "site"), "-q"], ["report", "a"]):
-        r = run_cli(*args, "-w", wh)
+        r = invoke(*args, "-w", wh)
         assert r.returncode == 0 and partial_lines(r.stderr) == [], (args, r.stderr)
     # every command that says it takes the flag that silences it
     rank_sample(tmp_path / "more", "c", 2)
     for args in (["ingest", str(tmp_path / "more" / "in"), "-q"], ["traces"],
                  ["metric", "total_kernel_time", "--all"]):
-        r = run_cli(*args, "-w", wh, "--allow-partial")
+        r = invoke(*args, "-w", wh, "--allow-partial")
         assert r.returncode == 0, (args, r.stderr)
         assert partial_lines(r.stderr) == [], args
 
@@ -89,10 +91,10 @@ def host_profile(folder: Path, card: str) -> Path:
 def test_an_xprof_host_profile_is_partial_against_hosts_not_devices(tmp_path, xpu, partial):
     host_profile(tmp_path / "in" / "tpu", f"workload:\n  hardware:\n    xpu_spec: {xpu}\n")
     wh = tmp_path / "wh"
-    r = run_cli("ingest", str(tmp_path / "in"), "-w", str(wh), "-q")
+    r = invoke("ingest", str(tmp_path / "in"), "-w", str(wh), "-q")
     assert r.returncode == 0, r.stderr
     assert partial_traces(Warehouse(wh)) == ({"tpu": partial} if partial else {})
-    r = run_cli("traces", "-w", str(wh), "-f", "csv")
+    r = invoke("traces", "-w", str(wh), "-f", "csv")
     (row,) = csv.DictReader(io.StringIO(r.stdout))
     assert row["flag"] == (f"partial: {partial}" if partial else "")
 
@@ -106,11 +108,12 @@ def test_expected_ranks_rule():
     assert expected_ranks(None, {"kineto"}, None, None) is None and expected_ranks(None, {"kineto"}, 0, 8) is None
 
 
+@pytest.mark.slow
 def test_the_shared_one_host_jax_profile_is_whole(tmp_path):
     folder = SHARED_TRACES / "xla_jax_cpu_4dev"
     if not folder.is_dir():
         pytest.skip(f"{folder} is not here (../shared/traces)")
     wh = tmp_path / "wh"
-    r = run_cli("ingest", str(folder), "-w", str(wh), "-q")
+    r = invoke("ingest", str(folder), "-w", str(wh), "-q")
     assert r.returncode == 0 and partial_lines(r.stderr) == [], r.stderr
     assert partial_traces(Warehouse(wh)) == {}

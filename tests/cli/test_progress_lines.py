@@ -6,16 +6,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import run_cli
+import pytest
+from helpers.cli import invoke
 
 from cclq.query.registry import latest_specs
 from cclq.synth.kineto import generate_workload
 
 
+@pytest.mark.slow
 def test_ingest_and_report_write_a_line_per_step_when_piped(tmp_path: Path):
     generate_workload(tmp_path / "in" / "dp2", ranks=2, steps=2, layers=1, seed=3)
     wh = str(tmp_path / "wh")
-    done = run_cli("ingest", str(tmp_path / "in"), "-w", wh)
+    done = invoke("ingest", str(tmp_path / "in"), "-w", wh)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert re.fullmatch(r"ingest: 2 file\(s\) to parse, \d+\.\d MB", lines[0]), done.stderr
@@ -23,7 +25,7 @@ def test_ingest_and_report_write_a_line_per_step_when_piped(tmp_path: Path):
                                              r"\d+\.\d\d s \(\d+\.\d s in all\)$", x)]
     assert len(per_file) == 2, done.stderr
 
-    done = run_cli("report", "dp2", "-w", wh, "--no-cache")
+    done = invoke("report", "dp2", "-w", wh, "--no-cache")
     assert done.returncode == 0, done.stderr
     total = len(latest_specs())
     steps = [x for x in done.stderr.splitlines() if x.startswith("metrics ")]
@@ -40,7 +42,7 @@ def test_ingest_and_report_write_a_line_per_step_when_piped(tmp_path: Path):
 def test_ingest_summary_does_not_wrap_when_piped(tmp_path: Path):
     name = "a_workload_whose_name_is_long_enough_to_wrap_at_80_columns"
     generate_workload(tmp_path / "in" / name, ranks=1, steps=2, layers=1, seed=3)
-    done = run_cli("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"))
+    done = invoke("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"))
     assert done.returncode == 0, done.stderr
     (row,) = [x for x in done.stderr.splitlines() if x.startswith("│")]
     assert f"│ {name} │" in row and "kineto_trace_0.json" in row
@@ -49,7 +51,7 @@ def test_ingest_summary_does_not_wrap_when_piped(tmp_path: Path):
 def test_ingest_of_an_empty_folder_says_what_it_looked_for_and_fails(tmp_path: Path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.md").write_text("no traces here")
-    done = run_cli("ingest", str(tmp_path / "empty"), "-w", str(tmp_path / "wh"))
+    done = invoke("ingest", str(tmp_path / "empty"), "-w", str(tmp_path / "wh"))
     assert done.returncode == 1
     error, hint = done.stderr.splitlines()
     assert error == f"cclq: error: no trace or results file under {tmp_path / 'empty'}"

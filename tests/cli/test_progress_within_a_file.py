@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import run_cli
+from helpers.cli import run_cli
 
 from cclq.cli.progress import DEFAULT_INTERVAL_S, IngestProgress, progress_interval
 from cclq.synth.kineto import generate_workload

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import run_cli
+from helpers.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIGINAL = "#!/usr/bin/env python3\n# CCL-Bench's dispatcher\nprint('ccl-bench')\n"
@@ -25,16 +25,16 @@ def checkout(tmp_path: Path) -> Path:
 
 def test_the_shim_refuses_then_replaces_and_answers(tmp_path):
     repo = checkout(tmp_path)
-    proc = run_cli("ccl-bench", "shim", str(repo))
+    proc = invoke("ccl-bench", "shim", str(repo))
     assert proc.returncode == 2 and "--force" in proc.stderr and "Traceback" not in proc.stderr
     assert (repo / "tools" / "main.py").read_text() == ORIGINAL  # untouched
-    proc = run_cli("ccl-bench", "shim", str(repo), "--force")
+    proc = invoke("ccl-bench", "shim", str(repo), "--force")
     assert proc.returncode == 0, proc.stderr
     assert (repo / "tools" / "main_ccl_bench.py").read_text() == ORIGINAL
     assert "cclq.compat.main" in (repo / "tools" / "main.py").read_text()
     assert (repo / ".gitignore").read_text() == "*.pyc\n# cclq's warehouse (cclq ccl-bench shim)\n.cclq/\n"
     # again: the shim is recognised (no --force needed), .gitignore not extended twice
-    assert run_cli("ccl-bench", "shim", str(repo)).returncode == 0
+    assert invoke("ccl-bench", "shim", str(repo)).returncode == 0
     assert (repo / ".gitignore").read_text().count(".cclq/") == 1
 
     # the call CCL-Bench's generate_data.py makes, from the checkout's root
@@ -54,5 +54,5 @@ def test_the_shim_refuses_then_replaces_and_answers(tmp_path):
 
 
 def test_no_such_folder(tmp_path):
-    proc = run_cli("ccl-bench", "shim", str(tmp_path / "nope"))
+    proc = invoke("ccl-bench", "shim", str(tmp_path / "nope"))
     assert proc.returncode == 2 and "no such folder" in proc.stderr

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_ccl_bench_names import CCL_BENCH_NAMES
+from helpers.ccl_bench import CCL_BENCH_NAMES
 
 from cclq.compat.main import run_here
 from cclq.query.registry import registry, resolve

@@ -9,45 +9,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from helpers.daemon import _main, _paths
 
 from cclq.compat import daemon
-from cclq.synth.kineto import generate_workload
 
-
-@pytest.fixture
-def setup(tmp_path):
-    """Two workloads, a warehouse, and an environment whose daemon home is the test's own."""
-    generate_workload(tmp_path / "in" / "a", ranks=2, steps=3, layers=2, seed=1)
-    generate_workload(tmp_path / "in" / "b", ranks=4, steps=2, layers=1, seed=2)
-    (tmp_path / "tmp").mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "CCLQ_DAEMON": "1", "CCLQ_DAEMON_IDLE_S": "60",
-           "CCLQ_WAREHOUSE": str(tmp_path / "wh")}
-    yield tmp_path, env
-    subprocess.run([sys.executable, "-m", "cclq.compat.daemon_process", "--stop"], env=env, capture_output=True)
-
-
-def _main(env: dict, *args: str, cwd: Path | None = None, daemon_on: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cclq.main", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**env, "CCLQ_DAEMON": "1" if daemon_on else "0"})
-
-
-def _paths(tmp_path: Path) -> dict[str, Path]:
-    old = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(tmp_path / "tmp")
-    import tempfile
-    tempfile.tempdir = None
-    try:
-        return daemon.daemon_paths((tmp_path / "wh").resolve())
-    finally:
-        if old is None:
-            del os.environ["TMPDIR"]
-        else:
-            os.environ["TMPDIR"] = old
-        tempfile.tempdir = None
-
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 CALLS = [("a", "total_kernel_time"), ("b", "avg_step_time"), ("a", "communication_fraction"),
          ("b", "ttft"), ("a", "no_such_metric")]

@@ -15,7 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from test_daemon import _main, _paths, setup  # noqa: F401 (the fixture)
+import pytest
+from helpers.daemon import _main, _paths
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 def _daemon_pid(paths: dict[str, Path]) -> int:

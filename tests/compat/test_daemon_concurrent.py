@@ -10,10 +10,13 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from test_daemon import _main, _paths, setup  # noqa: F401 (the fixture)
+import pytest
+from helpers.daemon import _main, _paths
 
 from cclq.compat.daemon import _dumps, _loads
 from cclq.synth.kineto import generate_workload
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 METRICS = ["total_kernel_time", "avg_step_time", "communication_fraction", "mean_sm_coverage",
            "collective_vol_allreduce_gb", "dominant_kernel_concentration"]

@@ -22,9 +22,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from test_board_config import GPU_CARD, TPU_CARD
-from test_ccl_bench_names import build_gpu, build_tpu
+from helpers.cards import GPU_CARD, TPU_CARD
+from helpers.ccl_bench import build_gpu, build_tpu
+from helpers.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT = Path(os.environ.get("CCL_BENCH_CHECKOUT", ROOT.parent / "ccl-bench"))
@@ -117,7 +117,7 @@ def site(tmp_path_factory) -> dict[str, Path]:
         shutil.copy(CHECKOUT / "website" / "generate_data.py", repo / "website" / "generate_data.py")
     else:
         (repo / "website" / "generate_data.py").write_text(GENERATOR)
-    assert run_cli("ccl-bench", "shim", str(repo), "--force").returncode == 0
+    assert invoke("ccl-bench", "shim", str(repo), "--force").returncode == 0
     pairs = [
         {"trace": str(traces / "gpu_run"), "metrics": "auto", "required_update": True},
         {"trace": str(traces / "tpu_run") + "/", "metrics": "auto"},  # as written, with the slash
@@ -130,6 +130,7 @@ def site(tmp_path_factory) -> dict[str, Path]:
     return {"repo": repo, "real": Path("real") if real else Path("replica")}
 
 
+@pytest.mark.slow
 def test_generate_data_through_the_shim_and_board_config_write_the_same_cells(site):
     repo = site["repo"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CCLQ_DAEMON": "0"}
@@ -141,7 +142,7 @@ def test_generate_data_through_the_shim_and_board_config_write_the_same_cells(si
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     via_shim = json.loads((repo / "website" / "benchmark_data.json").read_text())
     out = repo.parent / "board_out"
-    proc = run_cli("board", str(out), "-q", "--config", str(repo / "website" / "benchmark_config.json"),
+    proc = invoke("board", str(out), "-q", "--config", str(repo / "website" / "benchmark_config.json"),
                    "-w", str(repo / ".cclq" / "warehouse"), cwd=repo)
     assert proc.returncode == 0, proc.stderr
     board = json.loads((out / "benchmark_data.json").read_text())

@@ -8,36 +8,13 @@ find; ``cclq board --config`` fills the pair's row (its card's metadata, its num
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from test_ccl_bench_names import CCL_BENCH_NAMES
+from helpers.ccl_bench import CCL_BENCH_NAMES
+from helpers.cli import invoke
+from helpers.several_runs import two_runs
 
 from cclq.compat.main import run_here
-from cclq.synth.nsys import NsysExportBuilder
-
-DAY_NS = 86_400 * 10**9
-START = 1_700_000_000 * 10**9
-GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
-CARD = "workload:\n  model:\n    phase: training\nmetric_source:\n  traces: [nsys]\n"
-
-
-def two_runs(folder: Path) -> Path:
-    """a_hpc.sqlite: recorded 99 days after b_bench.sqlite (first by name, not by time);
-    kernels of 10 + 30 us (a) and one of 7 us (b)."""
-    folder.mkdir(parents=True)
-    a = NsysExportBuilder(session_start_ns=START + 99 * DAY_NS)
-    p = a.process(pid=100, name="cloverleaf")
-    a.kernel(p, 0, 7, 2_000, 12_000, GEMM, grid=(264, 1, 1))
-    a.kernel(p, 0, 7, 20_000, 50_000, "advec_cell_kernel", grid=(66, 1, 1))
-    a.write(folder / "a_hpc.sqlite")
-    b = NsysExportBuilder(session_start_ns=START)
-    p = b.process(pid=200, name="saxpy")
-    b.kernel(p, 0, 7, 1_000, 8_000, "saxpy_kernel", grid=(132, 1, 1))
-    b.write(folder / "b_bench.sqlite")
-    (folder / "workload_card.yaml").write_text(CARD)
-    return folder
 
 
 def call(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -65,6 +42,7 @@ def test_the_folder_answers_for_the_export_ccl_bench_reads(tmp_path, capsys):
     assert float(out.splitlines()[-1]) == pytest.approx(75.0)
 
 
+@pytest.mark.slow
 def test_no_name_says_it_does_not_apply_for_want_of_the_trace(tmp_path, capsys):
     """Each of the 61 names: a number, or nan with the metric's reason about a's run."""
     folder = two_runs(tmp_path / "pipit")
@@ -89,7 +67,7 @@ def test_board_config_fills_the_row_of_a_folder_of_runs(tmp_path):
             "avg_step_time": {"unit": "s", "trace_types": ["json"]}}
     cfg = tmp_path / "benchmark_config.json"
     cfg.write_text(json.dumps({"pairs": [{"trace": str(folder), "metrics": "auto"}], "metric_info": info}))
-    proc = run_cli("board", str(tmp_path / "out"), "--config", str(cfg), "-w", str(tmp_path / "wh"))
+    proc = invoke("board", str(tmp_path / "out"), "--config", str(cfg), "-w", str(tmp_path / "wh"))
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads((tmp_path / "out" / "benchmark_data.json").read_text())["rows"]
     assert row["metadata"]["trace_types"] == ["nsys"] and row["metadata"]["workload_name"] == "pipit"

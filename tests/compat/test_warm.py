@@ -10,7 +10,8 @@ import contextlib
 import io
 from pathlib import Path
 
-from test_several_runs import two_runs
+import pytest
+from helpers.several_runs import two_runs
 
 from cclq.compat.main import run_here
 from cclq.compat.warm import WarmCalls
@@ -48,6 +49,7 @@ def _collection(root: Path) -> list[Path]:
     return folders
 
 
+@pytest.mark.slow
 def test_first_call_prepares_the_siblings_and_every_answer_is_the_cold_one(tmp_path):
     folders = _collection(tmp_path / "collection")
     warm_wh, cold = tmp_path / "warm_wh", tmp_path / "cold"

@@ -9,9 +9,11 @@ import json
 import sys
 
 import pytest
-from conftest import run_cli
+from helpers.cli import run_cli
 
 from cclq.synth.kineto import generate_workload
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 def _tables(stdout: str) -> list[list[dict[str, str]]]:
@@ -81,7 +83,7 @@ def test_board_bench_times_the_four_cases_over_the_copies():
 
 def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
     """Copies must not share file ids: HTA's views join on the file id alone."""
-    from conftest import query
+    from helpers.warehouse import query
 
     from cclq.bench.run import board_warehouse
     from cclq.store.warehouse import Warehouse
@@ -133,7 +135,7 @@ def test_the_ccl_bench_case_prepares_folders_both_tools_read(tmp_path):
     """`cclq bench --ccl-bench`: the workloads laid out as CCL-Bench's tools read them (JSON
     decompressed, a card with trace types where there is none), and a folder that is not a
     CCL-Bench checkout refused before anything runs."""
-    from conftest import require_shared
+    from helpers.paths import require_shared
 
     from cclq.bench.ccl_bench import SHARED_FOLDERS, prepare_folders, run_ccl_bench_bench
     from cclq.errors import UsageError

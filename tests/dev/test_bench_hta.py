@@ -1,4 +1,4 @@
-"""The HTA comparison benchmark (cclq/bench_hta.py): the shape of its rows on a tiny trace.
+"""The HTA comparison benchmark (cclq/bench/hta.py): the shape of its rows on a tiny trace.
 
 The cclq side always runs. The HTA side runs only when ``CCLQ_HTA_PYTHON`` names an
 interpreter that has HolisticTraceAnalysis 0.5.0 (it is not a cclq dependency).
@@ -129,7 +129,10 @@ def two_rank_workload(root: Path) -> Path:
 
 def test_every_shared_analysis_rows_without_hta(tmp_path: Path) -> None:
     """--hta-all's rows on a small trace with no HTA interpreter: the HTA row says why,
-    the three cclq.TraceAnalysis rows time every analysis of ALL_ANALYSES without error."""
+    the three cclq.TraceAnalysis rows time every analysis of ALL_ANALYSES without error.
+    cclq.TraceAnalysis answers in pandas and its analyses import plotly: the hta extra."""
+    pytest.importorskip("pandas", reason="the hta extra is not installed (pip install -e '.[hta]')")
+    pytest.importorskip("plotly", reason="the hta extra is not installed (pip install -e '.[hta]')")
     folder = two_rank_workload(tmp_path)
     hta, first, again, cached = run_hta_all_bench(folder, str(tmp_path / "no-python"), repeats=1)
     assert hta["case"].startswith("HTA ") and "cannot start" in hta["errors"]

@@ -10,7 +10,7 @@ import json
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
-from readers import assert_same, both
+from helpers.readers import assert_same, both
 
 from cclq.formats.base import READER_COMPILED
 from cclq.formats.chrome import compiled

@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import SHARED_TRACES, query, require_shared, run_cli, run_ingest
+import pytest
+from helpers.cli import invoke
+from helpers.paths import SHARED_TRACES, require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.synth.kineto import KinetoTraceBuilder
 
@@ -22,6 +25,7 @@ def _tensor_bytes(value) -> int:
     return 0
 
 
+@pytest.mark.slow
 def test_the_dlrm_execution_traces_every_node_and_tensor(tmp_path, wh):
     require_shared()
     report = run_ingest([SHARED_TRACES / "dlrm_param_8xV100"], wh)
@@ -44,6 +48,7 @@ def test_the_dlrm_execution_traces_every_node_and_tensor(tmp_path, wh):
                      [rank]) == [(rank,)]
 
 
+@pytest.mark.slow
 def test_dlrm_execution_traces_link_to_their_kineto_ops(tmp_path, wh):
     """PyTorch 2.0 wrote no Record function id on Kineto ops: the link is by op order, and
     every linked pair agrees on its tensors' shapes."""
@@ -62,6 +67,7 @@ def test_dlrm_execution_traces_link_to_their_kineto_ops(tmp_path, wh):
     assert all(kineto == et for kineto, et in pairs)
 
 
+@pytest.mark.slow
 def test_chakra_tensor_lists_nest(tmp_path, wh):
     require_shared()
     run_ingest([SHARED_TRACES / "chakra_et"], wh)
@@ -125,7 +131,7 @@ def test_a_truncated_execution_trace_fails_alone(tmp_path):
     text = json.dumps({"schema": "1.0.1", "pid": 1, "nodes": [{"id": i, "name": "aten::add", "parent": 1}
                                                               for i in range(100)]})
     (tmp_path / "w" / "et_0.json").write_text(text[: len(text) // 2])
-    result = run_cli("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "-q")
+    result = invoke("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "-q")
     assert result.returncode == 1
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("cclq: error:")]
     assert line.startswith(f"cclq: error: {tmp_path / 'w' / 'et_0.json'}: invalid JSON at byte")

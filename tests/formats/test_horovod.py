@@ -6,7 +6,7 @@ the comments from the placements."""
 from __future__ import annotations
 
 import pytest
-from conftest import metric_rows, query, run_ingest
+from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.formats.chrome.ijson_reader import HOROVOD_TRUNCATED, HOROVOD_UNTERMINATED
 from cclq.synth.horovod import HorovodTimelineBuilder

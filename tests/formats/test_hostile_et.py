@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import query, run_ingest
-from test_hostile_nsys import _capped
+from helpers.cli import run_capped
+from helpers.warehouse import query, run_ingest
 
 from cclq.formats.base import ReadOptions
 from cclq.formats.limits import MIB, ReadLimits
@@ -28,7 +28,7 @@ def _et(path: Path, nodes_text: str) -> Path:
 
 
 def _ingest_capped(tmp_path: Path, *extra: str):
-    return _capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1", *extra,
+    return run_capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1", *extra,
                    timeout=90)
 
 
@@ -38,6 +38,7 @@ def _error_line(done) -> str:
     return line
 
 
+@pytest.mark.slow
 def test_an_et_nested_50000_deep_is_refused_quickly(tmp_path):
     """100 KB nested 50,000 deep peaked at 6.2 GB and was ingested."""
     deep = "[" * 50_000 + "]" * 50_000
@@ -49,6 +50,7 @@ def test_an_et_nested_50000_deep_is_refused_quickly(tmp_path):
     assert seconds < 30
 
 
+@pytest.mark.slow
 def test_one_huge_et_node_is_refused_under_the_node_bound(tmp_path):
     """A 52 MB ET of one node peaked at 2.7 GB: a node is an event, bounded by --max-event-mb."""
     big = _node(2, extra_values=list(range(6_000_000)))
@@ -69,6 +71,7 @@ def _wh(tmp_path: Path):
     return Warehouse(tmp_path / "wh2")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["et", "kineto-fast", "kineto-ijson"])
 def test_an_over_long_integer_is_one_line_not_a_crash(tmp_path, kind):
     """An integer of 5,000 digits: ijson's C backend segfaulted converting it (the whole

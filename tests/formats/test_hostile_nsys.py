@@ -6,14 +6,12 @@ memory cap and a timeout."""
 from __future__ import annotations
 
 import hashlib
-import resource
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from conftest import query, run_ingest
+import pytest
+from helpers.cli import run_capped
+from helpers.warehouse import query, run_ingest
 
 from cclq.formats.base import ReadOptions
 from cclq.formats.limits import MIB, ReadLimits
@@ -22,19 +20,6 @@ from cclq.synth.nsys import NsysExportBuilder
 
 def _q(name: str) -> str:  # the test's own quoting (the code's quote_ident is under test)
     return '"' + name.replace('"', '""') + '"'
-
-
-MEMORY_CAP = 2560 << 20  # as tests/formats/test_hostile_reader.py: ~1 GiB left to the read itself
-
-
-def _capped(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
-
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
-                          capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
-    return done, time.perf_counter() - start
 
 
 def _export(path: Path, session: int = 1_700_000_000_000_000_000, kernels: int = 2) -> Path:
@@ -54,6 +39,7 @@ HOSTILE_TABLE = ("MPI_A_EVENTS AS t CROSS JOIN (WITH RECURSIVE r(x) AS (SELECT 1
                  "SELECT x FROM r ORDER BY x) AS s --_EVENTS")
 
 
+@pytest.mark.slow
 def test_a_table_name_that_is_sql_is_never_read(tmp_path):
     """A table named ``MPI_A_EVENTS AS t CROSS JOIN (WITH RECURSIVE ...) --_EVENTS`` was
     pasted into ``FROM``: ingest hung while SQLite's temp file grew. Only tables named as
@@ -66,7 +52,7 @@ def test_a_table_name_that_is_sql_is_never_read(tmp_path):
     con.commit()
     con.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
-    done, seconds = _capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1",
+    done, seconds = run_capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1",
                             timeout=60)
     assert done.returncode == 0, done.stderr
     assert seconds < 30
@@ -103,6 +89,7 @@ def test_sqlite_time_is_bounded_per_file(tmp_path, wh):
     assert "a bug" not in failed.message
 
 
+@pytest.mark.slow
 def test_a_huge_string_fails_the_file_with_the_string_bound(tmp_path):
     """A 200 MB ``StringIds.value`` ran out of memory; SQLite now refuses a value past
     the string bound (``--max-string-mb``), under a memory cap."""
@@ -111,7 +98,7 @@ def test_a_huge_string_fails_the_file_with_the_string_bound(tmp_path):
     con.execute("UPDATE StringIds SET value = ? WHERE value = 'gemm'", ("k" * (24 * MIB),))
     con.commit()
     con.close()
-    done, seconds = _capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1")
+    done, seconds = run_capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1")
     assert done.returncode == 1
     (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("cclq: error:")]
     assert "nsys_0.sqlite" in line and line.endswith("(limit --max-string-mb)"), done.stderr

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import resource
 import subprocess
 import sys
-import time
 import zlib
 from pathlib import Path
 
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from conftest import metric_rows, query, run_ingest, write_trace  # noqa: E402
+from helpers.cli import run_capped  # noqa: E402
+from helpers.readers import assert_same, both  # noqa: E402
+from helpers.traces import write_trace  # noqa: E402
+from helpers.warehouse import metric_rows, query, run_ingest  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from readers import assert_same, both  # noqa: E402
 
 from cclq.formats.base import ReadOptions  # noqa: E402
 from cclq.formats.chrome import events as ev  # noqa: E402
@@ -34,27 +33,6 @@ from cclq.formats.limits import MIB, ReadLimits  # noqa: E402
 
 READERS = ["fast", "msgspec", "ijson"]  # fast: the compiled parser where it was built
 GOOD = [{"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
-# Bytes of address space for a capped cclq process. Address space, not memory: pyarrow's
-# allocator reserves 1 GiB of it at start-up and glibc 64-128 MiB per thread that mallocs
-# (~1.5 GiB before the first byte is read, with the catalog's and Arrow's threads), so the
-# cap leaves ~1 GiB to the read itself.
-MEMORY_CAP = 2560 << 20
-
-
-def _capped(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
-    """Runs ``cclq`` with its address space capped; (process, seconds)."""
-    def cap() -> None:
-        # AddressSanitizer (.ci/run's run of the compiled parser) maps terabytes of shadow
-        # memory: there the cap is left off and the bounds are still checked by the answers
-        if "libasan" not in os.environ.get("LD_PRELOAD", ""):
-            resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
-
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
-                          capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
-    return done, time.perf_counter() - start
-
-
 def _folder_with(tmp_path: Path, name: str, hostile: Path | None = None) -> Path:
     root = tmp_path / name
     write_trace(root / "rank0.json", GOOD, distributedInfo={"rank": 0})
@@ -167,11 +145,12 @@ def _huge_string_file(path: Path, mb: int) -> None:
         f.write(b'", "pid": 1, "tid": 1, "ts": 1}]}')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_a_100_mb_string_fails_in_seconds_not_minutes(tmp_path, reader):
     root = _folder_with(tmp_path, "w")
     _huge_string_file(root / "rank1.json", 100)
-    done, seconds = _capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
+    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
                             "--reader", reader)
     assert done.returncode == 1, done.stderr
     at = len(b'{"traceEvents": [{"ph": "X", "name": "') - 1  # the string's opening quote
@@ -208,6 +187,7 @@ def _gzip_stream(path: Path, head: bytes, fill: bytes, mb: int, tail: bytes) -> 
         f.write(comp.flush())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_a_gzip_bomb_of_one_string_fails_on_the_inflate_ratio(tmp_path, reader):
     """The reported case: 1 MB of .json.gz that expands to one string of a gigabyte. Its
@@ -217,13 +197,14 @@ def test_a_gzip_bomb_of_one_string_fails_on_the_inflate_ratio(tmp_path, reader):
     bomb = root / "rank1.json.gz"
     _gzip_stream(bomb, b'{"traceEvents": [{"ph": "X", "name": "', b"a", 1024, b'", "ts": 1}]}')
     assert bomb.stat().st_size < 2 * MIB
-    done, seconds = _capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
+    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
                             "--reader", reader)
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"cclq: error: {bomb}: gzip stream expands more than 200 times (")
     assert seconds < 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_a_gzip_bomb_fails_on_the_string_bound_while_streaming(tmp_path, reader):
     """With the base time in the head there is no tail read: the stream stops the string
@@ -232,7 +213,7 @@ def test_a_gzip_bomb_fails_on_the_string_bound_while_streaming(tmp_path, reader)
     bomb = root / "rank1.json.gz"
     head = b'{"baseTimeNanoseconds": 5, "traceEvents": [{"ph": "X", "name": "'
     _gzip_stream(bomb, head, b"a", 1024, b'", "ts": 1}]}')
-    done, seconds = _capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
+    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
                             "--reader", reader)
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip() == (f"cclq: error: {bomb}: a JSON string or number longer than 16 MiB at "
@@ -240,13 +221,14 @@ def test_a_gzip_bomb_fails_on_the_string_bound_while_streaming(tmp_path, reader)
     assert seconds < 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_a_gzip_bomb_fails_on_the_inflate_ratio_while_streaming(tmp_path, reader):
     """Content no other bound stops (whitespace): the expansion itself does."""
     root = _folder_with(tmp_path, "w")
     bomb = root / "rank1.json.gz"
     _gzip_stream(bomb, b'{"baseTimeNanoseconds": 5, "traceEvents": [', b" ", 1024, b"]}")
-    done, seconds = _capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
+    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
                             "--reader", reader)
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"cclq: error: {bomb}: gzip stream expands more than 200 times (")
@@ -254,11 +236,12 @@ def test_a_gzip_bomb_fails_on_the_inflate_ratio_while_streaming(tmp_path, reader
     assert seconds < 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", READERS)
 def test_nesting_100000_levels_deep_fails_fast_in_flat_memory(tmp_path, reader):
     root = _folder_with(tmp_path, "w")
     (root / "rank1.json").write_text('{"traceEvents": [{"args": ' + "[" * 100_000 + "]" * 100_000 + "}]}")
-    done, seconds = _capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
+    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
                             "--reader", reader)
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip() == (f"cclq: error: {root / 'rank1.json'}: JSON nested deeper than 64 levels at "
@@ -288,14 +271,15 @@ def test_the_default_bounds_read_every_shared_trace():
     assert DEFAULT_LIMITS.max_inflate_ratio >= 29 * 4
 
 
+@pytest.mark.slow
 def test_cli_flags_set_the_bounds(tmp_path):
     _huge_string_file(tmp_path / "t.json", 2)
     args = ["ingest", str(tmp_path / "t.json"), "--warehouse", str(tmp_path / "wh"), "--quiet"]
-    done, _ = _capped(*args, "--max-string-mb", "1")
+    done, _ = run_capped(*args, "--max-string-mb", "1")
     assert done.returncode == 1 and "longer than 1 MiB" in done.stderr
-    done, _ = _capped(*args, "--max-string-mb", "3")
+    done, _ = run_capped(*args, "--max-string-mb", "3")
     assert done.returncode == 0, done.stderr
-    done, _ = _capped(*args, "--reader", "simdjson")
+    done, _ = run_capped(*args, "--reader", "simdjson")
     assert done.returncode == 2 and "--reader must be one of fast, msgspec, ijson" in done.stderr
 
 

@@ -1,4 +1,4 @@
-"""The structural scan (cclq/formats/jsonscan.py): its vectorised form against its
+"""The structural scan (cclq/formats/chrome/jsonscan.py): its vectorised form against its
 specification written as a byte loop, on any text cut into any blocks."""
 
 from __future__ import annotations

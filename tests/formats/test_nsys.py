@@ -11,14 +11,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import (
-    SHARED_TRACES,
-    metric_rows,
-    query,
-    require_shared,
-    run_cli,
-    run_ingest,
-)
+from helpers.cli import invoke
+from helpers.paths import SHARED_TRACES, require_shared
+from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.synth.kineto import KinetoTraceBuilder
 from cclq.synth.nsys import NsysExportBuilder
@@ -34,6 +29,7 @@ def _raw(path: Path, sql: str) -> tuple:
         con.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["perlmutter-cloverleaf-cuda.sqlite", "saxpy-mpi-cuda_nsys_perlmutter0.sqlite"])
 def test_real_exports_keep_every_kernel_and_copy(tmp_path, wh, name):
     require_shared()
@@ -58,6 +54,7 @@ def test_real_exports_keep_every_kernel_and_copy(tmp_path, wh, name):
     assert query(wh, "SELECT DISTINCT format FROM files") == [("nsys",)]
 
 
+@pytest.mark.slow
 def test_the_shared_folder_of_two_unrelated_exports_takes_both(tmp_path, wh):
     """Two exports whose sessions started 99 days apart (saxpy 2023-06-26, cloverleaf
     2023-10-04) are two runs: each is a trace of its own (issue 21), rank 0 in each;
@@ -161,7 +158,7 @@ def test_a_missing_column_is_one_clear_line(tmp_path):
     con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN correlationId")
     con.commit()
     con.close()
-    result = run_cli("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "-q")
+    result = invoke("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "-q")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"cclq: error: {path}: Nsight Systems export (schema 3.13.2): table CUPTI_ACTIVITY_KIND_KERNEL has no column "

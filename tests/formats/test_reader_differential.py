@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from conftest import SHARED, query, require_shared, run_ingest
-from readers import assert_same, both, read_with
+from helpers.paths import SHARED, require_shared
+from helpers.readers import assert_same, both, read_with
+from helpers.warehouse import query, run_ingest
 
 import cclq.formats.chrome.chunks as chunks
 from cclq.formats.chrome import compiled
@@ -40,6 +41,7 @@ def _shared_files() -> list[Path]:
     return files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _shared_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shared_trace_reads_the_same_with_both_readers(path, chunked):
     require_shared()
@@ -52,6 +54,7 @@ def test_every_shared_trace_reads_the_same_with_both_readers(path, chunked):
     assert_same(fast, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["hta_nccl_data", "xprof_tf_bert_8gpu", "kineto_legacy_resnet50", "hta_ns_resolution"])
 def test_helper_processes_read_a_file_the_same(name, monkeypatch, chunked):
     """``-j2`` on one file: chunks parsed on threads give the same rows (with msgspec,
@@ -78,6 +81,7 @@ def test_threads_pair_begin_end_across_chunks_without_a_second_read(tmp_path, mo
     assert not [k for k in fast.result.notes if k.startswith("read again")]
 
 
+@pytest.mark.slow
 def test_shared_traces_are_listed():
     require_shared()
     assert len(_shared_files()) >= 20
@@ -292,6 +296,7 @@ def test_invalid_json_fails_with_the_same_message_from_both_readers(tmp_path, ch
     assert fast.error == ref.error
 
 
+@pytest.mark.slow
 def test_ingest_of_the_shared_traces_gives_the_same_warehouse_with_both_readers(tmp_path, chunked):
     """Every table a user queries: events, files (but for which reader and when), stats."""
     from cclq.formats.base import ReadOptions

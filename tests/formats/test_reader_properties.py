@@ -12,9 +12,9 @@ import string
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+from helpers.readers import assert_same, both  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from readers import assert_same, both  # noqa: E402
 
 import cclq.formats.chrome.chunks as chunks  # noqa: E402
 import cclq.formats.source as source  # noqa: E402
@@ -224,6 +224,7 @@ def test_helper_processes_read_generated_traces_the_same(tmp_path, chunked, doc,
     _compare(tmp_path, doc.encode(), False, chunk, 4096, "par", threads=2, reader=chunked)
 
 
+@pytest.mark.slow
 def test_the_generators_make_what_they_claim():
     """A sanity check of the generators themselves: valid JSON, with the forms asked for."""
     from hypothesis import find

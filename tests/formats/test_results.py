@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import metric_rows, query, run_ingest
+from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.synth.kineto import KinetoTraceBuilder
 

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import duckdb
 import pytest
-from conftest import require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.errors import UnsupportedFormat
 from cclq.formats import xplane
@@ -122,7 +123,7 @@ def tpu(tmp_path_factory) -> Warehouse:
 
 def _hand(s: TpuTraceSpec) -> SimpleNamespace:
     """Expected values for a spec, worked out from the generator's layout (see
-    cclq/synth_xla.py), never from cclq's output. With the default spec: 4 devices, 3
+    cclq/synth/xla.py), never from cclq's output. With the default spec: 4 devices, 3
     steps; per device d and step the XLA Ops line runs, each op followed by a 1000 ns
     gap: conv (40000 + 2000 d ns), all-gather-start (1000), loop fusion (25000),
     all-gather-done (2000), 4 all-reduces, copy (3000)."""
@@ -363,6 +364,7 @@ def real(tmp_path_factory) -> Warehouse:
     return wh
 
 
+@pytest.mark.slow
 def test_jax_cpu_profile_host_ops_stand_in_for_devices(real):
     raw = _raw_events(require_shared() / "xla_jax_cpu_4dev" / "host0.trace.json.gz")
     ops = [e for e in raw if e.get("ph") == "X" and "hlo_op" in e.get("args", {})]
@@ -398,6 +400,7 @@ def test_jax_cpu_profile_host_ops_stand_in_for_devices(real):
         ("host_annotation", 5)]
 
 
+@pytest.mark.slow
 def test_tf_bert_profile_has_eight_gpu_planes_and_host_collectives(real):
     t = "xprof_tf_bert_8gpu"
     planes = query(real, f"SELECT device FROM xla_planes WHERE trace = '{t}' AND is_device ORDER BY 1")
@@ -587,6 +590,7 @@ def test_a_failing_conversion_fails_that_file_alone(tmp_path, wh, fake_xprof):
     assert report.failed[0].message.endswith("xprof could not convert this xplane.pb: ValueError: bad XSpace proto")
 
 
+@pytest.mark.slow
 def test_real_xprof_converts_the_bert_xplane(tmp_path, wh):
     traces = require_shared()
     pytest.importorskip("xprof.convert.raw_to_tool_data")  # the optional extra cclq[xprof]

@@ -1,36 +1,33 @@
 """cclq on a real Dask cluster (a ``LocalCluster`` of two worker processes, one thread
 each): ``--dask`` ingest gives the warehouse a local ingest gives, also when a worker is
 killed mid-ingest or a file keeps killing workers; metrics computed by trace partitions
-on the workers are the tables a local run gives. Skipped without the ``dask`` extra."""
+on the workers are the tables a local run gives. Skipped without the ``dask`` extra (the
+``distributed`` fixture, tests/ingest/conftest.py: nothing here imports dask at collection)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import math
-import os
-import signal
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from helpers.cli import run_cli
+from helpers.presentation_traces import board_workloads
+from helpers.traces import write_trace
 
-distributed = pytest.importorskip("distributed")
-
-from conftest import run_cli, write_trace  # noqa: E402
-from presentation_traces import board_workloads  # noqa: E402
-
-from cclq.errors import TraceFileError, UsageError  # noqa: E402
-from cclq.ingest.dask import _DaskParses, check_workers  # noqa: E402  (after the skip)
+from cclq.errors import TraceFileError, UsageError
+from cclq.ingest.dask import _DaskParses, check_workers
 from cclq.ingest.parse import PARSER_DIED, FileTask
 from cclq.ingest.report import IngestReport
 from cclq.ingest.run import ingest
-from cclq.query.dask import plan_partitions, run_metric_on_dask, run_metrics_on_dask  # noqa: E402
+from cclq.query.dask import plan_partitions, run_metric_on_dask, run_metrics_on_dask
 from cclq.query.metrics import run_metric, run_metrics
 from cclq.query.registry import latest_specs, resolve
-from cclq.query.session import connect  # noqa: E402
-from cclq.schema import TABLE_SCHEMAS  # noqa: E402
-from cclq.store.warehouse import Warehouse  # noqa: E402
+from cclq.query.session import connect
+from cclq.schema import TABLE_SCHEMAS
+from cclq.store.warehouse import Warehouse
 
 
 # Metric columns whose last bits depend on the order DuckDB adds DOUBLEs up in (an avg or
@@ -38,7 +35,7 @@ from cclq.store.warehouse import Warehouse  # noqa: E402
 # too, with another thread count or even with the same one. They are compared to 1e-12;
 # every other column, and the row order, byte for byte.
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(distributed):
     import dask
 
     # what `--dask local` starts: a task gives up after two worker deaths
@@ -98,6 +95,7 @@ def _assert_same_warehouse(wh: Warehouse, local: Warehouse) -> None:
 
 
 # ------------------------------------------------------------------------ ingest
+@pytest.mark.slow
 def test_ingest_on_the_cluster_gives_the_warehouse_a_local_ingest_gives(cluster, inputs, local_wh, tmp_path):
     local, _client = cluster
     wh = Warehouse(tmp_path / "wh")
@@ -111,64 +109,16 @@ def test_ingest_on_the_cluster_gives_the_warehouse_a_local_ingest_gives(cluster,
     assert {o.status for o in again.outcomes} == {"unchanged", "failed"}
 
 
-class KillParses(distributed.WorkerPlugin):
-    """Fault injection on the workers (re-installed on every worker the nanny restarts):
-    the parse of a file whose path contains ``fragment`` runs to its end, writing its
-    temp data, then the worker process is killed (SIGKILL, as the OOM killer does):
-    ``once`` the first time, ``always`` every time. Each kill appends the temp files the
-    dead attempt left to ``log``."""
-
-    name = "cclq-test-kill-parses"
-
-    def __init__(self, fragment: str, mode: str, log: str) -> None:
-        self.fragment, self.mode, self.log = fragment, mode, log
-
-    def setup(self, worker) -> None:
-        import cclq.ingest.parse as ingest_module
-
-        self.real = real = ingest_module.parse_file
-
-        def parse_file(path: str, file_id: str, tmp_dir: str, trace: str, *options):
-            result = real(path, file_id, tmp_dir, trace, *options)
-            if self.fragment in path and (self.mode == "always" or not Path(self.log).exists()):
-                with open(self.log, "a") as f:
-                    f.write(json.dumps([tmp for _t, _r, tmp, _n in result.parts]) + "\n")
-                os.kill(os.getpid(), signal.SIGKILL)
-            return result
-
-        ingest_module.parse_file = parse_file
-
-    def teardown(self, worker) -> None:
-        import cclq.ingest.parse as ingest_module
-
-        ingest_module.parse_file = self.real
-
-
-class _Faults:
-    """Installs ``KillParses`` on the test cluster's workers, and takes it away."""
-
-    def __init__(self, client) -> None:
-        self.client = client
-        self.installed = False
-
-    def install(self, fragment: str, mode: str, log: Path) -> None:
-        self.client.register_plugin(KillParses(fragment, mode, str(log)))
-        self.installed = True
-
-    def remove(self) -> None:
-        if self.installed:
-            self.client.unregister_worker_plugin(KillParses.name)
-            self.installed = False
-        self.client.wait_for_workers(2)  # the last one killed is back
-
-
 @pytest.fixture
 def faults(cluster):
-    faults = _Faults(cluster[1])
+    from helpers.dask_faults import Faults
+
+    faults = Faults(cluster[1])
     yield faults
     faults.remove()
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_ingest_loses_nothing(cluster, inputs, local_wh, tmp_path, faults):
     local, _client = cluster
     log = tmp_path / "kills.jsonl"
@@ -183,6 +133,7 @@ def test_a_worker_killed_mid_ingest_loses_nothing(cluster, inputs, local_wh, tmp
     assert not any(Path(tmp).exists() for tmp in kills[0])  # the dead attempt's data: swept
 
 
+@pytest.mark.slow
 def test_a_file_that_keeps_killing_workers_fails_alone_and_a_rerun_finishes(cluster, inputs, local_wh,
                                                                             tmp_path, faults):
     local, _client = cluster
@@ -229,7 +180,7 @@ class _StubClient:
 @pytest.mark.parametrize("markers,resubmits,resubmitted", [(0, 0, True), (1, 0, True), (2, 0, False),
                                                           (1, 3, False)])
 def test_a_file_dask_gave_up_on_fails_only_if_it_was_running_at_two_deaths(tmp_path, markers, resubmits,
-                                                                          resubmitted):
+                                                                          resubmitted, distributed):
     """Dask gives up on every task assigned to workers that died, queued or running.
     The markers a dying parse leaves in tmp/ tell the culprit (running at two deaths)
     from a bystander (queued there), which is submitted again, a bounded number of times."""
@@ -247,6 +198,7 @@ def test_a_file_dask_gave_up_on_fails_only_if_it_was_running_at_two_deaths(tmp_p
         assert isinstance(result, TraceFileError) and PARSER_DIED in result.problem and not client.submitted
 
 
+@pytest.mark.slow
 def test_workers_that_run_other_code_or_see_another_warehouse_are_refused(cluster, local_wh, monkeypatch):
     _local, client = cluster
     wh, _report = local_wh
@@ -279,6 +231,7 @@ def _assert_same_result(name: str, mine: pa.Table, local: pa.Table) -> None:
             assert same, (name, column, a, b)
 
 
+@pytest.mark.slow
 def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(cluster, local_wh):
     """Two partitions of the seven traces, one on each worker; each metric's parts are put
     together in the order one query gives."""
@@ -301,6 +254,7 @@ def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(clu
     assert len({r for t in (here[s.name].table for s in specs) for r in t.column("trace").to_pylist()}) == 7
 
 
+@pytest.mark.slow
 def test_the_cache_is_keyed_by_the_whole_selection_in_the_client(cluster, local_wh, tmp_path):
     local, _client = cluster
     wh, _report = local_wh
@@ -323,6 +277,7 @@ def test_the_cache_is_keyed_by_the_whole_selection_in_the_client(cluster, local_
         uncached.close()
 
 
+@pytest.mark.slow
 def test_a_metric_that_fails_on_the_workers_is_a_query_error(cluster, local_wh, tmp_path):
     from dataclasses import replace
 
@@ -349,6 +304,7 @@ def test_partitions_are_balanced_by_events():
 
 
 # --------------------------------------------------------------------------- cli
+@pytest.mark.slow
 def test_cli_ingest_and_metric_with_dask(cluster, inputs, local_wh, tmp_path):
     local, _client = cluster
     wh = tmp_path / "wh"
@@ -364,9 +320,10 @@ def test_cli_ingest_and_metric_with_dask(cluster, inputs, local_wh, tmp_path):
         assert there.stdout == here.stdout and here.stdout.count("\n") > 9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec,problem", [("local:0", "local:N wants a number"), ("local:two", "local:N wants"),
                                           ("no-such-scheduler-file", "not local[:N], a scheduler address")])
-def test_cli_a_bad_dask_option_is_a_usage_error(tmp_path, spec, problem):
+def test_cli_a_bad_dask_option_is_a_usage_error(tmp_path, spec, problem, distributed):
     write_trace(tmp_path / "w" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
     done = run_cli("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "--dask", spec)
     assert done.returncode == 2 and problem in done.stderr and "Traceback" not in done.stderr

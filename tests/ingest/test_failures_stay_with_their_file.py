@@ -10,7 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import gpu_trace, kernel_time_by_trace, query, run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.traces import gpu_trace
+from helpers.warehouse import kernel_time_by_trace, query, run_ingest
 
 from cclq.ingest.plan import trace_id_for
 from cclq.store.warehouse import Warehouse
@@ -207,7 +209,7 @@ def test_a_newline_in_a_file_name_stays_on_one_error_line(tmp_path):
     root = tmp_path / "work"
     gpu_trace(root / "rank0.json")
     (root / "bad\nrank1.json").write_text("not json")
-    result = run_cli("ingest", str(root), "-w", str(tmp_path / "wh"), "-q")
+    result = invoke("ingest", str(root), "-w", str(tmp_path / "wh"), "-q")
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("cclq: error:")]
     assert errors == [f'cclq: error: "{root}/bad\\nrank1.json": not a recognised trace format (text; not JSON, '
@@ -247,7 +249,7 @@ def test_data_no_snapshot_names_is_never_read(tmp_path, wh):
     (rows,) = query(wh, "SELECT count(*) FROM events")
     orphan = wh.root / "events" / "trace=work" / "0123456789abcdef.deadbeef0000.parquet"
     shutil.copy(wh.root / data[0], orphan)  # renamed into place; the snapshot never written
-    result = run_cli("sql", "SELECT count(*) AS n FROM events", "-w", str(wh.root), "-f", "csv")
+    result = invoke("sql", "SELECT count(*) AS n FROM events", "-w", str(wh.root), "-f", "csv")
     assert result.stdout.splitlines() == ["n", str(rows[0])]
     run_ingest([tmp_path / "in"], wh)  # the next writer collects it
     assert not orphan.exists()

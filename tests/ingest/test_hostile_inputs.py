@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import query, run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.warehouse import query, run_ingest
 
 from cclq.compat.main import run_here
 from cclq.synth.kineto import KinetoTraceBuilder
@@ -39,7 +40,7 @@ def test_a_link_out_of_the_input_folder_is_skipped_and_its_content_never_shown(t
     _trace(folder / "rank0.json")
     (folder / "rank1.json").symlink_to(secret)
     (folder / "junk.json").write_bytes(SECRET)  # inside, not a trace: fails without quoting it
-    done = run_cli("ingest", str(tmp_path / "in"), "-w", str(wh.root), "--jobs", "1")
+    done = invoke("ingest", str(tmp_path / "in"), "-w", str(wh.root), "--jobs", "1")
     assert done.returncode == 1
     assert "root:" not in done.stdout + done.stderr
     lines = done.stderr.splitlines()
@@ -95,13 +96,13 @@ def test_a_warehouse_inside_the_input_folder_is_not_input(tmp_path):
     _trace(tmp_path / "in" / "a" / "rank0.json")
     _trace(tmp_path / "in" / "b" / "rank0.json")
     for _ in range(2):
-        done = run_cli("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "in" / "wh"), "-q")
+        done = invoke("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "in" / "wh"), "-q")
         assert done.returncode == 0, done.stderr
-    done = run_cli("sql", "SELECT DISTINCT trace FROM files ORDER BY 1", "-w", str(tmp_path / "in" / "wh"),
+    done = invoke("sql", "SELECT DISTINCT trace FROM files ORDER BY 1", "-w", str(tmp_path / "in" / "wh"),
                    "-f", "csv")
     assert done.stdout.split() == ["trace", "a", "b"]
     # and inside a workload folder
-    done = run_cli("ingest", str(tmp_path / "in" / "a"), "-w", str(tmp_path / "in" / "a" / "wh"), "-q")
+    done = invoke("ingest", str(tmp_path / "in" / "a"), "-w", str(tmp_path / "in" / "a" / "wh"), "-q")
     assert done.returncode == 0, done.stderr
 
 

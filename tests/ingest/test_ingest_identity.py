@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import query, run_cli, run_ingest, write_trace
+from helpers.cli import invoke
+from helpers.traces import write_trace
+from helpers.warehouse import query, run_ingest
 
 from cclq.formats.base import rank_from_name
 from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
@@ -81,20 +83,20 @@ def test_a_folder_of_the_same_name_from_elsewhere_does_not_replace_a_trace(tmp_p
     first = _workload(tmp_path / "a" / "x" / "w")
     second = _workload(tmp_path / "b" / "y" / "w", ranks=1)
     wh = str(tmp_path / "wh")
-    assert run_cli("ingest", str(first), "-w", wh, "-q").returncode == 0
-    result = run_cli("ingest", str(second), "-w", wh, "-q")
+    assert invoke("ingest", str(first), "-w", wh, "-q").returncode == 0
+    result = invoke("ingest", str(second), "-w", wh, "-q")
     assert result.returncode == 1
     assert _error_lines(result.stderr) == [
         f"cclq: error: {second}: trace id 'w' is already taken by files from {first}; "
         "rename the folder, or pass --force to replace it"]
-    paths = run_cli("sql", "SELECT path FROM files ORDER BY path", "-w", wh, "-f", "csv").stdout.split()
+    paths = invoke("sql", "SELECT path FROM files ORDER BY path", "-w", wh, "-f", "csv").stdout.split()
     assert paths == ["path", str(first / "rank0.json"), str(first / "rank1.json")]
     # --force replaces the trace: the other folder's files go, this one's come in
-    result = run_cli("ingest", str(second), "-w", wh, "-q", "--force")
+    result = invoke("ingest", str(second), "-w", wh, "-q", "--force")
     assert result.returncode == 0, result.stderr
-    paths = run_cli("sql", "SELECT path, rank FROM files ORDER BY path", "-w", wh, "-f", "csv").stdout.split()
+    paths = invoke("sql", "SELECT path, rank FROM files ORDER BY path", "-w", wh, "-f", "csv").stdout.split()
     assert paths == ["path,rank", f"{second / 'rank0.json'},0"]
-    events = run_cli("sql", "SELECT count(*) AS n FROM events", "-w", wh, "-f", "csv").stdout.split()
+    events = invoke("sql", "SELECT count(*) AS n FROM events", "-w", wh, "-f", "csv").stdout.split()
     assert events == ["n", "1"]
 
 

@@ -8,7 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import query, run_ingest, write_trace
+from helpers.traces import write_trace
+from helpers.warehouse import query, run_ingest
 
 from cclq.formats.base import ReadOptions
 

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import query, run_ingest, write_trace
+from helpers.traces import write_trace
+from helpers.warehouse import query, run_ingest
 
 import cclq.ingest.parse as ingest_module
 from cclq.synth.kineto import generate_rank_trace

@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import query, run_cli, run_ingest, write_trace
+from helpers.cli import invoke
+from helpers.traces import write_trace
+from helpers.warehouse import query, run_ingest
 
 from cclq.store.warehouse import Warehouse
 
@@ -76,7 +78,7 @@ def test_bad_file_fails_alone_with_one_clear_line(kind, tmp_path):
     _good(root)
     bad = _make_bad(kind, root)
     wh_root = tmp_path / "wh"
-    result = run_cli("ingest", str(root), "--warehouse", str(wh_root), "--quiet")
+    result = invoke("ingest", str(root), "--warehouse", str(wh_root), "--quiet")
     assert result.returncode == 1, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("cclq: error:")]
     assert len(errors) == 1, result.stderr
@@ -93,7 +95,7 @@ def test_truncated_json_error_gives_the_byte_offset(tmp_path):
     root.mkdir()
     p = root / "t.json"
     p.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2}, {"ph": "X", "ts": @}]}')
-    result = run_cli("ingest", str(root), "-w", str(tmp_path / "wh"), "-q")
+    result = invoke("ingest", str(root), "-w", str(tmp_path / "wh"), "-q")
     line = [x for x in result.stderr.splitlines() if x.startswith("cclq: error:")][0]
     # the "@" is byte 67 of the file (0-based)
     assert line.endswith("invalid JSON at byte 67: lexical error: invalid char in json text."), line

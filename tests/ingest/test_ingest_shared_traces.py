@@ -13,10 +13,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import query, require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.formats.chrome.ijson_reader import XPROF_END_MARKER
 from cclq.store.warehouse import Warehouse
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 def _load_exact(path: Path):

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers.cli import invoke
 
 import cclq.ingest.run as ingest_run
 from cclq.compat.main import run_here
@@ -75,7 +75,7 @@ def test_a_refused_file_is_parsed_once_over_three_calls(tmp_path, capsys, parses
     assert entry["path"] == str(folder / "rank0_trace.json") and entry["holder_path"].endswith("kineto_trace_0.json")
 
     # `cclq ingest` says it passed the file over, and why
-    proc = run_cli("ingest", str(folder), "-w", str(wh))
+    proc = invoke("ingest", str(folder), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     assert "rank0_trace.json: not read again: rank 0 of trace 'run' is already taken by" in proc.stderr
 

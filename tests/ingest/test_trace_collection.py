@@ -6,7 +6,8 @@ import gzip
 import re
 from pathlib import Path
 
-from conftest import REPO, query, run_ingest
+from helpers.paths import REPO
+from helpers.warehouse import query, run_ingest
 
 from cclq.synth.kineto import generate_workload
 

@@ -8,7 +8,8 @@ import gzip
 import json
 from pathlib import Path
 
-from conftest import gpu_trace, query, run_ingest
+from helpers.traces import gpu_trace
+from helpers.warehouse import query, run_ingest
 
 from cclq.formats.detect import written_by_cclq
 from cclq.present.chrome_trace import write_trace

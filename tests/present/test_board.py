@@ -11,8 +11,10 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-from conftest import run_cli, run_ingest
-from presentation_traces import SCRIPT_MODEL, board_workloads, two_rank_run
+import pytest
+from helpers.cli import invoke
+from helpers.presentation_traces import SCRIPT_MODEL, board_workloads, two_rank_run
+from helpers.warehouse import run_ingest
 
 from cclq.present.board.build import board_specs, build_board
 from cclq.present.board.svg import Series, bar_chart, line_chart, nice_ticks
@@ -98,6 +100,7 @@ def test_one_row_per_workload_and_the_leaderboard_columns_come_from_the_headers(
     assert result.computed == sorted(cells.rows) and result.reused == 0
 
 
+@pytest.mark.slow
 def test_values_equal_cclq_metric_output_to_the_printed_digits(board_site):
     """Every leaderboard cell: the metric's rows for the trace (what `cclq metric` prints),
     reduced by the metric's summary here, printed with 6 significant digits; n/a cells
@@ -175,6 +178,7 @@ def test_workload_pages_have_every_plot_or_the_reason(board_site):
     assert '<a href="../index.html">' in dp8
 
 
+@pytest.mark.slow
 def test_rebuild_recomputes_only_what_changed(tmp_path: Path):
     inputs = board_workloads(tmp_path / "in")
     for extra in ("synthetic_dp4", "synthetic_dp8", "tpu_xla"):
@@ -242,15 +246,16 @@ def test_a_failing_metric_shows_as_failed_with_its_reason_not_a_broken_page(tmp_
     assert build_board(wh, tmp_path / "site").computed == ["run_a"] and result.computed == ["run_a"]
 
 
+@pytest.mark.slow
 def test_cli_board_and_its_errors(tmp_path: Path):
     two_rank_run(tmp_path / "in" / "run_a")
     wh = Warehouse(tmp_path / "wh")
     run_ingest([tmp_path / "in"], wh)
-    done = run_cli("board", str(tmp_path / "site"), "--warehouse", str(wh.root))
+    done = invoke("board", str(tmp_path / "site"), "--warehouse", str(wh.root))
     assert done.returncode == 0, done.stderr
     assert "board: 1 workload(s), 1 computed, 0 unchanged" in done.stderr and done.stdout == ""
     assert (tmp_path / "site" / "index.html").exists() and (tmp_path / "site" / "assets" / "board.js").exists()
-    missing = run_cli("board", str(tmp_path / "site2"), "--warehouse", str(tmp_path / "nowhere"))
+    missing = invoke("board", str(tmp_path / "site2"), "--warehouse", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
 
 

@@ -20,12 +20,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
-CHROMIUM = Path(os.environ.get("CCLQ_CHROMIUM", "/usr/bin/chromium"))
-CHROMEDRIVER = Path(os.environ.get("CCLQ_CHROMEDRIVER", "/usr/bin/chromedriver"))
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1600,1000", "--force-device-scale-factor=1")
+from helpers.browser import CHROMEDRIVER, CHROMIUM, FLAGS, console_errors
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the board-test extra)")
 if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
@@ -33,6 +28,8 @@ if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
 
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +47,6 @@ def browser():
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
-
-
-def console_errors(driver) -> list[dict]:
-    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def screenshot(driver, tmp_path: Path, name: str) -> Path:

@@ -1,39 +1,23 @@
 """``cclq board OUT --config benchmark_config.json``: CCL-Bench's website config read as
 it is (pairs, "auto" or listed metrics, required_update per pair and per metric), and
 ``--write-config``. Expected rows are written out by hand from the traces of
-tests/query/test_ccl_bench_names.py (two ranks, inner step 1000 us, compute kernels 1200 us a
+tests/helpers/ccl_bench.py (two ranks, inner step 1000 us, compute kernels 1200 us a
 rank; a TPU profile with 10 us of communication device time)."""
 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from test_ccl_bench_names import build_gpu, build_tpu
+from helpers.cards import GPU_CARD, TPU_CARD
+from helpers.ccl_bench import build_gpu, build_tpu
+from helpers.cli import invoke
 
 from cclq.present.board.ccl_bench import build_from_config
 from cclq.present.board.config import auto_metrics, six_digits
 from cclq.store.warehouse import Warehouse
 
-GPU_CARD = textwrap.dedent("""\
-    workload:
-      model: {phase: training}
-      hardware:
-        xpu_spec: {type: GPU, model: nvidia_h100, total_count: 2, count_per_node: 2}
-    metric_source:
-      traces: [json]
-    """)
-TPU_CARD = textwrap.dedent("""\
-    workload:
-      model: {phase: training}
-      hardware:
-        xpu_spec: {type: TPU, model: tpu_v6e, total_count: 2, count_per_node: 2}
-    metric_source:
-      traces: [json_tpu]
-    """)
 METRIC_INFO = {
     "avg_step_time": {"label": "Step Time (s)", "unit": "s", "trace_types": ["json", "json_tpu"],
                       "category": "model_execution"},
@@ -127,18 +111,19 @@ def test_config_pairs_auto_lists_and_required_update(folders, tmp_path):
     assert (result.reused, result.computed) == (2, 1)
 
 
+@pytest.mark.slow
 def test_the_cli_and_write_config(folders, tmp_path):
     wh = tmp_path / "wh"
-    assert run_cli("ingest", str(folders["gpu"]), str(folders["tpu"]), "-w", str(wh)).returncode == 0
+    assert invoke("ingest", str(folders["gpu"]), str(folders["tpu"]), "-w", str(wh)).returncode == 0
     written = tmp_path / "written_config.json"
-    proc = run_cli("board", str(tmp_path / "site1"), "-q", "--write-config", str(written), "-w", str(wh))
+    proc = invoke("board", str(tmp_path / "site1"), "-q", "--write-config", str(written), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(written.read_text())
     assert doc["pairs"] == [{"trace": str(folders["gpu"]), "metrics": "auto", "required_update": False},
                             {"trace": str(folders["tpu"]), "metrics": "auto", "required_update": False}]
     assert "json" in doc["metric_info"]["avg_step_time"]["trace_types"]
     # fed back, it gives one row a pair with every leaderboard metric
-    proc = run_cli("board", str(tmp_path / "site2"), "-q", "--config", str(written), "-w", str(wh))
+    proc = invoke("board", str(tmp_path / "site2"), "-q", "--config", str(written), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     rows = rows_of(tmp_path / "site2")
     assert set(rows) == {str(folders["gpu"]), str(folders["tpu"])}
@@ -147,7 +132,7 @@ def test_the_cli_and_write_config(folders, tmp_path):
     # a config naming a folder that is not there: exit 1, the error named, the rest written
     bad = write_config(tmp_path / "bad.json", [{"trace": str(tmp_path / "missing"), "metrics": "auto"},
                                                {"trace": str(folders["gpu"]), "metrics": ["avg_step_time"]}])
-    proc = run_cli("board", str(tmp_path / "site3"), "-q", "--config", str(bad), "-w", str(wh))
+    proc = invoke("board", str(tmp_path / "site3"), "-q", "--config", str(bad), "-w", str(wh))
     assert proc.returncode == 1
     assert "missing" in proc.stderr and "Traceback" not in proc.stderr
     assert rows_of(tmp_path / "site3")[str(folders["gpu"])]["metrics"] == {"avg_step_time": 0.001}
@@ -175,6 +160,7 @@ def _one_pair_config(path: Path, folder: Path) -> Path:
     return write_config(path, [{"trace": str(folder), "metrics": ["avg_step_time", "kernel_compute_time_group_6"]}])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warehouse", ["missing", "empty"])
 def test_a_first_run_ingests_into_a_missing_or_empty_warehouse(tmp_path, warehouse):
     """docs/ccl-bench.md step 3 on a fresh checkout: no warehouse yet (or an empty folder),
@@ -185,7 +171,7 @@ def test_a_first_run_ingests_into_a_missing_or_empty_warehouse(tmp_path, warehou
     if warehouse == "empty":
         wh.mkdir()
     cfg = _one_pair_config(tmp_path / "benchmark_config.json", tmp_path / "traces" / "gpu_run")
-    proc = run_cli("board", str(tmp_path / "out"), "-q", "--config", str(cfg), "-w", str(wh))
+    proc = invoke("board", str(tmp_path / "out"), "-q", "--config", str(cfg), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     assert "no warehouse" not in proc.stderr
     assert rows_of(tmp_path / "out")[str(tmp_path / "traces" / "gpu_run")]["metrics"] == {
@@ -203,13 +189,14 @@ def test_an_out_that_is_a_file_fails_before_any_work(tmp_path, with_config):
     wh = tmp_path / "wh"
     args = ["--config", str(_one_pair_config(tmp_path / "c.json", tmp_path / "traces" / "gpu_run"))] \
         if with_config else []
-    proc = run_cli("board", str(out), "-q", *args, "-w", str(wh))
+    proc = invoke("board", str(out), "-q", *args, "-w", str(wh))
     assert proc.returncode == 2
     assert f"{out} is a file" in proc.stderr and "Traceback" not in proc.stderr and "bug" not in proc.stderr
     assert not wh.exists()
     assert out.read_text() == "<html>not a folder</html>"
 
 
+@pytest.mark.slow
 def test_only_the_data_files_go_into_a_folder_that_is_not_cclqs(tmp_path):
     """CCL-Bench's website/ (its own pages and files): `--config` writes benchmark_data.json
     and data.js there and nothing else; `--pages` asks for cclq's site too; a new folder
@@ -221,7 +208,7 @@ def test_only_the_data_files_go_into_a_folder_that_is_not_cclqs(tmp_path):
     for name in ("generate_data.py", "styles.css", "benchmark_config.json"):
         (website / name).write_text("CCL-Bench's own\n")
     wh = tmp_path / "wh"
-    proc = run_cli("board", str(website), "--config", str(cfg), "-w", str(wh))
+    proc = invoke("board", str(website), "--config", str(cfg), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in website.iterdir()) == [
         "benchmark_config.json", "benchmark_data.json", "data.js", "generate_data.py", "styles.css"]
@@ -231,12 +218,12 @@ def test_only_the_data_files_go_into_a_folder_that_is_not_cclqs(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     (other / "README.md").write_text("mine\n")
-    assert run_cli("board", str(other), "-q", "-w", str(wh)).returncode == 0
+    assert invoke("board", str(other), "-q", "-w", str(wh)).returncode == 0
     assert sorted(p.name for p in other.iterdir()) == ["README.md", "benchmark_data.json", "data.js"]
     # --pages: cclq's site as well; the folder is then a board, and stays one
-    proc = run_cli("board", str(website), "-q", "--pages", "--config", str(cfg), "-w", str(wh))
+    proc = invoke("board", str(website), "-q", "--pages", "--config", str(cfg), "-w", str(wh))
     assert proc.returncode == 0, proc.stderr
     assert {"index.html", "assets", "w", "data", ".cclq-board"} <= {p.name for p in website.iterdir()}
     fresh = tmp_path / "fresh_site"
-    assert run_cli("board", str(fresh), "-q", "--config", str(cfg), "-w", str(wh)).returncode == 0
+    assert invoke("board", str(fresh), "-q", "--config", str(cfg), "-w", str(wh)).returncode == 0
     assert (fresh / "index.html").is_file() and (fresh / "benchmark_data.json").is_file()

@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
-from presentation_traces import two_rank_run
+from helpers.cli import invoke
+from helpers.presentation_traces import two_rank_run
+from helpers.warehouse import run_ingest
 
 from cclq.store.warehouse import Warehouse
 
@@ -33,7 +34,7 @@ def wh_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def diff_json(wh_root: Path, *args: str) -> dict:
-    done = run_cli("diff", *args, "--format", "json", "--warehouse", str(wh_root))
+    done = invoke("diff", *args, "--format", "json", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -42,6 +43,7 @@ def ops(data: dict) -> dict[str, dict]:
     return {o["name"].split("(")[0]: o for o in data["ops"]}
 
 
+@pytest.mark.slow
 def test_kernel_diff_of_two_traces_with_the_same_ranks(wh_root: Path):
     data = diff_json(wh_root, "run_a", "run_b")
     assert data["op_basis"] == "total"
@@ -81,6 +83,7 @@ def test_metric_diff_with_change_and_per_rank_rows(wh_root: Path):
     assert skew["b"] is None and skew["note"].startswith("B: ")
 
 
+@pytest.mark.slow
 def test_different_rank_counts_compare_per_rank(wh_root: Path):
     data = diff_json(wh_root, "run_a", "run_c")
     assert data["op_basis"] == "per rank"
@@ -90,6 +93,7 @@ def test_different_rank_counts_compare_per_rank(wh_root: Path):
     assert not [m for m in data["metrics"] if m["rank"] is not None]  # ranks differ: summaries only
 
 
+@pytest.mark.slow
 def test_sets_of_traces_and_one_rank(wh_root: Path):
     data = diff_json(wh_root, "run_a", "run_[bd]")
     assert data["b"] == ["run_b", "run_d"] and data["op_basis"] == "per rank"
@@ -102,15 +106,16 @@ def test_sets_of_traces_and_one_rank(wh_root: Path):
     assert {m["rank"] for m in one["metrics"]} == {None, 1}
 
 
+@pytest.mark.slow
 def test_csv_table_and_errors(wh_root: Path):
-    done = run_cli("diff", "run_a", "run_b", "--format", "csv", "--warehouse", str(wh_root))
+    done = invoke("diff", "run_a", "run_b", "--format", "csv", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(io.StringIO(done.stdout)))
     assert {r["part"] for r in rows} == {"metric", "op_group", "op"}
     assert len([r for r in rows if r["part"] == "op"]) == 4
-    table = run_cli("diff", "run_a", "run_b", "--warehouse", str(wh_root))
+    table = invoke("diff", "run_a", "run_b", "--warehouse", str(wh_root))
     assert table.returncode == 0 and "only B" in table.stdout and "gemm_kernel" in table.stdout
     for args, message in ((("run_a", "nope"), "no trace 'nope'"), (("run_a", "run_a,run_b"), "on both sides"),
                           (("run_a", "zz*"), "no trace matches 'zz*'")):
-        bad = run_cli("diff", *args, "--warehouse", str(wh_root))
+        bad = invoke("diff", *args, "--warehouse", str(wh_root))
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.warehouse import run_ingest
 
 from cclq.record.config import Run
 from cclq.record.results import RESULTS_FILE, result_row, write_rows
@@ -55,10 +56,11 @@ def wh_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _diff(wh_root: Path, *args: str) -> tuple[int, str, str]:
-    done = run_cli("diff", *args, "--warehouse", str(wh_root))
+    done = invoke("diff", *args, "--warehouse", str(wh_root))
     return done.returncode, done.stdout, done.stderr
 
 
+@pytest.mark.slow
 def test_results_rows_are_compared(wh_root: Path):
     code, out, err = _diff(wh_root, "rec_a", "rec_c", "--format", "json")
     assert code == 0, err
@@ -81,6 +83,7 @@ def test_results_rows_are_compared(wh_root: Path):
     assert (rows["min_time_ms"]["a"], rows["max_time_ms"]["b"]) == (pytest.approx(1.0), pytest.approx(4.0))
 
 
+@pytest.mark.slow
 def test_table_says_there_are_no_gpu_ops_instead_of_empty_tables(wh_root: Path):
     code, out, err = _diff(wh_root, "rec_a", "rec_b")
     assert code == 0, err

@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
-from presentation_traces import two_rank_run
+from helpers.cli import invoke
+from helpers.presentation_traces import two_rank_run
+from helpers.warehouse import run_ingest
 
 from cclq.query.registry import CATEGORIES, registry
 
@@ -46,7 +47,7 @@ _JSON: dict[Path, dict] = {}
 
 def report_json(wh_root: Path, trace: str = "run_a") -> dict:
     if wh_root not in _JSON:
-        done = run_cli("report", trace, "--format", "json", "--warehouse", str(wh_root))
+        done = invoke("report", trace, "--format", "json", "--warehouse", str(wh_root))
         assert done.returncode == 0, done.stderr
         _JSON[wh_root] = json.loads(done.stdout)
     return _JSON[wh_root]
@@ -56,6 +57,7 @@ def entries(data: dict) -> dict[str, dict]:
     return {e["metric"]: e for g in data["categories"] for e in g["metrics"]}
 
 
+@pytest.mark.slow
 def test_report_has_every_metric_once_grouped_by_category_in_order(run_a: Path):
     data = report_json(run_a)
     names = [e["metric"] for g in data["categories"] for e in g["metrics"]]
@@ -104,8 +106,9 @@ def test_report_figure_data_comes_from_metrics_and_views(run_a: Path):
     assert ops[2]["class"] == "comm" and ops[2]["coll_type"] == "all_reduce"
 
 
+@pytest.mark.slow
 def test_report_table_and_html(run_a: Path, tmp_path: Path):
-    table = run_cli("report", "run_a", "--warehouse", str(run_a))
+    table = invoke("report", "run_a", "--warehouse", str(run_a))
     assert table.returncode == 0, table.stderr
     for title in ("Step time and throughput", "Communication", "HTA breakdowns"):
         assert title in table.stdout
@@ -114,10 +117,10 @@ def test_report_table_and_html(run_a: Path, tmp_path: Path):
     assert [c.strip() for c in row.split("│")[2:4]] == ["2.25", "ms"]
     # what does not apply is folded into one line; --all-metrics lists it with the reason
     assert "n/a" not in table.stdout and " not applicable: " in table.stdout
-    every = run_cli("report", "run_a", "--all-metrics", "--warehouse", str(run_a))
+    every = invoke("report", "run_a", "--all-metrics", "--warehouse", str(run_a))
     assert "n/a" in every.stdout and "no XLA ops (not an XLA/xprof profile)" in every.stdout
     out = tmp_path / "run_a.html"
-    html_run = run_cli("report", "run_a", "-f", "html", "-o", str(out), "--warehouse", str(run_a))
+    html_run = invoke("report", "run_a", "-f", "html", "-o", str(out), "--warehouse", str(run_a))
     assert html_run.returncode == 0, html_run.stderr
     html = out.read_text()
     assert "<style>" in html and 'href="../assets' not in html  # stands alone
@@ -127,14 +130,14 @@ def test_report_table_and_html(run_a: Path, tmp_path: Path):
 
 
 def test_report_of_an_unknown_trace_is_a_usage_error(run_a: Path):
-    done = run_cli("report", "nope", "--warehouse", str(run_a))
+    done = invoke("report", "nope", "--warehouse", str(run_a))
     assert done.returncode == 2 and "no trace 'nope'" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_params_reach_the_metrics_that_take_them_and_a_typo_is_an_error(run_a: Path):
-    done = run_cli("report", "run_a", "-f", "json", "--param", "model_params=7e9", "--warehouse", str(run_a))
+    done = invoke("report", "run_a", "-f", "json", "--param", "model_params=7e9", "--warehouse", str(run_a))
     assert done.returncode == 0, done.stderr
     m = entries(json.loads(done.stdout))
     assert m["flops_per_token_used"]["value"] == pytest.approx(6 * 7e9)  # training: 6 x params per token
-    typo = run_cli("report", "run_a", "--param", "model_parms=7e9", "--warehouse", str(run_a))
+    typo = invoke("report", "run_a", "--param", "model_parms=7e9", "--warehouse", str(run_a))
     assert typo.returncode == 2 and "no metric here takes the parameter model_parms" in typo.stderr

@@ -30,9 +30,11 @@ pytest.importorskip("starlette", reason="the serve extra is not installed (pip i
 pytest.importorskip("uvicorn", reason="the serve extra is not installed")
 pytest.importorskip("python_multipart", reason="the serve extra is not installed")
 
+from helpers.archives import link, make_tar, make_zip  # noqa: E402
+from helpers.ccl_bench import build_gpu  # noqa: E402
 from helpers.serve import CARD, TOKEN, Server, zipped_folder  # noqa: E402
-from test_ccl_bench_names import build_gpu  # noqa: E402
-from test_serve_archive import link, make_tar, make_zip  # noqa: E402
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,12 @@ ever written outside the destination. Standard library only (no server needed)."
 from __future__ import annotations
 
 import gzip
-import io
 import os
-import stat
 import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
+from helpers.archives import link, make_tar, make_zip
 
 from cclq.present.serve.archive import ArchiveRefused, Limits, archive_kind, safe_filename, unpack_upload
 
@@ -21,37 +19,6 @@ LIMITS = Limits(max_upload_bytes=1 << 20, max_total_bytes=8 << 20, max_files=20,
 
 def files_under(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
-
-
-def make_zip(path: Path, members: list[tuple[str, bytes]], symlink: str | None = None) -> Path:
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members:
-            zf.writestr(name, data)
-        if symlink is not None:
-            info = zipfile.ZipInfo("link")
-            info.external_attr = (stat.S_IFLNK | 0o777) << 16
-            zf.writestr(info, symlink)
-    return path
-
-
-def make_tar(path: Path, members: list[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w:gz") -> Path:
-    with tarfile.open(path, mode) as tf:
-        for m in members:
-            if isinstance(m, tarfile.TarInfo):
-                tf.addfile(m)
-            else:
-                name, data = m
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
-    return path
-
-
-def link(name: str, target: str, hard: bool = False) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = tarfile.LNKTYPE if hard else tarfile.SYMTYPE
-    info.linkname = target
-    return info
 
 
 @pytest.fixture

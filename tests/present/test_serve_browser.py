@@ -12,23 +12,23 @@ import os
 import shutil
 import tempfile
 import zipfile
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("starlette", reason="the serve extra is not installed")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the board-test extra)")
-CHROMIUM = Path(os.environ.get("CCLQ_CHROMIUM", "/usr/bin/chromium"))
-CHROMEDRIVER = Path(os.environ.get("CCLQ_CHROMEDRIVER", "/usr/bin/chromedriver"))
+from helpers.browser import CHROMEDRIVER, CHROMIUM, FLAGS, console_errors  # noqa: E402
+
 if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
     pytest.skip(f"no system chromium ({CHROMIUM}) and chromedriver ({CHROMEDRIVER})", allow_module_level=True)
 
+from helpers.ccl_bench import build_gpu  # noqa: E402
 from helpers.serve import CARD, TOKEN, Server  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-from test_board_browser import FLAGS, console_errors  # noqa: E402
-from test_ccl_bench_names import build_gpu  # noqa: E402
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 @pytest.fixture

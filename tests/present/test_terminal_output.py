@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.warehouse import run_ingest
 
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder
@@ -40,22 +41,24 @@ def _assert_clean(text: str) -> None:
         assert bad not in text, repr(text[:2000])
 
 
+@pytest.mark.slow
 def test_diff_prints_names_as_text(wh_root):
-    done = run_cli("diff", "run_a", "run_b", "--warehouse", str(wh_root))
+    done = invoke("diff", "run_a", "run_b", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr
     _assert_clean(done.stdout + done.stderr)
     assert "gemm[/x]" in done.stdout and "[link=https://evil.example]click[/link]" in done.stdout
     assert "k\\x1b]0;pwned\\x07\\x1b[2J" in done.stdout
 
 
+@pytest.mark.slow
 def test_report_prints_card_fields_as_text(wh_root):
-    done = run_cli("report", "run_a", "--warehouse", str(wh_root))
+    done = invoke("report", "run_a", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr
     _assert_clean(done.stdout + done.stderr)
 
 
 def test_sql_table_prints_cells_as_text(wh_root):
-    done = run_cli("sql", "SELECT DISTINCT name FROM kernels ORDER BY name", "--warehouse", str(wh_root))
+    done = invoke("sql", "SELECT DISTINCT name FROM kernels ORDER BY name", "--warehouse", str(wh_root))
     assert done.returncode == 0, done.stderr
     _assert_clean(done.stdout)
     assert "[/x]" in done.stdout and "rlo\\u202eexe" in done.stdout
@@ -68,7 +71,7 @@ def test_the_ingest_summary_prints_file_names_as_text(tmp_path):
     b = KinetoTraceBuilder(rank=0, world_size=1)
     b.kernel("gemm", ts=0, dur=5)
     b.write(folder / f"rank0{TITLE}.json")
-    done = run_cli("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "--jobs", "1")
+    done = invoke("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "--jobs", "1")
     assert done.returncode == 1
     _assert_clean(done.stdout + done.stderr)
     assert "[red]" in done.stderr

@@ -17,7 +17,9 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_ingest, write_trace
+from helpers.cli import run_cli
+from helpers.traces import write_trace
+from helpers.warehouse import run_ingest
 
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder

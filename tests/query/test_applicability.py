@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 
 from cclq.query.applicability import Fact, TraceFacts, parse_facts, plan, trace_facts, unmet
 from cclq.query.metrics import run_metric, run_metrics, summarize
@@ -106,6 +106,7 @@ def test_every_shipped_fact_parses_and_names_a_known_format():
                     assert set(fact.values) <= {"inference", "serving", "training", "none"}, spec.label
 
 
+@pytest.mark.slow
 def test_planned_reason_is_what_the_sql_says(wh: Warehouse):
     """For every (metric, trace) the catalog rules out, the metric's SQL agrees: no value,
     and the same reason (so a report reads the same planned or not)."""
@@ -137,9 +138,9 @@ def test_metric_category_answers_what_the_catalog_rules_out_without_its_sql(wh: 
     import csv
     import io
 
-    from conftest import run_cli
+    from helpers.cli import invoke
 
-    r = run_cli("metric", "--category", "communication", "--trace", "dp4", "-w", str(wh.root), "-f", "csv")
+    r = invoke("metric", "--category", "communication", "--trace", "dp4", "-w", str(wh.root), "-f", "csv")
     assert r.returncode == 0, r.stderr
     rows = [row for row in csv.DictReader(io.StringIO(r.stdout)) if row["metric"] == "total_comm_time_s"]
     assert [(row["trace"], row["rank"], row["value"], row["reason"]) for row in rows] == [

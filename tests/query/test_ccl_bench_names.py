@@ -1,9 +1,7 @@
 """Every metric name CCL-Bench's tools/main.py dispatches answers through
 ``python -m cclq.main``, and the eleven names cclq added for it (issue 25) give
-the numbers worked out here by hand from traces laid out in this file.
-
-CCL_BENCH_NAMES is copied from the `metric_name == "..."` branches of CCL-Bench's
-tools/main.py (HEAD 1d257f0), in its order: 61 names.
+the numbers worked out here by hand from traces laid out in ``helpers.ccl_bench``
+(CCL_BENCH_NAMES, the two-rank GPU folder and the TPU profile, with the layout in comments).
 """
 
 from __future__ import annotations
@@ -15,42 +13,21 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import run_ingest
+from helpers.ccl_bench import CCL_BENCH_NAMES, build_gpu, build_tpu
+from helpers.warehouse import run_ingest
 
 from cclq.compat.main import run_here
 from cclq.query.metrics import run_metric, summarize
 from cclq.query.registry import registry, resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
-from cclq.synth.kineto import KinetoTraceBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 KINETO_FOLDER = ROOT / "trace_collection" / "synthetic_mlp_dp4"
 
-CCL_BENCH_NAMES = [
-    "wall_time_s", "total_compute_time_s", "total_comm_time_s", "avg_comm_kernel_time_s",
-    "allreduce_comm_time_s", "compute_utilization_proxy", "num_comm_kernels", "avg_comm_bandwidth_GBps",
-    "hockney_alpha_s", "hockney_beta_s_per_byte", "hockney_inverse_beta_Bps",
-    "achieved_flops_from_trace_json", "total_model_flops_from_args", "throughput",
-    "estimated_throughput_tokens_per_s", "flops_per_token_used", "estimated_total_tokens",
-    "coll_call_num", "mfu", "avg_step_time", "ttft", "tpot", "communication_ratio", "total_trace_time",
-    "total_kernel_time", "total_communication_time", "break_down_steps", "communication_fraction",
-    "moe_fraction", "dominant_kernel_concentration", "aggregate_gpu_utilization", "mean_sm_coverage",
-    "memory_transfer_overhead", "average_memory_bandwidth", "memory_bound_fraction", "load_imbalance_ratio",
-    "communication_overlap_ratio", "compute_comm_overlap", "ttft_group_6", "tpot_group_6",
-    "bandwidth_utilization_allgather_group_6", "bandwidth_utilization_allreduce_group_6",
-    "bandwidth_utilization_alltoall_group_6", "bandwidth_utilization_reducescatter_group_6",
-    "bandwidth_utilization_peertopeer_group_6", "kernel_compute_time_group_6", "throughput_group_6",
-    "straggler", "straggler_metrics", "comm_kernel_breakdown_tpu", "estimated_bandwidth", "traffic_window",
-    "communication_overhead", "bandwidth_utilization", "gpu_step_score", "scale_up_bw_utility",
-    "collective_vol_allreduce_gb", "collective_vol_allgather_gb", "collective_vol_reducescatter_gb",
-    "collective_vol_alltoall_gb", "collective_vol_total_gb",
-]
 NEW_NAMES = ["ttft_group_6", "tpot_group_6", "kernel_compute_time_group_6", "throughput_group_6",
              "straggler_metrics", "comm_kernel_breakdown_tpu", "estimated_bandwidth", "traffic_window",
              "communication_overhead", "bandwidth_utilization", "gpu_step_score"]
-US = 1_000  # ns per microsecond
-GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
 
 
 def test_the_list_is_ccl_benchs_61_names_and_cclq_knows_each():
@@ -59,6 +36,7 @@ def test_the_list_is_ccl_benchs_61_names_and_cclq_knows_each():
     assert [n for n in CCL_BENCH_NAMES if n not in registry()] == []
 
 
+@pytest.mark.slow
 def test_every_name_exits_0_on_a_kineto_folder(tmp_path, capsys):
     """The call CCL-Bench's website makes, for each of its 61 names: exit 0 and a last
     stdout line that is a number or `nan` (with the reason on stderr)."""
@@ -73,6 +51,7 @@ def test_every_name_exits_0_on_a_kineto_folder(tmp_path, capsys):
             assert "does not apply" in err, (name, err)
 
 
+@pytest.mark.slow
 def test_the_real_command_in_a_subprocess(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "cclq.main", "--trace", str(KINETO_FOLDER), "--metric", "straggler_metrics",
@@ -83,72 +62,12 @@ def test_the_real_command_in_a_subprocess(tmp_path):
     assert float(proc.stdout.strip().splitlines()[-1]) >= 1.0
 
 
-# ---------------------------------------------------------------- the hand-laid traces
-# Two ranks, ProfilerStep#1..3 = [0,1000) [1000,2000) [2000,3000) us; the inner step is
-# #2. Float all-reduces of 1,000,000 elements (4,000,000 bytes) over both ranks.
-#   rank 0: GEMM 100+400, GEMM 1100+500, all_reduce 1700+200, all_gather 1950+40,
-#           GEMM 2100+300, all_reduce 2500+100
-#   rank 1: the same, but its step-2 all_reduce lasts 300
-AR_BYTES = 4_000_000
-AR_STEP2 = (200, 300)
-
-
-def build_gpu(folder: Path, card: str | None) -> None:
-    folder.mkdir(parents=True)
-    for rank in range(2):
-        b = KinetoTraceBuilder(rank=rank, world_size=2)
-        for i in range(3):
-            b.profiler_step(i + 1, i * 1000 * US, 1000 * US)
-        b.kernel(GEMM, 100 * US, 400 * US)
-        b.kernel(GEMM, 1100 * US, 500 * US)
-        b.nccl_kernel("allreduce", 1700 * US, AR_STEP2[rank] * US, nelems=AR_BYTES // 4, dtype="Float")
-        b.nccl_kernel("allgather", 1950 * US, 40 * US, nelems=1000, dtype="Float")
-        b.kernel(GEMM, 2100 * US, 300 * US)
-        b.nccl_kernel("allreduce", 2500 * US, 100 * US, nelems=AR_BYTES // 4, dtype="Float")
-        b.write(folder / f"kineto_trace_{rank}.json")
-    if card is not None:
-        (folder / "workload_card.yaml").write_text(card)
-
-
 def build_sglang(folder: Path) -> None:
     folder.mkdir(parents=True)
     record = {"backend": "sglang", "duration": 10.0, "completed": 20, "total_output_tokens": 2560,
               "median_ttft_ms": 123.5, "median_tpot_ms": 7.25, "mean_ttft_ms": 130.0,
               "ttfts": [0.1, 0.12], "output_throughput": 256.0}
     (folder / "bench_results.jsonl").write_text(json.dumps(record) + "\n")
-
-
-# A TPU profile: two devices with an `XLA Ops` line each and a host plane.
-#   TPU:0 fusion.1 0+10 us (9.0 us device, 1,000,000 raw bytes); all-reduce.1 20+5 (4.0 us,
-#         2,000,000 bytes); all-gather-start.2 30+1 (1.0 us); all-gather-done.2 40+2 (2.0 us)
-#   TPU:1 fusion.1 0+12 (12.0 us, 1,000,000 raw bytes); collective-permute.3 50+3 (3.0 us,
-#         500,000 bytes)
-#   host  a `send` thread event (CCL-Bench's substring match would count it; not a device op)
-def build_tpu(folder: Path) -> None:
-    folder.mkdir(parents=True)
-    ev: list[dict] = []
-    for d in range(2):
-        ev.append({"ph": "M", "pid": d + 1, "name": "process_name", "args": {"name": f"/device:TPU:{d}"}})
-        ev.append({"ph": "M", "pid": d + 1, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}})
-    ev.append({"ph": "M", "pid": 100, "name": "process_name", "args": {"name": "/host:CPU"}})
-    ev.append({"ph": "M", "pid": 100, "tid": 1, "name": "thread_name", "args": {"name": "python"}})
-
-    def op(pid: int, name: str, ts: int, dur: int, ps: int, category: str, **extra: int) -> dict:
-        args = {"hlo_op": name, "hlo_module": "jit_step", "hlo_category": category,
-                "device_duration_ps": ps, **extra}
-        return {"ph": "X", "pid": pid, "tid": 3, "ts": ts, "dur": dur, "name": name,
-                "args": {k: str(v) for k, v in args.items()}}
-
-    ev += [
-        op(1, "fusion.1", 0, 10, 9_000_000, "convolution fusion", raw_bytes_accessed=1_000_000),
-        op(1, "all-reduce.1", 20, 5, 4_000_000, "all-reduce", bytes_accessed=2_000_000),
-        op(1, "all-gather-start.2", 30, 1, 1_000_000, "all-gather"),
-        op(1, "all-gather-done.2", 40, 2, 2_000_000, "all-gather"),
-        op(2, "fusion.1", 0, 12, 12_000_000, "convolution fusion", raw_bytes_accessed=1_000_000),
-        op(2, "collective-permute.3", 50, 3, 3_000_000, "collective-permute", bytes_accessed=500_000),
-        {"ph": "X", "pid": 100, "tid": 1, "ts": 60, "dur": 7, "name": "send_batch"},
-    ]
-    (folder / "host0.trace.json").write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": ev}))
 
 
 CARD = textwrap.dedent("""\

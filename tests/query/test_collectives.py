@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
@@ -294,6 +295,7 @@ def test_missing_collective_of_another_size_does_not_shift_matching(con):
     assert s["value"] == 1 and s["late_count"] == 2 and s["matched_collectives"] == 2
 
 
+@pytest.mark.slow
 def test_sub_group_sized_from_c10d_input_dims_by_hand(con):
     """Ranks 0 and 1 of a 4-rank world in a 2-rank group, kernels without collective args,
     each inside a c10d op only. c10d ops list (output, input):
@@ -438,6 +440,7 @@ def _dlrm_from_json(traces: Path) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
+@pytest.mark.slow
 def test_dlrm_every_comm_kernel_typed_sized_and_matched(real):
     traces, con = real
     expected = _dlrm_from_json(traces)
@@ -465,6 +468,7 @@ def test_dlrm_every_comm_kernel_typed_sized_and_matched(real):
     assert len(ranks_per_match) == len(expected[0])
 
 
+@pytest.mark.slow
 def test_dlrm_skew_straggler_and_busbw_from_raw_json(real):
     traces, con = real
     expected = _dlrm_from_json(traces)
@@ -512,6 +516,7 @@ def test_dlrm_skew_straggler_and_busbw_from_raw_json(real):
         assert got_bw[key]["collectives"] == len(values)
 
 
+@pytest.mark.slow
 def test_rccl_generic_kernels_typed_by_collective_name(real):
     traces, con = real
     doc = _load(traces / "tracelens_mi300_resnet_ddp" / "resnet_act_checkpoint.json.gz")
@@ -530,6 +535,7 @@ def test_rccl_generic_kernels_typed_by_collective_name(real):
             assert got["coll_type"] is None and "launch not in trace" in got["reason"]
 
 
+@pytest.mark.slow
 def test_symm_mem_all_reduce_sized_from_its_cpu_op(real):
     traces, con = real
     doc = _load(traces / "tracelens_b200_vllm_tp8" / "eager_trace.json.gz")
@@ -582,6 +588,7 @@ def _c10d_base_collectives_from_json(path: Path) -> dict[int, dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder, group, colls", [
     # 2 of 128 ranks; c10d::_allgather_base_ output [1073741824], input [16777216] int8
     ("hta_trace_filter_2rank", 64, {"all_gather"}),

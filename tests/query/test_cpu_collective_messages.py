@@ -5,7 +5,7 @@ record_param_comms. Every expected number is worked out below from the arguments
 
 from __future__ import annotations
 
-from conftest import query, run_ingest
+from helpers.warehouse import query, run_ingest
 
 from cclq.synth.kineto import KinetoTraceBuilder
 

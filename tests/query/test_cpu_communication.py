@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import metric_rows, run_ingest
+from helpers.warehouse import metric_rows, run_ingest
 
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder
@@ -93,7 +93,7 @@ def test_communication_share_of_the_step_on_a_cpu_run(gloo_wh):
 
 
 def test_per_collective_time_is_in_the_collectives_view(gloo_wh):
-    from conftest import query
+    from helpers.warehouse import query
 
     rows = query(gloo_wh, "SELECT rank, coll_type, dur_ns, bytes, source FROM collectives ORDER BY rank, ts_ns")
     assert rows == [(r, "all_reduce", d, 4096, "cpu_backend") for r in (0, 1) for d in (1 * MS, 3 * MS, 2 * MS)]
@@ -119,7 +119,7 @@ def test_report_says_what_a_metric_assumes_on_a_cpu_run(gloo_wh):
     second. The communication share is the CPU one (0.3 on both ranks)."""
     import json
 
-    from conftest import run_cli
+    from helpers.cli import run_cli
 
     done = run_cli("report", "gloo_ddp", "-w", str(gloo_wh.root), "--format", "json")
     assert done.returncode == 0, done.stderr

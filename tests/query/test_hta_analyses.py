@@ -49,7 +49,8 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import GOLDEN, require_shared, run_ingest
+from helpers.paths import GOLDEN, require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
@@ -197,6 +198,7 @@ def _between(expected: float, a: float, b: float, what: str) -> None:
 # ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_queue_length_summary_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     mine = {(r["rank"], r["stream"]): r for r in _of(real["hta_queue_length_summary"], folder)}
@@ -222,6 +224,7 @@ def test_queue_length_summary_matches_hta(real: dict[str, list[Row]], folder: st
         assert abs(r["std"] - float(g["std"])) <= spread + 1e-3 * float(g["std"]), (key, r["std"], g["std"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_time_blocked_on_full_queue_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     """HTA's file is empty for every folder: no queue reaches 1024 (ns_resolution's peaks at
@@ -234,6 +237,7 @@ def test_time_blocked_on_full_queue_matches_hta(real: dict[str, list[Row]], fold
         assert r["value"] is None and r["stream"] is None and "max_queue_length" in r["reason"], r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_kernel_launch_pairs_match_hta(real: dict[str, list[Row]], folder: str) -> None:
     """Every (correlation, cpu_duration, gpu_duration, launch_delay) row HTA returns, and no other."""
@@ -250,6 +254,7 @@ def test_kernel_launch_pairs_match_hta(real: dict[str, list[Row]], folder: str) 
     assert mine == golden
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_cuda_kernel_launch_stats_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     mine = {r["rank"]: r for r in _of(real["hta_cuda_kernel_launch_stats"], folder)}
@@ -270,6 +275,7 @@ def test_cuda_kernel_launch_stats_matches_hta(real: dict[str, list[Row]], folder
         assert r["launch_delay_outliers"] == int(g["n_launch_delay_outliers(>100)"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_memory_bw_summary_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     rows = _of(real["hta_memory_bw_summary"], folder)
@@ -294,6 +300,7 @@ def test_memory_bw_summary_matches_hta(real: dict[str, list[Row]], folder: str) 
             _between(float(g[gcol]), r[col], low[key][col], f"{key} {col}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_idle_interval_stats_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     mine = {(r["rank"], r["stream"], r["idle_category"]): r for r in _of(real["hta_idle_interval_stats"], folder)}
@@ -308,6 +315,7 @@ def test_idle_interval_stats_matches_hta(real: dict[str, list[Row]], folder: str
             assert r[col] == _num(g[gcol]), (key, col, r[col], g[gcol])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_cpu_user_annotation_breakdown_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     mine = {(r["rank"], r["name"]): r for r in _of(real["hta_cpu_user_annotation_breakdown"], folder)}
@@ -321,6 +329,7 @@ def test_cpu_user_annotation_breakdown_matches_hta(real: dict[str, list[Row]], f
         _close(r["std_us"], float(g["stddev"]), "stddev")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 @pytest.mark.parametrize("which", ["kernel_breakdown", "kernel_breakdown_all"])
 def test_kernel_breakdown_matches_hta(real: dict[str, list[Row]], folder: str, which: str) -> None:
@@ -338,6 +347,7 @@ def test_kernel_breakdown_matches_hta(real: dict[str, list[Row]], folder: str, w
         _close(r["std_us"], float(g["stddev"]), f"{key} stddev")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_profiler_steps_match_hta(real: dict[str, list[Row]], folder: str) -> None:
     """All steps but the last (HTA's tail filter drops it); none where the trace has <= 1."""
@@ -345,6 +355,7 @@ def test_profiler_steps_match_hta(real: dict[str, list[Row]], folder: str) -> No
     assert mine == [int(g["profiler_step"]) for g in _golden(folder, "profiler_steps")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_gpu_user_annotation_breakdown_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     """HTA returns None for a trace without gpu_user_annotation events (no file written):
@@ -372,6 +383,7 @@ def _sequences(real_con: duckdb.DuckDBPyConnection, folder: str, op: str) -> lis
                                     f"WHERE trace = 'hta_{folder}' ORDER BY count DESC, pattern")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder,op", [("alexnet", "aten::conv2d"), ("alexnet", "aten::linear")])
 def test_frequent_cuda_kernel_sequences_match_hta(real_con: duckdb.DuckDBPyConnection, folder: str, op: str) -> None:
     with open(HTA_GOLDEN / folder / f"frequent_cuda_kernel_sequences_{op.replace('::', '_')}.csv", newline="") as f:
@@ -381,6 +393,7 @@ def test_frequent_cuda_kernel_sequences_match_hta(real_con: duckdb.DuckDBPyConne
     assert _sequences(real_con, folder, op) == golden
 
 
+@pytest.mark.slow
 def test_frequent_cuda_kernel_sequences_where_hta_nests_wrongly(real_con: duckdb.DuckDBPyConnection) -> None:
     """negative_queue_length, aten::mm: HTA reports the pattern once (CPU 95 µs, GPU 46 µs);
     its own CallGraph puts that aten::mm (row 13514) at depth 4 and the three of the later
@@ -397,6 +410,7 @@ def test_frequent_cuda_kernel_sequences_where_hta_nests_wrongly(real_con: duckdb
     assert (count, gpu_us, cpu_us) == (4, 46 + 46 + 46 + 40, 95 + 85 + 86 + 104)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pair", [f"{c}__vs__{t}" for c, t in DIFF_PAIRS])
 def test_trace_diff_matches_hta(real: dict[str, list[Row]], pair: str) -> None:
     """compare_traces with HTA's defaults: first rank, first iteration of each, CPU and GPU."""
@@ -729,6 +743,7 @@ def test_figure_data_and_figures_by_hand(hand: duckdb.DuckDBPyConnection) -> Non
                (queue_length_figure(empty), launch_delay_figure(empty), memory_bw_figure(empty)))
 
 
+@pytest.mark.slow
 def test_the_derived_gpu_rows_and_the_first_rank_queue_give_the_views_rows(real_con):
     """What a batch computes instead of the views (metrics.DERIVED_VIEWS; the queue
     figure's first-rank series) gives the views' rows on the real traces."""

@@ -20,7 +20,8 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.query.critical_path import longest_path
 from cclq.query.metrics import run_metric
@@ -53,6 +54,7 @@ def real(tmp_path_factory) -> list[Row]:
         con.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_critical_path_summary_matches_hta(real: list[Row], folder: str) -> None:
     with open(HTA_GOLDEN / folder / "critical_path_summary.csv", newline="") as f:
@@ -65,6 +67,7 @@ def test_critical_path_summary_matches_hta(real: list[Row], folder: str) -> None
         assert ours[bound_by] == pytest.approx(pct, rel=1e-9, abs=1e-12), bound_by
 
 
+@pytest.mark.slow
 def test_critical_path_without_profiler_step_says_why(real: list[Row]) -> None:
     rows = [r for r in real if r["trace"] == "hta_alexnet"]
     assert rows and all(r["bound_by"] is None and "ProfilerStep" in r["reason"] for r in rows)

@@ -37,7 +37,8 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import GOLDEN, require_shared, run_ingest
+from helpers.paths import GOLDEN, require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
@@ -114,6 +115,7 @@ def _of(rows: list[Row], folder: str) -> list[Row]:
     return [r for r in rows if r["trace"] == f"hta_{folder}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_loaded_window_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     """HTA's row counts after its load filter and tail filter (loaded_facts.csv)."""
@@ -130,6 +132,7 @@ def test_loaded_window_matches_hta(real: dict[str, list[Row]], folder: str) -> N
         assert r["origin_us"] == float(g["global_min_ts_offset"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_temporal_breakdown_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     mine = {r["rank"]: r for r in _of(real["hta_temporal_breakdown"], folder)}
@@ -145,6 +148,7 @@ def test_temporal_breakdown_matches_hta(real: dict[str, list[Row]], folder: str)
             assert abs(r[col] - float(g[col])) <= 0.01, (col, r[col], g[col])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_comm_comp_overlap_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     mine = {r["rank"]: r for r in _of(real["hta_comm_comp_overlap"], folder)}
@@ -162,6 +166,7 @@ def test_comm_comp_overlap_matches_hta(real: dict[str, list[Row]], folder: str) 
 _CATEGORIES = ("host_wait", "kernel_wait", "other")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_idle_time_breakdown_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     mine = {(r["rank"], r["stream"]): r for r in _of(real["hta_idle_time_breakdown"], folder)}
@@ -186,6 +191,7 @@ def test_idle_time_breakdown_matches_hta(real: dict[str, list[Row]], folder: str
         _assert_us(r["value"], sum(float(g["idle_time"]) for g in rows.values()), f"{rank}/{stream} total")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_kernel_type_breakdown_matches_hta(real: dict[str, list[Row]], folder: str) -> None:
     mine = {r["kernel_type"]: r for r in _of(real["hta_kernel_type_breakdown"], folder)}
@@ -198,6 +204,7 @@ def test_kernel_type_breakdown_matches_hta(real: dict[str, list[Row]], folder: s
         assert round(mine[label]["percentage"], 1) == float(g["percentage"]), (label, mine[label], g)
 
 
+@pytest.mark.slow
 def test_straggler_rank_agrees_with_hta_potential_stragglers(real: dict[str, list[Row]]) -> None:
     """HTA's get_potential_stragglers and cclq's straggler_rank answer the same question
     ("which rank holds the others up?") by different rules, so only the rank they name is

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 
 from cclq.query.lanes import Lanes, Task, lanes_for
 from cclq.query.session import connect

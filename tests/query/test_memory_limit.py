@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.warehouse import run_ingest
 
 from cclq.errors import UsageError
 from cclq.query.session import connect
@@ -45,6 +46,7 @@ def test_bad_limits_are_usage_errors(text):
         QuerySettings.from_env(text)
 
 
+@pytest.mark.slow
 def test_a_connection_runs_under_the_limit_and_its_spill_folder_goes_with_it(wh, tmp_path, monkeypatch):
     generate_workload(tmp_path / "w", ranks=2, steps=2, layers=1, seed=3)
     run_ingest([tmp_path / "w"], wh)
@@ -79,17 +81,18 @@ def test_writers_collect_the_spill_folders_of_dead_processes_of_this_host_only(w
         [f"{os.getpid()}@{host}-def", f"{dead}@another-host-ghi", "notes"])
 
 
+@pytest.mark.slow
 def test_the_cli_takes_the_limit_anywhere_and_refuses_a_bad_one(wh, tmp_path):
     generate_workload(tmp_path / "w", ranks=2, steps=2, layers=1, seed=5)
     run_ingest([tmp_path / "w"], wh)
-    plain = run_cli("metric", "total_kernel_time", "--all", "-w", str(wh.root), "-f", "csv", "--no-cache")
-    limited = run_cli("metric", "total_kernel_time", "--all", "--memory-limit", "128MB", "-w", str(wh.root),
+    plain = invoke("metric", "total_kernel_time", "--all", "-w", str(wh.root), "-f", "csv", "--no-cache")
+    limited = invoke("metric", "total_kernel_time", "--all", "--memory-limit", "128MB", "-w", str(wh.root),
                       "-f", "csv", "--no-cache")
     assert plain.returncode == limited.returncode == 0 and plain.stdout == limited.stdout
-    shown = run_cli("--memory-limit=200MiB", "sql", "SELECT current_setting('memory_limit') AS m", "-w",
+    shown = invoke("--memory-limit=200MiB", "sql", "SELECT current_setting('memory_limit') AS m", "-w",
                     str(wh.root), "-f", "csv")
     assert shown.stdout.splitlines() == ["m", "200.0 MiB"]
-    bad = run_cli("sql", "SELECT 1", "-w", str(wh.root), "--memory-limit", "lots")
+    bad = invoke("sql", "SELECT 1", "-w", str(wh.root), "--memory-limit", "lots")
     assert bad.returncode == 2 and bad.stderr.count("\n") <= 2 and "memory limit 'lots'" in bad.stderr
 
 

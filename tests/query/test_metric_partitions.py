@@ -8,12 +8,14 @@ import math
 
 import pyarrow as pa
 import pytest
-from conftest import run_ingest
-from presentation_traces import two_rank_run
+from helpers.presentation_traces import two_rank_run
+from helpers.warehouse import run_ingest
 
 from cclq.query.metrics import combine_results, run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import connect
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 # one with several rows per trace and no rank (ties on trace), one per rank, one per step
 METRICS = ["hta_kernel_type_breakdown", "total_kernel_time", "coll_call_num"]

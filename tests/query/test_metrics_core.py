@@ -8,7 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
@@ -134,6 +135,7 @@ def _intersection(a, b) -> Decimal:
     return total
 
 
+@pytest.mark.slow
 def test_dlrm_eight_ranks_in_one_query(tmp_path):
     traces = require_shared()
     from cclq.store.warehouse import Warehouse

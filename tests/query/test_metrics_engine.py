@@ -8,7 +8,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.paths import REPO
+from helpers.warehouse import run_ingest
 
 from cclq.errors import UsageError
 from cclq.query.metrics import run_metric
@@ -36,6 +38,7 @@ def two(tmp_path, wh):
     return wh
 
 
+@pytest.mark.slow
 def test_every_shipped_metric_file_parses_and_compiles(two):
     assert registry(), "no metrics found"
     for name, versions in registry().items():
@@ -154,7 +157,7 @@ def test_a_param_that_is_not_a_number_is_a_usage_error(two):
                                                         {"model_params": "7e9"}).to_pylist()}
     assert set(rows) == {"a", "b"}  # not XLA traces: no value, but the parameter was accepted
     # the CLI: exit code 2 and the parameter named, before any work
-    result = run_cli("metric", "flops_per_token_used", "--all", "-w", str(two.root), "--param", "model_params=abc")
+    result = invoke("metric", "flops_per_token_used", "--all", "-w", str(two.root), "--param", "model_params=abc")
     assert result.returncode == 2
     assert "--param model_params='abc'" in result.stderr and "needs a finite number" in result.stderr
     assert not list(two.cache_dir.glob("flops_per_token_used.*")) if two.cache_dir.exists() else True
@@ -167,7 +170,7 @@ def test_trace_selection_restricts_every_relation(two):
 
 
 def test_cli_metric_csv_is_exactly_the_documented_columns(two):
-    result = run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
+    result = invoke("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
     assert result.returncode == 0, result.stderr
     rows = list(csv.reader(io.StringIO(result.stdout)))
     assert rows[0] == ["trace", "rank", "step", "value", "unit", "reason", "kernels"]
@@ -177,15 +180,15 @@ def test_cli_metric_csv_is_exactly_the_documented_columns(two):
 
 
 def test_cli_metric_needs_a_selection_and_known_traces(two):
-    assert run_cli("metric", "total_kernel_time", "-w", str(two.root)).returncode == 2
-    result = run_cli("metric", "total_kernel_time", "--trace", "zzz", "-w", str(two.root))
+    assert invoke("metric", "total_kernel_time", "-w", str(two.root)).returncode == 2
+    result = invoke("metric", "total_kernel_time", "--trace", "zzz", "-w", str(two.root))
     assert result.returncode == 2 and "no trace 'zzz'" in result.stderr
-    result = run_cli("metric", "nope", "--all", "-w", str(two.root))
+    result = invoke("metric", "nope", "--all", "-w", str(two.root))
     assert result.returncode == 2 and "unknown metric 'nope'" in result.stderr
 
 
 def test_cli_metrics_lists_every_metric():
-    result = run_cli("metrics", "-f", "csv")
+    result = invoke("metrics", "-f", "csv")
     names = [r["metric"] for r in csv.DictReader(io.StringIO(result.stdout))]
     assert names == sorted(registry())
 
@@ -233,15 +236,15 @@ def test_cached_results_are_reused_and_never_stale(tmp_path, wh):
 
 
 def test_cli_no_cache_computes_again(two):
-    run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
+    invoke("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
     assert list(two.cache_dir.glob("total_kernel_time.v1.*.parquet"))
     for entry in two.cache_dir.glob("*.parquet"):
         entry.write_bytes(b"corrupt")  # a hit would fail to read this
-    result = run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv", "--no-cache")
+    result = invoke("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv", "--no-cache")
     assert result.returncode == 0, result.stderr
     assert all(e.read_bytes() == b"corrupt" for e in two.cache_dir.glob("*.parquet"))  # not even read
     # and an unreadable entry is recomputed, not a crash
-    result = run_cli("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
+    result = invoke("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
     assert result.returncode == 0 and result.stdout.splitlines()[1] == "a,0,,4e-06,s,,1"
 
 

@@ -18,7 +18,8 @@ from typing import Any, Iterator
 
 import duckdb
 import pytest
-from conftest import query, require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
@@ -513,6 +514,7 @@ def _dlrm_kernels(folder: Path) -> dict[int, list[tuple[str, int, int]]]:
     return out
 
 
+@pytest.mark.slow
 def test_dlrm_param_8xV100_from_raw_json(wh: Warehouse) -> None:
     folder = require_shared() / "dlrm_param_8xV100"
     run_ingest([folder], wh)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
@@ -333,6 +334,7 @@ def test_break_down_steps_and_coll_call_num_v2_per_engine_iteration(con) -> None
 
 
 # --------------------------------------------------------------------- the real trace
+@pytest.mark.slow
 def test_real_vllm_trace_from_raw_json(tmp_path: Path) -> None:
     folder = require_shared() / "tracelens_b200_vllm_tp8"
     wh = Warehouse(tmp_path / "wh")

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import metric_rows, query, require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder, Micros
@@ -369,6 +370,7 @@ def test_gpu_kernel_step_metrics_are_not_applicable_on_xla(xwh):
     assert row["value"] is None and row["reason"] == "no GPU kernels"
 
 
+@pytest.mark.slow
 def test_jax_cpu_profile_steps_and_collectives_from_raw_json(tmp_path):
     folder = require_shared() / "xla_jax_cpu_4dev"
     wh = Warehouse(tmp_path / "wh")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 
 from cclq.compat.main import main as cclq_main
 from cclq.query.metrics import run_metric, summarize

@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import query, require_shared, run_ingest
+from helpers.paths import require_shared
+from helpers.warehouse import query, run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import registry, resolve

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import run_cli, run_ingest, write_trace
+from helpers.cli import invoke, run_cli
+from helpers.traces import write_trace
+from helpers.warehouse import run_ingest
 
 from cclq.errors import QueryError
 from cclq.query.session import connect
@@ -137,18 +139,18 @@ def test_queries_still_run(small: Warehouse, sql: str) -> None:
 def test_a_warehouse_path_never_becomes_sql_or_shell(tmp_path: Path, name: str) -> None:
     folder = tmp_path / name / "wh"
     write_trace(tmp_path / "in" / "work" / "rank0.json", EVENTS)
-    assert run_cli("ingest", str(tmp_path / "in"), "-w", str(folder), "-q").returncode == 0
+    assert invoke("ingest", str(tmp_path / "in"), "-w", str(folder), "-q").returncode == 0
     # the shell reads the same set-up SQL as an init file, where a line `.shell ...` outside
-    # a string literal would run a command
+    # a string literal would run a command (a process: the DuckDB CLI writes to its stdout)
     shell = run_cli("shell", "-w", str(folder), "-csv", "-c", "SELECT count(*) AS n FROM kernels", cwd=tmp_path)
     if "duckdb CLI is not installed" not in shell.stderr:
         assert shell.returncode == 0, shell.stderr
         assert shell.stdout.splitlines() == ["n", "1"]
-    done = run_cli("sql", "SELECT count(*) AS n FROM kernels", "-w", str(folder), "-f", "csv", cwd=tmp_path)
+    done = invoke("sql", "SELECT count(*) AS n FROM kernels", "-w", str(folder), "-f", "csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["n", "1"]
     assert not (tmp_path / "PWNED").exists()
-    metric = run_cli("metric", "total_kernel_time", "--all", "-w", str(folder), "-f", "csv", cwd=tmp_path)
+    metric = invoke("metric", "total_kernel_time", "--all", "-w", str(folder), "-f", "csv", cwd=tmp_path)
     assert metric.returncode == 0, metric.stderr
 
 

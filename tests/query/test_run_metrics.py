@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 
 from cclq.query import metrics
 from cclq.query.metrics import run_cached_query, run_metric, run_metrics

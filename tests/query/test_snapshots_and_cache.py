@@ -12,7 +12,10 @@ import threading
 import time
 
 import pytest
-from conftest import REPO, gpu_trace, kernel_time_by_trace, query, run_cli, run_ingest
+from helpers.cli import invoke, run_cli
+from helpers.paths import REPO
+from helpers.traces import gpu_trace
+from helpers.warehouse import kernel_time_by_trace, query, run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import registry, resolve
@@ -75,6 +78,7 @@ def test_an_ingest_that_commits_while_a_connection_is_set_up_changes_nothing_it_
     assert cached == {"a": pytest.approx(8e-6), "b": pytest.approx(12e-6)}
 
 
+@pytest.mark.slow
 def test_queries_during_ingests_see_consistent_snapshots(tmp_path, wh):
     """While ingests commit (and collect old files), every query runs and every answer
     is one snapshot's: the events counted equal the events the catalog says it holds
@@ -137,14 +141,14 @@ def test_ad_hoc_sql_is_read_only(tmp_path, wh):
                 "SELECT * FROM read_csv('/etc/hostname')",
                 "SET enable_external_access = true",
                 "SELECT 1; CREATE TABLE t AS SELECT 1"):
-        result = run_cli("sql", sql, "-w", str(wh.root))
+        result = invoke("sql", sql, "-w", str(wh.root))
         assert result.returncode == 3, (sql, result.stderr)
         assert result.stderr.startswith("cclq: error:") and "Traceback" not in result.stderr
     assert not elsewhere.exists() and not (tmp_path / "x.db").exists()
     assert kernel_time_by_trace(wh) == before
-    ok = run_cli("sql", "SELECT count(*) AS n FROM kernels", "-w", str(wh.root), "-f", "csv")
+    ok = invoke("sql", "SELECT count(*) AS n FROM kernels", "-w", str(wh.root), "-f", "csv")
     assert ok.returncode == 0 and ok.stdout.splitlines() == ["n", "2"]
-    rw = run_cli("sql", f"COPY (SELECT 1 AS x) TO '{elsewhere}'", "--read-write", "-w", str(wh.root))
+    rw = invoke("sql", f"COPY (SELECT 1 AS x) TO '{elsewhere}'", "--read-write", "-w", str(wh.root))
     assert rw.returncode == 0 and elsewhere.exists()
 
 
@@ -154,7 +158,7 @@ def test_a_warehouse_path_with_glob_characters_reads_back(tmp_path):
     gpu_trace(tmp_path / "in" / "work" / "rank0.json")
     run_ingest([tmp_path / "in"], wh)
     assert kernel_time_by_trace(wh) == {"work": pytest.approx(8e-6)}
-    result = run_cli("metric", "total_kernel_time", "--all", "-w", str(wh.root), "-f", "csv")
+    result = invoke("metric", "total_kernel_time", "--all", "-w", str(wh.root), "-f", "csv")
     assert result.returncode == 0, result.stderr
 
 

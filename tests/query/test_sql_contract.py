@@ -166,11 +166,11 @@ def test_domain_parts_come_with_the_generic_module():
             assert base in module.requires, module.name
 
 
-# --- a small generated warehouse (tests/presentation_traces.py) -----------------------
+# --- a small generated warehouse (tests/helpers/presentation_traces.py) -----------------------
 
 @pytest.fixture(scope="module")
 def small_wh(tmp_path_factory):
-    from presentation_traces import board_workloads
+    from helpers.presentation_traces import board_workloads
 
     from cclq.ingest.run import ingest
     from cclq.store.warehouse import Warehouse
@@ -196,6 +196,7 @@ def test_extensions_replace_their_extension_points(small_wh):
 
 # --- 5. every metric documents its detail columns -------------------------------------
 
+@pytest.mark.slow
 def test_every_metric_documents_its_detail_columns(small_wh):
     """The header's `-- columns:` block lists exactly the detail columns the metric
     returns (beyond trace, rank, step, value, unit, reason), in order, each with a phrase."""

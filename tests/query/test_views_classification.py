@@ -4,7 +4,7 @@ ops; metrics pin its version through the `*_with(<version>)` macros."""
 from __future__ import annotations
 
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import metric_rows, run_ingest
+from helpers.warehouse import metric_rows, run_ingest
 
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse

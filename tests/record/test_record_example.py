@@ -9,7 +9,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers.cli import run_cli
 
 from cclq.record.config import expand
 
@@ -23,6 +23,7 @@ def test_the_example_config_expands_without_a_problem():
     assert {r.sizes["message_bytes"] for r in runs} == {4096, 1048576}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(find_spec("torch") is None, reason="torch is not installed (pip install -e '.[record]')")
 def test_the_example_config_records_as_written(tmp_path: Path):
     done = run_cli("record", str(EXAMPLE), "-o", str(tmp_path / "runs"), "--nproc", "2")

@@ -19,7 +19,9 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers.cli import run_cli
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 SIZES = (4096, 1 << 20)  # bytes of the gathered tensor
 ITERATIONS, WARMUPS, RANKS, ELEM = 3, 1, 2, 4  # float32

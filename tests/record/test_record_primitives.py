@@ -5,19 +5,9 @@ need none). Needs torch (the `record` extra); skipped without it."""
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
-import pytest
-
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    torch = pytest.importorskip("torch")
-
-from cclq.record.config import Run, expand  # noqa: E402
-from cclq.record.primitives import build, gradient_buckets  # noqa: E402
-
-CPU = torch.device("cpu")
+from cclq.record.config import Run, expand
 
 
 def make_run(tmp_path: Path, world_size: int = 2, **benchmark) -> Run:
@@ -27,10 +17,10 @@ def make_run(tmp_path: Path, world_size: int = 2, **benchmark) -> Run:
     return run
 
 
-def test_tp_columnwise_check_accepts_the_product_and_catches_a_wrong_element(tmp_path):
+def test_tp_columnwise_check_accepts_the_product_and_catches_a_wrong_element(tmp_path, torch, primitives):
     run = make_run(tmp_path, primitive="tp_columnwise", m=8, n=4, k=6,
                    implementations={"pytorch": [{"backend": "gloo"}]})
-    prim = build(run, rank=1, world_size=2, device=CPU)
+    prim = primitives.build(run, rank=1, world_size=2, device=torch.device("cpu"))
     # every rank holds the same A and B; rank 1's shard is rows 4..7 of A
     assert torch.equal(prim.a, prim.a_full[4:8])
     product = prim.a_full @ prim.b_full
@@ -41,10 +31,10 @@ def test_tp_columnwise_check_accepts_the_product_and_catches_a_wrong_element(tmp
     assert problem is not None and "1 of 32 elements" in problem
 
 
-def test_tp_rowwise_reduce_scatter_keeps_this_ranks_rows_and_tolerates_bf16_rounding(tmp_path):
+def test_tp_rowwise_reduce_scatter_keeps_this_ranks_rows_and_tolerates_bf16_rounding(tmp_path, torch, primitives):
     run = make_run(tmp_path, primitive="tp_rowwise", m=4, n=3, k=8, dtype="bfloat16",
                    implementations={"pytorch": [{"backend": "gloo"}]})
-    prim = build(run, rank=0, world_size=2, device=CPU)
+    prim = primitives.build(run, rank=0, world_size=2, device=torch.device("cpu"))
     exact = prim.a_full.double() @ prim.b_full.double()
     rows = exact[:2]  # rank 0 of 2 keeps rows 0..1
     assert prim.check(rows.to(torch.bfloat16)) is None  # the result's own rounding is allowed
@@ -52,7 +42,7 @@ def test_tp_rowwise_reduce_scatter_keeps_this_ranks_rows_and_tolerates_bf16_roun
     assert prim.check((rows + 0.5).to(torch.bfloat16)) is not None
 
 
-def test_collective_references(tmp_path):
+def test_collective_references(tmp_path, torch, primitives):
     cases = {
         # rank 1 of 2, 8 float elements (32 bytes)
         "all_reduce": lambda x: x[0] + x[1],
@@ -62,7 +52,7 @@ def test_collective_references(tmp_path):
     }
     for primitive, expected in cases.items():
         run = make_run(tmp_path, primitive=primitive, message_bytes=32, implementations={"pytorch": [{}]})
-        prim = build(run, rank=1, world_size=2, device=CPU)
+        prim = primitives.build(run, rank=1, world_size=2, device=torch.device("cpu"))
         inputs = [prim.input_of(r) for r in range(2)]
         assert inputs[0].numel() == (4 if primitive == "all_gather" else 8)
         assert not torch.equal(inputs[0], inputs[1])
@@ -73,35 +63,35 @@ def test_collective_references(tmp_path):
         assert "1 of" in prim.check(off), primitive  # integer-valued data: exact comparison
 
 
-def test_all_reduce_times_a_zero_buffer_and_validates_the_real_inputs(tmp_path):
+def test_all_reduce_times_a_zero_buffer_and_validates_the_real_inputs(tmp_path, torch, primitives):
     run = make_run(tmp_path, primitive="all_reduce", message_bytes=64, dtype="float16",
                    implementations={"pytorch": [{}]})
-    prim = build(run, rank=0, world_size=2, device=CPU)
+    prim = primitives.build(run, rank=0, world_size=2, device=torch.device("cpu"))
     assert not prim.buffer.any()
     prim.prepare_validation()
     assert torch.equal(prim.buffer, prim.input_of(0))
 
 
-def test_collective_compute_only_does_the_collectives_arithmetic(tmp_path):
+def test_collective_compute_only_does_the_collectives_arithmetic(tmp_path, torch, primitives):
     for primitive in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
         run = make_run(tmp_path, primitive=primitive, message_bytes=64, implementations={"compute_only": [{}]})
-        prim = build(run, rank=1, world_size=2, device=CPU)
+        prim = primitives.build(run, rank=1, world_size=2, device=torch.device("cpu"))
         assert prim.check(prim.run()) is None, primitive
 
 
-def test_gradient_buckets_form_like_ddp():
+def test_gradient_buckets_form_like_ddp(primitives):
     # parameters registered in order a(100), b(10), c(300), d(5) elements of 4 bytes;
     # backward produces d, c, b, a; a bucket closes at >= 1000 bytes
     mb = 1000 / 2**20
-    assert gradient_buckets([100, 10, 300, 5], 4, mb) == [[3, 2], [1, 0]]
-    assert gradient_buckets([100, 10, 300, 5], 4, 0) == [[3], [2], [1], [0]]
-    assert gradient_buckets([100, 10, 300, 5], 4, 25) == [[3, 2, 1, 0]]
+    assert primitives.gradient_buckets([100, 10, 300, 5], 4, mb) == [[3, 2], [1, 0]]
+    assert primitives.gradient_buckets([100, 10, 300, 5], 4, 0) == [[3], [2], [1], [0]]
+    assert primitives.gradient_buckets([100, 10, 300, 5], 4, 25) == [[3, 2, 1, 0]]
 
 
-def test_dp_mlp_check_compares_with_the_mean_gradient_over_ranks(tmp_path):
+def test_dp_mlp_check_compares_with_the_mean_gradient_over_ranks(tmp_path, torch, primitives):
     run = make_run(tmp_path, primitive="dp_mlp", m=4, n=8, k=6, layers=2,
                    implementations={"pytorch": [{"backend": "gloo", "bucket_mb": 0, "overlap": False}]})
-    prim = build(run, rank=0, world_size=2, device=CPU)
+    prim = primitives.build(run, rank=0, world_size=2, device=torch.device("cpu"))
     # independently: the same model on each rank's batch, gradients averaged
     grads = []
     for rank in range(2):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_cli
+from helpers.cli import run_cli
 
 from cclq.record import CHECK_FILE, RESULT_FILE, results
 from cclq.record.config import expand
@@ -126,6 +126,7 @@ def gloo_folders(recorded) -> dict[str, tuple[int, str]]:
             for m in (64, 128) for order in ("AG_before", "AG_after")}
 
 
+@pytest.mark.slow
 @needs_torch
 def test_record_reports_what_it_cannot_run_and_records_the_rest(recorded):
     rec = recorded["record"]
@@ -145,6 +146,7 @@ def test_record_reports_what_it_cannot_run_and_records_the_rest(recorded):
     assert leftovers == []
 
 
+@pytest.mark.slow
 @needs_torch
 def test_each_configuration_is_a_complete_workload_folder(recorded):
     out = recorded["out"]
@@ -162,6 +164,7 @@ def test_each_configuration_is_a_complete_workload_folder(recorded):
     assert len(all_rows) == len(recorded_names) >= 4
 
 
+@pytest.mark.slow
 @needs_torch
 def test_ingest_takes_the_output_whole_with_the_cards(recorded):
     assert recorded["ingest"].returncode == 0, recorded["ingest"].stderr
@@ -176,6 +179,7 @@ def test_ingest_takes_the_output_whole_with_the_cards(recorded):
                     card["hardware_type"]) == ("2", "2", "fp32", str(ITERATIONS), "Gloo", "CPU")
 
 
+@pytest.mark.slow
 @needs_torch
 def test_collectives_per_step_match_the_config(recorded):
     metric = run_cli("metric", "coll_call_num", "--all", "-w", str(recorded["wh"]), "-f", "csv")
@@ -202,6 +206,7 @@ def test_collectives_per_step_match_the_config(recorded):
                 (str(rank), str(step)) for rank in range(2) for step in range(WARMUPS, WARMUPS + ITERATIONS)}
 
 
+@pytest.mark.slow
 @needs_torch
 def test_results_csv_agrees_with_the_step_times_in_the_traces(recorded):
     steps = sql(recorded["wh"], "SELECT trace, step, max(dur_ns) AS slowest_ns FROM steps "
@@ -222,6 +227,7 @@ def test_results_csv_agrees_with_the_step_times_in_the_traces(recorded):
         assert overhead <= 1.0 + 0.25 * float(row["mean_time (ms)"]), (name, step_ms, times)
 
 
+@pytest.mark.slow
 @needs_torch
 def test_a_failing_rank_is_reported_and_the_next_configuration_runs(tmp_path):
     # 2**44 bytes cannot be allocated (the allocator refuses at once); 4096 can
@@ -245,6 +251,7 @@ def test_a_failing_rank_is_reported_and_the_next_configuration_runs(tmp_path):
     assert [r["m"] for r in results.read_rows(ddlb_csv)] == ["1024"]  # 4096 B of float32
 
 
+@pytest.mark.slow
 @needs_torch
 def test_a_configuration_past_its_timeout_is_stopped(tmp_path):
     cfg = tmp_path / "c.json"
@@ -259,6 +266,7 @@ def test_a_configuration_past_its_timeout_is_stopped(tmp_path):
     assert [p.name for p in out.iterdir()] == [FAILED_DIR]
 
 
+@pytest.mark.slow
 @needs_torch
 def test_dp_mlp_all_reduces_one_bucket_at_a_time(tmp_path):
     m, n, k, layers = 4, 64, 32, 2

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import query, run_cli, run_ingest
+from helpers.cli import run_cli
+from helpers.warehouse import query, run_ingest
 
 import cclq.ingest.run
 import cclq.store.compaction as compaction
@@ -49,6 +50,7 @@ def _data_files(wh: Warehouse) -> int:
     return query(wh, "SELECT count(DISTINCT path) FROM parts WHERE table_name = 'events'")[0][0]
 
 
+@pytest.mark.slow
 def test_ingest_compacts_traces_of_many_small_files_and_no_metric_moves(tmp_path, monkeypatch):
     _workloads(tmp_path / "in")
     plain, compacted = Warehouse(tmp_path / "plain"), Warehouse(tmp_path / "compacted")

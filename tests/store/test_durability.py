@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 
 from cclq.store.warehouse import CURRENT, Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import run_ingest
+from helpers.warehouse import run_ingest
 
 import cclq.ingest.run
 import cclq.store.compaction as compaction

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import query, run_cli, run_ingest
+from helpers.cli import invoke
+from helpers.warehouse import query, run_ingest
 
 from cclq.errors import UsageError
 from cclq.store.warehouse import Warehouse
@@ -32,7 +33,7 @@ def test_a_folder_that_is_not_a_warehouse_is_refused_untouched(tmp_path):
         (project / rel).parent.mkdir(parents=True, exist_ok=True)
         (project / rel).write_text(rel)
     before = _snapshot(project)
-    done = run_cli("ingest", str(_inputs(tmp_path)), "-w", str(project))
+    done = invoke("ingest", str(_inputs(tmp_path)), "-w", str(project))
     assert done.returncode == 2
     assert f"{project} is not empty and is not a cclq warehouse (no {MARKER})" in done.stderr
     assert _snapshot(project) == before  # nothing deleted, nothing added (no .lock, no marker)

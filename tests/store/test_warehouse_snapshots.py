@@ -5,7 +5,8 @@ that was collected is a clear error, never a silent read of another snapshot."""
 from __future__ import annotations
 
 import pytest
-from conftest import run_ingest, write_trace
+from helpers.traces import write_trace
+from helpers.warehouse import run_ingest
 
 from cclq.errors import UsageError
 from cclq.query.session import connect
