@@ -21,6 +21,8 @@ import pytest
 from helpers import hta_notebooks as nb
 from helpers.paths import SHARED_TRACES
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 NEEDS_SHARED = {"trace_analysis_demo", "kernel_breakdown_demo", "identify_stragglers"}
 
 

@@ -9,7 +9,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from helpers.serve import run_cclq, two_rank_run
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 def _site(root: Path) -> dict[str, str]:

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 BUNDLED = Path(__file__).resolve().parents[2] / "trace_collection" / "synthetic_mlp_dp4"
 
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from helpers.cli import run_cli
 
 from cclq.cli.progress import DEFAULT_INTERVAL_S, IngestProgress, progress_interval
 from cclq.synth.kineto import generate_workload
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 BYTES_LINE = re.compile(r"ingest: (\d+\.\d) of (\d+\.\d) MB \((\d+)%\), (\d+\.\d) MB/s, (\d+)/(\d+) files done, "
                         r"(\d+\.\d) s")

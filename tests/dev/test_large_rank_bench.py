@@ -3,7 +3,11 @@ report in processes of their own, with the ratios the targets are stated in."""
 
 from __future__ import annotations
 
+import pytest
+
 from cclq.bench.large_rank import run_large_rank_bench
+
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 def test_one_small_rank_every_case_timed(tmp_path):

@@ -13,6 +13,8 @@ from cclq.ingest.run import ingest
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import generate_workload
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 def test_an_ingest_refused_by_its_workers_commits_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     pytest.importorskip("distributed")

@@ -18,6 +18,8 @@ pytest.importorskip("python_multipart", reason="the serve extra is not installed
 
 from helpers.serve import Server, big_trace_zip, job_state, two_rank_run, wait_for, zipped_folder  # noqa: E402
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 def _alive(pid: int) -> bool:
     try:

@@ -25,6 +25,8 @@ pytest.importorskip("python_multipart", reason="the serve extra is not installed
 
 from helpers.serve import TOKEN, Server, two_rank_run, wait_for, zipped_folder  # noqa: E402
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 def request(server: Server, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None,
             source: str | None = None) -> tuple[int, dict[str, str], bytes]:

@@ -24,6 +24,8 @@ from helpers.warehouse import run_ingest
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 H100 = "NVIDIA H100 80GB HBM3"
 V100 = "Tesla V100-SXM2-16GB"
 

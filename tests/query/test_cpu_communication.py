@@ -113,6 +113,7 @@ def test_gpu_ranks_are_unchanged(tmp_path: Path):
     assert metric_rows(wh, "total_communication_time")[0]["value"] == pytest.approx(5e-6, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_report_says_what_a_metric_assumes_on_a_cpu_run(gloo_wh):
     """gpu_step_score counts the ranks as GPUs and bandwidth_utilization takes a 100 GB/s
     link unless told: on this CPU run the report says both; --param link_gbs silences the

@@ -15,6 +15,8 @@ from helpers import goldens
 from helpers.goldens import UPDATE_COMMAND, Golden, differences, golden_path, released
 from helpers.update_goldens import update
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Golden]:

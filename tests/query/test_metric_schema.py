@@ -16,6 +16,8 @@ from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import generate_workload
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:

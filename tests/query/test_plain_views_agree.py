@@ -25,6 +25,8 @@ from cclq.query.sqlfiles import modules_for, strip_comments
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 US = 1_000
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
 LAYOUT = "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, int*)"

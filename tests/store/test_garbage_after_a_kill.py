@@ -19,6 +19,8 @@ from cclq.store.compaction import compact
 from cclq.store.warehouse import CURRENT, Warehouse
 from cclq.synth.kineto import generate_workload
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 # A `cclq compact` killed (SIGKILL, as `kill -9`) at one moment of its commit: the hook
 # replaces what runs at that moment with the kill.
 _KILLED_COMPACT = textwrap.dedent("""

@@ -17,6 +17,8 @@ import pytest
 
 from tests.helpers.s3 import make_bucket, moto_server, run_cclq, s3_env, start_cclq, upload_tree
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED_TRACES = Path(os.environ.get("CCLQ_SHARED", REPO.parent / "shared")) / "traces"
 # small real traces of three kinds: 2 ranks with collectives, 1 rank, NCCL data

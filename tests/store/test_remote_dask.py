@@ -23,6 +23,8 @@ import pytest
 
 from tests.helpers.s3 import free_port, make_bucket, moto_server, run_cclq, s3_env, start_cclq
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED_TRACES = Path(os.environ.get("CCLQ_SHARED", REPO.parent / "shared")) / "traces"
 TRACES = ["hta_trace_filter_2rank", "hta_alexnet", "hta_nccl_data"]
