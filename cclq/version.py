@@ -1,3 +1,3 @@
 """The version of cclq: recorded in the catalog, the result cache keys and the board."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
