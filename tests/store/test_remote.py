@@ -190,7 +190,8 @@ def test_a_warm_reader_reads_current_without_importing_s3fs(s3: dict[str, str], 
     again = warm()
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout == cold.stdout
-    imported = {line.rsplit("|", 1)[-1].strip() for line in again.stderr.splitlines() if line.startswith("import time:")}
+    imported = {line.rsplit("|", 1)[-1].strip() for line in again.stderr.splitlines()
+                if line.startswith("import time:")}
     assert "botocore" in imported and not {"s3fs", "aiobotocore", "aiohttp"} & imported
 
     r = run_cclq("ingest", str(local / TRACES[1]), "-w", url, "-j", "1", "-q", env=writer)
