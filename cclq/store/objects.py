@@ -8,6 +8,11 @@ aiobotocore, which reads credentials and the endpoint as every AWS tool does (th
 environment, ``~/.aws/config`` profiles, ``AWS_ENDPOINT_URL``): cclq takes no secret of
 its own and never prints one (messages name the URL, which holds none).
 
+Reading one small object (``CURRENT``, on every command over an ``s3://`` warehouse) goes
+through a plain botocore client instead, with the same configuration: importing s3fs
+(aiobotocore, aiohttp) and setting up its client cost more CPU than a warm query over the
+read-through cache, so s3fs is imported only when files are copied, listed or written.
+
 A URL cclq cannot serve is a usage error naming what to install, before anything is
 touched: never a local folder named after the URL (``s3:/wh``).
 """
@@ -15,6 +20,7 @@ touched: never a local folder named after the URL (``s3:/wh``).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -53,9 +59,7 @@ def check_url(url: str) -> None:
                          hint="give a local path, or an s3://bucket/prefix URL")
     if not url.split("://", 1)[1].strip("/"):
         raise UsageError(f"{url}: no bucket in the URL", hint="write it as s3://bucket/prefix")
-    try:
-        import s3fs  # noqa: F401 - the s3 extra, imported only for a URL
-    except ImportError:
+    if any(importlib.util.find_spec(m) is None for m in ("s3fs", "botocore")):  # found, not imported
         raise UsageError(f"{url}: reading s3:// needs the s3 extra (s3fs), which is not installed",
                          hint=INSTALL_HINT) from None
 
@@ -89,13 +93,30 @@ class ObjectStore:
 
     def __init__(self, url: str) -> None:
         check_url(url)
-        import s3fs
-
         self.url = url.rstrip("/")
         self.base = self.url.split("://", 1)[1].strip("/")  # bucket/prefix
         self.bucket = self.base.split("/", 1)[0]
-        # no listings cache: a writer must see what another wrote a moment ago
-        self.fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
+        self._fs: Any = None
+        self._client: Any = None
+
+    @property
+    def fs(self) -> Any:
+        """The s3fs file system, made (and s3fs imported) on first use: copying, listing,
+        writing."""
+        if self._fs is None:
+            import s3fs
+
+            # no listings cache: a writer must see what another wrote a moment ago
+            self._fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
+        return self._fs
+
+    def _s3(self) -> Any:
+        """A plain botocore S3 client (the standard AWS configuration), for ``read``."""
+        if self._client is None:
+            import botocore.session
+
+            self._client = botocore.session.get_session().create_client("s3")
+        return self._client
 
     def path(self, key: str) -> str:
         return f"{self.base}/{key}" if key else self.base
@@ -111,15 +132,13 @@ class ObjectStore:
     def read(self, key: str) -> tuple[bytes, str] | None:
         """An object's bytes and the ETag of exactly those bytes, or None if there is none."""
         try:
-            self.fs.invalidate_cache(self.path(key))
-            with self.fs.open(self.path(key), "rb") as f:  # reads with If-Match its ETag
-                etag = str(f.details.get("ETag", ""))
-                return f.read(), etag
-        except FileNotFoundError:
-            return None
+            # one GET: the body and the ETag come in the same response, so they match
+            r = self._s3().get_object(Bucket=self.bucket, Key=self._key(key))
+            with r["Body"] as body:
+                return body.read(), str(r.get("ETag", ""))
         except Exception as e:  # noqa: BLE001 - S3's errors come as several types
-            if _is_precondition(e):  # replaced between the HEAD and the GET: read it again
-                return self.read(key)
+            if _status(e) == 404:  # no such key (or bucket: a reader finds no warehouse either way)
+                return None
             raise self._error(e, f"cannot read {key}") from e
 
     def put_bytes(self, key: str, data: bytes, if_match: str | None = None, if_none_match: bool = False) -> str:
@@ -197,6 +216,14 @@ class ObjectStore:
                 pass
             except Exception as e:  # noqa: BLE001
                 raise self._error(e, "cannot delete") from e
+
+
+def _status(e: BaseException) -> int:
+    """The HTTP status of a botocore ``ClientError`` (0 for any other error)."""
+    response = getattr(e, "response", None)
+    if not isinstance(response, dict):
+        return 0
+    return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
 
 def _is_precondition(e: BaseException) -> bool:

@@ -84,8 +84,9 @@ def test_s3_without_s3fs_names_the_extra_and_makes_no_folder(tmp_path: Path) -> 
     """Before the fix, ``-w s3://wh/cclq`` made ./s3:/wh/cclq and ``ingest s3://b/t``
     looked for ./s3:/b/t; now both say what to install."""
     blocker = tmp_path / "block"
-    (blocker / "s3fs").mkdir(parents=True)
-    (blocker / "s3fs" / "__init__.py").write_text("raise ImportError('s3fs is not installed (test)')\n")
+    blocker.mkdir()
+    # as if not installed: `import s3fs` fails and importlib.util.find_spec finds nothing
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['s3fs'] = None\n")
     env = {"PYTHONPATH": f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     work = tmp_path / "cwd"
     work.mkdir()
@@ -168,6 +169,38 @@ def test_a_reader_fetches_only_the_traces_it_queries(s3: dict[str, str], tmp_pat
     assert r.returncode == 0, r.stderr
     fetched = {p.parent.name for p in reader_cache.rglob("*.parquet") if p.parent.name.startswith("trace=")}
     assert fetched == {"trace=hta_alexnet"}, fetched
+
+
+def test_a_warm_reader_reads_current_without_importing_s3fs(s3: dict[str, str], tmp_path: Path) -> None:
+    """With the data files in the read-through cache, a command reads only ``CURRENT``:
+    through botocore alone, since importing s3fs (aiobotocore, aiohttp) cost ~0.5 s of CPU
+    on every command (1.49x local warm before). A commit made meanwhile is still seen."""
+    local = _local_copy(tmp_path, TRACES[:2])
+    url = f"s3://{s3['BUCKET']}/wh"
+    writer = {**_cli_env(s3), "CCLQ_REMOTE_CACHE": str(tmp_path / "writer-cache")}
+    r = run_cclq("ingest", str(local / TRACES[0]), "-w", url, "-j", "1", "-q", env=writer)
+    assert r.returncode == 0, r.stderr
+    reader = {**_cli_env(s3), "CCLQ_REMOTE_CACHE": str(tmp_path / "reader-cache")}
+    args = ["metric", "total_kernel_time", "--all", "-w", url, "-f", "csv", "--no-cache"]
+    cold = run_cclq(*args, env=reader)
+    assert cold.returncode == 0, cold.stderr
+
+    def warm() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-X", "importtime", "-c", "from cclq.cli.app import main; main()",
+                               *args], capture_output=True, text=True, env={**os.environ, **reader}, timeout=300)
+
+    again = warm()
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout == cold.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in again.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "botocore" in imported and not {"s3fs", "aiobotocore", "aiohttp"} & imported
+
+    r = run_cclq("ingest", str(local / TRACES[1]), "-w", url, "-j", "1", "-q", env=writer)
+    assert r.returncode == 0, r.stderr
+    later = warm()  # CURRENT changed: the new catalog and trace are fetched (s3fs now)
+    assert later.returncode == 0, later.stderr[-2000:]
+    assert TRACES[1] in later.stdout and TRACES[1] not in cold.stdout
 
 
 # ------------------------------------------------------------------------ re-ingest
