@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from cclq.sqltext import quote_literal
 
@@ -184,7 +184,7 @@ class Lanes:
         self._pump()
         return futures
 
-    def _reads(self, task: Task[object]) -> frozenset[str]:
+    def _reads(self, task: Task[Any]) -> frozenset[str]:
         """The shared views a task holds: those it comes after, and its own."""
         return (task.after | {task.key}) & self.shared
 
