@@ -208,3 +208,17 @@ def test_an_unsealed_batch_keeps_its_shared_tables(wh):
     finally:
         lanes.close()
         session.close()
+
+
+def test_a_lane_has_the_sessions_connection_settings(wh):
+    """Issue 42: DuckDB keeps asof_loop_join_threshold per connection; the lanes lacked it
+    and planned collectives' ASOF join as a nested loop (27 M rows on a 127 MB rank)."""
+    session = connect(wh)
+    worker = session.worker()
+    try:
+        wanted = "SELECT current_setting('asof_loop_join_threshold'), current_setting('parquet_metadata_cache')"
+        assert session.execute(wanted).fetchone() == (0, True)
+        assert worker.execute(wanted).fetchone() == (0, True)
+    finally:
+        worker.close()
+        session.close()
