@@ -147,7 +147,7 @@ def collect_reports(
         steps_run = start_on_lanes(session, "steps", [STEP_DURATIONS_QUERY[1]], step_durations)
         ops_run = start_on_lanes(session, "ops", [OP_STATS_QUERY[1]], op_stats)
         hta_run = start_on_lanes(session, "hta", [sql for _, sql in HTA_QUERIES], hta_figure_data)
-        runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
+        runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True, last=True)
         steps, ops, hta = steps_run.result(), ops_run.result(), hta_run.result()
     outcomes = split_by_trace(runs, traces)
     return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),

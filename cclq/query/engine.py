@@ -84,6 +84,12 @@ def _base_comments(kinds: dict[str, str]) -> list[str]:
     return [s for name in names if name in kinds for s in comment_statements(name, kinds[name])]
 
 
+# Settings of one connection, not of the database: a second connection (a lane,
+# ``Session.worker``) runs them too. Without them a lane planned collectives' ASOF join
+# as a nested loop (27 M rows, 5.3 of a report's 12.9 CPU s on a 127 MB rank, issue 42).
+CONNECTION_SETTINGS = ("SET parquet_metadata_cache = true;", "SET asof_loop_join_threshold = 0;")
+
+
 def setup_script(snapshot: Snapshot, traces: list[str] | None = None, comments: bool = False,
                  compiled: bool = True) -> str:
     """The SQL that opens ``snapshot`` (optionally only ``traces``) with every view:
@@ -97,8 +103,7 @@ def setup_script(snapshot: Snapshot, traces: list[str] | None = None, comments: 
     # ASOF joins always as the sort-merge ASOF operator: below an estimate of 64 left
     # rows DuckDB plans one as a nested loop with an arg_max, and a view's estimates are
     # often that low for millions of rows (collectives' launch stack: quadratic)
-    head = [f"-- cclq: snapshot {_safe_id(snapshot.id)}", "SET parquet_metadata_cache = true;",
-            "SET asof_loop_join_threshold = 0;"]
+    head = [f"-- cclq: snapshot {_safe_id(snapshot.id)}", *CONNECTION_SETTINGS]
     if compiled:
         parts = [*head, *attach_statements(), *relations]
     else:

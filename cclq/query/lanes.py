@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from cclq.sqltext import quote_literal
 
@@ -81,6 +81,12 @@ class Lanes:
         self._urgency: dict[str, tuple[int, int]] = {}  # task -> (urgency, order scheduled)
         self._closed = False
         self.shared: frozenset[str] = frozenset()  # the views a batch shares (cclq.query.metrics)
+        # releasing a shared view's rows once nothing left reads them (``seal``)
+        self.release: Callable[[Session, str], None] | None = None  # drops one view's rows on a lane
+        self._readers: dict[str, int] = {}  # shared view -> its tasks (and readers') not yet done
+        self._sealed = False
+        self._released: set[str] = set()
+        self._shadow_views: list[str] = []  # the shared view of each of the shadows
         try:
             for _ in range(count if count > 1 else 0):
                 self._workers.append(session.worker())
@@ -96,9 +102,11 @@ class Lanes:
             self._share_cores(count)
         self._unordered_tables()
 
-    def add_shadows(self, statements: Sequence[str]) -> None:
+    def add_shadows(self, statements: Sequence[str], view: str = "") -> None:
+        """``view``: the shared view they stand for (dropped with it, ``seal``)."""
         with self._lock:
             self.shadows.extend(statements)
+            self._shadow_views.extend([view] * len(statements))
 
     def catch_up(self, lane: Session) -> None:
         """Runs on ``lane`` the shadow statements it has not run yet."""
@@ -118,13 +126,44 @@ class Lanes:
             wait(pending)
         self.catch_up(session)
 
-    def _on_a_lane(self, run: Callable[[Session], T]) -> T:
+    def _on_a_lane(self, run: Callable[[Session], T], reads: frozenset[str] = frozenset()) -> T:
         lane = self._free.get()
         try:
             self.catch_up(lane)
             return run(lane)
         finally:
+            self._read(lane, reads)
             self._free.put(lane)
+
+    def seal(self) -> None:
+        """No task is started on these lanes after this: from now each shared view's rows
+        are dropped (``release``) as soon as its own task and every task that reads it are
+        done, so a batch holds only the shared tables it still needs (issue 42: a report
+        on a 127 MB rank held 280 MB of them until its end)."""
+        with self._lock:
+            self._sealed = True
+        if self._pool is None:
+            self._read(self.session, frozenset())
+        else:  # on a lane: the caller's connection may be the one lane of another thread
+            lane = self._free.get()
+            try:
+                self._read(lane, frozenset())
+            finally:
+                self._free.put(lane)
+
+    def _read(self, lane: Session, reads: frozenset[str]) -> None:
+        """A task that read ``reads`` is done: releases, on ``lane``, what nothing left reads."""
+        with self._lock:
+            for name in reads:
+                self._readers[name] -= 1
+            if not self._sealed or self.release is None:
+                return
+            done = [n for n in self.shared if self._readers.get(n, 0) == 0 and n not in self._released]
+            self._released.update(done)
+            # a lane that has not made the view yet must not: its table is gone
+            self.shadows = ["SELECT 1" if view in done else s for s, view in zip(self.shadows, self._shadow_views)]
+        for name in done:
+            self.release(lane, name)
 
     def start(self, tasks: Sequence[Task[T]]) -> dict[str, Future[T]]:
         """Schedules ``tasks``: each starts on a free lane once the tasks it comes after
@@ -140,8 +179,14 @@ class Lanes:
                 self._after[task.key] = task.after
                 self._urgency[task.key] = (task.urgency, len(self._urgency))
                 self._hand_down(task.after, task.urgency)
+                for name in self._reads(task):
+                    self._readers[name] = self._readers.get(name, 0) + 1
         self._pump()
         return futures
+
+    def _reads(self, task: Task[Any]) -> frozenset[str]:
+        """The shared views a task holds: those it comes after, and its own."""
+        return (task.after | {task.key}) & self.shared
 
     def _hand_down(self, keys: frozenset[str], urgency: int) -> None:
         todo = list(keys)
@@ -177,13 +222,13 @@ class Lanes:
             task, outer = item
             if self._pool is None:  # one lane: here, in order
                 try:
-                    outer.set_result(self._on_a_lane(task.run))
+                    outer.set_result(self._on_a_lane(task.run, self._reads(task)))
                 except Exception as e:  # noqa: BLE001 - handed to the caller through the future
                     outer.set_exception(e)
                 with self._lock:
                     self._idle += 1
             else:
-                inner = self._pool.submit(self._on_a_lane, task.run)
+                inner = self._pool.submit(self._on_a_lane, task.run, self._reads(task))
                 inner.add_done_callback(partial(self._finished, outer))
 
     def _finished(self, outer: Future[object], inner: Future[object]) -> None:

@@ -150,6 +150,7 @@ def run_metrics(
     params: dict[str, str] | None = None,
     on_done: Callable[[MetricRun], None] | None = None,
     plan_first: bool = False,
+    last: bool = False,
 ) -> dict[str, MetricRun]:
     """Runs several metrics over every trace the session sees, in that one session.
 
@@ -163,6 +164,10 @@ def run_metrics(
     (``cclq.query.applicability``); a metric that applies to none of them is not run at
     all (its run has no table, and ``not_applicable`` says why for each trace), one that
     applies to some runs over all of them as usual, with ``not_applicable`` for the rest.
+
+    ``last``: inside a caller's ``shared_views`` block, no query runs on it after these
+    (and the ones already started), so each shared table is dropped once nothing left
+    reads it (``Lanes.seal``); always so in a block of its own.
     """
     params = params or {}
     planned, pending = _batch(session, specs, params, plan_first)
@@ -180,6 +185,7 @@ def run_metrics(
         run.seconds = time.perf_counter() - start
         return run
 
+    own_block = session.lanes is None
     with shared_views(session, [s.sql for s in pending]):
         lanes = session.lanes
         assert isinstance(lanes, Lanes)
@@ -187,6 +193,8 @@ def run_metrics(
         # others fill the other lanes meanwhile
         done = lanes.start([Task(f"metric {spec.name}", partial(one, spec=spec), _shared_reads(lanes, [spec.sql]),
                                  urgency=0 if PATH_TABLE in spec.sql else 10) for spec in specs])
+        if last or own_block:
+            lanes.seal()
         for spec in specs:
             run = done[f"metric {spec.name}"].result()
             runs[spec.name] = run
@@ -397,19 +405,29 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
                 shadow = f"CREATE TEMP VIEW {name} AS SELECT * FROM {_stored(name)}"
         except duckdb.Error:
             return
-        lanes.add_shadows([shadow])  # before the task is done: what comes after it sees the table
+        lanes.add_shadows([shadow], name)  # before the task is done: what comes after it sees the table
 
     def after(name: str) -> frozenset[str]:  # the shared views it reads, and the calls for a macro
         first = {_READ_CALLS} if name in SHARED_MACROS else set()
         reads = names_reached(f"SELECT * FROM {stand_ins.get(name, name)}")
         return frozenset(names) & (reads - {name}) | first
 
+    lanes.shared = frozenset(names)  # before the tasks: each holds what it reads (Lanes.seal)
+    lanes.release = _release
     lanes.start([Task(_READ_CALLS, read_calls)] +
                 [Task(name, partial(share, name=name), after(name)) for name in names])
     return frozenset(names)
 
 
 _READ_CALLS = "read the macros' versions"  # a task of _share_views (not a view name)
+
+
+def _release(lane: Session, name: str) -> None:
+    """Drops a shared view's rows once the batch no longer reads them (``Lanes.seal``)."""
+    if name in SHARED_MACROS:
+        _drop_shared(lane, f"{name}_")
+    else:
+        lane.execute(f"DROP TABLE IF EXISTS {_stored(name)}")
 
 
 def _stored(name: str) -> str:

@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 
 from cclq.errors import QueryError
-from cclq.query.engine import arrow_table, setup_script
+from cclq.query.engine import CONNECTION_SETTINGS, arrow_table, setup_script
 from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings, open_database
 from cclq.query.view_catalog import search_path_statement
@@ -131,6 +131,7 @@ class Session:
         try:
             _no_progress_bar(other.con)
             other.con.execute(search_path_statement())
+            other.con.execute("\n".join(CONNECTION_SETTINGS))  # connection-local (CONNECTION_SETTINGS)
         except BaseException:
             other.con.close()
             raise
