@@ -188,8 +188,11 @@ def test_the_critical_path_overlay_marks_the_path_and_reads_back(tmp_path: Path)
     assert [e for e in events if e["ph"] not in others] == [e for e in original if e["ph"] not in others]
     # the path runs through k1's launch (queued alone, started with nothing before it: a
     # launch edge of 60 - 20 = 40 µs), k1, the gap to k2 and k2: longer than the CPU side
-    assert [(e["edge_type"], e["weight_us"]) for e in graph.edges if e["edge_type"] != "operator"] == [
-        ("launch_delay", 40.0), ("kernel_kernel_delay", 5.0)]
+    from cclq.hta.analyzers.critical_path_analysis import CPEdgeType
+
+    on_the_path = sorted(graph.critical_path_edges_set, key=lambda e: graph.node_list[e.begin].ts)
+    assert [(e.type, e.weight) for e in on_the_path if e.type != CPEdgeType.OPERATOR_KERNEL] == [
+        (CPEdgeType.KERNEL_LAUNCH_DELAY, 40.0), (CPEdgeType.KERNEL_KERNEL_DELAY, 5.0)]
     flows = [e for e in events if e.get("name") == "critical_path"]
     assert sorted((e["ph"], e["cat"], e["ts"]) for e in flows) == [
         ("f", "critical_path_kernel_launch_delay", 60), ("s", "critical_path_kernel_launch_delay", 20)]
