@@ -93,10 +93,15 @@ class CompiledReaderHook(BuildHookInterface):
         except Exception as e:  # noqa: BLE001 - no compiler, or our C did not compile: said, then decided
             why = f"{type(e).__name__}: {e}"
             if os.environ.get(REQUIRE) == "1":
-                raise RuntimeError(f"cclq: the compiled JSON parser does not compile ({why}); "
-                                   f"{REQUIRE}=1 makes that an error (the compiler's messages are above)") from e
-            print(f"cclq: the compiled JSON parser was not built ({why}); the fast reader will decode with "
-                  f"msgspec (set {REQUIRE}=1 to make this an error)", file=sys.stderr)
+                raise RuntimeError(
+                    f"cclq: the compiled JSON parser does not compile ({why}); "
+                    f"{REQUIRE}=1 makes that an error (the compiler's messages are above)"
+                ) from e
+            print(
+                f"cclq: the compiled JSON parser was not built ({why}); the fast reader will decode with "
+                f"msgspec (set {REQUIRE}=1 to make this an error)",
+                file=sys.stderr,
+            )
             return None
         return Path(cmd.get_ext_fullpath(MODULE))
 

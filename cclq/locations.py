@@ -66,9 +66,11 @@ def warehouse_path(option: str | None) -> str:
     if "://" in chosen:  # never a local folder named after a URL (./s3:/bucket)
         from cclq.errors import UsageError
 
-        raise UsageError(f"{chosen}: a URL where a local warehouse folder is needed",
-                         hint="this command takes a folder; `cclq ingest`, `metric`, `report`, `diff`, `board`, "
-                              "`sql`, `traces`, `shell` and cclq.open() take s3:// URLs")
+        raise UsageError(
+            f"{chosen}: a URL where a local warehouse folder is needed",
+            hint="this command takes a folder; `cclq ingest`, `metric`, `report`, `diff`, `board`, "
+            "`sql`, `traces`, `shell` and cclq.open() take s3:// URLs",
+        )
     return os.path.realpath(os.path.expanduser(chosen))
 
 

@@ -120,9 +120,7 @@ def promoted_columns() -> list[tuple[str, str]]:
     return list(seen.items())
 
 
-PROMOTED_FIELDS: list[pa.Field] = [
-    pa.field(column, _ARROW_TYPES[kind]) for column, kind in promoted_columns()
-]
+PROMOTED_FIELDS: list[pa.Field] = [pa.field(column, _ARROW_TYPES[kind]) for column, kind in promoted_columns()]
 
 EVENT_SCHEMA = pa.schema(BASE_FIELDS + PROMOTED_FIELDS)
 
@@ -136,78 +134,84 @@ def data_file_schema(schema: pa.Schema) -> pa.Schema:
 
 
 # PyTorch execution traces (cclq/formats/et.py): a row per graph node, a row per tensor.
-ET_NODE_SCHEMA = pa.schema([
-    ("file_id", pa.string()),
-    ("node_idx", pa.int64()),  # position in the nodes array
-    ("node_id", pa.int64()),
-    ("parent_id", pa.int64()),  # parent (1.0.1) / ctrl_deps (1.0.2+)
-    ("name", pa.string()),
-    ("op_schema", pa.string()),
-    ("rf_id", pa.int64()),  # = Kineto's `Record function id` on the same op
-    ("fw_parent", pa.int64()),
-    ("seq_id", pa.int64()),
-    ("scope", pa.int64()),
-    ("tid", pa.int64()),
-    ("fw_tid", pa.int64()),
-    ("inputs", pa.string()),  # JSON: the input values
-    ("input_shapes", pa.string()),
-    ("input_types", pa.string()),
-    ("outputs", pa.string()),
-    ("output_shapes", pa.string()),
-    ("output_types", pa.string()),
-    ("attrs", pa.string()),  # JSON: every attribute not in a column
-    ("input_bytes", pa.int64()),  # sum of numel x itemsize over the input tensors
-    ("output_bytes", pa.int64()),
-    ("collective_name", pa.string()),  # record_param_comms: the collective
-    ("dtype", pa.string()),
-    ("in_msg_nelems", pa.int64()),
-    ("out_msg_nelems", pa.int64()),
-    ("in_split_size", pa.string()),
-    ("out_split_size", pa.string()),
-    ("pg_name", pa.string()),
-    ("pg_desc", pa.string()),
-    ("pg_size", pa.int64()),
-    ("comm_rank", pa.int64()),  # the rank a 1.0.1 record_param_comms names
-])
+ET_NODE_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("node_idx", pa.int64()),  # position in the nodes array
+        ("node_id", pa.int64()),
+        ("parent_id", pa.int64()),  # parent (1.0.1) / ctrl_deps (1.0.2+)
+        ("name", pa.string()),
+        ("op_schema", pa.string()),
+        ("rf_id", pa.int64()),  # = Kineto's `Record function id` on the same op
+        ("fw_parent", pa.int64()),
+        ("seq_id", pa.int64()),
+        ("scope", pa.int64()),
+        ("tid", pa.int64()),
+        ("fw_tid", pa.int64()),
+        ("inputs", pa.string()),  # JSON: the input values
+        ("input_shapes", pa.string()),
+        ("input_types", pa.string()),
+        ("outputs", pa.string()),
+        ("output_shapes", pa.string()),
+        ("output_types", pa.string()),
+        ("attrs", pa.string()),  # JSON: every attribute not in a column
+        ("input_bytes", pa.int64()),  # sum of numel x itemsize over the input tensors
+        ("output_bytes", pa.int64()),
+        ("collective_name", pa.string()),  # record_param_comms: the collective
+        ("dtype", pa.string()),
+        ("in_msg_nelems", pa.int64()),
+        ("out_msg_nelems", pa.int64()),
+        ("in_split_size", pa.string()),
+        ("out_split_size", pa.string()),
+        ("pg_name", pa.string()),
+        ("pg_desc", pa.string()),
+        ("pg_size", pa.int64()),
+        ("comm_rank", pa.int64()),  # the rank a 1.0.1 record_param_comms names
+    ]
+)
 
-ET_TENSOR_SCHEMA = pa.schema([
-    ("file_id", pa.string()),
-    ("node_id", pa.int64()),
-    ("role", pa.string()),  # input | output
-    ("position", pa.int32()),  # argument position (0-based)
-    ("list_index", pa.int32()),  # index within a tensor list, NULL for a single tensor
-    ("tensor_id", pa.int64()),
-    ("storage_id", pa.int64()),
-    ("storage_offset", pa.int64()),  # elements from the storage start
-    ("numel", pa.int64()),
-    ("itemsize", pa.int64()),
-    ("device", pa.string()),
-    ("shape", pa.list_(pa.int64())),
-    ("type", pa.string()),  # e.g. Tensor(float), Tensor(c10::BFloat16)
-])
+ET_TENSOR_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("node_id", pa.int64()),
+        ("role", pa.string()),  # input | output
+        ("position", pa.int32()),  # argument position (0-based)
+        ("list_index", pa.int32()),  # index within a tensor list, NULL for a single tensor
+        ("tensor_id", pa.int64()),
+        ("storage_id", pa.int64()),
+        ("storage_offset", pa.int64()),  # elements from the storage start
+        ("numel", pa.int64()),
+        ("itemsize", pa.int64()),
+        ("device", pa.string()),
+        ("shape", pa.list_(pa.int64())),
+        ("type", pa.string()),  # e.g. Tensor(float), Tensor(c10::BFloat16)
+    ]
+)
 
 
 # Benchmark result files (cclq/formats/results.py): one row per measurement and metric.
-RESULTS_SCHEMA = pa.schema([
-    ("file_id", pa.string()),
-    ("row_idx", pa.int64()),
-    ("source_format", pa.string()),  # ddlb_csv | ddl_benchmarks_log | vllm_bench_json | sglang_bench_jsonl
-    ("benchmark", pa.string()),  # ddlb, the model of a ddl-benchmarks run, vllm bench latency, the serving backend
-    ("implementation", pa.string()),  # DDLB's implementation label, the served model
-    ("metric", pa.string()),  # mean_time_ms, total_samples_per_s, median_ttft_ms, ttft_s, ...
-    ("value", pa.float64()),
-    ("unit", pa.string()),  # ms, s, TFLOPS, img/s, tokens/s, tokens, ... (NULL: a count or unknown)
-    ("run", pa.int64()),  # the measurement it belongs to: a CSV row, a log's try, a JSONL line
-    ("item", pa.int64()),  # within the run: the iteration or request; NULL for an aggregate
-    ("dtype", pa.string()),
-    ("world_size", pa.int64()),
-    ("batch_size", pa.int64()),
-    ("m", pa.int64()),
-    ("n", pa.int64()),
-    ("k", pa.int64()),
-    ("valid", pa.bool_()),  # DDLB's validation verdict
-    ("config_json", pa.string()),  # every configuration field of the source, as JSON
-])
+RESULTS_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("row_idx", pa.int64()),
+        ("source_format", pa.string()),  # ddlb_csv | ddl_benchmarks_log | vllm_bench_json | sglang_bench_jsonl
+        ("benchmark", pa.string()),  # ddlb, the model of a ddl-benchmarks run, vllm bench latency, the serving backend
+        ("implementation", pa.string()),  # DDLB's implementation label, the served model
+        ("metric", pa.string()),  # mean_time_ms, total_samples_per_s, median_ttft_ms, ttft_s, ...
+        ("value", pa.float64()),
+        ("unit", pa.string()),  # ms, s, TFLOPS, img/s, tokens/s, tokens, ... (NULL: a count or unknown)
+        ("run", pa.int64()),  # the measurement it belongs to: a CSV row, a log's try, a JSONL line
+        ("item", pa.int64()),  # within the run: the iteration or request; NULL for an aggregate
+        ("dtype", pa.string()),
+        ("world_size", pa.int64()),
+        ("batch_size", pa.int64()),
+        ("m", pa.int64()),
+        ("n", pa.int64()),
+        ("k", pa.int64()),
+        ("valid", pa.bool_()),  # DDLB's validation verdict
+        ("config_json", pa.string()),  # every configuration field of the source, as JSON
+    ]
+)
 
 
 # Tables that readers fill, by name: the catalog's `parts` says which data file holds

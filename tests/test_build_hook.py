@@ -65,15 +65,26 @@ def test_an_editable_reinstall_leaves_a_running_parser_alone(tmp_path):
     before = so.stat().st_ino
     stop = tmp_path / "stop"
     env = {k: v for k, v in os.environ.items() if k not in ("CFLAGS", "LDFLAGS", "LD_PRELOAD")}
-    loop = subprocess.Popen([sys.executable, "-c", _PARSER_LOOP, str(stop)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    loop = subprocess.Popen(
+        [sys.executable, "-c", _PARSER_LOOP, str(stop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     try:
         assert loop.stdout is not None
         assert loop.stdout.readline().strip() == "ready", loop.stderr.read() if loop.stderr else ""
         temp = tmp_path / "tmp"
         temp.mkdir()
-        built = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "-e", str(REPO)],
-                               capture_output=True, text=True, env={**env, "TMPDIR": str(temp)}, timeout=600)
+        built = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "-e", str(REPO)],
+            capture_output=True,
+            text=True,
+            env={**env, "TMPDIR": str(temp)},
+            timeout=600,
+        )
         assert built.returncode == 0, built.stderr[-2000:]
         time.sleep(0.3)  # a few more parses with the new module in place
         assert loop.poll() is None, f"the parsing process died: {loop.returncode} {loop.stderr.read()[-2000:]}"
@@ -93,16 +104,26 @@ def test_an_editable_reinstall_leaves_a_running_parser_alone(tmp_path):
 
 def _copy_of_checkout(tmp_path: Path) -> Path:
     source = tmp_path / "src"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        "*.so", "*.pyd", ".venv", ".git", ".cclq", "build", "__pycache__", "*.egg-info", ".hypothesis"))
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            "*.so", "*.pyd", ".venv", ".git", ".cclq", "build", "__pycache__", "*.egg-info", ".hypothesis"
+        ),
+    )
     return source
 
 
 def _wheel(source: Path, out: Path, temp: Path, **env: str) -> subprocess.CompletedProcess[str]:
     temp.mkdir(exist_ok=True)
     environ = {k: v for k, v in os.environ.items() if k not in ("CFLAGS", "LDFLAGS", "CCLQ_REQUIRE_COMPILED")}
-    return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(source)],
-                          capture_output=True, text=True, env={**environ, "TMPDIR": str(temp), **env}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        env={**environ, "TMPDIR": str(temp), **env},
+        timeout=600,
+    )
 
 
 def test_our_c_failing_to_compile_fails_the_build_where_required(tmp_path):
@@ -141,6 +162,9 @@ def test_a_wheel_build_leaves_no_temporary_folder_and_nothing_imports_the_hook(t
     assert [n for n in names if n.startswith("cclq/formats/chrome/eventparse.") and n.endswith(".so")]
     assert not [n for n in names if "build_hooks" in n or "build_support" in n]
     assert not list((tmp_path / "t").glob("cclq-build-*"))
-    users = [str(p) for p in (REPO / "cclq").rglob("*.py")
-             if re.search(r"^\s*(from|import)\s+build_hooks\b", p.read_text(), flags=re.M)]
+    users = [
+        str(p)
+        for p in (REPO / "cclq").rglob("*.py")
+        if re.search(r"^\s*(from|import)\s+build_hooks\b", p.read_text(), flags=re.M)
+    ]
     assert not users

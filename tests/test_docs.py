@@ -58,8 +58,10 @@ def command_names() -> list[str]:
     """Every command of the CLI, as typed after `cclq` (groups with their subcommands)."""
     names = [c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands]
     for group in app.registered_groups:
-        names += [f"{group.name} {c.name or c.callback.__name__.replace('_', '-')}"
-                  for c in group.typer_instance.registered_commands]
+        names += [
+            f"{group.name} {c.name or c.callback.__name__.replace('_', '-')}"
+            for c in group.typer_instance.registered_commands
+        ]
     return names
 
 
@@ -74,8 +76,15 @@ def metric_table() -> str:
         "version, `cclq metrics NAME` shows one's family and near-synonyms):",
     ]
     for family, question in FAMILIES.items():
-        lines += ["", f"### {question}", "", f"Family `{family}`.", "",
-                  "| metric | unit | grain | what | see also |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"### {question}",
+            "",
+            f"Family `{family}`.",
+            "",
+            "| metric | unit | grain | what | see also |",
+            "|---|---|---|---|---|",
+        ]
         for name, spec in latest.items():
             if spec.family == family:
                 what = spec.description.replace("|", chr(92) + "|")
@@ -139,12 +148,15 @@ def test_readme_install_is_what_ci_runs():
             assert line in test_section, f"README's Test section does not say CI's step: {line}"
     assert "chromium chromium-driver" in test_section
     # after pytest: the compiled parser's sanitizer run, which the README's Test section names
-    sanitizers = ci[ci.index("# --- the compiled reader under AddressSanitizer"):]
+    sanitizers = ci[ci.index("# --- the compiled reader under AddressSanitizer") :]
     assert "-fsanitize=address,undefined" in sanitizers and 'pytest -m "" tests/formats/' in sanitizers
     assert "AddressSanitizer and UBSan" in test_section
     # and the second DuckDB release, whose run the README names
-    ci_other = [ln.strip() for ln in ci[ci.index("# --- the other DuckDB release"):].splitlines()
-                if ln.strip() and not ln.startswith("#")]
+    ci_other = [
+        ln.strip()
+        for ln in ci[ci.index("# --- the other DuckDB release") :].splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
     assert ci_other[-1] in test_section, "README's Test section does not say CI's run on the other DuckDB"
 
 
@@ -165,7 +177,8 @@ def test_metrics_page_table_matches_the_headers():
         extra = sorted(set(have.splitlines()) - set(want.splitlines()))
         raise AssertionError(
             "docs/metrics.md's metric table differs from the headers; run `python tests/test_docs.py`.\n"
-            f"wanted: {stale}\nnot wanted: {extra}")
+            f"wanted: {stale}\nnot wanted: {extra}"
+        )
 
 
 def test_every_relative_link_points_to_a_file():
@@ -239,14 +252,16 @@ def test_the_step_checker_finds_what_would_not_run():
     assert step_problems("cclq metrics my_metric --long") == []
     assert step_problems("cclq frobnicate") == ["cclq frobnicate: no such command"]
     assert step_problems("cp cclq/formats/gone.py cclq/formats/my_format.py") == [
-        "cclq/formats/gone.py: no such file or folder", "cp cclq/formats/gone.py: nothing to copy"]
+        "cclq/formats/gone.py: no such file or folder",
+        "cp cclq/formats/gone.py: nothing to copy",
+    ]
     assert step_problems("make install") == ["make: not a tool of the project"]
 
 
 def test_contributing_sets_up_as_the_readme_installs_and_checks_as_ci():
     text = CONTRIBUTING.read_text()
     setup = first_block(section(text, "Set up"))
-    assert setup[:len(first_block(section(readme(), "Install")))] == first_block(section(readme(), "Install"))
+    assert setup[: len(first_block(section(readme(), "Install")))] == first_block(section(readme(), "Install"))
     checks = first_block(section(text, "Checks"))
     for line in first_block(section(readme(), "Test")):
         assert line in checks, f"CONTRIBUTING.md's checks lack the README's `{line}`"
@@ -266,8 +281,11 @@ def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
     docstrings, SQL and shell comments, C comments; CHECKSUMS and pyproject.toml whole."""
     text = path.read_text(errors="replace")
     if path.suffix == ".py":
-        found = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
-                 if t.type == tokenize.COMMENT]
+        found = [
+            (t.start[0], t.string)
+            for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type == tokenize.COMMENT
+        ]
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 doc = ast.get_docstring(node, clean=False)
@@ -278,8 +296,11 @@ def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
     if path.name in ("CHECKSUMS", "pyproject.toml"):
         return lines
     mark = {".sql": "--", ".c": "/", ".h": "/"}.get(path.suffix, "#")
-    return [(i, ln[ln.index(mark):] if mark in ln else ln) for i, ln in lines
-            if mark in ln or (mark == "/" and ln.lstrip().startswith("*"))]
+    return [
+        (i, ln[ln.index(mark) :] if mark in ln else ln)
+        for i, ln in lines
+        if mark in ln or (mark == "/" and ln.lstrip().startswith("*"))
+    ]
 
 
 def path_exists(named: str) -> bool:
@@ -306,8 +327,9 @@ def test_every_path_named_in_comments_docstrings_checksums_and_pyproject_exists(
     """A comment that names a file which moved sends the next reader nowhere: each path of
     the repository (`tests/query/test_sql_contract.py`) and each cclq module
     (`cclq.query.registry.frozen_sql`) named there must exist."""
-    listed = subprocess.run(["git", "ls-files", "cclq", "tests", "sql", ".ci", "pyproject.toml"], cwd=REPO,
-                            capture_output=True, text=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "cclq", "tests", "sql", ".ci", "pyproject.toml"], cwd=REPO, capture_output=True, text=True
+    )
     if listed.returncode != 0:
         import pytest
 
@@ -315,15 +337,18 @@ def test_every_path_named_in_comments_docstrings_checksums_and_pyproject_exists(
     checked, missing = 0, []
     for name in listed.stdout.split():
         path = REPO / name
-        if not path.is_file() or (path.suffix not in (".py", ".sql", ".c", ".h", ".sh")
-                                  and path.name not in ("CHECKSUMS", "pyproject.toml", "run")):
+        if not path.is_file() or (
+            path.suffix not in (".py", ".sql", ".c", ".h", ".sh")
+            and path.name not in ("CHECKSUMS", "pyproject.toml", "run")
+        ):
             continue
         for line, text in comments_and_docstrings(path):
             for pattern, exists in ((PATH_NAMED, path_exists), (MODULE_NAMED, module_exists)):
                 for m in pattern.finditer(text):
                     named = m.group(1).rstrip(".")
-                    if text[m.end():m.end() + 1] in PLACEHOLDER or (pattern is MODULE_NAMED and
-                                                                    text[m.end():m.end() + 1] == "/"):
+                    if text[m.end() : m.end() + 1] in PLACEHOLDER or (
+                        pattern is MODULE_NAMED and text[m.end() : m.end() + 1] == "/"
+                    ):
                         continue
                     checked += 1
                     if not exists(named):
@@ -344,8 +369,12 @@ def test_the_quick_start_runs_as_written(tmp_path: Path):
     lines = first_block(quick_start)
     assert lines and all(ln.startswith("cclq ") for ln in lines), lines
     shutil.copytree(REPO / "trace_collection", tmp_path / "trace_collection")
-    env = {**os.environ, "CCLQ_WAREHOUSE": str(tmp_path / "wh"), "CCLQ_DAEMON": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "CCLQ_WAREHOUSE": str(tmp_path / "wh"),
+        "CCLQ_DAEMON": "0",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     ran = []
     for line in lines:
         argv = shlex.split(line, comments=True)
@@ -355,8 +384,15 @@ def test_the_quick_start_runs_as_written(tmp_path: Path):
                 argv, stdin = [*argv, "--help"], None
             else:
                 stdin = "SELECT count(*) AS kernels_seen FROM kernels;\n"
-        proc = subprocess.run([sys.executable, "-m", "cclq", *argv[1:]], cwd=tmp_path, env=env,
-                              input=stdin, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "cclq", *argv[1:]],
+            cwd=tmp_path,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, f"`{line}` exited {proc.returncode}:\n{proc.stderr[-2000:]}"
         ran.append((argv, proc.stdout))
     assert (tmp_path / "wh").is_dir(), "the quick start wrote no warehouse where CCLQ_WAREHOUSE says"

@@ -25,13 +25,25 @@ def test_cclq_main_answers_for_each_of_two_folders_of_the_same_name(tmp_path, da
     generate_workload(tmp_path / "a" / "workX", ranks=2, steps=3, layers=2, seed=1)
     generate_workload(tmp_path / "b" / "workX", ranks=1, steps=2, layers=1, seed=2)
     (tmp_path / "tmp").mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "CCLQ_DAEMON": daemon_on, "CCLQ_DAEMON_IDLE_S": "30",
-           "CCLQ_WAREHOUSE": str(tmp_path / "wh")}
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path / "tmp"),
+        "CCLQ_DAEMON": daemon_on,
+        "CCLQ_DAEMON_IDLE_S": "30",
+        "CCLQ_WAREHOUSE": str(tmp_path / "wh"),
+    }
     try:
         alone = {}
         for side in "ab":  # each folder alone, in a warehouse of its own: its own value
-            r = _main(env, "--trace", str(tmp_path / side / "workX"), "--metric", "total_kernel_time",
-                      "--warehouse", str(tmp_path / f"wh_{side}"))
+            r = _main(
+                env,
+                "--trace",
+                str(tmp_path / side / "workX"),
+                "--metric",
+                "total_kernel_time",
+                "--warehouse",
+                str(tmp_path / f"wh_{side}"),
+            )
             assert r.returncode == 0, r.stderr
             alone[side] = float(r.stdout.split()[-1])
         assert alone["a"] != alone["b"]
@@ -66,8 +78,9 @@ def suite_wh(tmp_path_factory):
     b.memcpy(p, 0, 7, 18_000, 19_000, 4_000_000)
     b.write(root / "in" / "nsys_run" / "node.sqlite")
     h = HorovodTimelineBuilder(start_epoch_us=1_700_000_000_000_000)
-    h.op("allreduce.w", "ALLREDUCE", {0: 100, 1: 130}, [("QUEUE", 140, 150), ("NCCL_ALLREDUCE", 160, 200)],
-         shape=[1000])
+    h.op(
+        "allreduce.w", "ALLREDUCE", {0: 100, 1: 130}, [("QUEUE", 140, 150), ("NCCL_ALLREDUCE", 160, 200)], shape=[1000]
+    )
     h.cycle(90)
     h.write(root / "in" / "horovod_run" / "timeline.json")
     wh = Warehouse(root / "wh")
@@ -92,16 +105,20 @@ def test_a_row_with_a_reason_has_no_value_in_any_metric(suite_wh):
         run = runs[spec.name]
         assert run.table is not None, (spec.label, run.error)
         rows = run.table.select(["trace", "value", "reason"]).to_pylist()
-        problems += [f"{spec.label} on {r['trace']}: {r['value']!r} with reason {r['reason']!r}"
-                     for r in rows if r["reason"] is not None and r["value"] is not None]
+        problems += [
+            f"{spec.label} on {r['trace']}: {r['value']!r} with reason {r['reason']!r}"
+            for r in rows
+            if r["reason"] is not None and r["value"] is not None
+        ]
     assert not problems, "\n".join(problems)
 
 
 def test_horovod_tensor_comm_time_is_nan_on_a_kineto_trace(tmp_path):
     env = {**os.environ, "CCLQ_DAEMON": "0"}
     generate_workload(tmp_path / "k", ranks=1, steps=2, layers=1, seed=3)
-    r = _main(env, "--trace", str(tmp_path / "k"), "--metric", "horovod_tensor_comm_time",
-              "--warehouse", str(tmp_path / "wh"))
+    r = _main(
+        env, "--trace", str(tmp_path / "k"), "--metric", "horovod_tensor_comm_time", "--warehouse", str(tmp_path / "wh")
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-1] == "nan"
     assert "no Horovod timeline" in r.stderr
@@ -257,8 +274,10 @@ def _xprof_two_gpus(path: Path) -> list[dict]:
     apart in time (as GPU:4 and GPU:6 of the TensorFlow BERT profile). Times in us."""
     import json
 
-    events: list[dict] = [{"ph": "M", "pid": 100, "name": "process_name", "args": {"name": "/host:CPU"}},
-                          {"ph": "M", "pid": 100, "tid": 1, "name": "thread_name", "args": {"name": "python"}}]
+    events: list[dict] = [
+        {"ph": "M", "pid": 100, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "M", "pid": 100, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
+    ]
     steps = {4: (0.0, 19_900.0), 6: (627_000.0, 21_300.0)}  # device -> (first start, middle step's length)
     for pid, (device, (start, middle)) in enumerate(steps.items(), start=1):
         events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"/device:GPU:{device}"}})
@@ -266,11 +285,28 @@ def _xprof_two_gpus(path: Path) -> list[dict]:
         events.append({"ph": "M", "pid": pid, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}})
         t = start
         for step, dur in ((0, 30_000.0), (1, middle), (2, 25_000.0)):
-            events.append({"ph": "X", "pid": pid, "tid": 1, "ts": t, "dur": dur, "name": str(step),
-                           "args": {"group_id": str(step)}})
-            events.append({"ph": "X", "pid": pid, "tid": 2, "ts": t + 10, "dur": 100.0, "name": "fusion.1",
-                           "args": {"hlo_op": "fusion.1", "hlo_category": "non-fusion elementwise",
-                                    "group_id": str(step)}})
+            events.append(
+                {
+                    "ph": "X",
+                    "pid": pid,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": dur,
+                    "name": str(step),
+                    "args": {"group_id": str(step)},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "pid": pid,
+                    "tid": 2,
+                    "ts": t + 10,
+                    "dur": 100.0,
+                    "name": "fusion.1",
+                    "args": {"hlo_op": "fusion.1", "hlo_category": "non-fusion elementwise", "group_id": str(step)},
+                }
+            )
             t += dur + 1_000
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": events}))
@@ -310,8 +346,10 @@ def _two_exports(folder: Path, days: int) -> None:
     from cclq.synth.nsys import NsysExportBuilder
 
     day_ns = 86_400 * 10**9
-    for name, start, app in (("train_a.sqlite", 1_700_000_000 * 10**9, "python"),
-                             ("bench_b.sqlite", 1_700_000_000 * 10**9 + days * day_ns, "nccl_tests")):
+    for name, start, app in (
+        ("train_a.sqlite", 1_700_000_000 * 10**9, "python"),
+        ("bench_b.sqlite", 1_700_000_000 * 10**9 + days * day_ns, "nccl_tests"),
+    ):
         b = NsysExportBuilder(session_start_ns=start)
         p = b.process(pid=4242, name=app)
         b.kernel(p, 0, 7, 2_000, 12_000, "sm90_xmma_gemm_bf16bf16_bf16f32", grid=(264, 1, 1))
@@ -432,8 +470,12 @@ def test_mean_sm_coverage_on_a_rocm_trace_whose_kernels_say_another_device(tmp_p
     from cclq.synth.kineto import KinetoTraceBuilder
 
     b = KinetoTraceBuilder(rank=0, world_size=1, device=2)
-    b.kernel("Cijk_Ailk_Bljk_HHS_BH_MT128x128x64_MI32x32x8x1", 1_000, 100_000, args={"grid": [38912, 1, 1],
-                                                                                    "block": [256, 1, 1]})
+    b.kernel(
+        "Cijk_Ailk_Bljk_HHS_BH_MT128x128x64_MI32x32x8x1",
+        1_000,
+        100_000,
+        args={"grid": [38912, 1, 1], "block": [256, 1, 1]},
+    )
     b.kernel("elementwise_kernel", 200_000, 50_000, args={"grid": [608, 1, 1], "block": [256, 1, 1]})
     b.kernel("Cijk_small", 300_000, 50_000, args={"grid": [100, 1, 1], "block": [256, 1, 1]})
     path = b.write(tmp_path / "rocm" / "rank0.pt.trace.json")
@@ -478,8 +520,9 @@ def test_mean_sm_coverage_says_which_devices_do_not_join(tmp_path):
     ingest([tmp_path / "two"], wh, jobs=1)
     (row,) = run_metric(connect(wh), resolve("mean_sm_coverage"), {}).to_pylist()
     assert row["value"] is None
-    assert row["reason"].startswith("kernels carry grids on device 2, but deviceProperties lists SM counts "
-                                    "for device 0, 1 only")
+    assert row["reason"].startswith(
+        "kernels carry grids on device 2, but deviceProperties lists SM counts for device 0, 1 only"
+    )
 
 
 def test_a_name_clash_on_dask_names_both_folders_or_gets_a_distinct_id(tmp_path):
@@ -519,6 +562,8 @@ def test_several_partial_traces_are_named_in_one_warning_line(tmp_path):
     assert r.returncode == 0, r.stderr
     r = invoke("metric", "total_kernel_time", "--all", "-w", str(tmp_path / "wh"), "-f", "csv")
     lines = [line for line in r.stderr.splitlines() if "partial" in line]
-    assert lines == ["cclq: warning: 2 traces are partial, their values cover the ranks present only: "
-                     "a (1 of 4 ranks), b (3 of 4 ranks) (re-run `cclq ingest` if one was interrupted; "
-                     "--allow-partial to accept)"], r.stderr
+    assert lines == [
+        "cclq: warning: 2 traces are partial, their values cover the ranks present only: "
+        "a (1 of 4 ranks), b (3 of 4 ranks) (re-run `cclq ingest` if one was interrupted; "
+        "--allow-partial to accept)"
+    ], r.stderr

@@ -17,8 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cclq"
 # Lowest first. A module belongs to the first prefix that matches; each entry of a row
 # is a peer of the others in that row (peers may not import each other).
 LAYERS: list[tuple[str, ...]] = [
-    ("cclq.version", "cclq.errors", "cclq.schema", "cclq.locations", "cclq.proc", "cclq.sqltext",
-     "cclq.runtime"),
+    ("cclq.version", "cclq.errors", "cclq.schema", "cclq.locations", "cclq.proc", "cclq.sqltext", "cclq.runtime"),
     ("cclq.formats",),
     ("cclq.cards",),
     ("cclq.store",),
@@ -107,8 +106,10 @@ def graph() -> tuple[dict[str, set[str]], list[str], list[str]]:
             t_layer, t_unit = unit_of(target)
             same_unit = t_unit == unit or (unit in BASE and t_unit in BASE)
             if not same_unit and t_layer >= layer:
-                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({unit}) imports "
-                              f"{target} ({t_unit}), {'a peer' if t_layer == layer else 'a layer above'}")
+                upward.append(
+                    f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({unit}) imports "
+                    f"{target} ({t_unit}), {'a peer' if t_layer == layer else 'a layer above'}"
+                )
             if target != module:
                 for name in names:
                     if name.startswith("_") and not name.startswith("__"):
@@ -157,8 +158,10 @@ def test_imports_point_down_without_cycles_or_private_names():
     edges, upward, private = graph()
     loops = cycles(edges)
     n_imports = sum(len(v) for v in edges.values())
-    print(f"\n{len(all_modules())} modules, {n_imports} internal imports: {len(loops)} import cycles, "
-          f"{len(upward)} upward or cross-layer imports, {len(private)} private cross-module imports")
+    print(
+        f"\n{len(all_modules())} modules, {n_imports} internal imports: {len(loops)} import cycles, "
+        f"{len(upward)} upward or cross-layer imports, {len(private)} private cross-module imports"
+    )
     assert not upward, "\n".join(upward)
     assert not loops, "\n".join(" <-> ".join(c) for c in loops)
     assert not private, "\n".join(private)
@@ -167,9 +170,11 @@ def test_imports_point_down_without_cycles_or_private_names():
 def test_generators_and_benchmarks_are_imported_only_by_themselves_the_cli_and_tests():
     edges, _upward, _private = graph()
     tools = ("cclq.synth", "cclq.bench")
-    users = sorted(m for m, targets in edges.items()
-                   if any(t.startswith(tools) for t in targets)
-                   and not m.startswith((*tools, "cclq.cli")))
+    users = sorted(
+        m
+        for m, targets in edges.items()
+        if any(t.startswith(tools) for t in targets) and not m.startswith((*tools, "cclq.cli"))
+    )
     assert not users, f"outside synth/, bench/ and cli/, these import them: {users}"
 
 

@@ -19,7 +19,8 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     if result.returncode != 0:
         pytest.fail(f"pip wheel failed: {result.stderr[-2000:]}")
@@ -39,15 +40,24 @@ def test_wheel_contains_every_sql_file(wheel):
 
 def test_installed_wheel_finds_its_sql(wheel, tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     code = (
         "import cclq.query.sqlfiles as s, json; root = s.sql_root(); "
         "print(json.dumps([str(root)] + sorted(p.relative_to(root).as_posix() for p in root.rglob('*.sql'))))"
     )
     # -S: no site-packages, so the editable install of this checkout cannot answer
-    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True,
-                            env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+    )
     import json
 
     root, *files = json.loads(result.stdout)
@@ -81,22 +91,36 @@ def test_without_a_compiler_the_install_works_and_reads_with_msgspec(tmp_path):
 
     # a clean copy of the checkout: no module this checkout's own install compiled
     source = tmp_path / "src"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        "*.so", "*.pyd", ".venv", ".git", ".cclq", "build", "__pycache__", "*.egg-info", ".hypothesis"))
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            "*.so", "*.pyd", ".venv", ".git", ".cclq", "build", "__pycache__", "*.egg-info", ".hypothesis"
+        ),
+    )
     out = tmp_path / "wheel"
     env = {**os.environ, "CC": "/bin/false", "LDSHARED": "/bin/false"}
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
-                           capture_output=True, text=True, env=env)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     (whl,) = out.glob("cclq-*.whl")
     names = zipfile.ZipFile(whl).namelist()
     assert not [n for n in names if n.endswith((".so", ".pyd"))]
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(whl)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(whl)],
+        check=True,
+        capture_output=True,
+    )
     trace = tmp_path / "t.json"
-    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, '
-                     '"dur": 2, "args": {"stream": 7, "grid": [1, 2, 3]}}]}')
+    trace.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, '
+        '"dur": 2, "args": {"stream": 7, "grid": [1, 2, 3]}}]}'
+    )
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2])\n"
         "from cclq.formats.base import ReadOptions\n"
@@ -108,8 +132,12 @@ def test_without_a_compiler_the_install_works_and_reads_with_msgspec(tmp_path):
         "print(compiled.AVAILABLE, parser_name(fast.result, ReadOptions()), compiled.description())\n"
     )
     # the installed copy first, then the tests' helpers; site-packages for the dependencies
-    done = subprocess.run([sys.executable, "-c", code, str(target), str(REPO / "tests"), str(trace)],
-                          capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(target), str(REPO / "tests"), str(trace)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     available, parser, description = done.stdout.strip().split(" ", 2)
     assert available == "False" and parser.startswith("chrome_json/fast-msgspec-")

@@ -92,14 +92,23 @@ class TraceAnalysis:
     ``figures_dir`` (also write every figure there as HTML; default ``$CCLQ_FIGURES_DIR``).
     """
 
-    def __init__(self, trace_files: dict[int, str] | None = None, trace_dir: str | Path = "",
-                 include_last_profiler_step: bool | None = False, *,
-                 warehouse: str | Path | Workspace | None = None, jobs: int | None = None,
-                 figures_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        trace_files: dict[int, str] | None = None,
+        trace_dir: str | Path = "",
+        include_last_profiler_step: bool | None = False,
+        *,
+        warehouse: str | Path | Workspace | None = None,
+        jobs: int | None = None,
+        figures_dir: str | Path | None = None,
+    ) -> None:
         if isinstance(trace_files, (str, Path)) and not trace_dir:  # cclq's older TraceAnalysis(trace_dir)
             trace_dir, trace_files = trace_files, None
-        folder = (mirror_traces(str(trace_dir)) if is_url(trace_dir)  # s3://: a local copy of what changed
-                  else Path(trace_dir or os.getcwd()).expanduser())
+        folder = (
+            mirror_traces(str(trace_dir))
+            if is_url(trace_dir)  # s3://: a local copy of what changed
+            else Path(trace_dir or os.getcwd()).expanduser()
+        )
         workloads = plan_inputs([folder])
         if len(workloads) != 1:
             raise UsageError(f"{folder} holds {len(workloads)} workloads; give one trace folder")
@@ -109,8 +118,11 @@ class TraceAnalysis:
             jobs = 1  # parsed here: starting parser processes would take longer than the parse
         report = self.workspace.ingest(folder, jobs=jobs)
         ingested = time.perf_counter()
-        wanted = None if trace_files is None else {
-            (Path(p) if Path(p).is_absolute() else folder / p).resolve() for p in trace_files.values()}
+        wanted = (
+            None
+            if trace_files is None
+            else {(Path(p) if Path(p).is_absolute() else folder / p).resolve() for p in trace_files.values()}
+        )
         # with trace_files, only those files matter (HTA reads no other): another file of the
         # folder that fails (a trace HTA wrote beside them, for the same rank) is passed over
         failed = [o for o in report.failed if wanted is None or Path(o.path).resolve() in wanted]
@@ -132,13 +144,16 @@ class TraceAnalysis:
         ingested = {int(r["rank"]): Path(r["path"]) for r in rows}
         if trace_files is None:
             return ingested
-        given = {int(rank): (Path(p) if Path(p).is_absolute() else folder / p).resolve()
-                 for rank, p in trace_files.items()}
+        given = {
+            int(rank): (Path(p) if Path(p).is_absolute() else folder / p).resolve() for rank, p in trace_files.items()
+        }
         by_path = {p.resolve(): rank for rank, p in ingested.items()}
         for rank, path in given.items():
             if path not in by_path:
-                raise UsageError(f"trace_files: {path} is not a trace file of {folder} (cclq ingests trace_dir: "
-                                 "the files must be in it)")
+                raise UsageError(
+                    f"trace_files: {path} is not a trace file of {folder} (cclq ingests trace_dir: "
+                    "the files must be in it)"
+                )
             if by_path[path] != rank:
                 raise UsageError(f"trace_files: {path} is rank {by_path[path]} by its own content, not {rank}")
         return {rank: ingested[rank] for rank in given}
@@ -158,8 +173,18 @@ class TraceAnalysis:
         frame = hta_breakdown.temporal_breakdown(self._data)
         if visualize:
             hta_figures.temporal(self.figures, frame)
-        return frame[["rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
-                      "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]]
+        return frame[
+            [
+                "rank",
+                "idle_time(us)",
+                "compute_time(us)",
+                "non_compute_time(us)",
+                "kernel_time(us)",
+                "idle_time_pctg",
+                "compute_time_pctg",
+                "non_compute_time_pctg",
+            ]
+        ]
 
     def get_comm_comp_overlap(self, visualize: bool = True) -> Any:
         """Per rank: the percentage of communication time overlapped by computation."""
@@ -168,26 +193,39 @@ class TraceAnalysis:
             hta_figures.overlap(self.figures, frame)
         return frame[["rank", "comp_comm_overlap_pctg"]]
 
-    def get_gpu_kernel_breakdown(self, visualize: bool = True, duration_ratio: float = 0.8, num_kernels: int = 10,
-                                 include_memory_kernels: bool = True, image_renderer: str = "") -> tuple[Any, Any]:
+    def get_gpu_kernel_breakdown(
+        self,
+        visualize: bool = True,
+        duration_ratio: float = 0.8,
+        num_kernels: int = 10,
+        include_memory_kernels: bool = True,
+        image_renderer: str = "",
+    ) -> tuple[Any, Any]:
         """(kernel_type_df, kernel_df): time per kernel type (and overlap of types) over
         every rank with its percentage; per rank, type and kernel name, the sum, max,
         min, stddev and mean of durations (names past the cut as "others")."""
-        type_df, kernel_df, per_type = hta_breakdown.kernel_breakdown(self._data, duration_ratio, num_kernels,
-                                                                      include_memory_kernels)
+        type_df, kernel_df, per_type = hta_breakdown.kernel_breakdown(
+            self._data, duration_ratio, num_kernels, include_memory_kernels
+        )
         if visualize:
-            hta_figures.kernel_breakdown(self.figures, type_df, kernel_df, per_type, len(self._data.ranks),
-                                         image_renderer)
+            hta_figures.kernel_breakdown(
+                self.figures, type_df, kernel_df, per_type, len(self._data.ranks), image_renderer
+            )
         return type_df, kernel_df
 
     def get_gpu_kernel_type_breakdown(self) -> Any:
         """The first table of get_gpu_kernel_breakdown alone (cclq's own shortcut)."""
         return self.get_gpu_kernel_breakdown(visualize=False)[0]
 
-    def get_idle_time_breakdown(self, ranks: list[int] | None = None, streams: list[int] | None = None,
-                                visualize: bool = True, visualize_pctg: bool = True,
-                                show_idle_interval_stats: bool = False, consecutive_kernel_delay: int = 30,
-                                ) -> tuple[Any, Any]:
+    def get_idle_time_breakdown(
+        self,
+        ranks: list[int] | None = None,
+        streams: list[int] | None = None,
+        visualize: bool = True,
+        visualize_pctg: bool = True,
+        show_idle_interval_stats: bool = False,
+        consecutive_kernel_delay: int = 30,
+    ) -> tuple[Any, Any]:
         """(idle time per rank, stream and category with its ratio; describe() of the idle
         intervals per category, or None without ``show_idle_interval_stats``)."""
         pd = pandas()
@@ -195,8 +233,9 @@ class TraceAnalysis:
             ranks = [0]
         tables, stats = [], []
         for rank in ranks:
-            table, interval = hta_breakdown.idle_time_breakdown(self._data, rank, streams, consecutive_kernel_delay,
-                                                                show_idle_interval_stats)
+            table, interval = hta_breakdown.idle_time_breakdown(
+                self._data, rank, streams, consecutive_kernel_delay, show_idle_interval_stats
+            )
             if visualize:  # HTA draws the streams as text, and leaves them so in its table
                 table["stream"] = table.stream.astype(str)
                 hta_figures.idle_time(self.figures, table, rank, visualize_pctg)
@@ -205,10 +244,15 @@ class TraceAnalysis:
                 stats.append(interval)
         return pd.concat(tables), pd.concat(stats) if show_idle_interval_stats else None
 
-    def get_gpu_user_annotation_breakdown(self, use_gpu_annotation: bool = True, visualize: bool = True,
-                                          duration_ratio: float = 0.8, num_kernels: int = 1000,
-                                          allowlist_patterns: list[str] | None = None,
-                                          image_renderer: str | None = None) -> Any:
+    def get_gpu_user_annotation_breakdown(
+        self,
+        use_gpu_annotation: bool = True,
+        visualize: bool = True,
+        duration_ratio: float = 0.8,
+        num_kernels: int = 1000,
+        allowlist_patterns: list[str] | None = None,
+        image_renderer: str | None = None,
+    ) -> Any:
         """Per rank and user annotation (GPU side, or the CPU side with
         ``use_gpu_annotation=False``): the sum, max, min, stddev and mean of durations;
         None where the trace has no such annotation."""
@@ -221,8 +265,9 @@ class TraceAnalysis:
             hta_figures.user_annotations(self.figures, table, per_rank, len(self._data.ranks), image_renderer)
         return table
 
-    def get_gpu_kernels_with_user_annotations(self, rank: int, expand_names: bool = True,
-                                              shortern_names: bool = True) -> Any:
+    def get_gpu_kernels_with_user_annotations(
+        self, rank: int, expand_names: bool = True, shortern_names: bool = True
+    ) -> Any:
         """Every GPU kernel of ``rank`` with the leaf-most GPU user annotation overlapping
         it (HTA's spelling ``shortern_names`` kept)."""
         return hta_kernels.kernels_with_user_annotations(self.t, rank, expand_names, shortern_names)
@@ -241,8 +286,9 @@ class TraceAnalysis:
         """get_queue_length_summary from series get_queue_length_time_series gave."""
         return hta_counters.queue_length_summary(queue_length_dict)
 
-    def get_time_spent_blocked_on_full_queue(self, queue_length_dict: dict[int, Any] | None = None,
-                                             max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM) -> Any:
+    def get_time_spent_blocked_on_full_queue(
+        self, queue_length_dict: dict[int, Any] | None = None, max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM
+    ) -> Any:
         """Per rank, a stream whose queue reached ``max_queue_length`` and the time it
         stayed there (µs, and relative to the rank's trace)."""
         if queue_length_dict is None:  # cclq's older signature took none: rank 0's series
@@ -258,8 +304,12 @@ class TraceAnalysis:
         """describe() of each memory operation kind's bandwidth above 0, per rank."""
         return hta_counters.memory_bw_summary(self.get_memory_bw_time_series(ranks or [0]))
 
-    def generate_trace_with_counters(self, time_series: TimeSeriesTypes | None = None,
-                                     ranks: list[int] | None = None, output_suffix: str = "_with_counters") -> None:
+    def generate_trace_with_counters(
+        self,
+        time_series: TimeSeriesTypes | None = None,
+        ranks: list[int] | None = None,
+        output_suffix: str = "_with_counters",
+    ) -> None:
         """Writes each rank's trace with the counters as Chrome counter events beside its
         file (``<file>_with_counters.json.gz``), as HTA does."""
         ranks = ranks or [0]
@@ -283,9 +333,14 @@ class TraceAnalysis:
             write_trace(self._data.session, file_id, out, None, extra, written_from=Path(source).name)
 
     # -- kernels -----------------------------------------------------------------------
-    def get_cuda_kernel_launch_stats(self, ranks: list[int] | None = None, runtime_cutoff: int = 50,
-                                     launch_delay_cutoff: int = 100, include_memory_events: bool = True,
-                                     visualize: bool = True) -> dict[int, Any]:
+    def get_cuda_kernel_launch_stats(
+        self,
+        ranks: list[int] | None = None,
+        runtime_cutoff: int = 50,
+        launch_delay_cutoff: int = 100,
+        include_memory_events: bool = True,
+        visualize: bool = True,
+    ) -> dict[int, Any]:
         """rank -> per launch call and its GPU operation: correlation, the call's and the
         operation's durations and the launch delay (µs)."""
         out = {}
@@ -296,9 +351,16 @@ class TraceAnalysis:
             out[rank] = frame
         return out
 
-    def get_frequent_cuda_kernel_sequences(self, operator_name: str, output_dir: str, min_pattern_len: int = 3,
-                                           rank: int = 0, top_k: int = 5, visualize: bool = False,
-                                           compress_other_kernels: bool = True) -> Any:
+    def get_frequent_cuda_kernel_sequences(
+        self,
+        operator_name: str,
+        output_dir: str,
+        min_pattern_len: int = 3,
+        rank: int = 0,
+        top_k: int = 5,
+        visualize: bool = False,
+        compress_other_kernels: bool = True,
+    ) -> Any:
         """Per pattern (an operator named like ``operator_name`` and the kernels its
         subtree launches): how often it occurs and its GPU and CPU time (µs)."""
         pd = pandas()
@@ -312,15 +374,25 @@ class TraceAnalysis:
         if not len(frame):
             return frame
         top_k = min(top_k, len(frame))
-        hta_kernels.overlay_sequences(self._data, self.t, operator_name, min_pattern_len, rank, frame[:top_k],
-                                      out_dir / f"overlaid_{Path(self.t.trace_files[rank]).name}",
-                                      compress_other_kernels)
+        hta_kernels.overlay_sequences(
+            self._data,
+            self.t,
+            operator_name,
+            min_pattern_len,
+            rank,
+            frame[:top_k],
+            out_dir / f"overlaid_{Path(self.t.trace_files[rank]).name}",
+            compress_other_kernels,
+        )
         if visualize:
             hta_figures.sequences(self.figures, frame[:top_k], rank, top_k)
         return frame
 
-    def get_aten_op_kernels_and_delay(self, ranks: list[int] | None = None, sort_by: list[str] | None = None,
-                                      ) -> dict[int, Any]:
+    def get_aten_op_kernels_and_delay(
+        self,
+        ranks: list[int] | None = None,
+        sort_by: list[str] | None = None,
+    ) -> dict[int, Any]:
         """rank -> per ATen op and the kernels it launches: occurrences, mean delay from the
         op's start to its first launch, and from that launch to the kernel (µs)."""
         result = hta_kernels.aten_op_kernels_and_delay(self.t, ranks or [0], sort_by or ["occurrence_count"])
@@ -328,26 +400,34 @@ class TraceAnalysis:
             hta_figures.aten_op_delays(self.figures, rank, frame)  # HTA always draws it
         return result
 
-    def get_potential_stragglers(self, profiler_steps: list[int] | None = None, num_candidates: int = 2,
-                                 visualize: bool = False,
-                                 straggler_identification_impl: Callable[..., Any] | None = None) -> list[int]:
+    def get_potential_stragglers(
+        self,
+        profiler_steps: list[int] | None = None,
+        num_candidates: int = 2,
+        visualize: bool = False,
+        straggler_identification_impl: Callable[..., Any] | None = None,
+    ) -> list[int]:
         """The ranks that may be stragglers (their last long NCCL kernel of an iteration
         starts latest most often)."""
         available = self.get_profiler_steps()
         valid = available if profiler_steps is None else [i for i in profiler_steps if i in available]
         if not valid:
-            raise ValueError(f"invalid value for argument: profiler_steps={profiler_steps}; "
-                             f"available profiler steps={available}")
+            raise ValueError(
+                f"invalid value for argument: profiler_steps={profiler_steps}; available profiler steps={available}"
+            )
         if straggler_identification_impl is not None:
             pd = pandas()
             ranks = self.t.get_ranks()
-            df = pd.concat([self.t.get_trace(r) for r in ranks], axis=0, keys=ranks, names=["rank", "idx"]
-                           ).reset_index()
-            counts = straggler_identification_impl(df.loc[df["iteration"].isin(valid)], self.t.symbol_table,
-                                                   max(num_candidates, 1), visualize)
-            return list(counts.sort_values(ascending=False)[:max(num_candidates, 1)].index.tolist())
+            df = pd.concat(
+                [self.t.get_trace(r) for r in ranks], axis=0, keys=ranks, names=["rank", "idx"]
+            ).reset_index()
+            counts = straggler_identification_impl(
+                df.loc[df["iteration"].isin(valid)], self.t.symbol_table, max(num_candidates, 1), visualize
+            )
+            return list(counts.sort_values(ascending=False)[: max(num_candidates, 1)].index.tolist())
         stragglers, (metric, name, with_iteration, n_iterations) = hta_kernels.potential_stragglers(
-            self.t, valid, max(num_candidates, 1), self.figures if visualize else None)
+            self.t, valid, max(num_candidates, 1), self.figures if visualize else None
+        )
         if visualize:
             shown = metric.copy()
             shown["is_straggler"] = shown["is_straggler"].apply(lambda x: "Yes" if x > 0 else "No")
@@ -357,8 +437,9 @@ class TraceAnalysis:
 
     def get_profiler_steps(self) -> list[int]:
         """The ProfilerStep numbers of the rows HTA analyses (its tail filter drops the last)."""
-        rows = self._data.rows("SELECT DISTINCT profiler_step FROM hta_profiler_steps ORDER BY profiler_step",
-                               "hta_iterations")
+        rows = self._data.rows(
+            "SELECT DISTINCT profiler_step FROM hta_profiler_steps ORDER BY profiler_step", "hta_iterations"
+        )
         return [int(v) for v in rows.column(0).to_pylist()]
 
     def get_cupti_counter_data_with_operators(self, ranks: list[int] | None = None) -> list[Any]:
@@ -367,17 +448,22 @@ class TraceAnalysis:
         return hta_kernels.cupti_counters(self._data, ranks or [0])
 
     # -- critical path -------------------------------------------------------------------
-    def critical_path_analysis(self, rank: int, annotation: str = "ProfilerStep",
-                               instance_id: int | tuple[int, int] | None = 0) -> tuple[CPGraph, bool] | None:
+    def critical_path_analysis(
+        self, rank: int, annotation: str = "ProfilerStep", instance_id: int | tuple[int, int] | None = 0
+    ) -> tuple[CPGraph, bool] | None:
         """(the critical path of the window, success) for ``rank``: the window is the
         ``instance_id``-th row whose name contains ``annotation`` (or a (first, last)
         range of them; annotation "" is the whole rank). None where no name contains the
         annotation, as HTA."""
         return critical_path(self._data, self.t, rank, annotation, instance_id)
 
-    def overlay_critical_path_analysis(self, rank: int, critical_path_graph: CPGraph, output_dir: str,
-                                       only_show_critical_events: bool = True, show_all_edges: bool = False) -> str:
+    def overlay_critical_path_analysis(
+        self,
+        rank: int,
+        critical_path_graph: CPGraph,
+        output_dir: str,
+        only_show_critical_events: bool = True,
+        show_all_edges: bool = False,
+    ) -> str:
         """Writes the rank's trace with the critical path overlaid; returns its path."""
-        return overlay(self._data, self.t, critical_path_graph, output_dir, only_show_critical_events,
-                       show_all_edges)
-
+        return overlay(self._data, self.t, critical_path_graph, output_dir, only_show_critical_events, show_all_edges)

@@ -22,13 +22,15 @@ def temporal_breakdown(data: HtaData) -> Any:
     pd = pandas()
     rows = sorted(data.metric("hta_temporal_breakdown").to_pylist(), key=lambda r: r["rank"])
     rows = [r for r in rows if r["kernel_time_us"] is not None]
-    frame = pd.DataFrame({
-        "rank": pd.array([r["rank"] for r in rows], dtype="int64"),
-        "idle_time(us)": pd.array([r["idle_time_us"] for r in rows], dtype="float64"),
-        "compute_time(us)": pd.array([r["compute_time_us"] for r in rows], dtype="float64"),
-        "non_compute_time(us)": pd.array([r["non_compute_time_us"] for r in rows], dtype="float64"),
-        "kernel_time(us)": pd.array([r["kernel_time_us"] for r in rows], dtype="float64"),
-    })
+    frame = pd.DataFrame(
+        {
+            "rank": pd.array([r["rank"] for r in rows], dtype="int64"),
+            "idle_time(us)": pd.array([r["idle_time_us"] for r in rows], dtype="float64"),
+            "compute_time(us)": pd.array([r["compute_time_us"] for r in rows], dtype="float64"),
+            "non_compute_time(us)": pd.array([r["non_compute_time_us"] for r in rows], dtype="float64"),
+            "kernel_time(us)": pd.array([r["kernel_time_us"] for r in rows], dtype="float64"),
+        }
+    )
     for part in ("idle_time", "compute_time", "non_compute_time"):
         frame[part] = frame[f"{part}(us)"] / frame["kernel_time(us)"]
         frame[f"{part}_pctg"] = round(100 * frame[part], 2)
@@ -39,11 +41,14 @@ def comm_comp_overlap(data: HtaData) -> Any:
     """HTA's get_comm_comp_overlap table, with its ratio column (its figure's y)."""
     pd = pandas()
     rows = sorted(data.metric("hta_comm_comp_overlap").to_pylist(), key=lambda r: r["rank"])
-    frame = pd.DataFrame({
-        "rank": pd.array([r["rank"] for r in rows], dtype="int64"),
-        "comp_comm_overlap_ratio": pd.array([
-            float("nan") if not r["comm_us"] else r["overlap_us"] / r["comm_us"] for r in rows], dtype="float64"),
-    })
+    frame = pd.DataFrame(
+        {
+            "rank": pd.array([r["rank"] for r in rows], dtype="int64"),
+            "comp_comm_overlap_ratio": pd.array(
+                [float("nan") if not r["comm_us"] else r["overlap_us"] / r["comm_us"] for r in rows], dtype="float64"
+            ),
+        }
+    )
     frame["comp_comm_overlap_pctg"] = round(100 * frame["comp_comm_overlap_ratio"], 2)
     return frame
 
@@ -51,13 +56,17 @@ def comm_comp_overlap(data: HtaData) -> Any:
 def _gpu_rows(data: HtaData, columns: str, where: str = "true") -> Any:
     """The GPU rows (stream <> -1) of every rank in HTA's frame order, one per copy."""
     pd = pandas()
-    table = data.rows(f"SELECT {columns} FROM hta_events AS e, range(e.copies) WHERE e.stream <> -1 AND ({where}) "
-                      "ORDER BY e.rank, e.row_order", "hta_events")
+    table = data.rows(
+        f"SELECT {columns} FROM hta_events AS e, range(e.copies) WHERE e.stream <> -1 AND ({where}) "
+        "ORDER BY e.rank, e.row_order",
+        "hta_events",
+    )
     return pd.DataFrame(table.to_pydict())
 
 
-def aggregate_by_name(frame: Any, num_kernels: int = 10, duration_ratio: float = 0.8,
-                      allowlist_names: list[str] | None = None) -> Any:
+def aggregate_by_name(
+    frame: Any, num_kernels: int = 10, duration_ratio: float = 0.8, allowlist_names: list[str] | None = None
+) -> Any:
     """HTA's _aggr_gpu_kernel_time: sum / max / min / mean / std of ``dur`` per name, and
     past ``num_kernels`` names its "others" bucket (a quantile of the cumulative sums)."""
     out = frame.groupby(by=["name"])["dur"].agg(["sum", "max", "min", "mean", "std"])
@@ -79,32 +88,48 @@ def aggregate_by_name(frame: Any, num_kernels: int = 10, duration_ratio: float =
 _RENAMED = {"sum": "sum (us)", "mean": "mean (us)", "max": "max (us)", "min": "min (us)", "std": "stddev"}
 
 
-def kernel_breakdown(data: HtaData, duration_ratio: float, num_kernels: int, include_memory_kernels: bool
-                     ) -> tuple[Any, Any, dict[str, dict[int, Any]]]:
+def kernel_breakdown(
+    data: HtaData, duration_ratio: float, num_kernels: int, include_memory_kernels: bool
+) -> tuple[Any, Any, dict[str, dict[int, Any]]]:
     """HTA's get_gpu_kernel_breakdown pair (kernel_type_df, kernel_df) and the per-type,
     per-rank tables its figures draw."""
     pd = pandas()
     types = ["COMPUTATION", "COMMUNICATION"] + (["MEMORY"] if include_memory_kernels else [])
-    gpu = _gpu_rows(data, "e.rank, e.name, e.dur_us AS dur, e.kernel_type", "e.kernel_type IN ('COMPUTATION', "
-                    "'COMMUNICATION', 'MEMORY')")
-    all_kernels = pd.DataFrame({"name": pd.Series(dtype="str"), "sum": pd.Series(dtype="int"),
-                                "max": pd.Series(dtype="int"), "min": pd.Series(dtype="int"),
-                                "std": pd.Series(dtype="float"), "mean": pd.Series(dtype="int"),
-                                "kernel_type": pd.Series(dtype="str"), "rank": pd.Series(dtype="int")})
+    gpu = _gpu_rows(
+        data,
+        "e.rank, e.name, e.dur_us AS dur, e.kernel_type",
+        "e.kernel_type IN ('COMPUTATION', 'COMMUNICATION', 'MEMORY')",
+    )
+    all_kernels = pd.DataFrame(
+        {
+            "name": pd.Series(dtype="str"),
+            "sum": pd.Series(dtype="int"),
+            "max": pd.Series(dtype="int"),
+            "min": pd.Series(dtype="int"),
+            "std": pd.Series(dtype="float"),
+            "mean": pd.Series(dtype="int"),
+            "kernel_type": pd.Series(dtype="str"),
+            "rank": pd.Series(dtype="int"),
+        }
+    )
     per_type: dict[str, dict[int, Any]] = {}
     for rank in data.ranks:
         mine = gpu[gpu["rank"] == rank] if len(gpu) else gpu
         for kernel_type in types:
-            rows = mine[mine["kernel_type"] == kernel_type] if len(mine) else pd.DataFrame(
-                {"name": pd.Series(dtype="str"), "dur": pd.Series(dtype="float")})
+            rows = (
+                mine[mine["kernel_type"] == kernel_type]
+                if len(mine)
+                else pd.DataFrame({"name": pd.Series(dtype="str"), "dur": pd.Series(dtype="float")})
+            )
             agg = aggregate_by_name(rows, num_kernels=num_kernels, duration_ratio=duration_ratio)
             per_type.setdefault(kernel_type, {})[rank] = agg
             agg["kernel_type"] = kernel_type
             agg["rank"] = int(rank)
             all_kernels = pd.concat([all_kernels, agg], ignore_index=True)
     sums = _kernel_type_sums(data, types)
-    kernel_type_df = pd.DataFrame({"kernel_type": pd.Series(list(sums), dtype="str"),
-                                   "sum": pd.Series(list(sums.values()), dtype="int64")})
+    kernel_type_df = pd.DataFrame(
+        {"kernel_type": pd.Series(list(sums), dtype="str"), "sum": pd.Series(list(sums.values()), dtype="int64")}
+    )
     kernel_type_df = kernel_type_df.groupby(by=["kernel_type"])["sum"].agg(["sum"])
     kernel_type_df = kernel_type_df.reset_index()
     kernel_type_df = kernel_type_df.sort_values(by=["sum"], ignore_index=True, ascending=False)
@@ -119,8 +144,11 @@ def _kernel_type_sums(data: HtaData, types: list[str]) -> dict[str, int]:
     """HTA's _get_gpu_kernel_type_time summed over the ranks: µs per combination of the
     kernel types running at once (a sweep over each type's merged intervals)."""
     bits = {t: 1 << i for i, t in enumerate(types)}
-    table = data.rows("SELECT rank, key, ts_us, end_us FROM hta_gpu_merged WHERE list_contains(?, key) "
-                      "ORDER BY rank, key, seq", "hta_gpu_rows", params=[types])
+    table = data.rows(
+        "SELECT rank, key, ts_us, end_us FROM hta_gpu_merged WHERE list_contains(?, key) ORDER BY rank, key, seq",
+        "hta_gpu_rows",
+        params=[types],
+    )
     rows = table.to_pydict()
     sums: dict[str, int] = {}
     for rank in data.ranks:
@@ -140,16 +168,20 @@ def _kernel_type_sums(data: HtaData, types: list[str]) -> dict[str, int]:
     return sums
 
 
-def idle_time_breakdown(data: HtaData, rank: int, streams: list[int] | None, consecutive_kernel_delay: int,
-                        show_idle_interval_stats: bool) -> tuple[Any, Any]:
+def idle_time_breakdown(
+    data: HtaData, rank: int, streams: list[int] | None, consecutive_kernel_delay: int, show_idle_interval_stats: bool
+) -> tuple[Any, Any]:
     """HTA's BreakdownAnalysis.get_idle_time_breakdown for one rank: (per stream and
     category idle time and ratio, rounded to 2 decimals; describe() of the gaps)."""
     pd = pandas()
     if rank not in data.ranks:
         raise ValueError(f"no trace for rank {rank}")
     cats = ", ".join(f"'{c}'" for c in KERNEL_CATS)
-    kernels = _gpu_rows(data, "e.stream, e.ts_us AS ts, e.dur_us AS dur, e.ts_runtime_us AS ts_runtime",
-                        f"e.rank = {int(rank)} AND e.cat IN ({cats})")
+    kernels = _gpu_rows(
+        data,
+        "e.stream, e.ts_us AS ts, e.dur_us AS dur, e.ts_runtime_us AS ts_runtime",
+        f"e.rank = {int(rank)} AND e.cat IN ({cats})",
+    )
     stream_dtype = data.dtypes(rank).stream
     if len(kernels):
         kernels["stream"] = kernels["stream"].astype(stream_dtype)
@@ -188,29 +220,50 @@ def idle_time_breakdown(data: HtaData, rank: int, streams: list[int] | None, con
     return result_df[["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]], interval_stats
 
 
-def annotation_breakdown(data: HtaData, use_gpu_annotation: bool, duration_ratio: float, num_kernels: int,
-                         allowlist_names: list[str] | None) -> tuple[Any, dict[int, Any]] | None:
+def annotation_breakdown(
+    data: HtaData, use_gpu_annotation: bool, duration_ratio: float, num_kernels: int, allowlist_names: list[str] | None
+) -> tuple[Any, dict[int, Any]] | None:
     """HTA's get_gpu_user_annotation_breakdown table and its per-rank tables (None where
     the trace has no such annotation)."""
     pd = pandas()
     category = "gpu_user_annotation" if use_gpu_annotation else "user_annotation"
-    present = data.rows("SELECT count(*) FROM hta_loaded WHERE cat = ? OR name = ?", "hta_loaded",
-                        params=[category, category]).column(0)[0].as_py()
+    present = (
+        data.rows(
+            "SELECT count(*) FROM hta_loaded WHERE cat = ? OR name = ?", "hta_loaded", params=[category, category]
+        )
+        .column(0)[0]
+        .as_py()
+    )
     if not present:
         return None
-    table = data.rows("SELECT e.rank, e.name, e.dur_us AS dur FROM hta_events AS e, range(e.copies) "
-                      "WHERE e.cat = ? ORDER BY e.rank, e.row_order", "hta_events", params=[category])
+    table = data.rows(
+        "SELECT e.rank, e.name, e.dur_us AS dur FROM hta_events AS e, range(e.copies) "
+        "WHERE e.cat = ? ORDER BY e.rank, e.row_order",
+        "hta_events",
+        params=[category],
+    )
     rows = pd.DataFrame(table.to_pydict())
-    all_df = pd.DataFrame({"name": pd.Series(dtype="str"), "sum": pd.Series(dtype="int"),
-                           "max": pd.Series(dtype="int"), "min": pd.Series(dtype="int"),
-                           "std": pd.Series(dtype="float"), "mean": pd.Series(dtype="int"),
-                           "rank": pd.Series(dtype="int")})
+    all_df = pd.DataFrame(
+        {
+            "name": pd.Series(dtype="str"),
+            "sum": pd.Series(dtype="int"),
+            "max": pd.Series(dtype="int"),
+            "min": pd.Series(dtype="int"),
+            "std": pd.Series(dtype="float"),
+            "mean": pd.Series(dtype="int"),
+            "rank": pd.Series(dtype="int"),
+        }
+    )
     per_rank: dict[int, Any] = {}
     for rank in data.ranks:
-        mine = rows[rows["rank"] == rank][["name", "dur"]] if len(rows) else pd.DataFrame(
-            {"name": pd.Series(dtype="str"), "dur": pd.Series(dtype="float")})
-        agg = aggregate_by_name(mine, num_kernels=num_kernels, duration_ratio=duration_ratio,
-                                allowlist_names=allowlist_names)
+        mine = (
+            rows[rows["rank"] == rank][["name", "dur"]]
+            if len(rows)
+            else pd.DataFrame({"name": pd.Series(dtype="str"), "dur": pd.Series(dtype="float")})
+        )
+        agg = aggregate_by_name(
+            mine, num_kernels=num_kernels, duration_ratio=duration_ratio, allowlist_names=allowlist_names
+        )
         agg["rank"] = int(rank)
         per_rank[rank] = agg
         all_df = pd.concat([all_df, agg], ignore_index=True)

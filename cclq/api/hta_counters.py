@@ -35,8 +35,10 @@ def queue_length_series(data: HtaData, ranks: list[int]) -> dict[int, Any]:
         return {}
     table = data.rows(
         "SELECT rank, stream, pid, tid, ts_us, delta, part, row_order, row_order2, copy_no FROM hta_queue_points "
-        "WHERE list_contains(?, rank) ORDER BY rank, part, row_order, row_order2, copy_no", "hta_events",
-        params=[[int(r) for r in wanted]])
+        "WHERE list_contains(?, rank) ORDER BY rank, part, row_order, row_order2, copy_no",
+        "hta_events",
+        params=[[int(r) for r in wanted]],
+    )
     rows = table.to_pydict()
     origin = data.origin_us
     out: dict[int, Any] = {}
@@ -46,14 +48,16 @@ def queue_length_series(data: HtaData, ranks: list[int]) -> dict[int, Any]:
             continue
         dtypes = data.dtypes(rank)
         index = [rows["row_order"][i] % _CPU_ROWS for i in pick]  # the event index of the point's row
-        frame = pd.DataFrame({
-            "index": pd.array(index, dtype=dtypes.index),
-            "ts": pd.array([_time(rows["ts_us"][i] - origin) for i in pick], dtype="int64"),
-            "pid": pd.array([id_value(rows["pid"][i]) for i in pick], dtype=object),
-            "tid": pd.array([id_value(rows["tid"][i]) for i in pick], dtype=object),
-            "stream": pd.array([rows["stream"][i] for i in pick], dtype=dtypes.stream),
-            "queue": pd.array([rows["delta"][i] for i in pick], dtype="int64"),
-        })
+        frame = pd.DataFrame(
+            {
+                "index": pd.array(index, dtype=dtypes.index),
+                "ts": pd.array([_time(rows["ts_us"][i] - origin) for i in pick], dtype="int64"),
+                "pid": pd.array([id_value(rows["pid"][i]) for i in pick], dtype=object),
+                "tid": pd.array([id_value(rows["tid"][i]) for i in pick], dtype=object),
+                "stream": pd.array([rows["stream"][i] for i in pick], dtype=dtypes.stream),
+                "queue": pd.array([rows["delta"][i] for i in pick], dtype="int64"),
+            }
+        )
         merged = frame.sort_values(by="ts").set_index("index")
         parts = []
         for _, stream_df in merged.groupby("stream"):
@@ -88,8 +92,11 @@ def time_blocked_on_full_queue(data: HtaData, series: dict[int, Any], max_queue_
                 continue
             total = df.dur.sum()
             result[rank] = [stream, total, total * 1.0 / durations[rank]]
-    frame = pd.DataFrame.from_dict(result, orient="index", columns=[
-        "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length"])
+    frame = pd.DataFrame.from_dict(
+        result,
+        orient="index",
+        columns=["stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length"],
+    )
     return frame.reset_index(names="rank")
 
 
@@ -105,7 +112,10 @@ def memory_bw_series(data: HtaData, ranks: list[int]) -> dict[int, Any]:
         "SELECT e.rank, e.pid, e.ts_us, e.dur_us, hta_memory_kind(e.name) AS kind, e.memory_bw_gbps "
         "FROM hta_events AS e, range(e.copies) "
         "WHERE e.stream <> -1 AND e.kernel_type = 'MEMORY' AND list_contains(?, e.rank) "
-        "ORDER BY e.rank, e.row_order", "hta_events", params=[[int(r) for r in ranks]])
+        "ORDER BY e.rank, e.row_order",
+        "hta_events",
+        params=[[int(r) for r in ranks]],
+    )
     rows = table.to_pydict()
     origin = data.origin_us
     out: dict[int, Any] = {}
@@ -113,20 +123,23 @@ def memory_bw_series(data: HtaData, ranks: list[int]) -> dict[int, Any]:
         pick = [i for i, r in enumerate(rows["rank"]) if r == rank]
         if not pick:
             continue
-        mem = pd.DataFrame({
-            "ts": pd.array([_time(rows["ts_us"][i] - origin) for i in pick], dtype="int64"),
-            "name": pd.array([rows["kind"][i] for i in pick], dtype=object),
-            "dur": pd.array([rows["dur_us"][i] for i in pick], dtype="float64"),
-            "pid": pd.array([id_value(rows["pid"][i]) for i in pick], dtype=object),
-            "memory_bw_gbps": pd.array([rows["memory_bw_gbps"][i] for i in pick], dtype="float64"),
-        })
+        mem = pd.DataFrame(
+            {
+                "ts": pd.array([_time(rows["ts_us"][i] - origin) for i in pick], dtype="int64"),
+                "name": pd.array([rows["kind"][i] for i in pick], dtype=object),
+                "dur": pd.array([rows["dur_us"][i] for i in pick], dtype="float64"),
+                "pid": pd.array([id_value(rows["pid"][i]) for i in pick], dtype=object),
+                "memory_bw_gbps": pd.array([rows["memory_bw_gbps"][i] for i in pick], dtype="float64"),
+            }
+        )
         mem.loc[mem.dur == 0, ["dur"]] = 1
         starts = mem[["ts", "name", "pid", "memory_bw_gbps"]]
         ends = mem[["ts", "name", "dur", "pid", "memory_bw_gbps"]].copy()
         ends.ts = ends.ts + ends.dur
         ends.memory_bw_gbps = -ends.memory_bw_gbps
-        series = pd.concat([starts, ends[["ts", "pid", "name", "memory_bw_gbps"]]], ignore_index=True
-                           ).sort_values(by="ts")
+        series = pd.concat([starts, ends[["ts", "pid", "name", "memory_bw_gbps"]]], ignore_index=True).sort_values(
+            by="ts"
+        )
         parts = []
         for _, kind_df in series.groupby("name"):
             kind_df.memory_bw_gbps = kind_df.memory_bw_gbps.cumsum()

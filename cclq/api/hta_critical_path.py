@@ -41,16 +41,26 @@ class CPEdgeType(Enum):
 
 
 # the view's edge_type -> HTA's
-EDGE_TYPES = {"operator": CPEdgeType.OPERATOR_KERNEL, "dependency": CPEdgeType.DEPENDENCY,
-              "launch_delay": CPEdgeType.KERNEL_LAUNCH_DELAY, "kernel_kernel_delay": CPEdgeType.KERNEL_KERNEL_DELAY,
-              "sync": CPEdgeType.SYNC_DEPENDENCY}
+EDGE_TYPES = {
+    "operator": CPEdgeType.OPERATOR_KERNEL,
+    "dependency": CPEdgeType.DEPENDENCY,
+    "launch_delay": CPEdgeType.KERNEL_LAUNCH_DELAY,
+    "kernel_kernel_delay": CPEdgeType.KERNEL_KERNEL_DELAY,
+    "sync": CPEdgeType.SYNC_DEPENDENCY,
+}
 # the edges HTA draws as flow arrows in the overlay by default (DEFAULT_EDGE_TYPES_IN_VIZ)
 SHOWN_EDGES = (CPEdgeType.DEPENDENCY, CPEdgeType.KERNEL_LAUNCH_DELAY, CPEdgeType.SYNC_DEPENDENCY)
 # the edges HTA gives the weight 0 (an int) whatever their nodes' times
 ZERO_WEIGHT = (CPEdgeType.DEPENDENCY, CPEdgeType.SYNC_DEPENDENCY)
 # the calls HTA gives a 0-weight edge into their end (CPGraph.BLOCKING_SYNC_CALLS)
-BLOCKING_SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
-                       "cudaMemcpy", "cudaMemcpyAsync")
+BLOCKING_SYNC_CALLS = (
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventQuery",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpyAsync",
+)
 
 
 @dataclass
@@ -147,10 +157,15 @@ class CPGraph:
         """Computes the longest path (networkx's dag_longest_path over the edges in
         insertion order, as HTA); True when it has at least one edge."""
         positions = {uv: i for i, uv in enumerate(self._edges)}  # first insertion of each (u, v)
-        order = sorted(range(len(self.edge_list)), key=lambda i: positions[(self.edge_list[i].begin,
-                                                                            self.edge_list[i].end)])
-        path = longest_path_columns([self.edge_list[i].begin for i in order], [self.edge_list[i].end for i in order],
-                                    [self.path_weights[i] for i in order], order)
+        order = sorted(
+            range(len(self.edge_list)), key=lambda i: positions[(self.edge_list[i].begin, self.edge_list[i].end)]
+        )
+        path = longest_path_columns(
+            [self.edge_list[i].begin for i in order],
+            [self.edge_list[i].end for i in order],
+            [self.path_weights[i] for i in order],
+            order,
+        )
         edges = [self.edge_list[i] for i in path]
         self.critical_path_nodes = [edges[0].begin, *(e.end for e in edges)] if edges else []
         self.critical_path_events_set = {self.node_list[n].ev_idx for n in self.critical_path_nodes}
@@ -174,10 +189,12 @@ class CPGraph:
         names = self.t_full.symbol_table.get_sym_table()
         events = frame[["name", "cat", "pid", "tid", "stream", "index"]].drop_duplicates("index")
         events = events.assign(name=events["name"].map(lambda i: shorten_name(names[i]))).rename(
-            columns={"name": "s_name"})
+            columns={"name": "s_name"}
+        )
         edge_df = pd.DataFrame.from_records(
             {"event_idx": self.get_event_attribution_for_edge(e), "duration": e.weight, "type": str(e.type.value)}
-            for e in self.critical_path_edges_set)
+            for e in self.critical_path_edges_set
+        )
         out = pd.merge(edge_df, events, left_on="event_idx", right_on="index", how="left")
         out["bound_by"] = out.apply(_bound_by, axis=1)
         return out
@@ -196,12 +213,14 @@ class CPGraph:
         the edges and their attribution as JSON; HTA pickles its objects.)"""
         folder = Path(out_dir).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
-        data = {"format": "cclq-cpgraph-1", "rank": self.rank,
-                "nodes": [[n.idx, n.ev_idx, n.ts, n.is_start, n.is_blocking] for n in self.node_list],
-                "edges": [[e.begin, e.end, e.weight, e.type.value, w]
-                          for e, w in zip(self.edge_list, self.path_weights)],
-                "attribution": [[u, v, ev] for (u, v), ev in self.edge_to_event_map.items()],
-                "critical_path_nodes": self.critical_path_nodes}
+        data = {
+            "format": "cclq-cpgraph-1",
+            "rank": self.rank,
+            "nodes": [[n.idx, n.ev_idx, n.ts, n.is_start, n.is_blocking] for n in self.node_list],
+            "edges": [[e.begin, e.end, e.weight, e.type.value, w] for e, w in zip(self.edge_list, self.path_weights)],
+            "attribution": [[u, v, ev] for (u, v), ev in self.edge_to_event_map.items()],
+            "critical_path_nodes": self.critical_path_nodes,
+        }
         (folder / "cp_graph.json").write_text(json.dumps(data))
         zip_filename = f"{folder}.zip"
         with zipfile.ZipFile(zip_filename, "w", compression=zipfile.ZIP_DEFLATED) as z:
@@ -218,8 +237,14 @@ def restore_cpgraph(zip_filename: str, t_full: Trace, rank: int) -> CPGraph:
         raise ValueError(f"{zip_filename}: not a critical path graph saved by cclq's CPGraph.save")
     nodes = [CPNode(int(i), int(ev), ts, bool(s), bool(b)) for i, ev, ts, s, b in data["nodes"]]
     edges = [CPEdge(int(u), int(v), w, CPEdgeType(t)) for u, v, w, t, _ in data["edges"]]
-    graph = CPGraph(rank, t_full, nodes, edges, [pw for *_, pw in data["edges"]],
-                    {(int(u), int(v)): int(ev) for u, v, ev in data["attribution"]})
+    graph = CPGraph(
+        rank,
+        t_full,
+        nodes,
+        edges,
+        [pw for *_, pw in data["edges"]],
+        {(int(u), int(v)): int(ev) for u, v, ev in data["attribution"]},
+    )
     path_nodes = [int(n) for n in data["critical_path_nodes"]]
     graph.critical_path_nodes = path_nodes
     graph.critical_path_events_set = {nodes[n].ev_idx for n in path_nodes}
@@ -244,8 +269,9 @@ def _bound_by(row: Any) -> str:
     return "gpu_compute_bound"
 
 
-def critical_path(data: HtaData, trace: Trace, rank: int, annotation: str,
-                  instance_id: int | tuple[int, int] | None) -> tuple[CPGraph, bool] | None:
+def critical_path(
+    data: HtaData, trace: Trace, rank: int, annotation: str, instance_id: int | tuple[int, int] | None
+) -> tuple[CPGraph, bool] | None:
     """HTA's critical_path_analysis: (graph, success); None where no name contains the
     annotation, as HTA returns."""
     if instance_id is None:
@@ -256,39 +282,69 @@ def critical_path(data: HtaData, trace: Trace, rank: int, annotation: str,
         first = last = int(instance_id)
     if rank not in data.ranks:
         raise ValueError(f"no trace for rank {rank}")
-    if annotation and not data.rows("SELECT count(*) FROM hta_loaded WHERE contains(name, ?) OR contains(cat, ?)",
-                                    "hta_loaded", params=[annotation, annotation]).column(0)[0].as_py():
+    if (
+        annotation
+        and not data.rows(
+            "SELECT count(*) FROM hta_loaded WHERE contains(name, ?) OR contains(cat, ?)",
+            "hta_loaded",
+            params=[annotation, annotation],
+        )
+        .column(0)[0]
+        .as_py()
+    ):
         return None
-    found = data.rows("SELECT count(*) FROM hta_events WHERE rank = ? AND contains(name, ?)", "hta_events",
-                      params=[rank, annotation]).column(0)[0].as_py()
+    found = (
+        data.rows(
+            "SELECT count(*) FROM hta_events WHERE rank = ? AND contains(name, ?)",
+            "hta_events",
+            params=[rank, annotation],
+        )
+        .column(0)[0]
+        .as_py()
+    )
     if annotation and found <= first:
-        raise ValueError(f"critical_path_analysis: rank {rank} has {found} instance(s) of {annotation!r}; "
-                         f"instance {first} does not exist (instances count from 0)")
+        raise ValueError(
+            f"critical_path_analysis: rank {rank} has {found} instance(s) of {annotation!r}; "
+            f"instance {first} does not exist (instances count from 0)"
+        )
     s = data.session
     s.execute("SET VARIABLE hta_cp_annotation = ?", [annotation])
     s.execute("SET VARIABLE hta_cp_first_instance = ?", [first])
     s.execute("SET VARIABLE hta_cp_last_instance = ?", [last])
     try:
         views = ("hta_events", "hta_call_stack")
-        node_rows = data.rows("SELECT node_id, event_idx, time_us, is_end, name FROM hta_critical_path_nodes "
-                              "WHERE rank = ? ORDER BY node_id", *views, params=[rank]).to_pydict()
-        columns = data.rows("SELECT * FROM hta_critical_path_edges WHERE rank = ? ORDER BY edge_no", *views,
-                            params=[rank]).to_pydict()
-        cpu_rows = data.rows("SELECT event_idx, pid, tid, ts_us, dur_us FROM hta_critical_path_rows "
-                             "WHERE rank = ? AND side = 'cpu'", *views, params=[rank]).to_pydict()
+        node_rows = data.rows(
+            "SELECT node_id, event_idx, time_us, is_end, name FROM hta_critical_path_nodes "
+            "WHERE rank = ? ORDER BY node_id",
+            *views,
+            params=[rank],
+        ).to_pydict()
+        columns = data.rows(
+            "SELECT * FROM hta_critical_path_edges WHERE rank = ? ORDER BY edge_no", *views, params=[rank]
+        ).to_pydict()
+        cpu_rows = data.rows(
+            "SELECT event_idx, pid, tid, ts_us, dur_us FROM hta_critical_path_rows WHERE rank = ? AND side = 'cpu'",
+            *views,
+            params=[rank],
+        ).to_pydict()
     finally:
         for name in ("hta_cp_annotation", "hta_cp_first_instance", "hta_cp_last_instance"):
             s.execute(f"RESET VARIABLE {name}")
     # HTA's node times are float64 (an end is ts + dur, and dur is float64); its weights are
     # their differences, or the int 0 of a dependency or sync edge
-    nodes = [CPNode(int(i), int(ev), float(ts), not end, name in BLOCKING_SYNC_CALLS)
-             for i, ev, ts, end, name in zip(node_rows["node_id"], node_rows["event_idx"], node_rows["time_us"],
-                                             node_rows["is_end"], node_rows["name"])]
-    edges = [CPEdge(int(u), int(v), 0 if EDGE_TYPES[t] in ZERO_WEIGHT else float(w), EDGE_TYPES[t])
-             for u, v, w, t in zip(columns["src_node"], columns["dst_node"], columns["weight_us"],
-                                   columns["edge_type"])]
-    graph = CPGraph(rank, trace, nodes, edges, list(columns["path_weight_us"]),
-                    _attribution(nodes, edges, _parents(cpu_rows)))
+    nodes = [
+        CPNode(int(i), int(ev), float(ts), not end, name in BLOCKING_SYNC_CALLS)
+        for i, ev, ts, end, name in zip(
+            node_rows["node_id"], node_rows["event_idx"], node_rows["time_us"], node_rows["is_end"], node_rows["name"]
+        )
+    ]
+    edges = [
+        CPEdge(int(u), int(v), 0 if EDGE_TYPES[t] in ZERO_WEIGHT else float(w), EDGE_TYPES[t])
+        for u, v, w, t in zip(columns["src_node"], columns["dst_node"], columns["weight_us"], columns["edge_type"])
+    ]
+    graph = CPGraph(
+        rank, trace, nodes, edges, list(columns["path_weight_us"]), _attribution(nodes, edges, _parents(cpu_rows))
+    )
     return graph, graph.critical_path()
 
 
@@ -342,8 +398,14 @@ def _attribution(nodes: list[CPNode], edges: list[CPEdge], parents: dict[int, in
     return out
 
 
-def overlay(data: HtaData, trace: Trace, graph: CPGraph, output_dir: str | Path, only_show_critical_events: bool,
-            show_all_edges: bool) -> str:
+def overlay(
+    data: HtaData,
+    trace: Trace,
+    graph: CPGraph,
+    output_dir: str | Path,
+    only_show_critical_events: bool,
+    show_all_edges: bool,
+) -> str:
     """HTA's overlay_critical_path_analysis: the rank's trace with ``args.critical = 1`` on
     the path's events (only those, user annotations, python functions and the events
     that are not complete slices, with ``only_show_critical_events``) and a flow arrow
@@ -359,8 +421,16 @@ def overlay(data: HtaData, trace: Trace, graph: CPGraph, output_dir: str | Path,
     for e in graph.path_edges:
         if show_all_edges and not only_show_critical_events or e.type in SHOWN_EDGES:
             src, dst = graph.node_list[e.begin], graph.node_list[e.end]
-            wanted.append({"src_event_idx": src.ev_idx, "src_is_end": not src.is_start, "dst_event_idx": dst.ev_idx,
-                           "dst_is_end": not dst.is_start, "edge_type": e.type, "weight_us": e.weight})
+            wanted.append(
+                {
+                    "src_event_idx": src.ev_idx,
+                    "src_is_end": not src.is_start,
+                    "dst_event_idx": dst.ev_idx,
+                    "dst_is_end": not dst.is_start,
+                    "edge_type": e.type,
+                    "weight_us": e.weight,
+                }
+            )
     needed = {e["src_event_idx"] for e in wanted} | {e["dst_event_idx"] for e in wanted}
     seen: dict[int, Event] = {}
 
@@ -370,8 +440,12 @@ def overlay(data: HtaData, trace: Trace, graph: CPGraph, output_dir: str | Path,
             event.setdefault("args", {})["critical"] = 1
         if idx in needed:
             seen[idx] = {k: event.get(k) for k in ("pid", "tid", "ts", "dur", "args")}
-        if only_show_critical_events and event.get("ph") == "X" and event.get("cat", "") not in (
-                "user_annotation", "python_function") and idx not in critical:
+        if (
+            only_show_critical_events
+            and event.get("ph") == "X"
+            and event.get("cat", "") not in ("user_annotation", "python_function")
+            and idx not in critical
+        ):
             return None
         return event
 
@@ -384,9 +458,16 @@ def overlay(data: HtaData, trace: Trace, graph: CPGraph, output_dir: str | Path,
                 end_ts = ev["ts"] + ev["dur"]
                 if (ev.get("args") or {}).get("device", -1) >= 0:
                     end_ts -= min(1, ev["dur"])
-                flow: Event = {"ph": "s" if is_start else "f", "id": flow_id, "pid": ev["pid"], "tid": ev["tid"],
-                               "ts": int(end_ts if is_end_node else ev["ts"]), "cat": e["edge_type"].value,
-                               "name": "critical_path", "args": {"weight": int(e["weight_us"]), "critical": True}}
+                flow: Event = {
+                    "ph": "s" if is_start else "f",
+                    "id": flow_id,
+                    "pid": ev["pid"],
+                    "tid": ev["tid"],
+                    "ts": int(end_ts if is_end_node else ev["ts"]),
+                    "cat": e["edge_type"].value,
+                    "name": "critical_path",
+                    "args": {"weight": int(e["weight_us"]), "critical": True},
+                }
                 if not is_start:
                     flow["bp"] = "e"
                 out_events.append(flow)

@@ -28,8 +28,15 @@ from cclq.sqltext import quote_identifier
 
 # The views pinned on first use, each before the ones that read it (a view pinned after
 # one that reads it would be read from the compiled stack below the older table).
-PINNED = ("hta_events", "hta_gpu_rows", "hta_loaded", "hta_iterations", "hta_rank_dtypes", "hta_queue_length",
-          "hta_call_stack")
+PINNED = (
+    "hta_events",
+    "hta_gpu_rows",
+    "hta_loaded",
+    "hta_iterations",
+    "hta_rank_dtypes",
+    "hta_queue_length",
+    "hta_call_stack",
+)
 # computed from a pinned view instead of loading the events again (cclq.query.metrics DERIVED_VIEWS)
 DERIVED = {"hta_gpu_rows": "SELECT * FROM hta_gpu_rows_from_events"}
 
@@ -48,8 +55,9 @@ class HtaData:
 
     def __post_init__(self) -> None:
         cache = self.workspace.cache and not self.include_last_profiler_step
-        self.session = Session(self.workspace.warehouse, traces=[self.trace], settings=self.workspace.settings,
-                               cache=cache)
+        self.session = Session(
+            self.workspace.warehouse, traces=[self.trace], settings=self.workspace.settings, cache=cache
+        )
         if self.include_last_profiler_step:
             self.session.execute("SET VARIABLE hta_include_last_profiler_step = true")
 

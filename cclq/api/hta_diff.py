@@ -101,11 +101,17 @@ class TraceDiff:
     """HTA's comparisons of two traces (class methods, as HTA's)."""
 
     @classmethod
-    def compare_traces(cls, control: LabeledTrace | Trace | str, test: LabeledTrace | Trace | str,
-                       control_rank: int | list[int] | None = None, test_rank: int | list[int] | None = None,
-                       control_iteration: int | list[int] | None = None,
-                       test_iteration: int | list[int] | None = None,
-                       device_type: DeviceType = DeviceType.ALL, use_short_name: bool = False) -> Any:
+    def compare_traces(
+        cls,
+        control: LabeledTrace | Trace | str,
+        test: LabeledTrace | Trace | str,
+        control_rank: int | list[int] | None = None,
+        test_rank: int | list[int] | None = None,
+        control_iteration: int | list[int] | None = None,
+        test_iteration: int | list[int] | None = None,
+        device_type: DeviceType = DeviceType.ALL,
+        use_short_name: bool = False,
+    ) -> Any:
         """Per operator or kernel name: its count and total duration (µs) in each trace,
         their differences (test - control) and ``counts_change_categories`` ('+', '-', '=')."""
         pd = pandas()
@@ -115,13 +121,18 @@ class TraceDiff:
         c_rank, c_iter = c._select(control_rank, control_iteration)
         t_rank, t_iter = t._select(test_rank, test_iteration)
         c_data, t_data = c.t.data, t.t.data
-        session = Session(c_data.workspace.warehouse, traces=sorted({c_data.trace, t_data.trace}),
-                          settings=c_data.workspace.settings, cache=False)
+        session = Session(
+            c_data.workspace.warehouse,
+            traces=sorted({c_data.trace, t_data.trace}),
+            settings=c_data.workspace.settings,
+            cache=False,
+        )
         try:
             table = session.arrow(
                 "SELECT * FROM hta_trace_diff(?, ?, control_rank := ?, test_rank := ?, control_iteration := ?, "
                 "test_iteration := ?, device := ?) ORDER BY name",
-                [c_data.trace, t_data.trace, c_rank, t_rank, c_iter, t_iter, device_type.name])
+                [c_data.trace, t_data.trace, c_rank, t_rank, c_iter, t_iter, device_type.name],
+            )
         finally:
             session.close()
         rows = table.to_pydict()
@@ -130,12 +141,15 @@ class TraceDiff:
         def side(prefix: str) -> Any:
             names = [n for n, k in zip(rows["name"], rows[f"{prefix}_counts"]) if k > 0]
             keep = [k > 0 for k in rows[f"{prefix}_counts"]]
-            frame = pd.DataFrame({
-                key: [shorten_name(n) for n in names] if use_short_name else names,
-                "counts": pd.array([v for v, k in zip(rows[f"{prefix}_counts"], keep) if k], dtype="int64"),
-                "total_duration": pd.array([v for v, k in zip(rows[f"{prefix}_total_duration"], keep) if k],
-                                           dtype="float64"),
-            })
+            frame = pd.DataFrame(
+                {
+                    key: [shorten_name(n) for n in names] if use_short_name else names,
+                    "counts": pd.array([v for v, k in zip(rows[f"{prefix}_counts"], keep) if k], dtype="int64"),
+                    "total_duration": pd.array(
+                        [v for v, k in zip(rows[f"{prefix}_total_duration"], keep) if k], dtype="float64"
+                    ),
+                }
+            )
             return frame.groupby(key)[["counts", "total_duration"]].sum()
 
         comp = pd.concat([side("control"), side("test")], axis=1, join="outer", keys=[c.label, t.label])
@@ -147,10 +161,16 @@ class TraceDiff:
         return comp
 
     @classmethod
-    def ops_diff(cls, control: LabeledTrace | Trace | str, test: LabeledTrace | Trace | str,
-                 control_rank: int | list[int] | None = None, test_rank: int | list[int] | None = None,
-                 control_iteration: int | list[int] | None = None, test_iteration: int | list[int] | None = None,
-                 device_type: DeviceType = DeviceType.ALL) -> dict[str, list[str]]:
+    def ops_diff(
+        cls,
+        control: LabeledTrace | Trace | str,
+        test: LabeledTrace | Trace | str,
+        control_rank: int | list[int] | None = None,
+        test_rank: int | list[int] | None = None,
+        control_iteration: int | list[int] | None = None,
+        test_iteration: int | list[int] | None = None,
+        device_type: DeviceType = DeviceType.ALL,
+    ) -> dict[str, list[str]]:
         """The names added, deleted, increased, decreased and unchanged in the test trace."""
         c, t = _labeled(control, "Control"), _labeled(test, "Test")
         df = cls.compare_traces(c, t, control_rank, test_rank, control_iteration, test_iteration, device_type)
@@ -171,21 +191,37 @@ class TraceDiff:
     @classmethod
     def visualize_duration_diff(cls, df: Any, show_image: bool = True, export_image_path: str | None = None) -> None:
         """HTA's grouped bars of the two total durations and their difference per name."""
-        cls._bars(df, "total_duration", "diff_duration",
-                  {"title_text": "Ops Duration Comparison", "yaxis_title": "Total Duration (us)", "autosize": True,
-                   "width": 1000, "height": 1000}, show_image, export_image_path)
+        cls._bars(
+            df,
+            "total_duration",
+            "diff_duration",
+            {
+                "title_text": "Ops Duration Comparison",
+                "yaxis_title": "Total Duration (us)",
+                "autosize": True,
+                "width": 1000,
+                "height": 1000,
+            },
+            show_image,
+            export_image_path,
+        )
 
     @staticmethod
-    def _bars(df: Any, column: str, diff: str, layout: dict[str, Any], show_image: bool,
-              export_image_path: str | None) -> None:
+    def _bars(
+        df: Any, column: str, diff: str, layout: dict[str, Any], show_image: bool, export_image_path: str | None
+    ) -> None:
         plotly_express()  # the hta extra's check
         import plotly.graph_objects as go  # with the hta extra, as every figure
 
         labels = [col.replace("_total_duration", "") for col in df.columns if col.endswith("_total_duration")]
         assert len(labels) >= 2
-        fig = go.Figure(data=[go.Bar(name=labels[0], x=df.index, y=df[f"{labels[0]}_{column}"]),
-                              go.Bar(name=labels[1], x=df.index, y=df[f"{labels[1]}_{column}"]),
-                              go.Bar(name="Difference", x=df.index, y=df[diff])])
+        fig = go.Figure(
+            data=[
+                go.Bar(name=labels[0], x=df.index, y=df[f"{labels[0]}_{column}"]),
+                go.Bar(name=labels[1], x=df.index, y=df[f"{labels[1]}_{column}"]),
+                go.Bar(name="Difference", x=df.index, y=df[diff]),
+            ]
+        )
         fig.update_layout(barmode="group", **layout)
         if show_image:
             fig.show()

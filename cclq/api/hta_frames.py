@@ -34,8 +34,10 @@ def pandas() -> ModuleType:
     try:
         import pandas as pd
     except ImportError as e:
-        raise MissingExtra("cclq.TraceAnalysis returns pandas DataFrames, as HTA does, and pandas is not "
-                           f"installed ({e})", hint=EXTRA_HINT) from e
+        raise MissingExtra(
+            f"cclq.TraceAnalysis returns pandas DataFrames, as HTA does, and pandas is not installed ({e})",
+            hint=EXTRA_HINT,
+        ) from e
     return pd
 
 
@@ -44,8 +46,11 @@ def plotly_express() -> ModuleType:
     try:
         import plotly.express as px
     except ImportError as e:
-        raise MissingExtra(f"visualize=True draws HTA's figures with plotly, which is not installed ({e}); "
-                           "pass visualize=False for the tables alone", hint=EXTRA_HINT) from e
+        raise MissingExtra(
+            f"visualize=True draws HTA's figures with plotly, which is not installed ({e}); "
+            "pass visualize=False for the tables alone",
+            hint=EXTRA_HINT,
+        ) from e
     return px
 
 
@@ -85,8 +90,12 @@ class RankDtypes:
         )
 
 
-def frame(table: pa.Table | dict[str, Any], dtypes: dict[str, str] | None = None, index: str | list[str] | None = None,
-          columns: list[str] | None = None) -> Any:
+def frame(
+    table: pa.Table | dict[str, Any],
+    dtypes: dict[str, str] | None = None,
+    index: str | list[str] | None = None,
+    columns: list[str] | None = None,
+) -> Any:
     """A pandas DataFrame of ``table`` (an Arrow table or a dict of columns) with pandas'
     own dtypes (text as the installed pandas holds it, not Arrow-backed), ``dtypes``
     applied, ``index`` set, ``columns`` in that order."""
@@ -112,8 +121,9 @@ def describe_frame(rows: pa.Table, keys: list[str], value: str, key_dtypes: dict
     stats = ("count", "mean", "std", "min", "p25", "p50", "p75", "max")
     labels = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
     data = {name: rows.column(name).to_pylist() for name in (*keys, *stats)}
-    index = pd.MultiIndex.from_arrays([pd.array(data[k], dtype=key_dtypes.get(k)) if key_dtypes.get(k) else data[k]
-                                       for k in keys], names=keys)
+    index = pd.MultiIndex.from_arrays(
+        [pd.array(data[k], dtype=key_dtypes.get(k)) if key_dtypes.get(k) else data[k] for k in keys], names=keys
+    )
     columns = pd.MultiIndex.from_tuples([(value, label) for label in labels])
     values = {(value, label): pd.array(data[s], dtype="float64") for s, label in zip(stats, labels)}
     return pd.DataFrame(values, index=index, columns=columns)

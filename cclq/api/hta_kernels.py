@@ -34,14 +34,19 @@ def launch_stats(data: HtaData, rank: int, include_memory_events: bool) -> Any:
     memory = "" if include_memory_events else " AND NOT memory_launch"
     table = data.rows(
         "SELECT correlation, cpu_duration_us, gpu_duration_us, launch_delay_us FROM hta_kernel_launches "
-        f"WHERE rank = ?{memory} ORDER BY cpu_row_order, gpu_row_order", "hta_events", params=[rank])
+        f"WHERE rank = ?{memory} ORDER BY cpu_row_order, gpu_row_order",
+        "hta_events",
+        params=[rank],
+    )
     rows = table.to_pydict()
-    return pd.DataFrame({
-        "correlation": pd.array(rows["correlation"], dtype=data.dtypes(rank).correlation),
-        "cpu_duration": pd.array(rows["cpu_duration_us"], dtype="float64"),
-        "gpu_duration": pd.array(rows["gpu_duration_us"], dtype="float64"),
-        "launch_delay": pd.array(rows["launch_delay_us"], dtype="float64"),
-    })
+    return pd.DataFrame(
+        {
+            "correlation": pd.array(rows["correlation"], dtype=data.dtypes(rank).correlation),
+            "cpu_duration": pd.array(rows["cpu_duration_us"], dtype="float64"),
+            "gpu_duration": pd.array(rows["gpu_duration_us"], dtype="float64"),
+            "launch_delay": pd.array(rows["launch_delay_us"], dtype="float64"),
+        }
+    )
 
 
 def frequent_sequences(data: HtaData, operator_name: str, min_pattern_len: int, rank: int) -> Any:
@@ -52,20 +57,34 @@ def frequent_sequences(data: HtaData, operator_name: str, min_pattern_len: int, 
     table = data.rows(
         "SELECT pattern, count, gpu_kernel_duration_us, cpu_op_duration_us FROM "
         f"hta_frequent_cuda_kernel_sequences({quote_literal(operator_name)}, min_pattern_len := {int(min_pattern_len)})"
-        " WHERE rank = ? ORDER BY count DESC, pattern", "hta_events", "hta_call_stack", params=[rank])
+        " WHERE rank = ? ORDER BY count DESC, pattern",
+        "hta_events",
+        "hta_call_stack",
+        params=[rank],
+    )
     if not table.num_rows:
         return pd.DataFrame()
     rows = table.to_pydict()
-    return pd.DataFrame({
-        "pattern": pd.array(rows["pattern"], dtype=object),
-        "count": pd.array(rows["count"], dtype="int64"),
-        "GPU kernel duration (us)": pd.array(rows["gpu_kernel_duration_us"], dtype="float64"),
-        "CPU op duration (us)": pd.array(rows["cpu_op_duration_us"], dtype="float64"),
-    })
+    return pd.DataFrame(
+        {
+            "pattern": pd.array(rows["pattern"], dtype=object),
+            "count": pd.array(rows["count"], dtype="int64"),
+            "GPU kernel duration (us)": pd.array(rows["gpu_kernel_duration_us"], dtype="float64"),
+            "CPU op duration (us)": pd.array(rows["cpu_op_duration_us"], dtype="float64"),
+        }
+    )
 
 
-def overlay_sequences(data: HtaData, trace: Trace, operator_name: str, min_pattern_len: int, rank: int, top: Any,
-                      out: Path, compress_other_kernels: bool) -> None:
+def overlay_sequences(
+    data: HtaData,
+    trace: Trace,
+    operator_name: str,
+    min_pattern_len: int,
+    rank: int,
+    top: Any,
+    out: Path,
+    compress_other_kernels: bool,
+) -> None:
     """HTA's overlaid trace of get_frequent_cuda_kernel_sequences: every event of a
     ``top`` pattern's occurrences gets ``args.Patterns`` = {pattern: count} of the top
     patterns it is in; with ``compress_other_kernels`` the other complete events lose
@@ -75,7 +94,10 @@ def overlay_sequences(data: HtaData, trace: Trace, operator_name: str, min_patte
     table = data.rows(
         "SELECT pattern, stack_idx FROM hta_frequent_cuda_kernel_sequence_roots("
         f"{quote_literal(operator_name)}, min_pattern_len := {int(min_pattern_len)}) WHERE rank = ?",
-        "hta_events", "hta_call_stack", params=[rank])
+        "hta_events",
+        "hta_call_stack",
+        params=[rank],
+    )
     active: dict[int, dict[str, int]] = {}
     for pattern, stack in zip(table.column("pattern").to_pylist(), table.column("stack_idx").to_pylist()):
         if pattern in counts:
@@ -127,8 +149,12 @@ def aten_op_kernels_and_delay(trace: Trace, ranks: list[int], sort_by: list[str]
         order = sorted(range(len(aten)), key=lambda i: a_ts[i])
         starts = [a_ts[i] for i in order]
         k_ts, k_name = kernels["ts"].tolist(), kernels["name"].tolist()
-        for ts, dur, idx, correlation in zip(launches["ts"].tolist(), launches["dur"].tolist(),
-                                             launches["index"].tolist(), launches["correlation"].tolist()):
+        for ts, dur, idx, correlation in zip(
+            launches["ts"].tolist(),
+            launches["dur"].tolist(),
+            launches["index"].tolist(),
+            launches["correlation"].tolist(),
+        ):
             end = ts + dur
             best = None
             for k in range(bisect.bisect_right(starts, ts) - 1, -1, -1):  # latest start first
@@ -143,23 +169,37 @@ def aten_op_kernels_and_delay(trace: Trace, ranks: list[int], sort_by: list[str]
             if len(matched) != 1:
                 raise ValueError("can only convert an array of size 1 to a Python scalar")
             k_pos = matched[0]
-            launch_stats.append({
-                "thread_id": a_tid[best], "aten_op_name": a_name[best], "aten_op_start": a_ts[best],
-                "runtime_start": ts, "device_start": k_ts[k_pos], "aten_op_delay": ts - a_ts[best],
-                "runtime_delay": k_ts[k_pos] - ts, "correlation_id": correlation, "kernel_name": names[k_name[k_pos]],
-            })
+            launch_stats.append(
+                {
+                    "thread_id": a_tid[best],
+                    "aten_op_name": a_name[best],
+                    "aten_op_start": a_ts[best],
+                    "runtime_start": ts,
+                    "device_start": k_ts[k_pos],
+                    "aten_op_delay": ts - a_ts[best],
+                    "runtime_delay": k_ts[k_pos] - ts,
+                    "correlation_id": correlation,
+                    "kernel_name": names[k_name[k_pos]],
+                }
+            )
         stats = pd.DataFrame(launch_stats)
-        grouped = (stats.groupby(["thread_id", "aten_op_name", "aten_op_start"])
-                   .agg({"kernel_name": list, "correlation_id": list, "aten_op_delay": list, "runtime_delay": list})
-                   .reset_index())
+        grouped = (
+            stats.groupby(["thread_id", "aten_op_name", "aten_op_start"])
+            .agg({"kernel_name": list, "correlation_id": list, "aten_op_delay": list, "runtime_delay": list})
+            .reset_index()
+        )
         grouped["kernel_sequence"] = grouped["kernel_name"].apply(lambda x: " -> ".join(x))
         grouped["first_launch_delay"] = grouped["aten_op_delay"].apply(lambda x: x[0])
         grouped["first_runtime_delay"] = grouped["runtime_delay"].apply(lambda x: x[0])
-        final = (grouped.groupby(["aten_op_name", "kernel_sequence"])
-                 .agg(occurrence_count=("first_runtime_delay", "count"),
-                      avg_aten_op_launch_delay=("first_launch_delay", "mean"),
-                      avg_runtime_delay=("first_runtime_delay", "mean"))
-                 .reset_index()).sort_values(sort_by, ascending=False)
+        final = (
+            grouped.groupby(["aten_op_name", "kernel_sequence"])
+            .agg(
+                occurrence_count=("first_runtime_delay", "count"),
+                avg_aten_op_launch_delay=("first_launch_delay", "mean"),
+                avg_runtime_delay=("first_runtime_delay", "mean"),
+            )
+            .reset_index()
+        ).sort_values(sort_by, ascending=False)
         final["avg_runtime_delay"] = final["avg_runtime_delay"].round(3)
         final["avg_aten_op_launch_delay"] = final["avg_aten_op_launch_delay"].round(3)
         out[rank] = final
@@ -206,8 +246,9 @@ def kernels_with_user_annotations(trace: Trace, rank: int, expand_names: bool, s
     return gpu
 
 
-def potential_stragglers(trace: Trace, steps: list[int], num_candidates: int,
-                         figures: Figures | None = None) -> tuple[list[int], Any]:
+def potential_stragglers(
+    trace: Trace, steps: list[int], num_candidates: int, figures: Figures | None = None
+) -> tuple[list[int], Any]:
     """HTA's get_potential_stragglers with its default identification
     (find_stragglers_with_late_start_comm_kernels): the ranks whose last long
     ``ncclKernel`` starts latest most often; and the metric frame its figure draws.
@@ -223,26 +264,36 @@ def potential_stragglers(trace: Trace, steps: list[int], num_candidates: int,
     df = df.loc[df["iteration"].isin(iterations)]
     t_min = df["ts"].min()
     mean_iter_time = ((df["ts"] + df["dur"]).max() - t_min) / float(len(iterations))
-    long_comm = df.loc[(df["stream"] > 0) & (df["iteration"] > 0) & (df["dur"] >= mean_iter_time * 0.01)
-                       & (df["name"].isin(comm_ids))]
+    long_comm = df.loc[
+        (df["stream"] > 0) & (df["iteration"] > 0) & (df["dur"] >= mean_iter_time * 0.01) & (df["name"].isin(comm_ids))
+    ]
     if figures is not None:
         shown_ranks = sorted(v for v in df["rank"].unique().tolist() if v != -1)
-        hta_figures.gpu_kernel_timeline(figures, "Timeline of Communication Kernels Longer Than 1.00% of Iteration "
-                                        "Time\n", long_comm, names, shown_ranks, duration_threshold=2000)
+        hta_figures.gpu_kernel_timeline(
+            figures,
+            "Timeline of Communication Kernels Longer Than 1.00% of Iteration Time\n",
+            long_comm,
+            names,
+            shown_ranks,
+            duration_threshold=2000,
+        )
     last = long_comm.groupby(["rank", "stream", "iteration", "name"], as_index=False).last()
     metric_name = "normalized_start_time"
     last[metric_name] = (last["ts"] - t_min) / mean_iter_time
     last["duration"] = last["dur"] / mean_iter_time
     spread = last.groupby(["stream", "iteration", "name"])["duration"].std().groupby(["stream", "name"]).mean()
     if not spread.notna().any():  # HTA fails here too (numpy's argmax of nothing, or a NaN to unpack)
-        raise ValueError("get_potential_stragglers: no ncclKernel* kernel of 1% of an iteration or more runs on "
-                         "two or more ranks in the selected steps: no spread of their durations to rank them by")
+        raise ValueError(
+            "get_potential_stragglers: no ncclKernel* kernel of 1% of an iteration or more runs on "
+            "two or more ranks in the selected steps: no spread of their durations to rank them by"
+        )
     stream, name = spread.idxmax()
     metric_df = last.loc[last["stream"].eq(stream) & last["name"].eq(name)]
     if figures is not None:
         listed = sorted(v for v in df["iteration"].unique().tolist() if v != -1)
-        hta_figures.gpu_kernel_timeline(figures, f"Timeline of Candidate Kernels (Iterations={listed})", metric_df,
-                                        names, shown_ranks)
+        hta_figures.gpu_kernel_timeline(
+            figures, f"Timeline of Candidate Kernels (Iterations={listed})", metric_df, names, shown_ranks
+        )
     n = max(num_candidates, 1)
     n_iterations = metric_df["iteration"].nunique()
     if n_iterations <= 1:
@@ -269,7 +320,9 @@ def cupti_counters(data: HtaData, ranks: list[int]) -> list[Any]:
     bottom_level_op, a column per counter)."""
     table = data.rows(
         "SELECT rank, kernel_no, name, cat, ts_us AS ts, dur_us AS dur, op_stack, top_level_op, bottom_level_op, "
-        "counters FROM hta_cupti_counters ORDER BY rank, kernel_no", "hta_events")
+        "counters FROM hta_cupti_counters ORDER BY rank, kernel_no",
+        "hta_events",
+    )
     rows = table.to_pylist()
     frames = []
     for rank in ranks:
@@ -278,8 +331,9 @@ def cupti_counters(data: HtaData, ranks: list[int]) -> list[Any]:
             continue
         counters = [json.loads(r["counters"]) for r in mine]
         keys = list(dict.fromkeys(k for c in counters for k in c))
-        data_cols: dict[str, Any] = {c: [r[c] for r in mine] for c in (
-            "name", "cat", "ts", "dur", "op_stack", "top_level_op", "bottom_level_op")}
+        data_cols: dict[str, Any] = {
+            c: [r[c] for r in mine] for c in ("name", "cat", "ts", "dur", "op_stack", "top_level_op", "bottom_level_op")
+        }
         for k in keys:
             data_cols[k] = [c.get(k) for c in counters]
         frames.append(pandas().DataFrame(data_cols))

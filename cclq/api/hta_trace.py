@@ -118,8 +118,11 @@ class Trace:
     @property
     def symbol_table(self) -> TraceSymbolTable:
         if self._symbols is None:
-            rows = self._data.rows("SELECT DISTINCT s FROM (SELECT unnest([cat, name]) AS s FROM hta_loaded) "
-                                   "WHERE s IS NOT NULL ORDER BY s", "hta_loaded")
+            rows = self._data.rows(
+                "SELECT DISTINCT s FROM (SELECT unnest([cat, name]) AS s FROM hta_loaded) "
+                "WHERE s IS NOT NULL ORDER BY s",
+                "hta_loaded",
+            )
             self._symbols = TraceSymbolTable(rows.column("s").to_pylist())
         return self._symbols
 
@@ -131,8 +134,9 @@ class Trace:
     def meta_data(self) -> dict[int, dict[str, Any]]:
         """Each rank's top-level keys of its file that the warehouse keeps (HTA keeps all of
         them): distributedInfo, deviceProperties, baseTimeNanoseconds."""
-        rows = self._data.rows("SELECT rank, distributed_info, device_properties, base_time_ns FROM files "
-                               "ORDER BY rank").to_pylist()
+        rows = self._data.rows(
+            "SELECT rank, distributed_info, device_properties, base_time_ns FROM files ORDER BY rank"
+        ).to_pylist()
         out: dict[int, dict[str, Any]] = {}
         for r in rows:
             meta: dict[str, Any] = {}
@@ -150,8 +154,11 @@ class Trace:
         rank = self.get_ranks()[0] if rank is None else rank
         if rank not in self.get_ranks():
             return []
-        rows = self._data.rows("SELECT DISTINCT iteration FROM hta_iterations WHERE rank = ? AND iteration >= 0 "
-                               "ORDER BY iteration", "hta_iterations", params=[rank])
+        rows = self._data.rows(
+            "SELECT DISTINCT iteration FROM hta_iterations WHERE rank = ? AND iteration >= 0 ORDER BY iteration",
+            "hta_iterations",
+            params=[rank],
+        )
         values = rows.column("iteration").to_pylist()
         if self._data.dtypes(rank).iteration == "float64":
             return [float(v) for v in values]
@@ -200,9 +207,13 @@ class Trace:
     # -- the frame -------------------------------------------------------------------
     def _frame(self, rank: int) -> Any:
         pd = pandas()
-        table = self._data.rows("SELECT * EXCLUDE (trace, rank, copies) FROM hta_trace_frame WHERE rank = ? "
-                                "ORDER BY frame_pos", "hta_events", "hta_iterations", "hta_rank_dtypes",
-                                params=[rank])
+        table = self._data.rows(
+            "SELECT * EXCLUDE (trace, rank, copies) FROM hta_trace_frame WHERE rank = ? ORDER BY frame_pos",
+            "hta_events",
+            "hta_iterations",
+            "hta_rank_dtypes",
+            params=[rank],
+        )
         data = table.to_pydict()
         ids = self.symbol_table.get_sym_id_map()
         dtypes = self._data.dtypes(rank)
@@ -213,12 +224,17 @@ class Trace:
             "name": pd.array([ids[c] for c in data["name"]], dtype="int64"),
             "pid": pd.array([id_value(v) for v in data["pid"]], dtype=object),
             "tid": pd.array([id_value(v) for v in data["tid"]], dtype=object),
-            "ts": pd.array([int(v) if float(v).is_integer() else v for v in data["ts"]],
-                           dtype="int64" if all(float(v).is_integer() for v in data["ts"]) else "float64"),
+            "ts": pd.array(
+                [int(v) if float(v).is_integer() else v for v in data["ts"]],
+                dtype="int64" if all(float(v).is_integer() for v in data["ts"]) else "float64",
+            ),
             "dur": pd.array(data["dur"], dtype="float64"),
         }
-        rounded = bool(self._data.rows("SELECT rounds_to_us FROM hta_rank_dtypes WHERE rank = ?", "hta_rank_dtypes",
-                                       params=[rank]).column(0)[0].as_py())
+        rounded = bool(
+            self._data.rows("SELECT rounds_to_us FROM hta_rank_dtypes WHERE rank = ?", "hta_rank_dtypes", params=[rank])
+            .column(0)[0]
+            .as_py()
+        )
         if rounded:  # HTA computes `end` while rounding, so it comes right after dur
             columns["end"] = pd.array(data["end"], dtype="float64")
         columns["stream"] = pd.array(data["stream"], dtype=dtypes.stream)

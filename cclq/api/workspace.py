@@ -39,8 +39,13 @@ if TYPE_CHECKING:
     from cclq.present.diff import DiffResult
 
 
-def open(path: str | Path | None = None, *, memory_limit: str | None = None,  # noqa: A001 (cclq.open reads well)
-         spill_dir: str | Path | None = None, cache: bool = True) -> Workspace:
+def open(
+    path: str | Path | None = None,
+    *,
+    memory_limit: str | None = None,  # noqa: A001 (cclq.open reads well)
+    spill_dir: str | Path | None = None,
+    cache: bool = True,
+) -> Workspace:
     """The warehouse at ``path`` (default: ``$CCLQ_WAREHOUSE``, else ``./.cclq/warehouse``),
     opened for analysis. ``memory_limit`` / ``spill_dir`` as the CLI's options take them."""
     settings = QuerySettings(memory_limit, Path(spill_dir) if spill_dir else None)
@@ -69,16 +74,18 @@ class Workspace:
         with self._session(comments=True) as s:
             return _frame(s.arrow("SELECT * FROM traces ORDER BY trace"))
 
-    def metric(self, name: str, traces: str | Sequence[str] | None = None, version: int | None = None,
-               **params: Any) -> pl.DataFrame:
+    def metric(
+        self, name: str, traces: str | Sequence[str] | None = None, version: int | None = None, **params: Any
+    ) -> pl.DataFrame:
         """One metric's rows over every trace (or ``traces``: ids or glob patterns), as
         ``cclq metric NAME``; keyword arguments are its parameters."""
         spec = resolve(name, version)
         with self._session(self._select(traces)) as s:
             return _frame(run_metric(s, spec, _params(params)))
 
-    def metrics(self, names: Iterable[str] | None = None, traces: str | Sequence[str] | None = None,
-                **params: Any) -> pl.DataFrame:
+    def metrics(
+        self, names: Iterable[str] | None = None, traces: str | Sequence[str] | None = None, **params: Any
+    ) -> pl.DataFrame:
         """Several metrics (default: all) in one session, long form: a ``metric`` column, the
         common columns, and each metric's own columns in the ``details`` struct."""
         import polars as pl
@@ -163,8 +170,9 @@ def _long(spec: MetricSpec, table: pa.Table) -> pl.DataFrame:
     frame = _frame(table)
     own = [c for c in frame.columns if c not in _FIXED]
     details = pl.struct(own).alias("details") if own else pl.lit(None).alias("details")
-    return frame.select(pl.lit(spec.name).alias("metric"), pl.lit(spec.version).alias("version"),
-                        *[pl.col(c) for c in _FIXED], details)
+    return frame.select(
+        pl.lit(spec.name).alias("metric"), pl.lit(spec.version).alias("version"), *[pl.col(c) for c in _FIXED], details
+    )
 
 
 @dataclass
@@ -195,11 +203,21 @@ class Report:
         """One row per metric of the report: value, unit, reason."""
         import polars as pl
 
-        rows = [{"category": group["id"], "metric": m.get("metric"), "value": m.get("value"), "unit": m.get("unit"),
-                 "reason": m.get("reason")}
-                for group in self.data.get("categories", []) for m in group["metrics"]]
-        return pl.DataFrame(rows, schema={"category": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64,
-                                          "unit": pl.Utf8, "reason": pl.Utf8})
+        rows = [
+            {
+                "category": group["id"],
+                "metric": m.get("metric"),
+                "value": m.get("value"),
+                "unit": m.get("unit"),
+                "reason": m.get("reason"),
+            }
+            for group in self.data.get("categories", [])
+            for m in group["metrics"]
+        ]
+        return pl.DataFrame(
+            rows,
+            schema={"category": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64, "unit": pl.Utf8, "reason": pl.Utf8},
+        )
 
 
 @dataclass
@@ -226,12 +244,16 @@ class Diff:
 
         rows = long_rows(self.result)
         metrics = [r for r in rows if r.get("part") == "metric"]
-        head = ("<tr><th>metric</th><th>A</th><th>B</th><th>change</th></tr>")
+        head = "<tr><th>metric</th><th>A</th><th>B</th><th>change</th></tr>"
         body = "".join(
             f"<tr><td>{html.escape(str(r.get('name')))}</td><td>{_num(r.get('a'))}</td><td>{_num(r.get('b'))}</td>"
-            f"<td>{_pct(r.get('rel'))}</td></tr>" for r in metrics)
-        sides = (f"<p><b>A</b>: {html.escape(', '.join(self.result.a))} &nbsp; "
-                 f"<b>B</b>: {html.escape(', '.join(self.result.b))}</p>")
+            f"<td>{_pct(r.get('rel'))}</td></tr>"
+            for r in metrics
+        )
+        sides = (
+            f"<p><b>A</b>: {html.escape(', '.join(self.result.a))} &nbsp; "
+            f"<b>B</b>: {html.escape(', '.join(self.result.b))}</p>"
+        )
         return f"<div class='cclq-diff'>{sides}<table>{head}{body}</table></div>"
 
 

@@ -42,8 +42,14 @@ from cclq.locations import PACKAGE_DIR
 
 # Workloads both tools read: Kineto ranks (kineto_trace_N, rank samples, inference), an
 # execution-trace pair, two Nsight exports far apart, a JAX host profile.
-SHARED_FOLDERS = ("dlrm_param_8xV100", "hta_trace_filter_2rank", "tracelens_mi300_resnet_ddp",
-                  "tracelens_b200_vllm_tp8", "nsys_pipit_hpc", "xla_jax_cpu_4dev")
+SHARED_FOLDERS = (
+    "dlrm_param_8xV100",
+    "hta_trace_filter_2rank",
+    "tracelens_mi300_resnet_ddp",
+    "tracelens_b200_vllm_tp8",
+    "nsys_pipit_hpc",
+    "xla_jax_cpu_4dev",
+)
 BUNDLED = PACKAGE_DIR.parent / "trace_collection" / "synthetic_mlp_dp4"
 _CLI = "from cclq.cli.app import main; main()"
 LOOP_METRICS = ("avg_step_time", "communication_fraction", "total_kernel_time")
@@ -107,22 +113,35 @@ def run_ccl_bench_bench(checkout: Path, python: str, folders_dir: Path | None = 
         raise UsageError(f"{checkout}: not a CCL-Bench checkout (no tools/main.py and website/generate_data.py)")
     probe = subprocess.run([python, "-c", "import cclq, pandas, yaml"], capture_output=True, text=True)
     if probe.returncode:
-        raise UsageError(f"{python} cannot import cclq, pandas and yaml: "
-                         f"{(probe.stderr.strip().splitlines() or [''])[-1]}",
-                         hint="--ccl-bench-python: CCL-Bench's Python, with cclq installed (docs/ccl-bench.md step 1)")
+        raise UsageError(
+            f"{python} cannot import cclq, pandas and yaml: {(probe.stderr.strip().splitlines() or [''])[-1]}",
+            hint="--ccl-bench-python: CCL-Bench's Python, with cclq installed (docs/ccl-bench.md step 1)",
+        )
     scratch = Path(tempfile.mkdtemp(prefix="cclq-vs-ccl-bench-"))
     env = {**os.environ, "TMPDIR": str(scratch)}  # the daemons' sockets: this run's own
     env.pop("CCLQ_WAREHOUSE", None)
     env.pop("CCLQ_DAEMON", None)
     rows: list[dict[str, Any]] = []
     try:
-        folders = sorted(p for p in folders_dir.iterdir() if p.is_dir()) if folders_dir else \
-            prepare_folders(scratch / "folders")
+        folders = (
+            sorted(p for p in folders_dir.iterdir() if p.is_dir())
+            if folders_dir
+            else prepare_folders(scratch / "folders")
+        )
         calls = 0
 
         def row(case: str, seconds: float, rc: int, before: float, n: int, **extra: Any) -> None:
-            rows.append({"case": case, "calls": n, "seconds": round(seconds, 2), "exit": rc,
-                         "load_before": round(before, 2), "load_after": round(_load(), 2), **extra})
+            rows.append(
+                {
+                    "case": case,
+                    "calls": n,
+                    "seconds": round(seconds, 2),
+                    "exit": rc,
+                    "load_before": round(before, 2),
+                    "load_after": round(_load(), 2),
+                    **extra,
+                }
+            )
 
         # 1. generate_data.py with CCL-Bench's own tools
         orig = _website(checkout, scratch / "orig", folders)
@@ -135,30 +154,65 @@ def run_ccl_bench_bench(checkout: Path, python: str, folders_dir: Path | None = 
 
         # 2. generate_data.py through the shim, a fresh warehouse, then the repeat
         shim = _website(checkout, scratch / "shim", folders)
-        subprocess.run([python, "-c", _CLI, "ccl-bench", "shim", str(shim), "--force"], env=env,
-                       capture_output=True, check=True)
+        subprocess.run(
+            [python, "-c", _CLI, "ccl-bench", "shim", str(shim), "--force"], env=env, capture_output=True, check=True
+        )
         before = _load()
         seconds, rc = _timed([python, "website/generate_data.py"], shim, env)
         via_shim = _cells(shim / "website" / "benchmark_data.json")
-        row("generate_data.py through the shim, fresh warehouse", seconds, rc, before, calls,
-            x_vs_ccl_bench=round(base / seconds, 2), cells_equal_to_ccl_bench=_equal(via_shim, theirs))
+        row(
+            "generate_data.py through the shim, fresh warehouse",
+            seconds,
+            rc,
+            before,
+            calls,
+            x_vs_ccl_bench=round(base / seconds, 2),
+            cells_equal_to_ccl_bench=_equal(via_shim, theirs),
+        )
         (shim / "website" / "benchmark_data.json").unlink()
         before = _load()
         seconds, rc = _timed([python, "website/generate_data.py"], shim, env)
-        row("generate_data.py through the shim, repeat", seconds, rc, before, calls,
-            x_vs_ccl_bench=round(base / seconds, 2))
+        row(
+            "generate_data.py through the shim, repeat",
+            seconds,
+            rc,
+            before,
+            calls,
+            x_vs_ccl_bench=round(base / seconds, 2),
+        )
         _stop(python, shim / ".cclq" / "warehouse", env)
 
         # 3. cclq board --config, one process, fresh warehouse, into the website folder
         board = _website(checkout, scratch / "board", folders)
         before = _load()
-        seconds, rc = _timed([python, "-c", _CLI, "board", "website", "-q", "--allow-partial",
-                              "--config", "website/benchmark_config.json", "-w", str(scratch / "board_wh")],
-                             board, env)
+        seconds, rc = _timed(
+            [
+                python,
+                "-c",
+                _CLI,
+                "board",
+                "website",
+                "-q",
+                "--allow-partial",
+                "--config",
+                "website/benchmark_config.json",
+                "-w",
+                str(scratch / "board_wh"),
+            ],
+            board,
+            env,
+        )
         mine = _cells(board / "website" / "benchmark_data.json")
-        row("cclq board --config, fresh warehouse", seconds, rc, before, calls,
-            x_vs_ccl_bench=round(base / seconds, 2), cells_equal_to_shim=_equal(mine, via_shim),
-            cells_equal_to_ccl_bench=_equal(mine, theirs))
+        row(
+            "cclq board --config, fresh warehouse",
+            seconds,
+            rc,
+            before,
+            calls,
+            x_vs_ccl_bench=round(base / seconds, 2),
+            cells_equal_to_shim=_equal(mine, via_shim),
+            cells_equal_to_ccl_bench=_equal(mine, theirs),
+        )
 
         # 4. the loop, one call after the other (docs/ccl-bench.md's table)
         n = len(folders) * len(LOOP_METRICS)
@@ -170,8 +224,14 @@ def run_ccl_bench_bench(checkout: Path, python: str, folders_dir: Path | None = 
         for label in ("first loop, fresh warehouse", "repeat"):
             before = _load()
             seconds = _loop([python, "-m", "cclq.main", "--warehouse", str(wh)], folders, scratch, env)
-            row(f"loop: python -m cclq.main, {label}", seconds, 0, before, n,
-                x_vs_ccl_bench=round(loop_base / seconds, 2))
+            row(
+                f"loop: python -m cclq.main, {label}",
+                seconds,
+                0,
+                before,
+                n,
+                x_vs_ccl_bench=round(loop_base / seconds, 2),
+            )
         _stop(python, wh, env)
         keys = list(dict.fromkeys(k for r in rows for k in r))  # every row every column (a table)
         return [{k: r.get(k) for k in keys} for r in rows]
@@ -188,11 +248,17 @@ def _loop(cmd: list[str], folders: list[Path], cwd: Path, env: dict[str, str]) -
     start = time.perf_counter()
     for folder in folders:
         for metric in LOOP_METRICS:
-            subprocess.run([*cmd, "--trace", str(folder), "--metric", metric], cwd=cwd, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [*cmd, "--trace", str(folder), "--metric", metric],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
     return time.perf_counter() - start
 
 
 def _stop(python: str, wh: Path, env: dict[str, str]) -> None:
-    subprocess.run([python, "-m", "cclq.compat.daemon_process", "--stop", "--warehouse", str(wh)], env=env,
-                   capture_output=True)
+    subprocess.run(
+        [python, "-m", "cclq.compat.daemon_process", "--stop", "--warehouse", str(wh)], env=env, capture_output=True
+    )

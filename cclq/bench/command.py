@@ -18,9 +18,12 @@ from cclq.present.output import OutputFormat
 
 def bench(
     sizes: Annotated[
-        str, typer.Option(help="Synthetic trace sizes in MB (all ranks together), comma-separated; "
-                               "MBxR for R ranks (1000x1: one file of 1 GB); :FORM for its timestamps "
-                               "(relative, epoch, subns; 127x1:epoch).")
+        str,
+        typer.Option(
+            help="Synthetic trace sizes in MB (all ranks together), comma-separated; "
+            "MBxR for R ranks (1000x1: one file of 1 GB); :FORM for its timestamps "
+            "(relative, epoch, subns; 127x1:epoch)."
+        ),
     ] = "250",
     ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace when a size does not say.")] = 8,
     workdir: Annotated[
@@ -43,87 +46,154 @@ def bench(
         typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
     ] = None,
     hta_copies: Annotated[
-        int, typer.Option("--hta-copies", help="Also compare with HTA on N ranks made of hta_df_index_resolver "
-                                               "(8: a 430 MB set).")
+        int,
+        typer.Option(
+            "--hta-copies", help="Also compare with HTA on N ranks made of hta_df_index_resolver (8: a 430 MB set)."
+        ),
     ] = 0,
     hta_all: Annotated[
-        bool, typer.Option("--hta-all", help="With --hta-python: every analysis of HTA's TraceAnalysis, the same "
-                                             "script through cclq.TraceAnalysis and through HTA, on every shared HTA "
-                                             "trace (and the --hta-copies set): first run and repeat, time, CPU and "
-                                             "peak memory.")
+        bool,
+        typer.Option(
+            "--hta-all",
+            help="With --hta-python: every analysis of HTA's TraceAnalysis, the same "
+            "script through cclq.TraceAnalysis and through HTA, on every shared HTA "
+            "trace (and the --hta-copies set): first run and repeat, time, CPU and "
+            "peak memory.",
+        ),
     ] = False,
     first_run: Annotated[
-        bool, typer.Option("--first-run", help="The first answer on a new trace: `cclq ingest` + `cclq metric "
-                                               "hta_temporal_breakdown --all` + `... hta_comm_comp_overlap --all` "
-                                               "as three processes on a fresh warehouse, against HTA's load and the "
-                                               "same two analyses (--hta-python), on hta_df_index_resolver, "
-                                               "dlrm_param_8xV100 and the --hta-copies set; wall time and peak RSS.")
+        bool,
+        typer.Option(
+            "--first-run",
+            help="The first answer on a new trace: `cclq ingest` + `cclq metric "
+            "hta_temporal_breakdown --all` + `... hta_comm_comp_overlap --all` "
+            "as three processes on a fresh warehouse, against HTA's load and the "
+            "same two analyses (--hta-python), on hta_df_index_resolver, "
+            "dlrm_param_8xV100 and the --hta-copies set; wall time and peak RSS.",
+        ),
     ] = False,
     small_files: Annotated[
-        int, typer.Option("--small-files", min=0, help="Also time `cclq ingest` of N copies of dlrm_param_8xV100's "
-                                                      "Kineto files (400: 3,200 files), each copy a workload.")
+        int,
+        typer.Option(
+            "--small-files",
+            min=0,
+            help="Also time `cclq ingest` of N copies of dlrm_param_8xV100's "
+            "Kineto files (400: 3,200 files), each copy a workload.",
+        ),
     ] = 0,
     repeats: Annotated[
         int, typer.Option(help="Runs of each timed case (ingest, one query and loop, HTA); the best is kept.")
     ] = 2,
     board_workloads: Annotated[
-        int, typer.Option("--board", min=0, help="Also time `cclq board` over this many workloads (copies of an "
-                                                  "8-rank trace): cold, cached metrics, no change, one card changed.")
+        int,
+        typer.Option(
+            "--board",
+            min=0,
+            help="Also time `cclq board` over this many workloads (copies of an "
+            "8-rank trace): cold, cached metrics, no change, one card changed.",
+        ),
     ] = 0,
     scale: Annotated[
-        Optional[Path], typer.Option("--scale", help="A workload folder: ingest N copies of it and time metrics and "
-                                                     "peak RSS at each N (--scale-copies), and under --memory-limit.")
+        Optional[Path],
+        typer.Option(
+            "--scale",
+            help="A workload folder: ingest N copies of it and time metrics and "
+            "peak RSS at each N (--scale-copies), and under --memory-limit.",
+        ),
     ] = None,
     scale_copies: Annotated[str, typer.Option(help="Copies for --scale, comma-separated.")] = "10,100,400",
     main_loop: Annotated[
-        Optional[Path], typer.Option("--main-loop", help="Folder of workload folders: time CCL-Bench's loop of "
-                                                         "`python -m cclq.main` calls, per process and warm.")
+        Optional[Path],
+        typer.Option(
+            "--main-loop",
+            help="Folder of workload folders: time CCL-Bench's loop of "
+            "`python -m cclq.main` calls, per process and warm.",
+        ),
     ] = None,
     ccl_bench: Annotated[
-        Optional[Path], typer.Option("--ccl-bench", help="A CCL-Bench checkout: time its website generator with its "
-                                                         "own tools, through cclq's shim, and `cclq board --config`, "
-                                                         "and its call loop, on folders both read (one run).")
+        Optional[Path],
+        typer.Option(
+            "--ccl-bench",
+            help="A CCL-Bench checkout: time its website generator with its "
+            "own tools, through cclq's shim, and `cclq board --config`, "
+            "and its call loop, on folders both read (one run).",
+        ),
     ] = None,
     ccl_bench_python: Annotated[
-        Optional[str], typer.Option("--ccl-bench-python", help="With --ccl-bench: the Python that runs CCL-Bench's "
-                                                              "tools, with cclq installed into it [default: this one].")
+        Optional[str],
+        typer.Option(
+            "--ccl-bench-python",
+            help="With --ccl-bench: the Python that runs CCL-Bench's "
+            "tools, with cclq installed into it [default: this one].",
+        ),
     ] = None,
     ccl_bench_folders: Annotated[
-        Optional[Path], typer.Option("--ccl-bench-folders", help="With --ccl-bench: workload folders to use "
-                                                                "[default: made from ../shared/traces].")
+        Optional[Path],
+        typer.Option(
+            "--ccl-bench-folders",
+            help="With --ccl-bench: workload folders to use [default: made from ../shared/traces].",
+        ),
     ] = None,
     commits: Annotated[
-        int, typer.Option("--commits", min=0, help="Also time N durable commits and an ingest with fsync on and "
-                                                   "off (CCLQ_FSYNC), on the temp folder's disk.")
+        int,
+        typer.Option(
+            "--commits",
+            min=0,
+            help="Also time N durable commits and an ingest with fsync on and "
+            "off (CCLQ_FSYNC), on the temp folder's disk.",
+        ),
     ] = 0,
     targets: Annotated[
-        Optional[Path], typer.Option("--targets", help="A folder of workloads (../shared/traces): time the speed "
-                                                       "targets (report / metric, board / ingest, the --board N "
-                                                       "board cold) and nothing else.")
+        Optional[Path],
+        typer.Option(
+            "--targets",
+            help="A folder of workloads (../shared/traces): time the speed "
+            "targets (report / metric, board / ingest, the --board N "
+            "board cold) and nothing else.",
+        ),
     ] = None,
     baseline: Annotated[
-        Optional[Path], typer.Option("--baseline", help="With --targets: another cclq source tree (an earlier "
-                                                        "commit) to time in the same run, before / after.")
+        Optional[Path],
+        typer.Option(
+            "--baseline",
+            help="With --targets: another cclq source tree (an earlier "
+            "commit) to time in the same run, before / after.",
+        ),
     ] = None,
     large_rank: Annotated[
-        Optional[str], typer.Option("--large-rank", help="One generated rank at each of these sizes in MB "
-                                                         "(32,127,1000): its ingest, then every metric in a "
-                                                         "process of its own and `cclq report`, wall, CPU, peak "
-                                                         "RSS, cost per event and the ratio to the ingest.")
+        Optional[str],
+        typer.Option(
+            "--large-rank",
+            help="One generated rank at each of these sizes in MB "
+            "(32,127,1000): its ingest, then every metric in a "
+            "process of its own and `cclq report`, wall, CPU, peak "
+            "RSS, cost per event and the ratio to the ingest.",
+        ),
     ] = None,
     large_rank_metrics: Annotated[
-        Optional[str], typer.Option("--large-rank-metrics", help="With --large-rank: only these metrics "
-                                                                 "(comma-separated) [default: every one].")
+        Optional[str],
+        typer.Option(
+            "--large-rank-metrics", help="With --large-rank: only these metrics (comma-separated) [default: every one]."
+        ),
     ] = None,
     startup: Annotated[
-        bool, typer.Option("--startup", help="Only the start-up guard: the import time of cclq.cli.app and of "
-                                             "each command's modules, `cclq --help` and a cached metric.")
+        bool,
+        typer.Option(
+            "--startup",
+            help="Only the start-up guard: the import time of cclq.cli.app and of "
+            "each command's modules, `cclq --help` and a cached metric.",
+        ),
     ] = False,
     s3: Annotated[
-        Optional[str], typer.Option("--s3", metavar="URL", help="With --traces: an s3://bucket/prefix (endpoint and "
-                                                             "credentials from the AWS environment): ingest from "
-                                                             "and to it, and a metric over it cold and warm, "
-                                                             "against the same over local folders.")
+        Optional[str],
+        typer.Option(
+            "--s3",
+            metavar="URL",
+            help="With --traces: an s3://bucket/prefix (endpoint and "
+            "credentials from the AWS environment): ingest from "
+            "and to it, and a metric over it cold and warm, "
+            "against the same over local folders.",
+        ),
     ] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
 ) -> None:
@@ -136,8 +206,11 @@ def bench(
         from cclq.bench.first_run import run_first_run_bench
 
         rows = run_first_run_bench(hta_python, copies=hta_copies, repeats=repeats, workdir=workdir)
-        write_table(pa.Table.from_pylist(rows), fmt,
-                    title="first answer: cclq's three CLI calls vs HTA 0.5.0's load + the same two analyses")
+        write_table(
+            pa.Table.from_pylist(rows),
+            fmt,
+            title="first answer: cclq's three CLI calls vs HTA 0.5.0's load + the same two analyses",
+        )
         return
     if s3 is not None:
         if traces_dir is None:
@@ -157,8 +230,11 @@ def bench(
     if startup:
         from cclq.bench.startup import run_startup_bench
 
-        write_table(pa.Table.from_pylist(run_startup_bench(repeats=max(repeats, 1))), fmt,
-                    title="start-up: import and command times (best of --repeats)")
+        write_table(
+            pa.Table.from_pylist(run_startup_bench(repeats=max(repeats, 1))),
+            fmt,
+            title="start-up: import and command times (best of --repeats)",
+        )
         return
     if large_rank:
         import sys
@@ -173,8 +249,12 @@ def bench(
         root = workdir or Path(tempfile.mkdtemp(prefix="cclq-bench-large-"))
 
         def progress(row: dict) -> None:
-            print(f"{row['size_mb']} MB {row['case']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
-                  f"{row['vs_ingest_wall']}x ingest (load {row['load']})", file=sys.stderr, flush=True)
+            print(
+                f"{row['size_mb']} MB {row['case']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
+                f"{row['vs_ingest_wall']}x ingest (load {row['load']})",
+                file=sys.stderr,
+                flush=True,
+            )
 
         rows = run_large_rank_bench(mb_list, root, names, on_row=progress)
         write_table(pa.Table.from_pylist(rows), fmt, title="one large rank: ingest, every metric, report")
@@ -207,13 +287,19 @@ def bench(
         scaling, per_metric = run_metric_bench(copy_list, metric, traces_dir, repeats)
         if per_metric:
             write_table(pa.Table.from_pylist(per_metric), fmt, title=f"every metric over {traces_dir}")
-        write_table(pa.Table.from_pylist([asdict(r) for r in scaling]), fmt,
-                    title="one query over all traces vs a loop trace by trace (seconds)")
+        write_table(
+            pa.Table.from_pylist([asdict(r) for r in scaling]),
+            fmt,
+            title="one query over all traces vs a loop trace by trace (seconds)",
+        )
     if commits:
         from cclq.bench.run import run_commit_bench
 
-        write_table(pa.Table.from_pylist(run_commit_bench(commits, repeats=repeats)), fmt,
-                    title="durable commits: fsync on and off (seconds)")
+        write_table(
+            pa.Table.from_pylist(run_commit_bench(commits, repeats=repeats)),
+            fmt,
+            title="durable commits: fsync on and off (seconds)",
+        )
     if board_workloads:
         from cclq.bench.run import run_board_bench
 
@@ -239,8 +325,11 @@ def bench(
         from cclq.bench.ccl_bench import run_ccl_bench_bench
 
         rows = run_ccl_bench_bench(ccl_bench, ccl_bench_python or sys.executable, ccl_bench_folders)
-        write_table(pa.Table.from_pylist(rows), fmt,
-                    title=f"CCL-Bench's website generator and call loop: its tools vs cclq ({ccl_bench})")
+        write_table(
+            pa.Table.from_pylist(rows),
+            fmt,
+            title=f"CCL-Bench's website generator and call loop: its tools vs cclq ({ccl_bench})",
+        )
     if hta_python:
         from cclq.bench.hta import (
             COPIES_SOURCE,
@@ -252,15 +341,19 @@ def bench(
         copies_folder = None
         if hta_copies:
             (source,) = (DEFAULT_SHARED_TRACES / COPIES_SOURCE).glob("*.json.gz")
-            copies_folder = rank_copies(source, hta_copies,
-                                        (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets")
+            copies_folder = rank_copies(
+                source, hta_copies, (workdir or Path(tempfile.gettempdir())) / "cclq-bench-hta-sets"
+            )
         if hta_all:
             from cclq.bench.hta import default_folders, run_hta_all_bench
 
             for folder in [*default_folders(), *([copies_folder] if copies_folder else [])]:
                 rows = run_hta_all_bench(folder, hta_python, repeats=repeats)
-                write_table(pa.Table.from_pylist(rows), fmt,
-                            title=f"every shared analysis: cclq.TraceAnalysis vs HTA 0.5.0 on {folder.name}")
+                write_table(
+                    pa.Table.from_pylist(rows),
+                    fmt,
+                    title=f"every shared analysis: cclq.TraceAnalysis vs HTA 0.5.0 on {folder.name}",
+                )
         else:
             rows = run_hta_bench(hta_python=hta_python, repeats=repeats)
             write_table(pa.Table.from_pylist(rows), fmt, title="cclq vs HTA 0.5.0 on the HTA traces")

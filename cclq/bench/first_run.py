@@ -64,8 +64,13 @@ def timed_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | N
         err = errors.read().decode(errors="replace")
     code = os.waitstatus_to_exitcode(status)
     last = [line for line in err.splitlines() if line.strip()][-1:] or [""]
-    return Timed(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code == 0,
-                 "" if code == 0 else f"exit {code}: {last[0][:200]}")
+    return Timed(
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,
+        code == 0,
+        "" if code == 0 else f"exit {code}: {last[0][:200]}",
+    )
 
 
 def hta_folder(folder: Path, scratch: Path) -> Path:
@@ -106,13 +111,23 @@ def cclq_first_run(folder: Path, scratch: Path) -> tuple[Timed, list[Timed]]:
     for metric in FIRST_RUN_METRICS:
         calls.append(timed_child(cclq + ["metric", metric, "--all", "--allow-partial", *wh], env, work))
     shutil.rmtree(work, ignore_errors=True)
-    total = Timed(sum(c.wall_s for c in calls), sum(c.cpu_s for c in calls), max(c.peak_rss_mb for c in calls),
-                  all(c.ok for c in calls), "; ".join(c.error for c in calls if c.error))
+    total = Timed(
+        sum(c.wall_s for c in calls),
+        sum(c.cpu_s for c in calls),
+        max(c.peak_rss_mb for c in calls),
+        all(c.ok for c in calls),
+        "; ".join(c.error for c in calls if c.error),
+    )
     return total, calls
 
 
-def run_first_run_bench(hta_python: str | None, copies: int = 8, repeats: int = 3, workdir: Path | None = None,
-                        shared_traces: Path = DEFAULT_SHARED_TRACES) -> list[dict]:
+def run_first_run_bench(
+    hta_python: str | None,
+    copies: int = 8,
+    repeats: int = 3,
+    workdir: Path | None = None,
+    shared_traces: Path = DEFAULT_SHARED_TRACES,
+) -> list[dict]:
     """One row per folder: HTA's process and cclq's three, best of ``repeats``."""
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-first-"))
     folders = [shared_traces / name for name in FIRST_RUN_FOLDERS if (shared_traces / name).is_dir()]
@@ -139,15 +154,24 @@ def run_first_run_bench(hta_python: str | None, copies: int = 8, repeats: int = 
 def _row(name: str, hta_runs: list[Timed], cclq_runs: list[tuple[Timed, list[Timed]]]) -> dict:
     best, calls = min(cclq_runs, key=lambda r: r[0].wall_s)
     rss = max(r[0].peak_rss_mb for r in cclq_runs)
-    row: dict = {"folder": name, "cclq_s": round(best.wall_s, 2),
-                 "cclq_calls_s": " + ".join(f"{c.wall_s:.2f}" for c in calls),
-                 "cclq_peak_rss_mb": round(rss), "cclq_cpu_s": round(best.cpu_s, 2)}
+    row: dict = {
+        "folder": name,
+        "cclq_s": round(best.wall_s, 2),
+        "cclq_calls_s": " + ".join(f"{c.wall_s:.2f}" for c in calls),
+        "cclq_peak_rss_mb": round(rss),
+        "cclq_cpu_s": round(best.cpu_s, 2),
+    }
     ok_hta = [r for r in hta_runs if r.ok]
     if ok_hta:
         hta = min(ok_hta, key=lambda r: r.wall_s)
         hta_rss = max(r.peak_rss_mb for r in ok_hta)
-        row.update(hta_s=round(hta.wall_s, 2), hta_peak_rss_mb=round(hta_rss), hta_cpu_s=round(hta.cpu_s, 2),
-                   speedup=round(hta.wall_s / best.wall_s, 2), memory_ratio=round(rss / hta_rss, 2))
+        row.update(
+            hta_s=round(hta.wall_s, 2),
+            hta_peak_rss_mb=round(hta_rss),
+            hta_cpu_s=round(hta.cpu_s, 2),
+            speedup=round(hta.wall_s / best.wall_s, 2),
+            memory_ratio=round(rss / hta_rss, 2),
+        )
     elif hta_runs:
         row.update(hta_s=None, hta_error=hta_runs[-1].error)
     row["errors"] = best.error

@@ -51,14 +51,23 @@ from pathlib import Path
 from cclq.locations import PACKAGE_DIR
 
 HTA_FOLDERS = (
-    "hta_trace_filter_2rank", "hta_nccl_data", "hta_df_index_resolver", "hta_negative_queue_length",
-    "hta_ns_resolution", "hta_alexnet", "hta_amd_mi250", "hta_mtia_single_rank",
+    "hta_trace_filter_2rank",
+    "hta_nccl_data",
+    "hta_df_index_resolver",
+    "hta_negative_queue_length",
+    "hta_ns_resolution",
+    "hta_alexnet",
+    "hta_amd_mi250",
+    "hta_mtia_single_rank",
 )
-HTA_METRICS = ("hta_temporal_breakdown", "hta_comm_comp_overlap", "hta_idle_time_breakdown",
-               "hta_kernel_type_breakdown")
+HTA_METRICS = (
+    "hta_temporal_breakdown",
+    "hta_comm_comp_overlap",
+    "hta_idle_time_breakdown",
+    "hta_kernel_type_breakdown",
+)
 # ../shared/traces beside the repository, or $CCLQ_SHARED/traces (as the tests find them)
-DEFAULT_SHARED_TRACES = Path(os.environ.get("CCLQ_SHARED", PACKAGE_DIR.parent.parent / "shared")
-                             ) / "traces"
+DEFAULT_SHARED_TRACES = Path(os.environ.get("CCLQ_SHARED", PACKAGE_DIR.parent.parent / "shared")) / "traces"
 
 # Runs in the HTA interpreter: argv = [folder, result.json]. Writes its timings as JSON.
 _HTA_CHILD = r"""
@@ -146,9 +155,27 @@ with open(sys.argv[2], "w") as f:
 # (the names are the keys of the timings): every rank where a method takes ranks, the first
 # rank where it takes one, figures off (HTA's default draws them; both would pay plotly), the
 # files HTA writes (counters beside the trace, overlays into a folder) written by both.
-ALL_ANALYSES = ("temporal", "overlap", "kernel", "idle", "queue_length", "full_queue", "memory_bw",
-                "launch_stats", "gpu_annotations", "cpu_annotations", "kernels_with_annotations", "sequences",
-                "aten_op_delays", "stragglers", "critical_path", "overlay", "counters", "profiler_steps", "cupti")
+ALL_ANALYSES = (
+    "temporal",
+    "overlap",
+    "kernel",
+    "idle",
+    "queue_length",
+    "full_queue",
+    "memory_bw",
+    "launch_stats",
+    "gpu_annotations",
+    "cpu_annotations",
+    "kernels_with_annotations",
+    "sequences",
+    "aten_op_delays",
+    "stragglers",
+    "critical_path",
+    "overlay",
+    "counters",
+    "profiler_steps",
+    "cupti",
+)
 SEQUENCE_OP = "aten::linear"
 
 # Runs in either interpreter: argv = [config.json, result.json]. The config says which
@@ -257,15 +284,30 @@ def hta_child(folder: Path, hta_python: str, scratch: Path) -> ChildRun:
     return _run_child([hta_python, "-c", _HTA_CHILD, str(folder), str(scratch / "hta.json")], scratch, env)
 
 
-def cclq_child(folders: list[Path], warehouse: Path, metrics: list[str], scratch: Path, jobs: int | None = None,
-               cache: bool = False) -> ChildRun:
+def cclq_child(
+    folders: list[Path],
+    warehouse: Path,
+    metrics: list[str],
+    scratch: Path,
+    jobs: int | None = None,
+    cache: bool = False,
+) -> ChildRun:
     """cclq ingest of ``folders`` into ``warehouse`` + ``metrics``, in one child process.
 
     ``cache``: use the warehouse's metric result cache (what ``cclq metric`` does by default).
     """
     config = scratch / "cclq-config.json"
-    config.write_text(json.dumps({"folders": [str(f) for f in folders], "warehouse": str(warehouse),
-                                  "metrics": metrics, "jobs": jobs, "cache": cache}))
+    config.write_text(
+        json.dumps(
+            {
+                "folders": [str(f) for f in folders],
+                "warehouse": str(warehouse),
+                "metrics": metrics,
+                "jobs": jobs,
+                "cache": cache,
+            }
+        )
+    )
     # the child runs in the scratch folder: make sure it imports this cclq even when not installed
     repo = str(PACKAGE_DIR.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
@@ -318,8 +360,15 @@ def _errors(result: dict) -> str:
     return "; ".join(f"{k}: {v.splitlines()[0] if v else ''}"[:160] for k, v in result.get("errors", {}).items())
 
 
-def _row(case: str, seconds: float | None, wall_s: float | None, rss: float | None,
-         base: dict | None, detail: str, errors: str = "") -> dict:
+def _row(
+    case: str,
+    seconds: float | None,
+    wall_s: float | None,
+    rss: float | None,
+    base: dict | None,
+    detail: str,
+    errors: str = "",
+) -> dict:
     def ratio(a: float | None, b: float | None) -> float | None:
         return round(a / b, 2) if a and b else None
 
@@ -346,8 +395,13 @@ def _best(runs: list[ChildRun], key: str = "work_s") -> tuple[ChildRun, float, f
     return best, best.result.get(key, float("nan")), min(r.wall_s for r in runs), max(r.peak_rss_mb for r in runs)
 
 
-def run_hta_bench(folders: list[Path] | None = None, hta_python: str | None = None, repeats: int = 1,
-                  jobs: int | None = None, metrics: list[str] | None = None) -> list[dict]:
+def run_hta_bench(
+    folders: list[Path] | None = None,
+    hta_python: str | None = None,
+    repeats: int = 1,
+    jobs: int | None = None,
+    metrics: list[str] | None = None,
+) -> list[dict]:
     """HTA total, cclq first run and cclq repeat run on ``folders`` (rows as documented above).
 
     Without ``hta_python`` only the cclq cases run (no speedups). Per-folder HTA rows follow
@@ -387,25 +441,41 @@ def run_hta_bench(folders: list[Path] | None = None, hta_python: str | None = No
             total_s += work_s
             total_wall += wall_s
             peak = max(peak, rss)
-            parts = [f"{k} {best.result[k + '_s']:.3f}s" for k in ("load", "temporal", "overlap", "idle", "kernel")
-                     if k + "_s" in best.result]
-            folder_rows.append(_row(f"  HTA {folder.name}", work_s, wall_s, rss, None, ", ".join(parts),
-                                    _errors(best.result)))
-        base = _row(f"HTA {version or '?'}: load + 4 analyses, {len(folders)} folders",
-                    total_s, total_wall, peak, None, "sum over one process per folder; peak = largest",
-                    "; ".join(f"{r['case'].strip()}: {r['errors']}" for r in folder_rows if r["errors"]))
+            parts = [
+                f"{k} {best.result[k + '_s']:.3f}s"
+                for k in ("load", "temporal", "overlap", "idle", "kernel")
+                if k + "_s" in best.result
+            ]
+            folder_rows.append(
+                _row(f"  HTA {folder.name}", work_s, wall_s, rss, None, ", ".join(parts), _errors(best.result))
+            )
+        base = _row(
+            f"HTA {version or '?'}: load + 4 analyses, {len(folders)} folders",
+            total_s,
+            total_wall,
+            peak,
+            None,
+            "sum over one process per folder; peak = largest",
+            "; ".join(f"{r['case'].strip()}: {r['errors']}" for r in folder_rows if r["errors"]),
+        )
         rows.append(base)
-    for label, runs in (("cclq first run: ingest + metrics", first_runs),
-                        ("cclq repeat run: built warehouse, metrics computed", repeat_runs),
-                        ("cclq repeat run: built warehouse, cached results", cached_runs)):
+    for label, runs in (
+        ("cclq first run: ingest + metrics", first_runs),
+        ("cclq repeat run: built warehouse, metrics computed", repeat_runs),
+        ("cclq repeat run: built warehouse, cached results", cached_runs),
+    ):
         best, work_s, wall_s, rss = _best(runs)
         r = best.result
         files = ", ".join(f"{n} {s}" for s, n in sorted(r.get("files", {}).items()))
-        detail = (f"ingest {r.get('ingest_s', float('nan')):.3f}s ({files}; peak RSS so far "
-                  f"{r.get('rss_after_ingest_mb', float('nan')):.0f} MB); "
-                  f"connect {r.get('connect_s', float('nan')):.3f}s; " + ", ".join(
-                      f"{m} {v['seconds']:.3f}s (peak RSS so far {v['peak_rss_mb']:.0f} MB)"
-                      for m, v in r.get("metrics", {}).items()))
+        detail = (
+            f"ingest {r.get('ingest_s', float('nan')):.3f}s ({files}; peak RSS so far "
+            f"{r.get('rss_after_ingest_mb', float('nan')):.0f} MB); "
+            f"connect {r.get('connect_s', float('nan')):.3f}s; "
+            + ", ".join(
+                f"{m} {v['seconds']:.3f}s (peak RSS so far {v['peak_rss_mb']:.0f} MB)"
+                for m, v in r.get("metrics", {}).items()
+            )
+        )
         rows.append(_row(label, work_s, wall_s, rss, base, detail, _errors(r)))
     if base:
         base.update(speedup_vs_hta=1.0, wall_speedup_vs_hta=1.0, memory_ratio_vs_hta=1.0)
@@ -413,8 +483,15 @@ def run_hta_bench(folders: list[Path] | None = None, hta_python: str | None = No
 
 
 def format_table(rows: list[dict]) -> str:
-    cols = ["case", "seconds", "wall_s", "peak_rss_mb", "speedup_vs_hta", "wall_speedup_vs_hta",
-            "memory_ratio_vs_hta"] + [c for c in ("cpu_s", "cpu_speedup_vs_hta") if rows and c in rows[0]]
+    cols = [
+        "case",
+        "seconds",
+        "wall_s",
+        "peak_rss_mb",
+        "speedup_vs_hta",
+        "wall_speedup_vs_hta",
+        "memory_ratio_vs_hta",
+    ] + [c for c in ("cpu_s", "cpu_speedup_vs_hta") if rows and c in rows[0]]
     cells = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths)))]
@@ -423,8 +500,11 @@ def format_table(rows: list[dict]) -> str:
     lines.append("")
     lines += [f"{r['case'].strip()}: {r['detail']}" for r in rows if r["detail"]]
     # the HTA total repeats its folders' errors, so it is left out here
-    lines += [f"errors in {r['case'].strip()}: {r['errors']}" for r in rows
-              if r["errors"] and not r["case"].startswith("HTA ")]
+    lines += [
+        f"errors in {r['case'].strip()}: {r['errors']}"
+        for r in rows
+        if r["errors"] and not r["case"].startswith("HTA ")
+    ]
     return "\n".join(lines)
 
 
@@ -434,10 +514,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hta-python", help="an interpreter with HolisticTraceAnalysis installed")
     p.add_argument("--repeats", type=int, default=3, help="runs of every case; the best time is kept (default 3)")
     p.add_argument("--jobs", type=int, default=None, help="cclq ingest parser processes (default: one per CPU)")
-    p.add_argument("--rank-copies", type=int, default=0,
-                   help=f"benchmark N ranks made of {COPIES_SOURCE}'s trace instead (8: the 430 MB set)")
-    p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "cclq-bench-hta-sets",
-                   help="where the copies are made (kept and reused)")
+    p.add_argument(
+        "--rank-copies",
+        type=int,
+        default=0,
+        help=f"benchmark N ranks made of {COPIES_SOURCE}'s trace instead (8: the 430 MB set)",
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "cclq-bench-hta-sets",
+        help="where the copies are made (kept and reused)",
+    )
     args = p.parse_args(argv)
     folders = args.folders or None
     if args.rank_copies:
@@ -445,7 +533,6 @@ def main(argv: list[str] | None = None) -> None:
         folders = [rank_copies(source, args.rank_copies, args.workdir)]
     rows = run_hta_bench(folders, args.hta_python, repeats=args.repeats, jobs=args.jobs)
     print(format_table(rows))
-
 
 
 def run_hta_all_bench(folder: Path, hta_python: str, repeats: int = 1, jobs: int | None = None) -> list[dict]:
@@ -463,8 +550,11 @@ def run_hta_all_bench(folder: Path, hta_python: str, repeats: int = 1, jobs: int
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     env.pop("PYTHONPATH", None)
     repo = str(PACKAGE_DIR.parent)
-    cclq_env = {**os.environ, "PYTHONWARNINGS": "ignore",
-                "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    cclq_env = {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
+    }
     runs: dict[str, list[ChildRun]] = {"hta": [], "first": [], "again": [], "cached": []}
     copy = scratch / "trace" / folder.name
 
@@ -497,18 +587,26 @@ def run_hta_all_bench(folder: Path, hta_python: str, repeats: int = 1, jobs: int
 
     rows: list[dict] = []
     best, work_s, wall_s, rss = _best(runs["hta"])
-    base = _row(f"HTA {best.result.get('version', '?')}: load + {len(ALL_ANALYSES)} analyses, {folder.name}",
-                work_s, wall_s, rss, None, detail(best.result), _errors(best.result))
+    base = _row(
+        f"HTA {best.result.get('version', '?')}: load + {len(ALL_ANALYSES)} analyses, {folder.name}",
+        work_s,
+        wall_s,
+        rss,
+        None,
+        detail(best.result),
+        _errors(best.result),
+    )
     base["cpu_s"] = cpu(runs["hta"])
     rows.append(base)
-    for key, label in (("first", "cclq.TraceAnalysis first run: ingest + analyses"),
-                       ("again", "cclq.TraceAnalysis repeat, computed again (cache=False)"),
-                       ("cached", "cclq.TraceAnalysis repeat, cached results")):
+    for key, label in (
+        ("first", "cclq.TraceAnalysis first run: ingest + analyses"),
+        ("again", "cclq.TraceAnalysis repeat, computed again (cache=False)"),
+        ("cached", "cclq.TraceAnalysis repeat, cached results"),
+    ):
         best, work_s, wall_s, rss = _best(runs[key])
         row = _row(label, work_s, wall_s, rss, base, detail(best.result), _errors(best.result))
         row["cpu_s"] = cpu(runs[key])
-        row["cpu_speedup_vs_hta"] = (round(base["cpu_s"] / row["cpu_s"], 2)
-                                     if row["cpu_s"] and base["cpu_s"] else None)
+        row["cpu_speedup_vs_hta"] = round(base["cpu_s"] / row["cpu_s"], 2) if row["cpu_s"] and base["cpu_s"] else None
         rows.append(row)
     base.update(speedup_vs_hta=1.0, wall_speedup_vs_hta=1.0, memory_ratio_vs_hta=1.0, cpu_speedup_vs_hta=1.0)
     return rows

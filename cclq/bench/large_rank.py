@@ -43,9 +43,13 @@ def run_child(args: list[str], timeout_s: float) -> dict[str, Any]:
     wall = time.perf_counter() - start
     err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
     code = None if status == -1 else os.waitstatus_to_exitcode(status)
-    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "exit": code,
-            "error": err.splitlines()[-1] if code not in (0, None) and err else ""}
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "exit": code,
+        "error": err.splitlines()[-1] if code not in (0, None) and err else "",
+    }
 
 
 def _events(warehouse: Path) -> int:
@@ -65,9 +69,14 @@ def _trace_id(warehouse: Path) -> str:
     return str(trace)
 
 
-def run_large_rank_bench(sizes_mb: list[int], workdir: Path, metrics: list[str] | None = None,
-                         timeout_s: float = 900.0, report: bool = True,
-                         on_row: Any = None) -> list[dict[str, Any]]:
+def run_large_rank_bench(
+    sizes_mb: list[int],
+    workdir: Path,
+    metrics: list[str] | None = None,
+    timeout_s: float = 900.0,
+    report: bool = True,
+    on_row: Any = None,
+) -> list[dict[str, Any]]:
     """Rows of (size, case): ``ingest``, each metric, ``report``. ``metrics``: the names
     to time [default: every metric's latest version]. ``on_row(row)`` is called as each
     row is done (progress on a long run)."""
@@ -94,7 +103,10 @@ def run_large_rank_bench(sizes_mb: list[int], workdir: Path, metrics: list[str] 
             per_event = result["wall_s"] / max(events, 1) * 1e6
             current[case] = per_event
             row = {
-                "size_mb": mb, "events": events, "case": case, **result,
+                "size_mb": mb,
+                "events": events,
+                "case": case,
+                **result,
                 "us_per_event": round(per_event, 3),
                 "vs_ingest_wall": round(result["wall_s"] / ingest["wall_s"], 2),
                 "vs_ingest_cpu": round(result["cpu_s"] / max(ingest["cpu_s"], 1e-9), 2),

@@ -27,8 +27,9 @@ def _best(runs: list[Timed]) -> Timed:
     return min(runs, key=lambda r: r.wall_s)
 
 
-def run_remote_bench(url: str, traces: Path, metric: str = "communication_overlap_ratio",
-                     repeats: int = 2) -> list[dict]:
+def run_remote_bench(
+    url: str, traces: Path, metric: str = "communication_overlap_ratio", repeats: int = 2
+) -> list[dict]:
     """Rows of (case, local_s, s3_s, ratio)."""
     store = ObjectStore(url)
     files = [p for p in sorted(traces.rglob("*")) if p.is_file()]
@@ -40,15 +41,21 @@ def run_remote_bench(url: str, traces: Path, metric: str = "communication_overla
         env = {**os.environ, "CCLQ_CACHE_DIR": str(scratch / "user-cache")}
         local_runs, s3_runs = [], []
         for i in range(max(repeats, 1)):
-            local_runs.append(timed_child([*cclq, "ingest", "-q", str(traces), "-w", str(scratch / f"wh-{i}")],
-                                          env=env))
+            local_runs.append(
+                timed_child([*cclq, "ingest", "-q", str(traces), "-w", str(scratch / f"wh-{i}")], env=env)
+            )
             cache = scratch / f"ingest-cache-{i}"
-            s3_runs.append(timed_child([*cclq, "ingest", "-q", f"{url}/traces", "-w",
-                                        f"{url}/wh-{uuid.uuid4().hex[:8]}"], env={**env, CACHE_ENV: str(cache)}))
+            s3_runs.append(
+                timed_child(
+                    [*cclq, "ingest", "-q", f"{url}/traces", "-w", f"{url}/wh-{uuid.uuid4().hex[:8]}"],
+                    env={**env, CACHE_ENV: str(cache)},
+                )
+            )
         rows = [_row(f"ingest {size_mb:.1f} MB ({len(files)} files)", _best(local_runs), _best(s3_runs))]
         wh_local, wh_s3 = str(scratch / "wh-0"), f"{url}/wh-bench"
-        timed_child([*cclq, "ingest", "-q", f"{url}/traces", "-w", wh_s3],
-                    env={**env, CACHE_ENV: str(scratch / "writer")})
+        timed_child(
+            [*cclq, "ingest", "-q", f"{url}/traces", "-w", wh_s3], env={**env, CACHE_ENV: str(scratch / "writer")}
+        )
         query = ["metric", metric, "--all", "--no-cache", "--allow-partial", "-f", "csv"]
         timed_child([*cclq, *query, "-w", wh_local], env=env)  # not timed: compiles the views once
         local = _best([timed_child([*cclq, *query, "-w", wh_local], env=env) for _ in range(max(repeats, 1))])
@@ -65,7 +72,12 @@ def run_remote_bench(url: str, traces: Path, metric: str = "communication_overla
 
 
 def _row(case: str, local: Timed, remote: Timed) -> dict:
-    return {"case": case, "local_s": round(local.wall_s, 2), "s3_s": round(remote.wall_s, 2),
-            "ratio": round(remote.wall_s / local.wall_s, 2) if local.wall_s else None,
-            "local_cpu_s": round(local.cpu_s, 2), "s3_cpu_s": round(remote.cpu_s, 2),
-            "errors": "; ".join(e for e in (local.error, remote.error) if e)}
+    return {
+        "case": case,
+        "local_s": round(local.wall_s, 2),
+        "s3_s": round(remote.wall_s, 2),
+        "ratio": round(remote.wall_s / local.wall_s, 2) if local.wall_s else None,
+        "local_cpu_s": round(local.cpu_s, 2),
+        "s3_cpu_s": round(remote.cpu_s, 2),
+        "errors": "; ".join(e for e in (local.error, remote.error) if e),
+    }

@@ -144,8 +144,21 @@ def ingest_child(inputs: list[Path], warehouse: Path, jobs: int = 1, reader: str
     The peak RSS is ``wait4``'s: the largest of the child and of any process it waited
     for (its parser processes), not a sum.
     """
-    cmd = [sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", *map(str, inputs),
-           "--warehouse", str(warehouse), "--jobs", str(jobs), "--quiet", "--force", "--reader", reader]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from cclq.cli.app import main; main()",
+        "ingest",
+        *map(str, inputs),
+        "--warehouse",
+        str(warehouse),
+        "--jobs",
+        str(jobs),
+        "--quiet",
+        "--force",
+        "--reader",
+        reader,
+    ]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -166,8 +179,7 @@ def synthetic_workload(workdir: Path, total_mb: int, ranks: int, time_form: str 
     marker = folder / ".complete"
     if not marker.exists():
         shutil.rmtree(folder, ignore_errors=True)
-        generate_workload(folder, ranks=ranks, target_bytes_per_rank=total_mb * 1_000_000 // ranks,
-                          time_form=time_form)
+        generate_workload(folder, ranks=ranks, target_bytes_per_rank=total_mb * 1_000_000 // ranks, time_form=time_form)
         marker.write_text("ok")
     return folder
 
@@ -224,14 +236,33 @@ def bench_input(label: str, inputs: list[Path], files: list[Path], scratch: Path
     def vs_raw(case: str) -> float:
         return round(best["raw"] / best[case], 2)
 
-    return BenchRow(label, len(files), events, round(mb, 1), rate("raw"), rate("fast"), vs_raw("fast"),
-                    rate("ijson"), vs_raw("ijson"), rate("scan"), rate("j1"), vs_raw("j1"), rate("j2"),
-                    vs_raw("j2"), round(rss[1], 1), round(rss[2], 1))
+    return BenchRow(
+        label,
+        len(files),
+        events,
+        round(mb, 1),
+        rate("raw"),
+        rate("fast"),
+        vs_raw("fast"),
+        rate("ijson"),
+        vs_raw("ijson"),
+        rate("scan"),
+        rate("j1"),
+        vs_raw("j1"),
+        rate("j2"),
+        vs_raw("j2"),
+        round(rss[1], 1),
+        round(rss[2], 1),
+    )
 
 
-def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] | list[int], ranks: int,
-                     workdir: Path | None,
-                     perf_traces: Path | None, repeats: int = 1) -> list[BenchRow]:
+def run_ingest_bench(
+    sizes: list[tuple[int, int, str]] | list[tuple[int, int]] | list[int],
+    ranks: int,
+    workdir: Path | None,
+    perf_traces: Path | None,
+    repeats: int = 1,
+) -> list[BenchRow]:
     rows: list[BenchRow] = []
     keep = workdir is not None
     workdir = workdir or Path(tempfile.mkdtemp(prefix="cclq-bench-"))
@@ -239,13 +270,15 @@ def run_ingest_bench(sizes: list[tuple[int, int, str]] | list[tuple[int, int]] |
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-wh-"))
     try:
         for size in sizes:
-            parts: tuple[Any, ...] = ((tuple(size) + ("relative",))[:3] if isinstance(size, tuple)
-                                     else (size, ranks, "relative"))
+            parts: tuple[Any, ...] = (
+                (tuple(size) + ("relative",))[:3] if isinstance(size, tuple) else (size, ranks, "relative")
+            )
             total_mb, n, form = parts
             folder = synthetic_workload(workdir, total_mb, n, form)
             files = sorted(p for p in folder.iterdir() if p.name.startswith("kineto_trace_"))
-            label = (f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}"
-                     + ("" if form == "relative" else f", {form} ts"))
+            label = f"synthetic {total_mb} MB, {n} rank{'s' if n > 1 else ''}" + (
+                "" if form == "relative" else f", {form} ts"
+            )
             rows.append(bench_input(label, [folder], files, scratch, repeats))
         if perf_traces is not None and perf_traces.is_dir():
             for folder in sorted(p for p in perf_traces.iterdir() if p.is_dir()):
@@ -303,8 +336,10 @@ def clone_traces(wh_root: Path, source: str, targets: list[str]) -> None:
         data_files = sorted({(p["path"], p["table_name"]) for r in rows for p in state.parts[r["file_id"]]})
         moves: list[tuple[Path, str]] = []
         for target in targets:
-            new_id = {r["file_id"]: hashlib.blake2b(f"{target}/{r['relpath']}".encode(), digest_size=8).hexdigest()
-                      for r in rows}
+            new_id = {
+                r["file_id"]: hashlib.blake2b(f"{target}/{r['relpath']}".encode(), digest_size=8).hexdigest()
+                for r in rows
+            }
             new_path: dict[str, str] = {}
             for path, table_name in data_files:
                 table = pq.read_table(wh.root / path)
@@ -322,11 +357,14 @@ def clone_traces(wh_root: Path, source: str, targets: list[str]) -> None:
                 moves.append((tmp, new_path[path]))
             for row in rows:
                 old, fid = row["file_id"], new_id[row["file_id"]]
-                parts = [{**part, "file_id": fid, "trace": target, "path": new_path[part["path"]]}
-                         for part in state.parts[old]]
+                parts = [
+                    {**part, "file_id": fid, "trace": target, "path": new_path[part["path"]]}
+                    for part in state.parts[old]
+                ]
                 stats = [{**r, "file_id": fid, "trace": target} for r in state.stats.get(old, [])]
-                state.put_file({**row, "file_id": fid, "trace": target, "path": f"{row['path']}#{target}"},
-                               parts, stats)
+                state.put_file(
+                    {**row, "file_id": fid, "trace": target, "path": f"{row['path']}#{target}"}, parts, stats
+                )
             if source in state.cards:
                 state.cards[target] = {**state.cards[source], "trace": target}
         wh.commit(state, moves)
@@ -362,8 +400,19 @@ def _time_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
 
 
 def _cli_metric(wh_root: Path, metric: str, selection: list[str]) -> None:
-    cmd = [sys.executable, "-c", "from cclq.cli.app import main; main()", "metric", metric, *selection,
-           "--no-cache", "--warehouse", str(wh_root), "--format", "csv"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from cclq.cli.app import main; main()",
+        "metric",
+        metric,
+        *selection,
+        "--no-cache",
+        "--warehouse",
+        str(wh_root),
+        "--format",
+        "csv",
+    ]
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"cclq metric failed during the benchmark: {done.stderr.strip()}")
@@ -382,8 +431,9 @@ def _time_cli_loop(wh_root: Path, metric: str, traces: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
-                     repeats: int = 2) -> tuple[list[MetricBenchRow], list[dict]]:
+def run_metric_bench(
+    copies: list[int], metric: str, shared_traces: Path | None, repeats: int = 2
+) -> tuple[list[MetricBenchRow], list[dict]]:
     """(scaling rows, per-metric timings over the shared traces)."""
     from cclq.ingest.run import ingest
     from cclq.query.registry import registry
@@ -412,8 +462,9 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
                 total += dt
                 per_metric.append({"metric": spec.label, "rows": rows_out, "seconds": round(dt, 3)})
             per_metric.append({"metric": "ALL METRICS (one process)", "rows": None, "seconds": round(total, 3)})
-            per_metric.append({"metric": "ingest of the shared traces (-j 2)", "rows": None,
-                               "seconds": round(ingest_s, 3)})
+            per_metric.append(
+                {"metric": "ingest of the shared traces (-j 2)", "rows": None, "seconds": round(ingest_s, 3)}
+            )
         seed = scratch / "seed_in" / "synthetic_8rank"
         generate_workload(seed, ranks=8, steps=5, layers=4, seed=1)
         base = Warehouse(scratch / "base")
@@ -426,15 +477,25 @@ def run_metric_bench(copies: list[int], metric: str, shared_traces: Path | None,
             # interleaved, best of each: the machine's speed drifts between minutes
             best = dict.fromkeys(("one", "loop", "cli_all", "cli_loop"), float("inf"))
             for _ in range(max(repeats, 1)):
-                for case, seconds in (("one", lambda: _time_one_query(wh_root, metric)),
-                                      ("loop", lambda: _time_loop(wh_root, metric, names)),
-                                      ("cli_all", lambda: _time_cli_all(wh_root, metric)),
-                                      ("cli_loop", lambda: _time_cli_loop(wh_root, metric, names))):
+                for case, seconds in (
+                    ("one", lambda: _time_one_query(wh_root, metric)),
+                    ("loop", lambda: _time_loop(wh_root, metric, names)),
+                    ("cli_all", lambda: _time_cli_all(wh_root, metric)),
+                    ("cli_loop", lambda: _time_cli_loop(wh_root, metric, names)),
+                ):
                     best[case] = min(best[case], seconds())
-            rows.append(MetricBenchRow(
-                f"{metric}, {n} x 8-rank trace", n, round(best["one"], 3), round(best["loop"], 3),
-                round(best["loop"] / best["one"], 1), round(best["cli_all"], 3), round(best["cli_loop"], 3),
-                round(best["cli_loop"] / best["cli_all"], 1)))
+            rows.append(
+                MetricBenchRow(
+                    f"{metric}, {n} x 8-rank trace",
+                    n,
+                    round(best["one"], 3),
+                    round(best["loop"], 3),
+                    round(best["loop"] / best["one"], 1),
+                    round(best["cli_all"], 3),
+                    round(best["cli_loop"], 3),
+                    round(best["cli_loop"] / best["cli_all"], 1),
+                )
+            )
             shutil.rmtree(wh_root, ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -485,8 +546,15 @@ def run_board_bench(workloads: int, repeats: int = 1) -> list[dict]:
                 result = build_board(wh, site)
                 best = min(best, time.perf_counter() - start)
             assert result is not None
-            rows.append({"case": case, "workloads": result.workloads, "computed": len(result.computed),
-                         "metrics": result.metrics, "seconds": round(best, 2)})
+            rows.append(
+                {
+                    "case": case,
+                    "workloads": result.workloads,
+                    "computed": len(result.computed),
+                    "metrics": result.metrics,
+                    "seconds": round(best, 2),
+                }
+            )
 
         def cold() -> None:
             wh.clear_cache()
@@ -498,8 +566,9 @@ def run_board_bench(workloads: int, repeats: int = 1) -> list[dict]:
             n = next(changed)
             with wh.lock():
                 state = wh.read_state()
-                state.cards["synthetic_8rank_c001"] = card_table("synthetic_8rank_c001",
-                                                                 {"description": f"edit {n}"}).to_pylist()[0]
+                state.cards["synthetic_8rank_c001"] = card_table(
+                    "synthetic_8rank_c001", {"description": f"edit {n}"}
+                ).to_pylist()[0]
                 wh.commit(state)
 
         timed("cold: no cache, no site", cold)
@@ -558,15 +627,24 @@ def run_commit_bench(commits: int, ingest_mb: int = 50, repeats: int = 1) -> lis
             os.environ[FSYNC_ENV] = saved
         shutil.rmtree(scratch, ignore_errors=True)
     rows = []
-    for case, label in (("commit", f"one commit of a small data file (mean of {commits})"),
-                        ("ingest", f"ingest --jobs 1 --force, synthetic {ingest_mb} MB, 8 ranks (in process)")):
+    for case, label in (
+        ("commit", f"one commit of a small data file (mean of {commits})"),
+        ("ingest", f"ingest --jobs 1 --force, synthetic {ingest_mb} MB, 8 ranks (in process)"),
+    ):
         on, off = best[(case, True)], best[(case, False)]
         calls, in_fsync = fsyncs[(case, True)]
-        rows.append({"case": label, "fsync_s": round(on, 4), "no_fsync_s": round(off, 4),
-                     "cost_s": round(on - off, 4), "cost_pct": round(100 * (on - off) / off, 1),
-                     # time inside fsync itself: what the difference is, without the machine's noise
-                     "fsync_calls": calls if case == "ingest" else None,
-                     "in_fsync_s": round(in_fsync, 4) if case == "ingest" else None})
+        rows.append(
+            {
+                "case": label,
+                "fsync_s": round(on, 4),
+                "no_fsync_s": round(off, 4),
+                "cost_s": round(on - off, 4),
+                "cost_pct": round(100 * (on - off) / off, 1),
+                # time inside fsync itself: what the difference is, without the machine's noise
+                "fsync_calls": calls if case == "ingest" else None,
+                "in_fsync_s": round(in_fsync, 4) if case == "ingest" else None,
+            }
+        )
     return rows
 
 

@@ -33,8 +33,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-SCALE_METRICS = ("total_kernel_time", "avg_step_time", "communication_overlap_ratio", "collective_skew",
-                 "hta_temporal_breakdown")
+SCALE_METRICS = (
+    "total_kernel_time",
+    "avg_step_time",
+    "communication_overlap_ratio",
+    "collective_skew",
+    "hta_temporal_breakdown",
+)
 LOOP_METRICS = ("avg_step_time", "communication_fraction", "total_kernel_time")
 _CLI = [sys.executable, "-c", "from cclq.cli.app import main; main()"]
 
@@ -89,8 +94,13 @@ def _same_rows(a: str, b: str) -> bool:
     return True
 
 
-def run_scale_bench(source: Path, copies: list[int], metrics: tuple[str, ...] = SCALE_METRICS,
-                    memory_limit: str = "500MB", scratch: Path | None = None) -> list[dict]:
+def run_scale_bench(
+    source: Path,
+    copies: list[int],
+    metrics: tuple[str, ...] = SCALE_METRICS,
+    memory_limit: str = "500MB",
+    scratch: Path | None = None,
+) -> list[dict]:
     """Rows of (copies, case, seconds, peak RSS MB, same-as-unlimited)."""
     rows: list[dict] = []
     own = scratch is None
@@ -103,18 +113,32 @@ def run_scale_bench(source: Path, copies: list[int], metrics: tuple[str, ...] = 
             seconds, peak, _, rc = _child([*_CLI, "ingest", str(inputs), "-w", str(wh), "-q"])
             if rc != 0:
                 raise RuntimeError(f"ingest of {n} copies failed (exit {rc})")
-            rows.append({"copies": n, "case": "ingest", "seconds": round(seconds, 2), "peak_rss_mb": round(peak),
-                         "same": None})
+            rows.append(
+                {"copies": n, "case": "ingest", "seconds": round(seconds, 2), "peak_rss_mb": round(peak), "same": None}
+            )
             for metric in metrics:
                 cmd = [*_CLI, "metric", metric, "--all", "--no-cache", "-w", str(wh), "-f", "csv"]
                 seconds, peak, text, rc = _child(cmd)
-                rows.append({"copies": n, "case": metric, "seconds": round(seconds, 2),
-                             "peak_rss_mb": round(peak), "same": None if rc == 0 else False})
+                rows.append(
+                    {
+                        "copies": n,
+                        "case": metric,
+                        "seconds": round(seconds, 2),
+                        "peak_rss_mb": round(peak),
+                        "same": None if rc == 0 else False,
+                    }
+                )
                 if n == max(copies):
                     lim_s, lim_peak, lim_text, lim_rc = _child([*cmd, "--memory-limit", memory_limit])
-                    rows.append({"copies": n, "case": f"{metric} --memory-limit {memory_limit}",
-                                 "seconds": round(lim_s, 2), "peak_rss_mb": round(lim_peak),
-                                 "same": lim_rc == 0 and _same_rows(text, lim_text)})
+                    rows.append(
+                        {
+                            "copies": n,
+                            "case": f"{metric} --memory-limit {memory_limit}",
+                            "seconds": round(lim_s, 2),
+                            "peak_rss_mb": round(lim_peak),
+                            "same": lim_rc == 0 and _same_rows(text, lim_text),
+                        }
+                    )
             if n != max(copies):
                 shutil.rmtree(wh, ignore_errors=True)
     finally:
@@ -129,8 +153,11 @@ def _loop(folders: list[Path], metrics: tuple[str, ...], wh: Path, env: dict[str
     start = time.perf_counter()
     for folder in folders:
         for metric in metrics:
-            proc = subprocess.run([sys.executable, "-m", "cclq.main", "--trace", str(folder), "--metric", metric,
-                                   "--warehouse", str(wh)], capture_output=True, env=env)
+            proc = subprocess.run(
+                [sys.executable, "-m", "cclq.main", "--trace", str(folder), "--metric", metric, "--warehouse", str(wh)],
+                capture_output=True,
+                env=env,
+            )
             failed += proc.returncode != 0
     return time.perf_counter() - start, failed
 
@@ -143,8 +170,15 @@ def run_main_loop_bench(traces_dir: Path, metrics: tuple[str, ...] = LOOP_METRIC
     rows: list[dict[str, Any]] = []
 
     def row(case: str, seconds: float, failed: int) -> None:
-        rows.append({"case": case, "calls": calls, "failed": failed, "seconds": round(seconds, 2),
-                     "ms_per_call": round(1000 * seconds / calls)})
+        rows.append(
+            {
+                "case": case,
+                "calls": calls,
+                "failed": failed,
+                "seconds": round(seconds, 2),
+                "ms_per_call": round(1000 * seconds / calls),
+            }
+        )
 
     try:
         base = {**os.environ, "TMPDIR": str(scratch)}  # the daemon's socket folder: this run's own
@@ -177,5 +211,8 @@ def run_main_loop_bench(traces_dir: Path, metrics: tuple[str, ...] = LOOP_METRIC
 
 
 def _stop_daemon(wh: Path, env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "-m", "cclq.compat.daemon_process", "--stop", "--warehouse", str(wh)],
-                   env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "cclq.compat.daemon_process", "--stop", "--warehouse", str(wh)],
+        env=env,
+        capture_output=True,
+    )

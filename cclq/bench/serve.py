@@ -76,11 +76,20 @@ class Client:
 
     def upload(self, data: bytes, group: str) -> str:
         boundary = uuid.uuid4().hex
-        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\n{group}\r\n'
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\n{group}\r\n'
                 f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="run.zip"\r\n\r\n'
-                ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
-        req = urllib.request.Request(self.base + "/api/upload", data=body, method="POST",
-                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        req = urllib.request.Request(
+            self.base + "/api/upload",
+            data=body,
+            method="POST",
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        )
         with urllib.request.urlopen(req, timeout=120) as r:
             return str(json.loads(r.read())["upload_id"])
 
@@ -136,9 +145,23 @@ def main(argv: list[str] | None = None) -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(root / "server.log", "w")
-    server = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "serve", "--port",
-                               str(port), "--data", str(root / "data"), "-w", str(root / "wh")],
-                              stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "CCLQ_SERVE_TOKEN": ""})
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from cclq.cli.app import main; main()",
+            "serve",
+            "--port",
+            str(port),
+            "--data",
+            str(root / "data"),
+            "-w",
+            str(root / "wh"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "CCLQ_SERVE_TOKEN": ""},
+    )
     client = Client(port)
     result: dict[str, Any] = {"load_before": os.getloadavg()}
     try:
@@ -173,13 +196,22 @@ def main(argv: list[str] | None = None) -> int:
         poller.join()
         slowest = max(poller.times)
         rows = json.loads(client.get("/benchmark_data.json")[1]).get("rows", [])
-        result.update({
-            "one_upload_s": [round(t, 2) for t in singles], "uploads": args.uploads,
-            "burst_sent_s": round(sent, 2), "burst_done_s": round(burst, 2),
-            "burst_over_one": round(burst / min(singles), 2),
-            "all_done": all(v == "done" for v in statuses.values()), "board_rows": len(rows),
-            "page_requests": len(poller.times), "slowest_page_s": round(slowest[0], 3), "slowest_page": slowest[1],
-            "page_errors": poller.errors[:5], "load_after": os.getloadavg()})
+        result.update(
+            {
+                "one_upload_s": [round(t, 2) for t in singles],
+                "uploads": args.uploads,
+                "burst_sent_s": round(sent, 2),
+                "burst_done_s": round(burst, 2),
+                "burst_over_one": round(burst / min(singles), 2),
+                "all_done": all(v == "done" for v in statuses.values()),
+                "board_rows": len(rows),
+                "page_requests": len(poller.times),
+                "slowest_page_s": round(slowest[0], 3),
+                "slowest_page": slowest[1],
+                "page_errors": poller.errors[:5],
+                "load_after": os.getloadavg(),
+            }
+        )
     finally:
         server.terminate()
         try:

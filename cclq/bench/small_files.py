@@ -58,12 +58,20 @@ def run_small_files_bench(copies: int, repeats: int = 3, workdir: Path | None = 
     for _ in range(max(repeats, 1)):
         wh = Path(tempfile.mkdtemp(prefix="cclq-bench-small-wh-"))
         try:
-            runs.append(timed_child([sys.executable, "-m", "cclq", "ingest", "-q", str(folder), "--warehouse",
-                                str(wh / "wh")]))
+            runs.append(
+                timed_child([sys.executable, "-m", "cclq", "ingest", "-q", str(folder), "--warehouse", str(wh / "wh")])
+            )
         finally:
             shutil.rmtree(wh, ignore_errors=True)
     best = min(runs, key=lambda r: r.wall_s)
-    return [{"case": f"cclq ingest of {copies} copies of {SMALL_FILES_SOURCE}'s Kineto files", "files": files,
-             "wall_s": round(best.wall_s, 2), "cpu_s": round(best.cpu_s, 2),
-             "ms_cpu_per_file": round(1000 * best.cpu_s / max(files, 1), 2),
-             "peak_rss_mb": round(max(r.peak_rss_mb for r in runs)), "errors": best.error}]
+    return [
+        {
+            "case": f"cclq ingest of {copies} copies of {SMALL_FILES_SOURCE}'s Kineto files",
+            "files": files,
+            "wall_s": round(best.wall_s, 2),
+            "cpu_s": round(best.cpu_s, 2),
+            "ms_cpu_per_file": round(1000 * best.cpu_s / max(files, 1), 2),
+            "peak_rss_mb": round(max(r.peak_rss_mb for r in runs)),
+            "errors": best.error,
+        }
+    ]

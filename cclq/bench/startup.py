@@ -60,8 +60,10 @@ def run_startup_bench(repeats: int = 3) -> list[dict[str, Any]]:
 
     row("import cclq.cli.app", min(import_seconds("cclq.cli.app") for _ in range(repeats)))
     for command, module in COMMAND_MODULES.items():
-        row(f"import for `cclq {command}` ({module}, after cclq.cli.app)",
-            min(import_seconds(module, "cclq.cli.app") for _ in range(repeats)))
+        row(
+            f"import for `cclq {command}` ({module}, after cclq.cli.app)",
+            min(import_seconds(module, "cclq.cli.app") for _ in range(repeats)),
+        )
     with tempfile.TemporaryDirectory(prefix="cclq-bench-startup-") as tmp:
         cwd = Path(tmp)
         row("cclq --help", min(_wall(["--help"], cwd) for _ in range(repeats)))
@@ -69,6 +71,8 @@ def run_startup_bench(repeats: int = 3) -> list[dict[str, Any]]:
         if bundled.is_dir():
             _wall(["ingest", str(bundled), "-q", "-w", "wh"], cwd)
             _wall(["metric", "total_kernel_time", "--all", "-w", "wh"], cwd)  # computes and caches
-            row("cclq metric total_kernel_time --all (cached)",
-                min(_wall(["metric", "total_kernel_time", "--all", "-w", "wh"], cwd) for _ in range(repeats)))
+            row(
+                "cclq metric total_kernel_time --all (cached)",
+                min(_wall(["metric", "total_kernel_time", "--all", "-w", "wh"], cwd) for _ in range(repeats)),
+            )
     return rows

@@ -37,8 +37,13 @@ def _cclq(src: Path | None, *args: str) -> tuple[float, float]:
         start = time.perf_counter()
         # run outside any checkout: `python -c` puts the working directory first on the path,
         # before PYTHONPATH, so from a checkout every source tree was that checkout's code
-        proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
-                                env=env, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+            env=env,
+            cwd=tempfile.gettempdir(),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -54,16 +59,33 @@ def _best(repeats: int, run) -> tuple[float, float]:  # noqa: ANN001 - a callabl
 
 
 def _row(target: str, label: str, a: tuple[float, float], b: tuple[float, float] | None) -> dict:
-    row = {"target": target, "source": label, "a_wall_s": round(a[0], 2), "a_cpu_s": round(a[1], 2),
-           "b_wall_s": None, "b_cpu_s": None, "ratio_wall": None, "ratio_cpu": None}
+    row = {
+        "target": target,
+        "source": label,
+        "a_wall_s": round(a[0], 2),
+        "a_cpu_s": round(a[1], 2),
+        "b_wall_s": None,
+        "b_cpu_s": None,
+        "ratio_wall": None,
+        "ratio_cpu": None,
+    }
     if b is not None:
-        row.update(b_wall_s=round(b[0], 2), b_cpu_s=round(b[1], 2), ratio_wall=round(a[0] / b[0], 2),
-                   ratio_cpu=round(a[1] / b[1], 2))
+        row.update(
+            b_wall_s=round(b[0], 2),
+            b_cpu_s=round(b[1], 2),
+            ratio_wall=round(a[0] / b[0], 2),
+            ratio_cpu=round(a[1] / b[1], 2),
+        )
     return row
 
 
-def run_target_bench(traces: Path, trace: str = "dlrm_param_8xV100", board_workloads: int = 500,
-                     baseline: Path | None = None, repeats: int = 1) -> list[dict]:
+def run_target_bench(
+    traces: Path,
+    trace: str = "dlrm_param_8xV100",
+    board_workloads: int = 500,
+    baseline: Path | None = None,
+    repeats: int = 1,
+) -> list[dict]:
     """One row per (target, source): the times and the ratio (see the module docstring)."""
     from cclq.bench.run import board_warehouse
 
@@ -83,8 +105,10 @@ def run_target_bench(traces: Path, trace: str = "dlrm_param_8xV100", board_workl
             # untimed: a first query compiles the views once per install (cclq.query.view_catalog),
             # as Python compiles its modules; then every timed process finds them
             _cclq(src, "sql", "SELECT count(*) FROM collectives", "-w", str(wh1))
-            metric = _best(repeats, lambda: _cclq(src, "metric", "total_kernel_time", "--trace", trace,
-                                                  "--no-cache", "-w", str(wh1)))
+            metric = _best(
+                repeats,
+                lambda: _cclq(src, "metric", "total_kernel_time", "--trace", trace, "--no-cache", "-w", str(wh1)),
+            )
             report = _best(repeats, lambda: _cclq(src, "report", trace, "--no-cache", "-w", str(wh1)))
             rows.append(_row(f"report / metric on {trace} (<= 3)", label, report, metric))
 

@@ -45,11 +45,18 @@ from cclq.cards.load import (
 
 PHASES = ("training", "inference", "serving")
 GRANULARITIES = ("model_fwd_bwd_pass", "model_fwd", "layer", "kernel")
-PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4", "int8", "int4",
-              "mixed")
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4", "int8", "int4", "mixed")
 # spellings people use for the template's precision values
-_PRECISION_ALIASES = {"float64": "fp64", "double": "fp64", "float32": "fp32", "float": "fp32",
-                      "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8"}
+_PRECISION_ALIASES = {
+    "float64": "fp64",
+    "double": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float8": "fp8",
+}
 # dp_replicate x dp_shard x tp x pp x cp = devices (ep and pp_mb do not multiply)
 WORLD_FACTORS = ("dp_replicate", "dp_shard", "tp", "pp", "cp")
 
@@ -81,49 +88,83 @@ class Section:
 
 _COUNT = Field("count")
 _TEXT = Field("text")
-TEMPLATE = Section({
-    "version": Field("count", required=True),
-    "description": Field("text", required=True),
-    "hf_url": _TEXT, "trace_url": _TEXT, "contributor": _TEXT, "contact": _TEXT,
-    "workload": Section({
-        "model": Section({
-            "phase": Field("enum", required=True, values=PHASES),
-            "moe": Field("bool"),
-            "granularity": Field("enum", values=GRANULARITIES),
-            "model_family": _TEXT,
-            "precision": Field("precision", values=PRECISIONS),
-            "epochs": _COUNT,
-            "iteration": _COUNT,
-            "model_arch": Section({
-                "num_params": Field("amount"), "num_params_embedding": Field("amount"),
-                "num_params_active": Field("amount"),
-                "num_layers": _COUNT, "num_heads": _COUNT, "head_dim": _COUNT,
-            }),
-        }, required=True),
-        "data": Section({
-            "batch_size": _COUNT, "seq_len": _COUNT, "input_len": _COUNT, "output_len": _COUNT,
-            "dataset": _TEXT,
-        }),
-        "hardware": Section({
-            "network_topo": Section({"topology": _TEXT, "bandwidth_gbps": Field("bandwidths")}),
-            "xpu_spec": Section({
-                "type": Field("text", required=True), "model": _TEXT,
-                "total_count": Field("count", required=True), "count_per_node": _COUNT,
-            }, required=True),
-            "driver_version": Field("version"),
-        }, required=True),
-    }, required=True),
-    "Model-executor": Section({
-        "framework": Section({"name": _TEXT, "compiler_tool_selection": _TEXT}),
-        "model_plan_parallelization": Section({k: _COUNT for k in (*WORLD_FACTORS, "ep", "pp_mb")}),
-        "communication_library": Section({"name": _TEXT, "version": Field("version"), "env": Field("mapping")}),
-        "protocol_selection": Field("texts"),
-    }),
-    "metric_source": Section({
-        "traces": Field("texts", required=True),
-        "metrics_specific_trace": Field("texts"),
-    }, required=True),
-})
+TEMPLATE = Section(
+    {
+        "version": Field("count", required=True),
+        "description": Field("text", required=True),
+        "hf_url": _TEXT,
+        "trace_url": _TEXT,
+        "contributor": _TEXT,
+        "contact": _TEXT,
+        "workload": Section(
+            {
+                "model": Section(
+                    {
+                        "phase": Field("enum", required=True, values=PHASES),
+                        "moe": Field("bool"),
+                        "granularity": Field("enum", values=GRANULARITIES),
+                        "model_family": _TEXT,
+                        "precision": Field("precision", values=PRECISIONS),
+                        "epochs": _COUNT,
+                        "iteration": _COUNT,
+                        "model_arch": Section(
+                            {
+                                "num_params": Field("amount"),
+                                "num_params_embedding": Field("amount"),
+                                "num_params_active": Field("amount"),
+                                "num_layers": _COUNT,
+                                "num_heads": _COUNT,
+                                "head_dim": _COUNT,
+                            }
+                        ),
+                    },
+                    required=True,
+                ),
+                "data": Section(
+                    {
+                        "batch_size": _COUNT,
+                        "seq_len": _COUNT,
+                        "input_len": _COUNT,
+                        "output_len": _COUNT,
+                        "dataset": _TEXT,
+                    }
+                ),
+                "hardware": Section(
+                    {
+                        "network_topo": Section({"topology": _TEXT, "bandwidth_gbps": Field("bandwidths")}),
+                        "xpu_spec": Section(
+                            {
+                                "type": Field("text", required=True),
+                                "model": _TEXT,
+                                "total_count": Field("count", required=True),
+                                "count_per_node": _COUNT,
+                            },
+                            required=True,
+                        ),
+                        "driver_version": Field("version"),
+                    },
+                    required=True,
+                ),
+            },
+            required=True,
+        ),
+        "Model-executor": Section(
+            {
+                "framework": Section({"name": _TEXT, "compiler_tool_selection": _TEXT}),
+                "model_plan_parallelization": Section({k: _COUNT for k in (*WORLD_FACTORS, "ep", "pp_mb")}),
+                "communication_library": Section({"name": _TEXT, "version": Field("version"), "env": Field("mapping")}),
+                "protocol_selection": Field("texts"),
+            }
+        ),
+        "metric_source": Section(
+            {
+                "traces": Field("texts", required=True),
+                "metrics_specific_trace": Field("texts"),
+            },
+            required=True,
+        ),
+    }
+)
 
 
 def _describe(value: Any) -> str:
@@ -146,8 +187,11 @@ def _check_kind(spec: Field, value: Any) -> str | None:
     """What is wrong with a given (non-null) value, or None."""
     kind = spec.kind
     if kind == "text":
-        return None if isinstance(value, (str, int, float)) and not isinstance(value, bool) else \
-            f"must be text, got {_describe(value)}"
+        return (
+            None
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool)
+            else f"must be text, got {_describe(value)}"
+        )
     if kind == "count":
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             return f"must be a number, got text {value!r} (drop the quotes)"
@@ -178,9 +222,12 @@ def _check_kind(spec: Field, value: Any) -> str | None:
         return None if low in spec.values else f"{value!r} is not a known precision ({', '.join(spec.values)})"
     if kind == "version":
         if isinstance(value, float):
-            return f"is the number {value!r}; quote it (\"...\") so it stays as written (2.20 would become 2.2)"
-        return None if isinstance(value, (str, int)) and not isinstance(value, bool) else \
-            f"must be text, got {_describe(value)}"
+            return f'is the number {value!r}; quote it ("...") so it stays as written (2.20 would become 2.2)'
+        return (
+            None
+            if isinstance(value, (str, int)) and not isinstance(value, bool)
+            else f"must be text, got {_describe(value)}"
+        )
     if kind == "texts":
         if not isinstance(value, list):
             return f"must be a list, got {_describe(value)}"
@@ -265,12 +312,21 @@ def _consistency(card: dict[str, Any], out: list[tuple[str, str]]) -> None:
         if total is not None and total % ep:
             out.append((f"{_PLAN}.ep", f"ep {ep} does not divide the {total} devices ({_TOTAL})"))
         if _get(card, "workload.model.moe") is False:
-            out.append((f"{_PLAN}.ep", f"ep {ep} is expert parallelism, but workload.model.moe is false "
-                                       "(without experts, set ep: 1 or moe: true)"))
+            out.append(
+                (
+                    f"{_PLAN}.ep",
+                    f"ep {ep} is expert parallelism, but workload.model.moe is false "
+                    "(without experts, set ep: 1 or moe: true)",
+                )
+            )
     per_node = _good_count(_get(card, "workload.hardware.xpu_spec.count_per_node"))
     if total is not None and per_node is not None and (per_node > total or total % per_node):
-        out.append(("workload.hardware.xpu_spec.count_per_node",
-                    f"{per_node} per node does not divide the {total} devices ({_TOTAL})"))
+        out.append(
+            (
+                "workload.hardware.xpu_spec.count_per_node",
+                f"{per_node} per node does not divide the {total} devices ({_TOTAL})",
+            )
+        )
 
 
 def _against_torchtitan(card: dict[str, Any], toml_path: Path, out: list[tuple[str, str]]) -> None:

@@ -152,8 +152,10 @@ def _card_loader() -> type:
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
-                raise yaml.YAMLError(f"YAML aliases (*{event.anchor}) are not allowed in a workload card "
-                                     f"(line {event.start_mark.line + 1})")
+                raise yaml.YAMLError(
+                    f"YAML aliases (*{event.anchor}) are not allowed in a workload card "
+                    f"(line {event.start_mark.line + 1})"
+                )
             return super().compose_node(parent, index)
 
     return CardLoader
@@ -175,8 +177,7 @@ def _read_toml(text: str) -> dict[str, Any]:
         try:
             import tomli as tomllib
         except ImportError as e:
-            raise ValueError("reading a TOML card needs Python 3.11+ or `pip install tomli` "
-                             "(the `toml` extra)") from e
+            raise ValueError("reading a TOML card needs Python 3.11+ or `pip install tomli` (the `toml` extra)") from e
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -211,21 +212,32 @@ def card_from_torchtitan(doc: dict[str, Any]) -> dict[str, Any]:
     else the local batch times the data-parallel degrees when they are all known.
     """
     job, model, training = (doc.get(k) or {} for k in ("job", "model", "training"))
-    degrees = {card_key: v for key, card_key in TORCHTITAN_PARALLELISM.items()
-               if isinstance(v := (doc.get("parallelism") or {}).get(key), int) and v >= 1}
+    degrees = {
+        card_key: v
+        for key, card_key in TORCHTITAN_PARALLELISM.items()
+        if isinstance(v := (doc.get("parallelism") or {}).get(key), int) and v >= 1
+    }
     batch = training.get("global_batch_size")
     if not (isinstance(batch, int) and batch > 0):
         local = training.get("local_batch_size", training.get("batch_size"))
-        batch = (local * degrees.get("dp_replicate", 1) * degrees["dp_shard"]
-                 if isinstance(local, int) and "dp_shard" in degrees else None)
+        batch = (
+            local * degrees.get("dp_replicate", 1) * degrees["dp_shard"]
+            if isinstance(local, int) and "dp_shard" in degrees
+            else None
+        )
     family = "-".join(str(x) for x in (model.get("name"), model.get("flavor")) if x) or None
-    model_card = {"phase": "training", "model_family": family.lower() if family else None,
-                  "precision": _TORCH_DTYPES.get(str(training.get("mixed_precision_param", "")).lower())}
+    model_card = {
+        "phase": "training",
+        "model_family": family.lower() if family else None,
+        "precision": _TORCH_DTYPES.get(str(training.get("mixed_precision_param", "")).lower()),
+    }
     data = {"batch_size": batch, "seq_len": training.get("seq_len"), "dataset": training.get("dataset")}
     return {
         "description": job.get("description"),
-        "workload": {"model": {k: v for k, v in model_card.items() if v is not None},
-                     "data": {k: v for k, v in data.items() if v is not None}},
+        "workload": {
+            "model": {k: v for k, v in model_card.items() if v is not None},
+            "data": {k: v for k, v in data.items() if v is not None},
+        },
         "Model-executor": {"framework": {"name": "torchtitan"}, "model_plan_parallelization": degrees},
     }
 

@@ -63,16 +63,25 @@ class DiffFormat(str, Enum):
     json = "json"
     parquet = "parquet"
     html = "html"
+
+
 DaskOpt = Annotated[
     Optional[str],
-    typer.Option("--dask", metavar="local[:N]|ADDRESS|FILE",
-                 help="Run on a Dask cluster: local[:N] starts N worker processes here [default N: CPUs]; "
-                      "tcp://HOST:PORT or a scheduler file joins a running scheduler (e.g. dask-jobqueue's). "
-                      "Needs the extra: pip install 'cclq[dask]'."),
+    typer.Option(
+        "--dask",
+        metavar="local[:N]|ADDRESS|FILE",
+        help="Run on a Dask cluster: local[:N] starts N worker processes here [default N: CPUs]; "
+        "tcp://HOST:PORT or a scheduler file joins a running scheduler (e.g. dask-jobqueue's). "
+        "Needs the extra: pip install 'cclq[dask]'.",
+    ),
 ]
 AllowPartialOpt = Annotated[
-    bool, typer.Option("--allow-partial", help="No warning for traces that hold fewer ranks than a whole run "
-                                               "(a sample of its ranks, or an interrupted ingest).")
+    bool,
+    typer.Option(
+        "--allow-partial",
+        help="No warning for traces that hold fewer ranks than a whole run "
+        "(a sample of its ranks, or an interrupted ingest).",
+    ),
 ]
 OutputOpt = Annotated[
     Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
@@ -129,18 +138,30 @@ def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
     memory_limit: Annotated[
         Optional[str],
-        typer.Option("--memory-limit", help="Memory for queries (500MB, 4GiB, 25%); beyond it DuckDB spills to "
-                     "disk [default: $CCLQ_MEMORY_LIMIT, else half the RAM]. May go anywhere on the line.",
-                     show_default=False),
+        typer.Option(
+            "--memory-limit",
+            help="Memory for queries (500MB, 4GiB, 25%); beyond it DuckDB spills to "
+            "disk [default: $CCLQ_MEMORY_LIMIT, else half the RAM]. May go anywhere on the line.",
+            show_default=False,
+        ),
     ] = None,
     spill_dir: Annotated[
         Optional[str],
-        typer.Option("--spill-dir", help="Where queries spill beyond the memory limit [default: $CCLQ_SPILL_DIR, "
-                     "else <warehouse>/spill, else the temp folder]. May go anywhere on the line.", show_default=False),
+        typer.Option(
+            "--spill-dir",
+            help="Where queries spill beyond the memory limit [default: $CCLQ_SPILL_DIR, "
+            "else <warehouse>/spill, else the temp folder]. May go anywhere on the line.",
+            show_default=False,
+        ),
     ] = None,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True,
-                           help="Print the version, the JSON reader in use (compiled or msgspec) and the engines'.")
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="Print the version, the JSON reader in use (compiled or msgspec) and the engines'.",
+        ),
     ] = False,
 ) -> None:
     """Columnar analytics for distributed-training profiler traces."""
@@ -149,12 +170,22 @@ def _root(
 # ------------------------------------------------------------------------ ingest
 @app.command(epilog="Example: cclq ingest trace_collection --jobs 2   (--reader ijson, --max-depth 200, ...)")
 def ingest(
-    paths: Annotated[list[str], typer.Argument(help="Workload folders, folders of workloads, or trace files; "
-                                                    "or s3://bucket/prefix URLs (the s3 extra).")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="Workload folders, folders of workloads, or trace files; or s3://bucket/prefix URLs (the s3 extra)."
+        ),
+    ],
     warehouse: WarehouseOpt = None,
     jobs: Annotated[
-        Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel parser processes [default: CPUs]; a "
-                                    "single file is read by one, its chunks parsed on this many threads.")
+        Optional[int],
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Parallel parser processes [default: CPUs]; a "
+            "single file is read by one, its chunks parsed on this many threads.",
+        ),
     ] = None,
     force: Annotated[
         bool,
@@ -166,21 +197,28 @@ def ingest(
     ] = False,
     checksum: Annotated[
         bool,
-        typer.Option("--checksum", help="Compare content hashes to find changed files, instead of trusting an "
-                     "unchanged size and modification time (slower: every file is read)."),
+        typer.Option(
+            "--checksum",
+            help="Compare content hashes to find changed files, instead of trusting an "
+            "unchanged size and modification time (slower: every file is read).",
+        ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
     reader: Annotated[
         str,
-        typer.Option("--reader", help="JSON reader: 'fast' (chunks of events read by the compiled parser where "
-                                      "it was built, else by msgspec; a file it cannot take with certainty goes "
-                                      "to ijson), 'msgspec' (the same chunks, msgspec only) or 'ijson' (the "
-                                      "reference, event by event)."),
+        typer.Option(
+            "--reader",
+            help="JSON reader: 'fast' (chunks of events read by the compiled parser where "
+            "it was built, else by msgspec; a file it cannot take with certainty goes "
+            "to ijson), 'msgspec' (the same chunks, msgspec only) or 'ijson' (the "
+            "reference, event by event).",
+        ),
     ] = "fast",
     max_string_mb: Annotated[
         float,
-        typer.Option("--max-string-mb", min=0.001,
-                     help="Fail a file holding a JSON string or number longer than this."),
+        typer.Option(
+            "--max-string-mb", min=0.001, help="Fail a file holding a JSON string or number longer than this."
+        ),
     ] = DEFAULT_LIMITS.max_string_bytes / MIB,
     max_event_mb: Annotated[
         float, typer.Option("--max-event-mb", min=0.001, help="Fail a file holding one event larger than this.")
@@ -189,19 +227,29 @@ def ingest(
         int, typer.Option("--max-depth", min=1, max=900, help="Fail a file whose JSON nests deeper than this.")
     ] = DEFAULT_LIMITS.max_depth,
     max_inflate_ratio: Annotated[
-        float, typer.Option("--max-inflate-ratio", min=1.01,
-                            help="Fail a gzip file that expands more than this many times (judged past 64 MiB).")
+        float,
+        typer.Option(
+            "--max-inflate-ratio",
+            min=1.01,
+            help="Fail a gzip file that expands more than this many times (judged past 64 MiB).",
+        ),
     ] = DEFAULT_LIMITS.max_inflate_ratio,
     max_columns: Annotated[
         int, typer.Option("--max-columns", min=1, help="Fail a results CSV with more columns than this.")
     ] = DEFAULT_LIMITS.max_columns,
     max_sqlite_seconds: Annotated[
-        float, typer.Option("--max-sqlite-seconds", min=0.001,
-                            help="Fail an Nsight Systems export SQLite reads for longer than this.")
+        float,
+        typer.Option(
+            "--max-sqlite-seconds", min=0.001, help="Fail an Nsight Systems export SQLite reads for longer than this."
+        ),
     ] = DEFAULT_LIMITS.max_sqlite_seconds,
     max_sqlite_mb: Annotated[
-        float, typer.Option("--max-sqlite-mb", min=1, help="Fail an Nsight Systems export whose reading needs more "
-                                                          "SQLite memory than this.")
+        float,
+        typer.Option(
+            "--max-sqlite-mb",
+            min=1,
+            help="Fail an Nsight Systems export whose reading needs more SQLite memory than this.",
+        ),
     ] = DEFAULT_LIMITS.max_sqlite_bytes / MIB,
     dask: DaskOpt = None,
     allow_partial: AllowPartialOpt = False,
@@ -223,35 +271,55 @@ def ingest(
     if reader not in READERS:
         raise UsageError(f"--reader must be one of {', '.join(READERS)}, not {reader!r}")
     if dask is not None and jobs is not None:
-        raise UsageError("--jobs is for parser processes on this machine; with --dask, "
-                         "say how many with local:N, or size the cluster you join")
-    limits = ReadLimits(max_string_bytes=int(max_string_mb * MIB), max_event_bytes=int(max_event_mb * MIB),
-                        max_depth=max_depth, max_inflate_ratio=max_inflate_ratio, max_columns=max_columns,
-                        max_sqlite_seconds=max_sqlite_seconds, max_sqlite_bytes=int(max_sqlite_mb * MIB))
+        raise UsageError(
+            "--jobs is for parser processes on this machine; with --dask, "
+            "say how many with local:N, or size the cluster you join"
+        )
+    limits = ReadLimits(
+        max_string_bytes=int(max_string_mb * MIB),
+        max_event_bytes=int(max_event_mb * MIB),
+        max_depth=max_depth,
+        max_inflate_ratio=max_inflate_ratio,
+        max_columns=max_columns,
+        max_sqlite_seconds=max_sqlite_seconds,
+        max_sqlite_bytes=int(max_sqlite_mb * MIB),
+    )
     wh = _warehouse(warehouse)
     from cclq.store.objects import is_url, local_inputs
     from cclq.store.remote import is_remote
 
     if dask is not None and (is_remote(wh) or any(is_url(p) for p in paths)):
-        raise UsageError("--dask needs the inputs and the warehouse on a file system every worker sees; "
-                         "with s3:// URLs, ingest without --dask")
+        raise UsageError(
+            "--dask needs the inputs and the warehouse on a file system every worker sees; "
+            "with s3:// URLs, ingest without --dask"
+        )
     inputs = local_inputs(paths)  # s3:// traces copied (only what changed) into the local cache
     reporter = IngestProgress(enabled=not quiet)
     try:
-        report = run_ingest(inputs, wh, jobs=jobs, force=force, reporter=reporter, checksum=checksum,
-                            options=ReadOptions(reader=reader, limits=limits), dask=dask)
+        report = run_ingest(
+            inputs,
+            wh,
+            jobs=jobs,
+            force=force,
+            reporter=reporter,
+            checksum=checksum,
+            options=ReadOptions(reader=reader, limits=limits),
+            dask=dask,
+        )
     except IngestInterrupted as e:
         # said here: typer turns a KeyboardInterrupt that leaves the command into a silent
         # exit 130, so main() would never see it
         print(f"cclq: {e.message()}", file=sys.stderr)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     if not report.outcomes:  # not one candidate file under the paths: say what was looked for
-        print(f"cclq: error: no trace or results file under {', '.join(str(p) for p in paths)}",
-              file=sys.stderr)
-        print("hint: cclq looks in every folder below for Kineto / Chrome trace JSON (*.json, *.json.gz), "
-              "xprof trace JSON and xplane.pb, Nsight Systems SQLite exports (*.sqlite), PyTorch execution "
-              "traces, Horovod timelines and benchmark results (DDLB CSV, vLLM / SGLang JSON, logs); cards, "
-              "documents, images and archives are passed by", file=sys.stderr)
+        print(f"cclq: error: no trace or results file under {', '.join(str(p) for p in paths)}", file=sys.stderr)
+        print(
+            "hint: cclq looks in every folder below for Kineto / Chrome trace JSON (*.json, *.json.gz), "
+            "xprof trace JSON and xplane.pb, Nsight Systems SQLite exports (*.sqlite), PyTorch execution "
+            "traces, Horovod timelines and benchmark results (DDLB CSV, vLLM / SGLang JSON, logs); cards, "
+            "documents, images and archives are passed by",
+            file=sys.stderr,
+        )
         raise typer.Exit(ExitCode.FAILED)
     if not quiet:
         print_summary(report)
@@ -290,8 +358,16 @@ def compact(
     wh = _warehouse(warehouse)
     wh.require()
     done = run_compact(wh, traces=list(trace) if trace else None)
-    rows = [{"trace": c.trace, "table": c.table, "files_before": c.files_before, "files_after": c.files_after,
-             "rows": c.rows} for c in done]
+    rows = [
+        {
+            "trace": c.trace,
+            "table": c.table,
+            "files_before": c.files_before,
+            "files_after": c.files_after,
+            "rows": c.rows,
+        }
+        for c in done
+    ]
     if not rows:
         print("nothing to compact", file=sys.stderr)
         return
@@ -300,8 +376,12 @@ def compact(
 
 # ------------------------------------------------------------------------ traces
 @app.command(epilog="Example: cclq traces --format csv")
-def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, output: OutputOpt = None,
-           allow_partial: AllowPartialOpt = False) -> None:
+def traces(
+    warehouse: WarehouseOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+    allow_partial: AllowPartialOpt = False,
+) -> None:
     """List the ingested traces: format, world size, ranks, span, card fields.
 
     `flag` says why a trace may not be one whole run: `partial: N of M ranks` (a sample of
@@ -309,8 +389,10 @@ def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, 
     partial ones are also named on stderr (--allow-partial: not)."""
     wh = _warehouse(warehouse)
     con = _session(wh)
-    cols = ("trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s, "
-            "rank_source, flag")
+    cols = (
+        "trace, format, world_size, ranks_seen, files, events, events_dropped, round(span_s, 6) AS span_s, "
+        "rank_source, flag"
+    )
     if fmt is not OutputFormat.table:
         cols = "*"
     table = con.arrow(f"SELECT {cols} FROM traces ORDER BY trace")
@@ -319,14 +401,17 @@ def traces(warehouse: WarehouseOpt = None, fmt: FormatOpt = OutputFormat.table, 
 
 
 # --------------------------------------------------------------------------- sql
-@app.command(epilog="Example: cclq sql \"SELECT trace, rank, count(*) FROM kernels GROUP BY ALL\" -f csv")
+@app.command(epilog='Example: cclq sql "SELECT trace, rank, count(*) FROM kernels GROUP BY ALL" -f csv')
 def sql(
     query: Annotated[str, typer.Argument(help="A SQL query over the views (events, kernels, traces, files, ...).")],
     warehouse: WarehouseOpt = None,
     read_write: Annotated[
         bool,
-        typer.Option("--read-write", help="Run any statement (COPY, ATTACH, reading other files), as the DuckDB "
-                     "shell would. Without it the query is read-only and sees only the warehouse."),
+        typer.Option(
+            "--read-write",
+            help="Run any statement (COPY, ATTACH, reading other files), as the DuckDB "
+            "shell would. Without it the query is read-only and sees only the warehouse.",
+        ),
     ] = False,
     fmt: FormatOpt = OutputFormat.table,
     output: OutputOpt = None,
@@ -343,21 +428,29 @@ def sql(
 
 
 # ----------------------------------------------------------------------- metrics
-@app.command(epilog="Examples: cclq metrics communication   |   cclq metrics overlap   |   "
-                     "cclq metrics --applicable dlrm_param_8xV100   |   cclq metrics --long --format csv")
+@app.command(
+    epilog="Examples: cclq metrics communication   |   cclq metrics overlap   |   "
+    "cclq metrics --applicable dlrm_param_8xV100   |   cclq metrics --long --format csv"
+)
 def metrics(
     words: Annotated[
         Optional[list[str]],
-        typer.Argument(help="A metric's name (its card: family, see also), a category (step_time, "
-                            "communication, compute, memory, collectives, inference, hta) or words to search "
-                            "for in names, descriptions and needs.", show_default=False),
+        typer.Argument(
+            help="A metric's name (its card: family, see also), a category (step_time, "
+            "communication, compute, memory, collectives, inference, hta) or words to search "
+            "for in names, descriptions and needs.",
+            show_default=False,
+        ),
     ] = None,
     category: Annotated[
         Optional[list[str]], typer.Option("--category", "-c", help="Only this category (repeatable).")
     ] = None,
     applicable: Annotated[
-        Optional[str], typer.Option("--applicable", help="What can apply to this trace, and why the rest cannot "
-                                                         "(decided from the catalog, no metric is run).")
+        Optional[str],
+        typer.Option(
+            "--applicable",
+            help="What can apply to this trace, and why the rest cannot (decided from the catalog, no metric is run).",
+        ),
     ] = None,
     long: Annotated[bool, typer.Option("--long", "-l", help="Every column: versions, grain, summary, params.")] = False,
     warehouse: WarehouseOpt = None,
@@ -370,8 +463,15 @@ def metrics(
     from cclq.query.registry import CATEGORIES, catalog_table, did_you_mean, latest_specs, metric_card
 
     specs = latest_specs()
-    if words and len(words) == 1 and not category and applicable is None and not long \
-            and fmt is OutputFormat.table and words[0] in {s.name for s in specs}:
+    if (
+        words
+        and len(words) == 1
+        and not category
+        and applicable is None
+        and not long
+        and fmt is OutputFormat.table
+        and words[0] in {s.name for s in specs}
+    ):
         # one metric by its name: its card, with the question it answers and its relatives
         card = "\n".join(metric_card(words[0])) + "\n"
         if output is not None:
@@ -388,16 +488,20 @@ def metrics(
             search.append(w)
     unknown = sorted(chosen - set(CATEGORIES))
     if unknown:
-        raise UsageError(f"no category {', '.join(unknown)}",
-                         hint=did_you_mean(unknown[0], set(CATEGORIES), f"categories: {', '.join(CATEGORIES)}"))
+        raise UsageError(
+            f"no category {', '.join(unknown)}",
+            hint=did_you_mean(unknown[0], set(CATEGORIES), f"categories: {', '.join(CATEGORIES)}"),
+        )
     if chosen:
         specs = [s for s in specs if s.category in chosen]
     for w in search:
         specs = [s for s in specs if w.lower() in " ".join((s.name, s.description, s.needs, s.category)).lower()]
     if not specs:
         names = {s.name for s in latest_specs()} | set(CATEGORIES)
-        raise UsageError(f"no metric matches {' '.join(search or sorted(chosen))!r}",
-                         hint=did_you_mean(search[0] if search else "", names, "`cclq metrics` lists them all"))
+        raise UsageError(
+            f"no metric matches {' '.join(search or sorted(chosen))!r}",
+            hint=did_you_mean(search[0] if search else "", names, "`cclq metrics` lists them all"),
+        )
     if applicable is not None:
         _applicable(_warehouse(warehouse), applicable, specs, fmt, output)
         return
@@ -418,7 +522,7 @@ def _write_lines(rows: list[tuple[str, ...]], output: Path | None) -> None:
     for r in rows:
         head = "  ".join(c.ljust(n) for c, n in zip(r[:-1], sizes))
         room = max(width - len(head) - 2, 20)
-        tail = r[-1] if len(r[-1]) <= room else r[-1][:room - 1].rstrip() + "…"
+        tail = r[-1] if len(r[-1]) <= room else r[-1][: room - 1].rstrip() + "…"
         lines.append(f"{head}  {tail}".rstrip())
     text = "\n".join(lines) + "\n"
     if output is not None:
@@ -440,39 +544,63 @@ def _applicable(wh: Warehouse, trace: str, specs: list, fmt: OutputFormat, outpu
     for s in specs:
         reason = unmet(s, facts)
         checked = ", ".join(str(f) for f in parse_facts(s))
-        rows.append({"metric": s.name, "category": s.category, "applies": "no" if reason else "may",
-                     "why": reason or (f"the catalog has {checked}; its SQL decides" if checked else
-                                       "no catalog facts declared; its SQL decides"), "needs": s.needs})
+        rows.append(
+            {
+                "metric": s.name,
+                "category": s.category,
+                "applies": "no" if reason else "may",
+                "why": reason
+                or (
+                    f"the catalog has {checked}; its SQL decides"
+                    if checked
+                    else "no catalog facts declared; its SQL decides"
+                ),
+                "needs": s.needs,
+            }
+        )
     rows.sort(key=lambda r: (r["applies"] == "no", r["category"], r["metric"]))
     if fmt is not OutputFormat.table:
         write_table(pa.Table.from_pylist(rows), fmt, output=output)
         return
     may = sum(r["applies"] == "may" for r in rows)
-    print(f"{trace}: formats {', '.join(sorted(facts.formats)) or 'none'}, tables "
-          f"{', '.join(sorted(facts.tables)) or 'none'}, {facts.ranks} rank(s), "
-          f"card phase {facts.card_phase if facts.card_phase is not None else 'none'}\n"
-          f"{may} metric(s) may apply (their SQL decides), {len(rows) - may} cannot (from the catalog):")
+    print(
+        f"{trace}: formats {', '.join(sorted(facts.formats)) or 'none'}, tables "
+        f"{', '.join(sorted(facts.tables)) or 'none'}, {facts.ranks} rank(s), "
+        f"card phase {facts.card_phase if facts.card_phase is not None else 'none'}\n"
+        f"{may} metric(s) may apply (their SQL decides), {len(rows) - may} cannot (from the catalog):"
+    )
     _write_lines([(r["metric"], r["applies"], r["why"]) for r in rows], output)
 
 
-@app.command(epilog="Examples: cclq metric communication_overlap_ratio --all --format csv\n\n"
-             "cclq metric total_kernel_time avg_step_time --trace dlrm_param_8xV100\n\n"
-             "cclq metric --category communication --all -o results/   (one CSV per metric)")
+@app.command(
+    epilog="Examples: cclq metric communication_overlap_ratio --all --format csv\n\n"
+    "cclq metric total_kernel_time avg_step_time --trace dlrm_param_8xV100\n\n"
+    "cclq metric --category communication --all -o results/   (one CSV per metric)"
+)
 def metric(
     names: Annotated[
-        Optional[list[str]], typer.Argument(help="Metric names (see `cclq metrics`); several run on one connection. "
-                                                 "A workload folder or trace file among them is ingested first and "
-                                                 "its traces are the ones run over.")
+        Optional[list[str]],
+        typer.Argument(
+            help="Metric names (see `cclq metrics`); several run on one connection. "
+            "A workload folder or trace file among them is ingested first and "
+            "its traces are the ones run over."
+        ),
     ] = None,
     all_traces: Annotated[bool, typer.Option("--all", help="Run over every trace in the warehouse.")] = False,
     trace: Annotated[
-        Optional[list[str]], typer.Option("--trace", "-t", help="Run over this trace (repeatable; a glob "
-                                                                "pattern such as 'run1_*' takes every match).")
+        Optional[list[str]],
+        typer.Option(
+            "--trace", "-t", help="Run over this trace (repeatable; a glob pattern such as 'run1_*' takes every match)."
+        ),
     ] = None,
     category: Annotated[
         Optional[list[str]],
-        typer.Option("--category", "-c", help="Every metric of this category (repeatable): step_time, communication, "
-                     "compute, memory, collectives, inference, hta."),
+        typer.Option(
+            "--category",
+            "-c",
+            help="Every metric of this category (repeatable): step_time, communication, "
+            "compute, memory, collectives, inference, hta.",
+        ),
     ] = None,
     version: Annotated[
         Optional[int], typer.Option("--version", "-v", help="Pin a metric version [default: latest].")
@@ -487,8 +615,12 @@ def metric(
     fmt: FormatOpt = OutputFormat.table,
     output: Annotated[
         Optional[Path],
-        typer.Option("--output", "-o", help="Write to this file instead of stdout; with several metrics, a folder "
-                     "(existing, or a name without a suffix) gets one file per metric."),
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write to this file instead of stdout; with several metrics, a folder "
+            "(existing, or a name without a suffix) gets one file per metric.",
+        ),
     ] = None,
     dask: DaskOpt = None,
     allow_partial: AllowPartialOpt = False,
@@ -529,8 +661,10 @@ def metric(
         raise UsageError("say which traces: --all, --trace T (repeatable), or a trace folder or file to ingest")
     unknown = sorted(set(category or []) - set(CATEGORIES))
     if unknown:
-        raise UsageError(f"no category {', '.join(unknown)}",
-                         hint=did_you_mean(unknown[0], set(CATEGORIES), f"categories: {', '.join(CATEGORIES)}"))
+        raise UsageError(
+            f"no category {', '.join(unknown)}",
+            hint=did_you_mean(unknown[0], set(CATEGORIES), f"categories: {', '.join(CATEGORIES)}"),
+        )
     specs = [resolve(n, version) for n in names or []]
     specs += [s for s in latest_specs() if s.category in (category or []) and s.name not in {x.name for x in specs}]
     if not specs:
@@ -565,12 +699,18 @@ def _warn_partial(wh: Warehouse, selection: list[str] | None, allow_partial: boo
     partial = partial_traces(wh, selection)
     if len(partial) == 1:
         ((trace, what),) = partial.items()
-        print(f"cclq: warning: trace {trace!r} is partial ({what}): its values cover those ranks only "
-              "(re-run `cclq ingest` if it was interrupted; --allow-partial to accept)", file=sys.stderr)
+        print(
+            f"cclq: warning: trace {trace!r} is partial ({what}): its values cover those ranks only "
+            "(re-run `cclq ingest` if it was interrupted; --allow-partial to accept)",
+            file=sys.stderr,
+        )
     elif partial:  # one line, not one per trace: a folder of rank samples has many
         listed = ", ".join(f"{trace} ({what})" for trace, what in partial.items())
-        print(f"cclq: warning: {len(partial)} traces are partial, their values cover the ranks present only: "
-              f"{listed} (re-run `cclq ingest` if one was interrupted; --allow-partial to accept)", file=sys.stderr)
+        print(
+            f"cclq: warning: {len(partial)} traces are partial, their values cover the ranks present only: "
+            f"{listed} (re-run `cclq ingest` if one was interrupted; --allow-partial to accept)",
+            file=sys.stderr,
+        )
 
 
 def _first_look(wh: Warehouse, args: list[str], known: set[str]) -> tuple[list[str], list[str], bool]:
@@ -597,8 +737,10 @@ def _first_look(wh: Warehouse, args: list[str], known: set[str]) -> tuple[list[s
         print(f"cclq: error: {outcome.message}", file=sys.stderr)
     traces = sorted({o.trace for o in report.outcomes if o.status in ("ingested", "unchanged")})
     if not traces:
-        raise UsageError(f"no trace ingested from {', '.join(str(p) for p in paths)}",
-                         hint="`cclq ingest PATH` says what it looked for")
+        raise UsageError(
+            f"no trace ingested from {', '.join(str(p) for p in paths)}",
+            hint="`cclq ingest PATH` says what it looked for",
+        )
     return rest, traces, bool(report.failed)
 
 
@@ -652,8 +794,16 @@ def _no_trace(wh: Warehouse, trace: str, known: list[str]) -> None:
     raise UsageError(f"no trace {trace!r} in {wh.root}", hint=did_you_mean(trace, known, "`cclq traces` lists them"))
 
 
-def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str] | None,  # noqa: ANN001
-                no_cache: bool, fmt: OutputFormat, output: Path | None, dask: str | None) -> None:
+def _one_metric(
+    wh: Warehouse,
+    spec,  # noqa: ANN001
+    params: dict[str, str],
+    selection: list[str] | None,
+    no_cache: bool,
+    fmt: OutputFormat,
+    output: Path | None,
+    dask: str | None,
+) -> None:
     from cclq.query.cache import cached_result
     from cclq.query.metrics import run_metric
 
@@ -676,13 +826,21 @@ def _one_metric(wh: Warehouse, spec, params: dict[str, str], selection: list[str
     write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
 
 
-def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selection: list[str] | None,
-                     no_cache: bool, fmt: OutputFormat, output: Path | None, dask: str | None) -> None:
+def _several_metrics(
+    wh: Warehouse,
+    specs: list,
+    params: dict[str, str],
+    selection: list[str] | None,
+    no_cache: bool,
+    fmt: OutputFormat,
+    output: Path | None,
+    dask: str | None,
+) -> None:
     from cclq.cli.progress import StepProgress
     from cclq.query.metrics import MetricRun, run_metrics
 
-    with _session(wh, traces=selection, cache=not no_cache) as session, \
-            StepProgress("metrics", len(specs)) as progress:
+    with _session(wh, traces=selection, cache=not no_cache) as session, StepProgress("metrics", len(specs)) as progress:
+
         def done(run: MetricRun) -> None:
             progress.advance(_run_label(run))
 
@@ -699,8 +857,12 @@ def _several_metrics(wh: Warehouse, specs: list, params: dict[str, str], selecti
         # one file per metric; "table" (the default) writes CSV, as the help says
         file_fmt = OutputFormat.csv if fmt is OutputFormat.table else fmt
         for run in ok:
-            write_table(run.table, file_fmt, output=output / f"{run.spec.name}.{file_fmt.value}",
-                        title=f"{run.spec.label} ({run.spec.unit})")
+            write_table(
+                run.table,
+                file_fmt,
+                output=output / f"{run.spec.name}.{file_fmt.value}",
+                title=f"{run.spec.label} ({run.spec.unit})",
+            )
     else:
         _write_long_form(ok, fmt, output)
     _exit_if_failed([f"{run.spec.label}: {run.error}" for run in failed])
@@ -741,8 +903,9 @@ def _prepare_output(output: Path | None, folder: bool = False) -> None:
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"{show_path(output)}: cannot create {'the folder' if folder else 'its folder'}: "
-                         f"{e.strerror or e}") from None
+        raise UsageError(
+            f"{show_path(output)}: cannot create {'the folder' if folder else 'its folder'}: {e.strerror or e}"
+        ) from None
     if not folder and output.is_dir():
         raise UsageError(f"{show_path(output)} is a folder; give a file name")
 
@@ -779,22 +942,46 @@ def _write_long_form(ok: list, fmt: OutputFormat, output: Path | None) -> None: 
         for row in run.table.to_pylist():
             details = {k: row[k] for k in own[run.spec.name]}
             if struct is not None and details:
-                details = {k: (str(v) if v is not None and pa.types.is_string(struct.field(k).type)
-                               and not isinstance(v, str) else v) for k, v in details.items()}
-            rows.append({"metric": run.spec.name, "version": run.spec.version,
-                         **{k: row[k] for k in FIXED_COLUMNS}, "details": details or None})
+                details = {
+                    k: (
+                        str(v)
+                        if v is not None and pa.types.is_string(struct.field(k).type) and not isinstance(v, str)
+                        else v
+                    )
+                    for k, v in details.items()
+                }
+            rows.append(
+                {
+                    "metric": run.spec.name,
+                    "version": run.spec.version,
+                    **{k: row[k] for k in FIXED_COLUMNS},
+                    "details": details or None,
+                }
+            )
     if fmt is OutputFormat.json:
         _dump_json(rows, output)
         return
-    fields = [("metric", pa.string()), ("version", pa.int32()), ("trace", pa.string()), ("rank", pa.int32()),
-              ("step", pa.int64()), ("value", pa.float64()), ("unit", pa.string()), ("reason", pa.string())]
+    fields = [
+        ("metric", pa.string()),
+        ("version", pa.int32()),
+        ("trace", pa.string()),
+        ("rank", pa.int32()),
+        ("step", pa.int64()),
+        ("value", pa.float64()),
+        ("unit", pa.string()),
+        ("reason", pa.string()),
+    ]
     if fmt is OutputFormat.parquet and struct is not None:
         schema = pa.schema([*fields, ("details", struct)])
     else:
         schema = pa.schema([*fields, ("details", pa.string())])
         rows = [{**r, "details": json.dumps(r["details"], default=str) if r["details"] else None} for r in rows]
-    write_table(pa.Table.from_pylist(rows, schema=schema), fmt, output=output,
-                title=f"{len(ok)} metrics (long form; `details` holds each metric's own columns)")
+    write_table(
+        pa.Table.from_pylist(rows, schema=schema),
+        fmt,
+        output=output,
+        title=f"{len(ok)} metrics (long form; `details` holds each metric's own columns)",
+    )
 
 
 def _finite(v: Any) -> Any:  # noqa: ANN401
@@ -854,15 +1041,23 @@ def _require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
 
 @app.command(epilog="Example: cclq report dlrm_param_8xV100 --format html -o dlrm.html")
 def report(
-    trace: Annotated[str, typer.Argument(help="Trace id (see `cclq traces`), or a workload folder or trace file "
-                                              "not yet in the warehouse: it is ingested first.")],
+    trace: Annotated[
+        str,
+        typer.Argument(
+            help="Trace id (see `cclq traces`), or a workload folder or trace file "
+            "not yet in the warehouse: it is ingested first."
+        ),
+    ],
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.table,
     output: OutputOpt = None,
     param: ParamOpt = None,
     no_cache: NoCacheOpt = False,
     all_metrics: Annotated[
-        bool, typer.Option("--all-metrics", help="List the metrics that do not apply too, each with the reason "
-                                                 "(the table folds them into one line).")
+        bool,
+        typer.Option(
+            "--all-metrics",
+            help="List the metrics that do not apply too, each with the reason (the table folds them into one line).",
+        ),
     ] = False,
     warehouse: WarehouseOpt = None,
 ) -> None:
@@ -884,15 +1079,22 @@ def report(
     if Path(trace).exists() and trace not in _known_traces(wh):
         _, looked, ingest_failed = _first_look(wh, [trace], set())
         if len(looked) > 1:
-            raise UsageError(f"{trace} holds {len(looked)} traces ({', '.join(looked)}); the report is of one",
-                             hint=f"cclq report {looked[0]}")
+            raise UsageError(
+                f"{trace} holds {len(looked)} traces ({', '.join(looked)}); the report is of one",
+                hint=f"cclq report {looked[0]}",
+            )
         trace = looked[0]
     _prepare_output(output)
     with _session(wh, traces=[trace], cache=not no_cache) as session:
         _require_traces(session, wh, [trace])
         with StepProgress("metrics", len(specs)) as bar:
-            reports = collect_reports(session, specs, params, on_metric=lambda run: bar.advance(_run_label(run)),
-                                      on_shared=lambda names: bar.stage(_shared_label(names)))
+            reports = collect_reports(
+                session,
+                specs,
+                params,
+                on_metric=lambda run: bar.advance(_run_label(run)),
+                on_shared=lambda names: bar.stage(_shared_label(names)),
+            )
     data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
     out = open(output, "w") if output else sys.stdout
     try:
@@ -928,8 +1130,10 @@ def diff(
     b: Annotated[str, typer.Argument(help="Side B, the same way.")],
     rank: Annotated[Optional[int], typer.Option("--rank", "-r", help="Compare this rank alone on both sides.")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Ops shown in the table (CSV/JSON list all).")] = 30,
-    fmt: Annotated[DiffFormat, typer.Option("--format", "-f", help="Output format (html: a page with the "
-                                                                  "report's plots of both sides).")] = DiffFormat.table,
+    fmt: Annotated[
+        DiffFormat,
+        typer.Option("--format", "-f", help="Output format (html: a page with the report's plots of both sides)."),
+    ] = DiffFormat.table,
     output: OutputOpt = None,
     param: ParamOpt = None,
     no_cache: NoCacheOpt = False,
@@ -971,11 +1175,16 @@ def diff(
             from cclq.present.report import collect_reports, report_dict
 
             with StepProgress("metrics (plots)", len(specs)) as bar:
-                reports = {t: report_dict(r, rows=False) for t, r in collect_reports(
-                    session, specs, params, on_metric=lambda run: bar.advance(_run_label(run))).items()}
+                reports = {
+                    t: report_dict(r, rows=False)
+                    for t, r in collect_reports(
+                        session, specs, params, on_metric=lambda run: bar.advance(_run_label(run))
+                    ).items()
+                }
         with StepProgress("metrics", len(specs)) as bar:
-            result = run_diff(session, specs, side_a, side_b, params, rank=rank,
-                              on_metric=lambda run: bar.advance(_run_label(run)))
+            result = run_diff(
+                session, specs, side_a, side_b, params, rank=rank, on_metric=lambda run: bar.advance(_run_label(run))
+            )
     if fmt is DiffFormat.html:
         from cclq.present.diff_page import diff_page
 
@@ -998,22 +1207,36 @@ def diff(
         else:
             sys.stdout.write(text)
     else:
-        types = {"rank": pa.int64(), "a": pa.float64(), "b": pa.float64(), "delta": pa.float64(), "rel": pa.float64(),
-                 "calls_a": pa.float64(), "calls_b": pa.float64(), "valid_a": pa.bool_(), "valid_b": pa.bool_()}
+        types = {
+            "rank": pa.int64(),
+            "a": pa.float64(),
+            "b": pa.float64(),
+            "delta": pa.float64(),
+            "rel": pa.float64(),
+            "calls_a": pa.float64(),
+            "calls_b": pa.float64(),
+            "valid_a": pa.bool_(),
+            "valid_b": pa.bool_(),
+        }
         schema = pa.schema([(c, types.get(c, pa.string())) for c in DIFF_COLUMNS])
         write_table(pa.Table.from_pylist(long_rows(result), schema=schema), OutputFormat(fmt.value), output=output)
     _exit_if_failed([f"{f['metric']}: {f['reason']}" for f in result.failed])
 
 
 # ------------------------------------------------------------------------- board
-@app.command(epilog="Example: cclq board site/ && python -m http.server -d site   (or open site/index.html)\n\n"
-             "cclq board website --config website/benchmark_config.json   (CCL-Bench's website data)")
+@app.command(
+    epilog="Example: cclq board site/ && python -m http.server -d site   (or open site/index.html)\n\n"
+    "cclq board website --config website/benchmark_config.json   (CCL-Bench's website data)"
+)
 def board(
     out_dir: Annotated[Path, typer.Argument(help="Folder to write to (created; updated in place).")],
     param: ParamOpt = None,
     all_metrics: Annotated[
-        bool, typer.Option("--all-metrics", help="Compute every metric for the workload pages, not only the "
-                                                 "leaderboard's and the plots'.")
+        bool,
+        typer.Option(
+            "--all-metrics",
+            help="Compute every metric for the workload pages, not only the leaderboard's and the plots'.",
+        ),
     ] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Recompute every workload, not only the changed ones.")
@@ -1021,20 +1244,30 @@ def board(
     no_cache: NoCacheOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
     config: Annotated[
-        Optional[Path], typer.Option("--config", help="CCL-Bench's website/benchmark_config.json: its pairs "
-                                                      "(ingested as needed), `auto` or listed metrics, "
-                                                      "required_update; benchmark_data.json follows it.")
+        Optional[Path],
+        typer.Option(
+            "--config",
+            help="CCL-Bench's website/benchmark_config.json: its pairs "
+            "(ingested as needed), `auto` or listed metrics, "
+            "required_update; benchmark_data.json follows it.",
+        ),
     ] = None,
     pages: Annotated[
-        Optional[bool], typer.Option("--pages/--no-pages", show_default=False,
-                                     help="Write cclq's site (index.html, assets/, w/, data/) beside "
-                                          "benchmark_data.json and data.js [default: only in a folder that is new, "
-                                          "empty or a cclq board; into any other, such as CCL-Bench's website/, "
-                                          "only those two files].")
+        Optional[bool],
+        typer.Option(
+            "--pages/--no-pages",
+            show_default=False,
+            help="Write cclq's site (index.html, assets/, w/, data/) beside "
+            "benchmark_data.json and data.js [default: only in a folder that is new, "
+            "empty or a cclq board; into any other, such as CCL-Bench's website/, "
+            "only those two files].",
+        ),
     ] = None,
     write_config: Annotated[
-        Optional[Path], typer.Option("--write-config", help="Also write a benchmark_config.json naming every "
-                                                            "workload of the warehouse (\"auto\").")
+        Optional[Path],
+        typer.Option(
+            "--write-config", help='Also write a benchmark_config.json naming every workload of the warehouse ("auto").'
+        ),
     ] = None,
     allow_partial: AllowPartialOpt = False,
     warehouse: WarehouseOpt = None,
@@ -1074,15 +1307,26 @@ def board(
         from cclq.present.board.ccl_bench import build_from_config
 
         try:
-            cresult = build_from_config(wh, out_dir, config, params, use_cache=not no_cache, on_start=start,
-                                        settings=_query_settings(), pages=pages,
-                                        reporter=IngestProgress(enabled=not quiet),
-                                        on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None)
+            cresult = build_from_config(
+                wh,
+                out_dir,
+                config,
+                params,
+                use_cache=not no_cache,
+                on_start=start,
+                settings=_query_settings(),
+                pages=pages,
+                reporter=IngestProgress(enabled=not quiet),
+                on_metric=lambda run: bar[0].advance(run.spec.name) if bar else None,
+            )
         finally:
             for b in bar:
                 b.__exit__(None, None, None)
-        written = sorted({o.trace for o in cresult.ingest.outcomes if o.status == "ingested"}) \
-            if cresult.ingest is not None else []
+        written = (
+            sorted({o.trace for o in cresult.ingest.outcomes if o.status == "ingested"})
+            if cresult.ingest is not None
+            else []
+        )
         if written:  # as `cclq ingest` says it, once, for the traces this build wrote
             _warn_partial(wh, written, allow_partial)
         for line in cresult.notes:
@@ -1094,26 +1338,41 @@ def board(
             if not quiet:
                 print(f"board: wrote {write_config} ({n} pair(s))", file=sys.stderr)
         if not quiet:
-            print(f"board: {cresult.pairs} pair(s) from {config}: {cresult.computed} value(s) computed, "
-                  f"{cresult.reused} reused -> {out_dir / 'benchmark_data.json'}, data.js"
-                  + ("" if pages else _no_pages_note(out_dir)), file=sys.stderr)
+            print(
+                f"board: {cresult.pairs} pair(s) from {config}: {cresult.computed} value(s) computed, "
+                f"{cresult.reused} reused -> {out_dir / 'benchmark_data.json'}, data.js"
+                + ("" if pages else _no_pages_note(out_dir)),
+                file=sys.stderr,
+            )
         if cresult.problems:
             raise typer.Exit(1)
         return
     try:
-        result = build_board(wh, out_dir, params, all_metrics=all_metrics,
-                             use_cache=not no_cache, force=force or no_cache, on_start=start,
-                             settings=_query_settings(), pages=pages,
-                             on_metric=lambda run: bar[0].advance(_run_label(run)) if bar else None,
-                             on_shared=lambda names: bar[0].stage(_shared_label(names)) if bar else None)
+        result = build_board(
+            wh,
+            out_dir,
+            params,
+            all_metrics=all_metrics,
+            use_cache=not no_cache,
+            force=force or no_cache,
+            on_start=start,
+            settings=_query_settings(),
+            pages=pages,
+            on_metric=lambda run: bar[0].advance(_run_label(run)) if bar else None,
+            on_shared=lambda names: bar[0].stage(_shared_label(names)) if bar else None,
+        )
     finally:
         for b in bar:
             b.__exit__(None, None, None)
     if not quiet:
         where = (out_dir / "index.html") if pages else (out_dir / "benchmark_data.json")
-        print(f"board: {result.workloads} workload(s), {len(result.computed)} computed, {result.reused} unchanged"
-              + (f", {result.removed} removed" if result.removed else "")
-              + f" -> {where} ({result.seconds:.1f} s)" + ("" if pages else _no_pages_note(out_dir)), file=sys.stderr)
+        print(
+            f"board: {result.workloads} workload(s), {len(result.computed)} computed, {result.reused} unchanged"
+            + (f", {result.removed} removed" if result.removed else "")
+            + f" -> {where} ({result.seconds:.1f} s)"
+            + ("" if pages else _no_pages_note(out_dir)),
+            file=sys.stderr,
+        )
     if write_config is not None:
         n = write_board_config(wh, write_config)
         if not quiet:
@@ -1122,13 +1381,17 @@ def board(
 
 
 def _no_pages_note(out_dir: Path) -> str:
-    return (f"; only benchmark_data.json and data.js: {out_dir} is not a cclq board (--pages writes cclq's "
-            "site there too)")
+    return (
+        f"; only benchmark_data.json and data.js: {out_dir} is not a cclq board (--pages writes cclq's site there too)"
+    )
 
 
 # ------------------------------------------------------------------------ daemon
-daemon_app = typer.Typer(help="The background process `python -m cclq.main` keeps per warehouse (CCL-Bench's "
-                              "calls answer fast from it).", no_args_is_help=True, rich_markup_mode=None)
+daemon_app = typer.Typer(
+    help="The background process `python -m cclq.main` keeps per warehouse (CCL-Bench's calls answer fast from it).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(daemon_app, name="daemon")
 
 
@@ -1143,8 +1406,9 @@ def daemon_stop(warehouse: WarehouseOpt = None) -> None:
 
 
 # ------------------------------------------------------------------------- cards
-cards_app = typer.Typer(help="Workload cards: check them against CCL-Bench's template.", no_args_is_help=True,
-                        rich_markup_mode=None)
+cards_app = typer.Typer(
+    help="Workload cards: check them against CCL-Bench's template.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(cards_app, name="cards")
 
 
@@ -1181,9 +1445,11 @@ def cards_check(
         schema = pa.schema([("file", pa.string()), ("field", pa.string()), ("problem", pa.string())])
         write_table(pa.Table.from_pylist(rows, schema=schema), fmt, output=output)
     bad = len({p.path for p in report.problems})
-    print(f"{len(report.cards)} card(s) checked: {len(report.problems)} problem(s) in {bad} card(s)"
-          + (f"; {len(report.without_card)} workload(s) without a card" if report.without_card else ""),
-          file=sys.stderr)
+    print(
+        f"{len(report.cards)} card(s) checked: {len(report.problems)} problem(s) in {bad} card(s)"
+        + (f"; {len(report.without_card)} workload(s) without a card" if report.without_card else ""),
+        file=sys.stderr,
+    )
     if report.problems:
         raise typer.Exit(ExitCode.FAILED)
 
@@ -1191,7 +1457,7 @@ def cards_check(
 # ------------------------------------------------------------------------- shell
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    epilog="Example: cclq shell   (extra arguments go to the duckdb CLI, e.g. -c \"SELECT 1\")",
+    epilog='Example: cclq shell   (extra arguments go to the duckdb CLI, e.g. -c "SELECT 1")',
 )
 def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     """Open the DuckDB shell with every cclq view defined.
@@ -1207,21 +1473,35 @@ def shell(ctx: typer.Context, warehouse: WarehouseOpt = None) -> None:
     wh = _warehouse(warehouse)
     exe = shutil.which("duckdb") or str(Path(sys.executable).parent / "duckdb")
     if not Path(exe).exists():
-        raise UsageError("the duckdb CLI is not installed",
-                         hint="pip install duckdb-cli (the release of the duckdb library, or the nearest one)")
+        raise UsageError(
+            "the duckdb CLI is not installed",
+            hint="pip install duckdb-cli (the release of the duckdb library, or the nearest one)",
+        )
     cli_version = _duckdb_cli_version(exe)
     same = cli_version == duckdb.__version__
     # which CLI, on stderr (stdout is the shell's): a CLI of another release than the
     # library cannot read the views the library compiled, so they are created at start
-    print(f"cclq shell: DuckDB CLI {cli_version or '(version unknown)'} ({exe})"
-          + ("" if same else f"; cclq's duckdb library is {duckdb.__version__}: the views are created as the "
-                             "shell starts (~1 s) instead of attached compiled"), file=sys.stderr)
+    print(
+        f"cclq shell: DuckDB CLI {cli_version or '(version unknown)'} ({exe})"
+        + (
+            ""
+            if same
+            else f"; cclq's duckdb library is {duckdb.__version__}: the views are created as the "
+            "shell starts (~1 s) instead of attached compiled"
+        ),
+        file=sys.stderr,
+    )
     with wh.open_snapshot() as snapshot:  # held for the session: its files stay
         query_settings = _query_settings()
         spill = query_settings.make_spill_folder(wh)  # a spill folder of the shell's own
         with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="cclq-init-", delete=False) as f:
-            f.write(".bail on\n" + "\n".join(query_settings.set_statements(spill)) + "\n"
-                    + setup_script(snapshot, comments=True, compiled=same) + ".bail off\n")
+            f.write(
+                ".bail on\n"
+                + "\n".join(query_settings.set_statements(spill))
+                + "\n"
+                + setup_script(snapshot, comments=True, compiled=same)
+                + ".bail off\n"
+            )
             init = f.name
         try:
             code = subprocess.call([exe, "-init", init, *ctx.args])
@@ -1246,58 +1526,93 @@ def _duckdb_cli_version(exe: str) -> str | None:
 # ------------------------------------------------------------------------- serve
 @app.command(epilog="Example: cclq serve --port 8000   (then open http://127.0.0.1:8000/)")
 def serve(
-    data_dir: Annotated[Path, typer.Option("--data", help="Folder for upload jobs (uploads/<id>/) and, unless "
-                                                          "--board says otherwise, the board (board/).")]
-    = Path(".cclq/serve"),
-    host: Annotated[str, typer.Option("--host", help="Address to bind; 127.0.0.1 keeps it on this machine.")]
-    = "127.0.0.1",
+    data_dir: Annotated[
+        Path,
+        typer.Option(
+            "--data",
+            help="Folder for upload jobs (uploads/<id>/) and, unless --board says otherwise, the board (board/).",
+        ),
+    ] = Path(".cclq/serve"),
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; 127.0.0.1 keeps it on this machine.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on.")] = 8000,
-    board_dir: Annotated[Optional[Path], typer.Option("--board", help="The board's folder [default: DATA/board].")]
-    = None,
+    board_dir: Annotated[
+        Optional[Path], typer.Option("--board", help="The board's folder [default: DATA/board].")
+    ] = None,
     site_dir: Annotated[
-        Optional[Path], typer.Option("--site", help="Serve this static site as it is instead of cclq's board (a "
-                                                    "CCL-Bench checkout: its index.html's upload form works as is).")
+        Optional[Path],
+        typer.Option(
+            "--site",
+            help="Serve this static site as it is instead of cclq's board (a "
+            "CCL-Bench checkout: its index.html's upload form works as is).",
+        ),
     ] = None,
     config: Annotated[
-        Optional[Path], typer.Option("--config", help="CCL-Bench's benchmark_config.json: an upload gets its "
-                                                      "metric_info metrics (`auto` by the card's trace types).")
+        Optional[Path],
+        typer.Option(
+            "--config",
+            help="CCL-Bench's benchmark_config.json: an upload gets its "
+            "metric_info metrics (`auto` by the card's trace types).",
+        ),
     ] = None,
     token: Annotated[
-        Optional[str], typer.Option("--token", envvar="CCLQ_SERVE_TOKEN", show_default=False,
-                                    help="Uploads need `Authorization: Bearer TOKEN` [env: CCLQ_SERVE_TOKEN].")
+        Optional[str],
+        typer.Option(
+            "--token",
+            envvar="CCLQ_SERVE_TOKEN",
+            show_default=False,
+            help="Uploads need `Authorization: Bearer TOKEN` [env: CCLQ_SERVE_TOKEN].",
+        ),
     ] = None,
-    max_upload_mb: Annotated[int, typer.Option("--max-upload-mb", min=1, help="Largest upload (request body).")]
-    = 1024,
-    max_unpacked_mb: Annotated[int, typer.Option("--max-unpacked-mb", min=1, help="Most an upload may unpack to.")]
-    = 8192,
+    max_upload_mb: Annotated[int, typer.Option("--max-upload-mb", min=1, help="Largest upload (request body).")] = 1024,
+    max_unpacked_mb: Annotated[
+        int, typer.Option("--max-unpacked-mb", min=1, help="Most an upload may unpack to.")
+    ] = 8192,
     max_files: Annotated[int, typer.Option("--max-files", min=1, help="Most files an upload may unpack to.")] = 20000,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=64, help="Upload jobs run at once.")] = 1,
-    queue_size: Annotated[int, typer.Option("--queue", min=1, help="Jobs that may wait; more are refused (503).")]
-    = 64,
-    job_timeout: Annotated[float, typer.Option("--job-timeout", min=1, help="Seconds one job may run in its "
-                                                                            "process before it is stopped (and "
-                                                                            "fails).")] = 3600,
+    queue_size: Annotated[int, typer.Option("--queue", min=1, help="Jobs that may wait; more are refused (503).")] = 64,
+    job_timeout: Annotated[
+        float,
+        typer.Option(
+            "--job-timeout", min=1, help="Seconds one job may run in its process before it is stopped (and fails)."
+        ),
+    ] = 3600,
     job_memory_mb: Annotated[
-        Optional[int], typer.Option("--job-memory-mb", min=256, help="Address space of a job's process (MB); over "
-                                                                     "it the job fails, not the server "
-                                                                     "[default: no limit].")
+        Optional[int],
+        typer.Option(
+            "--job-memory-mb",
+            min=256,
+            help="Address space of a job's process (MB); over it the job fails, not the server [default: no limit].",
+        ),
     ] = None,
     allow_host: Annotated[
-        Optional[list[str]], typer.Option("--allow-host", help="Another name this server is reached by (a request "
-                                                               "whose Host names neither it nor --host is refused; "
-                                                               "repeatable).")
+        Optional[list[str]],
+        typer.Option(
+            "--allow-host",
+            help="Another name this server is reached by (a request "
+            "whose Host names neither it nor --host is refused; "
+            "repeatable).",
+        ),
     ] = None,
-    header_timeout: Annotated[float, typer.Option("--header-timeout", min=0.1, help="Seconds a connection has to "
-                                                                                    "send a request's headers.")]
-    = 10.0,
-    body_timeout: Annotated[float, typer.Option("--body-timeout", min=0.1, help="Seconds an upload may go without "
-                                                                                "sending a byte.")] = 60.0,
-    max_connections: Annotated[int, typer.Option("--max-connections", min=1, help="Open connections at once; more "
-                                                                                  "are answered 503.")] = 128,
+    header_timeout: Annotated[
+        float, typer.Option("--header-timeout", min=0.1, help="Seconds a connection has to send a request's headers.")
+    ] = 10.0,
+    body_timeout: Annotated[
+        float, typer.Option("--body-timeout", min=0.1, help="Seconds an upload may go without sending a byte.")
+    ] = 60.0,
+    max_connections: Annotated[
+        int, typer.Option("--max-connections", min=1, help="Open connections at once; more are answered 503.")
+    ] = 128,
     keep_uploads_hours: Annotated[
-        float, typer.Option("--keep-uploads-hours", min=0.0, help="Hours a finished job's folder (the upload, its "
-                                                                  "results.json) is kept; then it is removed (the "
-                                                                  "workload stays on the board).")
+        float,
+        typer.Option(
+            "--keep-uploads-hours",
+            min=0.0,
+            help="Hours a finished job's folder (the upload, its "
+            "results.json) is kept; then it is removed (the "
+            "workload stays on the board).",
+        ),
     ] = 168.0,
     warehouse: WarehouseOpt = None,
 ) -> None:
@@ -1317,43 +1632,65 @@ def serve(
     from cclq.present.serve.archive import Limits
 
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
-        print(f"cclq: warning: serving on {host} without a token: anyone who reaches it can upload",
-              file=sys.stderr)
+        print(f"cclq: warning: serving on {host} without a token: anyone who reaches it can upload", file=sys.stderr)
     settings = ServeSettings(
-        data_dir=data_dir, warehouse=_warehouse(warehouse), board_dir=board_dir or data_dir / "board",
-        config_path=config, token=token, site_dir=site_dir,
-        limits=Limits(max_upload_bytes=max_upload_mb * MIB, max_total_bytes=max_unpacked_mb * MIB,
-                      max_files=max_files),
-        workers=jobs, queue_size=queue_size, job_timeout=job_timeout, job_memory_mb=job_memory_mb,
-        listen_host=host, allow_hosts=tuple(allow_host or ()), header_timeout=header_timeout,
-        body_timeout=body_timeout, max_connections=max_connections, keep_uploads_hours=keep_uploads_hours)
-    print(f"cclq serve: http://{host}:{port}/  (uploads in {data_dir / 'uploads'}, warehouse "
-          f"{settings.warehouse.root}; Ctrl-C stops)", file=sys.stderr)
+        data_dir=data_dir,
+        warehouse=_warehouse(warehouse),
+        board_dir=board_dir or data_dir / "board",
+        config_path=config,
+        token=token,
+        site_dir=site_dir,
+        limits=Limits(max_upload_bytes=max_upload_mb * MIB, max_total_bytes=max_unpacked_mb * MIB, max_files=max_files),
+        workers=jobs,
+        queue_size=queue_size,
+        job_timeout=job_timeout,
+        job_memory_mb=job_memory_mb,
+        listen_host=host,
+        allow_hosts=tuple(allow_host or ()),
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        max_connections=max_connections,
+        keep_uploads_hours=keep_uploads_hours,
+    )
+    print(
+        f"cclq serve: http://{host}:{port}/  (uploads in {data_dir / 'uploads'}, warehouse "
+        f"{settings.warehouse.root}; Ctrl-C stops)",
+        file=sys.stderr,
+    )
     if token:
-        print(f"cclq serve: uploads need the token; a browser signs in once at http://{host}:{port}/_serve/login "
-              "(then the site's own upload form, CCL-Bench's included, works as it is)", file=sys.stderr)
+        print(
+            f"cclq serve: uploads need the token; a browser signs in once at http://{host}:{port}/_serve/login "
+            "(then the site's own upload form, CCL-Bench's included, works as it is)",
+            file=sys.stderr,
+        )
     run_server(settings, host, port)
 
 
 # --------------------------------------------------------------------- ccl-bench
-ccl_bench_app = typer.Typer(help="Switching a CCL-Bench checkout over to cclq (docs/ccl-bench.md).",
-                            no_args_is_help=True, rich_markup_mode=None)
+ccl_bench_app = typer.Typer(
+    help="Switching a CCL-Bench checkout over to cclq (docs/ccl-bench.md).", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(ccl_bench_app, name="ccl-bench")
 
 
 @ccl_bench_app.command("shim", epilog="Example: cclq ccl-bench shim ~/ccl-bench --force")
 def ccl_bench_shim(
     checkout: Annotated[Path, typer.Argument(help="The CCL-Bench checkout (the folder holding tools/ and website/).")],
-    force: Annotated[bool, typer.Option("--force", help="Replace CCL-Bench's own tools/main.py (kept as "
-                                                        "tools/main_ccl_bench.py).")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace CCL-Bench's own tools/main.py (kept as tools/main_ccl_bench.py).")
+    ] = False,
 ) -> None:
     """Write tools/main.py so CCL-Bench's website scripts get their numbers from cclq, and add
     .cclq/ to the checkout's .gitignore."""
     from cclq.compat.shim import write_shim
 
     result = write_shim(checkout, force=force)
-    print(f"wrote {result.shim}" + (f" (CCL-Bench's dispatcher kept as {result.kept.name})" if result.kept else "")
-          + ("; .cclq/ added to .gitignore" if result.gitignore_changed else ""), file=sys.stderr)
+    print(
+        f"wrote {result.shim}"
+        + (f" (CCL-Bench's dispatcher kept as {result.kept.name})" if result.kept else "")
+        + ("; .cclq/ added to .gitignore" if result.gitignore_changed else ""),
+        file=sys.stderr,
+    )
 
 
 # ------------------------------------------------------------------------ record
@@ -1454,8 +1791,12 @@ def _log_to_stderr() -> None:
     logger.propagate = False
 
 
-_DISK_ERRORS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded",
-                errno.EROFS: "read-only file system", errno.EACCES: "permission denied"}
+_DISK_ERRORS = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+}
 
 
 def _say_interrupted(e: KeyboardInterrupt) -> None:

@@ -124,9 +124,11 @@ class IngestProgress:
         self._done += 1
         if self._lines:
             events = f", {outcome.events:,} events" if outcome.events else ""
-            _line(f"ingest {self._done}/{self._files} {outcome.trace}/{outcome.path.rsplit('/', 1)[-1]}: "
-                  f"{outcome.status}{events}, {outcome.seconds:.2f} s "
-                  f"({time.perf_counter() - self._start:.1f} s in all)")
+            _line(
+                f"ingest {self._done}/{self._files} {outcome.trace}/{outcome.path.rsplit('/', 1)[-1]}: "
+                f"{outcome.status}{events}, {outcome.seconds:.2f} s "
+                f"({time.perf_counter() - self._start:.1f} s in all)"
+            )
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=f"{self._done}/{self._files} files")
 
@@ -146,8 +148,10 @@ class IngestProgress:
             done = self._bytes
         elapsed = max(time.perf_counter() - self._start, 1e-9)
         share = f" ({100 * done / self._total:.0f}%)" if self._total else ""
-        return (f"ingest: {done / 1e6:.1f} of {self._total / 1e6:.1f} MB{share}, {done / 1e6 / elapsed:.1f} MB/s, "
-                f"{self._done}/{self._files} files done, {elapsed:.1f} s")
+        return (
+            f"ingest: {done / 1e6:.1f} of {self._total / 1e6:.1f} MB{share}, {done / 1e6 / elapsed:.1f} MB/s, "
+            f"{self._done}/{self._files} files done, {elapsed:.1f} s"
+        )
 
     def finish(self) -> None:
         if self._ticker is not None:
@@ -177,28 +181,48 @@ def print_summary(report: IngestReport) -> None:
         for col in ("trace", "rank", "file", "status", "events", "dropped", "MB", "s"):
             numeric = col in ("rank", "events", "dropped", "MB", "s")
             # names fold onto more lines rather than vanish into "…" on a narrow terminal
-            t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric or col == "status",
-                         overflow="fold")
+            t.add_column(
+                col, justify="right" if numeric else "left", no_wrap=numeric or col == "status", overflow="fold"
+            )
         for o in parsed:  # file names and messages are data: never markup, control characters escaped
-            t.add_row(cell(o.trace), "" if o.rank is None else str(o.rank), cell(o.path.rsplit("/", 1)[-1]), o.status,
-                      f"{o.events:,}" if o.events else "", f"{o.dropped:,}" if o.dropped else "",
-                      f"{o.size_bytes / 1e6:.1f}", f"{o.seconds:.2f}" if o.seconds else "")
+            t.add_row(
+                cell(o.trace),
+                "" if o.rank is None else str(o.rank),
+                cell(o.path.rsplit("/", 1)[-1]),
+                o.status,
+                f"{o.events:,}" if o.events else "",
+                f"{o.dropped:,}" if o.dropped else "",
+                f"{o.size_bytes / 1e6:.1f}",
+                f"{o.seconds:.2f}" if o.seconds else "",
+            )
         out.print(t)
     for o in report.outcomes:
         if o.status in ("skipped", "removed"):
-            out.print(cell(f"{o.status}: {o.message}" if o.message.startswith(show_path(o.path))
-                               else f"{o.status}: {show_path(o.path)}: {o.message}"), highlight=False, soft_wrap=True)
+            out.print(
+                cell(
+                    f"{o.status}: {o.message}"
+                    if o.message.startswith(show_path(o.path))
+                    else f"{o.status}: {show_path(o.path)}: {o.message}"
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
     counts: dict[str, int] = {}
     for o in report.outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
     if report.compacted:
         before = sum(c.files_before for c in report.compacted)
         after = sum(c.files_after for c in report.compacted)
-        out.print(f"compacted {len({c.trace for c in report.compacted})} trace(s) of small files: "
-                      f"{before} data files -> {after}", highlight=False)
+        out.print(
+            f"compacted {len({c.trace for c in report.compacted})} trace(s) of small files: "
+            f"{before} data files -> {after}",
+            highlight=False,
+        )
     total_mb = sum(o.size_bytes for o in report.outcomes if o.status == "ingested") / 1e6
-    out.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
-                  highlight=False)
+    out.print(
+        ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" ({total_mb:.1f} MB parsed)",
+        highlight=False,
+    )
 
 
 class StepProgress:
@@ -224,9 +248,14 @@ class StepProgress:
         elif self._enabled:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                      TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
-                                      console=_stderr(), transient=True)
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total}"),
+                TimeRemainingColumn(),
+                console=_stderr(),
+                transient=True,
+            )
             self._task = self._progress.add_task(self._title, total=self._total)
             self._progress.start()
         return self
@@ -238,8 +267,7 @@ class StepProgress:
             _line(f"{self._title} {self._done}/{self._total}{' ' + label if label else ''} ({now - self._last:.2f} s)")
             self._last = now
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, advance=1,
-                                  description=f"{self._title} {label}" if label else self._title)
+            self._progress.update(self._task, advance=1, description=f"{self._title} {label}" if label else self._title)
 
     def stage(self, text: str) -> None:
         """A stage before or between the steps, as one line when not a terminal (``metrics:

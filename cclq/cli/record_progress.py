@@ -34,8 +34,13 @@ class RecordProgress:
         if not self.enabled or total == 0:
             return
         self._progress = Progress(
-            TextColumn("record"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.description}"), console=_stderr, transient=True,
+            TextColumn("record"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=_stderr,
+            transient=True,
         )
         self._task = self._progress.add_task("", total=total)
         self._progress.start()
@@ -46,11 +51,16 @@ class RecordProgress:
 
     def run_done(self, outcome: ConfigOutcome) -> None:
         if outcome.status == "failed":
-            _stderr.print(f"cclq: error: {outcome.name}: {outcome.reason}", markup=False, highlight=False,
-                          soft_wrap=True)
+            _stderr.print(
+                f"cclq: error: {outcome.name}: {outcome.reason}", markup=False, highlight=False, soft_wrap=True
+            )
         elif outcome.reason:
-            _stderr.print(f"cclq: warning: {outcome.name}: invalid result: {outcome.reason}",
-                          markup=False, highlight=False, soft_wrap=True)
+            _stderr.print(
+                f"cclq: warning: {outcome.name}: invalid result: {outcome.reason}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task)
 
@@ -65,23 +75,34 @@ def summary_table(outcomes: list[ConfigOutcome]) -> pa.Table:
     rows: list[dict[str, Any]] = []
     for o in outcomes:
         row = o.row or {}
-        rows.append({
-            "workload": o.name,
-            "status": o.status,
-            "implementation": o.run.label,
-            "sizes": " ".join(f"{k}={v}" for k, v in o.run.sizes.items()),
-            "dtype": o.run.dtype,
-            "mean_time_ms": row.get("mean_time (ms)"),
-            "std_time_ms": row.get("std_time"),
-            "tflops": row.get("Throughput (TFLOPS)"),
-            "valid": row.get("valid"),
-            "reason": o.reason,
-            "seconds": round(o.seconds, 2),
-        })
-    schema = pa.schema([
-        ("workload", pa.string()), ("status", pa.string()), ("implementation", pa.string()),
-        ("sizes", pa.string()), ("dtype", pa.string()), ("mean_time_ms", pa.float64()),
-        ("std_time_ms", pa.float64()), ("tflops", pa.float64()), ("valid", pa.bool_()),
-        ("reason", pa.string()), ("seconds", pa.float64()),
-    ])
+        rows.append(
+            {
+                "workload": o.name,
+                "status": o.status,
+                "implementation": o.run.label,
+                "sizes": " ".join(f"{k}={v}" for k, v in o.run.sizes.items()),
+                "dtype": o.run.dtype,
+                "mean_time_ms": row.get("mean_time (ms)"),
+                "std_time_ms": row.get("std_time"),
+                "tflops": row.get("Throughput (TFLOPS)"),
+                "valid": row.get("valid"),
+                "reason": o.reason,
+                "seconds": round(o.seconds, 2),
+            }
+        )
+    schema = pa.schema(
+        [
+            ("workload", pa.string()),
+            ("status", pa.string()),
+            ("implementation", pa.string()),
+            ("sizes", pa.string()),
+            ("dtype", pa.string()),
+            ("mean_time_ms", pa.float64()),
+            ("std_time_ms", pa.float64()),
+            ("tflops", pa.float64()),
+            ("valid", pa.bool_()),
+            ("reason", pa.string()),
+            ("seconds", pa.float64()),
+        ]
+    )
     return pa.Table.from_pylist(rows, schema=schema)

@@ -70,6 +70,7 @@ ACK = b" "
 # and read here with the json module's own C functions: ``import json`` imports re and
 # enum, ~20 ms of a warm call's ~60 ms start.
 
+
 def _dumps(obj: object) -> str:
     """JSON of the request: objects, arrays, strings, booleans and integers."""
     from _json import encode_basestring_ascii as text
@@ -250,8 +251,11 @@ def call(argv: list[str], wh_root: str | os.PathLike[str]) -> int | None:
                 return None
             started = proc or started  # None: another call started it meanwhile
             continue
-        if not isinstance(reply.get("stdout"), str) or not isinstance(reply.get("stderr"), str) \
-                or not isinstance(reply.get("rc"), int):
+        if (
+            not isinstance(reply.get("stdout"), str)
+            or not isinstance(reply.get("stderr"), str)
+            or not isinstance(reply.get("rc"), int)
+        ):
             return None  # not an answer to a call (an old daemon's error reply): run here
         sys.stdout.write(reply["stdout"])
         sys.stderr.write(reply["stderr"])
@@ -272,18 +276,21 @@ def _tell_once(paths: dict[str, str], pid: int, wh_root: str | os.PathLike[str])
     if os.path.exists(marker):
         return
     idle = os.environ.get(IDLE_ENV, str(int(DEFAULT_IDLE_S)))
-    sys.stderr.write(f"cclq: note: traces are ingested into the warehouse {wh_root} (delete it to start over); "
-                     f"a background process (pid {pid}) keeps it open so that the next "
-                     f"calls answer fast; it exits after {idle} s without a call ({IDLE_ENV}). Stop it with "
-                     f"`cclq daemon stop`; {ENABLE_ENV}=0 runs every call in its own process. (Said once.)\n")
+    sys.stderr.write(
+        f"cclq: note: traces are ingested into the warehouse {wh_root} (delete it to start over); "
+        f"a background process (pid {pid}) keeps it open so that the next "
+        f"calls answer fast; it exits after {idle} s without a call ({IDLE_ENV}). Stop it with "
+        f"`cclq daemon stop`; {ENABLE_ENV}=0 runs every call in its own process. (Said once.)\n"
+    )
     try:
         open(marker, "a").close()
     except OSError:
         pass
 
 
-def _ask(sock_path: str | os.PathLike[str], request: str, ack_s: float = DEFAULT_ACK_S,
-         reply_s: float = DEFAULT_TIMEOUT_S) -> dict | _Unresponsive | None:
+def _ask(
+    sock_path: str | os.PathLike[str], request: str, ack_s: float = DEFAULT_ACK_S, reply_s: float = DEFAULT_TIMEOUT_S
+) -> dict | _Unresponsive | None:
     """One request and its reply; None if no daemon answered (none runs, or it died),
     ``UNRESPONSIVE`` if one took the connection but did not start the request within
     ``ack_s`` seconds, or did not finish it within ``reply_s``."""
@@ -347,7 +354,11 @@ def _start(wh_root: str | os.PathLike[str], paths: dict[str, str]) -> tuple[bool
             with log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "cclq.compat.daemon_process", "--warehouse", str(wh_root)],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                    close_fds=True,
                     env={k: v for k, v in os.environ.items() if not k.startswith("CCLQ_") or k == IDLE_ENV},
                 )
             while time.monotonic() < deadline:

@@ -23,7 +23,8 @@ from cclq.runtime import prepare_process
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m cclq.compat.daemon_process",
-        description="The warm process behind python -m cclq.main (see cclq/compat/daemon.py).")
+        description="The warm process behind python -m cclq.main (see cclq/compat/daemon.py).",
+    )
     parser.add_argument("--warehouse", help="warehouse folder [default: $CCLQ_WAREHOUSE or ./.cclq/warehouse]")
     parser.add_argument("--stop", action="store_true", help="stop the warehouse's daemon")
     args = parser.parse_args()

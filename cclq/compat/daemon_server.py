@@ -50,7 +50,6 @@ def installed_code_stamp() -> str:
     return h.hexdigest()
 
 
-
 ACCEPT_POLL_S = 0.5  # how often the accept loop looks at its idle time and stop flag
 
 
@@ -147,8 +146,9 @@ class _CallerContext:
                     self.cond.notify_all()
 
 
-def serve_calls(wh_root: Path, run: Callable[[list[str]], int], idle_s: float,
-                warm_up: Callable[[], None] | None = None) -> None:
+def serve_calls(
+    wh_root: Path, run: Callable[[list[str]], int], idle_s: float, warm_up: Callable[[], None] | None = None
+) -> None:
     """Answers calls until idle for ``idle_s`` or asked to stop. One daemon per warehouse:
     the lock file decides, and a second one exits at once (before ``warm_up``, the heavy
     imports). Each connection is served by a thread of its own, so the calls of a
@@ -245,8 +245,9 @@ def _valid_call(request: object) -> str | None:
         return "argv must be a list of strings"
     if not isinstance(request.get("cwd"), str) or not isinstance(request.get("code"), str):
         return "cwd and code must be strings"
-    if not isinstance(env, dict) or not all(isinstance(k, str) and k.startswith("CCLQ_") and isinstance(v, str)
-                                            for k, v in env.items()):
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and k.startswith("CCLQ_") and isinstance(v, str) for k, v in env.items()
+    ):
         return "env must map CCLQ_* names to strings"
     return None
 
@@ -267,8 +268,9 @@ def _read_request(conn: socket.socket) -> bytes | None:
     return bytes(data)
 
 
-def _handle(conn: socket.socket, run: Callable[[list[str]], int], code: str, files: str,
-            context: _CallerContext | None = None) -> bool:
+def _handle(
+    conn: socket.socket, run: Callable[[list[str]], int], code: str, files: str, context: _CallerContext | None = None
+) -> bool:
     """Serves one request; False when the daemon should exit after it."""
     data = _read_request(conn)
     if data is None:

@@ -114,8 +114,11 @@ def run_here(argv: list[str], fresh: dict[str, str] | None = None) -> int:
         wh = open_warehouse(args.warehouse)
         workloads = plan_inputs([args.trace], wh.root)
         if len(workloads) != 1:
-            print(f"cclq: error: {args.trace} holds {len(workloads)} workloads; give one workload folder "
-                  "or file (or use `cclq metric NAME --all`)", file=sys.stderr)
+            print(
+                f"cclq: error: {args.trace} holds {len(workloads)} workloads; give one workload folder "
+                "or file (or use `cclq metric NAME --all`)",
+                file=sys.stderr,
+            )
             return 2
         (workload,) = workloads
         # The folder's own trace: another folder of the same name ingested before keeps
@@ -153,8 +156,11 @@ def run_here(argv: list[str], fresh: dict[str, str] | None = None) -> int:
             print(f"cclq: note: {note}", file=sys.stderr)
         stale = report.stale({row["path"] for row in wh.read_state().files.values()}) if report and failed else []
         if stale:
-            print(f"cclq: {spec.label} of {answer} is not computed: {len(stale)} of its files failed to "
-                  "ingest (above) and the warehouse holds an older version of them", file=sys.stderr)
+            print(
+                f"cclq: {spec.label} of {answer} is not computed: {len(stale)} of its files failed to "
+                "ingest (above) and the warehouse holds an older version of them",
+                file=sys.stderr,
+            )
             print("nan")
             return 1
         params = metric_params(spec, args)
@@ -162,16 +168,19 @@ def run_here(argv: list[str], fresh: dict[str, str] | None = None) -> int:
 
         # said by a call that ingests (as `cclq ingest` says it), not by every later call
         for trace, what in (partial_traces(wh, [answer]) if report is not None else {}).items():
-            print(f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
-                  file=sys.stderr)
+            print(
+                f"cclq: warning: trace {trace!r} is partial ({what}): the value covers those ranks only",
+                file=sys.stderr,
+            )
         # a stored result is read without DuckDB (the daemon's calls mostly are such)
         table = cached_result(wh, spec, params, [answer])
         if table is None:
             con = connect(wh, traces=[answer], settings=QuerySettings.from_env(), cache=True)
             table = run_metric(con, spec, params)
         if table.num_rows == 0:  # every metric gives a row per trace: none means no such trace
-            print(f"cclq: error: {spec.label}: the warehouse holds no trace {answer!r} for {args.trace}",
-                  file=sys.stderr)
+            print(
+                f"cclq: error: {spec.label}: the warehouse holds no trace {answer!r} for {args.trace}", file=sys.stderr
+            )
             print("nan")
             return 1
         value, reason = summarize(spec, table)
@@ -193,8 +202,11 @@ def run_here(argv: list[str], fresh: dict[str, str] | None = None) -> int:
 
 def metric_params(spec: MetricSpec, args: argparse.Namespace) -> dict[str, str]:
     """The metric's parameters the call sets (the overrides the metric declares)."""
-    return {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
-            if v is not None and k in {p.name for p in spec.params}}
+    return {
+        k: str(v)
+        for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
+        if v is not None and k in {p.name for p in spec.params}
+    }
 
 
 if __name__ == "__main__":

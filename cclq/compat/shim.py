@@ -61,8 +61,10 @@ def write_shim(checkout: Path, force: bool = False) -> ShimResult:
     if main.is_file() and MARK not in main.read_text(encoding="utf-8", errors="replace"):
         backup = tools / "main_ccl_bench.py"
         if not force:
-            raise UsageError(f"{main} is CCL-Bench's own dispatcher",
-                             hint=f"--force moves it to {backup.name} and writes the shim in its place")
+            raise UsageError(
+                f"{main} is CCL-Bench's own dispatcher",
+                hint=f"--force moves it to {backup.name} and writes the shim in its place",
+            )
         if backup.exists():
             raise UsageError(f"{backup} exists already; move it away first")
         main.rename(backup)
@@ -76,6 +78,7 @@ def write_shim(checkout: Path, force: bool = False) -> ShimResult:
     lines = ignore.read_text(encoding="utf-8").splitlines() if ignore.is_file() else []
     changed = IGNORE_LINE not in {ln.strip() for ln in lines}
     if changed:
-        ignore.write_text("\n".join([*lines, "# cclq's warehouse (cclq ccl-bench shim)", IGNORE_LINE]) + "\n",
-                          encoding="utf-8")
+        ignore.write_text(
+            "\n".join([*lines, "# cclq's warehouse (cclq ccl-bench shim)", IGNORE_LINE]) + "\n", encoding="utf-8"
+        )
     return ShimResult(main, kept, changed)

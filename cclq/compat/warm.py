@@ -194,8 +194,9 @@ class WarmCalls:
             return None
         # the caller's environment (the daemon takes its CCLQ_* names per call)
         wanted = os.environ.get(SIBLINGS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-        overrides = {k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips))
-                     if v is not None}
+        overrides = {
+            k: str(v) for k, v in (("model_params", args.model_params), ("n_chips", args.n_chips)) if v is not None
+        }
         return _Call(argv, args.trace, folder.resolve(), wh, spec, params, overrides, wanted)
 
     def _ready(self, call: _Call) -> dict[str, str] | None:
@@ -220,8 +221,10 @@ class WarmCalls:
         if call.siblings and call.key not in self.siblings:
             start = time.perf_counter()
             self.siblings[call.key] = ingest_siblings(call.folder.parent, call.wh)
-            print(f"cclq daemon: {len(self.siblings[call.key])} folder(s) of {call.folder.parent} ingested "
-                  f"({time.perf_counter() - start:.2f} s)")
+            print(
+                f"cclq daemon: {len(self.siblings[call.key])} folder(s) of {call.folder.parent} ingested "
+                f"({time.perf_counter() - start:.2f} s)"
+            )
 
     def compute(self, call: _Call) -> None:
         """The asked metric for every sibling, when the call's result is not cached; with the
@@ -232,8 +235,11 @@ class WarmCalls:
         group = (call.key, tuple(sorted(call.overrides.items())))
         label = call.spec.label
         # a batch computed it (its results may have gone since: the call computes its own)
-        if str(call.folder) not in traces or (group, label) in self._done \
-                or self._cached(call, traces[str(call.folder)]):
+        if (
+            str(call.folder) not in traces
+            or (group, label) in self._done
+            or self._cached(call, traces[str(call.folder)])
+        ):
             return
         everyone = sorted(set(traces.values()))
         with self._batches:
@@ -256,8 +262,10 @@ class WarmCalls:
             done = compute_batch(call.wh, list(batch.values()), call.overrides, everyone)
             self._done.update((group, name) for name in done)
             if done:
-                print(f"cclq daemon: {len(done)} metric(s) for {len(everyone)} trace(s) in one batch "
-                      f"({time.perf_counter() - start:.2f} s): {', '.join(done)}")
+                print(
+                    f"cclq daemon: {len(done)} metric(s) for {len(everyone)} trace(s) in one batch "
+                    f"({time.perf_counter() - start:.2f} s): {', '.join(done)}"
+                )
         finally:
             with self._batches:
                 self._inflight[group] = set()
@@ -379,8 +387,11 @@ def compute_batch(wh: Warehouse, specs: list[MetricSpec], overrides: dict[str, s
     from cclq.query.session import QuerySettings, connect
 
     with wh.open_snapshot() as snapshot:
-        paths = {(s.label, t): result_file(wh.cache_dir, snapshot, [t], s, params_for(s, overrides))
-                 for s in specs for t in traces}
+        paths = {
+            (s.label, t): result_file(wh.cache_dir, snapshot, [t], s, params_for(s, overrides))
+            for s in specs
+            for t in traces
+        }
         snapshot_id = snapshot.id
     todo = [s for s in specs if any(not paths[(s.label, t)].exists() for t in traces)]
     if not todo:
@@ -401,4 +412,3 @@ def compute_batch(wh: Warehouse, specs: list[MetricSpec], overrides: dict[str, s
                 store_result(table.filter(pc.equal(table.column("trace"), t)), paths[(s.label, t)])
         done.append(s.label)
     return done
-

@@ -78,8 +78,10 @@ _RANK_IN_NAME = (
     re.compile(r"[-_](\d+)(?:\.pt\.trace)?\.(?:json(?:\.gz)?|sqlite)$", re.IGNORECASE),
     # xprof writes one file per host: t1v-n-abc-w-1.trace.json.gz, host1.xplane.pb. The
     # lookahead leaves out "<ip>_<port>.xplane.pb", whose number is a port, not a rank.
-    re.compile(r"^(?!\d+\.\d+\.\d+\.\d+_\d+\.)(?:.*[-_A-Za-z])(\d+)\.(?:trace\.json(?:\.gz)?|xplane\.pb|sqlite)$",
-               re.IGNORECASE),
+    re.compile(
+        r"^(?!\d+\.\d+\.\d+\.\d+_\d+\.)(?:.*[-_A-Za-z])(\d+)\.(?:trace\.json(?:\.gz)?|xplane\.pb|sqlite)$",
+        re.IGNORECASE,
+    ),
 )
 
 
@@ -166,5 +168,12 @@ class Reader(Protocol):
 
     def prepare(self, path: str, detected: Detected) -> Prepared: ...
 
-    def read(self, path: str, detected: Detected, prepared: Prepared, file_id: str,
-             sinks: dict[str, BatchSink], progress: ProgressFn | None) -> ReadResult: ...
+    def read(
+        self,
+        path: str,
+        detected: Detected,
+        prepared: Prepared,
+        file_id: str,
+        sinks: dict[str, BatchSink],
+        progress: ProgressFn | None,
+    ) -> ReadResult: ...

@@ -23,17 +23,68 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 # Everything else is a candidate and ``detect`` decides by content.
 IGNORED_SUFFIXES = (
     # cards, notes, scripts, configs
-    ".yaml", ".yml", ".md", ".rst", ".py", ".sh", ".toml", ".cfg", ".ini",
-    ".html", ".htm", ".ipynb", ".lock",
+    ".yaml",
+    ".yml",
+    ".md",
+    ".rst",
+    ".py",
+    ".sh",
+    ".toml",
+    ".cfg",
+    ".ini",
+    ".html",
+    ".htm",
+    ".ipynb",
+    ".lock",
     # documents
-    ".pdf", ".doc", ".docx", ".ppt", ".pptx", ".xls", ".xlsx", ".odt", ".ods", ".odp", ".rtf", ".tex",
+    ".pdf",
+    ".doc",
+    ".docx",
+    ".ppt",
+    ".pptx",
+    ".xls",
+    ".xlsx",
+    ".odt",
+    ".ods",
+    ".odp",
+    ".rtf",
+    ".tex",
     # images and videos
-    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".svg", ".webp", ".tif", ".tiff", ".ico", ".eps", ".mp4",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".bmp",
+    ".svg",
+    ".webp",
+    ".tif",
+    ".tiff",
+    ".ico",
+    ".eps",
+    ".mp4",
     # archives (a trace is gzip at most: ``*.json.gz``)
-    ".zip", ".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tar.xz", ".tar.zst", ".7z", ".rar",
+    ".zip",
+    ".tar",
+    ".tgz",
+    ".tar.gz",
+    ".tar.bz2",
+    ".tar.xz",
+    ".tar.zst",
+    ".7z",
+    ".rar",
     # tables and tensors
-    ".parquet", ".arrow", ".feather", ".npy", ".npz", ".h5", ".hdf5", ".pkl", ".pickle",
-    ".pth", ".ckpt", ".safetensors",
+    ".parquet",
+    ".arrow",
+    ".feather",
+    ".npy",
+    ".npz",
+    ".h5",
+    ".hdf5",
+    ".pkl",
+    ".pickle",
+    ".pth",
+    ".ckpt",
+    ".safetensors",
 )
 # Files that may hold benchmark results (cclq/formats/results.py decides by content) and
 # never traces: read inside a workload, but they do not make a folder a workload, and
@@ -76,6 +127,7 @@ def written_by_cclq(path: str) -> str | None:
     if m is None:
         return None
     import json  # only for the rare file that carries the key
+
     return str(json.loads(m.group(1)))
 
 
@@ -111,7 +163,7 @@ _SERVING = re.compile(rb'"(?:avg_latency|mean_ttft_ms|median_ttft_ms|mean_tpot_m
 def _maybe_results_json(head: bytes) -> bool:
     """A JSON object that may be a benchmark's results: not a trace (no traceEvents in
     its first 64 KB, which a trace has) and naming a serving or latency metric."""
-    start = head[:64 << 10]
+    start = head[: 64 << 10]
     if b'"traceEvents"' in start or start.lstrip()[:1] != b"{":
         return False
     return _RESULTS_JSON.search(start[:4096]) is not None or _SERVING.search(head) is not None
@@ -128,8 +180,9 @@ def _detect_results(path: str, head: bytes) -> Detected | None:
     if _SERVING.search(text) and b'"traceEvents"' not in text:
         stripped = text.lstrip()
         lines = [ln for ln in stripped.split(b"\n") if ln.strip()]
-        if path.lower().endswith(".jsonl") or (len(lines) > 1 and lines[0].rstrip().endswith(b"}")
-                                               and lines[1].lstrip().startswith(b"{")):
+        if path.lower().endswith(".jsonl") or (
+            len(lines) > 1 and lines[0].rstrip().endswith(b"}") and lines[1].lstrip().startswith(b"{")
+        ):
             return Detected("results", "sglang_bench_jsonl", False, head)
         if stripped[:1] == b"{":
             return Detected("results", "vllm_bench_json", False, head)
@@ -153,15 +206,18 @@ def _top_key(head: bytes, key: str) -> bool:
     # ``in`` first: bytes search runs at memory speed, a regex scan of a 1 MB head that
     # does not hold the key took ~0.3 ms (a third of detecting a small Kineto file)
     quoted = b'"' + key.encode() + b'"'
-    return quoted in head and re.search(re.escape(quoted) + rb'\s*:', head) is not None
+    return quoted in head and re.search(re.escape(quoted) + rb"\s*:", head) is not None
 
 
 def detect(path: str) -> Detected:
     if os.path.isdir(path):
         raise TraceFileError(path, "is a directory")
     if path.lower().endswith(NSYS_REPORT_SUFFIXES):
-        raise UnsupportedFormat(path, "Nsight Systems report (binary): export it to SQLite first, "
-                                      "`nsys export --type sqlite --output <name>.sqlite <report>`, and ingest that")
+        raise UnsupportedFormat(
+            path,
+            "Nsight Systems report (binary): export it to SQLite first, "
+            "`nsys export --type sqlite --output <name>.sqlite <report>`, and ingest that",
+        )
     head, compressed = read_head(path)
     if not head:
         raise TraceFileError(path, "empty file")
@@ -170,8 +226,11 @@ def detect(path: str) -> Detected:
         if results is not None:
             return results
         if path.lower().endswith(RESULT_SUFFIXES):
-            raise UnsupportedFormat(path, "not a trace, nor a results file cclq knows (DDLB CSV, ddl-benchmarks log, "
-                                          "vLLM / SGLang benchmark JSON)")
+            raise UnsupportedFormat(
+                path,
+                "not a trace, nor a results file cclq knows (DDLB CSV, ddl-benchmarks log, "
+                "vLLM / SGLang benchmark JSON)",
+            )
     if head.startswith(SQLITE_MAGIC):
         if compressed:
             raise TraceFileError(path, "a gzipped SQLite database: decompress it (gunzip) to ingest it")
@@ -185,8 +244,9 @@ def detect(path: str) -> Detected:
         text = text[3:].lstrip()
     if text[:1] not in (b"{", b"["):
         # Never the bytes themselves: the file may be anything a link leads to (/etc/shadow)
-        raise TraceFileError(path, f"not a recognised trace format ({_kind_of(head)}; not JSON, SQLite, "
-                                   "xplane.pb or a results file)")
+        raise TraceFileError(
+            path, f"not a recognised trace format ({_kind_of(head)}; not JSON, SQLite, xplane.pb or a results file)"
+        )
     if text[:1] == b"[":
         # Horovod's timeline (HOROVOD_TIMELINE): a bare array of negotiation and
         # operation phases, from rank 0 for the whole job (cclq/formats/chrome/ijson_reader.py)
@@ -201,7 +261,10 @@ def detect(path: str) -> Detected:
     if _top_key(head, "schemaVersion") or _top_key(head, "deviceProperties") or _top_key(head, "distributedInfo"):
         return Detected("chrome_json", "kineto", False, head)
     flavor = "chrome"
-    if (b'"displayTimeUnit"' in head and re.search(rb'"displayTimeUnit"\s*:\s*"ns"', head)) \
-            or b"/device:" in head or b"/host:" in head:
+    if (
+        (b'"displayTimeUnit"' in head and re.search(rb'"displayTimeUnit"\s*:\s*"ns"', head))
+        or b"/device:" in head
+        or b"/host:" in head
+    ):
         flavor = "xprof"
     return Detected("chrome_json", flavor, False, head)

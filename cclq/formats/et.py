@@ -56,8 +56,17 @@ from cclq.schema import ET_NODE_SCHEMA, ET_TENSOR_SCHEMA
 BATCH_ROWS = 8192
 
 _COLUMN_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
-_COMM_ATTRS = ("collective_name", "dtype", "in_msg_nelems", "out_msg_nelems", "in_split_size", "out_split_size",
-               "pg_name", "pg_desc", "pg_size")
+_COMM_ATTRS = (
+    "collective_name",
+    "dtype",
+    "in_msg_nelems",
+    "out_msg_nelems",
+    "in_split_size",
+    "out_split_size",
+    "pg_name",
+    "pg_desc",
+    "pg_size",
+)
 _META_KEYS = ("schema", "pid", "time", "start_ts", "finish_ts")
 
 
@@ -91,15 +100,23 @@ def _json(v: Any) -> str | None:
 
 
 def _is_tensor(value: Any) -> bool:
-    return (type(value) is list and len(value) == 6 and all(type(x) is int for x in value[:5])
-            and type(value[5]) is str)
+    return type(value) is list and len(value) == 6 and all(type(x) is int for x in value[:5]) and type(value[5]) is str
 
 
 class _Node:
     """One node in the common shape of both layouts."""
 
-    __slots__ = ("raw", "attrs", "inputs", "input_shapes", "input_types", "outputs", "output_shapes",
-                 "output_types", "parent")
+    __slots__ = (
+        "raw",
+        "attrs",
+        "inputs",
+        "input_shapes",
+        "input_types",
+        "outputs",
+        "output_shapes",
+        "output_types",
+        "parent",
+    )
 
     def __init__(self, raw: dict[str, Any]) -> None:
         self.raw = raw
@@ -108,12 +125,18 @@ class _Node:
             ins, outs = raw.get("inputs") or {}, raw.get("outputs") or {}
             self.inputs, self.input_shapes, self.input_types = ins.get("values"), ins.get("shapes"), ins.get("types")
             self.outputs, self.output_shapes, self.output_types = (
-                outs.get("values"), outs.get("shapes"), outs.get("types"))
+                outs.get("values"),
+                outs.get("shapes"),
+                outs.get("types"),
+            )
             self.parent = raw.get("ctrl_deps")
         else:  # 1.0.1: flat
             self.attrs = {k: raw[k] for k in _COLUMN_ATTRS if k in raw}
             self.inputs, self.input_shapes, self.input_types = (
-                raw.get("inputs"), raw.get("input_shapes"), raw.get("input_types"))
+                raw.get("inputs"),
+                raw.get("input_shapes"),
+                raw.get("input_types"),
+            )
             self.outputs, self.output_shapes = raw.get("outputs"), raw.get("output_shapes")
             self.output_types = raw.get("output_types")
             self.parent = raw.get("parent")
@@ -159,12 +182,24 @@ class EtReader:
     def prepare(self, path: str, detected: Detected) -> Prepared:
         meta = scan_top_level_keys(detected.head, last=False, keys=_META_KEYS)
         if "finish_ts" not in meta:
-            meta.update({k: v for k, v in scan_top_level_keys(read_tail(path, 1 << 16), last=True,
-                                                              keys=_META_KEYS).items() if k not in meta})
+            meta.update(
+                {
+                    k: v
+                    for k, v in scan_top_level_keys(read_tail(path, 1 << 16), last=True, keys=_META_KEYS).items()
+                    if k not in meta
+                }
+            )
         return Prepared(metadata={"top_level": meta})
 
-    def read(self, path: str, detected: Detected, prepared: Prepared, file_id: str,
-             sinks: dict[str, BatchSink], progress: ProgressFn | None) -> ReadResult:
+    def read(
+        self,
+        path: str,
+        detected: Detected,
+        prepared: Prepared,
+        file_id: str,
+        sinks: dict[str, BatchSink],
+        progress: ProgressFn | None,
+    ) -> ReadResult:
         result = ReadResult()
         result.metadata["execution_trace"] = prepared.metadata["top_level"]
         nodes: list[dict[str, Any]] = []
@@ -181,8 +216,12 @@ class EtReader:
 
         idx = -1
         limits = self.limits
-        with Source(path, progress, limits=limits,
-                    check=lambda compressed: bounds_check(path, limits, self.NODE_DEPTH, compressed)) as source:
+        with Source(
+            path,
+            progress,
+            limits=limits,
+            check=lambda compressed: bounds_check(path, limits, self.NODE_DEPTH, compressed),
+        ) as source:
             try:
                 for raw in ijson.items(source.stream, "nodes.item"):
                     idx += 1
@@ -214,26 +253,47 @@ class EtReader:
         raw, attrs = node.raw, node.attrs
         node_id = _int(raw.get("id"))
         sizes = {}
-        for role, values, shapes, types in (("input", node.inputs, node.input_shapes, node.input_types),
-                                            ("output", node.outputs, node.output_shapes, node.output_types)):
+        for role, values, shapes, types in (
+            ("input", node.inputs, node.input_shapes, node.input_types),
+            ("output", node.outputs, node.output_shapes, node.output_types),
+        ):
             total = 0
             for pos, sub, value, shape, typ in _tensors(values, shapes, types):
                 tid, sid, offset, numel, itemsize, device = value
                 total += numel * itemsize
-                tensors.append({"file_id": file_id, "node_id": node_id, "role": role, "position": pos,
-                                "list_index": sub, "tensor_id": tid, "storage_id": sid, "storage_offset": offset,
-                                "numel": numel, "itemsize": itemsize, "device": device, "shape": _shape(shape),
-                                "type": typ if type(typ) is str else None})
+                tensors.append(
+                    {
+                        "file_id": file_id,
+                        "node_id": node_id,
+                        "role": role,
+                        "position": pos,
+                        "list_index": sub,
+                        "tensor_id": tid,
+                        "storage_id": sid,
+                        "storage_offset": offset,
+                        "numel": numel,
+                        "itemsize": itemsize,
+                        "device": device,
+                        "shape": _shape(shape),
+                        "type": typ if type(typ) is str else None,
+                    }
+                )
             sizes[role] = total
         row: dict[str, Any] = {
-            "file_id": file_id, "node_idx": idx, "node_id": node_id, "parent_id": _int(node.parent),
+            "file_id": file_id,
+            "node_idx": idx,
+            "node_id": node_id,
+            "parent_id": _int(node.parent),
             "name": raw.get("name") if type(raw.get("name")) is str else None,
             "op_schema": attrs.get("op_schema") if type(attrs.get("op_schema")) is str else None,
-            "inputs": _json(node.inputs), "input_shapes": _json(node.input_shapes),
+            "inputs": _json(node.inputs),
+            "input_shapes": _json(node.input_shapes),
             "input_types": _json(node.input_types),
-            "outputs": _json(node.outputs), "output_shapes": _json(node.output_shapes),
+            "outputs": _json(node.outputs),
+            "output_shapes": _json(node.output_shapes),
             "output_types": _json(node.output_types),
-            "input_bytes": sizes["input"], "output_bytes": sizes["output"],
+            "input_bytes": sizes["input"],
+            "output_bytes": sizes["output"],
         }
         for key in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid"):
             row[key] = _int(attrs.get(key))

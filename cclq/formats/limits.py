@@ -54,8 +54,14 @@ class ReadLimits:
     max_sqlite_bytes: int = 1024 * MIB  # SQLite's heap while one export is read
 
     def __post_init__(self) -> None:
-        if (self.max_string_bytes < 1 or self.max_event_bytes < 1 or self.max_depth < 1 or self.max_columns < 1
-                or self.max_sqlite_seconds <= 0 or self.max_sqlite_bytes < MIB):
+        if (
+            self.max_string_bytes < 1
+            or self.max_event_bytes < 1
+            or self.max_depth < 1
+            or self.max_columns < 1
+            or self.max_sqlite_seconds <= 0
+            or self.max_sqlite_bytes < MIB
+        ):
             raise ValueError("limits must be positive")
         if self.max_inflate_ratio <= 1:
             raise ValueError("the inflate ratio limit must be greater than 1")
@@ -74,25 +80,33 @@ class LimitExceeded(TraceFileError):
 
 def string_too_long(path: str, offset: int, limits: ReadLimits, compressed: bool) -> LimitExceeded:
     where = "decompressed byte" if compressed else "byte"
-    return LimitExceeded(path, f"a JSON string or number longer than {_mib(limits.max_string_bytes)} at {where} "
-                               f"{offset} (limit --max-string-mb)")
+    return LimitExceeded(
+        path,
+        f"a JSON string or number longer than {_mib(limits.max_string_bytes)} at {where} "
+        f"{offset} (limit --max-string-mb)",
+    )
 
 
 def too_deep(path: str, offset: int, limits: ReadLimits, compressed: bool) -> LimitExceeded:
     where = "decompressed byte" if compressed else "byte"
-    return LimitExceeded(path, f"JSON nested deeper than {limits.max_depth} levels at {where} {offset} "
-                               f"(limit --max-depth)")
+    return LimitExceeded(
+        path, f"JSON nested deeper than {limits.max_depth} levels at {where} {offset} (limit --max-depth)"
+    )
 
 
 def event_too_large(path: str, offset: int, limits: ReadLimits, compressed: bool) -> LimitExceeded:
     where = "decompressed byte" if compressed else "byte"
-    return LimitExceeded(path, f"an event larger than {_mib(limits.max_event_bytes)} starting at {where} "
-                               f"{offset} (limit --max-event-mb)")
+    return LimitExceeded(
+        path, f"an event larger than {_mib(limits.max_event_bytes)} starting at {where} {offset} (limit --max-event-mb)"
+    )
 
 
 def inflates_too_much(path: str, decompressed: int, compressed: int, limits: ReadLimits) -> LimitExceeded:
-    return LimitExceeded(path, f"gzip stream expands more than {limits.max_inflate_ratio:g} times "
-                               f"({decompressed} bytes from {compressed}; limit --max-inflate-ratio)")
+    return LimitExceeded(
+        path,
+        f"gzip stream expands more than {limits.max_inflate_ratio:g} times "
+        f"({decompressed} bytes from {compressed}; limit --max-inflate-ratio)",
+    )
 
 
 def too_many_columns(path: str, n: int, limits: ReadLimits) -> LimitExceeded:
@@ -100,34 +114,39 @@ def too_many_columns(path: str, n: int, limits: ReadLimits) -> LimitExceeded:
 
 
 def cell_too_long(path: str, line: int, limits: ReadLimits) -> LimitExceeded:
-    return LimitExceeded(path, f"a CSV cell longer than {_mib(limits.max_string_bytes)} on line {line} "
-                               "(limit --max-string-mb)")
+    return LimitExceeded(
+        path, f"a CSV cell longer than {_mib(limits.max_string_bytes)} on line {line} (limit --max-string-mb)"
+    )
 
 
 def line_too_long(path: str, line: int, limits: ReadLimits) -> LimitExceeded:
-    return LimitExceeded(path, f"a line longer than {_mib(limits.max_event_bytes)} (line {line}; "
-                               "limit --max-event-mb)")
+    return LimitExceeded(path, f"a line longer than {_mib(limits.max_event_bytes)} (line {line}; limit --max-event-mb)")
 
 
 def sqlite_value_too_long(path: str, limits: ReadLimits) -> LimitExceeded:
-    return LimitExceeded(path, f"a SQLite value longer than {_mib(limits.max_string_bytes)} "
-                               "(limit --max-string-mb)")
+    return LimitExceeded(path, f"a SQLite value longer than {_mib(limits.max_string_bytes)} (limit --max-string-mb)")
 
 
 def sqlite_too_slow(path: str, limits: ReadLimits) -> LimitExceeded:
-    return LimitExceeded(path, f"SQLite took more than {limits.max_sqlite_seconds:g} s on this export "
-                               "(limit --max-sqlite-seconds)")
+    return LimitExceeded(
+        path, f"SQLite took more than {limits.max_sqlite_seconds:g} s on this export (limit --max-sqlite-seconds)"
+    )
 
 
 def sqlite_too_hungry(path: str, limits: ReadLimits) -> LimitExceeded:
-    return LimitExceeded(path, f"SQLite needed more than {_mib(limits.max_sqlite_bytes)} of memory for this export "
-                               "(limit --max-sqlite-mb)")
+    return LimitExceeded(
+        path,
+        f"SQLite needed more than {_mib(limits.max_sqlite_bytes)} of memory for this export (limit --max-sqlite-mb)",
+    )
 
 
 def number_too_long(path: str, offset: int | None = None, compressed: bool = False) -> LimitExceeded:
     where = "" if offset is None else f" at {'decompressed byte' if compressed else 'byte'} {offset}"
-    return LimitExceeded(path, f"an integer of more than {INT_DIGITS} digits{where} (Python converts no longer "
-                               "one, and no profiler writes one)")
+    return LimitExceeded(
+        path,
+        f"an integer of more than {INT_DIGITS} digits{where} (Python converts no longer "
+        "one, and no profiler writes one)",
+    )
 
 
 INT_DIGITS = 4300  # sys.get_int_max_str_digits()'s default

@@ -84,10 +84,32 @@ from cclq.schema import EVENT_SCHEMA
 BATCH_ROWS = 32768
 # CUPTI's enums (stable across CUDA versions; exports from nsys 2023+ also carry them
 # as ENUM_* tables, older ones do not), spelled as Kineto spells them in names.
-_COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-               8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
-_MEMORY_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-                 6: "Managed Static", 7: "Unknown"}
+_COPY_KINDS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "HtoD",
+    12: "DtoH",
+    13: "DtoD",
+}
+_MEMORY_KINDS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 _SYNC_KINDS = {0: "Unknown Sync", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 # NVTX event types (ENUM_NSYS_EVENT_TYPE)
 _NVTX_RANGES = (59, 60, 70, 71)  # push/pop and start/end ranges (NVTX and NVTXt)
@@ -96,8 +118,15 @@ _NVTX_THREAD_NAMES = (39, 72)
 _NVTX_DOMAIN_CREATE = 75
 _MPI_RANK_NAME = re.compile(r"^MPI Rank (\d+)$")
 _API_VERSION = re.compile(r"_v\d+$")
-_NSYS_TABLES = ("TARGET_INFO_SESSION_START_TIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
-                "NVTX_EVENTS", "META_DATA_EXPORT", "EXPORT_META_DATA", "ThreadNames")
+_NSYS_TABLES = (
+    "TARGET_INFO_SESSION_START_TIME",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+    "META_DATA_EXPORT",
+    "EXPORT_META_DATA",
+    "ThreadNames",
+)
 
 
 # What Nsight Systems names its tables (``CUPTI_ACTIVITY_KIND_KERNEL``, ``StringIds``,
@@ -158,8 +187,11 @@ class _Deadline:
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
-    return {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if isinstance(name, str) and _NSIGHT_NAME.fullmatch(name)}
+    return {
+        name
+        for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if isinstance(name, str) and _NSIGHT_NAME.fullmatch(name)
+    }
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -206,8 +238,9 @@ class _Export:
             return sqlite_value_too_long(self.path, self.limits)
         if "out of memory" in text:
             return sqlite_too_hungry(self.path, self.limits)
-        return TraceFileError(self.path, f"{what} ({e})" if what else
-                              f"Nsight Systems export (schema {self.version}): {e}")
+        return TraceFileError(
+            self.path, f"{what} ({e})" if what else f"Nsight Systems export (schema {self.version}): {e}"
+        )
 
     def deadline_passed(self) -> bool:
         deadline = getattr(self, "deadline", None)
@@ -224,9 +257,12 @@ class _Export:
     def require(self, table: str, *columns: str) -> None:
         missing = [c for c in columns if c not in self.columns(table)]
         if missing:
-            raise TraceFileError(self.path, f"Nsight Systems export (schema {self.version}): table {table} "
-                                            f"has no column {', '.join(missing)}; cclq reads the columns of "
-                                            "nsys 2022.2 and later")
+            raise TraceFileError(
+                self.path,
+                f"Nsight Systems export (schema {self.version}): table {table} "
+                f"has no column {', '.join(missing)}; cclq reads the columns of "
+                "nsys 2022.2 and later",
+            )
 
     def col(self, table: str, column: str, alias: str | None = None, expr: str | None = None) -> str:
         """``expr AS alias`` when the table has the column, else ``NULL AS alias``; an
@@ -284,8 +320,12 @@ def _process_key(global_id: int | None) -> int | None:
     return None if global_id is None else global_id & ~0xFFFFFF
 
 
-_GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-               "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+_GPU_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+)
 
 
 class NsysReader:
@@ -317,8 +357,9 @@ class NsysReader:
             if ex.has(table):
                 ex.require(table, "deviceId", "globalPid")
                 for gpid, device, n in ex.query(
-                        f"SELECT {_int_sql('globalPid')}, {_int_sql('deviceId')}, count(*) FROM {quote_ident(table)} "
-                        "GROUP BY 1, 2"):
+                    f"SELECT {_int_sql('globalPid')}, {_int_sql('deviceId')}, count(*) FROM {quote_ident(table)} "
+                    "GROUP BY 1, 2"
+                ):
                     if gpid is None or device is None:
                         continue
                     work.setdefault(_process_key(gpid), {}).setdefault(device, 0)
@@ -333,8 +374,9 @@ class NsysReader:
         if len(work) <= 1 and len(devices) <= 1:  # one rank: the name, else the process's MPI rank
             (process,) = work or [None]
             if rank_from_name(path.rsplit("/", 1)[-1]) is None:
-                rank = (mpi.get(process) if process is not None
-                        else (next(iter(mpi.values())) if len(mpi) == 1 else None))
+                rank = (
+                    mpi.get(process) if process is not None else (next(iter(mpi.values())) if len(mpi) == 1 else None)
+                )
                 if rank is not None:
                     prepared.rank, prepared.rank_source = rank, "MPI rank"
             return prepared
@@ -351,14 +393,22 @@ class NsysReader:
             if len(devices) > 1:
                 prepared.warnings.append(
                     f"{path}: {len(devices)} GPUs and no MPI rank for each of their processes; "
-                    "each GPU is taken as the rank of its CUDA device id")
+                    "each GPU is taken as the rank of its CUDA device id"
+                )
         if len(prepared.ranks) == 1:  # several GPUs, but all of one rank
             prepared.rank, prepared.ranks = prepared.ranks[0], None
         return prepared
 
     # -- read -----------------------------------------------------------------
-    def read(self, path: str, detected: Detected, prepared: Prepared, file_id: str,
-             sinks: dict[str, BatchSink], progress: ProgressFn | None) -> ReadResult:
+    def read(
+        self,
+        path: str,
+        detected: Detected,
+        prepared: Prepared,
+        file_id: str,
+        sinks: dict[str, BatchSink],
+        progress: ProgressFn | None,
+    ) -> ReadResult:
         ex = _Export(path, self.limits)
         try:
             return _Read(ex, prepared, file_id, sinks["events"], progress).run()
@@ -377,8 +427,9 @@ def _mpi_ranks(ex: _Export) -> dict[int, int]:
                 ranks[_process_key(gtid)] = rank
     if not ranks and ex.has("NVTX_EVENTS") and {"eventType", "text", "globalTid"} <= ex.columns("NVTX_EVENTS"):
         for gtid, text in ex.query(
-                f"SELECT {_int_sql('globalTid')}, text FROM NVTX_EVENTS "
-                f"WHERE eventType IN {_NVTX_THREAD_NAMES} AND text LIKE 'MPI Rank %'"):
+            f"SELECT {_int_sql('globalTid')}, text FROM NVTX_EVENTS "
+            f"WHERE eventType IN {_NVTX_THREAD_NAMES} AND text LIKE 'MPI Rank %'"
+        ):
             m = _MPI_RANK_NAME.match(text) if isinstance(text, str) else None
             if m and gtid is not None and len(m.group(1)) < 10:
                 ranks[_process_key(gtid)] = int(m.group(1))
@@ -390,9 +441,17 @@ def _device_properties(ex: _Export) -> list[dict[str, Any]]:
     if not ex.has("TARGET_INFO_GPU"):
         return []
     cols = ex.columns("TARGET_INFO_GPU")
-    wanted = [("id", "id"), ("name", "name"), ("totalMemory", "totalGlobalMem"), ("smCount", "numSms"),
-              ("computeMajor", "computeMajor"), ("computeMinor", "computeMinor"), ("busLocation", "busLocation"),
-              ("memoryBandwidth", "memoryBandwidth"), ("clockRate", "clockRate")]
+    wanted = [
+        ("id", "id"),
+        ("name", "name"),
+        ("totalMemory", "totalGlobalMem"),
+        ("smCount", "numSms"),
+        ("computeMajor", "computeMajor"),
+        ("computeMinor", "computeMinor"),
+        ("busLocation", "busLocation"),
+        ("memoryBandwidth", "memoryBandwidth"),
+        ("clockRate", "clockRate"),
+    ]
     present = [(c, k) for c, k in wanted if c in cols]
     if not any(c == "id" for c, _ in present):
         return []
@@ -404,8 +463,9 @@ def _device_properties(ex: _Export) -> list[dict[str, Any]]:
 class _Read:
     """One pass over an export: each table's rows, as events batches."""
 
-    def __init__(self, ex: _Export, prepared: Prepared, file_id: str, sink: BatchSink,
-                 progress: ProgressFn | None) -> None:
+    def __init__(
+        self, ex: _Export, prepared: Prepared, file_id: str, sink: BatchSink, progress: ProgressFn | None
+    ) -> None:
         self.ex = ex
         self.meta = prepared.metadata
         self.session = self.meta["session_start_ns"]
@@ -422,8 +482,9 @@ class _Read:
         self.rank_mode = self.meta.get("rank_mode")
         self.rank_of_process = self.meta.get("rank_of_process", {})
         self.lowest_rank = min(prepared.ranks) if prepared.ranks else 0
-        self.rank_of_gpu = {d: self.rank_of_process[p] for p, d in self.meta["device_of_process"].items()
-                            if p in self.rank_of_process}
+        self.rank_of_gpu = {
+            d: self.rank_of_process[p] for p, d in self.meta["device_of_process"].items() if p in self.rank_of_process
+        }
 
     def run(self) -> ReadResult:
         ex = self.ex
@@ -437,12 +498,16 @@ class _Read:
             ("NVTX_EVENTS", self._nvtx),
             ("OSRT_API", lambda t: self._api(t, "os_runtime")),
         ]
-        steps += [(t, lambda t: self._api(t, "mpi")) for t in sorted(ex.tables)
-                  if t.startswith("MPI_") and t.endswith("_EVENTS")]
+        steps += [
+            (t, lambda t: self._api(t, "mpi"))
+            for t in sorted(ex.tables)
+            if t.startswith("MPI_") and t.endswith("_EVENTS")
+        ]
         present = [(t, fn) for t, fn in steps if ex.has(t)]
         if not any(t in ex.tables for t in _GPU_TABLES + ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")):
-            raise TraceFileError(ex.path, f"Nsight Systems export (schema {ex.version}) without CUDA or NVTX "
-                                          "activity: nothing to ingest")
+            raise TraceFileError(
+                ex.path, f"Nsight Systems export (schema {ex.version}) without CUDA or NVTX activity: nothing to ingest"
+            )
         self._metadata_events()  # first: a later NVTX thread name wins (thread_names takes the last)
         for table, fn in present:
             fn(table)
@@ -457,14 +522,14 @@ class _Read:
         ex.require(table, name_col)
         short = "LEFT JOIN StringIds AS sn ON sn.id = t.shortName" if "shortName" in cols else ""
         sql = f"""
-            SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')},
-                   {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')},
-                   dn.value AS name, {'sn.value' if short else 'NULL'} AS short_name,
-                   {ex.col(table, 'gridX')}, {ex.col(table, 'gridY')}, {ex.col(table, 'gridZ')},
-                   {ex.col(table, 'blockX')}, {ex.col(table, 'blockY')}, {ex.col(table, 'blockZ')},
-                   {ex.col(table, 'registersPerThread')}, {ex.col(table, 'staticSharedMemory')},
-                   {ex.col(table, 'dynamicSharedMemory')}, {ex.col(table, 'contextId')},
-                   {ex.col(table, 'graphNodeId')}
+            SELECT t.start, t.end, {_int_sql("t.deviceId")}, {_int_sql("t.streamId")},
+                   {_int_sql("t.correlationId")}, {_int_sql("t.globalPid")},
+                   dn.value AS name, {"sn.value" if short else "NULL"} AS short_name,
+                   {ex.col(table, "gridX")}, {ex.col(table, "gridY")}, {ex.col(table, "gridZ")},
+                   {ex.col(table, "blockX")}, {ex.col(table, "blockY")}, {ex.col(table, "blockZ")},
+                   {ex.col(table, "registersPerThread")}, {ex.col(table, "staticSharedMemory")},
+                   {ex.col(table, "dynamicSharedMemory")}, {ex.col(table, "contextId")},
+                   {ex.col(table, "graphNodeId")}
             FROM {quote_ident(table)} AS t
             LEFT JOIN StringIds AS dn ON dn.id = t.{quote_ident(name_col)}
             {short}"""
@@ -474,58 +539,116 @@ class _Read:
             grid = [None if x is None else [x, y, z] for x, y, z in zip(c[8], c[9], c[10])]
             block = [None if x is None else [x, y, z] for x, y, z in zip(c[11], c[12], c[13])]
             shared = [None if a is None and b is None else (a or 0) + (b or 0) for a, b in zip(c[15], c[16])]
-            per_sm = [None if g is None or self.sm_counts.get(d) is None else g[0] * g[1] * g[2] / self.sm_counts[d]
-                      for g, d in zip(grid, c[2])]
-            args = [_args({"short name": s, "context": ctx, "graph node id": g})
-                    for s, ctx, g in zip(c[7], c[17], c[18])]
-            self._emit(n, c[0], c[1], cat="kernel", name=c[6], device=c[2], stream=c[3], correlation=c[4],
-                       gpid=c[5], grid=grid, block=block, registers_per_thread=c[14], shared_memory_bytes=shared,
-                       blocks_per_sm=per_sm, args=args)
+            per_sm = [
+                None if g is None or self.sm_counts.get(d) is None else g[0] * g[1] * g[2] / self.sm_counts[d]
+                for g, d in zip(grid, c[2])
+            ]
+            args = [
+                _args({"short name": s, "context": ctx, "graph node id": g}) for s, ctx, g in zip(c[7], c[17], c[18])
+            ]
+            self._emit(
+                n,
+                c[0],
+                c[1],
+                cat="kernel",
+                name=c[6],
+                device=c[2],
+                stream=c[3],
+                correlation=c[4],
+                gpid=c[5],
+                grid=grid,
+                block=block,
+                registers_per_thread=c[14],
+                shared_memory_bytes=shared,
+                blocks_per_sm=per_sm,
+                args=args,
+            )
 
     def _memcpys(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind")
-        sql = f"""SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')},
-                         {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.bytes')},
-                         {_int_sql('t.copyKind')},
-                         {ex.col(table, 'srcKind')}, {ex.col(table, 'dstKind')}, {ex.col(table, 'contextId')}
+        sql = f"""SELECT t.start, t.end, {_int_sql("t.deviceId")}, {_int_sql("t.streamId")},
+                         {_int_sql("t.correlationId")}, {_int_sql("t.globalPid")}, {_int_sql("t.bytes")},
+                         {_int_sql("t.copyKind")},
+                         {ex.col(table, "srcKind")}, {ex.col(table, "dstKind")}, {ex.col(table, "contextId")}
                   FROM {quote_ident(table)} AS t"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
-            names = [f"Memcpy {_COPY_KINDS.get(k, 'Unknown')} ({_MEMORY_KINDS.get(s, 'Unknown')} -> "
-                     f"{_MEMORY_KINDS.get(d, 'Unknown')})" for k, s, d in zip(c[7], c[8], c[9])]
-            bw = [b / (e - s) if type(b) is int and type(e) is int and type(s) is int and e > s else None
-                  for s, e, b in zip(c[0], c[1], c[6])]  # bytes per ns = GB/s
-            args = [_args({"copy kind": k, "src kind": s, "dst kind": d, "context": ctx})
-                    for k, s, d, ctx in zip(c[7], c[8], c[9], c[10])]
-            self._emit(len(rows), c[0], c[1], cat="gpu_memcpy", name=names, device=c[2], stream=c[3],
-                       correlation=c[4], gpid=c[5], bytes=c[6], memory_bw_gbps=bw, args=args)
+            names = [
+                f"Memcpy {_COPY_KINDS.get(k, 'Unknown')} ({_MEMORY_KINDS.get(s, 'Unknown')} -> "
+                f"{_MEMORY_KINDS.get(d, 'Unknown')})"
+                for k, s, d in zip(c[7], c[8], c[9])
+            ]
+            bw = [
+                b / (e - s) if type(b) is int and type(e) is int and type(s) is int and e > s else None
+                for s, e, b in zip(c[0], c[1], c[6])
+            ]  # bytes per ns = GB/s
+            args = [
+                _args({"copy kind": k, "src kind": s, "dst kind": d, "context": ctx})
+                for k, s, d, ctx in zip(c[7], c[8], c[9], c[10])
+            ]
+            self._emit(
+                len(rows),
+                c[0],
+                c[1],
+                cat="gpu_memcpy",
+                name=names,
+                device=c[2],
+                stream=c[3],
+                correlation=c[4],
+                gpid=c[5],
+                bytes=c[6],
+                memory_bw_gbps=bw,
+                args=args,
+            )
 
     def _memsets(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes")
-        sql = f"""SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')},
-                         {_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.bytes')},
-                         {ex.col(table, 'memKind')}, {ex.col(table, 'value')}
+        sql = f"""SELECT t.start, t.end, {_int_sql("t.deviceId")}, {_int_sql("t.streamId")},
+                         {_int_sql("t.correlationId")}, {_int_sql("t.globalPid")}, {_int_sql("t.bytes")},
+                         {ex.col(table, "memKind")}, {ex.col(table, "value")}
                   FROM {quote_ident(table)} AS t"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
             names = [f"Memset ({_MEMORY_KINDS.get(k, 'Device')})" for k in c[7]]
             args = [_args({"value": v}) for v in c[8]]
-            self._emit(len(rows), c[0], c[1], cat="gpu_memset", name=names, device=c[2], stream=c[3],
-                       correlation=c[4], gpid=c[5], bytes=c[6], args=args)
+            self._emit(
+                len(rows),
+                c[0],
+                c[1],
+                cat="gpu_memset",
+                name=names,
+                device=c[2],
+                stream=c[3],
+                correlation=c[4],
+                gpid=c[5],
+                bytes=c[6],
+                args=args,
+            )
 
     def _syncs(self, table: str) -> None:
         ex = self.ex
         ex.require(table, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType")
-        sql = (f"SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, "
-               f"{_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.syncType')} "
-               f"FROM {quote_ident(table)} AS t")
+        sql = (
+            f"SELECT t.start, t.end, {_int_sql('t.deviceId')}, {_int_sql('t.streamId')}, "
+            f"{_int_sql('t.correlationId')}, {_int_sql('t.globalPid')}, {_int_sql('t.syncType')} "
+            f"FROM {quote_ident(table)} AS t"
+        )
         for rows in ex.batches(sql):
             c = list(zip(*rows))
             names = [_SYNC_KINDS.get(k, "Unknown Sync") for k in c[6]]
-            self._emit(len(rows), c[0], c[1], cat="cuda_sync", name=names, device=c[2], stream=c[3],
-                       correlation=c[4], gpid=c[5])
+            self._emit(
+                len(rows),
+                c[0],
+                c[1],
+                cat="cuda_sync",
+                name=names,
+                device=c[2],
+                stream=c[3],
+                correlation=c[4],
+                gpid=c[5],
+            )
 
     def _api(self, table: str, cat: str) -> None:
         """CPU-side calls: CUDA runtime/driver API, OS runtime, MPI."""
@@ -534,7 +657,7 @@ class _Read:
         name_col = next((c for c in ("nameId", "textId") if c in cols), "nameId")
         ex.require(table, name_col)  # fails naming nameId when neither is there
         ex.require(table, "start", "end", "globalTid")
-        sql = f"""SELECT t.start, t.end, {_int_sql('t.globalTid')}, {ex.col(table, 'correlationId')}, s.value
+        sql = f"""SELECT t.start, t.end, {_int_sql("t.globalTid")}, {ex.col(table, "correlationId")}, s.value
                   FROM {quote_ident(table)} AS t LEFT JOIN StringIds AS s ON s.id = t.{quote_ident(name_col)}"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
@@ -547,28 +670,40 @@ class _Read:
         cols = ex.columns(table)
         domains = {}
         if "domainId" in cols:
-            domains = dict(ex.query(f"SELECT domainId, text FROM {quote_ident(table)} "
-                                    f"WHERE eventType = {_NVTX_DOMAIN_CREATE}"))
+            domains = dict(
+                ex.query(f"SELECT domainId, text FROM {quote_ident(table)} WHERE eventType = {_NVTX_DOMAIN_CREATE}")
+            )
         text = "coalesce(t.text, s.value)" if "textId" in cols else "t.text"
         join = "LEFT JOIN StringIds AS s ON s.id = t.textId" if "textId" in cols else ""
         wanted = _NVTX_RANGES + _NVTX_MARKS + _NVTX_THREAD_NAMES
-        sql = f"""SELECT t.start, {ex.col(table, 'end', expr='t."end"')}, {_int_sql('t.globalTid')}, t.eventType,
-                         {text} AS name, {ex.col(table, 'domainId', expr='t.domainId')}, {ex.col(table, 'category')},
-                         {ex.col(table, 'jsonText', expr='t.jsonText')}
+        sql = f"""SELECT t.start, {ex.col(table, "end", expr='t."end"')}, {_int_sql("t.globalTid")}, t.eventType,
+                         {text} AS name, {ex.col(table, "domainId", expr="t.domainId")}, {ex.col(table, "category")},
+                         {ex.col(table, "jsonText", expr="t.jsonText")}
                   FROM {quote_ident(table)} AS t {join}
-                  WHERE t.eventType IN ({', '.join(map(str, wanted))})"""
+                  WHERE t.eventType IN ({", ".join(map(str, wanted))})"""
         for rows in ex.batches(sql):
             c = list(zip(*rows))
             n = len(rows)
             ph = ["X" if t in _NVTX_RANGES else "i" if t in _NVTX_MARKS else "M" for t in c[3]]
             names = [nm if p != "M" else "thread_name" for nm, p in zip(c[4], ph)]
-            args = [_args({"name": nm}) if p == "M" else
-                    _args({"domain": domains.get(d), "category": cat, "payload": js})
-                    for nm, p, d, cat, js in zip(c[4], ph, c[5], c[6], c[7])]
+            args = [
+                _args({"name": nm}) if p == "M" else _args({"domain": domains.get(d), "category": cat, "payload": js})
+                for nm, p, d, cat, js in zip(c[4], ph, c[5], c[6], c[7])
+            ]
             ends = [e if p == "X" else None for e, p in zip(c[1], ph)]
             cats = [None if p == "M" else "user_annotation" for p in ph]
-            self._emit(n, c[0], ends, cat=cats, cat_raw=[None if p == "M" else "nvtx" for p in ph], name=names,
-                       gtid=c[2], ph=ph, scope=["t" if p == "i" else None for p in ph], args=args)
+            self._emit(
+                n,
+                c[0],
+                ends,
+                cat=cats,
+                cat_raw=[None if p == "M" else "nvtx" for p in ph],
+                name=names,
+                gtid=c[2],
+                ph=ph,
+                scope=["t" if p == "i" else None for p in ph],
+                args=args,
+            )
 
     def _metadata_events(self) -> None:
         """``process_name`` / ``thread_name`` for the processes and threads seen, and a
@@ -582,8 +717,9 @@ class _Read:
                     rows.append((gpid, None, None, "process_name", name))
         if ex.has("ThreadNames") and {"nameId", "globalTid"} <= ex.columns("ThreadNames"):
             for gtid, name in ex.query(
-                    f"SELECT {_int_sql('t.globalTid')}, s.value FROM ThreadNames AS t "
-                    "JOIN StringIds AS s ON s.id = t.nameId"):
+                f"SELECT {_int_sql('t.globalTid')}, s.value FROM ThreadNames AS t "
+                "JOIN StringIds AS s ON s.id = t.nameId"
+            ):
                 rows.append((None, None, gtid, "thread_name", name))
         for prop in self.meta["device_properties"]:
             if prop["id"] in self.meta["devices"]:
@@ -593,13 +729,36 @@ class _Read:
         c = list(zip(*rows))
         n = len(rows)
         gtid = [g if g is not None else p for p, g in zip(c[0], c[2])]
-        self._emit(n, [None] * n, [None] * n, ph=["M"] * n, name=c[3], gtid=gtid, device=c[1],
-                   args=[_args({"name": v}) for v in c[4]], meta=True)
+        self._emit(
+            n,
+            [None] * n,
+            [None] * n,
+            ph=["M"] * n,
+            name=c[3],
+            gtid=gtid,
+            device=c[1],
+            args=[_args({"name": v}) for v in c[4]],
+            meta=True,
+        )
 
     # -- shared ---------------------------------------------------------------
-    def _emit(self, n: int, start: Any, end: Any, *, name: Any, cat: Any = None, cat_raw: Any = None,
-              ph: Any = None, scope: Any = None, gpid: Any = None, gtid: Any = None, device: Any = None,
-              meta: bool = False, **promoted: Any) -> None:
+    def _emit(
+        self,
+        n: int,
+        start: Any,
+        end: Any,
+        *,
+        name: Any,
+        cat: Any = None,
+        cat_raw: Any = None,
+        ph: Any = None,
+        scope: Any = None,
+        gpid: Any = None,
+        gtid: Any = None,
+        device: Any = None,
+        meta: bool = False,
+        **promoted: Any,
+    ) -> None:
         """One batch of rows: time made epoch ns, GPU rows on (device, stream), CPU rows on
         (pid, tid); rows that cannot be used dropped and counted."""
         ph = ph if ph is not None else ["X"] * n
@@ -617,8 +776,11 @@ class _Read:
             tids = [None if s is None else str(s) for s in promoted["stream"]]
         else:
             pids = [None if g is None else str(_pid(g)) for g in gtid] if gtid is not None else [None] * n
-            tids = ([None if g is None or meta and _tid(g) == 0 else str(_tid(g)) for g in gtid]
-                    if gtid is not None else [None] * n)
+            tids = (
+                [None if g is None or meta and _tid(g) == 0 else str(_tid(g)) for g in gtid]
+                if gtid is not None
+                else [None] * n
+            )
             if meta and device is not None:  # a GPU's name: its pid is the device
                 pids = [str(d) if d is not None else p for d, p in zip(device, pids)]
         ts = pc.add(starts, self.session) if not meta else pa.array([self.session] * n, pa.int64())
@@ -629,8 +791,15 @@ class _Read:
         columns: dict[str, Any] = {
             "file_id": pa.array([self.file_id] * n, pa.string()),
             "event_idx": pa.array(range(self.next_idx, self.next_idx + n), pa.int64()),
-            "ph": ph, "cat": cats, "cat_raw": cat_raw, "name": name, "pid": pids, "tid": tids,
-            "ts_ns": ts, "dur_ns": None if meta else durs, "scope": scope,
+            "ph": ph,
+            "cat": cats,
+            "cat_raw": cat_raw,
+            "name": name,
+            "pid": pids,
+            "tid": tids,
+            "ts_ns": ts,
+            "dur_ns": None if meta else durs,
+            "scope": scope,
             "device": device if gpu else None,
             **promoted,
         }

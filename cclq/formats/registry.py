@@ -24,5 +24,9 @@ def reader_for(detected: Detected, options: ReadOptions | None = None) -> Reader
     if options is None:
         return FORMAT_READERS[detected.kind]
     make: dict[str, Callable[[ReadOptions], Reader]] = {
-        "chrome_json": ChromeReader, "nsys_sqlite": NsysReader, "pytorch_et": EtReader, "results": ResultsReader}
+        "chrome_json": ChromeReader,
+        "nsys_sqlite": NsysReader,
+        "pytorch_et": EtReader,
+        "results": ResultsReader,
+    }
     return make[detected.kind](options)

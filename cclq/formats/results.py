@@ -61,8 +61,11 @@ from cclq.schema import RESULTS_SCHEMA
 
 DDLB_COLUMNS = {"implementation", "mean_time (ms)"}
 _DDLB_METRICS = (  # column -> (metric, unit)
-    ("mean_time (ms)", "mean_time_ms", "ms"), ("std_time", "std_time_ms", "ms"), ("min_time", "min_time_ms", "ms"),
-    ("max_time", "max_time_ms", "ms"), ("Throughput (TFLOPS)", "throughput_tflops", "TFLOPS"),
+    ("mean_time (ms)", "mean_time_ms", "ms"),
+    ("std_time", "std_time_ms", "ms"),
+    ("min_time", "min_time_ms", "ms"),
+    ("max_time", "max_time_ms", "ms"),
+    ("Throughput (TFLOPS)", "throughput_tflops", "TFLOPS"),
     ("Throughput std (TFLOPS)", "throughput_std_tflops", "TFLOPS"),
 )
 _DDLB_TYPED = {"m", "n", "k", "dtype", "world_size", "valid", "implementation"}
@@ -77,12 +80,21 @@ _LOG_RULES = [  # (name, regex); see ddl-benchmarks' imagenet/bert benchmark scr
     ("date", re.compile(r"^#Date: (.*)")),
     ("cmd", re.compile(r"^#CMD: (.*)")),
 ]
-LOG_MARKERS = re.compile(rb"(?m)^(?:Total (?:img|sen)/sec on \d+ GPU|(?:Img|Sen)/sec per GPU: "
-                         rb"|Iter #\d+: [\d.]+ (?:img|sen)/sec)")
+LOG_MARKERS = re.compile(
+    rb"(?m)^(?:Total (?:img|sen)/sec on \d+ GPU|(?:Img|Sen)/sec per GPU: "
+    rb"|Iter #\d+: [\d.]+ (?:img|sen)/sec)"
+)
 
 # vLLM / SGLang serving results: which keys are per-request lists worth a row each
-_REQUEST_LISTS = {"ttfts": ("ttft_s", "s"), "latencies": ("latency_s", "s"), "output_lens": ("output_tokens", "tokens"),
-                  "input_lens": ("input_tokens", "tokens"), "tpots": ("tpot_s", "s")}
+_REQUEST_LISTS = {
+    "ttfts": ("ttft_s", "s"),
+    "latencies": ("latency_s", "s"),
+    "output_lens": ("output_tokens", "tokens"),
+    "input_lens": ("input_tokens", "tokens"),
+    "tpots": ("tpot_s", "s"),
+}
+
+
 def _unit(key: str) -> str | None:
     """The unit a serving-benchmark key names by its suffix (vLLM and SGLang spell them so)."""
     k = key.lower()
@@ -138,8 +150,15 @@ class ResultsReader:
     def prepare(self, path: str, detected: Detected) -> Prepared:
         return Prepared(rank=0, rank_source="results file (not per rank)")
 
-    def read(self, path: str, detected: Detected, prepared: Prepared, file_id: str,
-             sinks: dict[str, BatchSink], progress: ProgressFn | None) -> ReadResult:
+    def read(
+        self,
+        path: str,
+        detected: Detected,
+        prepared: Prepared,
+        file_id: str,
+        sinks: dict[str, BatchSink],
+        progress: ProgressFn | None,
+    ) -> ReadResult:
         result = ReadResult()
         rows: list[dict[str, Any]] = []
 
@@ -153,18 +172,29 @@ class ResultsReader:
 
         def flush() -> None:
             if rows:
-                sinks["results"](record_batch(RESULTS_SCHEMA, {f.name: [r.get(f.name) for r in rows]
-                                                               for f in RESULTS_SCHEMA}, len(rows)))
+                sinks["results"](
+                    record_batch(
+                        RESULTS_SCHEMA, {f.name: [r.get(f.name) for r in rows] for f in RESULTS_SCHEMA}, len(rows)
+                    )
+                )
                 result.rows_written += len(rows)
                 rows.clear()
 
-        parse = {"ddlb_csv": _ddlb_csv, "ddl_benchmarks_log": _ddl_log, "vllm_bench_json": _serving_json,
-                 "sglang_bench_jsonl": _serving_jsonl}[detected.flavor]
+        parse = {
+            "ddlb_csv": _ddlb_csv,
+            "ddl_benchmarks_log": _ddl_log,
+            "vllm_bench_json": _serving_json,
+            "sglang_bench_jsonl": _serving_jsonl,
+        }[detected.flavor]
         limits = self.limits
         with Source(path, progress, limits=limits, keep_bom=True) as source:  # utf-8-sig drops it
             # typeshed wants a buffered stream (read1 and more); TextIOWrapper uses read() when read1 is absent
-            text = io.TextIOWrapper(source.stream,  # type: ignore[type-var]
-                                    encoding="utf-8-sig", errors="replace", newline="")
+            text = io.TextIOWrapper(
+                source.stream,  # type: ignore[type-var]
+                encoding="utf-8-sig",
+                errors="replace",
+                newline="",
+            )
             lines = _bounded_lines(text, path, limits)
             try:
                 if detected.flavor == "ddlb_csv":
@@ -200,8 +230,9 @@ def _bounded_lines(text: io.TextIOBase, path: str, limits: ReadLimits) -> Iterat
         yield line
 
 
-def _ddlb_csv(lines: Iterator[str], emit: Any, result: ReadResult, path: str = "",
-              limits: ReadLimits = DEFAULT_LIMITS) -> None:
+def _ddlb_csv(
+    lines: Iterator[str], emit: Any, result: ReadResult, path: str = "", limits: ReadLimits = DEFAULT_LIMITS
+) -> None:
     """DDLB's CSV: the header once (from the first row's keys), one row per
     (shape, implementation configuration). The header's width is checked before any
     row is split (10^6 columns took 209 s and 4 GB as dicts of every row)."""
@@ -237,9 +268,15 @@ def _ddlb_rows(lines: Iterator[str], emit: Any, result: ReadResult, path: str, l
         if None in row or any(v is None for v in row.values()):
             result.drops["row with another number of cells than the header", ""] += 1
             continue
-        typed = {"implementation": row.get("implementation") or None, "dtype": row.get("dtype") or None,
-                 "world_size": _int(row.get("world_size")), "m": _int(row.get("m")), "n": _int(row.get("n")),
-                 "k": _int(row.get("k")), "valid": _bool(row.get("valid")) if "valid" in row else None}
+        typed = {
+            "implementation": row.get("implementation") or None,
+            "dtype": row.get("dtype") or None,
+            "world_size": _int(row.get("world_size")),
+            "m": _int(row.get("m")),
+            "n": _int(row.get("n")),
+            "k": _int(row.get("k")),
+            "valid": _bool(row.get("valid")) if "valid" in row else None,
+        }
         config = {k: v for k, v in row.items() if k not in {c for c, _, _ in _DDLB_METRICS}}
         base = {**typed, "benchmark": "ddlb", "config_json": json.dumps(config), "run": idx}
         kept = 0
@@ -272,8 +309,12 @@ def _ddl_log(lines: Iterator[str], emit: Any, result: ReadResult) -> None:
         else:
             result.notes["log lines no rule knows"] += 1
             continue
-        base = {"benchmark": config.get("model"), "batch_size": config.get("batch_size"),
-                "world_size": config.get("world_size"), "config_json": json.dumps(config)}
+        base = {
+            "benchmark": config.get("model"),
+            "batch_size": config.get("batch_size"),
+            "world_size": config.get("world_size"),
+            "config_json": json.dumps(config),
+        }
         if name == "model":
             config["model"] = m.group(1)
         elif name in ("batch", "gpus"):
@@ -290,19 +331,35 @@ def _ddl_log(lines: Iterator[str], emit: Any, result: ReadResult) -> None:
             if item is None or value is None:
                 result.drops["iter line: not a number", ""] += 1
                 continue
-            emit({**base, "metric": "samples_per_s_per_gpu_iter", "value": value, "unit": unit,
-                  "run": attempt, "item": item})
+            emit(
+                {
+                    **base,
+                    "metric": "samples_per_s_per_gpu_iter",
+                    "value": value,
+                    "unit": unit,
+                    "run": attempt,
+                    "item": item,
+                }
+            )
         elif name == "per_gpu":
             unit = f"{m.group(1).lower()}/s"
             emit({**base, "metric": "samples_per_s_per_gpu", "value": float(m.group(2)), "unit": unit, "run": attempt})
-            emit({**base, "metric": "samples_per_s_per_gpu_ci95", "value": float(m.group(3)), "unit": unit,
-                  "run": attempt})
+            emit(
+                {
+                    **base,
+                    "metric": "samples_per_s_per_gpu_ci95",
+                    "value": float(m.group(3)),
+                    "unit": unit,
+                    "run": attempt,
+                }
+            )
         elif name == "total":
             unit = f"{m.group(1)}/s"
             base["world_size"] = _count(m.group(2))
             emit({**base, "metric": "total_samples_per_s", "value": float(m.group(3)), "unit": unit, "run": attempt})
-            emit({**base, "metric": "total_samples_per_s_ci95", "value": float(m.group(4)), "unit": unit,
-                  "run": attempt})
+            emit(
+                {**base, "metric": "total_samples_per_s_ci95", "value": float(m.group(4)), "unit": unit, "run": attempt}
+            )
             attempt += 1
 
 
@@ -314,8 +371,12 @@ def _serving(doc: Any, emit: Any, result: ReadResult, item_base: dict[str, Any])
         return
     config = {k: v for k, v in doc.items() if not isinstance(v, (int, float, list, dict)) or isinstance(v, bool)}
     benchmark = "vllm bench latency" if "avg_latency" in doc else str(doc.get("backend") or "serving benchmark")
-    base = {**item_base, "benchmark": benchmark, "implementation": doc.get("model_id") or doc.get("model"),
-            "config_json": json.dumps(config, default=str)}
+    base = {
+        **item_base,
+        "benchmark": benchmark,
+        "implementation": doc.get("model_id") or doc.get("model"),
+        "config_json": json.dumps(config, default=str),
+    }
     for key, value in doc.items():
         if isinstance(value, bool):
             continue
@@ -359,4 +420,3 @@ def _serving_jsonl(lines: Iterator[str], emit: Any, result: ReadResult) -> None:
             result.drops["a line that is not JSON", ""] += 1
             continue
         _serving(doc, emit, result, {"run": run})
-

@@ -108,8 +108,9 @@ def blank_bom(block: bytes) -> bytes:
     return b"   " + block[3:] if block.startswith(UTF8_BOM) else block
 
 
-def _inflate_blocks(raw: _RawCounter, compressed: bool, path: str, limits: ReadLimits,
-                    keep_bom: bool = False) -> Iterator[bytes]:
+def _inflate_blocks(
+    raw: _RawCounter, compressed: bool, path: str, limits: ReadLimits, keep_bom: bool = False
+) -> Iterator[bytes]:
     """Decompressed blocks of ``BLOCK_BYTES`` (the last one shorter), the first with its
     BOM blanked unless ``keep_bom``. A gzip stream that expands beyond the limits raises
     ``LimitExceeded`` at the block that crosses them."""
@@ -306,9 +307,15 @@ class Source:
     the check on a thread (not for an uncompressed file under ``READ_AHEAD_MIN_BYTES``).
     """
 
-    def __init__(self, path: str, progress: ProgressFn | None = None, limits: ReadLimits = DEFAULT_LIMITS,
-                 check: Callable[[bool], BlockCheck] | None = None, read_ahead: bool = True,
-                 keep_bom: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        progress: ProgressFn | None = None,
+        limits: ReadLimits = DEFAULT_LIMITS,
+        check: Callable[[bool], BlockCheck] | None = None,
+        read_ahead: bool = True,
+        keep_bom: bool = False,
+    ) -> None:
         self.path = path
         self.limits = limits
         try:

@@ -122,8 +122,11 @@ def check_xplane(path: str) -> None:
         )
     if not xprof_available():
         others = [q.name for q in sorted(Path(path).parent.iterdir()) if is_xprof_json(q)]
-        where = (f"its trace JSON export is not next to it ({', '.join(others)} beside it belong to other "
-                 "xplane.pb files)") if others else "without a trace JSON next to it"
+        where = (
+            (f"its trace JSON export is not next to it ({', '.join(others)} beside it belong to other xplane.pb files)")
+            if others
+            else "without a trace JSON next to it"
+        )
         raise UnsupportedFormat(path, f"xplane.pb {where}: converting it needs xprof ({INSTALL_HINT})")
 
 
@@ -141,7 +144,11 @@ def convert(path: str, work_dir: str) -> str:
         env = {**os.environ, "TF_PROFILER_TRACE_VIEWER_MAX_EVENTS": str(CONVERT_MAX_EVENTS)}
         proc = subprocess.run(
             [sys.executable, "-c", _CONVERT_SCRIPT, str(copy), str(out)],
-            env=env, cwd=folder, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            env=env,
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
         )
         if proc.returncode != 0 or not out.is_file():
             lines = [line for line in (proc.stderr or "").splitlines() if line.strip()]

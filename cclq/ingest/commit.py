@@ -54,14 +54,14 @@ def _card_warning(w: Workload, card: dict) -> list[str]:
     if not problems:
         return []
     first = problems[0]
-    return [f"{show_path(w.card)}: {len(problems)} card problem(s), first {first.field}: {first.problem} "
-            f"(`cclq cards check {show_path(w.root)}` lists them)"]
+    return [
+        f"{show_path(w.card)}: {len(problems)} card problem(s), first {first.field}: {first.problem} "
+        f"(`cclq cards check {show_path(w.root)}` lists them)"
+    ]
 
 
 def _file_id(trace: str, relpath: str) -> str:
     return hashlib.blake2b(f"{trace}/{relpath}".encode(), digest_size=8).hexdigest()
-
-
 
 
 # ------------------------------------------------------------------------- commit
@@ -109,9 +109,7 @@ def _stats_rows(task: FileTask, parsed: ParsedFile) -> list[dict]:
     return [
         {**base, "stat": reason, "ph": ph, "dropped": True, "count": n}
         for (reason, ph), n in sorted(parsed.drops.items())
-    ] + [
-        {**base, "stat": note, "ph": None, "dropped": False, "count": n} for note, n in sorted(parsed.notes.items())
-    ]
+    ] + [{**base, "stat": note, "ph": None, "dropped": False, "count": n} for note, n in sorted(parsed.notes.items())]
 
 
 def _check_rows(rows: list[dict], schema: pa.Schema) -> None:
@@ -137,6 +135,7 @@ def is_unchanged(task: FileTask, force: bool, checksum: bool) -> bool:
 
 def _held_elsewhere(w: Workload, files: dict[str, dict]) -> list[dict]:
     """Catalog rows of ``w``'s trace id that came from another place than ``w.root``."""
+
     def mine(row: dict) -> bool:
         if w.is_folder:
             return row["path"] == str(w.root / row["relpath"])
@@ -152,8 +151,10 @@ def _clash_message(w: Workload, rows: list[dict]) -> str:
     if trace_id_for(root.name) != w.trace:  # not a workload folder: a loose file
         root = path
     what = "folder" if w.is_folder else "file"
-    return (f"{show_path(w.root)}: trace id {w.trace!r} is already taken by files from {show_path(root)}; "
-            f"rename the {what}, or pass --force to replace it")
+    return (
+        f"{show_path(w.root)}: trace id {w.trace!r} is already taken by files from {show_path(root)}; "
+        f"rename the {what}, or pass --force to replace it"
+    )
 
 
 @dataclass
@@ -206,7 +207,8 @@ class Committer:
             self.report.warnings.extend(w.notes)
             for where, problem in w.errors:
                 self.report.outcomes.append(
-                    FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}"))
+                    FileOutcome(str(where), w.trace, "failed", f"{show_path(where)}: {problem}")
+                )
             for where, why in w.skipped:  # special files, links leaving the input folder
                 self.report.outcomes.append(FileOutcome(str(where), w.trace, "skipped", f"{show_path(where)}: {why}"))
             elsewhere = _held_elsewhere(w, files)
@@ -233,13 +235,19 @@ class Committer:
                 try:
                     st = path.stat()
                 except OSError as e:
-                    self.report.outcomes.append(FileOutcome(str(path), w.trace, "failed",
-                                                            f"{show_path(path)}: cannot read: {e.strerror or e}"))
+                    self.report.outcomes.append(
+                        FileOutcome(str(path), w.trace, "failed", f"{show_path(path)}: cannot read: {e.strerror or e}")
+                    )
                     continue
                 if not stat.S_ISREG(st.st_mode):  # reading a FIFO would never end
-                    self.report.outcomes.append(FileOutcome(
-                        str(path), w.trace, "failed",
-                        f"{show_path(path)}: not a regular file (a pipe, socket or device)"))
+                    self.report.outcomes.append(
+                        FileOutcome(
+                            str(path),
+                            w.trace,
+                            "failed",
+                            f"{show_path(path)}: not a regular file (a pipe, socket or device)",
+                        )
+                    )
                     continue
                 previous = files.get(fid)
                 if previous is not None and previous["path"] != str(path):
@@ -253,8 +261,9 @@ class Committer:
                         self.working.drop_file(fid)
                         self._claims_index = None
                         self.dirty = True
-                        self.report.outcomes.append(FileOutcome(row["path"], row["trace"], "removed",
-                                                                "no longer in the folder"))
+                        self.report.outcomes.append(
+                            FileOutcome(row["path"], row["trace"], "removed", "no longer in the folder")
+                        )
         return tasks
 
     def _card_change(self, w: Workload, force: bool = False) -> Callable[[CatalogState], None] | None:
@@ -263,8 +272,10 @@ class Committer:
         the template is kept and said so, once: when it is new or changed (or with
         --force), not on every re-ingest of a folder whose card did not change."""
         if not w.is_folder:
+
             def drop_card(state: CatalogState) -> None:  # a loose file replacing a folder
                 state.cards.pop(w.trace, None)
+
             return drop_card
         if w.card is None:
             new: dict[str, dict | None] = dict.fromkeys(w.traces)
@@ -287,13 +298,17 @@ class Committer:
                     state.cards.pop(t, None)
                 else:
                     state.cards[t] = row
+
         return change
 
-    def _replacement(self, w: Workload, elsewhere: list[dict],
-                     card_change: Callable[[CatalogState], None] | None) -> Callable[[CatalogState], None]:
+    def _replacement(
+        self, w: Workload, elsewhere: list[dict], card_change: Callable[[CatalogState], None] | None
+    ) -> Callable[[CatalogState], None]:
         ids = [row["file_id"] for row in elsewhere]
-        removed = [FileOutcome(row["path"], row["trace"], "removed", f"replaced by {show_path(w.root)} (--force)")
-                   for row in elsewhere]
+        removed = [
+            FileOutcome(row["path"], row["trace"], "removed", f"replaced by {show_path(w.root)} (--force)")
+            for row in elsewhere
+        ]
 
         def apply(state: CatalogState) -> None:
             for fid in ids:
@@ -303,6 +318,7 @@ class Committer:
             if removed:  # reported once, with the first file that lands
                 self.report.outcomes.extend(removed)
                 removed.clear()
+
         return apply
 
     # -- staging --------------------------------------------------------------
@@ -319,8 +335,11 @@ class Committer:
                 staged.append((task, outcome))
                 continue
             tables = {table for table, _r, _tmp, _n in parsed.parts}
-            taken = {r for (t, r, table), fid in self._claims().items()
-                     if t == task.trace and table in tables and fid != task.file_id}
+            taken = {
+                r
+                for (t, r, table), fid in self._claims().items()
+                if t == task.trace and table in tables and fid != task.file_id
+            }
             rank = task.previous["rank"] if task.previous and task.previous["rank"] not in taken else 0
             while rank in taken:
                 rank += 1
@@ -330,8 +349,13 @@ class Committer:
                     parsed.parts = [(t, rank, str(rewrite_rank(Path(tmp), rank)), n) for t, _r, tmp, n in parsed.parts]
                     parsed.rank = rank
                 except Exception as e:  # noqa: BLE001 - the file boundary: this file fails alone
-                    result = DiskFullError(str(task.path), DISK_FULL) if is_disk_full(e) else TraceFileError(
-                        str(task.path), f"could not be written to the warehouse: {type(e).__name__}: {e}")
+                    result = (
+                        DiskFullError(str(task.path), DISK_FULL)
+                        if is_disk_full(e)
+                        else TraceFileError(
+                            str(task.path), f"could not be written to the warehouse: {type(e).__name__}: {e}"
+                        )
+                    )
             staged.append((task, self.stage(task, result)))
         self.rankless.clear()
         return staged
@@ -401,14 +425,16 @@ class Committer:
         self._fail(staged, e)
         for fid in file_ids:
             if fid in self.committed.files:
-                self.working.put_file(self.committed.files[fid], self.committed.parts.get(fid, []),
-                                      self.committed.stats.get(fid, []))
+                self.working.put_file(
+                    self.committed.files[fid], self.committed.parts.get(fid, []), self.committed.stats.get(fid, [])
+                )
             else:
                 self.working.drop_file(fid)
         self._claims_index = None
 
-    def _stage_one(self, task: FileTask, parsed: ParsedFile | TraceFileError,
-                   rels: dict[str, str]) -> tuple[FileOutcome, _Staged | None]:
+    def _stage_one(
+        self, task: FileTask, parsed: ParsedFile | TraceFileError, rels: dict[str, str]
+    ) -> tuple[FileOutcome, _Staged | None]:
         """Checks one parse result and puts it into ``working``; its ``_Staged`` (None: it
         failed). ``rels``: data paths already given to shared temp files."""
         path = str(task.path)
@@ -435,17 +461,29 @@ class Committer:
                 else:
                     rel = self.warehouse.new_data_path(table, task.trace, task.file_id)
                 moves.append((Path(tmp), rel))
-                parts.append({"file_id": task.file_id, "trace": task.trace, "rank": rank,
-                              "table_name": table, "path": rel, "rows": rows})
+                parts.append(
+                    {
+                        "file_id": task.file_id,
+                        "trace": task.trace,
+                        "rank": rank,
+                        "table_name": table,
+                        "path": rel,
+                        "rows": rows,
+                    }
+                )
             stats = _stats_rows(task, parsed)
             _check_rows([row], FILES_SCHEMA)
             _check_rows(parts, PARTS_SCHEMA)
             _check_rows(stats, STATS_SCHEMA)
         except Exception as e:  # noqa: BLE001 - this file fails; the run and the other files go on
             parsed.discard()
-            outcome = FileOutcome(path, task.trace, "failed",
-                                  f"{show_path(path)}: could not be written to the warehouse: {type(e).__name__}: {e}",
-                                  size_bytes=task.size)
+            outcome = FileOutcome(
+                path,
+                task.trace,
+                "failed",
+                f"{show_path(path)}: could not be written to the warehouse: {type(e).__name__}: {e}",
+                size_bytes=task.size,
+            )
             self.report.outcomes.append(outcome)
             return outcome, None
         deferred = self.deferred.pop(task.trace, None)
@@ -460,11 +498,24 @@ class Committer:
         if self._claims_index is not None:
             for key in [k for k, v in self._claims_index.items() if v == task.file_id]:
                 del self._claims_index[key]
-            self._claims_index.update({(p["trace"], p["rank"], p["table_name"]): task.file_id for p in parts
-                                       if p["table_name"] in RANKED_TABLES})
-        outcome = FileOutcome(path, task.trace, "ingested", rank=parsed.rank, format=parsed.flavor,
-                              events=parsed.events_written, dropped=sum(parsed.drops.values()),
-                              size_bytes=task.size, seconds=parsed.seconds)
+            self._claims_index.update(
+                {
+                    (p["trace"], p["rank"], p["table_name"]): task.file_id
+                    for p in parts
+                    if p["table_name"] in RANKED_TABLES
+                }
+            )
+        outcome = FileOutcome(
+            path,
+            task.trace,
+            "ingested",
+            rank=parsed.rank,
+            format=parsed.flavor,
+            events=parsed.events_written,
+            dropped=sum(parsed.drops.values()),
+            size_bytes=task.size,
+            seconds=parsed.seconds,
+        )
         self.report.outcomes.append(outcome)
         return outcome, _Staged([outcome], apply, moves)
 
@@ -499,9 +550,12 @@ class Committer:
         is replaced). A rank is claimed per table: a rank's Kineto trace and its execution
         trace fill different tables."""
         if self._claims_index is None:
-            self._claims_index = {(p["trace"], p["rank"], p["table_name"]): fid
-                                  for fid, parts in self.working.parts.items() for p in parts
-                                  if p["table_name"] in RANKED_TABLES}
+            self._claims_index = {
+                (p["trace"], p["rank"], p["table_name"]): fid
+                for fid, parts in self.working.parts.items()
+                for p in parts
+                if p["table_name"] in RANKED_TABLES
+            }
         return self._claims_index
 
     # -- committing -----------------------------------------------------------

@@ -104,8 +104,9 @@ def parse_cluster(text: str) -> ClusterSpec:
     elif Path(spec).expanduser().is_file():
         cluster = ClusterSpec(text, scheduler_file=str(Path(spec).expanduser()))
     else:
-        raise UsageError(f"--dask {text}: not local[:N], a scheduler address (tcp://host:8786) "
-                         "or an existing scheduler file")
+        raise UsageError(
+            f"--dask {text}: not local[:N], a scheduler address (tcp://host:8786) or an existing scheduler file"
+        )
     require_distributed()
     return cluster
 
@@ -114,8 +115,9 @@ def require_distributed() -> None:
     try:
         import distributed  # noqa: F401  (only whether it is installed)
     except ImportError as e:
-        raise UsageError(f"--dask needs Dask's distributed scheduler, which is not installed ({e})",
-                         hint=INSTALL_HINT) from e
+        raise UsageError(
+            f"--dask needs Dask's distributed scheduler, which is not installed ({e})", hint=INSTALL_HINT
+        ) from e
 
 
 @contextmanager
@@ -129,9 +131,14 @@ def dask_client(cluster: ClusterSpec) -> Iterator[Client]:
             with dask.config.set({"distributed.scheduler.allowed-failures": LOCAL_ALLOWED_FAILURES}):
                 # no dashboard; the scheduler's HTTP server (health checks) on any free port,
                 # not 8787, which a second cclq or a user's own cluster may hold
-                local = LocalCluster(n_workers=cluster.local_workers, threads_per_worker=1, processes=True,
-                                     dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                                     silence_logs=logging.CRITICAL)
+                local = LocalCluster(
+                    n_workers=cluster.local_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                    silence_logs=logging.CRITICAL,
+                )
         except Exception as e:
             raise CclqError(f"--dask {cluster}: could not start a local Dask cluster: {type(e).__name__}: {e}") from e
         with local, Client(local) as client:
@@ -143,9 +150,10 @@ def dask_client(cluster: ClusterSpec) -> Iterator[Client]:
         else:
             client = Client(cluster.address)
     except (OSError, TimeoutError, ValueError) as e:
-        raise UsageError(f"--dask {cluster}: cannot reach the Dask scheduler: {e}",
-                         hint="start it first (dask scheduler, or a dask-jobqueue cluster), and pass its address "
-                              "or scheduler file") from e
+        raise UsageError(
+            f"--dask {cluster}: cannot reach the Dask scheduler: {e}",
+            hint="start it first (dask scheduler, or a dask-jobqueue cluster), and pass its address or scheduler file",
+        ) from e
     with client:
         _wait_for_a_worker(client, cluster)
         yield client
@@ -186,8 +194,11 @@ def _file_signature(path: str) -> str | None:
 
 def _worker_view(probe: str, writable: str | None) -> dict[str, Any]:
     """Runs on every worker (``Client.run``): what it sees of the warehouse, its code."""
-    return {"fingerprint": code_content_digest(), "probe": _file_signature(probe),
-            "writable": writable is None or os.access(writable, os.W_OK)}
+    return {
+        "fingerprint": code_content_digest(),
+        "probe": _file_signature(probe),
+        "writable": writable is None or os.access(writable, os.W_OK),
+    }
 
 
 def check_workers(client: Client, warehouse: Path | str, probe: Path | None, writable: Path | None = None) -> None:
@@ -200,16 +211,20 @@ def check_workers(client: Client, warehouse: Path | str, probe: Path | None, wri
     views = client.run(_worker_view, "" if probe is None else str(probe), None if writable is None else str(writable))
     for address, view in sorted(views.items()):
         if view["fingerprint"] != code_content_digest():
-            raise UsageError(f"Dask worker {address} runs a different cclq than this process "
-                             f"(cclq {__version__} here)",
-                             hint="install the same cclq (and sql/ files) in the workers' environment")
+            raise UsageError(
+                f"Dask worker {address} runs a different cclq than this process (cclq {__version__} here)",
+                hint="install the same cclq (and sql/ files) in the workers' environment",
+            )
         if probe is not None and view["probe"] != want:
-            raise UsageError(f"Dask worker {address} does not see the warehouse at {warehouse} "
-                             "as this process does",
-                             hint="put the warehouse on storage that every worker mounts at the same path")
+            raise UsageError(
+                f"Dask worker {address} does not see the warehouse at {warehouse} as this process does",
+                hint="put the warehouse on storage that every worker mounts at the same path",
+            )
         if not view["writable"]:
-            raise UsageError(f"Dask worker {address} cannot write to {writable}",
-                             hint="the workers write parsed data to the warehouse's tmp/ folder")
+            raise UsageError(
+                f"Dask worker {address} cannot write to {writable}",
+                hint="the workers write parsed data to the warehouse's tmp/ folder",
+            )
 
 
 def this_worker() -> str:
@@ -222,8 +237,9 @@ def this_worker() -> str:
 
 
 # ------------------------------------------------------------------------ ingest
-def parse_on_dask(todo: list[FileTask], warehouse: Warehouse, dask: str, reporter: Reporter,
-                  options: ReadOptions | None = None) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
+def parse_on_dask(
+    todo: list[FileTask], warehouse: Warehouse, dask: str, reporter: Reporter, options: ReadOptions | None = None
+) -> Iterator[tuple[FileTask, ParsedFile | TraceFileError] | None]:
     """``cclq.ingest.run._run_parsers`` on a Dask cluster, with its contract: (task, result)
     in ``todo`` order, and None when ``COMMIT_INTERVAL_S`` passed without one (so that
     the committer can commit meanwhile). A file's bytes count on the progress bar when
@@ -253,18 +269,25 @@ def _running_marker(tmp_dir: str, file_id: str) -> Path:
     return Path(tmp_dir) / f"{file_id}.running.{uuid.uuid4().hex[:12]}"
 
 
-def parse_task(path: str, file_id: str, tmp_dir: str, trace: str, fingerprint: str,
-               options: ReadOptions | None = None) -> ParsedFile | TraceFileError:
+def parse_task(
+    path: str, file_id: str, tmp_dir: str, trace: str, fingerprint: str, options: ReadOptions | None = None
+) -> ParsedFile | TraceFileError:
     """What a worker runs for one file: ``cclq.ingest.parse.parse_file``, with a marker in
     ``tmp/`` for as long as it runs."""
     from cclq.ingest import parse
 
     if fingerprint != code_content_digest():
-        return TraceFileError(path, f"not parsed: Dask worker {this_worker()} runs a different cclq than "
-                                    "the ingest; install the same cclq on every worker")
+        return TraceFileError(
+            path,
+            f"not parsed: Dask worker {this_worker()} runs a different cclq than "
+            "the ingest; install the same cclq on every worker",
+        )
     if not os.path.lexists(path):
-        return TraceFileError(path, f"cannot read on Dask worker {this_worker()}: no such file (inputs must "
-                                    "be on storage that every worker sees at the same path)")
+        return TraceFileError(
+            path,
+            f"cannot read on Dask worker {this_worker()}: no such file (inputs must "
+            "be on storage that every worker sees at the same path)",
+        )
     marker = _running_marker(tmp_dir, file_id)
     try:
         marker.touch()
@@ -279,8 +302,14 @@ def parse_task(path: str, file_id: str, tmp_dir: str, trace: str, fingerprint: s
 class _DaskParses:
     """The parses of one ingest on a cluster, and their results in task order."""
 
-    def __init__(self, client: Client, todo: list[FileTask], tmp_dir: Path, reporter: Reporter,
-                 options: ReadOptions | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        todo: list[FileTask],
+        tmp_dir: Path,
+        reporter: Reporter,
+        options: ReadOptions | None = None,
+    ) -> None:
         self.client = client
         self.options = options
         self.todo = todo
@@ -293,8 +322,15 @@ class _DaskParses:
     def submit(self, i: int) -> None:
         task = self.todo[i]
         future = self.client.submit(
-            parse_task, str(task.path), task.file_id, self.tmp_dir, task.trace, code_content_digest(), self.options,
-            key=f"cclq-parse-{task.file_id}-{uuid.uuid4().hex[:8]}", pure=False,
+            parse_task,
+            str(task.path),
+            task.file_id,
+            self.tmp_dir,
+            task.trace,
+            code_content_digest(),
+            self.options,
+            key=f"cclq-parse-{task.file_id}-{uuid.uuid4().hex[:8]}",
+            pure=False,
             priority=task.size,  # largest first, so no big file starts last
         )
         self.futures[i] = future
@@ -345,8 +381,9 @@ class _DaskParses:
             # to them, running or only queued there. The markers left behind tell which.
             died = len(list(Path(self.tmp_dir).glob(f"{task.file_id}.running.*")))
             if died >= 2 or self.resubmits.get(i, 0) >= MAX_RESUBMITS:
-                return TraceFileError(str(task.path), f"{PARSER_DIED}; {max(died, 1)} Dask worker(s) died "
-                                                      "while parsing it")
+                return TraceFileError(
+                    str(task.path), f"{PARSER_DIED}; {max(died, 1)} Dask worker(s) died while parsing it"
+                )
             self.resubmits[i] = self.resubmits.get(i, 0) + 1
             self.submit(i)
             return None

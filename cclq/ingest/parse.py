@@ -125,7 +125,10 @@ class _TableSink:
         self.multi_rank = multi_rank
         self._new = lambda r: DataFileWriter(
             Path(tmp_dir) / f"{file_id}.{os.getpid()}.{time.monotonic_ns()}.{table}.{r}.parquet",
-            trace, r, TABLE_SCHEMAS[table])
+            trace,
+            r,
+            TABLE_SCHEMAS[table],
+        )
         self.writers: dict[int, DataFileWriter] = {} if multi_rank else {rank: self._new(rank)}
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -169,8 +172,14 @@ def _identity(path: str) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def parse_file(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions = ReadOptions(),
-               progress: Callable[[int], None] | None = None) -> ParsedFile | TraceFileError:
+def parse_file(
+    path: str,
+    file_id: str,
+    tmp_dir: str,
+    trace: str,
+    options: ReadOptions = ReadOptions(),
+    progress: Callable[[int], None] | None = None,
+) -> ParsedFile | TraceFileError:
     """Parses one file into temp Parquet files. Runs in a worker process.
 
     A file rewritten while it is read (its size, mtime or inode moved between the start
@@ -181,9 +190,15 @@ def parse_file(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadO
     return _parse_checked(path, file_id, tmp_dir, trace, options, progress, False)[0]
 
 
-def _parse_checked(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions,
-                   progress: Callable[[int], None] | None, buffer: bool
-                   ) -> tuple[ParsedFile | TraceFileError, list[_BufferSink]]:
+def _parse_checked(
+    path: str,
+    file_id: str,
+    tmp_dir: str,
+    trace: str,
+    options: ReadOptions,
+    progress: Callable[[int], None] | None,
+    buffer: bool,
+) -> tuple[ParsedFile | TraceFileError, list[_BufferSink]]:
     """``parse_file``; with ``buffer``, the rows stay in memory (returned beside the result)."""
     started = time.perf_counter()
     for _attempt in range(2):
@@ -205,9 +220,15 @@ def _parse_checked(path: str, file_id: str, tmp_dir: str, trace: str, options: R
     return TraceFileError(path, "changed while it was being read (twice); ingest it again once it is written"), []
 
 
-def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions,
-                local_progress: Callable[[int], None] | None, buffer: bool = False
-                ) -> tuple[ParsedFile | TraceFileError, list[_BufferSink]]:
+def _parse_once(
+    path: str,
+    file_id: str,
+    tmp_dir: str,
+    trace: str,
+    options: ReadOptions,
+    local_progress: Callable[[int], None] | None,
+    buffer: bool = False,
+) -> tuple[ParsedFile | TraceFileError, list[_BufferSink]]:
     writers: list[_TableSink | _BufferSink] = []
     pending = 0
     # The bar counts bytes of the file as planned (its size on disk). What is read can be
@@ -251,8 +272,12 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
         again: list[str] = []  # why the file was read more than once
         for attempt in range(3):  # the fast reader's threads give up, then the fast reader
             multi_rank = prepared.ranks is not None
-            writers[:] = [_BufferSink(table, multi_rank) if buffer else
-                          _TableSink(table, tmp_dir, file_id, trace, rank, multi_rank) for table in reader.tables]
+            writers[:] = [
+                _BufferSink(table, multi_rank)
+                if buffer
+                else _TableSink(table, tmp_dir, file_id, trace, rank, multi_rank)
+                for table in reader.tables
+            ]
             sinks: dict[str, BatchSink] = {w.table: w.write for w in writers}
             try:
                 result = reader.read(read_path, detected, prepared, file_id, sinks, progress)
@@ -279,9 +304,11 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
         discard_all()
         if is_disk_full(e):
             return DiskFullError(path, DISK_FULL), []
-        return TraceFileError(path, f"unexpected error while reading it ({type(e).__name__}: {e}); "
-                                    "this is a bug in cclq, --debug shows where",
-                              detail=traceback.format_exc()), []
+        return TraceFileError(
+            path,
+            f"unexpected error while reading it ({type(e).__name__}: {e}); this is a bug in cclq, --debug shows where",
+            detail=traceback.format_exc(),
+        ), []
     except BaseException:
         discard_all()
         raise
@@ -298,8 +325,12 @@ def _parse_once(path: str, file_id: str, tmp_dir: str, trace: str, options: Read
     elif detected.flavor == "xprof" and result.events_read >= xplane.TRACE_VIEWER_MAX_EVENTS:
         warnings.append(xplane.truncation_warning(path, result.events_read))
     info = result.metadata.get("distributedInfo")
-    parts = [(w.table, r, str(f.path), f.rows) for w in writers if isinstance(w, _TableSink)
-             for r, f in sorted(w.writers.items())]
+    parts = [
+        (w.table, r, str(f.path), f.rows)
+        for w in writers
+        if isinstance(w, _TableSink)
+        for r, f in sorted(w.writers.items())
+    ]
     parsed = ParsedFile(
         parts=parts,
         rank=min([r for _t, r, _p, _n in parts], default=rank),
@@ -341,8 +372,9 @@ def inflight_marker(tmp_dir: str, file_id: str) -> Path:
     return Path(tmp_dir) / f"{file_id}.parsing"
 
 
-def parse_in_worker(path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions
-                     ) -> ParsedFile | TraceFileError:
+def parse_in_worker(
+    path: str, file_id: str, tmp_dir: str, trace: str, options: ReadOptions
+) -> ParsedFile | TraceFileError:
     """``parse_file`` in a pool process, leaving a marker file while it runs: if the
     process dies, the marker tells ``_run_parsers`` which file it was reading."""
     marker = inflight_marker(tmp_dir, file_id)
@@ -361,9 +393,13 @@ SMALL_FILE_BYTES = 8 << 20
 GROUP_BYTES = 64 << 20
 
 
-def parse_group(files: list[tuple[str, str, str]], tmp_dir: str, options: ReadOptions = ReadOptions(),
-                progress: Callable[[int], None] | None = None, markers: bool = False,
-                ) -> list[ParsedFile | TraceFileError]:
+def parse_group(
+    files: list[tuple[str, str, str]],
+    tmp_dir: str,
+    options: ReadOptions = ReadOptions(),
+    progress: Callable[[int], None] | None = None,
+    markers: bool = False,
+) -> list[ParsedFile | TraceFileError]:
     """Parses small files of one trace, ``files`` as (path, file_id, trace), one after the
     other, into ONE temp data file per table: one Parquet writer, no compaction pass, a
     commit that moves one file per table. Each file's rows are held in memory until its
@@ -406,8 +442,9 @@ def parse_group(files: list[tuple[str, str, str]], tmp_dir: str, options: ReadOp
                         try:
                             if writer is None:
                                 name = f"{stem}.{os.getpid()}.{time.monotonic_ns()}.{b.table}.group.parquet"
-                                writer = shared[b.table] = SharedDataFileWriter(Path(tmp_dir) / name,
-                                                                                TABLE_SCHEMAS[b.table])
+                                writer = shared[b.table] = SharedDataFileWriter(
+                                    Path(tmp_dir) / name, TABLE_SCHEMAS[b.table]
+                                )
                             parsed.shared += (str(writer.path),)
                             rows = writer.append(trace, parsed.rank, b.pieces)
                         except Exception as e:  # noqa: BLE001 - the shared files are lost: their files fail
@@ -443,8 +480,9 @@ def _write_failure(path: str, e: Exception) -> TraceFileError:
     return TraceFileError(path, f"could not be written to the warehouse ({type(e).__name__}: {e})")
 
 
-def _write_own(path: str, parsed: ParsedFile, buffers: list[_BufferSink], tmp_dir: str, file_id: str,
-               trace: str) -> ParsedFile | TraceFileError:
+def _write_own(
+    path: str, parsed: ParsedFile, buffers: list[_BufferSink], tmp_dir: str, file_id: str, trace: str
+) -> ParsedFile | TraceFileError:
     """A grouped file's buffered rows written to data files of its own (as ``parse_file``)."""
     try:
         for b in buffers:
@@ -464,8 +502,9 @@ def _write_own(path: str, parsed: ParsedFile, buffers: list[_BufferSink], tmp_di
         return _write_failure(path, e)
 
 
-def parse_group_in_worker(files: list[tuple[str, str, str]], tmp_dir: str, options: ReadOptions
-                          ) -> list[ParsedFile | TraceFileError]:
+def parse_group_in_worker(
+    files: list[tuple[str, str, str]], tmp_dir: str, options: ReadOptions
+) -> list[ParsedFile | TraceFileError]:
     """``parse_group`` in a pool process, with a marker while each file is read."""
     return parse_group(files, tmp_dir, options, markers=True)
 

@@ -89,12 +89,16 @@ class Workload:
         runs = ", ".join(f"{self.file_traces[p]} ({p.name})" for p in self.runs)
         chosen = next((p for p in self.runs if self.file_traces[p] == answer), None)
         if chosen is None:  # trace files of the folder's own go to its own trace
-            return (f"{show_path(self.root)} also holds {len(self.runs)} Nsight Systems exports recorded far "
-                    f"apart, each a trace of its own: {runs}; the answer is {answer}'s")
+            return (
+                f"{show_path(self.root)} also holds {len(self.runs)} Nsight Systems exports recorded far "
+                f"apart, each a trace of its own: {runs}; the answer is {answer}'s"
+            )
         other = next(p for p in self.runs if p != chosen)
-        return (f"{show_path(self.root)} holds {len(self.runs)} runs, each a trace of its own: {runs}; the "
-                f"answer is for {answer}, the export CCL-Bench's tools read ({chosen.name}); for another run "
-                f"give its file, e.g. --trace {show_path(other)}")
+        return (
+            f"{show_path(self.root)} holds {len(self.runs)} runs, each a trace of its own: {runs}; the "
+            f"answer is for {answer}, the export CCL-Bench's tools read ({chosen.name}); for another run "
+            f"give its file, e.g. --trace {show_path(other)}"
+        )
 
     @property
     def traces(self) -> set[str]:
@@ -159,9 +163,11 @@ def _split_far_apart(w: Workload) -> None:
     for p in starts:
         w.file_traces[p] = f"{w.trace_of(p)}+{_loose_file_trace_id(p)}"
     w.runs = sorted(starts)
-    w.notes.append(f"{show_path(w.root)}: its Nsight Systems exports started {days:.1f} days apart "
-                   f"({first.name} first, {last.name} last); they are not one run: each is a trace of its own "
-                   f"({', '.join(sorted(w.file_traces[p] for p in starts))})")
+    w.notes.append(
+        f"{show_path(w.root)}: its Nsight Systems exports started {days:.1f} days apart "
+        f"({first.name} first, {last.name} last); they are not one run: each is a trace of its own "
+        f"({', '.join(sorted(w.file_traces[p] for p in starts))})"
+    )
 
 
 # --------------------------------------------------------------------------- plan
@@ -180,7 +186,7 @@ def distinct_trace_id(w: Workload) -> str:
 
 def rename_workload(w: Workload, trace: str) -> None:
     """Gives ``w`` (and its ``+nsys`` sibling files) the trace id ``trace``."""
-    w.file_traces = {p: trace + t[len(w.trace):] for p, t in w.file_traces.items()}
+    w.file_traces = {p: trace + t[len(w.trace) :] for p, t in w.file_traces.items()}
     w.trace = trace
 
 
@@ -192,8 +198,12 @@ def _loose_file_trace_id(path: Path) -> str:
     return trace_id_for(name)
 
 
-_SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-            (stat.S_ISBLK, "a block device"))
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 def _why_skip(path: Path, boundary: Path) -> str | None:
@@ -214,8 +224,9 @@ def _why_skip(path: Path, boundary: Path) -> str | None:
     return None
 
 
-def _walk_files(folder: Path, boundary: Path | None = None, avoid: Path | None = None
-                ) -> tuple[list[Path], list[tuple[Path, str]], list[tuple[Path, str]]]:
+def _walk_files(
+    folder: Path, boundary: Path | None = None, avoid: Path | None = None
+) -> tuple[list[Path], list[tuple[Path, str]], list[tuple[Path, str]]]:
     """The candidate files under ``folder``, the folders that could not be read, and the
     files passed over with why. ``boundary`` is the input folder links may not leave;
     ``avoid`` a folder never walked (the warehouse)."""
@@ -228,8 +239,9 @@ def _walk_files(folder: Path, boundary: Path | None = None, avoid: Path | None =
         errors.append((Path(e.filename or folder), f"cannot read folder: {e.strerror or e}"))
 
     for dirpath, dirnames, filenames in os.walk(folder, onerror=unreadable):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
-                             and (avoid is None or Path(dirpath) / d != avoid))
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and (avoid is None or Path(dirpath) / d != avoid)
+        )
         for name in sorted(filenames):
             p = Path(dirpath) / name
             if not is_candidate(str(p)):
@@ -241,8 +253,11 @@ def _walk_files(folder: Path, boundary: Path | None = None, avoid: Path | None =
                 skipped.append((p, why))
     # traces cclq wrote beside one of these files (their source is among them)
     names = {p.name for p in files}
-    derived = {p: source for p in files if (source := written_by_cclq(str(p))) is not None and source in names
-               and source != p.name}
+    derived = {
+        p: source
+        for p in files
+        if (source := written_by_cclq(str(p))) is not None and source in names and source != p.name
+    }
     for p, source in derived.items():
         skipped.append((p, f"written by cclq from {source} (counters or an overlay), not a trace of its own"))
     return [p for p in files if p not in derived], errors, skipped
@@ -286,28 +301,51 @@ def plan_inputs(inputs: Iterable[str | Path], warehouse: Path | None = None) -> 
             continue
         try:
             is_workload = _is_workload_folder(path)
-            folders = [path] if is_workload else sorted(
-                p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
-                and (avoid is None or p.resolve() != avoid)
+            folders = (
+                [path]
+                if is_workload
+                else sorted(
+                    p
+                    for p in path.iterdir()
+                    if p.is_dir() and not p.name.startswith(".") and (avoid is None or p.resolve() != avoid)
+                )
             )
         except OSError as e:
-            workloads.append(Workload(trace_id_for(path.name), path, [], None, True,
-                                      failure=f"{show_path(path)}: cannot read folder: {e.strerror or e}"))
+            workloads.append(
+                Workload(
+                    trace_id_for(path.name),
+                    path,
+                    [],
+                    None,
+                    True,
+                    failure=f"{show_path(path)}: cannot read folder: {e.strerror or e}",
+                )
+            )
             continue
         for folder in folders:
             try:
                 workloads.append(_folder_workload(folder, path, avoid))
             except OSError as e:
-                workloads.append(Workload(trace_id_for(folder.name), folder, [], None, True,
-                                          failure=f"{show_path(folder)}: cannot read folder: {e.strerror or e}"))
+                workloads.append(
+                    Workload(
+                        trace_id_for(folder.name),
+                        folder,
+                        [],
+                        None,
+                        True,
+                        failure=f"{show_path(folder)}: cannot read folder: {e.strerror or e}",
+                    )
+                )
     seen: dict[str, Path] = {}
     for w in workloads:
         if w.failure:
             continue
         first = seen.setdefault(w.trace, w.root)
         if first != w.root:
-            w.failure = (f"{show_path(w.root)}: its trace id {w.trace!r} is already taken by {show_path(first)} "
-                         "in this run (both names map to it); rename one of them")
+            w.failure = (
+                f"{show_path(w.root)}: its trace id {w.trace!r} is already taken by {show_path(first)} "
+                "in this run (both names map to it); rename one of them"
+            )
     return workloads
 
 

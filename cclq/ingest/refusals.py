@@ -45,13 +45,23 @@ def load(warehouse: Warehouse) -> dict[str, dict]:
 
 def refusal(task: FileTask, content_hash: str, holder: dict, reason: str) -> dict:
     """What is written down for a file refused in favour of the catalog row ``holder``."""
-    return {"path": str(task.path), "trace": task.trace, "size_bytes": task.size, "mtime_ns": task.mtime_ns,
-            "content_hash": content_hash, "ingest_version": INGEST_VERSION, "holder": holder["file_id"],
-            "holder_path": holder["path"], "holder_hash": holder["content_hash"], "reason": reason}
+    return {
+        "path": str(task.path),
+        "trace": task.trace,
+        "size_bytes": task.size,
+        "mtime_ns": task.mtime_ns,
+        "content_hash": content_hash,
+        "ingest_version": INGEST_VERSION,
+        "holder": holder["file_id"],
+        "holder_path": holder["path"],
+        "holder_hash": holder["content_hash"],
+        "reason": reason,
+    }
 
 
-def still_refused(tasks: list[FileTask], warehouse: Warehouse, state: CatalogState, force: bool,
-                  checksum: bool) -> tuple[list[FileTask], list[FileOutcome]]:
+def still_refused(
+    tasks: list[FileTask], warehouse: Warehouse, state: CatalogState, force: bool, checksum: bool
+) -> tuple[list[FileTask], list[FileOutcome]]:
     """``tasks`` without the files a previous ingest refused whose refusal still holds
     (the file and its holder unchanged, the holder still in ``state``), and a "skipped"
     outcome for each of those."""
@@ -64,10 +74,16 @@ def still_refused(tasks: list[FileTask], warehouse: Warehouse, state: CatalogSta
     for task in tasks:
         entry = memory.get(task.file_id)
         if task.previous is None and entry is not None and _holds(entry, task, by_id, state, checksum):
-            passed.append(FileOutcome(
-                str(task.path), task.trace, "skipped",
-                f"{show_path(task.path)}: not read again: {entry['reason']} (refused before; neither file "
-                "has changed since)", size_bytes=task.size))
+            passed.append(
+                FileOutcome(
+                    str(task.path),
+                    task.trace,
+                    "skipped",
+                    f"{show_path(task.path)}: not read again: {entry['reason']} (refused before; neither file "
+                    "has changed since)",
+                    size_bytes=task.size,
+                )
+            )
         else:
             keep.append(task)
     return keep, passed

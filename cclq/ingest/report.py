@@ -75,8 +75,10 @@ class IngestInterrupted(KeyboardInterrupt):
         """What was committed, which traces are left partial, and how to finish."""
         done = [o for o in self.report.outcomes if o.status in ("ingested", "unchanged")]
         partial = sorted({o.trace for o in self.not_done})
-        text = (f"interrupted: {sum(o.status == 'ingested' for o in done)} file(s) committed"
-                f" ({len({o.trace for o in done})} trace(s) touched), {len(self.not_done)} not ingested")
+        text = (
+            f"interrupted: {sum(o.status == 'ingested' for o in done)} file(s) committed"
+            f" ({len({o.trace for o in done})} trace(s) touched), {len(self.not_done)} not ingested"
+        )
         if partial:
             text += f"; partial: {', '.join(partial)}"
         return text + "; run the same `cclq ingest` again to finish (committed files are skipped)"

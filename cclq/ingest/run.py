@@ -28,7 +28,6 @@ another folder (or another loose file) fails instead of replacing them, unless
 first new file arrives, never before (if every new file fails, the old trace stays).
 """
 
-
 from __future__ import annotations
 
 import os
@@ -71,8 +70,9 @@ from cclq.store.warehouse import (
 # A batch of parsed files is committed once it is this old (or at the end): one snapshot
 
 
-def is_up_to_date(inputs: Iterable[str | Path], warehouse: Warehouse, distinct_ids: bool = False,
-                  traces: dict[str, str] | None = None) -> bool:
+def is_up_to_date(
+    inputs: Iterable[str | Path], warehouse: Warehouse, distinct_ids: bool = False, traces: dict[str, str] | None = None
+) -> bool:
     """Whether an ingest of ``inputs`` would change nothing: every file unchanged (size and
     mtime as the catalog has them), none gone, no card changed, no folder unreadable.
     Takes no lock and writes nothing: for a reader of a read-only warehouse.
@@ -89,8 +89,7 @@ def is_up_to_date(inputs: Iterable[str | Path], warehouse: Warehouse, distinct_i
     report.outcomes += passed
     if traces is not None:
         traces.update(report.traces)
-    if committer.dirty or committer.deferred or report.outcomes and any(
-            o.status != "skipped" for o in report.outcomes):
+    if committer.dirty or committer.deferred or report.outcomes and any(o.status != "skipped" for o in report.outcomes):
         return False
     return all(is_unchanged(task, False, False) for task in tasks)
 
@@ -134,8 +133,11 @@ def ingest(
         rankless: dict[str, list[str]] = {}  # trace -> files that state no rank (unchanged ones)
         for task in tasks:
             if task.previous is not None and is_unchanged(task, force, checksum):
-                report.outcomes.append(FileOutcome(str(task.path), task.trace, "unchanged", rank=task.previous["rank"],
-                                                   size_bytes=task.size))
+                report.outcomes.append(
+                    FileOutcome(
+                        str(task.path), task.trace, "unchanged", rank=task.previous["rank"], size_bytes=task.size
+                    )
+                )
                 if task.previous.get("rank_source") == "default":
                     rankless.setdefault(task.trace, []).append(str(task.path))
             else:
@@ -173,23 +175,36 @@ def ingest(
             except Exception:  # noqa: BLE001 - nothing more to do on the way out
                 pass
             staged = {o.path for o in report.outcomes}
-            not_done = [FileOutcome(str(t.path), t.trace, "failed", f"{show_path(t.path)}: not ingested: interrupted")
-                        for t in todo if str(t.path) not in staged]
+            not_done = [
+                FileOutcome(str(t.path), t.trace, "failed", f"{show_path(t.path)}: not ingested: interrupted")
+                for t in todo
+                if str(t.path) not in staged
+            ]
             raise IngestInterrupted(report, not_done) from None
         finally:
             results.close()  # a stopped run: no new parses
         for task in todo[done:]:
-            report.outcomes.append(FileOutcome(str(task.path), task.trace, "failed",
-                                               f"{show_path(task.path)}: not ingested: {committer.stopped}",
-                                               size_bytes=task.size))
+            report.outcomes.append(
+                FileOutcome(
+                    str(task.path),
+                    task.trace,
+                    "failed",
+                    f"{show_path(task.path)}: not ingested: {committer.stopped}",
+                    size_bytes=task.size,
+                )
+            )
         for task, outcome in committer.stage_rankless():
             reporter.file_done(outcome)
             if outcome.status == "ingested":
-                rankless.setdefault(task.trace, []).append(f"{show_path(task.path)}: no rank in the file and none "
-                                                           f"in its name; guessed rank {outcome.rank}")
+                rankless.setdefault(task.trace, []).append(
+                    f"{show_path(task.path)}: no rank in the file and none in its name; guessed rank {outcome.rank}"
+                )
         committer.flush()
-        remember(warehouse, {t.file_id: refusal(t, h, held, why) for t, h, held, why in committer.refused},
-                 set(committer.committed.files))
+        remember(
+            warehouse,
+            {t.file_id: refusal(t, h, held, why) for t, h, held, why in committer.refused},
+            set(committer.committed.files),
+        )
         reporter.finish()
         if not committer.stopped:
             report.compacted = _compact_small_files(warehouse, committer, report, jobs or os.cpu_count() or 1)
@@ -198,8 +213,11 @@ def ingest(
         for lines in rankless.values():
             if len(lines) > 1:
                 report.warnings.extend(line for line in lines if "guessed rank" in line)
-        report.warnings.extend(far_apart_warnings(committer.committed.files.values(),
-                                                  {o.trace for o in report.outcomes if o.status == "ingested"}))
+        report.warnings.extend(
+            far_apart_warnings(
+                committer.committed.files.values(), {o.trace for o in report.outcomes if o.status == "ingested"}
+            )
+        )
         warehouse.collect_garbage()
         warehouse.clean_tmp()  # what a dead parser process left behind
     for w in report.warnings:
@@ -223,9 +241,11 @@ def far_apart_warnings(files: Iterable[dict], traces: set[str]) -> list[str]:
         (first_ns, first), (last_ns, last) = min(starts), max(starts)
         if last_ns - first_ns > FAR_APART_NS:
             days = (last_ns - first_ns) / 86_400e9
-            out.append(f"trace {trace!r}: its files start {days:.1f} days apart ({show_path(first)} at "
-                       f"{_utc(first_ns)}, {show_path(last)} at {_utc(last_ns)}); they are probably not one run: "
-                       "put each run in a folder of its own")
+            out.append(
+                f"trace {trace!r}: its files start {days:.1f} days apart ({show_path(first)} at "
+                f"{_utc(first_ns)}, {show_path(last)} at {_utc(last_ns)}); they are probably not one run: "
+                "put each run in a folder of its own"
+            )
     return out
 
 
@@ -235,8 +255,7 @@ def _utc(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
 
 
-def _compact_small_files(warehouse: Warehouse, committer: Committer, report: IngestReport,
-                         jobs: int) -> list[Any]:
+def _compact_small_files(warehouse: Warehouse, committer: Committer, report: IngestReport, jobs: int) -> list[Any]:
     """Compacts the traces this ingest wrote whose files are many and small (see
     cclq/store/compaction.py) in ``jobs`` processes, as one more commit; if that fails, the
     traces stay as ingested."""
@@ -251,8 +270,9 @@ def _compact_small_files(warehouse: Warehouse, committer: Committer, report: Ing
         moves, done = compaction.rewrite(warehouse, state, groups, jobs=jobs)
         warehouse.commit(state, moves)
     except Exception as e:  # noqa: BLE001 - an optimisation: the ingest itself succeeded
-        report.warnings.append(f"compacting small files did not work ({type(e).__name__}: {e}); "
-                               "`cclq compact` tries again")
+        report.warnings.append(
+            f"compacting small files did not work ({type(e).__name__}: {e}); `cclq compact` tries again"
+        )
         return []
     committer.committed = state
     return done
@@ -271,8 +291,14 @@ def _units(todo: list[FileTask], indices: Iterable[int], jobs: int) -> list[list
     for i in sorted(indices):
         task = todo[i]
         small = task.size <= SMALL_FILE_BYTES
-        if (small and units and units[-1][-1] == i - 1 and todo[i - 1].trace == task.trace
-                and todo[i - 1].size <= SMALL_FILE_BYTES and held + task.size <= GROUP_BYTES):
+        if (
+            small
+            and units
+            and units[-1][-1] == i - 1
+            and todo[i - 1].trace == task.trace
+            and todo[i - 1].size <= SMALL_FILE_BYTES
+            and held + task.size <= GROUP_BYTES
+        ):
             units[-1].append(i)
             held += task.size
         else:
@@ -283,13 +309,17 @@ def _units(todo: list[FileTask], indices: Iterable[int], jobs: int) -> list[list
         if len(largest) < 2:
             break
         at = units.index(largest)
-        units[at:at + 1] = [largest[:len(largest) // 2], largest[len(largest) // 2:]]
+        units[at : at + 1] = [largest[: len(largest) // 2], largest[len(largest) // 2 :]]
     return units
 
 
 def _run_parsers(
-    todo: list[FileTask], warehouse: Warehouse, jobs: int | None, reporter: Reporter,
-    options: ReadOptions = ReadOptions(), dask: str | None = None,
+    todo: list[FileTask],
+    warehouse: Warehouse,
+    jobs: int | None,
+    reporter: Reporter,
+    options: ReadOptions = ReadOptions(),
+    dask: str | None = None,
 ) -> Generator[Results | None, None, None]:
     """Yields lists of (task, result), in task order (the files of a group of small files,
     ``_units``, always in one list: they share data files); parses in processes when
@@ -322,8 +352,14 @@ def _run_parsers(
                 task = tasks[0]
                 yield [(task, parse_file(str(task.path), task.file_id, tmp_dir, task.trace, options, reporter.advance))]
             else:
-                yield list(zip(tasks, parse_group([(str(t.path), t.file_id, t.trace) for t in tasks], tmp_dir,
-                                                  options, reporter.advance)))
+                yield list(
+                    zip(
+                        tasks,
+                        parse_group(
+                            [(str(t.path), t.file_id, t.trace) for t in tasks], tmp_dir, options, reporter.advance
+                        ),
+                    )
+                )
         return
     import multiprocessing as mp
     from concurrent.futures import TimeoutError as FutureTimeout
@@ -345,10 +381,15 @@ def _run_parsers(
         futures: dict[int, Future[Any]] = {}  # file index -> its unit's parse
         unit_of: dict[int, list[int]] = {}
         # a fresh progress queue per pool: a killed worker may have died holding the old one's lock
-        with _progress_relay(ctx, reporter) as progress_q, ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=init_worker,
-            initargs=(progress_q, warehouse.lock_fd, os.getpid()),
-        ) as pool:
+        with (
+            _progress_relay(ctx, reporter) as progress_q,
+            ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=ctx,
+                initializer=init_worker,
+                initargs=(progress_q, warehouse.lock_fd, os.getpid()),
+            ) as pool,
+        ):
             for unit in order:
                 tasks = [todo[i] for i in unit]
                 future: Future[Any]
@@ -356,8 +397,9 @@ def _run_parsers(
                     task = tasks[0]
                     future = pool.submit(parse_in_worker, str(task.path), task.file_id, tmp_dir, task.trace, options)
                 else:
-                    future = pool.submit(parse_group_in_worker, [(str(t.path), t.file_id, t.trace) for t in tasks],
-                                         tmp_dir, options)
+                    future = pool.submit(
+                        parse_group_in_worker, [(str(t.path), t.file_id, t.trace) for t in tasks], tmp_dir, options
+                    )
                 for i in unit:
                     futures[i], unit_of[i] = future, unit
             try:
@@ -408,8 +450,11 @@ def _run_parsers(
             yield out
 
 
-def _take(ready: dict[int, ParsedFile | TraceFileError], unit: list[int],
-          result: ParsedFile | TraceFileError | list[ParsedFile | TraceFileError]) -> None:
+def _take(
+    ready: dict[int, ParsedFile | TraceFileError],
+    unit: list[int],
+    result: ParsedFile | TraceFileError | list[ParsedFile | TraceFileError],
+) -> None:
     """A unit's result(s) into ``ready``, by file index."""
     results = result if isinstance(result, list) else [result]
     for i, r in zip(unit, results):

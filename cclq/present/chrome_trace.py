@@ -60,9 +60,14 @@ def file_events(session: Session, file_id: str) -> Iterable[Event]:
     # a DB-API result would copy the whole file's rows first)
     stream = session.worker()
     try:
-        yield from _events(stream.relation(
-            "SELECT event_idx, ph, coalesce(cat_raw, cat) AS cat, name, pid, tid, ts_ns, dur_ns, flow_id, bp, scope, "
-            "args FROM events WHERE file_id = ? ORDER BY event_idx", [file_id]).to_arrow_reader(BATCH_ROWS), base_ns)
+        yield from _events(
+            stream.relation(
+                "SELECT event_idx, ph, coalesce(cat_raw, cat) AS cat, name, pid, tid, ts_ns, dur_ns, flow_id, bp, scope, "  # noqa: E501
+                "args FROM events WHERE file_id = ? ORDER BY event_idx",
+                [file_id],
+            ).to_arrow_reader(BATCH_ROWS),
+            base_ns,
+        )
     finally:
         stream.close()
 
@@ -97,8 +102,9 @@ def _events(reader: pa.RecordBatchReader, base_ns: int) -> Iterable[Event]:
 
 def file_header(session: Session, file_id: str) -> dict[str, Any]:
     """The top-level keys of a file that the warehouse keeps."""
-    row = session.execute("SELECT distributed_info, device_properties, base_time_ns FROM files WHERE file_id = ?",
-                          [file_id]).fetchone()
+    row = session.execute(
+        "SELECT distributed_info, device_properties, base_time_ns FROM files WHERE file_id = ?", [file_id]
+    ).fetchone()
     header: dict[str, Any] = {}
     if row is None:
         return header
@@ -111,8 +117,14 @@ def file_header(session: Session, file_id: str) -> dict[str, Any]:
     return header
 
 
-def write_trace(session: Session, file_id: str, out: Path, transform: Transform | None = None,
-                extra: Iterable[Event] = (), written_from: str | None = None) -> Path:
+def write_trace(
+    session: Session,
+    file_id: str,
+    out: Path,
+    transform: Transform | None = None,
+    extra: Iterable[Event] = (),
+    written_from: str | None = None,
+) -> Path:
     """Writes file ``file_id`` of the warehouse to ``out`` (gzip-compressed Chrome JSON),
     each event through ``transform``, then the ``extra`` events. The file appears whole
     or not at all (written beside it, then renamed). ``written_from`` (the source file's

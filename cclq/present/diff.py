@@ -56,8 +56,9 @@ def resolve_side(spec: str, known: list[str]) -> list[str]:
         elif part in known:
             out.append(part)
         else:
-            raise UsageError(f"no trace {part!r} in the warehouse",
-                             hint=did_you_mean(part, known, "`cclq traces` lists them"))
+            raise UsageError(
+                f"no trace {part!r} in the warehouse", hint=did_you_mean(part, known, "`cclq traces` lists them")
+            )
     if not out:
         raise UsageError(f"{spec!r} names no trace")
     return sorted(dict.fromkeys(out))
@@ -101,6 +102,7 @@ class DiffResult:
 def _side_facts(infos: list[WorkloadInfo]) -> dict[str, str]:
     """One side's hardware, world size, ranks traced (partial or whole) and framework, each
     the distinct values of its traces joined ('n/a' where nothing says)."""
+
     def join(values: list[Any]) -> str:
         shown = list(dict.fromkeys(str(v) for v in values if v not in (None, "")))
         return ", ".join(shown) if shown else "n/a"
@@ -114,8 +116,9 @@ def _side_facts(infos: list[WorkloadInfo]) -> dict[str, str]:
         "world size": join([w.info.get("world_size") for w in infos]),
         "partial": join([w.partial or "no" for w in infos]),
         "traced": join([w.traced() for w in infos]),
-        "framework": join([w.card.get("framework") or (f"{w.info['format']} trace" if w.info.get("format") else None)
-                           for w in infos]),
+        "framework": join(
+            [w.card.get("framework") or (f"{w.info['format']} trace" if w.info.get("format") else None) for w in infos]
+        ),
     }
 
 
@@ -123,8 +126,11 @@ def what_differs(a: dict[str, str], b: dict[str, str]) -> list[str]:
     """'hardware: A 8 x A100, B 2 x V100' for each fact of ``_side_facts`` that differs
     (hardware, world size, partial status, framework): why op tables of two generations
     of GPUs or of a sample against a whole run disagree."""
-    return [f"{key}: A {a[key]}, B {b[key]}" for key in ("hardware", "world size", "partial", "framework")
-            if a[key] != b[key]]
+    return [
+        f"{key}: A {a[key]}, B {b[key]}"
+        for key in ("hardware", "world size", "partial", "framework")
+        if a[key] != b[key]
+    ]
 
 
 def _side_value(outcomes: list[Outcome]) -> tuple[float | None, str | None]:
@@ -135,8 +141,9 @@ def _side_value(outcomes: list[Outcome]) -> tuple[float | None, str | None]:
     return None, "; ".join(reasons) or "no value"
 
 
-def _metric_rows(specs: list[MetricSpec], per_trace: dict[str, dict[str, Outcome]], a: list[str], b: list[str],
-                 same_ranks: bool) -> list[dict[str, Any]]:
+def _metric_rows(
+    specs: list[MetricSpec], per_trace: dict[str, dict[str, Outcome]], a: list[str], b: list[str], same_ranks: bool
+) -> list[dict[str, Any]]:
     rows = []
     for spec in specs:
         oa = [per_trace[t][spec.name] for t in a]
@@ -146,23 +153,44 @@ def _metric_rows(specs: list[MetricSpec], per_trace: dict[str, dict[str, Outcome
         if va is None and vb is None:
             continue  # applies to neither side
         note = "; ".join(f"{side}: {why}" for side, why in (("A", why_a), ("B", why_b)) if why)
-        rows.append({"metric": spec.name, "rank": None, "unit": spec.unit, "a": va, "b": vb,
-                     "delta": None if va is None or vb is None else vb - va, "rel": _rel(va, vb, spec.unit),
-                     "verdict": _verdict(spec.polarity, va, vb), "note": note})
+        rows.append(
+            {
+                "metric": spec.name,
+                "rank": None,
+                "unit": spec.unit,
+                "a": va,
+                "b": vb,
+                "delta": None if va is None or vb is None else vb - va,
+                "rel": _rel(va, vb, spec.unit),
+                "verdict": _verdict(spec.polarity, va, vb),
+                "note": note,
+            }
+        )
         if spec.grain == "rank" and same_ranks and len(a) == len(b) == 1:
             ra, rb = oa[0].rank_values(), ob[0].rank_values()
             for rank in sorted(set(ra) | set(rb)):
                 x, y = ra.get(rank), rb.get(rank)
                 if x is None and y is None:
                     continue
-                rows.append({"metric": spec.name, "rank": rank, "unit": spec.unit, "a": x, "b": y,
-                             "delta": None if x is None or y is None else y - x, "rel": _rel(x, y, spec.unit),
-                             "verdict": _verdict(spec.polarity, x, y), "note": ""})
+                rows.append(
+                    {
+                        "metric": spec.name,
+                        "rank": rank,
+                        "unit": spec.unit,
+                        "a": x,
+                        "b": y,
+                        "delta": None if x is None or y is None else y - x,
+                        "rel": _rel(x, y, spec.unit),
+                        "verdict": _verdict(spec.polarity, x, y),
+                        "note": "",
+                    }
+                )
     return rows
 
 
-def _aggregate(stats: list[OpStat], key: Callable[[OpStat], tuple[Any, ...] | None], scale: float
-               ) -> dict[tuple[Any, ...], list[float]]:
+def _aggregate(
+    stats: list[OpStat], key: Callable[[OpStat], tuple[Any, ...] | None], scale: float
+) -> dict[tuple[Any, ...], list[float]]:
     out: dict[tuple[Any, ...], list[float]] = {}
     for s in stats:
         k = key(s)
@@ -174,15 +202,26 @@ def _aggregate(stats: list[OpStat], key: Callable[[OpStat], tuple[Any, ...] | No
     return out
 
 
-def _compare(a: dict[tuple[Any, ...], list[float]], b: dict[tuple[Any, ...], list[float]],
-             names: tuple[str, ...]) -> list[dict[str, Any]]:
+def _compare(
+    a: dict[tuple[Any, ...], list[float]], b: dict[tuple[Any, ...], list[float]], names: tuple[str, ...]
+) -> list[dict[str, Any]]:
     rows = []
     for key in set(a) | set(b):
         ca, ta = a.get(key, [0.0, 0.0])
         cb, tb = b.get(key, [0.0, 0.0])
         status = "both" if key in a and key in b else ("only A" if key in a else "only B")
-        rows.append({**dict(zip(names, key)), "calls_a": ca, "calls_b": cb, "time_a_s": ta, "time_b_s": tb,
-                     "delta_s": tb - ta, "rel": _rel(ta, tb) if key in a else None, "status": status})
+        rows.append(
+            {
+                **dict(zip(names, key)),
+                "calls_a": ca,
+                "calls_b": cb,
+                "time_a_s": ta,
+                "time_b_s": tb,
+                "delta_s": tb - ta,
+                "rel": _rel(ta, tb) if key in a else None,
+                "status": status,
+            }
+        )
     rows.sort(key=lambda r: (-abs(r["delta_s"]), *(str(r[n]) for n in names)))
     return rows
 
@@ -203,8 +242,7 @@ def _config(r: BenchmarkResult, with_impl: bool = True, with_shape: bool = True)
 
 def _config_text(key: tuple[Any, ...]) -> str:
     _, _, m, n, k, dtype, world = key
-    parts = [f"m={m} n={n} k={k}" if m is not None else "", dtype or "",
-             f"np={world}" if world is not None else ""]
+    parts = [f"m={m} n={n} k={k}" if m is not None else "", dtype or "", f"np={world}" if world is not None else ""]
     return " ".join(p for p in parts if p)
 
 
@@ -240,8 +278,9 @@ def compare_results(a: list[BenchmarkResult], b: list[BenchmarkResult]) -> tuple
     def side(rows: list[BenchmarkResult]) -> dict[tuple[Any, ...], dict[str, Any]]:
         out: dict[tuple[Any, ...], dict[str, Any]] = {}
         for r in rows:
-            e = out.setdefault((*_config(r, with_impl, with_shape), r.metric),
-                               {"values": [], "valid": [], "unit": r.unit})
+            e = out.setdefault(
+                (*_config(r, with_impl, with_shape), r.metric), {"values": [], "valid": [], "unit": r.unit}
+            )
             if r.value is not None:
                 e["values"].append(r.value)
             e["valid"].append(r.valid)
@@ -257,11 +296,23 @@ def compare_results(a: list[BenchmarkResult], b: list[BenchmarkResult]) -> tuple
         vb = statistics.fmean(eb["values"]) if eb and eb["values"] else None
         unit = (ea or eb or {}).get("unit")
         verdict = _verdict(_result_polarity(key[-1], unit), va, vb)
-        rows.append({"benchmark": key[0], "implementation": key[1], "config": _config_text(key[:-1]),
-                     "metric": key[-1], "unit": unit, "a": va, "b": vb,
-                     "delta": None if va is None or vb is None else vb - va, "rel": _rel(va, vb),
-                     "verdict": verdict, "valid_a": valid_a.get(key[:-1]), "valid_b": valid_b.get(key[:-1]),
-                     "status": "both" if ea and eb else ("only A" if ea else "only B")})
+        rows.append(
+            {
+                "benchmark": key[0],
+                "implementation": key[1],
+                "config": _config_text(key[:-1]),
+                "metric": key[-1],
+                "unit": unit,
+                "a": va,
+                "b": vb,
+                "delta": None if va is None or vb is None else vb - va,
+                "rel": _rel(va, vb),
+                "verdict": verdict,
+                "valid_a": valid_a.get(key[:-1]),
+                "valid_b": valid_b.get(key[:-1]),
+                "status": "both" if ea and eb else ("only A" if ea else "only B"),
+            }
+        )
     if len(configs_a) == 1 and configs_a == configs_b:
         for row in rows:  # the one configuration of both sides
             row["config"], row["implementation"] = _config_text(next(iter(configs_a))), impls_a[0] or None
@@ -310,55 +361,152 @@ def diff(
         basis, scale_a, scale_b = "per rank", float(na), float(nb)
         ranks = f"A has {na} rank(s), B {nb}: times and calls are per-rank means"
     groups = []
-    for label, key in (("class", lambda s: (s.op_class,)),
-                       ("collective", lambda s: (s.coll_type,) if s.coll_type else None)):
+    for label, key in (
+        ("class", lambda s: (s.op_class,)),
+        ("collective", lambda s: (s.coll_type,) if s.coll_type else None),
+    ):
         for row in _compare(_aggregate(side_a, key, scale_a), _aggregate(side_b, key, scale_b), ("name",)):
             groups.append({"group": label, **row})
-    ops = _compare(_aggregate(side_a, lambda s: (s.name, s.op_class), scale_a),
-                   _aggregate(side_b, lambda s: (s.name, s.op_class), scale_b), ("name", "class"))
+    ops = _compare(
+        _aggregate(side_a, lambda s: (s.name, s.op_class), scale_a),
+        _aggregate(side_b, lambda s: (s.name, s.op_class), scale_b),
+        ("name", "class"),
+    )
     results = benchmark_results(session)
-    result_rows, note = compare_results([r for t in a for r in results.get(t, [])],
-                                        [r for t in b for r in results.get(t, [])])
+    result_rows, note = compare_results(
+        [r for t in a for r in results.get(t, [])], [r for t in b for r in results.get(t, [])]
+    )
     failed = [{"metric": name, "reason": run.error} for name, run in sorted(runs.items()) if run.error]
     facts_a, facts_b = _side_facts([workloads[t] for t in a]), _side_facts([workloads[t] for t in b])
-    return DiffResult(a, b, basis, ranks, metrics, groups, ops, result_rows, note, failed,
-                      {"A": facts_a, "B": facts_b}, what_differs(facts_a, facts_b))
+    return DiffResult(
+        a,
+        b,
+        basis,
+        ranks,
+        metrics,
+        groups,
+        ops,
+        result_rows,
+        note,
+        failed,
+        {"A": facts_a, "B": facts_b},
+        what_differs(facts_a, facts_b),
+    )
 
 
 # ----------------------------------------------------------------------- output
-DIFF_COLUMNS = ("part", "name", "rank", "unit", "group", "class", "a", "b", "delta", "rel", "verdict",
-                "calls_a", "calls_b", "valid_a", "valid_b", "status", "note")
+DIFF_COLUMNS = (
+    "part",
+    "name",
+    "rank",
+    "unit",
+    "group",
+    "class",
+    "a",
+    "b",
+    "delta",
+    "rel",
+    "verdict",
+    "calls_a",
+    "calls_b",
+    "valid_a",
+    "valid_b",
+    "status",
+    "note",
+)
 
 
 def long_rows(result: DiffResult) -> list[dict[str, Any]]:
     """Every row of the three parts in one long table (``part`` says which): CSV's form."""
     out = []
     for m in result.metrics:
-        out.append({"part": "metric", "name": m["metric"], "rank": m["rank"], "unit": m["unit"], "a": m["a"],
-                    "b": m["b"], "delta": m["delta"], "rel": m["rel"], "verdict": m["verdict"], "note": m["note"]})
+        out.append(
+            {
+                "part": "metric",
+                "name": m["metric"],
+                "rank": m["rank"],
+                "unit": m["unit"],
+                "a": m["a"],
+                "b": m["b"],
+                "delta": m["delta"],
+                "rel": m["rel"],
+                "verdict": m["verdict"],
+                "note": m["note"],
+            }
+        )
     for g in result.op_groups:
-        out.append({"part": "op_group", "name": g["name"], "unit": "s", "group": g["group"], "a": g["time_a_s"],
-                    "b": g["time_b_s"], "delta": g["delta_s"], "rel": g["rel"], "calls_a": g["calls_a"],
-                    "calls_b": g["calls_b"], "status": g["status"], "note": result.basis})
+        out.append(
+            {
+                "part": "op_group",
+                "name": g["name"],
+                "unit": "s",
+                "group": g["group"],
+                "a": g["time_a_s"],
+                "b": g["time_b_s"],
+                "delta": g["delta_s"],
+                "rel": g["rel"],
+                "calls_a": g["calls_a"],
+                "calls_b": g["calls_b"],
+                "status": g["status"],
+                "note": result.basis,
+            }
+        )
     for o in result.ops:
-        out.append({"part": "op", "name": o["name"], "unit": "s", "class": o["class"], "a": o["time_a_s"],
-                    "b": o["time_b_s"], "delta": o["delta_s"], "rel": o["rel"], "calls_a": o["calls_a"],
-                    "calls_b": o["calls_b"], "status": o["status"], "note": result.basis})
+        out.append(
+            {
+                "part": "op",
+                "name": o["name"],
+                "unit": "s",
+                "class": o["class"],
+                "a": o["time_a_s"],
+                "b": o["time_b_s"],
+                "delta": o["delta_s"],
+                "rel": o["rel"],
+                "calls_a": o["calls_a"],
+                "calls_b": o["calls_b"],
+                "status": o["status"],
+                "note": result.basis,
+            }
+        )
     for f in result.failed:
         out.append({"part": "metric", "name": f["metric"], "status": "failed", "note": f["reason"]})
     for r in result.results:
-        out.append({"part": "result", "name": r["metric"], "unit": r["unit"], "group": r["config"],
-                    "class": r["implementation"], "a": r["a"], "b": r["b"], "delta": r["delta"], "rel": r["rel"],
-                    "verdict": r["verdict"], "valid_a": r["valid_a"], "valid_b": r["valid_b"],
-                    "status": r["status"], "note": result.results_note})
+        out.append(
+            {
+                "part": "result",
+                "name": r["metric"],
+                "unit": r["unit"],
+                "group": r["config"],
+                "class": r["implementation"],
+                "a": r["a"],
+                "b": r["b"],
+                "delta": r["delta"],
+                "rel": r["rel"],
+                "verdict": r["verdict"],
+                "valid_a": r["valid_a"],
+                "valid_b": r["valid_b"],
+                "status": r["status"],
+                "note": result.results_note,
+            }
+        )
     return [{c: r.get(c) for c in DIFF_COLUMNS} for r in out]
 
 
 def diff_dict(result: DiffResult) -> dict[str, Any]:
-    return {"a": result.a, "b": result.b, "traced": result.traced, "differences": result.differences,
-            "op_basis": result.basis, "op_ranks": result.ranks,
-            "metrics": result.metrics, "op_groups": result.op_groups, "ops": result.ops,
-            "results": result.results, "results_note": result.results_note, "failed": result.failed}
+    return {
+        "a": result.a,
+        "b": result.b,
+        "traced": result.traced,
+        "differences": result.differences,
+        "op_basis": result.basis,
+        "op_ranks": result.ranks,
+        "metrics": result.metrics,
+        "op_groups": result.op_groups,
+        "ops": result.ops,
+        "results": result.results,
+        "results_note": result.results_note,
+        "failed": result.failed,
+    }
 
 
 def _yes_no(valid: bool | None) -> str:
@@ -393,27 +541,48 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
             line += cell(f"  ({facts['traced']}; {facts['hardware']}; {facts['framework']})")
         console.print(line)
         if facts.get("partial", "no") != "no":
-            console.print(Text(f"{side} is PARTIAL ({facts['partial']} traced): its numbers cover those ranks only",
-                               style="bold"))
+            console.print(
+                Text(f"{side} is PARTIAL ({facts['partial']} traced): its numbers cover those ranks only", style="bold")
+            )
     if result.differences:  # before any table: what makes the numbers not like for like
         console.print(Text("A and B differ in what was traced:", style="bold"))
         for d in result.differences:
             console.print(cell(f"  {d}"))
     if result.metrics:
-        partial = "; ".join(f"{s} partial: {f['partial']}" for s, f in result.traced.items()
-                            if f.get("partial", "no") != "no")
-        t = Table(title="metrics: B against A" + (f" ({partial})" if partial else ""), title_justify="left",
-                  header_style="bold")
-        for col, just in (("metric", "left"), ("rank", "right"), ("unit", "left"), ("A", "right"), ("B", "right"),
-                          ("B - A", "right"), ("change", "right"), ("", "left"), ("note", "left")):
+        partial = "; ".join(
+            f"{s} partial: {f['partial']}" for s, f in result.traced.items() if f.get("partial", "no") != "no"
+        )
+        t = Table(
+            title="metrics: B against A" + (f" ({partial})" if partial else ""),
+            title_justify="left",
+            header_style="bold",
+        )
+        for col, just in (
+            ("metric", "left"),
+            ("rank", "right"),
+            ("unit", "left"),
+            ("A", "right"),
+            ("B", "right"),
+            ("B - A", "right"),
+            ("change", "right"),
+            ("", "left"),
+            ("note", "left"),
+        ):
             t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
         for m in result.metrics:
             style = VERDICT_STYLE.get(m["verdict"], "")
-            row(t, m["metric"] if m["rank"] is None else "", "" if m["rank"] is None else str(m["rank"]),
-                m["unit"], f(m["a"]) if m["a"] is not None else Text("n/a", style="dim"),
+            row(
+                t,
+                m["metric"] if m["rank"] is None else "",
+                "" if m["rank"] is None else str(m["rank"]),
+                m["unit"],
+                f(m["a"]) if m["a"] is not None else Text("n/a", style="dim"),
                 f(m["b"]) if m["b"] is not None else Text("n/a", style="dim"),
-                f(m["delta"]), Text(_pct(m["rel"]), style=style), Text(m["verdict"], style=style),
-                Text(m["note"], style="dim"))
+                f(m["delta"]),
+                Text(_pct(m["rel"]), style=style),
+                Text(m["verdict"], style=style),
+                Text(m["note"], style="dim"),
+            )
         console.print(t)
     else:
         console.print("metrics: none applies to either side")
@@ -423,46 +592,95 @@ def print_diff(result: DiffResult, out: Any, top: int = 30) -> None:
         title = "benchmark results: B against A" + (f" ({result.results_note})" if result.results_note else "")
         r_t = Table(title=title, title_justify="left", header_style="bold")
         wheres = [" ".join(p for p in (r["implementation"] or "", r["config"]) if p) for r in result.results]
-        columns = ("configuration",) * any(wheres) + ("metric", "unit", "A", "B", "B - A", "change", "", "valid A",
-                                                      "valid B")
+        columns = ("configuration",) * any(wheres) + (
+            "metric",
+            "unit",
+            "A",
+            "B",
+            "B - A",
+            "change",
+            "",
+            "valid A",
+            "valid B",
+        )
         for col in columns:
-            r_t.add_column(col, justify="left" if col in ("configuration", "metric", "unit", "") else "right",
-                           overflow="fold")
+            r_t.add_column(
+                col, justify="left" if col in ("configuration", "metric", "unit", "") else "right", overflow="fold"
+            )
         for where, r in zip(wheres, result.results):
             style = VERDICT_STYLE.get(r["verdict"], "")
-            row(r_t, *((where,) if any(wheres) else ()), r["metric"], r["unit"] or "",
-                f(r["a"]) if r["a"] is not None else Text("only B" if r["status"] == "only B" else "n/a",
-                                                         style="dim"),
-                f(r["b"]) if r["b"] is not None else Text("only A" if r["status"] == "only A" else "n/a",
-                                                         style="dim"),
-                f(r["delta"]), Text(_pct(r["rel"]), style=style), Text(r["verdict"], style=style),
-                _yes_no(r["valid_a"]), _yes_no(r["valid_b"]))
+            row(
+                r_t,
+                *((where,) if any(wheres) else ()),
+                r["metric"],
+                r["unit"] or "",
+                f(r["a"]) if r["a"] is not None else Text("only B" if r["status"] == "only B" else "n/a", style="dim"),
+                f(r["b"]) if r["b"] is not None else Text("only A" if r["status"] == "only A" else "n/a", style="dim"),
+                f(r["delta"]),
+                Text(_pct(r["rel"]), style=style),
+                Text(r["verdict"], style=style),
+                _yes_no(r["valid_a"]),
+                _yes_no(r["valid_b"]),
+            )
         console.print(r_t)
     if not result.ops:
-        console.print("ops: no GPU kernel and no XLA device op on either side (a CPU run, e.g. `cclq record` "
-                      "on gloo, records none), so there is no op time to compare"
-                      + ("; the benchmark results above are what the runs measured." if result.results else "."))
+        console.print(
+            "ops: no GPU kernel and no XLA device op on either side (a CPU run, e.g. `cclq record` "
+            "on gloo, records none), so there is no op time to compare"
+            + ("; the benchmark results above are what the runs measured." if result.results else ".")
+        )
         return
-    partial = "; ".join(f"{s} partial: {f['partial']}" for s, f in result.traced.items()
-                        if f.get("partial", "no") != "no")
-    g = Table(title=f"op time by kernel class and collective type ({result.ranks}"
-                    + (f"; {partial})" if partial else ")"), title_justify="left",
-              header_style="bold")
+    partial = "; ".join(
+        f"{s} partial: {f['partial']}" for s, f in result.traced.items() if f.get("partial", "no") != "no"
+    )
+    g = Table(
+        title=f"op time by kernel class and collective type ({result.ranks}" + (f"; {partial})" if partial else ")"),
+        title_justify="left",
+        header_style="bold",
+    )
     for col in ("group", "name", "calls A", "calls B", "time A (s)", "time B (s)", "B - A (s)", "change", ""):
         g.add_column(col, justify="left" if col in ("group", "name", "") else "right")
     for r in result.op_groups:
-        row(g, r["group"], str(r["name"]), f(r["calls_a"]), f(r["calls_b"]), f(r["time_a_s"]), f(r["time_b_s"]),
-            f(r["delta_s"]), _pct(r["rel"]), "" if r["status"] == "both" else r["status"])
+        row(
+            g,
+            r["group"],
+            str(r["name"]),
+            f(r["calls_a"]),
+            f(r["calls_b"]),
+            f(r["time_a_s"]),
+            f(r["time_b_s"]),
+            f(r["delta_s"]),
+            _pct(r["rel"]),
+            "" if r["status"] == "both" else r["status"],
+        )
     console.print(g)
     only_a = sum(o["status"] == "only A" for o in result.ops)
     only_b = sum(o["status"] == "only B" for o in result.ops)
-    k = Table(title=f"ops with the largest time change (top {min(top, len(result.ops))} of {len(result.ops)} names; "
-                    f"{only_a} only in A, {only_b} only in B)", title_justify="left", header_style="bold")
+    k = Table(
+        title=f"ops with the largest time change (top {min(top, len(result.ops))} of {len(result.ops)} names; "
+        f"{only_a} only in A, {only_b} only in B)",
+        title_justify="left",
+        header_style="bold",
+    )
     for col in ("name", "class", "calls A", "calls B", "time A (s)", "time B (s)", "B - A (s)", "change", ""):
-        k.add_column(col, justify="left" if col in ("name", "class", "") else "right",
-                     overflow="fold", max_width=70 if col == "name" else None)
+        k.add_column(
+            col,
+            justify="left" if col in ("name", "class", "") else "right",
+            overflow="fold",
+            max_width=70 if col == "name" else None,
+        )
     for o in result.ops[:top]:
         name = o["name"] if len(o["name"]) <= 100 else o["name"][:99] + "\u2026"  # CSV/JSON keep it whole
-        row(k, name, o["class"], f(o["calls_a"]), f(o["calls_b"]), f(o["time_a_s"]), f(o["time_b_s"]),
-            f(o["delta_s"]), _pct(o["rel"]), "" if o["status"] == "both" else o["status"])
+        row(
+            k,
+            name,
+            o["class"],
+            f(o["calls_a"]),
+            f(o["calls_b"]),
+            f(o["time_a_s"]),
+            f(o["time_b_s"]),
+            f(o["delta_s"]),
+            _pct(o["rel"]),
+            "" if o["status"] == "both" else o["status"],
+        )
     console.print(k)

@@ -42,8 +42,16 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 def clean(text: str) -> str:
     """``text`` with every control character as a visible escape (``\x1b``, ``\n``)."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1] if m.group() in "\n\r\t" else f"\\x{ord(m.group()):02x}"
-                        if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+    return _CONTROL.sub(
+        lambda m: (
+            repr(m.group())[1:-1]
+            if m.group() in "\n\r\t"
+            else f"\\x{ord(m.group()):02x}"
+            if ord(m.group()) < 0x100
+            else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
 
 
 def cell(value: Any, style: str = "") -> Any:
@@ -114,8 +122,9 @@ class _LineEnds:
         return self.out.write(text[:-2] + "\n" if text.endswith("\r\n") else text)
 
 
-def write_table(table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, output: Path | None = None,
-                title: str | None = None) -> None:
+def write_table(
+    table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, output: Path | None = None, title: str | None = None
+) -> None:
     out = out or sys.stdout
     if fmt is OutputFormat.parquet:
         if output is None:
@@ -132,8 +141,12 @@ def write_table(table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, o
         w = csv.writer(_LineEnds(out), lineterminator="\r\n")
         w.writerow(names)
         for r in rows:
-            w.writerow(["" if r[n] is None else csv_cell(_cell(r[n]) if isinstance(r[n], (list, dict)) else r[n])
-                        for n in names])
+            w.writerow(
+                [
+                    "" if r[n] is None else csv_cell(_cell(r[n]) if isinstance(r[n], (list, dict)) else r[n])
+                    for n in names
+                ]
+            )
         return
     if fmt is OutputFormat.json:
         json.dump([{n: _clean_float(r[n]) for n in names} for r in rows], out, default=_json_default, indent=1)

@@ -37,8 +37,14 @@ from cclq.query.workloads import WorkloadInfo, load_workloads
 
 # Metrics the workload plots are drawn from (the board computes them besides the
 # leaderboard's): per-rank bars, straggler counts, temporal breakdown, bus bandwidth.
-FIGURE_METRICS = ("avg_step_time", "communication_fraction", "collective_skew", "hta_temporal_breakdown",
-                  "collective_busbw", "hta_critical_path_breakdown")
+FIGURE_METRICS = (
+    "avg_step_time",
+    "communication_fraction",
+    "collective_skew",
+    "hta_temporal_breakdown",
+    "collective_busbw",
+    "hta_critical_path_breakdown",
+)
 REPORT_VERSION = 4  # of the dict layout below; stored board data with another version is recomputed
 # 2: figures gained "hta" (queue length, memory bandwidth, launch delays: cclq.query.hta_series)
 # 3: figures gained "critical_path" (hta_critical_path_breakdown's rows)
@@ -53,8 +59,9 @@ class WorkloadReport:
     assumptions: dict[str, str] = field(default_factory=dict)  # metric -> what its value takes for granted
 
 
-def assumption_notes(specs: list[MetricSpec], workload: WorkloadInfo, has_gpu: bool,
-                     params: dict[str, str] | None) -> dict[str, str]:
+def assumption_notes(
+    specs: list[MetricSpec], workload: WorkloadInfo, has_gpu: bool, params: dict[str, str] | None
+) -> dict[str, str]:
     """metric -> what its value takes for granted that this trace does not give (its
     header's ``assumes``): GPUs on a run without GPU kernels, a parameter's default
     standing for the hardware (bandwidth_utilization's 100 GB/s link) when neither
@@ -109,19 +116,25 @@ def _rows(outcome: Outcome | None, columns: tuple[str, ...]) -> list[list[Any]] 
     return [[_clean(r[c]) for c in columns] for r in outcome.rows if r["value"] is not None]
 
 
-def _figure_data(outcomes: dict[str, Outcome], steps: list[tuple[int, int, float]],
-                 ops: dict[str, Any], hta: dict[str, Any]) -> dict[str, Any]:
+def _figure_data(
+    outcomes: dict[str, Outcome], steps: list[tuple[int, int, float]], ops: dict[str, Any], hta: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "hta": hta,
         "steps": [list(s) for s in steps],
         "top_ops": ops,
         "straggler": _straggler_counts(outcomes.get("collective_skew")),
-        "temporal": _rows(outcomes.get("hta_temporal_breakdown"),
-                          ("rank", "compute_time_us", "non_compute_time_us", "idle_time_us", "value")),
-        "busbw": _rows(outcomes.get("collective_busbw"),
-                       ("coll_type", "size_bucket", "min_bytes", "max_bytes", "collectives", "value")),
-        "critical_path": _rows(outcomes.get("hta_critical_path_breakdown"),
-                               ("rank", "bound_by", "duration_us", "percentage", "path_us")),
+        "temporal": _rows(
+            outcomes.get("hta_temporal_breakdown"),
+            ("rank", "compute_time_us", "non_compute_time_us", "idle_time_us", "value"),
+        ),
+        "busbw": _rows(
+            outcomes.get("collective_busbw"),
+            ("coll_type", "size_bucket", "min_bytes", "max_bytes", "collectives", "value"),
+        ),
+        "critical_path": _rows(
+            outcomes.get("hta_critical_path_breakdown"), ("rank", "bound_by", "duration_us", "percentage", "path_us")
+        ),
     }
 
 
@@ -139,7 +152,8 @@ def collect_reports(
     traces = sorted(workloads)
     # the figure queries read the views the metrics read: shared by all of them
     queries = batch_queries(session, specs, params, plan_first=True) + uncached_queries(
-        session, [STEP_DURATIONS_QUERY, OP_STATS_QUERY, *HTA_QUERIES])
+        session, [STEP_DURATIONS_QUERY, OP_STATS_QUERY, *HTA_QUERIES]
+    )
     with shared_views(session, queries) as shared:
         if on_shared is not None:
             on_shared([name for name in SHARED_VIEWS if name in shared])
@@ -150,11 +164,15 @@ def collect_reports(
         runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True, last=True)
         steps, ops, hta = steps_run.result(), ops_run.result(), hta_run.result()
     outcomes = split_by_trace(runs, traces)
-    return {t: WorkloadReport(workloads[t], outcomes[t], _figure_data(outcomes[t], steps.get(t, []),
-                                                                      top_ops(ops.get(t, [])), hta.get(t, {})),
-                              assumption_notes(specs, workloads[t], any(s.source == "gpu" for s in ops.get(t, [])),
-                                               params))
-            for t in traces}
+    return {
+        t: WorkloadReport(
+            workloads[t],
+            outcomes[t],
+            _figure_data(outcomes[t], steps.get(t, []), top_ops(ops.get(t, [])), hta.get(t, {})),
+            assumption_notes(specs, workloads[t], any(s.source == "gpu" for s in ops.get(t, [])), params),
+        )
+        for t in traces
+    }
 
 
 def metric_entry(outcome: Outcome, rows: bool) -> dict[str, Any]:
@@ -162,18 +180,29 @@ def metric_entry(outcome: Outcome, rows: bool) -> dict[str, Any]:
     spec = outcome.spec
     values = [r["value"] for r in outcome.rows if r["value"] is not None]
     entry: dict[str, Any] = {
-        "metric": spec.name, "version": spec.version, "unit": spec.unit, "grain": spec.grain,
-        "category": spec.category, "polarity": spec.polarity, "leaderboard": spec.leaderboard,
-        "summary": spec.summary, "description": spec.description,
-        "value": _clean(outcome.value), "reason": outcome.reason, "failed": outcome.failed,
-        "rows_with_value": len(values), "rows_total": len(outcome.rows),
+        "metric": spec.name,
+        "version": spec.version,
+        "unit": spec.unit,
+        "grain": spec.grain,
+        "category": spec.category,
+        "polarity": spec.polarity,
+        "leaderboard": spec.leaderboard,
+        "summary": spec.summary,
+        "description": spec.description,
+        "value": _clean(outcome.value),
+        "reason": outcome.reason,
+        "failed": outcome.failed,
+        "rows_with_value": len(values),
+        "rows_total": len(outcome.rows),
         # distinct (rank, step) among the rows with a value: tells "8 ranks" from "32 rows"
         "keys_with_value": len({(r.get("rank"), r.get("step")) for r in outcome.rows if r["value"] is not None}),
-        "min": _clean(min(values)) if values else None, "max": _clean(max(values)) if values else None,
+        "min": _clean(min(values)) if values else None,
+        "max": _clean(max(values)) if values else None,
     }
     if spec.grain == "rank":
-        entry["by_rank"] = [[r["rank"], _clean(r["value"]), r["reason"]] for r in outcome.rows
-                            if r.get("rank") is not None]
+        entry["by_rank"] = [
+            [r["rank"], _clean(r["value"]), r["reason"]] for r in outcome.rows if r.get("rank") is not None
+        ]
     if rows:
         entry["rows"] = [{k: _clean(v) for k, v in r.items() if k not in ("trace", "unit")} for r in outcome.rows]
     return entry
@@ -184,8 +213,7 @@ def report_dict(report: WorkloadReport, rows: bool = True) -> dict[str, Any]:
     w = report.workload
     groups = []
     for cat_id, title in CATEGORIES.items():
-        outcomes = sorted((o for o in report.outcomes.values() if o.spec.category == cat_id),
-                          key=lambda o: o.spec.name)
+        outcomes = sorted((o for o in report.outcomes.values() if o.spec.category == cat_id), key=lambda o: o.spec.name)
         if outcomes:
             entries = [metric_entry(o, rows) for o in outcomes]
             for e in entries:
@@ -200,8 +228,12 @@ def report_dict(report: WorkloadReport, rows: bool = True) -> dict[str, Any]:
         "trace": w.trace,
         "headline": w.headline(),
         # what was traced: every number below covers these ranks only
-        "traced": {"ranks_seen": w.info.get("ranks_seen"), "world_size": w.info.get("world_size"),
-                   "text": w.traced(), "partial": w.partial},
+        "traced": {
+            "ranks_seen": w.info.get("ranks_seen"),
+            "world_size": w.info.get("world_size"),
+            "text": w.traced(),
+            "partial": w.partial,
+        },
         "hardware": {"model": model, "count": count, "source": source},
         "parallelism": w.parallelism(),
         "info": {k: _clean(v) for k, v in w.info.items()},
@@ -222,8 +254,9 @@ def spread(entry: dict[str, Any]) -> str:
         return ""
     one_per_key = entry.get("keys_with_value") == n
     what = {"rank": "ranks", "step": "rank-steps"}.get(entry["grain"], "rows") if one_per_key else "rows"
-    how = {"mean": "mean", "sum": "sum", "max": "max", "min": "min", "value": "first",
-           "ratio": "pooled ratio"}[entry["summary"]]
+    how = {"mean": "mean", "sum": "sum", "max": "max", "min": "min", "value": "first", "ratio": "pooled ratio"}[
+        entry["summary"]
+    ]
     text = f"{how} of {n} {what}"
     if entry["min"] is not None and entry["min"] != entry["max"]:
         text += f" ({people_text(entry['min'], entry['unit'])} .. {people_text(entry['max'], entry['unit'])})"
@@ -247,19 +280,24 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
     traced = data.get("traced") or {}
     partial = traced.get("partial")
     hw = data.get("hardware") or {}
-    facts = [info.get("format"), traced.get("text") or f"{info.get('ranks_seen')} rank(s) of world size "
-                                                        f"{info.get('world_size')}",
-             f"{hw['count']} x {hw['model']} (from the trace's deviceProperties)"
-             if hw.get("source") == "trace" and hw.get("count") else None,
-             f"span {people_text(info['span_s'], 's')}" if info.get("span_s") is not None else None,
-             f"{info.get('events'):,} events" if info.get("events") is not None else None,
-             f"parallelism {data['parallelism']}" if data["parallelism"] else None]
+    facts = [
+        info.get("format"),
+        traced.get("text") or f"{info.get('ranks_seen')} rank(s) of world size {info.get('world_size')}",
+        f"{hw['count']} x {hw['model']} (from the trace's deviceProperties)"
+        if hw.get("source") == "trace" and hw.get("count")
+        else None,
+        f"span {people_text(info['span_s'], 's')}" if info.get("span_s") is not None else None,
+        f"{info.get('events'):,} events" if info.get("events") is not None else None,
+        f"parallelism {data['parallelism']}" if data["parallelism"] else None,
+    ]
     console.print(cell(", ".join(str(f) for f in facts if f)))
     if partial:
         console.print(Text(f"PARTIAL: {partial} traced; every number below covers those ranks only", style="bold"))
-    console.print(f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
-                  + ("(value n/a with the reason)" if all_metrics else "(--all-metrics lists them with the reason)")
-                  + (f", {len(data['metrics_failed'])} FAILED" if data["metrics_failed"] else ""))
+    console.print(
+        f"{data['metrics_applied']} metrics apply, {data['metrics_not_applicable']} do not "
+        + ("(value n/a with the reason)" if all_metrics else "(--all-metrics lists them with the reason)")
+        + (f", {len(data['metrics_failed'])} FAILED" if data["metrics_failed"] else "")
+    )
     folded: list[str] = []
     for group in data["categories"]:
         if not all_metrics:
@@ -274,16 +312,30 @@ def print_report(data: dict[str, Any], out: TextIO, all_metrics: bool = False) -
             t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
         for e in group["metrics"]:
             if e["failed"]:
-                t.add_row(cell(e["metric"]), Text("failed", style="bold red"), cell(e["unit"]),
-                          cell(e["reason"] or "", style="red"), *([""] if all_metrics else []))
+                t.add_row(
+                    cell(e["metric"]),
+                    Text("failed", style="bold red"),
+                    cell(e["unit"]),
+                    cell(e["reason"] or "", style="red"),
+                    *([""] if all_metrics else []),
+                )
             elif e["value"] is None:
-                t.add_row(cell(e["metric"]), Text("n/a", style="dim"), cell(e["unit"]), "",
-                          cell(e["reason"] or "", style="dim"))
+                t.add_row(
+                    cell(e["metric"]),
+                    Text("n/a", style="dim"),
+                    cell(e["unit"]),
+                    "",
+                    cell(e["reason"] or "", style="dim"),
+                )
             else:
                 number, unit = for_people(e["value"], e["unit"])
                 over = "; ".join(x for x in (spread(e), e.get("assumes", "")) if x)
                 t.add_row(cell(e["metric"]), number, cell(unit), cell(over), *([""] if all_metrics else []))
         console.print(t)
     if folded:
-        console.print(Text(f"{len(folded)} not applicable: {', '.join(folded)} (--all-metrics shows them "
-                           "with the reason)", style="dim"))
+        console.print(
+            Text(
+                f"{len(folded)} not applicable: {', '.join(folded)} (--all-metrics shows them with the reason)",
+                style="dim",
+            )
+        )

@@ -15,9 +15,19 @@ import math
 
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 # unit -> (the value's scale in the base unit, the base unit) for SI-prefixed units
-_SCALED = {"GB": (1e9, "B"), "GB/s": (1e9, "B/s"), "B/s": (1.0, "B/s"), "Bps": (1.0, "B/s"), "B": (1.0, "B"),
-           "bytes": (1.0, "B"), "FLOP": (1.0, "FLOP"), "FLOP/s": (1.0, "FLOP/s"), "tokens/s": (1.0, "tokens/s"),
-           "tokens": (1.0, "tokens"), "FLOP/token": (1.0, "FLOP/token")}
+_SCALED = {
+    "GB": (1e9, "B"),
+    "GB/s": (1e9, "B/s"),
+    "B/s": (1.0, "B/s"),
+    "Bps": (1.0, "B/s"),
+    "B": (1.0, "B"),
+    "bytes": (1.0, "B"),
+    "FLOP": (1.0, "FLOP"),
+    "FLOP/s": (1.0, "FLOP/s"),
+    "tokens/s": (1.0, "tokens/s"),
+    "tokens": (1.0, "tokens"),
+    "FLOP/token": (1.0, "FLOP/token"),
+}
 _SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 

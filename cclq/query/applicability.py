@@ -68,8 +68,12 @@ class Fact:
         return self.reason.replace("{phase}", facts.card_phase or "")
 
     def __str__(self) -> str:
-        text = {"format": "format " + " ".join(self.values), "table": "table " + " ".join(self.values),
-                "ranks": f"ranks >= {self.values[0]}", "card_phase": "card phase " + " ".join(self.values)}[self.kind]
+        text = {
+            "format": "format " + " ".join(self.values),
+            "table": "table " + " ".join(self.values),
+            "ranks": f"ranks >= {self.values[0]}",
+            "card_phase": "card phase " + " ".join(self.values),
+        }[self.kind]
         return text
 
 
@@ -109,8 +113,9 @@ def parse_facts(spec: MetricSpec) -> tuple[Fact, ...]:
         elif (c := _PHASE.match(fact)) is not None:
             facts.append(Fact("card_phase", tuple(c["values"].split()), reason))
         else:
-            raise ValueError(f"{spec.path}: unknown applies_if fact {fact!r} "
-                             "(format F.., table T.., ranks >= N, card phase P..)")
+            raise ValueError(
+                f"{spec.path}: unknown applies_if fact {fact!r} (format F.., table T.., ranks >= N, card phase P..)"
+            )
     return tuple(facts)
 
 
@@ -141,8 +146,10 @@ def trace_facts(session: Session) -> dict[str, TraceFacts]:
     ).fetchall()
     tables = {t: (frozenset(names or []), int(n or 0)) for t, names, n in parts}
     phases = dict(session.execute("SELECT trace, lower(phase) FROM cards WHERE phase IS NOT NULL").fetchall())
-    facts = {t: TraceFacts(t, formats.get(t, frozenset()), *tables.get(t, (frozenset(), 0)), card_phase=phases.get(t))
-             for t in sorted(set(formats) | set(tables))}
+    facts = {
+        t: TraceFacts(t, formats.get(t, frozenset()), *tables.get(t, (frozenset(), 0)), card_phase=phases.get(t))
+        for t in sorted(set(formats) | set(tables))
+    }
     session.memo["trace_facts"] = facts
     return dict(facts)
 

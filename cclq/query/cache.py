@@ -53,17 +53,25 @@ def inputs_key(snapshot: Snapshot, traces: list[str] | None, parts: tuple[str, .
         h.update(module.sql.encode())
     wanted = None if traces is None else set(traces)
     files, cards = snapshot.tables["files"], snapshot.tables["cards"]
-    inputs = sorted(row for row in zip(*(files.column(c).to_pylist() for c in
-                                          ("trace", "rank", "file_id", "content_hash", "ingest_version")))
-                    if wanted is None or row[0] in wanted)
-    card_rows = sorted(row for row in zip(cards.column("trace").to_pylist(), cards.column("card_json").to_pylist())
-                       if wanted is None or row[0] in wanted)
+    inputs = sorted(
+        row
+        for row in zip(
+            *(files.column(c).to_pylist() for c in ("trace", "rank", "file_id", "content_hash", "ingest_version"))
+        )
+        if wanted is None or row[0] in wanted
+    )
+    card_rows = sorted(
+        row
+        for row in zip(cards.column("trace").to_pylist(), cards.column("card_json").to_pylist())
+        if wanted is None or row[0] in wanted
+    )
     h.update(repr((inputs, card_rows)).encode())
     return h.hexdigest()
 
 
-def result_file(cache_dir: Path, snapshot: Snapshot, traces: list[str] | None, spec: MetricSpec,
-                params: dict[str, str]) -> Path:
+def result_file(
+    cache_dir: Path, snapshot: Snapshot, traces: list[str] | None, spec: MetricSpec, params: dict[str, str]
+) -> Path:
     """The one name of a metric's stored result over ``traces`` of ``snapshot``: a session,
     a repeat call without DuckDB and the daemon's batch all look it up here."""
     return cache_dir / f"{spec.name}.v{spec.version}.{metric_key(snapshot, traces, spec, params)}.parquet"

@@ -41,13 +41,14 @@ def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
     return longest_path_columns(src, dst, weight, edge_no)
 
 
-def longest_path_columns(src: Sequence[int], dst: Sequence[int], weight: Sequence[float],
-                         edge_no: Sequence[int]) -> list[int]:
+def longest_path_columns(
+    src: Sequence[int], dst: Sequence[int], weight: Sequence[float], edge_no: Sequence[int]
+) -> list[int]:
     """``longest_path`` over the edges as four columns (what ``prepare`` reads from
     DuckDB; no tuple per edge). Node state lives in dicts keyed by node id, and each
     predecessor maps to the index of its edge rather than to a (weight, number) pair."""
-    preds: dict[int, dict[int, int]] = {}   # node -> {predecessor: index of its (last) edge}
-    succs: dict[int, list[int]] = {}        # node -> successors, first insertion order
+    preds: dict[int, dict[int, int]] = {}  # node -> {predecessor: index of its (last) edge}
+    succs: dict[int, list[int]] = {}  # node -> successors, first insertion order
     for i, (u, v) in enumerate(zip(src, dst)):
         into = preds.get(v)
         if into is None:
@@ -78,7 +79,7 @@ def longest_path_columns(src: Sequence[int], dst: Sequence[int], weight: Sequenc
     if len(topo) != n_nodes:
         raise ValueError("the critical path graph has a cycle")
     dist: dict[int, float] = {}
-    via: dict[int, int] = {}     # node -> index of the edge into it on its longest path, -1 at a start
+    via: dict[int, int] = {}  # node -> index of the edge into it on its longest path, -1 at a start
     for v in topo:
         into = preds.get(v)
         best = 0.0
@@ -117,33 +118,45 @@ def prepare(session: Session, sql: str) -> None:
     session.execute(
         "CREATE OR REPLACE TEMP TABLE __cclq_critical_path_edges AS SELECT e.* "
         "FROM hta_critical_path_edges AS e JOIN metric_scope AS m USING (trace, rank) "
-        "JOIN metric_params AS p USING (trace) WHERE p.only_rank < 0 OR e.rank = p.only_rank")
+        "JOIN metric_params AS p USING (trace) WHERE p.only_rank < 0 OR e.rank = p.only_rank"
+    )
     try:
         edges = session.arrow(
             "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "
-            "ORDER BY trace, rank, edge_no").to_pydict()
+            "ORDER BY trace, rank, edge_no"
+        ).to_pydict()
         traces, ranks = edges["trace"], edges["rank"]
         out: dict[str, list[Any]] = {"trace": [], "rank": [], "edge_no": [], "position": []}
         start = 0
         for end in range(1, len(traces) + 1):  # one rank's edges are one run of the sorted rows
             if end < len(traces) and traces[end] == traces[start] and ranks[end] == ranks[start]:
                 continue
-            path = longest_path_columns(edges["src_node"][start:end], edges["dst_node"][start:end],
-                                        edges["path_weight_us"][start:end], edges["edge_no"][start:end])
+            path = longest_path_columns(
+                edges["src_node"][start:end],
+                edges["dst_node"][start:end],
+                edges["path_weight_us"][start:end],
+                edges["edge_no"][start:end],
+            )
             out["trace"].extend([traces[start]] * len(path))
             out["rank"].extend([ranks[start]] * len(path))
             out["edge_no"].extend(path)
             out["position"].extend(range(len(path)))
             start = end
-        table = pa.table({"trace": pa.array(out["trace"], pa.string()), "rank": pa.array(out["rank"], pa.int32()),
-                          "edge_no": pa.array(out["edge_no"], pa.int64()),
-                          "position": pa.array(out["position"], pa.int64())})
+        table = pa.table(
+            {
+                "trace": pa.array(out["trace"], pa.string()),
+                "rank": pa.array(out["rank"], pa.int32()),
+                "edge_no": pa.array(out["edge_no"], pa.int64()),
+                "position": pa.array(out["position"], pa.int64()),
+            }
+        )
         session.con.register("__cclq_critical_path", table)
         try:
             session.execute(
                 f"CREATE OR REPLACE TEMP TABLE {PATH_TABLE} AS "
                 "SELECT e.*, p.position FROM __cclq_critical_path AS p "
-                "JOIN __cclq_critical_path_edges AS e USING (trace, rank, edge_no)")
+                "JOIN __cclq_critical_path_edges AS e USING (trace, rank, edge_no)"
+            )
         finally:
             session.con.unregister("__cclq_critical_path")
     finally:

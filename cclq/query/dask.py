@@ -47,10 +47,9 @@ MIN_EVENTS_PER_PARTITION = 500_000
 DUCKDB_MEMORY_SHARE = 0.75
 
 
-
-
-def plan_partitions(events: dict[str, int], max_partitions: int,
-                    min_events: int = MIN_EVENTS_PER_PARTITION) -> list[list[str]]:
+def plan_partitions(
+    events: dict[str, int], max_partitions: int, min_events: int = MIN_EVENTS_PER_PARTITION
+) -> list[list[str]]:
     """Traces in groups of about equal size in events: one group per ``min_events``
     events in all, at most ``max_partitions`` and no more than there are traces; the
     largest trace first, each into the group that holds the fewest events so far."""
@@ -68,16 +67,19 @@ def plan_partitions(events: dict[str, int], max_partitions: int,
     return sorted(sorted(members) for _size, _g, members in groups if members)
 
 
-def metrics_task(root: str, snapshot_id: str, traces: list[str], specs: list[MetricSpec],
-                 params: dict[str, str], fingerprint: str) -> dict[str, pa.Table | str]:
+def metrics_task(
+    root: str, snapshot_id: str, traces: list[str], specs: list[MetricSpec], params: dict[str, str], fingerprint: str
+) -> dict[str, pa.Table | str]:
     """What a worker runs for one partition: ``run_metrics`` over its traces, on the
     snapshot the client reads. A metric's result table, or its error message."""
     from cclq.query.metrics import run_metrics
     from cclq.query.session import connect
 
     if fingerprint != code_content_digest():
-        raise UsageError(f"Dask worker {this_worker()} runs a different cclq than this process",
-                         hint="install the same cclq on every worker")
+        raise UsageError(
+            f"Dask worker {this_worker()} runs a different cclq than this process",
+            hint="install the same cclq on every worker",
+        )
     con = connect(open_warehouse(root), traces=traces, snapshot_id=snapshot_id)
     try:
         _fit_to_worker(con)
@@ -105,9 +107,14 @@ def _fit_to_worker(con: Session) -> None:
 PartitionProgress = Callable[[int, int], None]  # (partitions done, partitions in all)
 
 
-def run_metric_on_dask(con: Session, spec: MetricSpec, params: dict[str, str] | None,
-                       dask: str, partitions: int | None = None,
-                       on_partition: PartitionProgress | None = None) -> pa.Table:
+def run_metric_on_dask(
+    con: Session,
+    spec: MetricSpec,
+    params: dict[str, str] | None,
+    dask: str,
+    partitions: int | None = None,
+    on_partition: PartitionProgress | None = None,
+) -> pa.Table:
     """``run_metric`` over the traces ``con`` sees, computed on a Dask cluster by trace
     partitions (``partitions`` groups at most; default ``PARTITIONS_PER_THREAD`` per
     worker thread, of ``MIN_EVENTS_PER_PARTITION`` events or more). A cached result is
@@ -128,10 +135,15 @@ def run_metric_on_dask(con: Session, spec: MetricSpec, params: dict[str, str] | 
         return run_metric(con, spec, params, compute=compute)
 
 
-def run_metrics_on_dask(con: Session, specs: list[MetricSpec], params: dict[str, str] | None,
-                        dask: str, partitions: int | None = None,
-                        on_partition: PartitionProgress | None = None,
-                        on_done: Callable[[MetricRun], None] | None = None) -> dict[str, MetricRun]:
+def run_metrics_on_dask(
+    con: Session,
+    specs: list[MetricSpec],
+    params: dict[str, str] | None,
+    dask: str,
+    partitions: int | None = None,
+    on_partition: PartitionProgress | None = None,
+    on_done: Callable[[MetricRun], None] | None = None,
+) -> dict[str, MetricRun]:
     """``run_metrics`` on a Dask cluster: the metrics that are not cached are computed
     together, one task per trace partition running all of them on one connection, and
     cached as ``run_metrics`` caches them; a metric whose SQL fails is recorded with its
@@ -166,8 +178,15 @@ class _LazyBatch:
     (so that a cached result never starts or joins a cluster); the cluster is left at
     the end of the ``with`` block."""
 
-    def __init__(self, con: Session, cluster: ClusterSpec, specs: list[MetricSpec],
-                 params: dict[str, str], partitions: int | None, on_partition: PartitionProgress | None) -> None:
+    def __init__(
+        self,
+        con: Session,
+        cluster: ClusterSpec,
+        specs: list[MetricSpec],
+        params: dict[str, str],
+        partitions: int | None,
+        on_partition: PartitionProgress | None,
+    ) -> None:
         self.con = con
         self.cluster = cluster
         self.specs = specs
@@ -189,12 +208,15 @@ class _LazyBatch:
             if not events:  # nothing to partition: computed here, as one query gives it
                 from cclq.query.metrics import run_metrics
 
-                self.results = {n: r.table if r.table is not None else str(r.error)
-                                for n, r in run_metrics(self.con, self.specs, self.params).items()}
+                self.results = {
+                    n: r.table if r.table is not None else str(r.error)
+                    for n, r in run_metrics(self.con, self.specs, self.params).items()
+                }
             else:
                 client = self._stack.enter_context(dask_client(self.cluster))
-                self.results = _compute(client, self.con, self.specs, self.params, events, self.partitions,
-                                        self.on_partition)
+                self.results = _compute(
+                    client, self.con, self.specs, self.params, events, self.partitions, self.on_partition
+                )
         return self.results[spec.name]
 
 
@@ -204,15 +226,23 @@ def _shown(traces: list[str]) -> str:
 
 def _events_by_trace(con: Session) -> dict[str, int]:
     """Every selected trace (also one without data files) and its rows."""
-    return dict(con.execute(
-        "SELECT t.trace, coalesce(sum(p.rows), 0)::BIGINT FROM (SELECT trace FROM files UNION SELECT trace FROM parts) "
-        "AS t LEFT JOIN parts AS p USING (trace) GROUP BY t.trace"
-    ).fetchall())
+    return dict(
+        con.execute(
+            "SELECT t.trace, coalesce(sum(p.rows), 0)::BIGINT FROM (SELECT trace FROM files UNION SELECT trace FROM parts) "  # noqa: E501
+            "AS t LEFT JOIN parts AS p USING (trace) GROUP BY t.trace"
+        ).fetchall()
+    )
 
 
-def _compute(client: Client, con: Session, specs: list[MetricSpec], params: dict[str, str],
-             events: dict[str, int], partitions: int | None,
-             on_partition: PartitionProgress | None) -> dict[str, pa.Table | str]:
+def _compute(
+    client: Client,
+    con: Session,
+    specs: list[MetricSpec],
+    params: dict[str, str],
+    events: dict[str, int],
+    partitions: int | None,
+    on_partition: PartitionProgress | None,
+) -> dict[str, pa.Table | str]:
     """Every metric of ``specs`` over the traces of ``events``, by partitions: each
     metric's parts combined, or the first error a partition gave for it."""
     from distributed import KilledWorker, as_completed
@@ -230,14 +260,26 @@ def _compute(client: Client, con: Session, specs: list[MetricSpec], params: dict
     else:
         root = str(snapshot.warehouse.root.resolve())
         check_workers(client, snapshot.warehouse.root.resolve(), snapshot.catalog_file("files"))
-    groups = plan_partitions(events, partitions or PARTITIONS_PER_THREAD * worker_threads(client),
-                             min_events=0 if partitions else MIN_EVENTS_PER_PARTITION)
+    groups = plan_partitions(
+        events,
+        partitions or PARTITIONS_PER_THREAD * worker_threads(client),
+        min_events=0 if partitions else MIN_EVENTS_PER_PARTITION,
+    )
     # only the parameters some metric of the batch declares (as run_metrics passes them)
     declared = {k: v for s in specs for k, v in params_for(s, params).items()}
     label = specs[0].name if len(specs) == 1 else f"{len(specs)}-metrics"
     futures = {
-        client.submit(metrics_task, root, snapshot.id, group, specs, declared, code_content_digest(),
-                      key=f"cclq-metrics-{label}-{n}-{uuid.uuid4().hex[:8]}", pure=False): n
+        client.submit(
+            metrics_task,
+            root,
+            snapshot.id,
+            group,
+            specs,
+            declared,
+            code_content_digest(),
+            key=f"cclq-metrics-{label}-{n}-{uuid.uuid4().hex[:8]}",
+            pure=False,
+        ): n
         for n, group in enumerate(groups)
     }
     parts: list[dict[str, pa.Table | str]] = [{} for _ in groups]
@@ -251,8 +293,10 @@ def _compute(client: Client, con: Session, specs: list[MetricSpec], params: dict
             except CclqError:
                 raise  # a QueryError or UsageError the worker raised, as a local run raises it
             except KilledWorker as e:
-                raise CclqError(f"Dask workers died while computing metrics over {_shown(groups[n])} "
-                                "(out of memory?); the workers' logs say why") from e
+                raise CclqError(
+                    f"Dask workers died while computing metrics over {_shown(groups[n])} "
+                    "(out of memory?); the workers' logs say why"
+                ) from e
             except Exception as e:
                 raise CclqError(f"computing metrics over {_shown(groups[n])}: {task_failure(e)}") from e
             if on_partition is not None:

@@ -90,8 +90,9 @@ def _base_comments(kinds: dict[str, str]) -> list[str]:
 CONNECTION_SETTINGS = ("SET parquet_metadata_cache = true;", "SET asof_loop_join_threshold = 0;")
 
 
-def setup_script(snapshot: Snapshot, traces: list[str] | None = None, comments: bool = False,
-                 compiled: bool = True) -> str:
+def setup_script(
+    snapshot: Snapshot, traces: list[str] | None = None, comments: bool = False, compiled: bool = True
+) -> str:
     """The SQL that opens ``snapshot`` (optionally only ``traces``) with every view:
     the compiled view catalog (``cclq.query.view_catalog``), then the base relations
     (``comments``: with their documentation, for what users read). ``compiled=False``

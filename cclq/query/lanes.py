@@ -111,7 +111,7 @@ class Lanes:
     def catch_up(self, lane: Session) -> None:
         """Runs on ``lane`` the shadow statements it has not run yet."""
         with self._lock:
-            todo = self.shadows[self._applied.get(id(lane), 0):]
+            todo = self.shadows[self._applied.get(id(lane), 0) :]
             self._applied[id(lane)] = len(self.shadows)
         if todo:
             lane.execute("\n".join(f"{s};" for s in todo))
@@ -205,8 +205,11 @@ class Lanes:
                 return None
             if self._idle == 0:
                 return None
-            ready = [item for item in self._waiting
-                     if all(self._futures[k].done() for k in item[0].after if k in self._futures)]
+            ready = [
+                item
+                for item in self._waiting
+                if all(self._futures[k].done() for k in item[0].after if k in self._futures)
+            ]
             if not ready:
                 return None
             item = min(ready, key=lambda item: self._urgency[item[0].key])

@@ -8,7 +8,6 @@ total order, and goes through the result cache (``cclq.query.cache``). Several m
 run in one session share the views they build (``run_metrics``).
 """
 
-
 from __future__ import annotations
 
 import re
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from cclq.query.session import Session
-
 
 
 def run_cached_query(session: Session, label: str, sql: str) -> pa.Table:
@@ -191,8 +189,17 @@ def run_metrics(
         assert isinstance(lanes, Lanes)
         # the one metric with a long Python step (and what it waits for) first, so the
         # others fill the other lanes meanwhile
-        done = lanes.start([Task(f"metric {spec.name}", partial(one, spec=spec), _shared_reads(lanes, [spec.sql]),
-                                 urgency=0 if PATH_TABLE in spec.sql else 10) for spec in specs])
+        done = lanes.start(
+            [
+                Task(
+                    f"metric {spec.name}",
+                    partial(one, spec=spec),
+                    _shared_reads(lanes, [spec.sql]),
+                    urgency=0 if PATH_TABLE in spec.sql else 10,
+                )
+                for spec in specs
+            ]
+        )
         if last or own_block:
             lanes.seal()
         for spec in specs:
@@ -217,8 +224,9 @@ def _shared_reads(lanes: Lanes, queries: Sequence[str]) -> frozenset[str]:
     return lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
 
 
-def _batch(session: Session, specs: list[MetricSpec], params: dict[str, str],
-           plan_first: bool) -> tuple[Plan | None, list[MetricSpec]]:
+def _batch(
+    session: Session, specs: list[MetricSpec], params: dict[str, str], plan_first: bool
+) -> tuple[Plan | None, list[MetricSpec]]:
     """The plan of a batch (``plan_first``), and the metrics whose SQL it will run: those
     that apply somewhere and are not cached."""
     planned = plan(specs, trace_facts(session)) if plan_first else None
@@ -226,8 +234,9 @@ def _batch(session: Session, specs: list[MetricSpec], params: dict[str, str],
     return planned, [s for s in to_run if not is_cached(session, s, params_for(s, params))]
 
 
-def batch_queries(session: Session, specs: list[MetricSpec], params: dict[str, str] | None = None,
-                  plan_first: bool = False) -> list[str]:
+def batch_queries(
+    session: Session, specs: list[MetricSpec], params: dict[str, str] | None = None, plan_first: bool = False
+) -> list[str]:
     """The SQL that ``run_metrics`` with these arguments will run (for ``shared_views``)."""
     return [s.sql for s in _batch(session, specs, params or {}, plan_first)[1]]
 
@@ -299,16 +308,48 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # One list in dependency order: a macro before the views over it (``collectives`` is
 # ``collectives_with(1)``, then read from the shared table), each after what it reads.
 # The lanes compute each one once those it reads (``names_reached``) are done.
-SHARED_VIEWS = ("_name_events", "process_names", "thread_names", "kernels",
-                "gpu_ops", "gpu_ops_classified_with", "kernel_name_families", "gpu_ops_classified", "gpu_launches",
-                "xla_ops", "device_ranks",
-                "_step_markers_with", "engine_iterations_with", "steps_with", "steps", "gpu_ops_steps",
-                "cpu_collectives", "_collective_cpu_ops", "_collective_cpu_op_sizes", "collectives_with", "collectives",
-                "collective_links_with",
-                "hta_events", "hta_gpu_rows", "hta_gpu_merged", "hta_rank_duration", "hta_queue_length",
-                "hta_memory_bw", "hta_kernel_launches")
-SHARED_MACROS = frozenset({"gpu_ops_classified_with", "kernel_name_families", "_step_markers_with",
-                           "engine_iterations_with", "steps_with", "collectives_with", "collective_links_with"})
+SHARED_VIEWS = (
+    "_name_events",
+    "process_names",
+    "thread_names",
+    "kernels",
+    "gpu_ops",
+    "gpu_ops_classified_with",
+    "kernel_name_families",
+    "gpu_ops_classified",
+    "gpu_launches",
+    "xla_ops",
+    "device_ranks",
+    "_step_markers_with",
+    "engine_iterations_with",
+    "steps_with",
+    "steps",
+    "gpu_ops_steps",
+    "cpu_collectives",
+    "_collective_cpu_ops",
+    "_collective_cpu_op_sizes",
+    "collectives_with",
+    "collectives",
+    "collective_links_with",
+    "hta_events",
+    "hta_gpu_rows",
+    "hta_gpu_merged",
+    "hta_rank_duration",
+    "hta_queue_length",
+    "hta_memory_bw",
+    "hta_kernel_launches",
+)
+SHARED_MACROS = frozenset(
+    {
+        "gpu_ops_classified_with",
+        "kernel_name_families",
+        "_step_markers_with",
+        "engine_iterations_with",
+        "steps_with",
+        "collectives_with",
+        "collective_links_with",
+    }
+)
 _SHARED_PREFIX = "_cclq_shared_"
 # A shared view whose rows another shared view already holds: when a batch shares the
 # source (the first name), the view is computed from the second, a view over the source
@@ -325,8 +366,16 @@ DERIVED_VIEWS = {"hta_gpu_rows": ("hta_events", "hta_gpu_rows_from_events")}
 # The steps likewise: coll_call_num planned steps_with six times (12 regex-rule joins,
 # 69 scans); stored, 2.05 -> 0.87 CPU s on a 32 MB rank. Each holds a row per op,
 # collective or step: small next to the events.
-ALWAYS_SHARED = frozenset({"_collective_cpu_ops", "_collective_cpu_op_sizes", "collectives_with", "collectives",
-                           "_step_markers_with", "steps_with"})
+ALWAYS_SHARED = frozenset(
+    {
+        "_collective_cpu_ops",
+        "_collective_cpu_op_sizes",
+        "collectives_with",
+        "collectives",
+        "_step_markers_with",
+        "steps_with",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -348,8 +397,11 @@ class VersionInput:
 # Versions 1 and 2 differ only on DeepEP's kernels, so on most traces the kernel-to-op
 # matching of version 1 is version 2's (half of collectives' time on a 500-workload board).
 VERSION_INPUTS = {
-    "collectives_with": VersionInput("gpu_ops_classified_with", "kind = 'kernel' AND kernel_class = 'comm'",
-                                     "trace, rank, file_id, event_idx, coll_type"),
+    "collectives_with": VersionInput(
+        "gpu_ops_classified_with",
+        "kind = 'kernel' AND kernel_class = 'comm'",
+        "trace, rank, file_id, event_idx, coll_type",
+    ),
 }
 
 
@@ -414,8 +466,9 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
 
     lanes.shared = frozenset(names)  # before the tasks: each holds what it reads (Lanes.seal)
     lanes.release = _release
-    lanes.start([Task(_READ_CALLS, read_calls)] +
-                [Task(name, partial(share, name=name), after(name)) for name in names])
+    lanes.start(
+        [Task(_READ_CALLS, read_calls)] + [Task(name, partial(share, name=name), after(name)) for name in names]
+    )
     return frozenset(names)
 
 
@@ -462,8 +515,10 @@ def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted
     except duckdb.Error:
         _drop_shared(session, f"{macro}_")
         raise
-    return (f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
-            f"query_table({quote_literal('memory.main.' + _SHARED_PREFIX + macro + '_')} || rules_version)")
+    return (
+        f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
+        f"query_table({quote_literal('memory.main.' + _SHARED_PREFIX + macro + '_')} || rules_version)"
+    )
 
 
 def _shared_name(macro: str, version: int) -> str:
@@ -482,24 +537,33 @@ def _share_version_from(session: Session, macro: str, version: int, base: int, c
     given = VERSION_INPUTS[macro]
     ours, theirs = _shared_table(given.macro, version), _shared_table(given.macro, base)
     names = [_shared_name(given.macro, v) for v in (version, base)]
-    tables = {name for (name,) in session.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND table_name IN (?, ?)",
-        names).fetchall()}
+    tables = {
+        name
+        for (name,) in session.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND table_name IN (?, ?)", names
+        ).fetchall()
+    }
     target = _shared_table(macro, version)
     if tables != set(names):  # the input is not shared: nothing to compare with
         session.execute(f"CREATE TABLE {target} AS SELECT * FROM {call}")
         return
     side = f"SELECT {given.columns} FROM {{}} WHERE {given.rows}"
     a, b = side.format(ours), side.format(theirs)
-    differ = [str(t) for (t,) in session.execute(
-        f"SELECT DISTINCT trace FROM (({a} EXCEPT ALL {b}) UNION ALL ({b} EXCEPT ALL {a})) ORDER BY trace").fetchall()]
+    differ = [
+        str(t)
+        for (t,) in session.execute(
+            f"SELECT DISTINCT trace FROM (({a} EXCEPT ALL {b}) UNION ALL ({b} EXCEPT ALL {a})) ORDER BY trace"
+        ).fetchall()
+    ]
     copied = f"SELECT * FROM {_shared_table(macro, base)}"
     if not differ:
         session.execute(f"CREATE TABLE {target} AS {copied}")
         return
     listed = ", ".join(quote_literal(t) for t in differ)
-    session.execute(f"CREATE TABLE {target} AS {copied} WHERE trace NOT IN ({listed}) "
-                    f"UNION ALL SELECT * FROM {call} WHERE trace IN ({listed})")
+    session.execute(
+        f"CREATE TABLE {target} AS {copied} WHERE trace NOT IN ({listed}) "
+        f"UNION ALL SELECT * FROM {call} WHERE trace IN ({listed})"
+    )
 
 
 def _unshare(session: Session, shared: list[str]) -> None:
@@ -518,7 +582,9 @@ def _drop_shared(session: Session, prefix: str = "") -> None:
     made = session.execute(
         "SELECT 'VIEW', view_name FROM duckdb_views() WHERE database_name = 'memory' AND starts_with(view_name, ?) "
         "UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() "
-        "WHERE database_name = 'memory' AND starts_with(table_name, ?)", [start, start]).fetchall()
+        "WHERE database_name = 'memory' AND starts_with(table_name, ?)",
+        [start, start],
+    ).fetchall()
     for kind, name in made:
         session.execute(f"DROP {kind} IF EXISTS memory.main.{quote_identifier(name)}")
 
@@ -595,14 +661,28 @@ def catalog_rows(run: MetricRun) -> pa.Table:
     the columns and types the metric has when it runs (``run.empty``), so that a metric
     has one schema alone, in a batch and under Dask."""
     n = len(run.not_applicable)
-    given = {"trace": pa.array(list(run.not_applicable), pa.string()),
-             "unit": pa.array([run.spec.unit] * n, pa.string()),
-             "reason": pa.array(list(run.not_applicable.values()), pa.string())}
-    schema = run.empty.schema if run.empty is not None else pa.schema(
-        [("trace", pa.string()), ("rank", pa.int32()), ("step", pa.int64()), ("value", pa.float64()),
-         ("unit", pa.string()), ("reason", pa.string())])
-    return pa.table({f.name: given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type)
-                     for f in schema}, schema=schema)
+    given = {
+        "trace": pa.array(list(run.not_applicable), pa.string()),
+        "unit": pa.array([run.spec.unit] * n, pa.string()),
+        "reason": pa.array(list(run.not_applicable.values()), pa.string()),
+    }
+    schema = (
+        run.empty.schema
+        if run.empty is not None
+        else pa.schema(
+            [
+                ("trace", pa.string()),
+                ("rank", pa.int32()),
+                ("step", pa.int64()),
+                ("value", pa.float64()),
+                ("unit", pa.string()),
+                ("reason", pa.string()),
+            ]
+        )
+    )
+    return pa.table(
+        {f.name: given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in schema}, schema=schema
+    )
 
 
 def _order_by(columns: list[str]) -> str:
@@ -626,8 +706,7 @@ def combine_results(parts: list[pa.Table]) -> pa.Table:
     con = open_database()
     try:
         con.register("result_parts", table.append_column(index, pa.array(range(table.num_rows), pa.int64())))
-        order = arrow_table(con.sql(
-            f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}"))
+        order = arrow_table(con.sql(f"SELECT {index} FROM result_parts ORDER BY {_order_by(table.column_names)}"))
     finally:
         con.close()
     return table.take(order.column(0)).combine_chunks()

@@ -29,8 +29,10 @@ def _number(spec: MetricSpec, name: str, value: str) -> float:
     except ValueError:
         number = math.nan
     if not math.isfinite(number):
-        raise UsageError(f"--param {name}={value!r}: {spec.label} needs a finite number for {name}",
-                         hint=f"e.g. --param {name}=8 or --param {name}=7e9")
+        raise UsageError(
+            f"--param {name}={value!r}: {spec.label} needs a finite number for {name}",
+            hint=f"e.g. --param {name}=8 or --param {name}=7e9",
+        )
     return number
 
 
@@ -39,8 +41,10 @@ def params_relation(spec: MetricSpec, given: dict[str, str]) -> str:
     if unknown:
         known = ", ".join(p.name for p in spec.params) or "none"
         first = sorted(unknown)[0]
-        raise UsageError(f"{spec.label} takes no parameter {', '.join(sorted(unknown))} (it takes: {known})",
-                         hint=did_you_mean(first, {p.name for p in spec.params}, "") or None)
+        raise UsageError(
+            f"{spec.label} takes no parameter {', '.join(sorted(unknown))} (it takes: {known})",
+            hint=did_you_mean(first, {p.name for p in spec.params}, "") or None,
+        )
     cols = ["t.trace"]
     for p in spec.params:
         options = []
@@ -54,7 +58,8 @@ def params_relation(spec: MetricSpec, given: dict[str, str]) -> str:
         expr = options[0] if len(options) == 1 else f"coalesce({', '.join(options)})" if options else "NULL::DOUBLE"
         cols.append(f"{expr} AS {p.name}")
     return (
-        "CREATE OR REPLACE TEMP VIEW metric_params AS SELECT " + ", ".join(cols)
+        "CREATE OR REPLACE TEMP VIEW metric_params AS SELECT "
+        + ", ".join(cols)
         + " FROM (SELECT DISTINCT trace FROM files) AS t LEFT JOIN cards AS c USING (trace)"
     )
 
@@ -64,9 +69,11 @@ def check_batch_params(specs: list[MetricSpec], params: dict[str, str]) -> None:
     known = {p.name for s in specs for p in s.params}
     unknown = sorted(set(params) - known)
     if unknown:
-        raise UsageError(f"no metric here takes the parameter {', '.join(unknown)} "
-                         f"(they take: {', '.join(sorted(known)) or 'none'})",
-                         hint=did_you_mean(unknown[0], known, "") or None)
+        raise UsageError(
+            f"no metric here takes the parameter {', '.join(unknown)} "
+            f"(they take: {', '.join(sorted(known)) or 'none'})",
+            hint=did_you_mean(unknown[0], known, "") or None,
+        )
 
 
 def params_for(spec: MetricSpec, params: dict[str, str]) -> dict[str, str]:

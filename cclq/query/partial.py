@@ -14,8 +14,9 @@ from cclq.store.warehouse import Warehouse
 HOST_PROFILE_FORMATS = frozenset({"xprof"})  # one file per host, holding all of its devices
 
 
-def expected_ranks(profiler_world_size: int | None, formats: set[str], total_count: int | None,
-                   count_per_node: int | None) -> int | None:
+def expected_ranks(
+    profiler_world_size: int | None, formats: set[str], total_count: int | None, count_per_node: int | None
+) -> int | None:
     """How many ranks (files' ranks) a whole run of the trace has, when anything says:
     the profiler's world size (Kineto's distributedInfo), else the card's device count.
     An xprof profile is one file per host holding all of that host's devices, so there
@@ -36,8 +37,10 @@ def partial_traces(wh: Warehouse, selection: list[str] | None = None) -> dict[st
     with wh.open_snapshot() as snapshot:
         files = snapshot.tables["files"].select(["trace", "world_size", "format"]).to_pylist()
         parts = snapshot.tables["parts"].select(["trace", "rank"]).to_pylist()
-        cards = {row["trace"]: row for row in
-                 snapshot.tables["cards"].select(["trace", "total_count", "count_per_node"]).to_pylist()}
+        cards = {
+            row["trace"]: row
+            for row in snapshot.tables["cards"].select(["trace", "total_count", "count_per_node"]).to_pylist()
+        }
     wanted = None if selection is None else set(selection)
     world: dict[str, int | None] = {}
     formats: dict[str, set[str]] = {}

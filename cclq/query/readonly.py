@@ -27,8 +27,10 @@ from cclq.errors import QueryError
 
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:ANALYZE\s+|\(\s*[^)]*\)\s*)?(?P<inner>.*)$", re.IGNORECASE | re.DOTALL)
 _COMMENTS = re.compile(r"^\s*(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*", re.DOTALL)
-_HINT = ("queries only (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of them); "
-         "`cclq sql --read-write` or `cclq shell` for a full DuckDB session")
+_HINT = (
+    "queries only (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of them); "
+    "`cclq sql --read-write` or `cclq shell` for a full DuckDB session"
+)
 
 
 def split_statements(con: duckdb.DuckDBPyConnection, text: str) -> list[duckdb.Statement]:
@@ -53,7 +55,7 @@ def check_read_only(con: duckdb.DuckDBPyConnection, text: str, depth: int = 0) -
         if st.type == duckdb.StatementType.EXPLAIN and depth < 4:
             body = st.query
             while (m := _COMMENTS.match(body)) and m.end() > 0:
-                body = body[m.end():]
+                body = body[m.end() :]
             explained = _EXPLAIN.match(body)
             if explained is None:
                 raise QueryError("cclq sql is read-only: an EXPLAIN it cannot read is not run", hint=_HINT)

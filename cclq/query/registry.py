@@ -122,8 +122,10 @@ _RATIO = re.compile(r"^ratio\s+(?P<num>[a-z_][a-z0-9_]*)\s*/\s*(?P<den>[a-z_][a-
 _HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*?)\s*$")
 
 
-_PARAM = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*)\s*(?:=\s*card\.(?P<card>[a-z_0-9]+))?"
-                    r"\s*(?:default\s+(?P<default>\S+))?$")
+_PARAM = re.compile(
+    r"^(?P<name>[a-z_][a-z0-9_]*)\s*(?:=\s*card\.(?P<card>[a-z_0-9]+))?"
+    r"\s*(?:default\s+(?P<default>\S+))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -211,8 +213,9 @@ def parse_metric_file(path: Path) -> MetricSpec:
             continue  # free comment lines inside the header
         in_header = False
         body.append(line)
-    missing = [k for k in ("metric", "version", "unit", "grain", "category", "polarity", "description")
-               if k not in header]
+    missing = [
+        k for k in ("metric", "version", "unit", "grain", "category", "polarity", "description") if k not in header
+    ]
     if missing:
         raise ValueError(f"{path}: header lacks {', '.join(missing)}")
     name, version = header["metric"], int(header["version"])
@@ -236,8 +239,10 @@ def parse_metric_file(path: Path) -> MetricSpec:
         raise ValueError(f"{path}: summary must be one of {SUMMARIES[:-1]} or `ratio <column> / <column>`")
     ccl_bench_unit = header.get("ccl_bench_unit")
     if ccl_bench_unit is not None and not (ccl_bench_unit in ("%", "ratio") and header["unit"] == "ratio"):
-        raise ValueError(f"{path}: ccl_bench_unit is `%` or `ratio` for a metric whose unit is ratio (leave it "
-                         "out where CCL-Bench prints the metric's own unit)")
+        raise ValueError(
+            f"{path}: ccl_bench_unit is `%` or `ratio` for a metric whose unit is ratio (leave it "
+            "out where CCL-Bench prints the metric's own unit)"
+        )
     family = header.get("family")
     if family is not None and family not in FAMILIES:
         raise ValueError(f"{path}: family must be one of {tuple(FAMILIES)}")
@@ -245,12 +250,29 @@ def parse_metric_file(path: Path) -> MetricSpec:
     if headline is not None and (headline != "yes" or leaderboard is None):
         raise ValueError(f"{path}: leaderboard_headline is `yes` on a metric with a leaderboard category")
     sql = "\n".join(body).strip().rstrip(";")
-    return MetricSpec(name, version, header["unit"], header["grain"], header["category"], header["polarity"],
-                      leaderboard, header["description"], header.get("needs", ""), summary,
-                      _parse_params(header.get("params", ""), path), sql, path, text, summary_columns,
-                      ccl_bench_unit, _words(header.get("assumes", "")),
-                      ccl_bench_trace_types=_words(header.get("ccl_bench_trace_types", "")), family=family,
-                      see_also=_words(header.get("see_also", "")), leaderboard_headline=headline == "yes")
+    return MetricSpec(
+        name,
+        version,
+        header["unit"],
+        header["grain"],
+        header["category"],
+        header["polarity"],
+        leaderboard,
+        header["description"],
+        header.get("needs", ""),
+        summary,
+        _parse_params(header.get("params", ""), path),
+        sql,
+        path,
+        text,
+        summary_columns,
+        ccl_bench_unit,
+        _words(header.get("assumes", "")),
+        ccl_bench_trace_types=_words(header.get("ccl_bench_trace_types", "")),
+        family=family,
+        see_also=_words(header.get("see_also", "")),
+        leaderboard_headline=headline == "yes",
+    )
 
 
 def _words(value: str) -> tuple[str, ...]:
@@ -339,8 +361,9 @@ def did_you_mean(word: str, names: list[str] | set[str], fallback: str) -> str:
 def resolve(name: str, version: int | None = None) -> MetricSpec:
     versions = registry().get(name)
     if not versions:
-        raise UsageError(f"unknown metric {name!r}",
-                         hint=did_you_mean(name, set(registry()), "`cclq metrics` lists them"))
+        raise UsageError(
+            f"unknown metric {name!r}", hint=did_you_mean(name, set(registry()), "`cclq metrics` lists them")
+        )
     if version is None:
         return versions[max(versions)]
     if version not in versions:
@@ -353,18 +376,20 @@ def catalog_table() -> pa.Table:
     rows = []
     for name, versions in sorted(registry().items()):
         latest = versions[max(versions)]
-        rows.append({
-            "metric": name,
-            "versions": ",".join(f"v{v}" for v in sorted(versions)),
-            "unit": latest.unit,
-            "grain": latest.grain,
-            "category": latest.category,
-            "summary": summary_rule(latest),
-            "params": ",".join(p.name for p in latest.params),
-            "description": latest.description,
-            "family": latest.family or "",
-            "see_also": ",".join(latest.see_also),
-        })
+        rows.append(
+            {
+                "metric": name,
+                "versions": ",".join(f"v{v}" for v in sorted(versions)),
+                "unit": latest.unit,
+                "grain": latest.grain,
+                "category": latest.category,
+                "summary": summary_rule(latest),
+                "params": ",".join(p.name for p in latest.params),
+                "description": latest.description,
+                "family": latest.family or "",
+                "see_also": ",".join(latest.see_also),
+            }
+        )
     return pa.Table.from_pylist(rows)
 
 
@@ -373,9 +398,11 @@ def metric_card(name: str) -> list[str]:
     (its family) and where to look instead (its near-synonyms and relatives)."""
     versions = registry()[name]
     spec = versions[max(versions)]
-    lines = [f"{spec.label} (versions: {', '.join(f'v{v}' for v in sorted(versions))})",
-             f"  {spec.description}",
-             f"unit: {spec.unit}   grain: {spec.grain}   category: {spec.category}   polarity: {spec.polarity}"]
+    lines = [
+        f"{spec.label} (versions: {', '.join(f'v{v}' for v in sorted(versions))})",
+        f"  {spec.description}",
+        f"unit: {spec.unit}   grain: {spec.grain}   category: {spec.category}   polarity: {spec.polarity}",
+    ]
     if spec.family:
         lines.append(f"family: {spec.family} ({FAMILIES[spec.family]})")
     if spec.see_also:
@@ -398,5 +425,10 @@ def summary_rule(spec: MetricSpec) -> str:
     if spec.summary == "ratio" and spec.summary_columns is not None:
         num, den = spec.summary_columns
         return f"Σ{num} / Σ{den} over {over} (pooled)"
-    return {"mean": f"mean over {over}", "sum": f"sum over {over}", "max": f"max over {over}",
-            "min": f"min over {over}", "value": "the trace's value"}[spec.summary]
+    return {
+        "mean": f"mean over {over}",
+        "sum": f"sum over {over}",
+        "max": f"max over {over}",
+        "min": f"min over {over}",
+        "value": "the trace's value",
+    }[spec.summary]

@@ -48,6 +48,7 @@ class BatchLanes(Protocol):
     def ready_for(self, session: Session) -> None:
         """Returns once the views the batch shares are computed and ``session`` sees them."""
 
+
 class Session:
     """One snapshot of a warehouse, opened in an in-memory DuckDB with every view.
 
@@ -59,9 +60,16 @@ class Session:
     are stored in and read from the warehouse's cache.
     """
 
-    def __init__(self, warehouse: Warehouse, *, traces: Sequence[str] | None = None,
-                 settings: QuerySettings | None = None, comments: bool = False,
-                 snapshot_id: str | None = None, cache: bool = False) -> None:
+    def __init__(
+        self,
+        warehouse: Warehouse,
+        *,
+        traces: Sequence[str] | None = None,
+        settings: QuerySettings | None = None,
+        comments: bool = False,
+        snapshot_id: str | None = None,
+        cache: bool = False,
+    ) -> None:
         self.warehouse = warehouse
         self.settings = settings or QuerySettings()
         self.traces: list[str] | None = None if traces is None else list(traces)
@@ -154,8 +162,7 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
     def __del__(self) -> None:  # a session dropped without close() still frees its snapshot
@@ -209,10 +216,12 @@ class Session:
         disk that filled up while the query spilled says so, and where."""
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         if "failed to offload" in first or "No space left" in first or "Could not write" in first:
-            return QueryError(f"{label + ': ' if label else ''}disk full: the query spills beyond its memory "
-                              f"limit to {self.spill_dir}, and that disk has no room left ({first})",
-                              hint="free space there, or give --spill-dir DIR (or $CCLQ_SPILL_DIR) on a "
-                                   "disk with room, or a larger --memory-limit")
+            return QueryError(
+                f"{label + ': ' if label else ''}disk full: the query spills beyond its memory "
+                f"limit to {self.spill_dir}, and that disk has no room left ({first})",
+                hint="free space there, or give --spill-dir DIR (or $CCLQ_SPILL_DIR) on a "
+                "disk with room, or a larger --memory-limit",
+            )
         text = str(e).rstrip() if whole and str(e).strip() else first
         return QueryError(f"{label}: {text}" if label else text)
 
@@ -228,10 +237,15 @@ def _no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
         pass
 
 
-def connect(wh: Warehouse, require: bool = True, traces: Sequence[str] | None = None,
-            comments: bool = False, snapshot_id: str | None = None,
-            settings: QuerySettings | None = None, cache: bool = False) -> Session:
+def connect(
+    wh: Warehouse,
+    require: bool = True,
+    traces: Sequence[str] | None = None,
+    comments: bool = False,
+    snapshot_id: str | None = None,
+    settings: QuerySettings | None = None,
+    cache: bool = False,
+) -> Session:
     """Opens a query session on the warehouse's current snapshot (see ``Session``)."""
     del require  # kept for callers written before sessions: a session always needs a warehouse
-    return Session(wh, traces=traces, settings=settings, comments=comments,
-                   snapshot_id=snapshot_id, cache=cache)
+    return Session(wh, traces=traces, settings=settings, comments=comments, snapshot_id=snapshot_id, cache=cache)

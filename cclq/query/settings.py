@@ -79,8 +79,17 @@ class QuerySettings:
             if not 0 < number <= 100 or not total:
                 raise UsageError(f"memory limit {text!r}: a share of RAM is 1..100%")
             return f"{int(total * number / 100) >> 20}MiB"
-        factor = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-                  "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}[unit]
+        factor = {
+            "B": 1,
+            "KB": 1e3,
+            "MB": 1e6,
+            "GB": 1e9,
+            "TB": 1e12,
+            "KIB": 2**10,
+            "MIB": 2**20,
+            "GIB": 2**30,
+            "TIB": 2**40,
+        }[unit]
         if number * factor < 64e6:
             raise UsageError(f"memory limit {text!r}: DuckDB needs at least 64 MB")
         return f"{int(number * factor) >> 20}MiB"
@@ -90,8 +99,11 @@ class QuerySettings:
         session closes; writers collect the folders of this host's processes that died (a
         warehouse on a shared file system has readers on other hosts). A warehouse that
         cannot be written spills to the system's temp folder instead."""
-        parents = [self.spill_dir] if self.spill_dir is not None else [
-            wh.root / "spill", Path(tempfile.gettempdir()) / "cclq-spill"]
+        parents = (
+            [self.spill_dir]
+            if self.spill_dir is not None
+            else [wh.root / "spill", Path(tempfile.gettempdir()) / "cclq-spill"]
+        )
         for parent in parents:
             try:
                 parent.mkdir(parents=True, exist_ok=True)
@@ -99,13 +111,16 @@ class QuerySettings:
             except OSError:
                 continue
         where = " or ".join(str(p) for p in parents)
-        raise UsageError(f"no folder to spill query data to ({where} cannot be written)",
-                         hint=f"--spill-dir DIR or ${SPILL_ENV}")
+        raise UsageError(
+            f"no folder to spill query data to ({where} cannot be written)", hint=f"--spill-dir DIR or ${SPILL_ENV}"
+        )
 
     def set_statements(self, spill: Path) -> list[str]:
         """The SET statements of a session with these settings."""
-        return [f"SET memory_limit = {quote_literal(self.duckdb_memory_limit())};",
-                f"SET temp_directory = {quote_literal(str(spill))};"]
+        return [
+            f"SET memory_limit = {quote_literal(self.duckdb_memory_limit())};",
+            f"SET temp_directory = {quote_literal(str(spill))};",
+        ]
 
 
 def open_database(database: str = ":memory:") -> duckdb.DuckDBPyConnection:

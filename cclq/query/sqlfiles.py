@@ -48,6 +48,7 @@ class ViewModule:
 
 def _parse_module(root: Path, path: Path) -> ViewModule:
     text = path.read_text()
+
     def listed(pattern: re.Pattern[str]) -> tuple[str, ...]:
         return tuple(r.strip() for m in pattern.finditer(text) for r in m.group(1).split(",") if r.strip())
 
@@ -131,7 +132,7 @@ def _definitions() -> dict[str, frozenset[str]]:
         for i, match in enumerate(found):
             end = found[i + 1].start() if i + 1 < len(found) else len(module.sql)
             name = match.group(1).lower()
-            out[name] = out.get(name, frozenset()) | _words(module.sql[match.end():end])
+            out[name] = out.get(name, frozenset()) | _words(module.sql[match.end() : end])
     return out
 
 
@@ -173,15 +174,18 @@ def _bodies() -> dict[str, str]:
         for i, match in enumerate(found):
             end = found[i + 1].start() if i + 1 < len(found) else len(module.sql)
             name = match.group(1).lower()
-            out[name] = out.get(name, "") + strip_comments(module.sql[match.start():end])
+            out[name] = out.get(name, "") + strip_comments(module.sql[match.start() : end])
     return out
 
 
 @lru_cache(maxsize=1)
 def _macro_parameters() -> dict[str, tuple[str, ...]]:
     """Each macro -> its parameter names, in order."""
-    return {m.group(1).lower(): tuple(p.split(":=")[0].strip().lower() for p in m.group(2).split(",") if p.strip())
-            for module in view_modules() for m in _MACRO.finditer(module.sql)}
+    return {
+        m.group(1).lower(): tuple(p.split(":=")[0].strip().lower() for p in m.group(2).split(",") if p.strip())
+        for module in view_modules()
+        for m in _MACRO.finditer(module.sql)
+    }
 
 
 def _calls(code: str) -> list[tuple[str, list[str]]]:

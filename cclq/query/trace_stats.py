@@ -56,9 +56,11 @@ class OpStat:
 # (label, SQL) of the queries below, as run_cached_query runs them: what a batch that
 # reads them shares (cclq.query.metrics.shared_views)
 OP_STATS_QUERY = ("op_stats", _OP_STATS_SQL + " ORDER BY trace, rank, total_ns DESC, name")
-STEP_DURATIONS_QUERY = ("step_durations",
-                        "SELECT trace, rank, step, dur_ns FROM steps WHERE dur_ns IS NOT NULL AND step IS NOT NULL "
-                        "ORDER BY trace, rank, step")
+STEP_DURATIONS_QUERY = (
+    "step_durations",
+    "SELECT trace, rank, step, dur_ns FROM steps WHERE dur_ns IS NOT NULL AND step IS NOT NULL "
+    "ORDER BY trace, rank, step",
+)
 
 
 def op_stats(session: Session) -> dict[str, list[OpStat]]:
@@ -67,8 +69,11 @@ def op_stats(session: Session) -> dict[str, list[OpStat]]:
     table = run_cached_query(session, *OP_STATS_QUERY)
     out: dict[str, list[OpStat]] = {}
     for r in table.to_pylist():
-        out.setdefault(r["trace"], []).append(OpStat(r["source"], r["rank"], r["name"], r["op_class"],
-                                                     r["coll_type"], int(r["calls"]), int(r["total_ns"])))
+        out.setdefault(r["trace"], []).append(
+            OpStat(
+                r["source"], r["rank"], r["name"], r["op_class"], r["coll_type"], int(r["calls"]), int(r["total_ns"])
+            )
+        )
     return out
 
 
@@ -85,8 +90,10 @@ def top_ops(stats: list[OpStat], n: int = 12) -> dict[str, Any]:
     return {
         "source": stats[0].source if stats else None,
         "total_s": total / 1e9,
-        "ops": [{"name": name, "class": cls, "coll_type": e[3], "calls": e[0], "total_s": e[1] / 1e9,
-                 "ranks": len(e[2])} for (name, cls), e in ranked],
+        "ops": [
+            {"name": name, "class": cls, "coll_type": e[3], "calls": e[0], "total_s": e[1] / 1e9, "ranks": len(e[2])}
+            for (name, cls), e in ranked
+        ],
     }
 
 

@@ -20,17 +20,39 @@ from cclq.query.session import Session
 
 # (key on CCL-Bench's website, where it comes from: a cards column or a path in the card)
 _METADATA: list[tuple[str, str | tuple[str, ...]]] = [
-    ("description", "description"), ("hf_url", "hf_url"), ("trace_url", "trace_url"),
-    ("model_family", "model_family"), ("phase", "phase"), ("precision", "precision"), ("moe", "moe"),
-    ("granularity", "granularity"), ("epochs", "epochs"), ("iteration", "iteration"),
-    ("batch_size", "batch_size"), ("seq_len", "seq_len"), ("input_len", "input_len"),
-    ("output_len", "output_len"), ("dataset", "dataset"), ("hardware_type", "hardware_type"),
-    ("hardware_model", "hardware_model"), ("total_count", "total_count"),
-    ("count_per_node", "count_per_node"), ("network_topology", "network_topology"),
-    ("bandwidth_scaleout", "bandwidth_scaleout_gbps"), ("bandwidth_scaleup", "bandwidth_scaleup_gbps"),
-    ("driver_version", "driver_version"), ("framework", "framework"), ("compiler", "compiler"),
-    ("tp", "tp"), ("pp", "pp"), ("pp_mb", "pp_mb"), ("dp_replicate", "dp_replicate"),
-    ("dp_shard", "dp_shard"), ("ep", "ep"), ("cp", "cp"), ("comm_library", "comm_library"),
+    ("description", "description"),
+    ("hf_url", "hf_url"),
+    ("trace_url", "trace_url"),
+    ("model_family", "model_family"),
+    ("phase", "phase"),
+    ("precision", "precision"),
+    ("moe", "moe"),
+    ("granularity", "granularity"),
+    ("epochs", "epochs"),
+    ("iteration", "iteration"),
+    ("batch_size", "batch_size"),
+    ("seq_len", "seq_len"),
+    ("input_len", "input_len"),
+    ("output_len", "output_len"),
+    ("dataset", "dataset"),
+    ("hardware_type", "hardware_type"),
+    ("hardware_model", "hardware_model"),
+    ("total_count", "total_count"),
+    ("count_per_node", "count_per_node"),
+    ("network_topology", "network_topology"),
+    ("bandwidth_scaleout", "bandwidth_scaleout_gbps"),
+    ("bandwidth_scaleup", "bandwidth_scaleup_gbps"),
+    ("driver_version", "driver_version"),
+    ("framework", "framework"),
+    ("compiler", "compiler"),
+    ("tp", "tp"),
+    ("pp", "pp"),
+    ("pp_mb", "pp_mb"),
+    ("dp_replicate", "dp_replicate"),
+    ("dp_shard", "dp_shard"),
+    ("ep", "ep"),
+    ("cp", "cp"),
+    ("comm_library", "comm_library"),
     ("comm_library_ver", "comm_library_ver"),
     ("comm_env", ("Model-executor", "communication_library", "env")),
     ("protocol_selection", ("Model-executor", "protocol_selection")),
@@ -39,10 +61,19 @@ _METADATA: list[tuple[str, str | tuple[str, ...]]] = [
 ]
 _EMPTY_CONTAINER = {"comm_env": dict, "protocol_selection": list, "trace_types": list, "metric_traces": list}
 # Parallelism factors in the order people write them (DP x TP x PP ...).
-PARALLELISM = (("dp_replicate", "DP"), ("dp_shard", "FSDP"), ("tp", "TP"), ("pp", "PP"), ("cp", "CP"),
-               ("ep", "EP"))
-_INFO_COLUMNS = ("format", "world_size", "ranks_seen", "ranks", "files", "events", "events_dropped",
-                 "size_bytes", "span_s", "flag")
+PARALLELISM = (("dp_replicate", "DP"), ("dp_shard", "FSDP"), ("tp", "TP"), ("pp", "PP"), ("cp", "CP"), ("ep", "EP"))
+_INFO_COLUMNS = (
+    "format",
+    "world_size",
+    "ranks_seen",
+    "ranks",
+    "files",
+    "events",
+    "events_dropped",
+    "size_bytes",
+    "span_s",
+    "flag",
+)
 _PARTIAL = re.compile(r"partial: (\d+) of (\d+) ranks")
 
 
@@ -132,8 +163,9 @@ class WorkloadInfo:
 def load_workloads(session: Session) -> dict[str, WorkloadInfo]:
     """trace -> WorkloadInfo for every trace the session sees."""
     card_columns = [name for name, _, _ in CARD_FIELDS]
-    cur = session.execute(f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(card_columns)} "
-                      "FROM traces ORDER BY trace")
+    cur = session.execute(
+        f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(card_columns)} FROM traces ORDER BY trace"
+    )
     names = [d[0] for d in cur.description]
     out: dict[str, WorkloadInfo] = {}
     for values in cur.fetchall():
@@ -156,12 +188,16 @@ def gpu_models(session: Session) -> dict[str, str]:
     a report says what ran without a workload card. Traces without GPU activity have
     none (a CPU run on a host with GPUs lists them in deviceProperties too)."""
     counts: dict[str, Counter[str]] = {}
-    rows = session.execute("SELECT trace, device_properties FROM files WHERE device_properties IS NOT NULL "
-                           "ORDER BY trace, file_id").fetchall()
+    rows = session.execute(
+        "SELECT trace, device_properties FROM files WHERE device_properties IS NOT NULL ORDER BY trace, file_id"
+    ).fetchall()
     # only traces with GPU activity (a CPU run on a host with GPUs lists them too): one
     # row is enough, so a GPU trace's scan stops at its first activity
-    gpu = {trace for trace in dict.fromkeys(r[0] for r in rows)
-           if session.execute("SELECT 1 FROM gpu_ops WHERE trace = ? LIMIT 1", [trace]).fetchone()}
+    gpu = {
+        trace
+        for trace in dict.fromkeys(r[0] for r in rows)
+        if session.execute("SELECT 1 FROM gpu_ops WHERE trace = ? LIMIT 1", [trace]).fetchone()
+    }
     for trace, text in rows:
         if trace not in gpu:
             continue
@@ -169,7 +205,10 @@ def gpu_models(session: Session) -> dict[str, str]:
             props = json.loads(text)
         except ValueError:
             continue
-        names = {str(p["name"]).strip() for p in props if isinstance(p, dict) and p.get("name")} \
-            if isinstance(props, list) else set()
+        names = (
+            {str(p["name"]).strip() for p in props if isinstance(p, dict) and p.get("name")}
+            if isinstance(props, list)
+            else set()
+        )
         counts.setdefault(trace, Counter()).update(n for n in names if n)
     return {trace: c.most_common(1)[0][0] for trace, c in counts.items() if c}

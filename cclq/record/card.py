@@ -28,14 +28,26 @@ from cclq.cards.load import CARD_FILE
 from cclq.record.config import COLLECTIVE_PRIMITIVES, Run
 
 # dtype -> the card's precision words (the template lists fp32 and bf16)
-PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64",
-             "int32": "int32", "int64": "int64"}
-GRANULARITY = {"tp_columnwise": "layer", "tp_rowwise": "layer", "dp_mlp": "model_fwd_bwd_pass",
-               **{p: "kernel" for p in COLLECTIVE_PRIMITIVES}}
+PRECISION = {
+    "float32": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float64": "fp64",
+    "int32": "int32",
+    "int64": "int64",
+}
+GRANULARITY = {
+    "tp_columnwise": "layer",
+    "tp_rowwise": "layer",
+    "dp_mlp": "model_fwd_bwd_pass",
+    **{p: "kernel" for p in COLLECTIVE_PRIMITIVES},
+}
 WHAT = {
     "tp_columnwise": "tensor-parallel column-wise linear layer (all-gather + GEMM)",
     "tp_rowwise": "tensor-parallel row-wise linear layer (GEMM + {collective})",
-    "all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+    "all_reduce": "all-reduce",
+    "all_gather": "all-gather",
+    "reduce_scatter": "reduce-scatter",
     "all_to_all": "all-to-all",
     "dp_mlp": "data-parallel training step of a {layers}-layer MLP (forward, backward, bucketed gradient all-reduce)",
 }
@@ -71,13 +83,17 @@ def _sizes_text(run: Run) -> str:
 def build_card(run: Run, world_size: int, facts: dict[str, Any]) -> dict[str, Any]:
     """The card as a dict, in the template's key order."""
     on_gpu = run.device == "cuda"
-    what = WHAT[run.primitive].format(collective=run.options.get("collective", "reduce-scatter").replace("_", "-"),
-                                      layers=run.sizes.get("layers"))
-    timing = (f"{run.num_iterations} profiled iterations after {run.num_warmups} warm-ups, "
-              f"{run.time_measurement_backend}"
-              + (", barrier before each iteration" if run.barrier_at_each_iteration else ""))
-    description = (f"cclq record: {what}; {_sizes_text(run)}; {run.dtype}; {run.label}; {world_size} ranks; "
-                   f"{timing}; torch {facts.get('torch')}.")
+    what = WHAT[run.primitive].format(
+        collective=run.options.get("collective", "reduce-scatter").replace("_", "-"), layers=run.sizes.get("layers")
+    )
+    timing = (
+        f"{run.num_iterations} profiled iterations after {run.num_warmups} warm-ups, "
+        f"{run.time_measurement_backend}" + (", barrier before each iteration" if run.barrier_at_each_iteration else "")
+    )
+    description = (
+        f"cclq record: {what}; {_sizes_text(run)}; {run.dtype}; {run.label}; {world_size} ranks; "
+        f"{timing}; torch {facts.get('torch')}."
+    )
     library = LIBRARY.get(run.backend or "")
     library_version = facts.get("nccl") if run.backend == "nccl" else None
     model: dict[str, Any] = {
@@ -116,8 +132,7 @@ def build_card(run: Run, world_size: int, facts: dict[str, Any]) -> dict[str, An
             },
         },
         "Model-executor": {
-            "framework": {"name": "pytorch", "compiler_tool_selection": "plain_pytorch",
-                          "version": facts.get("torch")},
+            "framework": {"name": "pytorch", "compiler_tool_selection": "plain_pytorch", "version": facts.get("torch")},
             "model_plan_parallelization": {**parallelism(run.primitive, world_size), "pp_mb": 1},
             "communication_library": {"name": library, "version": library_version},
             # gloo between processes of one host goes over TCP (loopback)

@@ -151,18 +151,41 @@ class Run:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "primitive": self.primitive, "implementation": self.implementation, "impl_index": self.impl_index,
-            "options": self.options, "sizes": self.sizes, "dtype": self.dtype, "validate": self.validate,
-            "num_iterations": self.num_iterations, "num_warmups": self.num_warmups,
+            "primitive": self.primitive,
+            "implementation": self.implementation,
+            "impl_index": self.impl_index,
+            "options": self.options,
+            "sizes": self.sizes,
+            "dtype": self.dtype,
+            "validate": self.validate,
+            "num_iterations": self.num_iterations,
+            "num_warmups": self.num_warmups,
             "time_measurement_backend": self.time_measurement_backend,
-            "barrier_at_each_iteration": self.barrier_at_each_iteration, "seed": self.seed,
+            "barrier_at_each_iteration": self.barrier_at_each_iteration,
+            "seed": self.seed,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Run":
-        return cls(**{k: d[k] for k in (
-            "primitive", "implementation", "impl_index", "options", "sizes", "dtype", "validate",
-            "num_iterations", "num_warmups", "time_measurement_backend", "barrier_at_each_iteration", "seed")})
+        return cls(
+            **{
+                k: d[k]
+                for k in (
+                    "primitive",
+                    "implementation",
+                    "impl_index",
+                    "options",
+                    "sizes",
+                    "dtype",
+                    "validate",
+                    "num_iterations",
+                    "num_warmups",
+                    "time_measurement_backend",
+                    "barrier_at_each_iteration",
+                    "seed",
+                )
+            }
+        )
 
 
 def _text(v: Any) -> str:
@@ -202,7 +225,7 @@ def load_config(path: Path) -> dict[str, Any]:
     if isinstance(doc, dict) and "benchmark" in doc:
         doc = doc["benchmark"]
     if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: expected an object with a \"benchmark\" object (DDLB's config.json)")
+        raise ConfigError(f'{path}: expected an object with a "benchmark" object (DDLB\'s config.json)')
     return doc
 
 
@@ -263,8 +286,7 @@ def _expand_options(option_dicts: Any, impl: str, checker: _Checker) -> list[dic
     if isinstance(option_dicts, dict):
         option_dicts = [option_dicts]
     if not isinstance(option_dicts, list) or not all(isinstance(d, dict) for d in option_dicts):
-        raise checker.fail(f"implementations.{impl}",
-                           "expected a list of option objects, e.g. [{\"backend\": [\"gloo\"]}]")
+        raise checker.fail(f"implementations.{impl}", 'expected a list of option objects, e.g. [{"backend": ["gloo"]}]')
     expanded: list[dict[str, Any]] = []
     for base in option_dicts:
         listed = {k: v for k, v in base.items() if isinstance(v, list)}
@@ -294,8 +316,10 @@ def _option_problem(primitive: str, impl: str, given: dict[str, Any]) -> tuple[d
     defaults = per_primitive[primitive]
     unknown = [k for k in given if k not in defaults]
     if unknown:
-        return dict(given), (f"{impl} has no option {', '.join(map(repr, unknown))} for {primitive} "
-                             f"(options: {', '.join(defaults) or 'none'})")
+        return dict(given), (
+            f"{impl} has no option {', '.join(map(repr, unknown))} for {primitive} "
+            f"(options: {', '.join(defaults) or 'none'})"
+        )
     options = {**defaults, **given}
     for key, value in options.items():
         allowed = ALLOWED_VALUES.get(key)
@@ -303,8 +327,9 @@ def _option_problem(primitive: str, impl: str, given: dict[str, Any]) -> tuple[d
             return options, f"{impl} option {key}={_text(value)} is not one of {', '.join(map(_text, allowed))}"
     backend = options.get("backend")
     if backend is not None and backend not in BACKENDS:
-        return options, (f"backend {backend!r} is not supported by cclq record "
-                         f"(torch.distributed backends: {', '.join(BACKENDS)})")
+        return options, (
+            f"backend {backend!r} is not supported by cclq record (torch.distributed backends: {', '.join(BACKENDS)})"
+        )
     bucket = options.get("bucket_mb")
     if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, (int, float)) or bucket < 0):
         return options, f"bucket_mb must be a number >= 0, got {json.dumps(bucket)}"
@@ -325,8 +350,9 @@ def _shape_problem(primitive: str, sizes: dict[str, int], dtype: str, world_size
     if primitive in COLLECTIVE_PRIMITIVES:
         unit = DTYPE_BYTES[dtype] * (1 if primitive == "all_reduce" else world_size)
         if sizes["message_bytes"] % unit:
-            what = (f"{DTYPE_BYTES[dtype]} bytes ({dtype})"
-                    + ("" if primitive == "all_reduce" else f" x {world_size} ranks"))
+            what = f"{DTYPE_BYTES[dtype]} bytes ({dtype})" + (
+                "" if primitive == "all_reduce" else f" x {world_size} ranks"
+            )
             return f"message_bytes={sizes['message_bytes']} is not a multiple of {what}"
     return None
 

@@ -38,8 +38,12 @@ import torch.distributed as dist
 from cclq.record.config import Run
 
 TORCH_DTYPES = {
-    "float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
-    "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
 }
 # DDLB's GEMM tolerance per element of the dot product (tp_columnwise.validate)
 _GEMM_ATOL = {"float16": 1e-3, "bfloat16": 1e-3, "float32": 1e-4, "float64": 1e-4}
@@ -82,8 +86,10 @@ def _compare(out: torch.Tensor, ref: torch.Tensor, atol: float, what: str, rtol:
         return None
     worst = int(torch.nan_to_num(excess, nan=float("inf")).argmax())
     bound = f"{atol:g}" + (f" + {rtol:g} x |reference|" if rtol else "")
-    return (f"{what}: {int(bad.sum())} of {excess.numel()} elements differ from the reference by more than "
-            f"{bound} (worst: {float(out64.flatten()[worst]):g} vs {float(ref64.flatten()[worst]):g})")
+    return (
+        f"{what}: {int(bad.sum())} of {excess.numel()} elements differ from the reference by more than "
+        f"{bound} (worst: {float(out64.flatten()[worst]):g} vs {float(ref64.flatten()[worst]):g})"
+    )
 
 
 class Primitive:
@@ -133,7 +139,7 @@ class _Gemm(Primitive):
     def rows(self, t: torch.Tensor) -> torch.Tensor:
         """This rank's block of rows of an [m, ...] tensor."""
         chunk = self.m // self.world_size
-        return t[self.rank * chunk:(self.rank + 1) * chunk]
+        return t[self.rank * chunk : (self.rank + 1) * chunk]
 
 
 class TPColumnwise(_Gemm):
@@ -187,8 +193,12 @@ class TPRowwise(_Gemm):
 
     def check(self, out: torch.Tensor) -> str | None:
         ref = self.reference()
-        return _compare(out, self.rows(ref) if self.scatter else ref, what="C = A @ B",
-                        **self.tolerance(roundings=self.world_size + 1))
+        return _compare(
+            out,
+            self.rows(ref) if self.scatter else ref,
+            what="C = A @ B",
+            **self.tolerance(roundings=self.world_size + 1),
+        )
 
 
 class GemmComputeOnly(_Gemm):
@@ -202,7 +212,7 @@ class GemmComputeOnly(_Gemm):
             a = self.rows(a)
         elif self.sharded:  # tp_rowwise: the partial product of this rank's k-slice
             kc = self.k // self.world_size
-            a, b = a[:, self.rank * kc:(self.rank + 1) * kc], b[self.rank * kc:(self.rank + 1) * kc]
+            a, b = a[:, self.rank * kc : (self.rank + 1) * kc], b[self.rank * kc : (self.rank + 1) * kc]
         self.a = a.contiguous().to(self.device)
         self.b = b.contiguous().to(self.device)
 
@@ -250,8 +260,9 @@ class PyTorchCollective(_Collective):
         super().__init__(*args)
         self.input = self.input_of(self.rank).to(self.device)
         primitive = self.run_spec.primitive
-        out_numel = {"all_reduce": 0, "all_gather": self.numel, "reduce_scatter": self.chunk,
-                     "all_to_all": self.numel}[primitive]
+        out_numel = {"all_reduce": 0, "all_gather": self.numel, "reduce_scatter": self.chunk, "all_to_all": self.numel}[
+            primitive
+        ]
         self.out = torch.empty(out_numel, dtype=self.dtype, device=self.device)
         if primitive == "all_reduce":
             self.buffer = torch.zeros(self.numel, dtype=self.dtype, device=self.device)
@@ -288,8 +299,9 @@ class CollectiveComputeOnly(_Collective):
         super().__init__(*args)
         self.inputs = torch.stack([self.input_of(r) for r in range(self.world_size)]).to(self.device)
         primitive = self.run_spec.primitive
-        self.out = torch.empty(self.chunk if primitive == "reduce_scatter" else self.numel,
-                               dtype=self.dtype, device=self.device)
+        self.out = torch.empty(
+            self.chunk if primitive == "reduce_scatter" else self.numel, dtype=self.dtype, device=self.device
+        )
 
     def run(self) -> torch.Tensor:
         primitive = self.run_spec.primitive
@@ -389,8 +401,9 @@ class PyTorchDataParallelMLP(_DataParallelMLP):
         super().__init__(*args)
         numels = [p.numel() for p in self.params]
         self.buckets = gradient_buckets(numels, self.run_spec.elem_bytes, float(self.options["bucket_mb"]))
-        self.flats = [torch.empty(sum(numels[i] for i in b), dtype=self.dtype, device=self.device)
-                      for b in self.buckets]
+        self.flats = [
+            torch.empty(sum(numels[i] for i in b), dtype=self.dtype, device=self.device) for b in self.buckets
+        ]
         self.bucket_of = {i: bi for bi, b in enumerate(self.buckets) for i in b}
         self.pending: list[int] = []
         self.handles: list[dist.Work] = []
@@ -404,6 +417,7 @@ class PyTorchDataParallelMLP(_DataParallelMLP):
             self.pending[bi] -= 1
             if self.pending[bi] == 0:
                 self.handles.append(self._launch(bi, async_op=True))
+
         return ready
 
     def _launch(self, bi: int, async_op: bool) -> dist.Work:

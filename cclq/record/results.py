@@ -30,9 +30,23 @@ from cclq.record.config import COLLECTIVE_PRIMITIVES, Run
 RESULTS_FILE = "ddlb_results.csv"
 
 COLUMNS = (
-    "implementation", "mean_time (ms)", "std_time", "min_time", "max_time", "m", "n", "k", "dtype",
-    "Throughput (TFLOPS)", "Throughput std (TFLOPS)", "world_size", "hostname",
-    "time_measurement_backend", "barrier_at_each_iteration", "option", "valid",
+    "implementation",
+    "mean_time (ms)",
+    "std_time",
+    "min_time",
+    "max_time",
+    "m",
+    "n",
+    "k",
+    "dtype",
+    "Throughput (TFLOPS)",
+    "Throughput std (TFLOPS)",
+    "world_size",
+    "hostname",
+    "time_measurement_backend",
+    "barrier_at_each_iteration",
+    "option",
+    "valid",
 )
 
 
@@ -78,7 +92,9 @@ def result_row(run: Run, world_size: int, times_ms: list[float], hostname: str, 
         "std_time": std,
         "min_time": min(times_ms),
         "max_time": max(times_ms),
-        "m": m, "n": n, "k": k,
+        "m": m,
+        "n": n,
+        "k": k,
         "dtype": run.dtype,
         "Throughput (TFLOPS)": tput_mean,
         "Throughput std (TFLOPS)": tput_std,

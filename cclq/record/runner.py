@@ -101,8 +101,12 @@ def machine_problem(run: Run, world_size: int) -> str | None:
     cuda = torch.cuda.is_available()
     backend = run.backend
     if backend is not None:
-        available = {"gloo": dist.is_gloo_available, "nccl": dist.is_nccl_available,
-                     "mpi": dist.is_mpi_available, "ucc": getattr(dist, "is_ucc_available", lambda: False)}
+        available = {
+            "gloo": dist.is_gloo_available,
+            "nccl": dist.is_nccl_available,
+            "mpi": dist.is_mpi_available,
+            "ucc": getattr(dist, "is_ucc_available", lambda: False),
+        }
         if backend == "nccl" and not cuda:
             return "backend nccl needs CUDA, and CUDA is not available here"
         if not available[backend]():
@@ -116,8 +120,9 @@ def machine_problem(run: Run, world_size: int) -> str | None:
     return None
 
 
-def record(config: Path, out_dir: Path, nproc: int, timeout_s: float = 600.0,
-           reporter: RecordReporter | None = None) -> list[ConfigOutcome]:
+def record(
+    config: Path, out_dir: Path, nproc: int, timeout_s: float = 600.0, reporter: RecordReporter | None = None
+) -> list[ConfigOutcome]:
     """Records every configuration of ``config`` into ``out_dir``; never raises for a
     configuration that fails (its ConfigOutcome says why)."""
     require_torch()
@@ -195,11 +200,17 @@ class RankProcesses:
         # what a rank prints before its first configuration (an import error ...)
         self.boot_logs = [tempfile.TemporaryFile() for _ in range(nproc)]
         for rank in range(nproc):
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "cclq.record.worker", str(rank)],
-                stdin=subprocess.PIPE, stdout=self.boot_logs[rank], stderr=subprocess.STDOUT, env=env,
-                cwd=out_dir, start_new_session=True,  # its own process group: stopped with its children
-            ))
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "cclq.record.worker", str(rank)],
+                    stdin=subprocess.PIPE,
+                    stdout=self.boot_logs[rank],
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=out_dir,
+                    start_new_session=True,  # its own process group: stopped with its children
+                )
+            )
 
     def submit(self, spec: dict[str, Any]) -> None:
         line = (json.dumps(spec) + "\n").encode()
@@ -246,16 +257,23 @@ def _kill(p: subprocess.Popen[bytes]) -> None:
     p.wait()
 
 
-def _record_one(ranks: RankProcesses, run: Run, name: str, out_dir: Path, timeout_s: float,
-                config: Path) -> ConfigOutcome:
+def _record_one(
+    ranks: RankProcesses, run: Run, name: str, out_dir: Path, timeout_s: float, config: Path
+) -> ConfigOutcome:
     started = time.monotonic()
     nproc = len(ranks.procs)
     scratch = out_dir / f".record-{name}"
     shutil.rmtree(scratch, ignore_errors=True)
     workload = scratch / name
     workload.mkdir(parents=True)
-    spec = {"run": run.to_json(), "world_size": nproc, "scratch": str(scratch.resolve()),
-            "trace_dir": str(workload.resolve()), "threads": ranks.threads, "timeout_s": timeout_s}
+    spec = {
+        "run": run.to_json(),
+        "world_size": nproc,
+        "scratch": str(scratch.resolve()),
+        "trace_dir": str(workload.resolve()),
+        "threads": ranks.threads,
+        "timeout_s": timeout_s,
+    }
     try:
         ranks.submit(spec)
         reason = _wait(ranks, scratch, timeout_s)
@@ -264,8 +282,9 @@ def _record_one(ranks: RankProcesses, run: Run, name: str, out_dir: Path, timeou
             try:
                 outcome = _finish(run, name, scratch, workload, out_dir, nproc, config)
             except OSError as e:  # a full disk, a folder that cannot be replaced
-                outcome = ConfigOutcome(run, name, "failed",
-                                  reason=f"cannot write {e.filename or out_dir}: {e.strerror or e}")
+                outcome = ConfigOutcome(
+                    run, name, "failed", reason=f"cannot write {e.filename or out_dir}: {e.strerror or e}"
+                )
         else:
             outcome = ConfigOutcome(run, name, "failed", reason=reason)
             _keep_logs(scratch, out_dir / FAILED_DIR / name)
@@ -338,8 +357,9 @@ def _keep_logs(scratch: Path, target: Path) -> None:
         shutil.copy2(log, target / log.name)
 
 
-def _finish(run: Run, name: str, scratch: Path, workload: Path, out_dir: Path, nproc: int,
-            config: Path) -> ConfigOutcome:
+def _finish(
+    run: Run, name: str, scratch: Path, workload: Path, out_dir: Path, nproc: int, config: Path
+) -> ConfigOutcome:
     """Adds the CSV, the card and record.yaml to the traces; moves the folder into place."""
     result = json.loads((scratch / RESULT_FILE).read_text())
     facts = result["facts"]
@@ -355,11 +375,18 @@ def _finish(run: Run, name: str, scratch: Path, workload: Path, out_dir: Path, n
         "impl_id": run.impl_id,
         "world_size": nproc,
         # this configuration alone, as a config `cclq record` (and DDLB) reads
-        "benchmark": {"primitive": run.primitive, **run.sizes, "dtype": run.dtype, "validate": run.validate,
-                      "num_iterations": run.num_iterations, "num_warmups": run.num_warmups,
-                      "time_measurement_backend": run.time_measurement_backend,
-                      "barrier_at_each_iteration": run.barrier_at_each_iteration, "seed": run.seed,
-                      "implementations": {run.implementation: [run.options]}},
+        "benchmark": {
+            "primitive": run.primitive,
+            **run.sizes,
+            "dtype": run.dtype,
+            "validate": run.validate,
+            "num_iterations": run.num_iterations,
+            "num_warmups": run.num_warmups,
+            "time_measurement_backend": run.time_measurement_backend,
+            "barrier_at_each_iteration": run.barrier_at_each_iteration,
+            "seed": run.seed,
+            "implementations": {run.implementation: [run.options]},
+        },
         "valid": valid,
         "invalid_reason": invalid,
         "times_ms": result["times_ms"],  # per timed iteration, MAX over ranks

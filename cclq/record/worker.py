@@ -120,7 +120,10 @@ def run_rank(spec: dict[str, Any], rank: int) -> None:
 
     backend = run.backend or "gloo"
     dist.init_process_group(
-        backend, init_method=(scratch / "rendezvous").as_uri(), rank=rank, world_size=world_size,
+        backend,
+        init_method=(scratch / "rendezvous").as_uri(),
+        rank=rank,
+        world_size=world_size,
         timeout=timedelta(seconds=float(spec["timeout_s"])),
         device_id=device if backend == "nccl" else None,
     )
@@ -149,8 +152,12 @@ def _measure(prim: Primitive, spec: dict[str, Any], rank: int, device: torch.dev
     sched = schedule(wait=max(warmups - 1, 0), warmup=min(warmups, 1), active=iterations, repeat=1)
     times_ms: list[float] = []
     events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
-    with profile(activities=activities, schedule=sched, record_shapes=True,
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace_path))) as prof:
+    with profile(
+        activities=activities,
+        schedule=sched,
+        record_shapes=True,
+        on_trace_ready=lambda p: p.export_chrome_trace(str(trace_path)),
+    ) as prof:
         for i in range(warmups + iterations):
             if run.barrier_at_each_iteration:
                 _barrier(device)

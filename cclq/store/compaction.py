@@ -46,8 +46,9 @@ class Compaction:
     rows: int
 
 
-def plan(state: CatalogState, traces: set[str] | None = None, min_files: int = MIN_FILES,
-         small_rows: int = SMALL_ROWS) -> dict[tuple[str, str], list[str]]:
+def plan(
+    state: CatalogState, traces: set[str] | None = None, min_files: int = MIN_FILES, small_rows: int = SMALL_ROWS
+) -> dict[tuple[str, str], list[str]]:
     """(trace, table) -> its data files, for the groups worth compacting: ``min_files``
     or more files averaging under ``small_rows`` rows (``traces``: only those)."""
     rows_of: dict[tuple[str, str], dict[str, int]] = {}
@@ -57,12 +58,20 @@ def plan(state: CatalogState, traces: set[str] | None = None, min_files: int = M
                 continue
             paths = rows_of.setdefault((p["trace"], p["table_name"]), {})
             paths[p["path"]] = paths.get(p["path"], 0) + (p["rows"] or 0)
-    return {key: sorted(paths) for key, paths in rows_of.items()
-            if len(paths) >= min_files and sum(paths.values()) / len(paths) < small_rows}
+    return {
+        key: sorted(paths)
+        for key, paths in rows_of.items()
+        if len(paths) >= min_files and sum(paths.values()) / len(paths) < small_rows
+    }
 
 
-def rewrite(wh: Warehouse, state: CatalogState, groups: dict[tuple[str, str], list[str]],
-            target_rows: int = TARGET_ROWS, jobs: int = 1) -> tuple[list[tuple[Path, str]], list[Compaction]]:
+def rewrite(
+    wh: Warehouse,
+    state: CatalogState,
+    groups: dict[tuple[str, str], list[str]],
+    target_rows: int = TARGET_ROWS,
+    jobs: int = 1,
+) -> tuple[list[tuple[Path, str]], list[Compaction]]:
     """Writes the compacted files of ``groups`` under ``tmp/`` and points ``state``'s parts
     at them; returns the (temp file, data path) moves for ``Warehouse.commit``. With
     ``jobs`` > 1 the files are written by that many forked processes (groups are
@@ -97,8 +106,9 @@ def rewrite(wh: Warehouse, state: CatalogState, groups: dict[tuple[str, str], li
             moves.append((tmp, rel))
             for path in members:
                 for p in owners[path]:
-                    state.parts[p["file_id"]] = [dict(q, path=rel) if q["path"] == path else q
-                                                 for q in state.parts[p["file_id"]]]
+                    state.parts[p["file_id"]] = [
+                        dict(q, path=rel) if q["path"] == path else q for q in state.parts[p["file_id"]]
+                    ]
                     total += p["rows"] or 0
         done.append(Compaction(trace, table, len(paths), len(bins), total))
     wh.ensure_local(sorted({m for members, _ in writes for m in members}))  # a remote warehouse's copy
@@ -107,9 +117,12 @@ def rewrite(wh: Warehouse, state: CatalogState, groups: dict[tuple[str, str], li
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-
-        with ProcessPoolExecutor(max_workers=min(jobs, len(writes)), mp_context=mp.get_context("fork"),
-                                 initializer=init_worker_process, initargs=(wh.lock_fd, os.getpid())) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(writes)),
+            mp_context=mp.get_context("fork"),
+            initializer=init_worker_process,
+            initargs=(wh.lock_fd, os.getpid()),
+        ) as pool:
             list(pool.map(_write_compacted, [root] * len(writes), *zip(*writes), chunksize=4))
     else:
         for members, tmp in writes:
@@ -145,8 +158,14 @@ def _write_compacted(root: str, members: list[str], tmp: Path) -> None:
             writer.close()
 
 
-def compact(wh: Warehouse, traces: list[str] | None = None, min_files: int = 2,
-            small_rows: int = SMALL_ROWS, target_rows: int = TARGET_ROWS, jobs: int | None = None) -> list[Compaction]:
+def compact(
+    wh: Warehouse,
+    traces: list[str] | None = None,
+    min_files: int = 2,
+    small_rows: int = SMALL_ROWS,
+    target_rows: int = TARGET_ROWS,
+    jobs: int | None = None,
+) -> list[Compaction]:
     """``cclq compact``: compacts every trace (or ``traces``) whose data files of a table
     are ``min_files`` or more and small, as one commit (``jobs`` processes; default one
     per CPU)."""

@@ -54,14 +54,17 @@ def check_url(url: str) -> None:
     missing (what to install named)."""
     scheme = url_scheme(url)
     if scheme not in SCHEMES:
-        raise UsageError(f"{url}: cclq cannot read or write {scheme}:// URLs; object storage is s3:// "
-                         "(AWS S3 or any S3-compatible server: MinIO, Ceph, GCS's and R2's S3 endpoints)",
-                         hint="give a local path, or an s3://bucket/prefix URL")
+        raise UsageError(
+            f"{url}: cclq cannot read or write {scheme}:// URLs; object storage is s3:// "
+            "(AWS S3 or any S3-compatible server: MinIO, Ceph, GCS's and R2's S3 endpoints)",
+            hint="give a local path, or an s3://bucket/prefix URL",
+        )
     if not url.split("://", 1)[1].strip("/"):
         raise UsageError(f"{url}: no bucket in the URL", hint="write it as s3://bucket/prefix")
     if any(importlib.util.find_spec(m) is None for m in ("s3fs", "botocore")):  # found, not imported
-        raise UsageError(f"{url}: reading s3:// needs the s3 extra (s3fs), which is not installed",
-                         hint=INSTALL_HINT) from None
+        raise UsageError(
+            f"{url}: reading s3:// needs the s3 extra (s3fs), which is not installed", hint=INSTALL_HINT
+        ) from None
 
 
 def cache_root() -> Path:
@@ -180,8 +183,9 @@ class ObjectStore:
             for t, (_, local) in zip(temps, pairs):
                 os.replace(t, local)
         except FileNotFoundError as e:
-            raise CclqError(f"{self.url}: an object is gone ({e.filename or e}); "
-                            "it was collected after a later commit: run again") from None
+            raise CclqError(
+                f"{self.url}: an object is gone ({e.filename or e}); it was collected after a later commit: run again"
+            ) from None
         except Exception as e:  # noqa: BLE001
             raise self._error(e, "download failed") from e
         finally:
@@ -202,7 +206,7 @@ class ObjectStore:
             if info.get("type") != "file":
                 continue
             # "": the URL names one object, not a prefix
-            rel = name[len(self.base) + 1:] if name.startswith(self.base + "/") else "" if name == self.base else name
+            rel = name[len(self.base) + 1 :] if name.startswith(self.base + "/") else "" if name == self.base else name
             modified = info.get("LastModified")
             mtime = int(modified.timestamp() * 1e9) if modified is not None else 0
             out[rel] = ObjectInfo(rel, int(info.get("size") or 0), str(info.get("ETag", "")), mtime)

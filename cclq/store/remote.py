@@ -114,8 +114,9 @@ class RemoteWarehouse(Warehouse):
             return
         self._make_copy()
         staging = self.root / "pull" / f"{snap_id}-{uuid.uuid4().hex[:8]}"
-        self.store.download([(f"catalog/{snap_id}/{name}.parquet", staging / f"{name}.parquet")
-                             for name in CATALOG_SCHEMAS])
+        self.store.download(
+            [(f"catalog/{snap_id}/{name}.parquet", staging / f"{name}.parquet") for name in CATALOG_SCHEMAS]
+        )
         try:
             os.replace(staging, folder)
         except OSError:  # another process of this machine mirrored it meanwhile
@@ -142,8 +143,7 @@ class RemoteWarehouse(Warehouse):
 
     def require(self) -> None:
         if not self.exists():
-            raise UsageError(f"no warehouse at {self.url}",
-                             hint=f"run `cclq ingest DIR -w {self.url}` first")
+            raise UsageError(f"no warehouse at {self.url}", hint=f"run `cclq ingest DIR -w {self.url}` first")
 
     def open_snapshot(self, timeout_s: float = 30.0, snapshot_id: str | None = None) -> Snapshot:
         if not self._writing:
@@ -209,8 +209,12 @@ class RemoteWarehouse(Warehouse):
             return
         new = sorted(set(self._paths(final)) - self._base_paths)
         self.store.upload([(self.root / p, p) for p in new])
-        self.store.upload([(self.catalog_dir / final / f"{name}.parquet", f"catalog/{final}/{name}.parquet")
-                           for name in CATALOG_SCHEMAS])
+        self.store.upload(
+            [
+                (self.catalog_dir / final / f"{name}.parquet", f"catalog/{final}/{name}.parquet")
+                for name in CATALOG_SCHEMAS
+            ]
+        )
         if self._base is None:
             self.store.put_bytes(MARKER, MARKER_TEXT.encode())
             etag = self.store.put_bytes(CURRENT, (final + "\n").encode(), if_none_match=True)
@@ -247,7 +251,7 @@ class RemoteWarehouse(Warehouse):
         for i, snap in enumerate(order):
             if snap == current[1]:
                 continue
-            later = [written[s] for s in order[i + 1:]] or [now]
+            later = [written[s] for s in order[i + 1 :]] or [now]
             if now - min(later) > grace_ns:  # not current for longer than the grace period
                 gone.append(snap)
         live = [s for s in written if s not in gone]
@@ -255,10 +259,14 @@ class RemoteWarehouse(Warehouse):
         for snap in live:
             self._mirror_catalog(snap)
             referenced.update(self._paths(snap))
-        doomed = [k for k in objects if k.split("/")[0] == "catalog" and len(k.split("/")) == 3
-                  and k.split("/")[1] in gone]
-        data = [k for k, info in objects.items()
-                if data_file_name(k) and k not in referenced and now - info.mtime_ns > grace_ns]
+        doomed = [
+            k for k in objects if k.split("/")[0] == "catalog" and len(k.split("/")) == 3 and k.split("/")[1] in gone
+        ]
+        data = [
+            k
+            for k, info in objects.items()
+            if data_file_name(k) and k not in referenced and now - info.mtime_ns > grace_ns
+        ]
         self.store.delete(doomed + data)
         return len(data)
 

@@ -136,7 +136,10 @@ STATS_SCHEMA = pa.schema(
 )
 
 CATALOG_SCHEMAS: dict[str, pa.Schema] = {
-    "files": FILES_SCHEMA, "parts": PARTS_SCHEMA, "stats": STATS_SCHEMA, "cards": CARD_SCHEMA,
+    "files": FILES_SCHEMA,
+    "parts": PARTS_SCHEMA,
+    "stats": STATS_SCHEMA,
+    "cards": CARD_SCHEMA,
 }
 
 # Trace ids that hive-partition readers (DuckDB, Spark, Hive) turn into SQL NULL when they
@@ -159,8 +162,13 @@ def trace_folder(trace: str) -> str:
 class CatalogState:
     """A snapshot's catalog as the writer edits it: rows by input file, cards by trace."""
 
-    def __init__(self, files: dict[str, dict] | None = None, parts: dict[str, list[dict]] | None = None,
-                 stats: dict[str, list[dict]] | None = None, cards: dict[str, dict] | None = None) -> None:
+    def __init__(
+        self,
+        files: dict[str, dict] | None = None,
+        parts: dict[str, list[dict]] | None = None,
+        stats: dict[str, list[dict]] | None = None,
+        cards: dict[str, dict] | None = None,
+    ) -> None:
         self.files: dict[str, dict] = files or {}
         self.parts: dict[str, list[dict]] = parts or {}
         self.stats: dict[str, list[dict]] = stats or {}
@@ -228,8 +236,12 @@ class Snapshot:
         parts = self.tables["parts"]
         wanted = set(traces) if traces is not None else None
         paths = {
-            p for p, t, name in zip(parts.column("path").to_pylist(), parts.column("trace").to_pylist(),
-                                    parts.column("table_name").to_pylist())
+            p
+            for p, t, name in zip(
+                parts.column("path").to_pylist(),
+                parts.column("trace").to_pylist(),
+                parts.column("table_name").to_pylist(),
+            )
             if name == table and (wanted is None or t in wanted)
         }
         self.warehouse.ensure_local(sorted(paths))  # a copy of a remote warehouse fetches them
@@ -286,8 +298,10 @@ class Warehouse:
 
     def require(self) -> None:
         if self.is_legacy():
-            raise UsageError(f"{self.root} was written by an older cclq",
-                             hint="run `cclq ingest` on its folders again: it rebuilds the warehouse")
+            raise UsageError(
+                f"{self.root} was written by an older cclq",
+                hint="run `cclq ingest` on its folders again: it rebuilds the warehouse",
+            )
         if not self.exists():
             raise UsageError(
                 f"no warehouse at {self.root}",
@@ -297,8 +311,7 @@ class Warehouse:
     def is_ours(self) -> bool:
         """Whether cclq made this folder a warehouse: its marker, or (before markers) a
         ``CURRENT`` and a ``catalog/``, or the older layout's ``catalog/files/``."""
-        return ((self.root / MARKER).is_file() or (self.exists() and self.catalog_dir.is_dir())
-                or self.is_legacy())
+        return (self.root / MARKER).is_file() or (self.exists() and self.catalog_dir.is_dir()) or self.is_legacy()
 
     def claim(self) -> None:
         """Refuses a folder that is neither new, empty, nor a warehouse: cclq would write
@@ -310,9 +323,11 @@ class Warehouse:
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(f"{show_path(self.root)} is a file, not a warehouse folder")
         if entries and set(entries) != {".lock"} and not self.is_ours():
-            raise UsageError(f"{show_path(self.root)} is not empty and is not a cclq warehouse (no {MARKER}); "
-                             "cclq writes only into a warehouse it made",
-                             hint="point --warehouse / CCLQ_WAREHOUSE at a new or empty folder")
+            raise UsageError(
+                f"{show_path(self.root)} is not empty and is not a cclq warehouse (no {MARKER}); "
+                "cclq writes only into a warehouse it made",
+                hint="point --warehouse / CCLQ_WAREHOUSE at a new or empty folder",
+            )
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             if not (self.root / MARKER).is_file():
@@ -327,8 +342,7 @@ class Warehouse:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             if self.is_legacy():
-                print(f"cclq: warning: {self.root} was written by an older cclq; rebuilding it",
-                      file=sys.stderr)
+                print(f"cclq: warning: {self.root} was written by an older cclq; rebuilding it", file=sys.stderr)
                 for old in ("events", "catalog", "cache"):
                     shutil.rmtree(self.root / old, ignore_errors=True)
             for d in (self.catalog_dir, self.tmp_dir):
@@ -529,7 +543,8 @@ class Warehouse:
             return []
         try:
             current = pq.ParquetFile(self.catalog_dir / self.current_id() / "parts.parquet").read(
-                columns=["file_id", "path"])
+                columns=["file_id", "path"]
+            )
         except FileNotFoundError:
             return []
         holders: dict[str, set[str]] = {}
@@ -658,8 +673,10 @@ class ReadOnlyWarehouse(UsageError):
 
 
 def read_only_error(root: Path, e: OSError) -> UsageError:
-    return ReadOnlyWarehouse(f"{root}: the warehouse is not writable ({e.strerror or e}); cclq ingest cannot write it",
-                      hint="point --warehouse at a writable folder; reading commands work on a read-only warehouse")
+    return ReadOnlyWarehouse(
+        f"{root}: the warehouse is not writable ({e.strerror or e}); cclq ingest cannot write it",
+        hint="point --warehouse at a writable folder; reading commands work on a read-only warehouse",
+    )
 
 
 def is_disk_full(e: BaseException) -> bool:
@@ -679,9 +696,11 @@ def _flock(fd: int, operation: int, root: Path) -> None:
     except OSError as e:
         if e.errno not in _NO_LOCKS:
             raise
-        raise UsageError(f"{root}: the file system does not support file locks (flock: {e.strerror or e})",
-                         hint="cclq needs them to keep ingests and readers apart: put the warehouse on a file "
-                              "system with locks (a local disk, NFSv4, Lustre mounted with -o flock)") from e
+        raise UsageError(
+            f"{root}: the file system does not support file locks (flock: {e.strerror or e})",
+            hint="cclq needs them to keep ingests and readers apart: put the warehouse on a file "
+            "system with locks (a local disk, NFSv4, Lustre mounted with -o flock)",
+        ) from e
 
 
 def _still_there(path: Path, fd: int) -> bool:
@@ -723,8 +742,9 @@ def _catalog_tables(folder: Path, fd: int) -> dict[str, pa.Table]:
     key = (str(folder), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     tables = _SNAPSHOT_TABLES.get(key)
     if tables is None:
-        tables = {name: _read_catalog_table(folder / f"{name}.parquet", schema)
-                  for name, schema in CATALOG_SCHEMAS.items()}
+        tables = {
+            name: _read_catalog_table(folder / f"{name}.parquet", schema) for name, schema in CATALOG_SCHEMAS.items()
+        }
         while len(_SNAPSHOT_TABLES) >= _SNAPSHOT_TABLES_KEPT:
             del _SNAPSHOT_TABLES[next(iter(_SNAPSHOT_TABLES))]
         _SNAPSHOT_TABLES[key] = tables

@@ -116,8 +116,7 @@ class DataFileWriter:
         self.path.unlink(missing_ok=True)
 
 
-def with_keys(batch: pa.RecordBatch | pa.Table, trace: str, rank: int, schema: pa.Schema
-              ) -> pa.RecordBatch | pa.Table:
+def with_keys(batch: pa.RecordBatch | pa.Table, trace: str, rank: int, schema: pa.Schema) -> pa.RecordBatch | pa.Table:
     """A reader's batch with its ``trace`` and ``rank`` columns in front (``schema``: the
     data file's)."""
     n = batch.num_rows
@@ -201,8 +200,9 @@ def keep_input_files(path: Path, file_ids: set[str]) -> None:
     os.replace(target, path)
 
 
-def open_data_writer(path: Path, schema: pa.Schema, uncompressed: frozenset[str] | set[str] = frozenset()
-                     ) -> pq.ParquetWriter:
+def open_data_writer(
+    path: Path, schema: pa.Schema, uncompressed: frozenset[str] | set[str] = frozenset()
+) -> pq.ParquetWriter:
     # store_schema=False: no base64 copy of the Arrow schema in every footer (4 KB of the
     # 11 KB footer of a 57-column file). The Parquet types say everything (string, int64,
     # double, list<int64>), and footers are what a scan of many small files pays for.

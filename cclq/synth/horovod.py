@@ -45,8 +45,15 @@ class HorovodTimelineBuilder:
         self.ops: list[TensorOp] = []
         self.cycles: list[int] = []
 
-    def op(self, tensor: str, op: str, ready_us: dict[int, int], phases: list[tuple[str, int, int]],
-           dtype: str = "float32", shape: list[int] | None = None) -> TensorOp:
+    def op(
+        self,
+        tensor: str,
+        op: str,
+        ready_us: dict[int, int],
+        phases: list[tuple[str, int, int]],
+        dtype: str = "float32",
+        shape: list[int] | None = None,
+    ) -> TensorOp:
         t = TensorOp(tensor, op, ready_us, phases, dtype, shape or [1024])
         self.ops.append(t)
         return t
@@ -60,8 +67,14 @@ class HorovodTimelineBuilder:
         pids: dict[str, int] = {}
         head: list[dict[str, Any]] = []
         if version == "new":
-            head.append({"name": "process_name", "ph": "M", "pid": 0,
-                         "args": {"start_time_since_epoch_in_micros": self.start_epoch_us}})
+            head.append(
+                {
+                    "name": "process_name",
+                    "ph": "M",
+                    "pid": 0,
+                    "args": {"start_time_since_epoch_in_micros": self.start_epoch_us},
+                }
+            )
             head.append({"name": "process_sort_index", "ph": "M", "pid": 0, "args": {"sort_index": 0}})
         order = 0
         for t in self.ops:
@@ -69,10 +82,16 @@ class HorovodTimelineBuilder:
                 pids[t.tensor] = len(pids) + 1
                 pid = pids[t.tensor]
                 first = min(t.ready_us.values())
-                timed.append((first, order, {"name": "process_name", "ph": "M", "pid": pid,
-                                             "args": {"name": t.tensor}}))
-                timed.append((first, order + 1, {"name": "process_sort_index", "ph": "M", "pid": pid,
-                                                 "args": {"sort_index": pid}}))
+                timed.append(
+                    (first, order, {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": t.tensor}})
+                )
+                timed.append(
+                    (
+                        first,
+                        order + 1,
+                        {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}},
+                    )
+                )
                 order += 2
             pid = pids[t.tensor]
             ticks = sorted((ts, r) for r, ts in t.ready_us.items())
@@ -92,8 +111,13 @@ class HorovodTimelineBuilder:
                 order += 1
                 timed.append((e, order, {"ph": "E", "ts": e, "pid": pid}))
             order += 1
-            timed.append((op_end, order, {"ph": "E", "ts": op_end, "pid": pid,
-                                          "args": {"dtype": t.dtype, "shape": str(t.shape)}}))
+            timed.append(
+                (
+                    op_end,
+                    order,
+                    {"ph": "E", "ts": op_end, "pid": pid, "args": {"dtype": t.dtype, "shape": str(t.shape)}},
+                )
+            )
             order += 1
         for ts in self.cycles:
             order += 1

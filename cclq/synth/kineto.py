@@ -107,16 +107,24 @@ class Micros(float):
 # Shared pieces: device properties, distributedInfo, JSON serialisation
 # --------------------------------------------------------------------------------------
 
+
 def _device_properties(n: int) -> list[dict[str, Any]]:
     """H100 SXM properties as Kineto lists them (one entry per visible GPU)."""
     return [
         {
-            "id": i, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85029158912,
-            "computeMajor": 9, "computeMinor": 0,
-            "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
-            "regsPerBlock": 65536, "warpSize": 32,
-            "sharedMemPerBlock": 49152, "numSms": NUM_SMS,
-            "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448,
+            "id": i,
+            "name": "NVIDIA H100 80GB HBM3",
+            "totalGlobalMem": 85029158912,
+            "computeMajor": 9,
+            "computeMinor": 0,
+            "maxThreadsPerBlock": 1024,
+            "maxThreadsPerMultiprocessor": 2048,
+            "regsPerBlock": 65536,
+            "warpSize": 32,
+            "sharedMemPerBlock": 49152,
+            "numSms": NUM_SMS,
+            "regsPerMultiprocessor": 65536,
+            "sharedMemPerBlockOptin": 232448,
             "sharedMemPerMultiprocessor": 233472,
         }
         for i in range(n)
@@ -128,13 +136,18 @@ def _n_visible_devices(device: int, world_size: int) -> int:
 
 
 def _pg_entry(name: str, desc: str, ranks: list[int]) -> dict[str, Any]:
-    return {"pg_name": name, "pg_desc": desc, "backend_config": "cuda:nccl",
-            "pg_size": len(ranks), "ranks": ranks}
+    return {"pg_name": name, "pg_desc": desc, "backend_config": "cuda:nccl", "pg_size": len(ranks), "ranks": ranks}
 
 
 def _distributed_info(rank: int, world_size: int, pgs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"backend": "nccl", "rank": rank, "world_size": world_size,
-            "pg_count": len(pgs), "pg_config": pgs, "nccl_version": "2.21.5"}
+    return {
+        "backend": "nccl",
+        "rank": rank,
+        "world_size": world_size,
+        "pg_count": len(pgs),
+        "pg_config": pgs,
+        "nccl_version": "2.21.5",
+    }
 
 
 def _dump_value(v: Any) -> str:
@@ -158,8 +171,13 @@ def _open_text(path: Path, gz: bool) -> TextIO:
     path.parent.mkdir(parents=True, exist_ok=True)
     if gz:
         raw = open(path, "wb")
-        gzf = gzip.GzipFile(filename=path.name[:-3] if path.name.endswith(".gz") else path.name,
-                            mode="wb", compresslevel=_GZ_LEVEL, fileobj=raw, mtime=0)
+        gzf = gzip.GzipFile(
+            filename=path.name[:-3] if path.name.endswith(".gz") else path.name,
+            mode="wb",
+            compresslevel=_GZ_LEVEL,
+            fileobj=raw,
+            mtime=0,
+        )
         return _ClosingTextWrapper(gzf, raw)
     return open(path, "w", encoding="ascii", newline="\n", buffering=1 << 20)
 
@@ -202,8 +220,16 @@ def _footer(dist: dict | None, dist_pos: str, trace_name: str) -> str:
 # --------------------------------------------------------------------------------------
 
 _NCCL_DTYPE = {
-    "Float": "f32", "BFloat16": "bf16", "Half": "f16", "Double": "f64", "Int": "i32",
-    "Long": "i64", "Char": "i8", "Byte": "u8", "Bool": "u8", "Float8_e4m3fn": "f8e4m3",
+    "Float": "f32",
+    "BFloat16": "bf16",
+    "Half": "f16",
+    "Double": "f64",
+    "Int": "i32",
+    "Long": "i64",
+    "Char": "i8",
+    "Byte": "u8",
+    "Bool": "u8",
+    "Float8_e4m3fn": "f8e4m3",
 }
 
 
@@ -226,7 +252,8 @@ def _nccl_family(coll: str) -> str:
         return "Reduce"
     raise ValueError(
         f"unknown collective {coll!r}; use one of allreduce, allgather, reduce_scatter, "
-        "all_to_all, broadcast, send, recv (or a PyTorch name such as _allgather_base)")
+        "all_to_all, broadcast, send, recv (or a PyTorch name such as _allgather_base)"
+    )
 
 
 def _nccl_kernel_name(family: str, dtype: str) -> str:
@@ -262,6 +289,7 @@ _MEMCPY_NAMES = {
 # 1. KinetoTraceBuilder
 # --------------------------------------------------------------------------------------
 
+
 class KinetoTraceBuilder:
     """Hand-placed Kineto events for tests whose expected values are computed on paper.
 
@@ -270,10 +298,16 @@ class KinetoTraceBuilder:
     three decimals. CPU events go on (``pid``, ``tid``); GPU events on (``device``, stream).
     """
 
-    def __init__(self, rank: int = 0, world_size: int = 1,
-                 base_time_ns: int | None = DEFAULT_BASE_TIME_NS,
-                 pid: int = 1000, tid: int = 1000, device: int | None = None,
-                 distributed_info: str = "before") -> None:
+    def __init__(
+        self,
+        rank: int = 0,
+        world_size: int = 1,
+        base_time_ns: int | None = DEFAULT_BASE_TIME_NS,
+        pid: int = 1000,
+        tid: int = 1000,
+        device: int | None = None,
+        distributed_info: str = "before",
+    ) -> None:
         if distributed_info not in ("before", "after", "none"):
             raise ValueError("distributed_info must be 'before', 'after' or 'none'")
         self.rank = rank
@@ -318,10 +352,18 @@ class KinetoTraceBuilder:
         self._cpu_tids.setdefault(t, None)
         return t
 
-    def _x(self, cat: str, name: str, pid: Any, tid: Any, ts: int, dur: int,
-           args: dict[str, Any] | None) -> dict[str, Any]:
-        ev: dict[str, Any] = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
-                              "ts": Micros(ts), "dur": Micros(dur)}
+    def _x(
+        self, cat: str, name: str, pid: Any, tid: Any, ts: int, dur: int, args: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        ev: dict[str, Any] = {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": Micros(ts),
+            "dur": Micros(dur),
+        }
         if args is not None:
             ev["args"] = args
         self._events.append(ev)
@@ -335,8 +377,18 @@ class KinetoTraceBuilder:
                 best = (ts, ext)
         return None if best is None else best[1]
 
-    def _launch(self, api: str, cbid: int, corr: int, launch_ts: int, launch_dur: int,
-                tid: int, ext: int | None, gpu_ts: int, stream: int) -> None:
+    def _launch(
+        self,
+        api: str,
+        cbid: int,
+        corr: int,
+        launch_ts: int,
+        launch_dur: int,
+        tid: int,
+        ext: int | None,
+        gpu_ts: int,
+        stream: int,
+    ) -> None:
         """The CPU-side runtime call and its ac2g flow pair (s on the CPU, f on the GPU)."""
         args: dict[str, Any] = {}
         if ext is not None:
@@ -347,8 +399,15 @@ class KinetoTraceBuilder:
         self.flow("ac2g", corr, launch_ts, gpu_ts, stream=stream, tid=tid)
 
     # -- CPU side ----------------------------------------------------------------------
-    def cpu_op(self, name: str, ts: int, dur: int, args: dict[str, Any] | None = None,
-               tid: int | None = None, cat: str = "cpu_op") -> int:
+    def cpu_op(
+        self,
+        name: str,
+        ts: int,
+        dur: int,
+        args: dict[str, Any] | None = None,
+        tid: int | None = None,
+        cat: str = "cpu_op",
+    ) -> int:
         """An X event on the CPU thread; returns its External id (taken from args if given)."""
         t = self._cpu_tid(tid)
         extra = dict(args or {})
@@ -358,13 +417,15 @@ class KinetoTraceBuilder:
             self._cpu_ops.append((ts, ts + dur, ext, t))
         return ext
 
-    def user_annotation(self, name: str, ts: int, dur: int, tid: int | None = None,
-                        args: dict[str, Any] | None = None) -> int:
+    def user_annotation(
+        self, name: str, ts: int, dur: int, tid: int | None = None, args: dict[str, Any] | None = None
+    ) -> int:
         """A ``record_function`` range on the CPU thread; returns its External id."""
         return self.cpu_op(name, ts, dur, args=args, tid=tid, cat="user_annotation")
 
-    def python_function(self, name: str, ts: int, dur: int, tid: int | None = None,
-                        args: dict[str, Any] | None = None) -> None:
+    def python_function(
+        self, name: str, ts: int, dur: int, tid: int | None = None, args: dict[str, Any] | None = None
+    ) -> None:
         """A ``python_function`` X event (with_stack traces); carries no External id."""
         self._x("python_function", name, self.pid, self._cpu_tid(tid), ts, dur, dict(args or {}))
 
@@ -375,19 +436,27 @@ class KinetoTraceBuilder:
         ext = self.user_annotation(name, ts, dur)
         if gpu_stream is not None:
             self._streams.setdefault(gpu_stream, None)
-            self._x("gpu_user_annotation", name, self.device, gpu_stream, ts, dur,
-                    {"External id": ext})
+            self._x("gpu_user_annotation", name, self.device, gpu_stream, ts, dur, {"External id": ext})
         return ext
 
-    def gpu_user_annotation(self, name: str, ts: int, dur: int, stream: int = 7,
-                            external_id: int | None = None) -> None:
+    def gpu_user_annotation(
+        self, name: str, ts: int, dur: int, stream: int = 7, external_id: int | None = None
+    ) -> None:
         """A ``gpu_user_annotation`` range on a GPU stream."""
         self._streams.setdefault(stream, None)
         args = {} if external_id is None else {"External id": external_id}
         self._x("gpu_user_annotation", name, self.device, stream, ts, dur, args)
 
-    def runtime(self, name: str, ts: int, dur: int, cbid: int = 0, correlation: int | None = None,
-                tid: int | None = None, external_id: int | None = None) -> int:
+    def runtime(
+        self,
+        name: str,
+        ts: int,
+        dur: int,
+        cbid: int = 0,
+        correlation: int | None = None,
+        tid: int | None = None,
+        external_id: int | None = None,
+    ) -> int:
         """A ``cuda_runtime`` call with no GPU activity (e.g. cudaStreamSynchronize)."""
         t = self._cpu_tid(tid)
         corr = self._new_corr() if correlation is None else correlation
@@ -398,10 +467,20 @@ class KinetoTraceBuilder:
         return corr
 
     # -- GPU side ----------------------------------------------------------------------
-    def kernel(self, name: str, ts: int, dur: int, stream: int = 7,
-               args: dict[str, Any] | None = None, launch_ts: int | None = None,
-               launch_dur: int = 3000, cat: str = "kernel", *, tid: int | None = None,
-               external_id: int | None = None) -> int:
+    def kernel(
+        self,
+        name: str,
+        ts: int,
+        dur: int,
+        stream: int = 7,
+        args: dict[str, Any] | None = None,
+        launch_ts: int | None = None,
+        launch_dur: int = 3000,
+        cat: str = "kernel",
+        *,
+        tid: int | None = None,
+        external_id: int | None = None,
+    ) -> int:
         """A GPU kernel; returns its correlation id.
 
         With ``launch_ts`` also the ``cudaLaunchKernel`` runtime event and the ``ac2g`` flow
@@ -421,13 +500,23 @@ class KinetoTraceBuilder:
         kargs: dict[str, Any] = {}
         if ext is not None:
             kargs["External id"] = ext
-        kargs.update({"queued": 0, "device": self.device, "context": 1, "stream": stream,
-                      "correlation": corr, "registers per thread": 32, "shared memory": 0})
+        kargs.update(
+            {
+                "queued": 0,
+                "device": self.device,
+                "context": 1,
+                "stream": stream,
+                "correlation": corr,
+                "registers per thread": 32,
+                "shared memory": 0,
+            }
+        )
         grid = list(extra.get("grid", [264, 1, 1]))
         block = list(extra.get("block", [256, 1, 1]))
         bps, wps, occ = _occupancy(grid, block)
-        kargs.update({"blocks per SM": bps, "warps per SM": wps, "grid": grid, "block": block,
-                      "est. achieved occupancy %": occ})
+        kargs.update(
+            {"blocks per SM": bps, "warps per SM": wps, "grid": grid, "block": block, "est. achieved occupancy %": occ}
+        )
         kargs.update(extra)
         self._streams.setdefault(stream, None)
         if launch_ts is not None:
@@ -435,13 +524,28 @@ class KinetoTraceBuilder:
         self._x(cat, name, self.device, stream, ts, dur, kargs)
         return corr
 
-    def nccl_kernel(self, coll: str, ts: int, dur: int, stream: int = 20, nelems: int = 1024,
-                    dtype: str = "Float", group_size: int | None = None, pg_name: str = "0",
-                    pg_desc: str = "default_pg", seq: int | None = None,
-                    launch_ts: int | None = None, kernel_name: str | None = None,
-                    out_nelems: int | None = None, *, pg_ranks: list[int] | None = None,
-                    peer: int | None = None, in_nelems: int | None = None,
-                    tid: int | None = None, external_id: int | None = None) -> int:
+    def nccl_kernel(
+        self,
+        coll: str,
+        ts: int,
+        dur: int,
+        stream: int = 20,
+        nelems: int = 1024,
+        dtype: str = "Float",
+        group_size: int | None = None,
+        pg_name: str = "0",
+        pg_desc: str = "default_pg",
+        seq: int | None = None,
+        launch_ts: int | None = None,
+        kernel_name: str | None = None,
+        out_nelems: int | None = None,
+        *,
+        pg_ranks: list[int] | None = None,
+        peer: int | None = None,
+        in_nelems: int | None = None,
+        tid: int | None = None,
+        external_id: int | None = None,
+    ) -> int:
         """An NCCL kernel carrying PyTorch's collective args; returns its correlation id.
 
         ``coll`` is written verbatim as ``Collective name`` (``allreduce``, ``allgather``,
@@ -461,17 +565,24 @@ class KinetoTraceBuilder:
             ranks = list(range(gsize)) if pg_ranks is None else list(pg_ranks)
             self._pgs[pg_name] = [pg_desc, ranks, 0]
         pg = self._pgs[pg_name]
-        ranks = list(pg_ranks) if pg_ranks is not None else (
-            pg[1] if len(pg[1]) == gsize else list(range(gsize)))
+        ranks = list(pg_ranks) if pg_ranks is not None else (pg[1] if len(pg[1]) == gsize else list(range(gsize)))
         if seq is None:
             seq = pg[2]
         pg[2] = max(pg[2], seq + 1)
         args: dict[str, Any] = {
-            "registers per thread": 96, "shared memory": 87568,
-            "grid": [16, 1, 1], "block": [512, 1, 1],
-            "Collective name": coll, "In msg nelems": in_nelems, "Out msg nelems": out_nelems,
-            "Group size": gsize, "dtype": dtype, "In split size": "[]", "Out split size": "[]",
-            "Process Group Name": pg_name, "Process Group Description": pg_desc,
+            "registers per thread": 96,
+            "shared memory": 87568,
+            "grid": [16, 1, 1],
+            "block": [512, 1, 1],
+            "Collective name": coll,
+            "In msg nelems": in_nelems,
+            "Out msg nelems": out_nelems,
+            "Group size": gsize,
+            "dtype": dtype,
+            "In split size": "[]",
+            "Out split size": "[]",
+            "Process Group Name": pg_name,
+            "Process Group Description": pg_desc,
             "Process Group Ranks": str(ranks),
         }
         if c in ("send", "isend"):
@@ -480,75 +591,157 @@ class KinetoTraceBuilder:
             args["Src Rank"] = (self.rank - 1) % max(gsize, 1) if peer is None else peer
         args["Seq"] = seq
         name = kernel_name or _nccl_kernel_name(family, dtype)
-        return self.kernel(name, ts, dur, stream=stream, args=args, launch_ts=launch_ts,
-                           tid=tid, external_id=external_id)
+        return self.kernel(
+            name, ts, dur, stream=stream, args=args, launch_ts=launch_ts, tid=tid, external_id=external_id
+        )
 
-    def _copy_like(self, cat: str, name: str, api: str, cbid: int, ts: int, dur: int,
-                   nbytes: int, stream: int, launch_ts: int | None, launch_dur: int,
-                   tid: int | None, external_id: int | None) -> int:
+    def _copy_like(
+        self,
+        cat: str,
+        name: str,
+        api: str,
+        cbid: int,
+        ts: int,
+        dur: int,
+        nbytes: int,
+        stream: int,
+        launch_ts: int | None,
+        launch_dur: int,
+        tid: int | None,
+        external_id: int | None,
+    ) -> int:
         corr = self._new_corr()
         t = self._cpu_tid(tid)
         ext = external_id
         if ext is None and launch_ts is not None:
             ext = self._enclosing_ext(launch_ts, t)
         args: dict[str, Any] = {} if ext is None else {"External id": ext}
-        args.update({"device": self.device, "context": 1, "stream": stream, "correlation": corr,
-                     "bytes": nbytes,
-                     "memory bandwidth (GB/s)": (nbytes / dur) if dur > 0 else "N/A"})
+        args.update(
+            {
+                "device": self.device,
+                "context": 1,
+                "stream": stream,
+                "correlation": corr,
+                "bytes": nbytes,
+                "memory bandwidth (GB/s)": (nbytes / dur) if dur > 0 else "N/A",
+            }
+        )
         self._streams.setdefault(stream, None)
         if launch_ts is not None:
             self._launch(api, cbid, corr, launch_ts, launch_dur, t, ext, ts, stream)
         self._x(cat, name, self.device, stream, ts, dur, args)
         return corr
 
-    def memcpy(self, ts: int, dur: int, nbytes: int, kind: str = "HtoD", stream: int = 7, *,
-               launch_ts: int | None = None, launch_dur: int = 3000, tid: int | None = None,
-               external_id: int | None = None) -> int:
+    def memcpy(
+        self,
+        ts: int,
+        dur: int,
+        nbytes: int,
+        kind: str = "HtoD",
+        stream: int = 7,
+        *,
+        launch_ts: int | None = None,
+        launch_dur: int = 3000,
+        tid: int | None = None,
+        external_id: int | None = None,
+    ) -> int:
         """A ``gpu_memcpy`` (bandwidth = bytes/ns = GB/s); returns its correlation id."""
         name = _MEMCPY_NAMES.get(kind, f"Memcpy {kind}")
-        return self._copy_like("gpu_memcpy", name, "cudaMemcpyAsync", 41, ts, dur, nbytes,
-                               stream, launch_ts, launch_dur, tid, external_id)
+        return self._copy_like(
+            "gpu_memcpy", name, "cudaMemcpyAsync", 41, ts, dur, nbytes, stream, launch_ts, launch_dur, tid, external_id
+        )
 
-    def memset(self, ts: int, dur: int, nbytes: int, stream: int = 7, *,
-               launch_ts: int | None = None, launch_dur: int = 3000, tid: int | None = None,
-               external_id: int | None = None) -> int:
+    def memset(
+        self,
+        ts: int,
+        dur: int,
+        nbytes: int,
+        stream: int = 7,
+        *,
+        launch_ts: int | None = None,
+        launch_dur: int = 3000,
+        tid: int | None = None,
+        external_id: int | None = None,
+    ) -> int:
         """A ``gpu_memset`` named ``Memset (Device)``; returns its correlation id."""
-        return self._copy_like("gpu_memset", "Memset (Device)", "cudaMemsetAsync", 51, ts, dur,
-                               nbytes, stream, launch_ts, launch_dur, tid, external_id)
+        return self._copy_like(
+            "gpu_memset",
+            "Memset (Device)",
+            "cudaMemsetAsync",
+            51,
+            ts,
+            dur,
+            nbytes,
+            stream,
+            launch_ts,
+            launch_dur,
+            tid,
+            external_id,
+        )
 
     # -- other phases ------------------------------------------------------------------
-    def flow(self, cat: str, flow_id: int, src_ts: int, dst_ts: int, *, stream: int | None = None,
-             tid: int | None = None, dst_tid: int | None = None) -> None:
+    def flow(
+        self,
+        cat: str,
+        flow_id: int,
+        src_ts: int,
+        dst_ts: int,
+        *,
+        stream: int | None = None,
+        tid: int | None = None,
+        dst_tid: int | None = None,
+    ) -> None:
         """A flow pair: ``s`` on the CPU thread, ``f`` (bp e) on ``stream`` of the GPU or,
         without a stream, on CPU thread ``dst_tid`` (``fwdbwd``)."""
         t = self._cpu_tid(tid)
-        self._events.append({"ph": "s", "id": flow_id, "pid": self.pid, "tid": t,
-                             "ts": Micros(src_ts), "cat": cat, "name": cat})
+        self._events.append(
+            {"ph": "s", "id": flow_id, "pid": self.pid, "tid": t, "ts": Micros(src_ts), "cat": cat, "name": cat}
+        )
         if stream is not None:
             dpid, dtid = self.device, stream
             self._streams.setdefault(stream, None)
         else:
             dpid, dtid = self.pid, self._cpu_tid(dst_tid)
-        self._events.append({"ph": "f", "id": flow_id, "pid": dpid, "tid": dtid,
-                             "ts": Micros(dst_ts), "cat": cat, "name": cat, "bp": "e"})
+        self._events.append(
+            {
+                "ph": "f",
+                "id": flow_id,
+                "pid": dpid,
+                "tid": dtid,
+                "ts": Micros(dst_ts),
+                "cat": cat,
+                "name": cat,
+                "bp": "e",
+            }
+        )
         self._touch(min(src_ts, dst_ts), max(src_ts, dst_ts))
 
-    def instant(self, name: str, ts: int, tid: int | None = None,
-                args: dict[str, Any] | None = None) -> None:
+    def instant(self, name: str, ts: int, tid: int | None = None, args: dict[str, Any] | None = None) -> None:
         """A thread-scoped ``cpu_instant_event``."""
-        self._events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": name,
-                             "pid": self.pid, "tid": self._cpu_tid(tid), "ts": Micros(ts),
-                             "args": dict(args or {})})
+        self._events.append(
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "s": "t",
+                "name": name,
+                "pid": self.pid,
+                "tid": self._cpu_tid(tid),
+                "ts": Micros(ts),
+                "args": dict(args or {}),
+            }
+        )
         self._touch(ts)
 
     def counter(self, name: str, ts: int, values: dict[str, Any], pid: Any = None) -> None:
         """A ``ph:"C"`` counter sample (no tid, as counters are per process)."""
-        self._events.append({"ph": "C", "name": name, "pid": self.pid if pid is None else pid,
-                             "ts": Micros(ts), "args": dict(values)})
+        self._events.append(
+            {"ph": "C", "name": name, "pid": self.pid if pid is None else pid, "ts": Micros(ts), "args": dict(values)}
+        )
         self._touch(ts)
 
-    def begin(self, name: str, ts: int, tid: int | None = None, cat: str | None = None,
-              args: dict[str, Any] | None = None) -> None:
+    def begin(
+        self, name: str, ts: int, tid: int | None = None, cat: str | None = None, args: dict[str, Any] | None = None
+    ) -> None:
         """A ``B`` event; close it with ``end``."""
         ev: dict[str, Any] = {"ph": "B"}
         if cat is not None:
@@ -561,8 +754,7 @@ class KinetoTraceBuilder:
 
     def end(self, ts: int, tid: int | None = None, args: dict[str, Any] | None = None) -> None:
         """An ``E`` event (no name, as the Trace Event format allows)."""
-        ev: dict[str, Any] = {"ph": "E", "pid": self.pid, "tid": self._cpu_tid(tid),
-                              "ts": Micros(ts)}
+        ev: dict[str, Any] = {"ph": "E", "pid": self.pid, "tid": self._cpu_tid(tid), "ts": Micros(ts)}
         if args is not None:
             ev["args"] = dict(args)
         self._events.append(ev)
@@ -585,29 +777,63 @@ class KinetoTraceBuilder:
         t1 = self._t_max if self._t_max is not None else t0
         m = Micros(t0)
         out: list[dict[str, Any]] = [
-            {"name": "process_name", "ph": "M", "ts": m, "pid": self.pid, "tid": 0,
-             "args": {"name": "python3"}},
-            {"name": "process_labels", "ph": "M", "ts": m, "pid": self.pid, "tid": 0,
-             "args": {"labels": "CPU"}},
+            {"name": "process_name", "ph": "M", "ts": m, "pid": self.pid, "tid": 0, "args": {"name": "python3"}},
+            {"name": "process_labels", "ph": "M", "ts": m, "pid": self.pid, "tid": 0, "args": {"labels": "CPU"}},
         ]
         if self._streams:
             out += [
-                {"name": "process_name", "ph": "M", "ts": m, "pid": self.device, "tid": 0,
-                 "args": {"name": f"GPU {self.device}"}},
-                {"name": "process_labels", "ph": "M", "ts": m, "pid": self.device, "tid": 0,
-                 "args": {"labels": f"GPU {self.device}"}},
+                {
+                    "name": "process_name",
+                    "ph": "M",
+                    "ts": m,
+                    "pid": self.device,
+                    "tid": 0,
+                    "args": {"name": f"GPU {self.device}"},
+                },
+                {
+                    "name": "process_labels",
+                    "ph": "M",
+                    "ts": m,
+                    "pid": self.device,
+                    "tid": 0,
+                    "args": {"labels": f"GPU {self.device}"},
+                },
             ]
         for s in sorted(self._streams):
-            out.append({"name": "thread_name", "ph": "M", "ts": m, "pid": self.device,
-                        "tid": s, "args": {"name": f"stream {s}"}})
+            out.append(
+                {
+                    "name": "thread_name",
+                    "ph": "M",
+                    "ts": m,
+                    "pid": self.device,
+                    "tid": s,
+                    "args": {"name": f"stream {s}"},
+                }
+            )
         for t in self._cpu_tids:
-            out.append({"name": "thread_name", "ph": "M", "ts": m, "pid": self.pid, "tid": t,
-                        "args": {"name": f"thread {t} (python3)"}})
-        out.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
-                    "tid": "PyTorch Profiler", "ts": Micros(t0), "dur": Micros(t1 - t0),
-                    "args": {"Op count": 0}})
-        out.append({"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "",
-                    "ts": Micros(t1)})
+            out.append(
+                {
+                    "name": "thread_name",
+                    "ph": "M",
+                    "ts": m,
+                    "pid": self.pid,
+                    "tid": t,
+                    "args": {"name": f"thread {t} (python3)"},
+                }
+            )
+        out.append(
+            {
+                "ph": "X",
+                "cat": "Trace",
+                "name": "PyTorch Profiler (0)",
+                "pid": "Spans",
+                "tid": "PyTorch Profiler",
+                "ts": Micros(t0),
+                "dur": Micros(t1 - t0),
+                "args": {"Op count": 0},
+            }
+        )
+        out.append({"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": Micros(t1)})
         return out
 
     def distributed_info_dict(self) -> dict[str, Any]:
@@ -624,8 +850,11 @@ class KinetoTraceBuilder:
         dist = self.distributed_info_dict() if self.distributed_info != "none" else None
         props = _device_properties(_n_visible_devices(self.device, self.world_size))
         body = ",\n".join(_dump_event(e) for e in self.events())
-        return (_header(props, dist, self.distributed_info, self.base_time_ns) + body
-                + _footer(dist, self.distributed_info, trace_name))
+        return (
+            _header(props, dist, self.distributed_info, self.base_time_ns)
+            + body
+            + _footer(dist, self.distributed_info, trace_name)
+        )
 
     def write(self, path: Path | str, gz: bool | None = None) -> Path:
         """Writes the trace; gzip when ``gz`` or (if None) when the name ends in ``.gz``."""
@@ -642,63 +871,77 @@ class KinetoTraceBuilder:
 # --------------------------------------------------------------------------------------
 
 # Event templates (Kineto's own key order and spacing). The hot path only %-formats these.
-_T_X = ('{"ph": "X", "cat": "%s", "name": "%s", "pid": %d, "tid": %d, "ts": %s, "dur": %s, '
-        '"args": {%s}}')
-_T_OP_ARGS = ('"External id": %d, "Record function id": 0, "Sequence number": %d, '
-              '"Fwd thread id": 0%s, "Ev Idx": %d')
+_T_X = '{"ph": "X", "cat": "%s", "name": "%s", "pid": %d, "tid": %d, "ts": %s, "dur": %s, "args": {%s}}'
+_T_OP_ARGS = '"External id": %d, "Record function id": 0, "Sequence number": %d, "Fwd thread id": 0%s, "Ev Idx": %d'
 _T_PY_ARGS = '"Python parent id": %d, "Python id": %d, "Ev Idx": %d'
 _T_RT_ARGS = '"External id": %d, "cbid": %d, "correlation": %d'
 _T_FLOW_S = '{"ph": "s", "id": %d, "pid": %d, "tid": %d, "ts": %s, "cat": "%s", "name": "%s"}'
-_T_FLOW_F = ('{"ph": "f", "id": %d, "pid": %d, "tid": %d, "ts": %s, "cat": "%s", "name": "%s", '
-             '"bp": "e"}')
-_T_KERNEL = ('{"ph": "X", "cat": "kernel", "name": "%s", "pid": %d, "tid": %d, "ts": %s, '
-             '"dur": %s, "args": {"External id": %d, "queued": 0, "device": %d, "context": 1, '
-             '"stream": %d, "correlation": %d, %s%s}}')
-_T_MEM = ('{"ph": "X", "cat": "%s", "name": "%s", "pid": %d, "tid": %d, "ts": %s, "dur": %s, '
-          '"args": {"External id": %d, "device": %d, "context": 1, "stream": %d, '
-          '"correlation": %d, "bytes": %d, "memory bandwidth (GB/s)": %s}}')
-_T_GPU_ANN = ('{"ph": "X", "cat": "gpu_user_annotation", "name": "%s", "pid": %d, "tid": %d, '
-              '"ts": %s, "dur": %s, "args": {"External id": %d}}')
+_T_FLOW_F = '{"ph": "f", "id": %d, "pid": %d, "tid": %d, "ts": %s, "cat": "%s", "name": "%s", "bp": "e"}'
+_T_KERNEL = (
+    '{"ph": "X", "cat": "kernel", "name": "%s", "pid": %d, "tid": %d, "ts": %s, '
+    '"dur": %s, "args": {"External id": %d, "queued": 0, "device": %d, "context": 1, '
+    '"stream": %d, "correlation": %d, %s%s}}'
+)
+_T_MEM = (
+    '{"ph": "X", "cat": "%s", "name": "%s", "pid": %d, "tid": %d, "ts": %s, "dur": %s, '
+    '"args": {"External id": %d, "device": %d, "context": 1, "stream": %d, '
+    '"correlation": %d, "bytes": %d, "memory bandwidth (GB/s)": %s}}'
+)
+_T_GPU_ANN = (
+    '{"ph": "X", "cat": "gpu_user_annotation", "name": "%s", "pid": %d, "tid": %d, '
+    '"ts": %s, "dur": %s, "args": {"External id": %d}}'
+)
 
 
 def _kprof(regs: int, smem: int, grid: list[int], block: list[int]) -> str:
     """The fixed launch-config part of a kernel's args."""
     bps, wps, occ = _occupancy(grid, block)
-    return ('"registers per thread": %d, "shared memory": %d, "blocks per SM": %s, '
-            '"warps per SM": %s, "grid": %s, "block": %s, "est. achieved occupancy %%": %d'
-            % (regs, smem, json.dumps(bps), json.dumps(wps), json.dumps(grid), json.dumps(block),
-               occ))
+    return (
+        '"registers per thread": %d, "shared memory": %d, "blocks per SM": %s, '
+        '"warps per SM": %s, "grid": %s, "block": %s, "est. achieved occupancy %%": %d'
+        % (regs, smem, json.dumps(bps), json.dumps(wps), json.dumps(grid), json.dumps(block), occ)
+    )
 
 
-_GEMM = ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_%s_n_tilesize128x128x64_warpgroupsize1x1x1_"
-         "execute_segment_k_off_kernel__5x_cublas")
+_GEMM = (
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_%s_n_tilesize128x128x64_warpgroupsize1x1x1_"
+    "execute_segment_k_off_kernel__5x_cublas"
+)
 _K_GEMM_FWD = _GEMM % "tn"
 _K_GEMM_DGRAD = _GEMM % "nn"
 _K_GEMM_WGRAD = _GEMM % "nt"
-_K_RELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
-           "launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
-           "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#14}::"
-           "operator()() const::{lambda(c10::BFloat16)#1}, at::detail::Array<char*, 2> >(int, "
-           "at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, "
-           "c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()"
-           "() const::{lambda()#14}::operator()() const::{lambda(c10::BFloat16)#1}, "
-           "at::detail::Array<char*, 2>)")
-_K_THRESH = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
-             "threshold_kernel_impl<c10::BFloat16>(at::TensorIteratorBase&, c10::BFloat16, "
-             "c10::BFloat16)::{lambda(c10::BFloat16, c10::BFloat16)#1}, at::detail::Array<char*, 3> "
-             ">(int, at::native::(anonymous namespace)::threshold_kernel_impl<c10::BFloat16>("
-             "at::TensorIteratorBase&, c10::BFloat16, c10::BFloat16)::{lambda(c10::BFloat16, "
-             "c10::BFloat16)#1}, at::detail::Array<char*, 3>)")
-_K_LOSS = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps"
-           "<float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, "
-           "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)")
-_K_ADAM = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"
-           "(anonymous namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous "
-           "namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, "
-           "double*, double, double, double, double, double, bool, double*, double*>(at::native::"
-           "(anonymous namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous "
-           "namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, "
-           "double*, double, double, double, double, double, bool, double*, double*)")
+_K_RELU = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+    "launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
+    "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#14}::"
+    "operator()() const::{lambda(c10::BFloat16)#1}, at::detail::Array<char*, 2> >(int, "
+    "at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, "
+    "c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()"
+    "() const::{lambda()#14}::operator()() const::{lambda(c10::BFloat16)#1}, "
+    "at::detail::Array<char*, 2>)"
+)
+_K_THRESH = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+    "threshold_kernel_impl<c10::BFloat16>(at::TensorIteratorBase&, c10::BFloat16, "
+    "c10::BFloat16)::{lambda(c10::BFloat16, c10::BFloat16)#1}, at::detail::Array<char*, 3> "
+    ">(int, at::native::(anonymous namespace)::threshold_kernel_impl<c10::BFloat16>("
+    "at::TensorIteratorBase&, c10::BFloat16, c10::BFloat16)::{lambda(c10::BFloat16, "
+    "c10::BFloat16)#1}, at::detail::Array<char*, 3>)"
+)
+_K_LOSS = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps"
+    "<float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, "
+    "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)"
+)
+_K_ADAM = (
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"
+    "(anonymous namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous "
+    "namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, "
+    "double*, double, double, double, double, double, bool, double*, double*>(at::native::"
+    "(anonymous namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous "
+    "namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, "
+    "double*, double, double, double, double, double, bool, double*, double*)"
+)
 _K_NCCL_AR = _nccl_kernel_name("AllReduce", "BFloat16")
 
 _P_GEMM = _kprof(168, 197632, [64, 32, 1], [384, 1, 1])
@@ -713,21 +956,35 @@ _HIDDEN = 4096
 _LAYER_NELEMS = _HIDDEN * _HIDDEN + _HIDDEN
 _BUCKET_LAYERS = 2  # DDP bucket: all-reduce after every two layers' gradients
 _BF16 = '"Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]'
-_A_LINEAR = ', "Input Dims": [[%d, %d], [%d, %d], [%d]], %s' % (
-    _TOKENS, _HIDDEN, _HIDDEN, _HIDDEN, _HIDDEN, _BF16)
-_A_ADDMM = (', "Input Dims": [[%d], [%d, %d], [%d, %d], [], []], "Input type": ["c10::BFloat16", '
-            '"c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"]'
-            % (_HIDDEN, _TOKENS, _HIDDEN, _HIDDEN, _HIDDEN))
+_A_LINEAR = ', "Input Dims": [[%d, %d], [%d, %d], [%d]], %s' % (_TOKENS, _HIDDEN, _HIDDEN, _HIDDEN, _HIDDEN, _BF16)
+_A_ADDMM = (
+    ', "Input Dims": [[%d], [%d, %d], [%d, %d], [], []], "Input type": ["c10::BFloat16", '
+    '"c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"]' % (_HIDDEN, _TOKENS, _HIDDEN, _HIDDEN, _HIDDEN)
+)
 _A_T = ', "Input Dims": [[%d, %d]], "Input type": ["c10::BFloat16"]' % (_HIDDEN, _HIDDEN)
 _A_ACT = ', "Input Dims": [[%d, %d]], "Input type": ["c10::BFloat16"]' % (_TOKENS, _HIDDEN)
-_A_MM = (', "Input Dims": [[%d, %d], [%d, %d]], "Input type": ["c10::BFloat16", "c10::BFloat16"]'
-         % (_TOKENS, _HIDDEN, _HIDDEN, _HIDDEN))
-_A_THRESH = (', "Input Dims": [[%d, %d], [%d, %d], []], "Input type": ["c10::BFloat16", '
-             '"c10::BFloat16", "Scalar"]' % (_TOKENS, _HIDDEN, _TOKENS, _HIDDEN))
-_A_LOSS = (', "Input Dims": [[%d, %d], [%d, %d], []], "Input type": ["c10::BFloat16", '
-           '"c10::BFloat16", "Scalar"]' % (_TOKENS, _HIDDEN, _TOKENS, _HIDDEN))
-_A_TO = (', "Input Dims": [[8, 1024], [], [], [], [], [], [], []], "Input type": ["long int", '
-         '"Scalar", "Scalar", "", "", "Scalar", "Scalar", ""]')
+_A_MM = ', "Input Dims": [[%d, %d], [%d, %d]], "Input type": ["c10::BFloat16", "c10::BFloat16"]' % (
+    _TOKENS,
+    _HIDDEN,
+    _HIDDEN,
+    _HIDDEN,
+)
+_A_THRESH = ', "Input Dims": [[%d, %d], [%d, %d], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]' % (
+    _TOKENS,
+    _HIDDEN,
+    _TOKENS,
+    _HIDDEN,
+)
+_A_LOSS = ', "Input Dims": [[%d, %d], [%d, %d], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]' % (
+    _TOKENS,
+    _HIDDEN,
+    _TOKENS,
+    _HIDDEN,
+)
+_A_TO = (
+    ', "Input Dims": [[8, 1024], [], [], [], [], [], [], []], "Input type": ["long int", '
+    '"Scalar", "Scalar", "", "", "Scalar", "Scalar", ""]'
+)
 _A_ITEM = ', "Input Dims": [[]], "Input type": ["float"]'
 _A_NONE = ""
 
@@ -775,13 +1032,20 @@ class _RankSim:
         self.ev.append("")
         return len(self.ev) - 1
 
-    def close_op(self, idx: int, name: str, tid: int, ts: int, ext: int, seq: int,
-                 extra: str, evidx: int, cat: str = "cpu_op") -> None:
-        self.ev[idx] = _T_X % (cat, name, self.pid, tid, self.us(ts), self.us(self.t - ts),
-                               _T_OP_ARGS % (ext, seq, extra, evidx))
+    def close_op(
+        self, idx: int, name: str, tid: int, ts: int, ext: int, seq: int, extra: str, evidx: int, cat: str = "cpu_op"
+    ) -> None:
+        self.ev[idx] = _T_X % (
+            cat,
+            name,
+            self.pid,
+            tid,
+            self.us(ts),
+            self.us(self.t - ts),
+            _T_OP_ARGS % (ext, seq, extra, evidx),
+        )
 
-    def op(self, name: str, tid: int, extra: str = _A_NONE, seq: int | None = None
-           ) -> tuple[int, Callable[[], int]]:
+    def op(self, name: str, tid: int, extra: str = _A_NONE, seq: int | None = None) -> tuple[int, Callable[[], int]]:
         """Starts a cpu_op; returns a closer to call when its children are done."""
         self.t += self.jit(3_000)
         self.ext += 1
@@ -795,6 +1059,7 @@ class _RankSim:
             self.t += self.jit(1_500)
             self.close_op(idx, name, tid, ts, ext, seq, extra, evidx)
             return ext
+
         return ext, close
 
     def annotation(self, name: str, tid: int) -> tuple[int, int, Callable[[], int]]:
@@ -803,10 +1068,17 @@ class _RankSim:
         idx, ts, ext, evidx = self.open_x(), self.t, self.ext, self.evidx
 
         def close() -> int:
-            self.ev[idx] = _T_X % ("user_annotation", name, self.pid, tid, self.us(ts),
-                                   self.us(self.t - ts), '"External id": %d, "Record function id": 0, '
-                                   '"Ev Idx": %d' % (ext, evidx))
+            self.ev[idx] = _T_X % (
+                "user_annotation",
+                name,
+                self.pid,
+                tid,
+                self.us(ts),
+                self.us(self.t - ts),
+                '"External id": %d, "Record function id": 0, "Ev Idx": %d' % (ext, evidx),
+            )
             return ext
+
         return ext, ts, close
 
     def py(self, name: str, tid: int, parent: int) -> tuple[int, Callable[[], None]]:
@@ -817,21 +1089,40 @@ class _RankSim:
 
         def close() -> None:
             self.t += self.jit(800)
-            self.ev[idx] = _T_X % ("python_function", name, self.pid, tid, self.us(ts),
-                                   self.us(self.t - ts), _T_PY_ARGS % (parent, pyid, evidx))
+            self.ev[idx] = _T_X % (
+                "python_function",
+                name,
+                self.pid,
+                tid,
+                self.us(ts),
+                self.us(self.t - ts),
+                _T_PY_ARGS % (parent, pyid, evidx),
+            )
+
         return pyid, close
 
-    def launch(self, tid: int, ext: int, kname: str, prof: str, kdur: int, stream: int = 7,
-               ready: int = 0, api: str = "cudaLaunchKernel", cbid: int = 211,
-               kextra: str = "") -> tuple[int, int]:
+    def launch(
+        self,
+        tid: int,
+        ext: int,
+        kname: str,
+        prof: str,
+        kdur: int,
+        stream: int = 7,
+        ready: int = 0,
+        api: str = "cudaLaunchKernel",
+        cbid: int = 211,
+        kextra: str = "",
+    ) -> tuple[int, int]:
         """Runtime launch + flow + kernel; returns the kernel's (start, end)."""
         self.t += self.jit(2_000)
         self.corr += 1
         corr = self.corr
         lts, ldur = self.t, self.jit(5_500)
         ev = self.ev
-        ev.append(_T_X % ("cuda_runtime", api, self.pid, tid, self.us(lts), self.us(ldur),
-                          _T_RT_ARGS % (ext, cbid, corr)))
+        ev.append(
+            _T_X % ("cuda_runtime", api, self.pid, tid, self.us(lts), self.us(ldur), _T_RT_ARGS % (ext, cbid, corr))
+        )
         ev.append(_T_FLOW_S % (corr, self.pid, tid, self.us(lts), "ac2g", "ac2g"))
         self.t = lts + ldur
         earliest = lts + self.jit(4_000)
@@ -849,8 +1140,9 @@ class _RankSim:
             self.gpu20 = ke
         sks = self.us(ks)
         self.gpu.append(_T_FLOW_F % (corr, self.device, stream, sks, "ac2g", "ac2g"))
-        self.gpu.append(_T_KERNEL % (kname, self.device, stream, sks, self.us(kd), ext, self.device,
-                                     stream, corr, prof, kextra))
+        self.gpu.append(
+            _T_KERNEL % (kname, self.device, stream, sks, self.us(kd), ext, self.device, stream, corr, prof, kextra)
+        )
         return ks, ke
 
     def copy(self, tid: int, ext: int, kind: str, nbytes: int, kdur: int) -> int:
@@ -859,8 +1151,18 @@ class _RankSim:
         self.corr += 1
         corr = self.corr
         lts, ldur = self.t, self.jit(9_000)
-        self.ev.append(_T_X % ("cuda_runtime", "cudaMemcpyAsync", self.pid, tid, self.us(lts),
-                               self.us(ldur), _T_RT_ARGS % (ext, 41, corr)))
+        self.ev.append(
+            _T_X
+            % (
+                "cuda_runtime",
+                "cudaMemcpyAsync",
+                self.pid,
+                tid,
+                self.us(lts),
+                self.us(ldur),
+                _T_RT_ARGS % (ext, 41, corr),
+            )
+        )
         self.ev.append(_T_FLOW_S % (corr, self.pid, tid, self.us(lts), "ac2g", "ac2g"))
         self.t = lts + ldur
         ks = max(self.gpu7 + self.jit(1_500), lts + self.jit(3_000))
@@ -869,16 +1171,32 @@ class _RankSim:
         if self.first7 is None:
             self.first7 = ks
         self.gpu.append(_T_FLOW_F % (corr, self.device, 7, self.us(ks), "ac2g", "ac2g"))
-        self.gpu.append(_T_MEM % ("gpu_memcpy", _MEMCPY_NAMES[kind], self.device, 7, self.us(ks),
-                                  self.us(kd), ext, self.device, 7, corr, nbytes,
-                                  repr(nbytes / kd)))
+        self.gpu.append(
+            _T_MEM
+            % (
+                "gpu_memcpy",
+                _MEMCPY_NAMES[kind],
+                self.device,
+                7,
+                self.us(ks),
+                self.us(kd),
+                ext,
+                self.device,
+                7,
+                corr,
+                nbytes,
+                repr(nbytes / kd),
+            )
+        )
         return ks + kd
 
     def runtime(self, tid: int, ext: int, name: str, cbid: int, dur: int) -> None:
         self.t += self.jit(1_500)
         self.corr += 1
-        self.ev.append(_T_X % ("cuda_runtime", name, self.pid, tid, self.us(self.t), self.us(dur),
-                               _T_RT_ARGS % (ext, cbid, self.corr)))
+        self.ev.append(
+            _T_X
+            % ("cuda_runtime", name, self.pid, tid, self.us(self.t), self.us(dur), _T_RT_ARGS % (ext, cbid, self.corr))
+        )
         self.t += dur
 
     # -- one training step -------------------------------------------------------------
@@ -909,8 +1227,7 @@ class _RankSim:
             fwd_seq.append(self.seqnr)
             self.fwdbwd += 1
             fwd_flow.append(self.fwdbwd)
-            self.ev.append(_T_FLOW_S % (self.fwdbwd, self.pid, tid, self.us(self.t), "fwdbwd",
-                                        "fwdbwd"))
+            self.ev.append(_T_FLOW_S % (self.fwdbwd, self.pid, tid, self.us(self.t), "fwdbwd", "fwdbwd"))
             self.launch(tid, ext_mm, _K_GEMM_FWD, _P_GEMM, 640_000)
             close_mm(), close_lin(), close_l()
             ext_r, close_r = self.op("aten::relu", tid, _A_ACT)
@@ -928,16 +1245,13 @@ class _RankSim:
         bucket_nelems, bucket_n, grad_ready = 0, 0, 0
         for layer in reversed(range(self.layers)):
             seq = fwd_seq[layer]
-            ext, close_e = self.op("autograd::engine::evaluate_function: ReluBackward0", btid,
-                                   seq=seq + 1)
+            ext, close_e = self.op("autograd::engine::evaluate_function: ReluBackward0", btid, seq=seq + 1)
             ext2, close2 = self.op("ReluBackward0", btid, seq=seq + 1)
             ext3, close3 = self.op("aten::threshold_backward", btid, _A_THRESH)
             self.launch(btid, ext3, _K_THRESH, _P_ELEM, 86_000)
             close3(), close2(), close_e()
-            ext, close_e = self.op("autograd::engine::evaluate_function: AddmmBackward0", btid,
-                                   seq=seq)
-            self.ev.append(_T_FLOW_F % (fwd_flow[layer], self.pid, btid, self.us(self.t), "fwdbwd",
-                                        "fwdbwd"))
+            ext, close_e = self.op("autograd::engine::evaluate_function: AddmmBackward0", btid, seq=seq)
+            self.ev.append(_T_FLOW_F % (fwd_flow[layer], self.pid, btid, self.us(self.t), "fwdbwd", "fwdbwd"))
             ext2, close2 = self.op("AddmmBackward0", btid, seq=seq)
             if layer > 0:
                 ext3, close3 = self.op("aten::mm", btid, _A_MM)
@@ -973,9 +1287,18 @@ class _RankSim:
         sync_ts = self.t + self.jit(1_500)
         self.corr += 1
         sync_end = max(sync_ts + 2_000, copy_end + self.jit(3_000))
-        self.ev.append(_T_X % ("cuda_runtime", "cudaStreamSynchronize", self.pid, tid,
-                               self.us(sync_ts), self.us(sync_end - sync_ts),
-                               _T_RT_ARGS % (ext2, 131, self.corr)))
+        self.ev.append(
+            _T_X
+            % (
+                "cuda_runtime",
+                "cudaStreamSynchronize",
+                self.pid,
+                tid,
+                self.us(sync_ts),
+                self.us(sync_end - sync_ts),
+                _T_RT_ARGS % (ext2, 131, self.corr),
+            )
+        )
         self.t = sync_end
         close2(), close()
         close_py_step()
@@ -985,8 +1308,9 @@ class _RankSim:
         g0 = self.first7 if self.first7 is not None else step_ts
         g1 = max(self.gpu7, g0)
         # Kineto shifts gpu_user_annotation by -1 ns / +2 ns.
-        self.gpu.append(_T_GPU_ANN % (f"ProfilerStep#{n}", self.device, 7, self.us(g0 - 1),
-                                      self.us(g1 - g0 + 2), step_ext))
+        self.gpu.append(
+            _T_GPU_ANN % (f"ProfilerStep#{n}", self.device, 7, self.us(g0 - 1), self.us(g1 - g0 + 2), step_ext)
+        )
         self.t_max = max(self.t_max, self.t, self.gpu7, self.gpu20)
         out = self.ev
         out.extend(self.gpu)
@@ -1009,26 +1333,43 @@ class _RankSim:
             kdur = 18_000 + int(2 * (ws - 1) / ws * nelems * 2 / 180.0)
         else:
             kdur = 6_000
-        extra = (', "Collective name": "allreduce", "In msg nelems": %d, "Out msg nelems": %d, '
-                 '"Group size": %d, "dtype": "BFloat16", "In split size": "[]", '
-                 '"Out split size": "[]", "Process Group Name": "0", '
-                 '"Process Group Description": "default_pg", "Process Group Ranks": "%s", '
-                 '"Seq": %d' % (nelems, nelems, ws, self.pg_ranks, seq))
-        ks, ke = self.launch(tid, ext, _K_NCCL_AR, _P_NCCL, kdur, stream=20, ready=ready,
-                             api="cudaLaunchKernelExC", cbid=430, kextra=extra)
-        self.gpu.append(_T_GPU_ANN % ("nccl:all_reduce", self.device, 20, self.us(ks - 1),
-                                      self.us(ke - ks + 2), ext_a))
+        extra = (
+            ', "Collective name": "allreduce", "In msg nelems": %d, "Out msg nelems": %d, '
+            '"Group size": %d, "dtype": "BFloat16", "In split size": "[]", '
+            '"Out split size": "[]", "Process Group Name": "0", '
+            '"Process Group Description": "default_pg", "Process Group Ranks": "%s", '
+            '"Seq": %d' % (nelems, nelems, ws, self.pg_ranks, seq)
+        )
+        ks, ke = self.launch(
+            tid,
+            ext,
+            _K_NCCL_AR,
+            _P_NCCL,
+            kdur,
+            stream=20,
+            ready=ready,
+            api="cudaLaunchKernelExC",
+            cbid=430,
+            kextra=extra,
+        )
+        self.gpu.append(_T_GPU_ANN % ("nccl:all_reduce", self.device, 20, self.us(ks - 1), self.us(ke - ks + 2), ext_a))
         self.t += self.jit(3_000)
         close_a()
         self.t += self.jit(2_000)
         self.ev[idx] = _T_X % (
-            "cpu_op", "record_param_comms", self.pid, tid, self.us(ts), self.us(self.t - ts),
+            "cpu_op",
+            "record_param_comms",
+            self.pid,
+            tid,
+            self.us(ts),
+            self.us(self.t - ts),
             '"External id": %d, "Record function id": 0, "Collective name": "allreduce", '
             '"dtype": "BFloat16", "In msg nelems": %d, "Out msg nelems": %d, "Group size": %d, '
             '"Process Group Name": "0", "Process Group Description": "default_pg", '
             '"Process Group Ranks": "%s", "Rank": %d, "Global rank start": 0, '
             '"Global rank stride": 1, "Seq": %d, "Ev Idx": %d'
-            % (ext, nelems, nelems, ws, self.pg_ranks, self.rank, seq, evidx))
+            % (ext, nelems, nelems, ws, self.pg_ranks, self.rank, seq, evidx),
+        )
 
     def trailer(self) -> list[str]:
         m = self.us(self.t_min)
@@ -1041,24 +1382,38 @@ class _RankSim:
             ("thread_name", dev, 7, '"name": "stream 7"'),
             ("thread_name", dev, 20, '"name": "stream 20"'),
             ("thread_name", pid, self.tid, '"name": "thread %d (pt_main_thread)"' % self.tid),
-            ("thread_name", pid, self.bwd_tid,
-             '"name": "thread %d (pt_autograd_0)"' % self.bwd_tid),
+            ("thread_name", pid, self.bwd_tid, '"name": "thread %d (pt_autograd_0)"' % self.bwd_tid),
         ]
-        out = ['{"name": "%s", "ph": "M", "ts": %s, "pid": %d, "tid": %d, "args": {%s}}'
-               % (name, m, p, t, a) for name, p, t, a in meta]
-        out.append('{"ph": "X", "cat": "Trace", "ts": %s, "dur": %s, "pid": "Spans", '
-                   '"tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", '
-                   '"args": {"Op count": 0}}' % (m, self.us(self.t_max - self.t_min)))
-        out.append('{"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", '
-                   '"ts": %s}' % self.us(self.t_max))
+        out = [
+            '{"name": "%s", "ph": "M", "ts": %s, "pid": %d, "tid": %d, "args": {%s}}' % (name, m, p, t, a)
+            for name, p, t, a in meta
+        ]
+        out.append(
+            '{"ph": "X", "cat": "Trace", "ts": %s, "dur": %s, "pid": "Spans", '
+            '"tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", '
+            '"args": {"Op count": 0}}' % (m, self.us(self.t_max - self.t_min))
+        )
+        out.append(
+            '{"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": %s}' % self.us(self.t_max)
+        )
         return out
 
 
-def generate_rank_trace(path: Path | str, rank: int, world_size: int, steps: int = 3,
-                        layers: int = 4, seed: int = 0, target_bytes: int | None = None,
-                        gz: bool = False, *, base_time_ns: int | None = DEFAULT_BASE_TIME_NS,
-                        start_ns: int = DEFAULT_GEN_START_NS,
-                        distributed_info: str = "before", time_form: str = "relative") -> dict[str, Any]:
+def generate_rank_trace(
+    path: Path | str,
+    rank: int,
+    world_size: int,
+    steps: int = 3,
+    layers: int = 4,
+    seed: int = 0,
+    target_bytes: int | None = None,
+    gz: bool = False,
+    *,
+    base_time_ns: int | None = DEFAULT_BASE_TIME_NS,
+    start_ns: int = DEFAULT_GEN_START_NS,
+    distributed_info: str = "before",
+    time_form: str = "relative",
+) -> dict[str, Any]:
     """Writes one rank's realistic DDP training trace, streaming events to ``path``.
 
     Each step: ``ProfilerStep#N``, an HtoD input copy, ``layers`` Linear+ReLU forward layers,
@@ -1082,8 +1437,7 @@ def generate_rank_trace(path: Path | str, rank: int, world_size: int, steps: int
     sim.us = us
     dist = None
     if distributed_info != "none":
-        dist = _distributed_info(rank, world_size,
-                                 [_pg_entry("0", "default_pg", list(range(world_size)))])
+        dist = _distributed_info(rank, world_size, [_pg_entry("0", "default_pg", list(range(world_size)))])
     props = _device_properties(_n_visible_devices(sim.device, world_size))
     n_events = 0
     n_steps = 0
@@ -1174,10 +1528,20 @@ def _rank_job(kw: dict[str, Any]) -> dict[str, Any]:
     return generate_rank_trace(**kw)
 
 
-def generate_workload(out_dir: Path | str, ranks: int = 4, steps: int = 3, layers: int = 4,
-                      seed: int = 0, target_bytes_per_rank: int | None = None, gz: bool = False,
-                      card: bool = True, *, jobs: int = 1,
-                      start_ns: int = DEFAULT_GEN_START_NS, time_form: str = "relative") -> list[Path]:
+def generate_workload(
+    out_dir: Path | str,
+    ranks: int = 4,
+    steps: int = 3,
+    layers: int = 4,
+    seed: int = 0,
+    target_bytes_per_rank: int | None = None,
+    gz: bool = False,
+    card: bool = True,
+    *,
+    jobs: int = 1,
+    start_ns: int = DEFAULT_GEN_START_NS,
+    time_form: str = "relative",
+) -> list[Path]:
     """Writes ``kineto_trace_{r}.json[.gz]`` for each rank (and ``workload_card.yaml``).
 
     Returns the trace paths in rank order (not the card). ``jobs`` > 1 writes ranks in
@@ -1186,12 +1550,24 @@ def generate_workload(out_dir: Path | str, ranks: int = 4, steps: int = 3, layer
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     suffix = ".json.gz" if gz else ".json"
-    kws = [dict(path=out / f"kineto_trace_{r}{suffix}", rank=r, world_size=ranks, steps=steps,
-                layers=layers, seed=seed, target_bytes=target_bytes_per_rank, gz=gz,
-                start_ns=start_ns, time_form=time_form)
-           for r in range(ranks)]
+    kws = [
+        dict(
+            path=out / f"kineto_trace_{r}{suffix}",
+            rank=r,
+            world_size=ranks,
+            steps=steps,
+            layers=layers,
+            seed=seed,
+            target_bytes=target_bytes_per_rank,
+            gz=gz,
+            start_ns=start_ns,
+            time_form=time_form,
+        )
+        for r in range(ranks)
+    ]
     if jobs > 1 and ranks > 1:
         from concurrent.futures import ProcessPoolExecutor
+
         with ProcessPoolExecutor(max_workers=min(jobs, ranks, os.cpu_count() or 1)) as ex:
             results = list(ex.map(_rank_job, kws))
     else:

@@ -34,8 +34,13 @@ class Process:
 class NsysExportBuilder:
     """Collects activities, then writes them as an nsys SQLite export."""
 
-    def __init__(self, session_start_ns: int = 1_700_000_000_000_000_000, gpus: int = 1, sm_count: int = 132,
-                 mpi_ranks_table: bool = True) -> None:
+    def __init__(
+        self,
+        session_start_ns: int = 1_700_000_000_000_000_000,
+        gpus: int = 1,
+        sm_count: int = 132,
+        mpi_ranks_table: bool = True,
+    ) -> None:
         self.session_start_ns = session_start_ns
         self.gpus = gpus
         self.sm_count = sm_count
@@ -63,21 +68,60 @@ class NsysExportBuilder:
         self._correlation += 1
         return self._correlation
 
-    def kernel(self, p: Process, device: int, stream: int, start: int, end: int, name: str,
-               grid: tuple[int, int, int] = (1, 1, 1), block: tuple[int, int, int] = (128, 1, 1),
-               launch_at: int | None = None, short_name: str | None = None) -> int:
+    def kernel(
+        self,
+        p: Process,
+        device: int,
+        stream: int,
+        start: int,
+        end: int,
+        name: str,
+        grid: tuple[int, int, int] = (1, 1, 1),
+        block: tuple[int, int, int] = (128, 1, 1),
+        launch_at: int | None = None,
+        short_name: str | None = None,
+    ) -> int:
         """A kernel, and the cudaLaunchKernel that issued it (``launch_at``, default 1 us
         before it starts) on the process's main thread. Returns the correlation id."""
         corr = self._next_correlation()
-        self.kernels.append((start, end, device, 0, stream, corr, p.global_pid, self._sid(name),
-                             self._sid(short_name or name.split("(")[0].split("<")[0].split()[-1]),
-                             grid[0], grid[1], grid[2], block[0], block[1], block[2], 32, 0, 0))
+        self.kernels.append(
+            (
+                start,
+                end,
+                device,
+                0,
+                stream,
+                corr,
+                p.global_pid,
+                self._sid(name),
+                self._sid(short_name or name.split("(")[0].split("<")[0].split()[-1]),
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                32,
+                0,
+                0,
+            )
+        )
         at = start - 1_000 if launch_at is None else launch_at
         self.runtime.append((at, at + 500, p.global_tid(), corr, self._sid("cudaLaunchKernel_v7000")))
         return corr
 
-    def memcpy(self, p: Process, device: int, stream: int, start: int, end: int, nbytes: int,
-               copy_kind: int = 1, src_kind: int = 0, dst_kind: int = 2) -> None:
+    def memcpy(
+        self,
+        p: Process,
+        device: int,
+        stream: int,
+        start: int,
+        end: int,
+        nbytes: int,
+        copy_kind: int = 1,
+        src_kind: int = 0,
+        dst_kind: int = 2,
+    ) -> None:
         corr = self._next_correlation()
         self.memcpys.append((start, end, device, 0, stream, corr, p.global_pid, nbytes, copy_kind, src_kind, dst_kind))
         self.runtime.append((start - 1_000, start - 500, p.global_tid(), corr, self._sid("cudaMemcpyAsync_v3020")))
@@ -129,11 +173,15 @@ class NsysExportBuilder:
             ddl.append("CREATE TABLE MPI_RANKS (globalTid INTEGER, rank INTEGER)")
         for statement in ddl:
             con.execute(statement)
-        con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)",
-                        [("EXPORT_SCHEMA_VERSION", "3.13.2"), ("EXPORT_PRODUCT_NAME", "cclq.synth.nsys")])
+        con.executemany(
+            "INSERT INTO META_DATA_EXPORT VALUES (?, ?)",
+            [("EXPORT_SCHEMA_VERSION", "3.13.2"), ("EXPORT_PRODUCT_NAME", "cclq.synth.nsys")],
+        )
         con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (self.session_start_ns,))
-        con.executemany("INSERT INTO TARGET_INFO_GPU VALUES (0, ?, 'NVIDIA H100 80GB HBM3', ?, 85899345920, ?, 9, 0)",
-                        [(d, f"0000:{d:02x}:00.0", self.sm_count) for d in range(self.gpus)])
+        con.executemany(
+            "INSERT INTO TARGET_INFO_GPU VALUES (0, ?, 'NVIDIA H100 80GB HBM3', ?, 85899345920, ?, 9, 0)",
+            [(d, f"0000:{d:02x}:00.0", self.sm_count) for d in range(self.gpus)],
+        )
         for p in self.processes:
             con.execute("INSERT INTO PROCESSES VALUES (?, ?, ?)", (p.global_pid, p.pid, p.name))
             for tid, name in p.threads.items():

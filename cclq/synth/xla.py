@@ -129,13 +129,18 @@ def _metadata(spec: TpuTraceSpec) -> list[dict]:
         pid = d + 1
         out.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"/device:TPU:{d}"}})
         out.append({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}})
-        for tid, line in ((STEPS_TID, "Steps"), (MODULES_TID, "XLA Modules"), (OPS_TID, "XLA Ops"),
-                          (FRAMEWORK_TID, "Framework Ops")):
+        for tid, line in (
+            (STEPS_TID, "Steps"),
+            (MODULES_TID, "XLA Modules"),
+            (OPS_TID, "XLA Ops"),
+            (FRAMEWORK_TID, "Framework Ops"),
+        ):
             out.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": line}})
     out.append({"ph": "M", "pid": HOST_PID, "name": "process_name", "args": {"name": "/host:CPU"}})
     out.append({"ph": "M", "pid": HOST_PID, "tid": 1, "name": "thread_name", "args": {"name": "python"}})
-    out.append({"ph": "M", "pid": HOST_PID, "tid": 2, "name": "thread_name",
-                "args": {"name": "tf_PjRtCompilerThreadPool/1"}})
+    out.append(
+        {"ph": "M", "pid": HOST_PID, "tid": 2, "name": "thread_name", "args": {"name": "tf_PjRtCompilerThreadPool/1"}}
+    )
     return out
 
 
@@ -161,38 +166,93 @@ def _device_step(spec: TpuTraceSpec, d: int, s: int) -> tuple[list[dict], int]:
 
     conv = spec.conv_ns + d * spec.conv_ns_per_device
     conv_ts = t
-    ops.append(_x("fusion.1", pid, OPS_TID, t, conv, _op_args(
-        spec, "fusion.1", "convolution fusion", s,
-        flops=spec.conv_flops, model_flops=spec.conv_model_flops,
-        bytes_accessed=spec.conv_bytes_accessed, raw_bytes_accessed=spec.conv_bytes_accessed,
-        shape_with_layout=spec.conv_shape,
-        device_duration_ps=conv * 1000 - spec.device_ps_shortfall,
-        long_name=f"%fusion.1 = {spec.conv_shape} fusion(%p0, %p1), kind=kOutput, calls=%fused_computation.1",
-        tf_op="jit(train_step)/jit(main)/conv_general_dilated",
-    )))
+    ops.append(
+        _x(
+            "fusion.1",
+            pid,
+            OPS_TID,
+            t,
+            conv,
+            _op_args(
+                spec,
+                "fusion.1",
+                "convolution fusion",
+                s,
+                flops=spec.conv_flops,
+                model_flops=spec.conv_model_flops,
+                bytes_accessed=spec.conv_bytes_accessed,
+                raw_bytes_accessed=spec.conv_bytes_accessed,
+                shape_with_layout=spec.conv_shape,
+                device_duration_ps=conv * 1000 - spec.device_ps_shortfall,
+                long_name=f"%fusion.1 = {spec.conv_shape} fusion(%p0, %p1), kind=kOutput, calls=%fused_computation.1",
+                tf_op="jit(train_step)/jit(main)/conv_general_dilated",
+            ),
+        )
+    )
     t += conv + gap
 
     shard = f"{spec.ag_dtype}[{spec.ag_shard_elements}]{{0}}"
     gathered = f"{spec.ag_dtype}[{spec.ag_shard_elements * spec.devices}]{{0}}"
     if not (spec.drop_first_start and d == 0 and s == 0):
-        ops.append(_x("all-gather-start.2", pid, OPS_TID, t, spec.ag_start_ns, _op_args(
-            spec, "all-gather-start.2", "all-gather", s,
-            shape_with_layout=f"({shard}, {gathered})", device_duration_ps=spec.ag_start_ns * 1000,
-            long_name=f"%all-gather-start.2 = ({shard}, {gathered}) all-gather-start(%p2), dimensions={{0}}",
-        )))
+        ops.append(
+            _x(
+                "all-gather-start.2",
+                pid,
+                OPS_TID,
+                t,
+                spec.ag_start_ns,
+                _op_args(
+                    spec,
+                    "all-gather-start.2",
+                    "all-gather",
+                    s,
+                    shape_with_layout=f"({shard}, {gathered})",
+                    device_duration_ps=spec.ag_start_ns * 1000,
+                    long_name=f"%all-gather-start.2 = ({shard}, {gathered}) all-gather-start(%p2), dimensions={{0}}",
+                ),
+            )
+        )
     t += spec.ag_start_ns + gap
 
-    ops.append(_x("fusion.3", pid, OPS_TID, t, spec.loop_ns, _op_args(
-        spec, "fusion.3", "loop fusion", s,
-        flops=spec.loop_flops, model_flops=0, bytes_accessed=65_536,
-        shape_with_layout=spec.loop_shape, device_duration_ps=spec.loop_ns * 1000 - spec.device_ps_shortfall,
-    )))
+    ops.append(
+        _x(
+            "fusion.3",
+            pid,
+            OPS_TID,
+            t,
+            spec.loop_ns,
+            _op_args(
+                spec,
+                "fusion.3",
+                "loop fusion",
+                s,
+                flops=spec.loop_flops,
+                model_flops=0,
+                bytes_accessed=65_536,
+                shape_with_layout=spec.loop_shape,
+                device_duration_ps=spec.loop_ns * 1000 - spec.device_ps_shortfall,
+            ),
+        )
+    )
     t += spec.loop_ns + gap
 
-    ops.append(_x("all-gather-done.2", pid, OPS_TID, t, spec.ag_done_ns, _op_args(
-        spec, "all-gather-done.2", "all-gather", s,
-        shape_with_layout=gathered, device_duration_ps=spec.ag_done_ns * 1000,
-    )))
+    ops.append(
+        _x(
+            "all-gather-done.2",
+            pid,
+            OPS_TID,
+            t,
+            spec.ag_done_ns,
+            _op_args(
+                spec,
+                "all-gather-done.2",
+                "all-gather",
+                s,
+                shape_with_layout=gathered,
+                device_duration_ps=spec.ag_done_ns * 1000,
+            ),
+        )
+    )
     t += spec.ag_done_ns + gap
 
     for k, (dtype, elements) in enumerate(spec.allreduce_sizes):
@@ -200,23 +260,57 @@ def _device_step(spec: TpuTraceSpec, d: int, s: int) -> tuple[list[dict], int]:
         ps = allreduce_ps(spec, nbytes)
         dur = ps // 1000
         name = f"all-reduce.{4 + k}"
-        ops.append(_x(name, pid, OPS_TID, t, dur, _op_args(
-            spec, name, "all-reduce", s,
-            shape_with_layout=f"{dtype}[{elements}]{{0}}", bytes_accessed=2 * nbytes,
-            device_duration_ps=ps, replica_groups="{{0,1,2,3}}",
-        )))
+        ops.append(
+            _x(
+                name,
+                pid,
+                OPS_TID,
+                t,
+                dur,
+                _op_args(
+                    spec,
+                    name,
+                    "all-reduce",
+                    s,
+                    shape_with_layout=f"{dtype}[{elements}]{{0}}",
+                    bytes_accessed=2 * nbytes,
+                    device_duration_ps=ps,
+                    replica_groups="{{0,1,2,3}}",
+                ),
+            )
+        )
         t += dur + gap
 
-    ops.append(_x("copy.9", pid, OPS_TID, t, spec.copy_ns, _op_args(
-        spec, "copy.9", "data formatting", s, shape_with_layout="bf16[1024,128]{0,1}", bytes_accessed=524_288,
-    )))
+    ops.append(
+        _x(
+            "copy.9",
+            pid,
+            OPS_TID,
+            t,
+            spec.copy_ns,
+            _op_args(
+                spec,
+                "copy.9",
+                "data formatting",
+                s,
+                shape_with_layout="bf16[1024,128]{0,1}",
+                bytes_accessed=524_288,
+            ),
+        )
+    )
     ops_end = t + spec.copy_ns
     step_end = ops_end + gap
 
     lines = [
         _x(str(s), pid, STEPS_TID, step_start, step_end - step_start, {"group_id": s, "step_num": s}),
-        _x("jit_train_step(42)", pid, MODULES_TID, step_start + gap, ops_end - step_start - gap,
-           {"program_id": 42, "run_id": 1000 + s, "group_id": s}),
+        _x(
+            "jit_train_step(42)",
+            pid,
+            MODULES_TID,
+            step_start + gap,
+            ops_end - step_start - gap,
+            {"program_id": 42, "run_id": 1000 + s, "group_id": s},
+        ),
         _x("jit(train_step)/jit(main)/conv_general_dilated", pid, FRAMEWORK_TID, conv_ts, conv, {"group_id": s}),
     ]
     return lines + ops, step_end
@@ -241,12 +335,27 @@ def generate_tpu_trace(spec: TpuTraceSpec | None = None) -> dict[str, Any]:
 
     host: list[dict] = []
     first = spec.start_ns
-    host.append(_x("PjitFunction(train_step)", HOST_PID, 1, first - spec.host_lead_ns,
-                   last_end + spec.host_tail_ns - (first - spec.host_lead_ns)))
+    host.append(
+        _x(
+            "PjitFunction(train_step)",
+            HOST_PID,
+            1,
+            first - spec.host_lead_ns,
+            last_end + spec.host_tail_ns - (first - spec.host_lead_ns),
+        )
+    )
     for s in range(spec.steps):
         step_start = spec.start_ns + s * spec.step_ns
-        host.append(_x(f"train {s}", HOST_PID, 1, step_start, step_ends[s] - step_start,
-                       {"group_id": s, "step_name": f"train {s}", "step_num": s}))
+        host.append(
+            _x(
+                f"train {s}",
+                HOST_PID,
+                1,
+                step_start,
+                step_ends[s] - step_start,
+                {"group_id": s, "step_name": f"train {s}", "step_num": s},
+            )
+        )
     host.append(_x("all-reduce-combiner", HOST_PID, 2, first - spec.host_lead_ns + 100, 2_000))
 
     events = _metadata(spec) + host + sorted(device_events, key=lambda e: (e["ts"], e["pid"], e["tid"]))

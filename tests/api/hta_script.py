@@ -57,8 +57,9 @@ def shown_figures() -> Iterator[list[dict]]:
 
     def record(self: Any, *args: Any, **kwargs: Any) -> None:
         layout = self.layout
-        seen.append({"title": layout.title.text, "traces": sorted({tr.type for tr in self.data}),
-                     "n_traces": len(self.data)})
+        seen.append(
+            {"title": layout.title.text, "traces": sorted({tr.type for tr in self.data}), "n_traces": len(self.data)}
+        )
 
     BaseFigure.show = record
     try:
@@ -76,20 +77,33 @@ def written_trace(path: str | Path) -> dict:
         doc = json.load(f)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     # a name that is all digits is a symbol id (HTA's compressed names: each library's own numbering)
-    counts = Counter((str(e.get("ph")), str(e.get("cat")),
-                      "<symbol id>" if str(e.get("name")).isdigit() else str(e.get("name"))) for e in events)
-    patterns = Counter(json.dumps(e["args"]["Patterns"], sort_keys=True) for e in events
-                       if isinstance(e.get("args"), dict) and "Patterns" in e["args"])
+    counts = Counter(
+        (str(e.get("ph")), str(e.get("cat")), "<symbol id>" if str(e.get("name")).isdigit() else str(e.get("name")))
+        for e in events
+    )
+    patterns = Counter(
+        json.dumps(e["args"]["Patterns"], sort_keys=True)
+        for e in events
+        if isinstance(e.get("args"), dict) and "Patterns" in e["args"]
+    )
     critical = sum(1 for e in events if isinstance(e.get("args"), dict) and e["args"].get("critical") == 1)
     # the top-level keys other than these (schemaVersion, traceName, ...) are the profiler's
     # own notes, which cclq's warehouse does not keep
-    return {"keys": sorted(k for k in doc if k in ("distributedInfo", "traceEvents")) if isinstance(doc, dict) else [],
-            "events": sorted([*k, n] for k, n in counts.items()),
-            "patterns": sorted([k, n] for k, n in patterns.items()), "critical": critical}
+    return {
+        "keys": sorted(k for k in doc if k in ("distributedInfo", "traceEvents")) if isinstance(doc, dict) else [],
+        "events": sorted([*k, n] for k, n in counts.items()),
+        "patterns": sorted([k, n] for k, n in patterns.items()),
+        "critical": critical,
+    }
 
 
-def run_script(TraceAnalysis: Any, TimeSeriesTypes: Any, trace_dir: Path, scratch: Path,  # noqa: N803
-               **kwargs: Any) -> dict[str, Any]:
+def run_script(
+    TraceAnalysis: Any,
+    TimeSeriesTypes: Any,
+    trace_dir: Path,
+    scratch: Path,  # noqa: N803
+    **kwargs: Any,
+) -> dict[str, Any]:
     """Runs the script on a copy of ``trace_dir`` in ``scratch`` (HTA writes its counter
     traces beside the trace files); returns {call: result}. ``kwargs`` go to every
     ``TraceAnalysis`` made (cclq: the warehouse)."""
@@ -125,37 +139,60 @@ def run_script(TraceAnalysis: Any, TimeSeriesTypes: Any, trace_dir: Path, scratc
     call("get_temporal_breakdown()", ta.get_temporal_breakdown)
     call("get_comm_comp_overlap()", ta.get_comm_comp_overlap)
     call("get_gpu_kernel_breakdown()", ta.get_gpu_kernel_breakdown)
-    call("get_gpu_kernel_breakdown(num_kernels=3, include_memory_kernels=False)",
-         lambda: ta.get_gpu_kernel_breakdown(visualize=False, num_kernels=3, include_memory_kernels=False))
-    call("get_gpu_kernel_breakdown(duration_ratio=0.5)",
-         lambda: ta.get_gpu_kernel_breakdown(visualize=False, duration_ratio=0.5, image_renderer="json"))
+    call(
+        "get_gpu_kernel_breakdown(num_kernels=3, include_memory_kernels=False)",
+        lambda: ta.get_gpu_kernel_breakdown(visualize=False, num_kernels=3, include_memory_kernels=False),
+    )
+    call(
+        "get_gpu_kernel_breakdown(duration_ratio=0.5)",
+        lambda: ta.get_gpu_kernel_breakdown(visualize=False, duration_ratio=0.5, image_renderer="json"),
+    )
     call("get_idle_time_breakdown()", ta.get_idle_time_breakdown)
-    call("get_idle_time_breakdown(ranks, show_idle_interval_stats=True)",
-         lambda: ta.get_idle_time_breakdown(ranks=ranks, visualize=False, show_idle_interval_stats=True))
-    call("get_idle_time_breakdown(consecutive_kernel_delay=100, visualize_pctg=False)",
-         lambda: ta.get_idle_time_breakdown(ranks=ranks, consecutive_kernel_delay=100, visualize_pctg=False))
+    call(
+        "get_idle_time_breakdown(ranks, show_idle_interval_stats=True)",
+        lambda: ta.get_idle_time_breakdown(ranks=ranks, visualize=False, show_idle_interval_stats=True),
+    )
+    call(
+        "get_idle_time_breakdown(consecutive_kernel_delay=100, visualize_pctg=False)",
+        lambda: ta.get_idle_time_breakdown(ranks=ranks, consecutive_kernel_delay=100, visualize_pctg=False),
+    )
     call("get_gpu_user_annotation_breakdown()", ta.get_gpu_user_annotation_breakdown)
-    call("get_gpu_user_annotation_breakdown(use_gpu_annotation=False)",
-         lambda: ta.get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False))
-    call("get_gpu_user_annotation_breakdown(use_gpu_annotation=False, num_kernels=3)",
-         lambda: ta.get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False, num_kernels=3))
-    call("get_gpu_kernels_with_user_annotations(rank)",
-         lambda: without_ids(ta.get_gpu_kernels_with_user_annotations(rank)))
+    call(
+        "get_gpu_user_annotation_breakdown(use_gpu_annotation=False)",
+        lambda: ta.get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False),
+    )
+    call(
+        "get_gpu_user_annotation_breakdown(use_gpu_annotation=False, num_kernels=3)",
+        lambda: ta.get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False, num_kernels=3),
+    )
+    call(
+        "get_gpu_kernels_with_user_annotations(rank)",
+        lambda: without_ids(ta.get_gpu_kernels_with_user_annotations(rank)),
+    )
     call("get_cuda_kernel_launch_stats()", ta.get_cuda_kernel_launch_stats)
-    call("get_cuda_kernel_launch_stats(ranks, include_memory_events=False)",
-         lambda: ta.get_cuda_kernel_launch_stats(ranks=ranks, include_memory_events=False, visualize=False))
+    call(
+        "get_cuda_kernel_launch_stats(ranks, include_memory_events=False)",
+        lambda: ta.get_cuda_kernel_launch_stats(ranks=ranks, include_memory_events=False, visualize=False),
+    )
     call("get_queue_length_summary()", ta.get_queue_length_summary)
     call("get_queue_length_summary(ranks)", lambda: ta.get_queue_length_summary(ranks=ranks))
     series = call("get_queue_length_time_series(ranks)", lambda: ta.get_queue_length_time_series(ranks=ranks))
     if isinstance(series, dict):
         results["ties get_queue_length"] = ties(series, "stream")
-    call("get_queue_length_summary_from_time_series(series)",
-         lambda: ta.get_queue_length_summary_from_time_series(ta.get_queue_length_time_series(ranks=ranks)))
-    call("get_time_spent_blocked_on_full_queue(series)",
-         lambda: ta.get_time_spent_blocked_on_full_queue(ta.get_queue_length_time_series(ranks=ranks)))
-    call("get_time_spent_blocked_on_full_queue(series, max_queue_length=2)",
-         lambda: ta.get_time_spent_blocked_on_full_queue(ta.get_queue_length_time_series(ranks=ranks),
-                                                         max_queue_length=2))
+    call(
+        "get_queue_length_summary_from_time_series(series)",
+        lambda: ta.get_queue_length_summary_from_time_series(ta.get_queue_length_time_series(ranks=ranks)),
+    )
+    call(
+        "get_time_spent_blocked_on_full_queue(series)",
+        lambda: ta.get_time_spent_blocked_on_full_queue(ta.get_queue_length_time_series(ranks=ranks)),
+    )
+    call(
+        "get_time_spent_blocked_on_full_queue(series, max_queue_length=2)",
+        lambda: ta.get_time_spent_blocked_on_full_queue(
+            ta.get_queue_length_time_series(ranks=ranks), max_queue_length=2
+        ),
+    )
     call("get_memory_bw_summary()", ta.get_memory_bw_summary)
     call("get_memory_bw_summary(ranks)", lambda: ta.get_memory_bw_summary(ranks=ranks))
     bw = call("get_memory_bw_time_series(ranks)", lambda: ta.get_memory_bw_time_series(ranks=ranks))
@@ -164,21 +201,24 @@ def run_script(TraceAnalysis: Any, TimeSeriesTypes: Any, trace_dir: Path, scratc
     call("get_profiler_steps()", ta.get_profiler_steps)
     call("get_potential_stragglers()", ta.get_potential_stragglers)
     call("get_potential_stragglers(num_candidates=1)", lambda: ta.get_potential_stragglers(num_candidates=1))
-    call("get_cupti_counter_data_with_operators(ranks)",
-         lambda: ta.get_cupti_counter_data_with_operators(ranks=ranks))
+    call("get_cupti_counter_data_with_operators(ranks)", lambda: ta.get_cupti_counter_data_with_operators(ranks=ranks))
     for op in SEQUENCE_OPS:
         seq_dir = out / f"sequences_{op.replace('::', '_')}"
         seq_dir.mkdir()
-        call(f"get_frequent_cuda_kernel_sequences({op!r}, output_dir, rank)",
-             lambda op=op, seq_dir=seq_dir: ta.get_frequent_cuda_kernel_sequences(op, str(seq_dir), rank=rank))
+        call(
+            f"get_frequent_cuda_kernel_sequences({op!r}, output_dir, rank)",
+            lambda op=op, seq_dir=seq_dir: ta.get_frequent_cuda_kernel_sequences(op, str(seq_dir), rank=rank),
+        )
         for written in sorted(seq_dir.iterdir()):
             call(f"get_frequent_cuda_kernel_sequences({op!r}) wrote", lambda w=written: written_trace(w))
     call("get_aten_op_kernels_and_delay()", ta.get_aten_op_kernels_and_delay)
     call("get_aten_op_kernels_and_delay(ranks)", lambda: ta.get_aten_op_kernels_and_delay(ranks=ranks))
 
     for instance in (0, 1):
-        cp = call(f"critical_path_analysis(rank, 'ProfilerStep', {instance})",
-                  lambda i=instance: ta.critical_path_analysis(rank, "ProfilerStep", i))
+        cp = call(
+            f"critical_path_analysis(rank, 'ProfilerStep', {instance})",
+            lambda i=instance: ta.critical_path_analysis(rank, "ProfilerStep", i),
+        )
         if not isinstance(cp, tuple):  # HTA returns None where the annotation is not in the trace
             continue
         graph, ok = cp
@@ -189,22 +229,27 @@ def run_script(TraceAnalysis: Any, TimeSeriesTypes: Any, trace_dir: Path, scratc
         if instance == 0:
             cp_dir = out / "critical_path"
             cp_dir.mkdir()
-            path = call("overlay_critical_path_analysis(rank, graph, output_dir)",
-                        lambda g=graph: Path(ta.overlay_critical_path_analysis(rank, g, str(cp_dir))).name)
+            path = call(
+                "overlay_critical_path_analysis(rank, graph, output_dir)",
+                lambda g=graph: Path(ta.overlay_critical_path_analysis(rank, g, str(cp_dir))).name,
+            )
             if not isinstance(path, Raised):
                 call("overlay_critical_path_analysis wrote", lambda p=path: written_trace(cp_dir / p))
 
     call("generate_trace_with_counters()", ta.generate_trace_with_counters)
-    call("generate_trace_with_counters(QUEUE_LENGTH, ranks, '_ql')",
-         lambda: ta.generate_trace_with_counters(TimeSeriesTypes.QUEUE_LENGTH, ranks=ranks, output_suffix="_ql"))
+    call(
+        "generate_trace_with_counters(QUEUE_LENGTH, ranks, '_ql')",
+        lambda: ta.generate_trace_with_counters(TimeSeriesTypes.QUEUE_LENGTH, ranks=ranks, output_suffix="_ql"),
+    )
     for written in sorted(p for p in folder.iterdir() if "_with_counters" in p.name or "_ql" in p.name):
         call(f"generate_trace_with_counters wrote {written.name}", lambda w=written: written_trace(w))
 
     # the constructor's other arguments: trace_files (rank -> file) and include_last_profiler_step
     files = {r: str(folder / Path(p).name) for r, p in t.trace_files.items()}
-    ta2 = call("TraceAnalysis(trace_files, include_last_profiler_step=True)",
-               lambda: TraceAnalysis(trace_files=files, trace_dir=str(folder), include_last_profiler_step=True,
-                                     **kwargs))
+    ta2 = call(
+        "TraceAnalysis(trace_files, include_last_profiler_step=True)",
+        lambda: TraceAnalysis(trace_files=files, trace_dir=str(folder), include_last_profiler_step=True, **kwargs),
+    )
     if not isinstance(ta2, Raised):
         results["TraceAnalysis(trace_files, include_last_profiler_step=True)"] = "TraceAnalysis"
         call("last step: get_profiler_steps()", ta2.get_profiler_steps)
@@ -237,8 +282,9 @@ def trace_view(frame: Any, symbols: list[str]) -> Any:
     """The columns of ``t.get_trace(rank)`` that scripts read, names decoded through the
     symbol table (the symbol ids themselves are each library's own numbering), sorted by
     the event's index (the frame's row order follows HTA's internal concatenations)."""
-    view = frame[["index", "ts", "dur", "end", "stream", "correlation", "index_correlation", "iteration",
-                  "pid", "tid"]].copy()
+    view = frame[
+        ["index", "ts", "dur", "end", "stream", "correlation", "index_correlation", "iteration", "pid", "tid"]
+    ].copy()
     view["s_name"] = [symbols[i] for i in frame["name"]]
     view["s_cat"] = [symbols[i] for i in frame["cat"]]
     return view.sort_values("index", kind="stable").reset_index(drop=True)
@@ -247,6 +293,7 @@ def trace_view(frame: Any, symbols: list[str]) -> Any:
 # --------------------------------------------------------------------------------------
 # Encoding and comparison (no pandas needed to read the encoded form)
 # --------------------------------------------------------------------------------------
+
 
 def _cell(v: Any) -> Any:
     if v is None:
@@ -271,21 +318,32 @@ def _cell(v: Any) -> Any:
 
 
 def _labels(index: Any) -> dict:
-    return {"names": [None if n is None else str(n) for n in index.names],
-            "values": [_cell(list(v) if isinstance(v, tuple) else v) for v in index.tolist()],
-            "dtype": str(index.dtype) if index.nlevels == 1 else "multi"}
+    return {
+        "names": [None if n is None else str(n) for n in index.names],
+        "values": [_cell(list(v) if isinstance(v, tuple) else v) for v in index.tolist()],
+        "dtype": str(index.dtype) if index.nlevels == 1 else "multi",
+    }
 
 
 def encode(obj: Any) -> Any:
     """A JSON-able description of what a call returned."""
     kind = type(obj).__name__
     if kind == "DataFrame":
-        return {"type": "DataFrame", "index": _labels(obj.index), "columns": _labels(obj.columns),
-                "dtypes": [str(d) for d in obj.dtypes],
-                "data": [[_cell(v) for v in obj.iloc[:, i].tolist()] for i in range(obj.shape[1])]}
+        return {
+            "type": "DataFrame",
+            "index": _labels(obj.index),
+            "columns": _labels(obj.columns),
+            "dtypes": [str(d) for d in obj.dtypes],
+            "data": [[_cell(v) for v in obj.iloc[:, i].tolist()] for i in range(obj.shape[1])],
+        }
     if kind == "Series":
-        return {"type": "Series", "name": _cell(obj.name), "index": _labels(obj.index), "dtype": str(obj.dtype),
-                "data": [_cell(v) for v in obj.tolist()]}
+        return {
+            "type": "Series",
+            "name": _cell(obj.name),
+            "index": _labels(obj.index),
+            "dtype": str(obj.dtype),
+            "data": [_cell(v) for v in obj.tolist()],
+        }
     if isinstance(obj, Raised):
         return {"type": "raised", "error": obj.error}
     if isinstance(obj, dict):
@@ -327,16 +385,20 @@ def _close(a: Any, b: Any, rel: float) -> bool:
 def compare(got: Any, want: Any, where: str = "", rel: float = 1e-9) -> list[str]:
     """Differences between two encoded objects, as lines naming where (empty: the same)."""
     if got.get("type") != want.get("type"):
-        return [f"{where}: {got.get('type')} {got.get('error', '')} where HTA has {want.get('type')} "
-                f"{want.get('error', '')}".rstrip()]
+        return [
+            f"{where}: {got.get('type')} {got.get('error', '')} where HTA has {want.get('type')} "
+            f"{want.get('error', '')}".rstrip()
+        ]
     kind = want["type"]
     if kind == "raised":
         return []
     if kind in ("dict", "list", "tuple"):
         key = "items"
         if len(got[key]) != len(want[key]):
-            return [f"{where}: {len(got[key])} items where HTA has {len(want[key])}"
-                    + (f" (keys {[k for k, _ in got[key]]} vs {[k for k, _ in want[key]]})" if kind == "dict" else "")]
+            return [
+                f"{where}: {len(got[key])} items where HTA has {len(want[key])}"
+                + (f" (keys {[k for k, _ in got[key]]} vs {[k for k, _ in want[key]]})" if kind == "dict" else "")
+            ]
         out: list[str] = []
         for i, (g, w) in enumerate(zip(got[key], want[key])):
             if kind == "dict":
@@ -375,9 +437,11 @@ def compare(got: Any, want: Any, where: str = "", rel: float = 1e-9) -> list[str
             out.append(f"{where}[{label!r}]: dtype {got['dtypes'][i]} where HTA has {want['dtypes'][i]}")
         if not _close(got["data"][i], want["data"][i], rel):
             bad = [r for r, (x, y) in enumerate(zip(got["data"][i], want["data"][i])) if not _close(x, y, rel)]
-            out.append(f"{where}[{label!r}]: {len(bad)} values differ, first at row {bad[0] if bad else '?'}: "
-                       f"{_short(got['data'][i][bad[0]] if bad else got['data'][i])} where HTA has "
-                       f"{_short(want['data'][i][bad[0]] if bad else want['data'][i])}")
+            out.append(
+                f"{where}[{label!r}]: {len(bad)} values differ, first at row {bad[0] if bad else '?'}: "
+                f"{_short(got['data'][i][bad[0]] if bad else got['data'][i])} where HTA has "
+                f"{_short(want['data'][i][bad[0]] if bad else want['data'][i])}"
+            )
     return out
 
 
@@ -406,8 +470,7 @@ BY_INDEX_CALLS = ("get_aten_op_kernels_and_delay",)
 # The describe() of those series: with points at one timestamp (ties), every statistic
 # but the keys can move with HTA's order (the memory bandwidth's count too: a running sum
 # of doubles leaves a 1e-16 residue in one order and 0 in another); without, all agree.
-SUMMARY_CALLS = {"get_queue_length_summary": "ties get_queue_length",
-                 "get_memory_bw_summary": "ties get_memory_bw"}
+SUMMARY_CALLS = {"get_queue_length_summary": "ties get_queue_length", "get_memory_bw_summary": "ties get_memory_bw"}
 
 
 def canonical(name: str, enc: Any, results: dict[str, Any] | None = None) -> Any:
@@ -432,8 +495,11 @@ def _by_index(enc: dict) -> dict:
         return enc
     index = enc["index"]["values"]
     order = sorted(range(len(index)), key=lambda r: index[r])
-    return {**enc, "index": {**enc["index"], "values": [index[r] for r in order]},
-            "data": [[column[r] for r in order] for column in enc["data"]]}
+    return {
+        **enc,
+        "index": {**enc["index"], "values": [index[r] for r in order]},
+        "data": [[column[r] for r in order] for column in enc["data"]],
+    }
 
 
 def _canonical_series(enc: dict) -> dict:
@@ -484,8 +550,12 @@ def digest(enc: Any) -> Any:
     if kind in ("list", "tuple"):
         return {**enc, "items": [digest(v) for v in enc["items"]]}
     if kind == "DataFrame" and len(enc["index"]["values"]) > DIGEST_ROWS:
-        return {**enc, "type": "DataFrame digest", "index": {**enc["index"], "values": _column_digest(
-            enc["index"]["values"])}, "data": [_column_digest(c) for c in enc["data"]]}
+        return {
+            **enc,
+            "type": "DataFrame digest",
+            "index": {**enc["index"], "values": _column_digest(enc["index"]["values"])},
+            "data": [_column_digest(c) for c in enc["data"]],
+        }
     return enc
 
 
@@ -500,10 +570,14 @@ def _column_digest(values: list) -> dict:
         return v
 
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    return {"n": len(values), "nulls": sum(v is None for v in values),
-            "sum": math.fsum(numbers) if numbers else None,
-            "min": min(numbers) if numbers else None, "max": max(numbers) if numbers else None,
-            "hash": hashlib.sha1(json.dumps([rounded(v) for v in values]).encode()).hexdigest()}
+    return {
+        "n": len(values),
+        "nulls": sum(v is None for v in values),
+        "sum": math.fsum(numbers) if numbers else None,
+        "min": min(numbers) if numbers else None,
+        "max": max(numbers) if numbers else None,
+        "hash": hashlib.sha1(json.dumps([rounded(v) for v in values]).encode()).hexdigest(),
+    }
 
 
 def compare_digest(got: dict, want: dict, where: str, rel: float = 1e-9) -> list[str]:
@@ -518,8 +592,10 @@ def compare_digest(got: dict, want: dict, where: str, rel: float = 1e-9) -> list
     if got["columns"]["values"] != want["columns"]["values"]:
         return out + [f"{where}: columns {got['columns']['values']} where HTA has {want['columns']['values']}"]
     pairs = [("index", got["index"]["values"], want["index"]["values"], got["index"]["dtype"], want["index"]["dtype"])]
-    pairs += [(repr(c), g, w, gd, wd) for c, g, w, gd, wd in zip(
-        want["columns"]["values"], got["data"], want["data"], got["dtypes"], want["dtypes"])]
+    pairs += [
+        (repr(c), g, w, gd, wd)
+        for c, g, w, gd, wd in zip(want["columns"]["values"], got["data"], want["data"], got["dtypes"], want["dtypes"])
+    ]
     for label, g, w, gd, wd in pairs:
         if not _same_dtype(gd, wd):
             out.append(f"{where}[{label}]: dtype {gd} where HTA has {wd}")
@@ -534,8 +610,11 @@ def compare_digest(got: dict, want: dict, where: str, rel: float = 1e-9) -> list
 def compare_any(got: Any, want: Any, where: str = "", rel: float = 1e-9) -> list[str]:
     """compare(), where ``want`` may hold digests (a golden file) in place of frames."""
     if isinstance(want, dict) and want.get("type") == "DataFrame digest":
-        return compare_digest(got, want, where, rel) if got.get("type") == "DataFrame" else [
-            f"{where}: {got.get('type')} {got.get('error', '')} where HTA has a DataFrame"]
+        return (
+            compare_digest(got, want, where, rel)
+            if got.get("type") == "DataFrame"
+            else [f"{where}: {got.get('type')} {got.get('error', '')} where HTA has a DataFrame"]
+        )
     if isinstance(want, dict) and want.get("type") in ("dict", "list", "tuple") and got.get("type") == want["type"]:
         if len(got["items"]) != len(want["items"]):
             return compare(got, want, where, rel)

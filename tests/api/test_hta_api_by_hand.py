@@ -53,9 +53,18 @@ def test_the_breakdowns_come_back_in_htas_shapes(ta: cclq.TraceAnalysis) -> None
     temporal = ta.get_temporal_breakdown(visualize=False)
     assert isinstance(temporal, pd.DataFrame) and isinstance(temporal.index, pd.RangeIndex)
     # GPU busy [60,70) [75,85) [120,140) [150,160): 50 of the 100 µs from 60 to 160; compute 40
-    assert temporal.to_dict("records") == [{
-        "rank": 0, "idle_time(us)": 50.0, "compute_time(us)": 40.0, "non_compute_time(us)": 10.0,
-        "kernel_time(us)": 100.0, "idle_time_pctg": 50.0, "compute_time_pctg": 40.0, "non_compute_time_pctg": 10.0}]
+    assert temporal.to_dict("records") == [
+        {
+            "rank": 0,
+            "idle_time(us)": 50.0,
+            "compute_time(us)": 40.0,
+            "non_compute_time(us)": 10.0,
+            "kernel_time(us)": 100.0,
+            "idle_time_pctg": 50.0,
+            "compute_time_pctg": 40.0,
+            "non_compute_time_pctg": 10.0,
+        }
+    ]
     assert str(temporal["rank"].dtype) == "int64"
 
     idle_df, stats = ta.get_idle_time_breakdown(visualize=False)  # HTA's pair: the stats only on request
@@ -63,12 +72,16 @@ def test_the_breakdowns_come_back_in_htas_shapes(ta: cclq.TraceAnalysis) -> None
     # gaps on stream 7: k2 5 µs (launched at 62, before k1 ended: kernel_wait), k3 35 µs
     # (launched at 110 after k2 ended at 85: host_wait), the memcpy 10 µs (launched at 140 as
     # k3 ended: kernel_wait); the first kernel has no gap (other, 0)
-    assert [tuple(r) for r in idle_df[["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]]
-            .itertuples(index=False)] == [(0, 7, "host_wait", 35.0, 0.7), (0, 7, "kernel_wait", 15.0, 0.3),
-                                          (0, 7, "other", 0.0, 0.0)]
+    assert [
+        tuple(r)
+        for r in idle_df[["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]].itertuples(index=False)
+    ] == [(0, 7, "host_wait", 35.0, 0.7), (0, 7, "kernel_wait", 15.0, 0.3), (0, 7, "other", 0.0, 0.0)]
     by_delay, _ = ta.get_idle_time_breakdown(visualize=False, consecutive_kernel_delay=8)
     assert dict(zip(by_delay["idle_category"], by_delay["idle_time"])) == {
-        "host_wait": 35.0, "kernel_wait": 5.0, "other": 10.0}
+        "host_wait": 35.0,
+        "kernel_wait": 5.0,
+        "other": 10.0,
+    }
 
 
 def test_the_counter_series_and_summaries(ta: cclq.TraceAnalysis) -> None:
@@ -78,10 +91,19 @@ def test_the_counter_series_and_summaries(ta: cclq.TraceAnalysis) -> None:
     assert list(frame.columns) == ["ts", "pid", "tid", "stream", "queue_length"] and frame.index.name == "index"
     # +1 at each launch, -1 at each start
     assert list(zip(frame["ts"], frame["queue_length"])) == [
-        (20, 1), (60, 0), (62, 1), (75, 0), (110, 1), (120, 0), (140, 1), (150, 0)]
+        (20, 1),
+        (60, 0),
+        (62, 1),
+        (75, 0),
+        (110, 1),
+        (120, 0),
+        (140, 1),
+        (150, 0),
+    ]
     summary = ta.get_queue_length_summary_from_time_series(series)
-    assert list(summary.columns) == [("queue_length", s) for s in
-                                     ("count", "mean", "std", "min", "25%", "50%", "75%", "max")]
+    assert list(summary.columns) == [
+        ("queue_length", s) for s in ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
+    ]
     assert summary.index.names == ["rank", "stream"] and list(summary.index) == [(0, 7)]
     values = [1, 0, 1, 0, 1, 0, 1, 0]
     mean = sum(values) / 8
@@ -91,13 +113,16 @@ def test_the_counter_series_and_summaries(ta: cclq.TraceAnalysis) -> None:
     assert math.isclose(row["std"], std, rel_tol=1e-12)
     blocked = ta.get_time_spent_blocked_on_full_queue(series, max_queue_length=1)
     # the queue is at 1 for 20..60, 62..75, 110..120, 140..150: 73 µs of the 150 its rows span
-    assert blocked.to_dict("records") == [{"rank": 0, "stream": 7, "duration_at_max_queue_length": 73,
-                                           "relative_duration_at_max_queue_length": 73 / 150}]
+    assert blocked.to_dict("records") == [
+        {"rank": 0, "stream": 7, "duration_at_max_queue_length": 73, "relative_duration_at_max_queue_length": 73 / 150}
+    ]
     assert len(ta.get_time_spent_blocked_on_full_queue(series, max_queue_length=2)) == 0
 
     bw = ta.get_memory_bw_time_series()[0]
-    assert list(zip(bw["ts"], bw["name"], bw["memory_bw_gbps"])) == [(150.0, "Memcpy HtoD", 100.0),
-                                                                      (160.0, "Memcpy HtoD", 0.0)]
+    assert list(zip(bw["ts"], bw["name"], bw["memory_bw_gbps"])) == [
+        (150.0, "Memcpy HtoD", 100.0),
+        (160.0, "Memcpy HtoD", 0.0),
+    ]
     bw_summary = ta.get_memory_bw_summary()
     assert bw_summary.loc[(0, "Memcpy HtoD"), ("memory_bw_gbps", "count")] == 1.0
 
@@ -105,8 +130,9 @@ def test_the_counter_series_and_summaries(ta: cclq.TraceAnalysis) -> None:
 def test_launch_stats_and_steps(ta: cclq.TraceAnalysis) -> None:
     launches = ta.get_cuda_kernel_launch_stats(visualize=False)
     # delay = kernel start - launch start - launch duration (3 µs)
-    assert [tuple(r) for r in launches[0][["cpu_duration", "gpu_duration", "launch_delay"]].itertuples(index=False)
-            ] == [(3.0, 10.0, 37.0), (3.0, 10.0, 10.0), (3.0, 20.0, 7.0), (3.0, 10.0, 7.0)]
+    assert [
+        tuple(r) for r in launches[0][["cpu_duration", "gpu_duration", "launch_delay"]].itertuples(index=False)
+    ] == [(3.0, 10.0, 37.0), (3.0, 10.0, 10.0), (3.0, 20.0, 7.0), (3.0, 10.0, 7.0)]
     assert ta.get_profiler_steps() == [1, 2]  # HTA drops the last step
     assert ta.t.get_ranks() == [0] and ta.t.get_trace(0)["ts"].min() == 0
 
@@ -124,9 +150,12 @@ def test_the_counter_trace_is_written_beside_the_trace_and_reads_back(tmp_path: 
     counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
     assert len(doc["traceEvents"]) - len(counters) == len(original["traceEvents"])
     assert sorted((e["name"], e["ts"], json.dumps(e["args"])) for e in counters) == sorted(
-        [("Queue Length", ts, json.dumps({"Queue Length": q})) for ts, q in
-         [(20, 1), (60, 0), (62, 1), (75, 0), (110, 1), (120, 0), (140, 1), (150, 0)]]
-        + [("Memcpy HtoD", ts, json.dumps({"Memcpy BW": bw})) for ts, bw in [(150.0, 100.0), (160.0, 0.0)]])
+        [
+            ("Queue Length", ts, json.dumps({"Queue Length": q}))
+            for ts, q in [(20, 1), (60, 0), (62, 1), (75, 0), (110, 1), (120, 0), (140, 1), (150, 0)]
+        ]
+        + [("Memcpy HtoD", ts, json.dumps({"Memcpy BW": bw})) for ts, bw in [(150.0, 100.0), (160.0, 0.0)]]
+    )
     # cclq's own reader takes it back: the same events and the counters
     other = cclq.open(tmp_path / "wh2")
     copy = tmp_path / "copy"
@@ -192,10 +221,14 @@ def test_the_critical_path_overlay_marks_the_path_and_reads_back(tmp_path: Path)
 
     on_the_path = sorted(graph.critical_path_edges_set, key=lambda e: graph.node_list[e.begin].ts)
     assert [(e.type, e.weight) for e in on_the_path if e.type != CPEdgeType.OPERATOR_KERNEL] == [
-        (CPEdgeType.KERNEL_LAUNCH_DELAY, 40.0), (CPEdgeType.KERNEL_KERNEL_DELAY, 5.0)]
+        (CPEdgeType.KERNEL_LAUNCH_DELAY, 40.0),
+        (CPEdgeType.KERNEL_KERNEL_DELAY, 5.0),
+    ]
     flows = [e for e in events if e.get("name") == "critical_path"]
     assert sorted((e["ph"], e["cat"], e["ts"]) for e in flows) == [
-        ("f", "critical_path_kernel_launch_delay", 60), ("s", "critical_path_kernel_launch_delay", 20)]
+        ("f", "critical_path_kernel_launch_delay", 60),
+        ("s", "critical_path_kernel_launch_delay", 20),
+    ]
     copy = tmp_path / "copy"
     copy.mkdir()
     (copy / "rank0.json.gz").write_bytes(path.read_bytes())
@@ -209,15 +242,13 @@ def test_the_critical_path_overlay_marks_the_path_and_reads_back(tmp_path: Path)
         assert sorted(loaded["index"]) == sorted(ours["index"]) and len(loaded) >= len(critical)
 
 
-def test_visualize_draws_htas_figures_and_writes_them_as_files(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_visualize_draws_htas_figures_and_writes_them_as_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """visualize=True (HTA's default) shows HTA's plotly figures; with figures_dir (or
     $CCLQ_FIGURES_DIR) each is also written there as an HTML file, for scripts run
     outside a notebook."""
     basedatatypes = pytest.importorskip("plotly.basedatatypes")
     shown: list[str] = []
-    monkeypatch.setattr(basedatatypes.BaseFigure, "show",
-                        lambda fig, *a, **k: shown.append(fig.layout.title.text))
+    monkeypatch.setattr(basedatatypes.BaseFigure, "show", lambda fig, *a, **k: shown.append(fig.layout.title.text))
     folder = _trace(tmp_path / "in")
     ta = cclq.TraceAnalysis(trace_dir=folder, warehouse=tmp_path / "wh", figures_dir=tmp_path / "figures")
     ta.get_temporal_breakdown()
@@ -225,8 +256,10 @@ def test_visualize_draws_htas_figures_and_writes_them_as_files(tmp_path: Path,
     assert shown == ["Temporal breakdown across ranks", "Idle time breakdown on rank 0 per CUDA stream"]
     assert idle_df["stream"].tolist() == ["7", "7", "7"]  # HTA's quirk: drawn as text, returned so
     files = sorted(p.name for p in (tmp_path / "figures").iterdir())
-    assert files == ["001-Temporal_breakdown_across_ranks.html",
-                     "002-Idle_time_breakdown_on_rank_0_per_CUDA_stream.html"]
+    assert files == [
+        "001-Temporal_breakdown_across_ranks.html",
+        "002-Idle_time_breakdown_on_rank_0_per_CUDA_stream.html",
+    ]
     page = (tmp_path / "figures" / files[0]).read_text()
     assert "Temporal breakdown across ranks" in page and "plotly" in page.lower()
     monkeypatch.setenv("CCLQ_FIGURES_DIR", str(tmp_path / "env_figures"))

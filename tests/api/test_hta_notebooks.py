@@ -31,8 +31,9 @@ def _answers(name: str) -> dict:
         return json.load(f)
 
 
-def _compare(expected: dict, results: list[nb.CellResult], probes: list, overlays: list,
-             unordered: set[int]) -> list[str]:
+def _compare(
+    expected: dict, results: list[nb.CellResult], probes: list, overlays: list, unordered: set[int]
+) -> list[str]:
     problems: list[str] = []
     got = {r.cell: r for r in results}
     assert [c["cell"] for c in expected["cells"]] == [r.cell for r in results]
@@ -55,8 +56,9 @@ def _compare(expected: dict, results: list[nb.CellResult], probes: list, overlay
 
 def _run(variant: nb.Variant, root: Path, tmp: Path) -> list[str]:
     results, ns = nb.run(variant, root, tmp, use_cclq=True)
-    return _compare(_answers(variant.name), results, nb.probe(variant, ns, root, tmp), nb.overlays(root),
-                    variant.unordered_stdout)
+    return _compare(
+        _answers(variant.name), results, nb.probe(variant, ns, root, tmp), nb.overlays(root), variant.unordered_stdout
+    )
 
 
 @pytest.mark.parametrize("variant", nb.VARIANTS, ids=[v.name for v in nb.VARIANTS])

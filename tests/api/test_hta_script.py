@@ -36,16 +36,28 @@ GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden" / "api"
 # on this trace (the same SQL as text over the pinned tables answers in 0.2 s); skipped
 # until that plan is fixed, rather than let it fill CI's disk
 SLOW_CRITICAL_PATH = pytest.mark.skip(reason="critical_path_analysis on MTIA's trace: a plan to fix (issue 41)")
-FOLDERS = ["alexnet", "amd_mi250", "df_index_resolver", pytest.param("mtia_single_rank", marks=SLOW_CRITICAL_PATH),
-           "nccl_data", "negative_queue_length", "ns_resolution", "trace_filter_2rank"]
+FOLDERS = [
+    "alexnet",
+    "amd_mi250",
+    "df_index_resolver",
+    pytest.param("mtia_single_rank", marks=SLOW_CRITICAL_PATH),
+    "nccl_data",
+    "negative_queue_length",
+    "ns_resolution",
+    "trace_filter_2rank",
+]
 
 # (trace, call) -> why cclq's answer is not HTA's there
 KNOWN = {
-    ("negative_queue_length", "get_frequent_cuda_kernel_sequences('aten::mm', output_dir, rank)"):
-        "HTA's call stack nests two rows wrongly and counts the pattern once where it occurs 4 times "
-        "(tests/query/test_hta_analyses.py works it out)",
-    ("negative_queue_length", "get_frequent_cuda_kernel_sequences('aten::mm') wrote"):
-        "the same: cclq marks the 4 occurrences of the pattern",
+    (
+        "negative_queue_length",
+        "get_frequent_cuda_kernel_sequences('aten::mm', output_dir, rank)",
+    ): "HTA's call stack nests two rows wrongly and counts the pattern once where it occurs 4 times "
+    "(tests/query/test_hta_analyses.py works it out)",
+    (
+        "negative_queue_length",
+        "get_frequent_cuda_kernel_sequences('aten::mm') wrote",
+    ): "the same: cclq marks the 4 occurrences of the pattern",
 }
 
 
@@ -55,8 +67,11 @@ def _zero_length_rows_dropped(enc: dict) -> dict:
         return enc
     dur = enc["data"][enc["columns"]["values"].index("dur")]
     keep = [i for i, d in enumerate(dur) if d != 0]
-    return {**enc, "index": {**enc["index"], "values": [enc["index"]["values"][i] for i in keep]},
-            "data": [[column[i] for i in keep] for column in enc["data"]]}
+    return {
+        **enc,
+        "index": {**enc["index"], "values": [enc["index"]["values"][i] for i in keep]},
+        "data": [[column[i] for i in keep] for column in enc["data"]],
+    }
 
 
 # HTA run live under pandas 3: IntervalIndex.overlaps no longer counts a zero-length interval
@@ -95,8 +110,9 @@ def _hta_side(folder: str, tmp_path: Path) -> dict:
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
-def test_an_hta_script_runs_unchanged_and_returns_what_hta_returns(folder: str, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_hta_script_runs_unchanged_and_returns_what_hta_returns(
+    folder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     require_shared()
     want = _hta_side(folder, tmp_path)
     live_on_pandas_3 = _hta_live() is not None and int(pd.__version__.split(".")[0]) >= 3
@@ -105,8 +121,9 @@ def test_an_hta_script_runs_unchanged_and_returns_what_hta_returns(folder: str, 
     scratch.mkdir()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got = _encoded(hta_script.run_script(cclq.TraceAnalysis, cclq.TimeSeriesTypes, SHARED_TRACES / f"hta_{folder}",
-                                             scratch))
+        got = _encoded(
+            hta_script.run_script(cclq.TraceAnalysis, cclq.TimeSeriesTypes, SHARED_TRACES / f"hta_{folder}", scratch)
+        )
     problems = []
     for call, expected in want.items():
         if call == "_versions" or (folder, call) in KNOWN:

@@ -52,8 +52,9 @@ def _figures(cell: dict) -> list[str]:
 
 def test_the_notebook_runs_and_shows_what_the_traces_hold(tmp_path: Path) -> None:
     nb = nbformat.read(REPO / "docs" / "notebook.ipynb", as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(REPO / "docs")}})
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(REPO / "docs")}}
+    )
     client.execute()
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
@@ -65,14 +66,19 @@ def test_the_notebook_runs_and_shows_what_the_traces_hold(tmp_path: Path) -> Non
     assert "synthetic_mlp_dp4" in report["text/html"]
     # HTA's API: pandas tables in HTA's shapes, and HTA's plotly figures (visualize=True)
     temporal = code[5]
-    tables = [o["data"]["text/html"] for o in temporal.outputs if "text/html" in o.get("data", {})
-              and "<table" in o["data"]["text/html"]]
+    tables = [
+        o["data"]["text/html"]
+        for o in temporal.outputs
+        if "text/html" in o.get("data", {}) and "<table" in o["data"]["text/html"]
+    ]
     assert tables and "idle_time(us)" in tables[-1] and "compute_time_pctg" in tables[-1]
     plain = [o["data"]["text/plain"] for o in temporal.outputs if "text/plain" in o.get("data", {})][-1]
     assert [line.split()[:2] for line in plain.splitlines()[1:5]] == [["0", "0"], ["1", "1"], ["2", "2"], ["3", "3"]]
     assert _figures(temporal) == ["Temporal breakdown across ranks"]
-    assert _figures(code[6]) == ["Idle time breakdown on rank 0 per CUDA stream",
-                                 "Idle time breakdown on rank 1 per CUDA stream"]
+    assert _figures(code[6]) == [
+        "Idle time breakdown on rank 0 per CUDA stream",
+        "Idle time breakdown on rank 1 per CUDA stream",
+    ]
     kernel_figures = _figures(code[7])
     assert kernel_figures[0] == "Kernel Type Percentage Across All Ranks"
     assert 'Kernel type "COMPUTATION" - kernel distribution on each rank' in kernel_figures

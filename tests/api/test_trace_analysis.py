@@ -16,8 +16,16 @@ import cclq
 
 pd = pytest.importorskip("pandas")
 
-FOLDERS = ["alexnet", "amd_mi250", "df_index_resolver", "mtia_single_rank", "nccl_data",
-           "negative_queue_length", "ns_resolution", "trace_filter_2rank"]
+FOLDERS = [
+    "alexnet",
+    "amd_mi250",
+    "df_index_resolver",
+    "mtia_single_rank",
+    "nccl_data",
+    "negative_queue_length",
+    "ns_resolution",
+    "trace_filter_2rank",
+]
 
 
 def _golden(folder: str, name: str) -> tuple[list[str], list[dict[str, str]]]:
@@ -36,8 +44,10 @@ def _same(actual: object, expected: str) -> bool:
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
-            for r in frame.to_dict("records")]
+    return [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+        for r in frame.to_dict("records")
+    ]
 
 
 def _assert_table(frame: pd.DataFrame, folder: str, name: str, key: list[str]) -> None:
@@ -73,13 +83,28 @@ def test_trace_analysis_returns_htas_tables(folder: str, workspace: cclq.Workspa
 def test_every_public_method_of_htas_trace_analysis_is_there() -> None:
     """HTA 0.5.0's public methods (hta/trace_analysis.py), by name."""
     hta_methods = {
-        "get_comm_comp_overlap", "get_profiler_steps", "get_potential_stragglers", "get_gpu_kernel_breakdown",
-        "get_gpu_kernels_with_user_annotations", "get_gpu_user_annotation_breakdown", "get_temporal_breakdown",
-        "get_frequent_cuda_kernel_sequences", "get_aten_op_kernels_and_delay", "get_cuda_kernel_launch_stats",
-        "generate_trace_with_counters", "get_queue_length_summary", "get_queue_length_summary_from_time_series",
-        "get_queue_length_time_series", "get_time_spent_blocked_on_full_queue", "get_memory_bw_summary",
-        "get_memory_bw_time_series", "get_idle_time_breakdown", "get_cupti_counter_data_with_operators",
-        "critical_path_analysis", "overlay_critical_path_analysis"}
+        "get_comm_comp_overlap",
+        "get_profiler_steps",
+        "get_potential_stragglers",
+        "get_gpu_kernel_breakdown",
+        "get_gpu_kernels_with_user_annotations",
+        "get_gpu_user_annotation_breakdown",
+        "get_temporal_breakdown",
+        "get_frequent_cuda_kernel_sequences",
+        "get_aten_op_kernels_and_delay",
+        "get_cuda_kernel_launch_stats",
+        "generate_trace_with_counters",
+        "get_queue_length_summary",
+        "get_queue_length_summary_from_time_series",
+        "get_queue_length_time_series",
+        "get_time_spent_blocked_on_full_queue",
+        "get_memory_bw_summary",
+        "get_memory_bw_time_series",
+        "get_idle_time_breakdown",
+        "get_cupti_counter_data_with_operators",
+        "critical_path_analysis",
+        "overlay_critical_path_analysis",
+    }
     assert hta_methods <= set(dir(cclq.TraceAnalysis))
     with pytest.raises(AttributeError):
         cclq.nothing_here  # noqa: B018
@@ -102,7 +127,7 @@ def _golden_describe(folder: str, name: str, keys: list[str]) -> list[dict[str, 
         lines = list(csv.reader(f))
     if len(lines) < 3:
         return []
-    return [dict(zip([*keys, *lines[1][len(keys):]], row)) for row in lines[3:]]
+    return [dict(zip([*keys, *lines[1][len(keys) :]], row)) for row in lines[3:]]
 
 
 def _ordered(ws: cclq.Workspace, metric: str, folder: str, key: str) -> set[tuple[int, str]]:
@@ -117,14 +142,15 @@ def analyses(workspace: cclq.Workspace) -> dict[str, cclq.TraceAnalysis]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
-def test_counter_summaries_are_htas(folder: str, analyses: dict[str, cclq.TraceAnalysis],
-                                    workspace: cclq.Workspace) -> None:
+def test_counter_summaries_are_htas(
+    folder: str, analyses: dict[str, cclq.TraceAnalysis], workspace: cclq.Workspace
+) -> None:
     ta = analyses[folder]
     ranks = ta.t.get_ranks()
     for method, name, key, metric, value in (
-            (ta.get_queue_length_summary, "queue_length_summary", "stream", "hta_queue_length_summary",
-             "queue_length"),
-            (ta.get_memory_bw_summary, "memory_bw_summary", "name", "hta_memory_bw_summary", "memory_bw_gbps")):
+        (ta.get_queue_length_summary, "queue_length_summary", "stream", "hta_queue_length_summary", "queue_length"),
+        (ta.get_memory_bw_summary, "memory_bw_summary", "name", "hta_memory_bw_summary", "memory_bw_gbps"),
+    ):
         frame = method(ranks=ranks)
         golden = _golden_describe(folder, name, ["rank", key])
         if frame is None or len(frame) == 0:  # no series (HTA: None, or an empty describe())
@@ -140,8 +166,12 @@ def test_counter_summaries_are_htas(folder: str, analyses: dict[str, cclq.TraceA
             bad = {c: (row[c], g[c]) for c in columns if not _same(row[c], g[c])}
             assert not bad, (name, g[key], bad)
     blocked = ta.get_time_spent_blocked_on_full_queue(ta.get_queue_length_time_series(ranks=ranks))
-    assert list(blocked.columns) == ["rank", "stream", "duration_at_max_queue_length",
-                                     "relative_duration_at_max_queue_length"]
+    assert list(blocked.columns) == [
+        "rank",
+        "stream",
+        "duration_at_max_queue_length",
+        "relative_duration_at_max_queue_length",
+    ]
     assert len(blocked) == len(_golden(folder, "time_blocked_on_full_queue")[1]) == 0  # no queue reaches 1024
 
 
@@ -151,8 +181,12 @@ def test_breakdowns_and_launches_are_htas(folder: str, analyses: dict[str, cclq.
     ta = analyses[folder]
     ranks = ta.t.get_ranks()
     _, stats = ta.get_idle_time_breakdown(ranks=ranks, show_idle_interval_stats=True, visualize=False)
-    _assert_table(stats.reset_index()[["idle_category", "rank", "stream", *DESCRIBE]], folder, "idle_interval_stats",
-                  ["rank", "stream", "idle_category"])
+    _assert_table(
+        stats.reset_index()[["idle_category", "rank", "stream", *DESCRIBE]],
+        folder,
+        "idle_interval_stats",
+        ["rank", "stream", "idle_category"],
+    )
     _, kernels = ta.get_gpu_kernel_breakdown(visualize=False)
     _assert_table(kernels, folder, "kernel_breakdown", ["rank", "kernel_type", "name"])
     cpu = ta.get_gpu_user_annotation_breakdown(use_gpu_annotation=False, visualize=False)
@@ -169,17 +203,27 @@ def test_breakdowns_and_launches_are_htas(folder: str, analyses: dict[str, cclq.
     launches = ta.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
     _, golden = _golden(folder, "cuda_kernel_launch_stats")
     got = sorted((rank, *r) for rank, frame in launches.items() for r in frame.itertuples(index=False))
-    assert all(list(f.columns) == ["correlation", "cpu_duration", "gpu_duration", "launch_delay"]
-               for f in launches.values())
-    assert got == sorted((int(g["rank"]), int(g["correlation"]), float(g["cpu_duration"]),
-                          float(g["gpu_duration"]), float(g["launch_delay"])) for g in golden)
+    assert all(
+        list(f.columns) == ["correlation", "cpu_duration", "gpu_duration", "launch_delay"] for f in launches.values()
+    )
+    assert got == sorted(
+        (
+            int(g["rank"]),
+            int(g["correlation"]),
+            float(g["cpu_duration"]),
+            float(g["gpu_duration"]),
+            float(g["launch_delay"]),
+        )
+        for g in golden
+    )
     assert ta.get_profiler_steps() == [int(r["profiler_step"]) for r in _golden(folder, "profiler_steps")[1]]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", FOLDERS)
-def test_sequences_and_critical_path_are_htas(folder: str, analyses: dict[str, cclq.TraceAnalysis],
-                                              tmp_path: Path) -> None:
+def test_sequences_and_critical_path_are_htas(
+    folder: str, analyses: dict[str, cclq.TraceAnalysis], tmp_path: Path
+) -> None:
     ta = analyses[folder]
     rank = min(ta.t.get_ranks())
     for path in sorted((HTA_GOLDEN / folder).glob("frequent_cuda_kernel_sequences_*.csv")):
@@ -244,10 +288,22 @@ def test_cupti_counters_by_hand(tmp_path: Path) -> None:
         b = KinetoTraceBuilder(rank=rank, world_size=2)
         b.cpu_op("aten::linear", ts=0, dur=50 * us)
         b.cpu_op("aten::addmm", ts=5 * us, dur=25 * us)
-        b.kernel("gemm_k", ts=40 * us, dur=4 * us, launch_ts=10 * us, cat="cuda_profiler_range",
-                 args={counters: 61.5, "dram__bytes_read.sum": 4096})
-        b.kernel("relu_k", ts=60 * us, dur=2 * us, launch_ts=55 * us, cat="cuda_profiler_range",
-                 args={counters: 12.25, "dram__bytes_read.sum": 1024})
+        b.kernel(
+            "gemm_k",
+            ts=40 * us,
+            dur=4 * us,
+            launch_ts=10 * us,
+            cat="cuda_profiler_range",
+            args={counters: 61.5, "dram__bytes_read.sum": 4096},
+        )
+        b.kernel(
+            "relu_k",
+            ts=60 * us,
+            dur=2 * us,
+            launch_ts=55 * us,
+            cat="cuda_profiler_range",
+            args={counters: 12.25, "dram__bytes_read.sum": 1024},
+        )
         if rank == 1:
             b.runtime("cudaLaunchKernel", ts=70 * us, dur=3 * us)
         b.write(tmp_path / "in" / "cupti" / f"rank{rank}.json")
@@ -257,10 +313,15 @@ def test_cupti_counters_by_hand(tmp_path: Path) -> None:
 
     ta = cclq.TraceAnalysis(trace_dir=tmp_path / "in" / "cupti", warehouse=tmp_path / "wh")
     (frame,) = ta.get_cupti_counter_data_with_operators()
-    assert [tuple(r) for r in frame[["name", "ts", "dur", "op_stack", "top_level_op", "bottom_level_op", counters,
-                                     "dram__bytes_read.sum"]].itertuples(index=False)] == [
+    assert [
+        tuple(r)
+        for r in frame[
+            ["name", "ts", "dur", "op_stack", "top_level_op", "bottom_level_op", counters, "dram__bytes_read.sum"]
+        ].itertuples(index=False)
+    ] == [
         ("gemm_k", 40.0, 4.0, ["aten::linear", "aten::addmm"], "aten::linear", "aten::addmm", 61.5, 4096),
-        ("relu_k", 60.0, 2.0, [], "", "", 12.25, 1024)]
+        ("relu_k", 60.0, 2.0, [], "", "", 12.25, 1024),
+    ]
     assert ta.get_cupti_counter_data_with_operators([1]) == []
     assert len(ta.get_cupti_counter_data_with_operators([0, 1])) == 1
     plain_ta = cclq.TraceAnalysis(trace_dir=tmp_path / "in" / "plain", warehouse=tmp_path / "wh")

@@ -14,11 +14,15 @@ def test_a_card_with_numbers_that_fit_no_column_does_not_stop_the_ingest(tmp_pat
     for name, count in (("inf", ".inf"), ("huge", "1e30"), ("ok", "8")):
         gpu_trace(tmp_path / "in" / name / "rank0.json")
         (tmp_path / "in" / name / "workload_card.yaml").write_text(
-            f"workload:\n  hardware:\n    xpu_spec:\n      total_count: {count}\n")
+            f"workload:\n  hardware:\n    xpu_spec:\n      total_count: {count}\n"
+        )
     report = run_ingest([tmp_path / "in"], wh)
     assert not report.failed
     assert query(wh, "SELECT trace, total_count, card_json::JSON IS NOT NULL FROM cards ORDER BY trace") == [
-        ("huge", None, True), ("inf", None, True), ("ok", 8, True)]
+        ("huge", None, True),
+        ("inf", None, True),
+        ("ok", 8, True),
+    ]
 
 
 # -------------------------------------------------------- 11. YAML alias bomb
@@ -39,9 +43,15 @@ def test_a_yaml_alias_bomb_in_a_card_is_refused(tmp_path):
     (root / "workload_card.yaml").write_text("\n".join(levels) + "\n")
     assert len((root / "workload_card.yaml").read_bytes()) < 1000
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", _CAPPED, "ingest", str(root), "-w", str(tmp_path / "wh"), "-q"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _CAPPED, "ingest", str(root), "-w", str(tmp_path / "wh"), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert time.monotonic() - start < 60
     assert done.returncode == 0, done.stderr
-    assert (f"cclq: warning: {root / 'workload_card.yaml'}: invalid YAML: YAML aliases (*a0) are not allowed "
-            "in a workload card") in done.stderr
+    assert (
+        f"cclq: warning: {root / 'workload_card.yaml'}: invalid YAML: YAML aliases (*a0) are not allowed "
+        "in a workload card"
+    ) in done.stderr

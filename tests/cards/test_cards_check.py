@@ -90,32 +90,29 @@ def test_a_card_that_follows_the_template_has_no_problems():
 
 
 def test_every_kind_of_problem_names_its_field():
-    bad = (GOOD_CARD
-           .replace("phase: training", "phase: pretraining")
-           .replace("precision: bf16", "precision: bfloat16")
-           .replace("num_params: 8030261248", "num_params: 8.03e9")
-           .replace("batch_size: 4", 'batch_size: "4"')
-           .replace("seq_len: 512", "seq_len: 0")
-           .replace("count_per_node: 4", "count_per_node: 3")
-           .replace('version: "2.21.5"', "version: 2.20")
-           .replace("    tp: 4", "    tpp: 4")
-           .replace("traces: [json]", "traces: json"))
+    bad = (
+        GOOD_CARD.replace("phase: training", "phase: pretraining")
+        .replace("precision: bf16", "precision: bfloat16")
+        .replace("num_params: 8030261248", "num_params: 8.03e9")
+        .replace("batch_size: 4", 'batch_size: "4"')
+        .replace("seq_len: 512", "seq_len: 0")
+        .replace("count_per_node: 4", "count_per_node: 3")
+        .replace('version: "2.21.5"', "version: 2.20")
+        .replace("    tp: 4", "    tpp: 4")
+        .replace("traces: [json]", "traces: json")
+    )
     found = problems(bad)
     assert found == {
         "workload.model.phase": "text 'pretraining' is not one of training, inference, serving",
         "workload.model.precision": "'bfloat16' is spelled 'bf16' in the template",
-        "workload.model.model_arch.num_params":
-            "must be a number, got text '8.03e9' (YAML 1.1 reads 8.03e9 as text: write 8.03e+9 or the integer)",
+        "workload.model.model_arch.num_params": "must be a number, got text '8.03e9' (YAML 1.1 reads 8.03e9 as text: write 8.03e+9 or the integer)",  # noqa: E501
         "workload.data.batch_size": "must be a number, got text '4' (drop the quotes)",
         "workload.data.seq_len": "must be >= 1, got 0",
-        "workload.hardware.xpu_spec.count_per_node":
-            "3 per node does not divide the 8 devices (workload.hardware.xpu_spec.total_count)",
-        "Model-executor.communication_library.version":
-            "is the number 2.2; quote it (\"...\") so it stays as written (2.20 would become 2.2)",
+        "workload.hardware.xpu_spec.count_per_node": "3 per node does not divide the 8 devices (workload.hardware.xpu_spec.total_count)",  # noqa: E501
+        "Model-executor.communication_library.version": 'is the number 2.2; quote it ("...") so it stays as written (2.20 would become 2.2)',  # noqa: E501
         "Model-executor.model_plan_parallelization.tpp": "unknown field; did you mean 'tp'? (its value is ignored)",
         # with tp misspelled, the factors the card gives multiply to 2, not 8
-        "Model-executor.model_plan_parallelization":
-            "dp_replicate 1 x dp_shard 2 x pp 1 = 2 devices, but workload.hardware.xpu_spec.total_count is 8",
+        "Model-executor.model_plan_parallelization": "dp_replicate 1 x dp_shard 2 x pp 1 = 2 devices, but workload.hardware.xpu_spec.total_count is 8",  # noqa: E501
         "metric_source.traces": "must be a list, got text 'json'",
     }
 
@@ -129,19 +126,24 @@ def test_required_fields_and_sections():
         "metric_source": "missing (a required section)",
     }
     # the template's empty list entry (`traces:\n  -`) is no value
-    assert problems(GOOD_CARD.replace("traces: [json]", "traces:\n    -"))["metric_source.traces"] == \
-        "missing (a required field)"
+    assert (
+        problems(GOOD_CARD.replace("traces: [json]", "traces:\n    -"))["metric_source.traces"]
+        == "missing (a required field)"
+    )
 
 
 def test_parallelism_must_multiply_to_the_device_count_and_ep_needs_experts():
     assert problems(GOOD_CARD.replace("    tp: 4", "    tp: 2"))["Model-executor.model_plan_parallelization"] == (
-        "dp_replicate 1 x dp_shard 2 x tp 2 x pp 1 = 4 devices, but workload.hardware.xpu_spec.total_count is 8")
+        "dp_replicate 1 x dp_shard 2 x tp 2 x pp 1 = 4 devices, but workload.hardware.xpu_spec.total_count is 8"
+    )
     ep = problems(GOOD_CARD.replace("    pp: 1", "    pp: 1\n    ep: 3").replace("moe: false", "moe: true"))
-    assert ep == {"Model-executor.model_plan_parallelization.ep":
-                  "ep 3 does not divide the 8 devices (workload.hardware.xpu_spec.total_count)"}
+    assert ep == {
+        "Model-executor.model_plan_parallelization.ep": "ep 3 does not divide the 8 devices (workload.hardware.xpu_spec.total_count)"  # noqa: E501
+    }
     # ep 4 divides 8, but the model has no experts
     assert list(problems(GOOD_CARD.replace("    pp: 1", "    pp: 1\n    ep: 4")).values()) == [
-        "ep 4 is expert parallelism, but workload.model.moe is false (without experts, set ep: 1 or moe: true)"]
+        "ep 4 is expert parallelism, but workload.model.moe is false (without experts, set ep: 1 or moe: true)"
+    ]
     assert problems(GOOD_CARD.replace("    pp: 1", "    pp: 1\n    ep: 4").replace("moe: false", "moe: true")) == {}
 
 
@@ -165,11 +167,14 @@ def test_card_named_after_its_folder_and_torchtitan_toml(tmp_path: Path, wh):
     assert load_card(toml_only / "workload.toml") == {
         "description": "Llama 3 8B, FSDP2 x TP4",
         # global batch = local 4 x dp_replicate 1 x dp_shard 2
-        "workload": {"model": {"phase": "training", "model_family": "llama3-8b", "precision": "bf16"},
-                     "data": {"batch_size": 8, "seq_len": 512, "dataset": "c4_test"}},
-        "Model-executor": {"framework": {"name": "torchtitan"},
-                           "model_plan_parallelization": {"dp_replicate": 1, "dp_shard": 2, "tp": 4, "pp": 1,
-                                                          "pp_mb": 1, "cp": 1}},
+        "workload": {
+            "model": {"phase": "training", "model_family": "llama3-8b", "precision": "bf16"},
+            "data": {"batch_size": 8, "seq_len": 512, "dataset": "c4_test"},
+        },
+        "Model-executor": {
+            "framework": {"name": "torchtitan"},
+            "model_plan_parallelization": {"dp_replicate": 1, "dp_shard": 2, "tp": 4, "pp": 1, "pp_mb": 1, "cp": 1},
+        },
     }
     report = run_ingest([tmp_path / "in"], wh)
     assert not report.failed
@@ -183,10 +188,12 @@ def test_card_and_torchtitan_config_must_agree(tmp_path: Path):
     folder = tmp_path / "w"
     folder.mkdir()
     (folder / "w.yaml").write_text(GOOD_CARD)
-    (folder / "workload.toml").write_text(TORCHTITAN_TOML.replace("tensor_parallel_degree = 4",
-                                                                  "tensor_parallel_degree = 2"))
+    (folder / "workload.toml").write_text(
+        TORCHTITAN_TOML.replace("tensor_parallel_degree = 4", "tensor_parallel_degree = 2")
+    )
     assert [(p.field, p.problem) for p in check_card_file(folder / "w.yaml")] == [
-        ("Model-executor.model_plan_parallelization.tp", "4 here, but workload.toml says tensor_parallel_degree = 2")]
+        ("Model-executor.model_plan_parallelization.tp", "4 here, but workload.toml says tensor_parallel_degree = 2")
+    ]
 
 
 def test_a_malformed_card_never_blocks_the_traces_beside_it(tmp_path: Path, wh):
@@ -199,7 +206,9 @@ def test_a_malformed_card_never_blocks_the_traces_beside_it(tmp_path: Path, wh):
     report = run_ingest([tmp_path / "in"], wh)
     assert not report.failed
     assert query(wh, "SELECT trace, phase FROM traces ORDER BY trace") == [
-        ("bad_yaml", None), ("wrong_values", "pretraining")]  # kept as written, and reported
+        ("bad_yaml", None),
+        ("wrong_values", "pretraining"),
+    ]  # kept as written, and reported
     warned = sorted(w.split(": ", 1)[1] for w in report.warnings if "workload_card.yaml" in w)
     assert warned[0].startswith("1 card problem(s), first workload.model.phase: text 'pretraining'")
     assert warned[1].startswith("invalid YAML") and warned[1].endswith("card ignored")
@@ -215,11 +224,17 @@ def test_cli_prints_one_line_per_problem_and_exits_1(tmp_path: Path):
     assert done.returncode == 1
     card = bad / "workload_card.yaml"
     assert done.stdout.splitlines() == [
-        f"{card}: Model-executor.model_plan_parallelization.tp: must be a whole number >= 1, got text 'four'"]
+        f"{card}: Model-executor.model_plan_parallelization.tp: must be a whole number >= 1, got text 'four'"
+    ]
     assert "2 card(s) checked: 1 problem(s) in 1 card(s); 1 workload(s) without a card" in done.stderr
     as_json = invoke("cards", "check", str(bad), "--format", "json")
-    assert json.loads(as_json.stdout) == [{"file": str(card), "field": "Model-executor.model_plan_parallelization.tp",
-                                           "problem": "must be a whole number >= 1, got text 'four'"}]
+    assert json.loads(as_json.stdout) == [
+        {
+            "file": str(card),
+            "field": "Model-executor.model_plan_parallelization.tp",
+            "problem": "must be a whole number >= 1, got text 'four'",
+        }
+    ]
     assert invoke("cards", "check", str(good / "workload_card.yaml")).returncode == 0
     missing = invoke("cards", "check", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
@@ -238,7 +253,8 @@ def test_real_cards_are_accepted_except_what_is_really_wrong():
     report = check_input_cards([SHARED_TRACES])
     assert len(report.cards) == 5
     assert [(Path(p.path).parent.name, p.field) for p in report.problems] == [
-        ("dlrm_param_8xV100", "Model-executor.model_plan_parallelization.ep")]
+        ("dlrm_param_8xV100", "Model-executor.model_plan_parallelization.ep")
+    ]
 
 
 @pytest.mark.parametrize("text", ["", "version: 1\n"])

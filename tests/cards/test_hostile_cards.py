@@ -65,12 +65,13 @@ def test_card_depth_counts_without_recursion():
 # ------------------------------------------------------------- impossible values
 def test_cards_check_flags_a_zero_bandwidth_and_a_zero_count(tmp_path):
     card = tmp_path / "workload_card.yaml"
-    card.write_text("version: 1\ndescription: d\nworkload:\n  model: {phase: training}\n  hardware:\n"
-                    "    network_topo: {bandwidth_gbps: [0, 0]}\n    xpu_spec: {type: GPU, total_count: 0}\n"
-                    "metric_source: {traces: [json]}\n")
+    card.write_text(
+        "version: 1\ndescription: d\nworkload:\n  model: {phase: training}\n  hardware:\n"
+        "    network_topo: {bandwidth_gbps: [0, 0]}\n    xpu_spec: {type: GPU, total_count: 0}\n"
+        "metric_source: {traces: [json]}\n"
+    )
     problems = {p.field: p.problem for p in check_card_file(card)}
-    assert problems["workload.hardware.network_topo.bandwidth_gbps"] == \
-        "entries must be numbers > 0 (or N/A), got 0"
+    assert problems["workload.hardware.network_topo.bandwidth_gbps"] == "entries must be numbers > 0 (or N/A), got 0"
     assert problems["workload.hardware.xpu_spec.total_count"] == "must be >= 1, got 0"
 
 
@@ -82,12 +83,15 @@ def test_a_zero_bandwidth_gives_a_null_with_its_reason(tmp_path, wh):
     card = folder / "workload_card.yaml"
     card.write_text(card.read_text().replace("bandwidth_gbps: [100, 800]", "bandwidth_gbps: [0, 0]"))
     assert not run_ingest([tmp_path / "in"], wh).failed
-    for metric, link, index in (("bandwidth_utilization_allreduce_group_6", "scale-up", 1),
-                                ("bandwidth_utilization_allgather_group_6", "scale-out", 0)):
+    for metric, link, index in (
+        ("bandwidth_utilization_allreduce_group_6", "scale-up", 1),
+        ("bandwidth_utilization_allgather_group_6", "scale-out", 0),
+    ):
         (row,) = metric_rows(wh, metric, version=1)
         assert row["value"] is None
-        assert row["reason"] == (f"the card gives no {link} bandwidth (network_topo.bandwidth_gbps[{index}] "
-                                 "is missing or not above 0)"), metric
+        assert row["reason"] == (
+            f"the card gives no {link} bandwidth (network_topo.bandwidth_gbps[{index}] is missing or not above 0)"
+        ), metric
 
 
 def test_a_zero_total_count_gives_no_nan_and_a_reason(tmp_path, wh):
@@ -115,10 +119,18 @@ def test_every_metric_gives_a_reason_for_every_null_under_impossible_cards(tmp_p
     from cclq.query.registry import registry
     from cclq.query.session import connect
 
-    zeros = {"bandwidth_gbps: [100, 800]": "bandwidth_gbps: [0, 0]", "total_count: 4": "total_count: 0",
-             "count_per_node: 2": "count_per_node: 0", "batch_size: 8": "batch_size: 0",
-             "seq_len: 4096": "seq_len: 0", "num_params: 8.0e9": "num_params: 0", "num_layers: 32": "num_layers: 0",
-             "total_count: 2": "total_count: 0", "total_count: 1": "total_count: 0", "seq_len: 2048": "seq_len: 0"}
+    zeros = {
+        "bandwidth_gbps: [100, 800]": "bandwidth_gbps: [0, 0]",
+        "total_count: 4": "total_count: 0",
+        "count_per_node: 2": "count_per_node: 0",
+        "batch_size: 8": "batch_size: 0",
+        "seq_len: 4096": "seq_len: 0",
+        "num_params: 8.0e9": "num_params: 0",
+        "num_layers: 32": "num_layers: 0",
+        "total_count: 2": "total_count: 0",
+        "total_count: 1": "total_count: 0",
+        "seq_len: 2048": "seq_len: 0",
+    }
     for name, build in (("two_nodes", build_two_nodes), ("train", build_mfu_train), ("infer", build_mfu_infer)):
         folder = tmp_path / "in" / name
         folder.mkdir(parents=True)

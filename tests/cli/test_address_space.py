@@ -24,8 +24,9 @@ def _capped(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
 
-    return subprocess.run([sys.executable, "-m", "cclq", *args], capture_output=True, text=True, cwd=cwd,
-                          preexec_fn=cap, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "cclq", *args], capture_output=True, text=True, cwd=cwd, preexec_fn=cap, timeout=600
+    )
 
 
 def _no_failure(done: subprocess.CompletedProcess) -> None:

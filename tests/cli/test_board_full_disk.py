@@ -16,8 +16,11 @@ pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
 def _site(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_a_board_onto_a_full_disk_leaves_the_previous_board(tmp_path: Path) -> None:

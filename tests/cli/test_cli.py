@@ -24,10 +24,22 @@ COMMANDS = ["ingest", "traces", "sql", "shell"]
 def small_wh(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cli")
     for r in range(2):
-        write_trace(root / "work" / f"rank{r}.json",
-                    [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10 * r, "dur": 5,
-                      "args": {"stream": 7, "device": 0}}],
-                    distributedInfo={"rank": r, "world_size": 2})
+        write_trace(
+            root / "work" / f"rank{r}.json",
+            [
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "gemm",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": 10 * r,
+                    "dur": 5,
+                    "args": {"stream": 7, "device": 0},
+                }
+            ],
+            distributedInfo={"rank": r, "world_size": 2},
+        )
     result = invoke("ingest", str(root / "work"), "-w", str(root / "wh"), "-q")
     assert result.returncode == 0, result.stderr
     return root / "wh"
@@ -83,7 +95,7 @@ def test_missing_warehouse_is_a_usage_error(tmp_path):
 def test_bad_sql_is_one_error_and_exit_3(small_wh):
     result = invoke("sql", "SELECT nope FROM kernels", "-w", str(small_wh))
     assert result.returncode == 3
-    assert result.stderr.startswith("cclq: error: Binder Error: Referenced column \"nope\" not found")
+    assert result.stderr.startswith('cclq: error: Binder Error: Referenced column "nope" not found')
     assert result.stderr.count("cclq: error:") == 1
     assert "Traceback" not in result.stderr and result.stdout == ""
 
@@ -141,8 +153,10 @@ def test_parquet_output_needs_a_file(small_wh, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("duckdb") is None and not (Path(sys.executable).parent / "duckdb").exists(),
-                    reason="duckdb CLI not installed")  # where `cclq shell` looks for it
+@pytest.mark.skipif(
+    shutil.which("duckdb") is None and not (Path(sys.executable).parent / "duckdb").exists(),
+    reason="duckdb CLI not installed",
+)  # where `cclq shell` looks for it
 def test_shell_has_the_views_defined(small_wh):
     result = run_cli("shell", "-w", str(small_wh), "-csv", "-c", "SELECT count(*) AS n FROM kernels")
     assert result.returncode == 0, result.stderr
@@ -157,7 +171,7 @@ def test_shell_has_the_views_defined(small_wh):
     assert line.startswith(f"cclq shell: DuckDB CLI {cli} (")
     # the same file, however each process spells its path (`..`, links: a venv made
     # through /x/../y, a python started as .venv/bin/../bin/python)
-    named = line[len(f"cclq shell: DuckDB CLI {cli} ("):].split(")", 1)[0]
+    named = line[len(f"cclq shell: DuckDB CLI {cli} (") :].split(")", 1)[0]
     assert Path(named).resolve() == Path(exe).resolve(), (named, exe)
     assert ("the views are created as the shell starts" in line) == (cli != duckdb.__version__)
 
@@ -195,14 +209,16 @@ def test_a_command_does_not_load_pandas_where_it_is_installed(tmp_path):
 
     if importlib.util.find_spec("pandas") is None:
         pytest.skip("pandas is not installed: nothing to keep out")
-    code = ("import sys; sys.argv = ['cclq', '--version']\n"
-            "from cclq.cli.app import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "import pyarrow as pa\n"
-            "pa.array([1, 2]); pa.scalar(3)\n"
-            "loaded = 'pandas' in sys.modules\n"
-            "frame = pa.table({'a': [1, 2]}).to_pandas()\n"
-            "print(loaded, type(frame).__name__, 'pandas' in sys.modules)\n")
+    code = (
+        "import sys; sys.argv = ['cclq', '--version']\n"
+        "from cclq.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "import pyarrow as pa\n"
+        "pa.array([1, 2]); pa.scalar(3)\n"
+        "loaded = 'pandas' in sys.modules\n"
+        "frame = pa.table({'a': [1, 2]}).to_pandas()\n"
+        "print(loaded, type(frame).__name__, 'pandas' in sys.modules)\n"
+    )
     import subprocess
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)

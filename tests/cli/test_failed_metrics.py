@@ -55,7 +55,8 @@ def test_report_lists_a_failed_metric_as_failed_and_exits_3(two_runs):
     applied = sum(e["value"] is not None for g in data["categories"] for e in g["metrics"])
     assert data["metrics_applied"] == applied
     assert data["metrics_applied"] + data["metrics_not_applicable"] + 1 == sum(
-        len(g["metrics"]) for g in data["categories"])
+        len(g["metrics"]) for g in data["categories"]
+    )
 
 
 @pytest.mark.slow
@@ -76,6 +77,6 @@ def test_board_shows_failed_on_the_pages_and_exits_3(two_runs, tmp_path):
     assert done.exit_code == 3
     assert f"cclq: error: {BROKEN}" in done.stderr
     page = (out / "w" / "a.html").read_text()
-    assert "class=\"na failed\"" in page and "it broke" in page
+    assert 'class="na failed"' in page and "it broke" in page
     data = json.loads((out / "data" / "a.json").read_text())
     assert [f["metric"] for f in data["metrics_failed"]] == [BROKEN]

@@ -18,8 +18,7 @@ BUNDLED = Path(__file__).resolve().parents[2] / "trace_collection" / "synthetic_
 
 
 def _cclq(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cclq", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-m", "cclq", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
 def test_metric_on_a_new_folder_ingests_it_first(tmp_path):

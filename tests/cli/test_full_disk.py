@@ -29,8 +29,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _bytes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in root.rglob("*") if p.is_file() and "spill" not in p.parts and "tmp" not in p.parts}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file() and "spill" not in p.parts and "tmp" not in p.parts
+    }
 
 
 @pytest.mark.slow

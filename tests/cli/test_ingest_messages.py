@@ -54,12 +54,26 @@ def test_ctrl_c_says_what_was_committed(tmp_path: Path):
     # done, and above the size that ingest parses as one group (a group commits whole)
     from cclq.ingest.parse import SMALL_FILE_BYTES
 
-    generate_workload(tmp_path / "in" / "w8", ranks=8, steps=2, layers=1, seed=5,
-                      target_bytes_per_rank=SMALL_FILE_BYTES + 1_000_000)
+    generate_workload(
+        tmp_path / "in" / "w8", ranks=8, steps=2, layers=1, seed=5, target_bytes_per_rank=SMALL_FILE_BYTES + 1_000_000
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(tmp_path / "in"),
-         "-w", str(tmp_path / "wh"), "--jobs", "1"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=os.environ.copy())
+        [
+            sys.executable,
+            "-c",
+            "from cclq.cli.app import main; main()",
+            "ingest",
+            str(tmp_path / "in"),
+            "-w",
+            str(tmp_path / "wh"),
+            "--jobs",
+            "1",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=os.environ.copy(),
+    )
     assert proc.stderr is not None
     lines = []
     deadline = time.monotonic() + 120
@@ -87,15 +101,20 @@ def test_ctrl_c_says_what_was_committed(tmp_path: Path):
 @pytest.mark.slow
 def test_ctrl_c_in_any_command_says_it_was_interrupted(tmp_path: Path):
     """typer ends a command interrupted by Ctrl-C with a silent exit 130; cclq says so."""
-    code = ("import cclq.present.board.build as b\n"
-            "def interrupted(*a, **k):\n"
-            "    raise KeyboardInterrupt\n"
-            "b.build_board = interrupted\n"
-            "from cclq.cli.app import main\n"
-            "main()\n")
+    code = (
+        "import cclq.present.board.build as b\n"
+        "def interrupted(*a, **k):\n"
+        "    raise KeyboardInterrupt\n"
+        "b.build_board = interrupted\n"
+        "from cclq.cli.app import main\n"
+        "main()\n"
+    )
     gpu_trace(tmp_path / "in" / "w1" / "kineto_trace_0.json")
     assert run_cli("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q").returncode == 0
-    done = subprocess.run([sys.executable, "-c", code, "board", str(tmp_path / "site"), "-w", str(tmp_path / "wh")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, "board", str(tmp_path / "site"), "-w", str(tmp_path / "wh")],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 130
     assert done.stderr.strip().splitlines()[-1] == "cclq: interrupted", done.stderr

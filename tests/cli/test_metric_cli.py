@@ -49,7 +49,8 @@ def test_several_metrics_print_one_long_table_of_each_metrics_rows(two_workloads
         alone = _one(two_workloads, name)
         mine = [r for r in rows if r["metric"] == name]
         assert [(r["trace"], r["rank"], r["value"]) for r in mine] == [
-            (r["trace"], r["rank"], r["value"]) for r in alone]
+            (r["trace"], r["rank"], r["value"]) for r in alone
+        ]
         # the metric's own columns, folded into details
         own = [k for k in alone[0] if k not in ("trace", "rank", "step", "value", "unit", "reason")]
         for r, a in zip(mine, alone):
@@ -69,15 +70,19 @@ def test_a_category_writes_one_file_per_metric(two_workloads, tmp_path):
     assert expected and sorted(p.stem for p in out.iterdir()) == expected
     for name in expected:
         assert (out / f"{name}.csv").read_text() == invoke(
-            "metric", name, "--all", "-w", str(two_workloads), "-f", "csv").stdout
+            "metric", name, "--all", "-w", str(two_workloads), "-f", "csv"
+        ).stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--category", "speed"], "no category speed"),
-    ([], "say which metrics"),
-    (["total_kernel_time", "avg_step_time", "--version", "1"], "--version pins one metric"),
-    (["total_kernel_time", "avg_step_time", "-p", "nonsense=1"], "parameter nonsense"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--category", "speed"], "no category speed"),
+        ([], "say which metrics"),
+        (["total_kernel_time", "avg_step_time", "--version", "1"], "--version pins one metric"),
+        (["total_kernel_time", "avg_step_time", "-p", "nonsense=1"], "parameter nonsense"),
+    ],
+)
 def test_metric_usage_errors_are_one_line(two_workloads, args, message):
     result = invoke("metric", *args, "--all", "-w", str(two_workloads))
     assert result.returncode == 2
@@ -98,8 +103,10 @@ def test_a_failing_metric_among_several_exits_3_and_the_others_print(two_workloa
         return real(con, spec)
 
     monkeypatch.setattr(metrics, "_run_query", broken)
-    result = CliRunner().invoke(app, ["metric", "total_kernel_time", "avg_step_time", "--all", "--no-cache",
-                                      "-w", str(two_workloads), "-f", "csv"])
+    result = CliRunner().invoke(
+        app,
+        ["metric", "total_kernel_time", "avg_step_time", "--all", "--no-cache", "-w", str(two_workloads), "-f", "csv"],
+    )
     assert result.exit_code == 3
     rows = _csv(result.stdout.split("cclq: error")[0])
     assert {r["metric"] for r in rows} == {"total_kernel_time"}
@@ -122,14 +129,20 @@ def test_a_repeat_is_read_back_with_the_key_duckdb_would_compute(two_workloads):
 def test_a_repeat_cclq_metric_does_not_start_duckdb(two_workloads):
     """The cached answer comes from Parquet alone: the process never imports duckdb."""
     first = run_cli("metric", "total_kernel_time", "--all", "-w", str(two_workloads), "-f", "csv")
-    probe = ("import sys; from cclq.cli.app import main\n"
-             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
-             "print('duckdb imported' if 'duckdb' in sys.modules else 'no duckdb', file=sys.stderr)\n"
-             "sys.exit(code)")
+    probe = (
+        "import sys; from cclq.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
+        "print('duckdb imported' if 'duckdb' in sys.modules else 'no duckdb', file=sys.stderr)\n"
+        "sys.exit(code)"
+    )
     import subprocess
     import sys
-    repeat = subprocess.run([sys.executable, "-c", probe, "metric", "total_kernel_time", "--all", "-w",
-                             str(two_workloads), "-f", "csv"], capture_output=True, text=True)
+
+    repeat = subprocess.run(
+        [sys.executable, "-c", probe, "metric", "total_kernel_time", "--all", "-w", str(two_workloads), "-f", "csv"],
+        capture_output=True,
+        text=True,
+    )
     assert repeat.returncode == 0, repeat.stderr
     assert repeat.stdout == first.stdout
     assert "no duckdb" in repeat.stderr

@@ -45,13 +45,32 @@ def _cclq(args: list[str], cwd: Path) -> tuple[str, list[list[str]]]:
 def test_one_metric_shares_what_it_reads_many_times_and_gives_the_batch_rows(tmp_path):
     generate_workload(tmp_path / "in" / "ddp", ranks=2, steps=3, layers=4)
     wh = str(tmp_path / "wh")
-    done = subprocess.run([sys.executable, "-m", "cclq", "ingest", str(tmp_path / "in"), "-q", "-w", wh],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "cclq", "ingest", str(tmp_path / "in"), "-q", "-w", wh],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     alone, shared = _cclq(["metric", "collective_busbw", "--all", "--no-cache", "-w", wh, "-f", "json"], tmp_path)
     assert len(shared) == 1 and {"_collective_cpu_ops", "collectives_with", "collectives"} <= set(shared[0])
     out = tmp_path / "batch"
-    _cclq(["metric", "collective_busbw", "total_kernel_time", "--all", "--no-cache", "-w", wh, "-f", "json",
-           "-o", str(out)], tmp_path)
+    _cclq(
+        [
+            "metric",
+            "collective_busbw",
+            "total_kernel_time",
+            "--all",
+            "--no-cache",
+            "-w",
+            wh,
+            "-f",
+            "json",
+            "-o",
+            str(out),
+        ],
+        tmp_path,
+    )
     rows = json.loads(alone)
     assert rows and rows == json.loads((out / "collective_busbw.json").read_text())

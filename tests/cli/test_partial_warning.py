@@ -42,9 +42,11 @@ def test_said_by_ingest_once_and_by_traces_and_silenced_by_the_flag(tmp_path):
     wh = str(tmp_path / "wh")
     r = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert r.returncode == 0, r.stderr
-    assert partial_lines(r.stderr) == ["cclq: warning: trace 'a' is partial (1 of 4 ranks): its values cover those "
-                                       "ranks only (re-run `cclq ingest` if it was interrupted; --allow-partial to "
-                                       "accept)"]
+    assert partial_lines(r.stderr) == [
+        "cclq: warning: trace 'a' is partial (1 of 4 ranks): its values cover those "
+        "ranks only (re-run `cclq ingest` if it was interrupted; --allow-partial to "
+        "accept)"
+    ]
     # the next ingest writes nothing: nothing said again
     r = invoke("ingest", str(tmp_path / "in"), "-w", wh, "-q")
     assert r.returncode == 0 and partial_lines(r.stderr) == []
@@ -59,8 +61,7 @@ def test_said_by_ingest_once_and_by_traces_and_silenced_by_the_flag(tmp_path):
         assert r.returncode == 0 and partial_lines(r.stderr) == [], (args, r.stderr)
     # every command that says it takes the flag that silences it
     rank_sample(tmp_path / "more", "c", 2)
-    for args in (["ingest", str(tmp_path / "more" / "in"), "-q"], ["traces"],
-                 ["metric", "total_kernel_time", "--all"]):
+    for args in (["ingest", str(tmp_path / "more" / "in"), "-q"], ["traces"], ["metric", "total_kernel_time", "--all"]):
         r = invoke(*args, "-w", wh, "--allow-partial")
         assert r.returncode == 0, (args, r.stderr)
         assert partial_lines(r.stderr) == [], args
@@ -83,11 +84,14 @@ def host_profile(folder: Path, card: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("xpu", "partial"), [
-    ("{type: CPU, total_count: 4}", None),  # one host profile of its 4 devices: whole
-    ("{type: TPU, total_count: 4, count_per_node: 4}", None),  # one host of 4: whole
-    ("{type: TPU, total_count: 8, count_per_node: 4}", "1 of 2 ranks"),  # one host of two
-])
+@pytest.mark.parametrize(
+    ("xpu", "partial"),
+    [
+        ("{type: CPU, total_count: 4}", None),  # one host profile of its 4 devices: whole
+        ("{type: TPU, total_count: 4, count_per_node: 4}", None),  # one host of 4: whole
+        ("{type: TPU, total_count: 8, count_per_node: 4}", "1 of 2 ranks"),  # one host of two
+    ],
+)
 def test_an_xprof_host_profile_is_partial_against_hosts_not_devices(tmp_path, xpu, partial):
     host_profile(tmp_path / "in" / "tpu", f"workload:\n  hardware:\n    xpu_spec: {xpu}\n")
     wh = tmp_path / "wh"

@@ -21,8 +21,15 @@ def test_ingest_and_report_write_a_line_per_step_when_piped(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert re.fullmatch(r"ingest: 2 file\(s\) to parse, \d+\.\d MB", lines[0]), done.stderr
-    per_file = [x for x in lines if re.match(r"ingest \d/2 dp2/kineto_trace_\d\.json: ingested, [\d,]+ events, "
-                                             r"\d+\.\d\d s \(\d+\.\d s in all\)$", x)]
+    per_file = [
+        x
+        for x in lines
+        if re.match(
+            r"ingest \d/2 dp2/kineto_trace_\d\.json: ingested, [\d,]+ events, "
+            r"\d+\.\d\d s \(\d+\.\d s in all\)$",
+            x,
+        )
+    ]
     assert len(per_file) == 2, done.stderr
 
     done = invoke("report", "dp2", "-w", wh, "--no-cache")
@@ -30,12 +37,20 @@ def test_ingest_and_report_write_a_line_per_step_when_piped(tmp_path: Path):
     total = len(latest_specs())
     steps = [x for x in done.stderr.splitlines() if x.startswith("metrics ")]
     assert len(steps) == total, done.stderr
-    assert all(re.fullmatch(rf"metrics \d+/{total} \w+(: not applicable \(from the catalog\)|: failed)? "
-                            r"\(\d+\.\d\d s\)", x) for x in steps), steps
+    assert all(
+        re.fullmatch(
+            rf"metrics \d+/{total} \w+(: not applicable \(from the catalog\)|: failed)? "
+            r"\(\d+\.\d\d s\)",
+            x,
+        )
+        for x in steps
+    ), steps
     assert [int(x.split()[1].split("/")[0]) for x in steps] == list(range(1, total + 1)), steps
     # an XLA-only metric on a Kineto trace is decided from the catalog
-    assert f"metrics {[s.name for s in latest_specs()].index('total_comm_time_s') + 1}/{total} " \
-           "total_comm_time_s: not applicable (from the catalog) (0.00 s)" in steps, steps
+    assert (
+        f"metrics {[s.name for s in latest_specs()].index('total_comm_time_s') + 1}/{total} "
+        "total_comm_time_s: not applicable (from the catalog) (0.00 s)" in steps
+    ), steps
     assert re.fullmatch(rf"metrics: {total}/{total} done in \d+\.\d s", done.stderr.splitlines()[-1]), done.stderr
 
 

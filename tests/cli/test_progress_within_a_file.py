@@ -16,19 +16,23 @@ from cclq.synth.kineto import generate_workload
 
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
-BYTES_LINE = re.compile(r"ingest: (\d+\.\d) of (\d+\.\d) MB \((\d+)%\), (\d+\.\d) MB/s, (\d+)/(\d+) files done, "
-                        r"(\d+\.\d) s")
+BYTES_LINE = re.compile(
+    r"ingest: (\d+\.\d) of (\d+\.\d) MB \((\d+)%\), (\d+\.\d) MB/s, (\d+)/(\d+) files done, "
+    r"(\d+\.\d) s"
+)
 
 
 def test_one_big_file_reports_bytes_and_rate_while_it_is_parsed(tmp_path: Path):
     """One file of ~24 MB with a line every 0.05 s (CCLQ_PROGRESS_INTERVAL, 10 s by
     default): lines with 0/1 files done and bytes strictly between 0 and the total come
     before the file's own line."""
-    (path,) = generate_workload(tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1,
-                                target_bytes_per_rank=24_000_000, card=False)
+    (path,) = generate_workload(
+        tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1, target_bytes_per_rank=24_000_000, card=False
+    )
     size_mb = path.stat().st_size / 1e6
-    done = run_cli("ingest", str(path.parent), "-w", str(tmp_path / "wh"), "-j", "1",
-                   env={"CCLQ_PROGRESS_INTERVAL": "0.05"})
+    done = run_cli(
+        "ingest", str(path.parent), "-w", str(tmp_path / "wh"), "-j", "1", env={"CCLQ_PROGRESS_INTERVAL": "0.05"}
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     file_line = next(i for i, x in enumerate(lines) if x.startswith("ingest 1/1 big/"))
@@ -95,14 +99,28 @@ def test_on_a_terminal_the_bar_shows_bytes_and_rate_inside_the_file(tmp_path: Pa
     import sys
     import time
 
-    (path,) = generate_workload(tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1,
-                                target_bytes_per_rank=24_000_000, card=False)
+    (path,) = generate_workload(
+        tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1, target_bytes_per_rank=24_000_000, card=False
+    )
     total = f"{path.stat().st_size / 1e6:.1f}"
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest",
-                             str(path.parent), "-w", str(tmp_path / "wh"), "-j", "1"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
-                            env={**os.environ, "COLUMNS": "140"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from cclq.cli.app import main; main()",
+            "ingest",
+            str(path.parent),
+            "-w",
+            str(tmp_path / "wh"),
+            "-j",
+            "1",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env={**os.environ, "COLUMNS": "140"},
+    )
     os.close(slave)
     chunks: list[tuple[float, str]] = []
     while True:

@@ -25,9 +25,11 @@ def _loaded_after(code: str, cwd: Path, watch: tuple[str, ...]) -> list[str]:
 
 
 def _run_main(argv: list[str]) -> str:
-    return (f"import sys; sys.argv = {['cclq', *argv]!r}\n"
-            "from cclq.cli.app import main\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n")
+    return (
+        f"import sys; sys.argv = {['cclq', *argv]!r}\n"
+        "from cclq.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+    )
 
 
 def test_importing_the_command_line_loads_no_data_library(tmp_path):
@@ -44,14 +46,18 @@ def test_pandas_check_is_made_when_pyarrow_loads_later(tmp_path):
     stand-in ``pandas`` on the path records whether anything imported it."""
     fake = tmp_path / "site" / "pandas"
     fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("import builtins\nbuiltins.CCLQ_TEST_PANDAS = True\n"
-                                      "raise ImportError('stand-in pandas')\n")
-    code = (f"import sys; sys.path.insert(0, {str(fake.parent)!r})\n"
-            "import builtins, cclq.cli.app, pyarrow as pa\n"
-            "pa.scalar(3); pa.array([1, 2])\n"
-            "print(json.dumps(getattr(builtins, 'CCLQ_TEST_PANDAS', False)))\n")
-    done = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120)
+    (fake / "__init__.py").write_text(
+        "import builtins\nbuiltins.CCLQ_TEST_PANDAS = True\nraise ImportError('stand-in pandas')\n"
+    )
+    code = (
+        f"import sys; sys.path.insert(0, {str(fake.parent)!r})\n"
+        "import builtins, cclq.cli.app, pyarrow as pa\n"
+        "pa.scalar(3); pa.array([1, 2])\n"
+        "print(json.dumps(getattr(builtins, 'CCLQ_TEST_PANDAS', False)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "false"
 
@@ -61,10 +67,13 @@ def test_cached_metric_loads_only_what_printing_it_needs(tmp_path):
     polars, pandas, numpy, nor pyarrow.compute (``cast`` of an already-typed catalog
     column imported it, 0.1-0.2 s)."""
     wh = str(tmp_path / "wh")
-    for argv in (["ingest", str(REPO / "trace_collection"), "-q", "-w", wh],
-                 ["metric", "total_kernel_time", "--all", "-w", wh]):
-        done = subprocess.run([sys.executable, "-m", "cclq", *argv], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=300)
+    for argv in (
+        ["ingest", str(REPO / "trace_collection"), "-q", "-w", wh],
+        ["metric", "total_kernel_time", "--all", "-w", wh],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "cclq", *argv], capture_output=True, text=True, cwd=tmp_path, timeout=300
+        )
         assert done.returncode == 0, done.stderr
     forbidden = ("duckdb", "polars", "pandas", "pyarrow.compute", "pyarrow.dataset")
     if not _pyarrow_loads_numpy(tmp_path):  # pyarrow imports numpy itself wherever numpy is installed
@@ -75,6 +84,11 @@ def test_cached_metric_loads_only_what_printing_it_needs(tmp_path):
 
 def _pyarrow_loads_numpy(cwd: Path) -> bool:
     """Whether ``import pyarrow`` alone brings numpy in (it does where numpy is installed)."""
-    done = subprocess.run([sys.executable, "-c", "import sys, pyarrow; print('numpy' in sys.modules)"],
-                          capture_output=True, text=True, cwd=cwd, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, pyarrow; print('numpy' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
     return done.stdout.strip() == "True"

@@ -41,16 +41,37 @@ def test_the_shim_refuses_then_replaces_and_answers(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CCLQ_DAEMON": "0"}
     env.pop("CCLQ_WAREHOUSE", None)
     folder = str(ROOT / "trace_collection" / "synthetic_mlp_dp4")
-    via_shim = subprocess.run([sys.executable, "tools/main.py", "--trace", folder, "--metric", "avg_step_time"],
-                              capture_output=True, text=True, cwd=repo, env=env)
+    via_shim = subprocess.run(
+        [sys.executable, "tools/main.py", "--trace", folder, "--metric", "avg_step_time"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env=env,
+    )
     assert via_shim.returncode == 0, via_shim.stderr
     assert (repo / ".cclq" / "warehouse").is_dir()  # the checkout's, whatever the cwd
-    direct = subprocess.run([sys.executable, "-m", "cclq.main", "--trace", folder, "--metric", "avg_step_time",
-                             "--warehouse", str(tmp_path / "wh")], capture_output=True, text=True, env=env)
+    direct = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cclq.main",
+            "--trace",
+            folder,
+            "--metric",
+            "avg_step_time",
+            "--warehouse",
+            str(tmp_path / "wh"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert float(via_shim.stdout.splitlines()[-1]) == float(direct.stdout.splitlines()[-1]) > 0
     # CCL-Bench's own dispatcher still runs
-    assert subprocess.run([sys.executable, "tools/main_ccl_bench.py"], capture_output=True, text=True,
-                          cwd=repo).stdout == "ccl-bench\n"
+    assert (
+        subprocess.run([sys.executable, "tools/main_ccl_bench.py"], capture_output=True, text=True, cwd=repo).stdout
+        == "ccl-bench\n"
+    )
 
 
 def test_no_such_folder(tmp_path):

@@ -22,14 +22,30 @@ KINETO_FOLDER = ROOT / "trace_collection" / "synthetic_mlp_dp4"
 
 # website/benchmark_config.json, metric_info[name]["unit"]
 METRIC_INFO_UNITS = {
-    "avg_step_time": "s", "ttft": "s", "tpot": "s", "mfu": "%", "mean_sm_coverage": "%",
-    "dominant_kernel_concentration": "%", "moe_fraction": "%", "average_memory_bandwidth": "GB/s",
-    "memory_transfer_overhead": "%", "communication_fraction": "%", "total_communication_time": "s",
-    "bandwidth_utilization_allgather_group_6": "GB/s", "bandwidth_utilization_allreduce_group_6": "GB/s",
-    "bandwidth_utilization_alltoall_group_6": "GB/s", "bandwidth_utilization_reducescatter_group_6": "GB/s",
-    "bandwidth_utilization_peertopeer_group_6": "%", "compute_comm_overlap": "%", "load_imbalance_ratio": "ratio",
-    "straggler": "ratio", "scale_up_bw_utility": "%", "collective_vol_allreduce_gb": "GB",
-    "collective_vol_allgather_gb": "GB", "collective_vol_reducescatter_gb": "GB", "collective_vol_alltoall_gb": "GB",
+    "avg_step_time": "s",
+    "ttft": "s",
+    "tpot": "s",
+    "mfu": "%",
+    "mean_sm_coverage": "%",
+    "dominant_kernel_concentration": "%",
+    "moe_fraction": "%",
+    "average_memory_bandwidth": "GB/s",
+    "memory_transfer_overhead": "%",
+    "communication_fraction": "%",
+    "total_communication_time": "s",
+    "bandwidth_utilization_allgather_group_6": "GB/s",
+    "bandwidth_utilization_allreduce_group_6": "GB/s",
+    "bandwidth_utilization_alltoall_group_6": "GB/s",
+    "bandwidth_utilization_reducescatter_group_6": "GB/s",
+    "bandwidth_utilization_peertopeer_group_6": "%",
+    "compute_comm_overlap": "%",
+    "load_imbalance_ratio": "ratio",
+    "straggler": "ratio",
+    "scale_up_bw_utility": "%",
+    "collective_vol_allreduce_gb": "GB",
+    "collective_vol_allgather_gb": "GB",
+    "collective_vol_reducescatter_gb": "GB",
+    "collective_vol_alltoall_gb": "GB",
     "collective_vol_total_gb": "GB",
 }
 
@@ -38,20 +54,32 @@ METRIC_INFO_UNITS = {
 # the number its table in docs/ccl-bench.md names (in the unit given here).
 TOOL_UNITS = {
     # group 21 (wall_time, compute_time, comm_time, utilization, bandwidth, hockney, flops, throughput)
-    "wall_time_s": "s", "total_compute_time_s": "s", "total_comm_time_s": "s", "avg_comm_kernel_time_s": "s",
+    "wall_time_s": "s",
+    "total_compute_time_s": "s",
+    "total_comm_time_s": "s",
+    "avg_comm_kernel_time_s": "s",
     "allreduce_comm_time_s": "s",
     "compute_utilization_proxy": "ratio",  # utilization.py: dev_comp_time / dev_wall, mean over devices
-    "num_comm_kernels": "count", "avg_comm_bandwidth_GBps": "GB/s",
-    "hockney_alpha_s": "s", "hockney_beta_s_per_byte": "s/byte", "hockney_inverse_beta_Bps": "B/s",
-    "achieved_flops_from_trace_json": "FLOP/s", "total_model_flops_from_args": "FLOP",
-    "throughput": "tokens/s", "estimated_throughput_tokens_per_s": "tokens/s", "flops_per_token_used": "FLOP/token",
+    "num_comm_kernels": "count",
+    "avg_comm_bandwidth_GBps": "GB/s",
+    "hockney_alpha_s": "s",
+    "hockney_beta_s_per_byte": "s/byte",
+    "hockney_inverse_beta_Bps": "B/s",
+    "achieved_flops_from_trace_json": "FLOP/s",
+    "total_model_flops_from_args": "FLOP",
+    "throughput": "tokens/s",
+    "estimated_throughput_tokens_per_s": "tokens/s",
+    "flops_per_token_used": "FLOP/token",
     "estimated_total_tokens": "tokens",
     "coll_call_num": "count",
     "mfu": "%",  # mfu.py: round((observed_flops / peak_flops_total) * 100.0, 4)
     "avg_step_time": "s",  # statistics.mean(...) / 1e6  # µs → s
-    "ttft": "s", "tpot": "s",  # inference_latency.py: statistics.mean(vals) / 1e6
+    "ttft": "s",
+    "tpot": "s",  # inference_latency.py: statistics.mean(vals) / 1e6
     "communication_ratio": "%",  # communication_ratio.py: (comm_sum / total_sum) * 100.0
-    "total_trace_time": "s", "total_kernel_time": "s", "total_communication_time": "s",
+    "total_trace_time": "s",
+    "total_kernel_time": "s",
+    "total_communication_time": "s",
     "break_down_steps": "s",  # dict: per .nsys-rep file, total_ms / comm_pct ...
     "communication_fraction": "%",  # communication_fraction.py: (comm_dur / total_dur) * 100.0
     "moe_fraction": "%",  # moe_fraction.py: (moe_dur / total_dur) * 100.0
@@ -64,13 +92,17 @@ TOOL_UNITS = {
     "load_imbalance_ratio": "ratio",  # max_t / min_t
     "communication_overlap_ratio": "ratio",  # total_overlap_time / total_comm_time
     "compute_comm_overlap": "%",  # "Unit: percent (0–100)"
-    "ttft_group_6": "ms", "tpot_group_6": "ms",  # record["median_ttft_ms"], record["median_tpot_ms"]
+    "ttft_group_6": "ms",
+    "tpot_group_6": "ms",  # record["median_ttft_ms"], record["median_tpot_ms"]
     # bandwidth_utilization_group_6_common.py: median of df["effective bandwidth(GB/s)"]
-    "bandwidth_utilization_allgather_group_6": "GB/s", "bandwidth_utilization_allreduce_group_6": "GB/s",
-    "bandwidth_utilization_alltoall_group_6": "GB/s", "bandwidth_utilization_reducescatter_group_6": "GB/s",
+    "bandwidth_utilization_allgather_group_6": "GB/s",
+    "bandwidth_utilization_allreduce_group_6": "GB/s",
+    "bandwidth_utilization_alltoall_group_6": "GB/s",
+    "bandwidth_utilization_reducescatter_group_6": "GB/s",
     # "NVLink TX Responses User Data [Throughput %]" averaged
     "bandwidth_utilization_peertopeer_group_6": "%",
-    "kernel_compute_time_group_6": "s", "throughput_group_6": "tokens/s",
+    "kernel_compute_time_group_6": "s",
+    "throughput_group_6": "tokens/s",
     "straggler": "ratio",  # (max_total - min_total) / max_total
     "straggler_metrics": "ratio",  # its last line: max_total / min_total
     "comm_kernel_breakdown_tpu": "s",  # dict of device times per collective type
@@ -80,8 +112,10 @@ TOOL_UNITS = {
     "bandwidth_utilization": "ratio",  # mean of T_exp / T_obs
     "gpu_step_score": "score",  # "Unit: dimensionless"
     "scale_up_bw_utility": "%",  # 100.0 * (base_step - variant_step) / base_step
-    "collective_vol_allreduce_gb": "GB", "collective_vol_allgather_gb": "GB",
-    "collective_vol_reducescatter_gb": "GB", "collective_vol_alltoall_gb": "GB",
+    "collective_vol_allreduce_gb": "GB",
+    "collective_vol_allgather_gb": "GB",
+    "collective_vol_reducescatter_gb": "GB",
+    "collective_vol_alltoall_gb": "GB",
     "collective_vol_total_gb": "GB",  # collective_data_volume.py: b / 1e9
 }
 

@@ -17,14 +17,30 @@ from cclq.compat import daemon
 
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
-CALLS = [("a", "total_kernel_time"), ("b", "avg_step_time"), ("a", "communication_fraction"),
-         ("b", "ttft"), ("a", "no_such_metric")]
+CALLS = [
+    ("a", "total_kernel_time"),
+    ("b", "avg_step_time"),
+    ("a", "communication_fraction"),
+    ("b", "ttft"),
+    ("a", "no_such_metric"),
+]
 
 
 def test_the_daemon_answers_as_the_process_itself_would(setup):
     tmp_path, env = setup
-    here = [_main(env, "--trace", str(tmp_path / "in" / w), "--metric", m, "--warehouse", str(tmp_path / "wh_here"),
-                  daemon_on=False) for w, m in CALLS]
+    here = [
+        _main(
+            env,
+            "--trace",
+            str(tmp_path / "in" / w),
+            "--metric",
+            m,
+            "--warehouse",
+            str(tmp_path / "wh_here"),
+            daemon_on=False,
+        )
+        for w, m in CALLS
+    ]
     warm = [_main(env, "--trace", str(tmp_path / "in" / w), "--metric", m) for w, m in CALLS]
     assert _paths(tmp_path)["sock"].exists()  # a daemon served them
     # the call that started it says so, once, on stderr (and how to stop it)
@@ -35,8 +51,12 @@ def test_the_daemon_answers_as_the_process_itself_would(setup):
         assert (d.returncode, d.stdout) == (h.returncode, h.stdout), (w, m)
         told = "".join(x for x in d.stderr.splitlines(keepends=True) if not x.startswith("cclq: note: traces are"))
         assert told.replace(str(tmp_path / "wh"), "W") == h.stderr.replace(str(tmp_path / "wh_here"), "W")
-    stop = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "daemon", "stop",
-                           "-w", str(tmp_path / "wh")], env=env, capture_output=True, text=True)
+    stop = subprocess.run(
+        [sys.executable, "-c", "from cclq.cli.app import main; main()", "daemon", "stop", "-w", str(tmp_path / "wh")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert stop.returncode == 0 and stop.stderr.strip() == f"stopped the daemon of {tmp_path / 'wh'}"
     assert not daemon._locked(_paths(tmp_path)["lock"])
     assert here[0].stdout.strip() and here[0].stdout.strip() != "nan"
@@ -47,12 +67,14 @@ def test_a_warm_call_never_imports_duckdb_and_uses_the_callers_folder(setup):
     tmp_path, env = setup
     first = _main(env, "--trace", str(tmp_path / "in" / "a"), "--metric", "total_kernel_time")
     assert first.returncode == 0, first.stderr
-    probe = ("import sys, runpy\nsys.argv = ['cclq.main', '--trace', 'in/a', '--metric', 'total_kernel_time']\n"
-             "from cclq.compat.main import main\nrc = main()\n"
-             "print('duckdb' in sys.modules, 'pyarrow' in sys.modules, file=sys.stderr)\n"
-             # nor argparse, typing or pathlib: a warm call's time is mostly its client's start
-             "print(sorted({'argparse', 'typing', 'pathlib', 'subprocess'} & set(sys.modules)), file=sys.stderr)\n"
-             "sys.exit(rc)")
+    probe = (
+        "import sys, runpy\nsys.argv = ['cclq.main', '--trace', 'in/a', '--metric', 'total_kernel_time']\n"
+        "from cclq.compat.main import main\nrc = main()\n"
+        "print('duckdb' in sys.modules, 'pyarrow' in sys.modules, file=sys.stderr)\n"
+        # nor argparse, typing or pathlib: a warm call's time is mostly its client's start
+        "print(sorted({'argparse', 'typing', 'pathlib', 'subprocess'} & set(sys.modules)), file=sys.stderr)\n"
+        "sys.exit(rc)"
+    )
     warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout == first.stdout
@@ -73,8 +95,9 @@ def test_a_killed_daemon_is_replaced_and_an_outdated_one_leaves(setup):
     new_pid = int(paths["log"].read_text().splitlines()[-1].split()[2])
     assert new_pid != pid
     # a call from other code (an upgrade, an edited SQL file) makes it leave, not answer
-    reply = daemon._ask(paths["sock"], json.dumps({"argv": list(args), "cwd": str(tmp_path), "env": {},
-                                                   "code": "another version"}))
+    reply = daemon._ask(
+        paths["sock"], json.dumps({"argv": list(args), "cwd": str(tmp_path), "env": {}, "code": "another version"})
+    )
     assert reply == {"restart": True}
     deadline = time.time() + 10
     while daemon._locked(paths["lock"]) and time.time() < deadline:

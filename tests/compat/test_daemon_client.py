@@ -49,8 +49,13 @@ def test_a_stopped_daemon_is_timed_out_and_the_call_runs_here(setup):  # noqa: F
     os.kill(pid, signal.SIGSTOP)
     try:
         start = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "cclq.main", *args], capture_output=True, text=True,
-                              env={**env, "CCLQ_DAEMON_ACK_S": "1"}, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "cclq.main", *args],
+            capture_output=True,
+            text=True,
+            env={**env, "CCLQ_DAEMON_ACK_S": "1"},
+            timeout=60,
+        )
         seconds = time.monotonic() - start
         assert done.returncode == 0 and done.stdout == first.stdout, done.stderr
         assert seconds < 20
@@ -66,9 +71,17 @@ def test_malformed_and_slow_requests_do_not_take_the_daemon_down(setup):  # noqa
     first = _main(env, *args)
     paths = _paths(tmp_path)
     pid = _daemon_pid(paths)
-    for payload in (b"[]", b"null", b"7", b'"x"', b'{"argv": "ls"}', b'{"argv": [1], "cwd": "/", "env": {}, '
-                    b'"code": "x"}', b'{"argv": [], "cwd": "/", "env": {"PATH": "/evil"}, "code": "x"}', b"{",
-                    b"\xff\xfe"):
+    for payload in (
+        b"[]",
+        b"null",
+        b"7",
+        b'"x"',
+        b'{"argv": "ls"}',
+        b'{"argv": [1], "cwd": "/", "env": {}, "code": "x"}',
+        b'{"argv": [], "cwd": "/", "env": {"PATH": "/evil"}, "code": "x"}',
+        b"{",
+        b"\xff\xfe",
+    ):
         reply = _raw(paths["sock"], payload)
         assert "error" in json.loads(reply), (payload, reply)
     # a client that connects and never sends: the daemon gives up on it and serves the next
@@ -91,8 +104,10 @@ def test_a_relative_interpreter_path_matches_the_daemon(setup):  # noqa: F811
     python = os.path.relpath(sys.executable, here)
     assert python.startswith("..")
     args = ["-m", "cclq.main", "--trace", str(tmp_path / "in" / "a"), "--metric", "total_kernel_time"]
-    runs = [subprocess.run([python, *args], capture_output=True, text=True, cwd=here, env=env, timeout=120)
-            for _ in range(3)]
+    runs = [
+        subprocess.run([python, *args], capture_output=True, text=True, cwd=here, env=env, timeout=120)
+        for _ in range(3)
+    ]
     assert all(r.returncode == 0 and r.stdout == runs[0].stdout for r in runs), runs[0].stderr
     paths = _paths(tmp_path)
     assert paths["log"].read_text().count("cclq daemon ") == 1  # one daemon served all three

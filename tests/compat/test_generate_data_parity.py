@@ -32,29 +32,40 @@ CHECKOUT = Path(os.environ.get("CCL_BENCH_CHECKOUT", ROOT.parent / "ccl-bench"))
 # Units as CCL-Bench's own config gives them; percent, GB/s, seconds, ratios and GB.
 METRIC_INFO = {
     "avg_step_time": {"unit": "s", "trace_types": ["json_tpu", "json"], "category": "model_execution"},
-    "ttft": {"unit": "s", "phases": ["inference"], "trace_types": ["json_tpu", "json"],
-             "category": "model_execution"},
+    "ttft": {"unit": "s", "phases": ["inference"], "trace_types": ["json_tpu", "json"], "category": "model_execution"},
     "mean_sm_coverage": {"unit": "%", "trace_types": ["nsys", "json"], "category": "gpu_efficiency"},
-    "dominant_kernel_concentration": {"unit": "%", "trace_types": ["nsys", "json", "json_tpu"],
-                                      "category": "gpu_efficiency"},
+    "dominant_kernel_concentration": {
+        "unit": "%",
+        "trace_types": ["nsys", "json", "json_tpu"],
+        "category": "gpu_efficiency",
+    },
     "average_memory_bandwidth": {"unit": "GB/s", "trace_types": ["nsys", "json", "json_tpu"], "category": "memory"},
-    "communication_fraction": {"unit": "%", "trace_types": ["nsys", "json", "json_tpu"],
-                               "category": "communication", "required_update": True},
-    "total_communication_time": {"unit": "s", "trace_types": ["nsys", "json", "json_tpu"],
-                                 "category": "communication"},
-    "bandwidth_utilization_allreduce_group_6": {"unit": "GB/s", "trace_types": ["json", "json_tpu"],
-                                                "category": "communication"},
+    "communication_fraction": {
+        "unit": "%",
+        "trace_types": ["nsys", "json", "json_tpu"],
+        "category": "communication",
+        "required_update": True,
+    },
+    "total_communication_time": {"unit": "s", "trace_types": ["nsys", "json", "json_tpu"], "category": "communication"},
+    "bandwidth_utilization_allreduce_group_6": {
+        "unit": "GB/s",
+        "trace_types": ["json", "json_tpu"],
+        "category": "communication",
+    },
     "compute_comm_overlap": {"unit": "%", "trace_types": ["json", "json_tpu", "nsys"], "category": "communication"},
     "load_imbalance_ratio": {"unit": "ratio", "trace_types": ["nsys", "json"], "category": "communication"},
     "straggler": {"unit": "ratio", "trace_types": ["json"], "category": "communication"},
-    "collective_vol_allreduce_gb": {"unit": "GB", "trace_types": ["json", "tpu_profiler", "json_tpu"],
-                                    "category": "communication"},
+    "collective_vol_allreduce_gb": {
+        "unit": "GB",
+        "trace_types": ["json", "tpu_profiler", "json_tpu"],
+        "category": "communication",
+    },
 }
 CATEGORIES = [{"id": "communication", "label": "Communication", "description": "as CCL-Bench's"}]
 
 # A generator from generate_data.py's documented rules (its module docstring and README),
 # for a machine without a CCL-Bench checkout: the metric cells only.
-GENERATOR = textwrap.dedent('''\
+GENERATOR = textwrap.dedent("""\
     import json, subprocess, sys
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
@@ -94,7 +105,7 @@ GENERATOR = textwrap.dedent('''\
     rows = [{"trace": pair["trace"], "metrics": {m: values[(pair["trace"], m)] for m in chosen(pair)}}
             for pair in config["pairs"]]
     Path("website/benchmark_data.json").write_text(json.dumps({"rows": rows}, indent=2))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +132,17 @@ def site(tmp_path_factory) -> dict[str, Path]:
     pairs = [
         {"trace": str(traces / "gpu_run"), "metrics": "auto", "required_update": True},
         {"trace": str(traces / "tpu_run") + "/", "metrics": "auto"},  # as written, with the slash
-        {"trace": "../traces/no_card_run", "metrics": ["avg_step_time", "mean_sm_coverage", "straggler",
-                                                       "bandwidth_utilization_allreduce_group_6"]},
+        {
+            "trace": "../traces/no_card_run",
+            "metrics": ["avg_step_time", "mean_sm_coverage", "straggler", "bandwidth_utilization_allreduce_group_6"],
+        },
     ]
-    config = {"_comment": "one config, two generators", "pairs": pairs, "metric_categories": CATEGORIES,
-              "metric_info": METRIC_INFO}
+    config = {
+        "_comment": "one config, two generators",
+        "pairs": pairs,
+        "metric_categories": CATEGORIES,
+        "metric_info": METRIC_INFO,
+    }
     (repo / "website" / "benchmark_config.json").write_text(json.dumps(config, indent=2))
     return {"repo": repo, "real": Path("real") if real else Path("replica")}
 
@@ -137,13 +154,22 @@ def test_generate_data_through_the_shim_and_board_config_write_the_same_cells(si
     env.pop("CCLQ_WAREHOUSE", None)
     # both run from the checkout's root, where generate_data.py must run (the relative
     # pair is relative to it)
-    proc = subprocess.run([sys.executable, "website/generate_data.py"], capture_output=True, text=True, cwd=repo,
-                          env=env)
+    proc = subprocess.run(
+        [sys.executable, "website/generate_data.py"], capture_output=True, text=True, cwd=repo, env=env
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     via_shim = json.loads((repo / "website" / "benchmark_data.json").read_text())
     out = repo.parent / "board_out"
-    proc = invoke("board", str(out), "-q", "--config", str(repo / "website" / "benchmark_config.json"),
-                   "-w", str(repo / ".cclq" / "warehouse"), cwd=repo)
+    proc = invoke(
+        "board",
+        str(out),
+        "-q",
+        "--config",
+        str(repo / "website" / "benchmark_config.json"),
+        "-w",
+        str(repo / ".cclq" / "warehouse"),
+        cwd=repo,
+    )
     assert proc.returncode == 0, proc.stderr
     board = json.loads((out / "benchmark_data.json").read_text())
     assert [r["trace"] for r in board["rows"]] == [r["trace"] for r in via_shim["rows"]]

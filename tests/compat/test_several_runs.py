@@ -32,13 +32,13 @@ def test_the_folder_answers_for_the_export_ccl_bench_reads(tmp_path, capsys):
     assert "holds 2 runs" in err and "pipit+a_hpc (a_hpc.sqlite)" in err and "pipit+b_bench (b_bench.sqlite)" in err
     assert f"--trace {folder / 'b_bench.sqlite'}" in err  # how to ask for the other one
     # the other run, asked for by its file, as CCL-Bench's tools take a .sqlite path too
-    rc, out, err = call(capsys, "--trace", str(folder / "b_bench.sqlite"), "--metric", "total_kernel_time",
-                        "--warehouse", wh)
+    rc, out, err = call(
+        capsys, "--trace", str(folder / "b_bench.sqlite"), "--metric", "total_kernel_time", "--warehouse", wh
+    )
     assert rc == 0, err
     assert float(out.splitlines()[-1]) == pytest.approx(7e-6)
     # percent, as CCL-Bench prints it: the top kernel is a's 30 us of 40
-    rc, out, err = call(capsys, "--trace", str(folder), "--metric", "dominant_kernel_concentration",
-                        "--warehouse", wh)
+    rc, out, err = call(capsys, "--trace", str(folder), "--metric", "dominant_kernel_concentration", "--warehouse", wh)
     assert float(out.splitlines()[-1]) == pytest.approx(75.0)
 
 
@@ -63,8 +63,10 @@ def test_no_name_says_it_does_not_apply_for_want_of_the_trace(tmp_path, capsys):
 
 def test_board_config_fills_the_row_of_a_folder_of_runs(tmp_path):
     folder = two_runs(tmp_path / "pipit")
-    info = {"dominant_kernel_concentration": {"unit": "%", "trace_types": ["nsys", "json"]},
-            "avg_step_time": {"unit": "s", "trace_types": ["json"]}}
+    info = {
+        "dominant_kernel_concentration": {"unit": "%", "trace_types": ["nsys", "json"]},
+        "avg_step_time": {"unit": "s", "trace_types": ["json"]},
+    }
     cfg = tmp_path / "benchmark_config.json"
     cfg.write_text(json.dumps({"pairs": [{"trace": str(folder), "metrics": "auto"}], "metric_info": info}))
     proc = invoke("board", str(tmp_path / "out"), "--config", str(cfg), "-w", str(tmp_path / "wh"))

@@ -66,14 +66,19 @@ def test_first_call_prepares_the_siblings_and_every_answer_is_the_cold_one(tmp_p
     for folder in folders:
         for metric in METRICS:
             argv = ["--trace", str(folder), "--metric", metric]
-            got = first_answer if (folder, metric) == (folders[0], METRICS[0]) else \
-                _call(warm, [*argv, "--warehouse", str(warm_wh)])
+            got = (
+                first_answer
+                if (folder, metric) == (folders[0], METRICS[0])
+                else _call(warm, [*argv, "--warehouse", str(warm_wh)])
+            )
             # the cold path: its own warehouse per folder, as a first call sees it
             want = _call(run_here, [*argv, "--warehouse", str(cold / f"{folder.name}-{metric}")])
             assert got[0] == want[0], (folder.name, metric, got, want)
             assert got[1] == want[1], (folder.name, metric)
-            assert got[2].replace(str(warm_wh), "W") == want[2].replace(
-                str(cold / f"{folder.name}-{metric}"), "W"), (folder.name, metric)
+            assert got[2].replace(str(warm_wh), "W") == want[2].replace(str(cold / f"{folder.name}-{metric}"), "W"), (
+                folder.name,
+                metric,
+            )
     # the broken sibling's own calls report its file, as without a daemon
     rc, out, err = _call(warm, ["--trace", str(folders[3]), "--metric", METRICS[0], "--warehouse", str(warm_wh)])
     assert "kineto_trace_1.json" in err and out.strip().splitlines()[-1] != ""
@@ -83,8 +88,10 @@ def test_preparation_never_writes_into_the_answer(tmp_path):
     folders = _collection(tmp_path / "collection")
     warm = WarmCalls(run_here)
     # an unknown metric, a bad option: the preparation gives up quietly, the call reports it
-    for argv in (["--trace", str(folders[0]), "--metric", "no_such_metric"],
-                 ["--trace", str(folders[0]), "--metric", "total_kernel_time", "--n_chips", "many"]):
+    for argv in (
+        ["--trace", str(folders[0]), "--metric", "no_such_metric"],
+        ["--trace", str(folders[0]), "--metric", "total_kernel_time", "--n_chips", "many"],
+    ):
         got = _call(warm, [*argv, "--warehouse", str(tmp_path / "wh")])
         want = _call(run_here, [*argv, "--warehouse", str(tmp_path / "cold")])
         assert got == want and got[0] != 0
@@ -97,11 +104,15 @@ def test_the_client_reads_the_warehouse_without_argparse_only_when_plain():
     assert warehouse_option(["--metric=m", "--trace", "d", "--warehouse", "w"]) == (True, "w")
     assert warehouse_option(["--trace", "d", "--metric", "m", "--warehouse=a=b", "--n_chips", "8"]) == (True, "a=b")
     # argparse's own readings are left to argparse (in the call, which reports any error)
-    for argv in (["--trace", "d", "--metric", "m", "--ware", "w"],  # an abbreviation
-                 ["--trace", "d", "--metric", "m", "-h"], ["--trace", "d"],  # help; --metric missing
-                 ["--trace", "d", "--metric", "m", "--warehouse"],  # no value
-                 ["--trace", "d", "--metric", "m", "--n_chips", "-1"],  # a value like an option
-                 ["--trace", "d", "--trace", "e", "--metric", "m"], ["stray", "--trace", "d", "--metric", "m"]):
+    for argv in (
+        ["--trace", "d", "--metric", "m", "--ware", "w"],  # an abbreviation
+        ["--trace", "d", "--metric", "m", "-h"],
+        ["--trace", "d"],  # help; --metric missing
+        ["--trace", "d", "--metric", "m", "--warehouse"],  # no value
+        ["--trace", "d", "--metric", "m", "--n_chips", "-1"],  # a value like an option
+        ["--trace", "d", "--trace", "e", "--metric", "m"],
+        ["stray", "--trace", "d", "--metric", "m"],
+    ):
         assert warehouse_option(argv) == (False, None), argv
 
 

@@ -27,22 +27,46 @@ def _tables(stdout: str) -> list[list[dict[str, str]]]:
 
 
 def test_ingest_bench_reports_every_input_against_raw_ijson(tmp_path):
-    result = run_cli("bench", "--sizes", "1", "--ranks", "2", "--workdir", str(tmp_path / "gen"),
-                     "--no-metrics", "--repeats", "1", "-f", "csv")
+    result = run_cli(
+        "bench",
+        "--sizes",
+        "1",
+        "--ranks",
+        "2",
+        "--workdir",
+        str(tmp_path / "gen"),
+        "--no-metrics",
+        "--repeats",
+        "1",
+        "-f",
+        "csv",
+    )
     assert result.returncode == 0, result.stderr
     (rows,) = _tables(result.stdout)
     (row,) = rows
     assert row["input"] == "synthetic 1 MB, 2 ranks" and row["files"] == "2"
     assert 0.8 < float(row["json_mb"]) < 1.2  # the generator hits the size asked for
     # the events counted by the raw parse are the events the generator wrote
-    written = sum(1 for p in (tmp_path / "gen").rglob("kineto_trace_*.json")
-                  for _ in json.loads(p.read_text())["traceEvents"])
+    written = sum(
+        1 for p in (tmp_path / "gen").rglob("kineto_trace_*.json") for _ in json.loads(p.read_text())["traceEvents"]
+    )
     assert int(row["events"]) == written
-    for key in ("raw_ijson_mb_s", "fast_reader_mb_s", "ijson_reader_mb_s", "scan_mb_s", "ingest_j1_mb_s",
-                "ingest_j2_mb_s", "peak_rss_j1_mb", "peak_rss_j2_mb"):
+    for key in (
+        "raw_ijson_mb_s",
+        "fast_reader_mb_s",
+        "ijson_reader_mb_s",
+        "scan_mb_s",
+        "ingest_j1_mb_s",
+        "ingest_j2_mb_s",
+        "peak_rss_j1_mb",
+        "peak_rss_j2_mb",
+    ):
         assert float(row[key]) > 0
-    for rate, ratio in (("ingest_j1_mb_s", "j1_vs_raw"), ("fast_reader_mb_s", "fast_vs_raw"),
-                        ("ijson_reader_mb_s", "ijson_reader_vs_raw")):
+    for rate, ratio in (
+        ("ingest_j1_mb_s", "j1_vs_raw"),
+        ("fast_reader_mb_s", "fast_vs_raw"),
+        ("ijson_reader_mb_s", "ijson_reader_vs_raw"),
+    ):
         assert abs(float(row[rate]) / float(row["raw_ijson_mb_s"]) - float(row[ratio])) < 0.05
 
 
@@ -95,18 +119,24 @@ def test_clone_traces_gives_each_copy_its_own_file_ids(tmp_path):
     per_trace = query(wh, "SELECT trace, count(*) FROM events GROUP BY trace ORDER BY trace")
     assert len({n for _, n in per_trace}) == 1  # every copy has all the events
     assert query(wh, "SELECT count(*) FROM events e JOIN files f USING (trace, rank, file_id)") == [
-        (sum(n for _, n in per_trace),)]
+        (sum(n for _, n in per_trace),)
+    ]
 
 
 def test_scale_bench_ingests_copies_and_checks_the_limited_run(tmp_path):
     from cclq.bench.scale import run_scale_bench
 
     generate_workload(tmp_path / "src", ranks=2, steps=2, layers=1, seed=9)
-    rows = run_scale_bench(tmp_path / "src", [1, 3], metrics=("total_kernel_time",), memory_limit="100MB",
-                           scratch=tmp_path / "scratch")
+    rows = run_scale_bench(
+        tmp_path / "src", [1, 3], metrics=("total_kernel_time",), memory_limit="100MB", scratch=tmp_path / "scratch"
+    )
     assert [(r["copies"], r["case"]) for r in rows] == [
-        (1, "ingest"), (1, "total_kernel_time"),
-        (3, "ingest"), (3, "total_kernel_time"), (3, "total_kernel_time --memory-limit 100MB")]
+        (1, "ingest"),
+        (1, "total_kernel_time"),
+        (3, "ingest"),
+        (3, "total_kernel_time"),
+        (3, "total_kernel_time --memory-limit 100MB"),
+    ]
     assert rows[-1]["same"] is True and all(r["peak_rss_mb"] > 0 for r in rows)
     # three workloads of hard links, each its own trace, all of them ingested
     assert sorted(p.name for p in (tmp_path / "scratch" / "in3").iterdir()) == ["src_c0000", "src_c0001", "src_c0002"]
@@ -124,10 +154,15 @@ def test_main_loop_bench_runs_every_call_both_ways(tmp_path):
         generate_workload(tmp_path / "traces" / f"w{i}", ranks=2, steps=2, layers=1, seed=i)
     rows = run_main_loop_bench(tmp_path / "traces", metrics=("total_kernel_time",))
     assert [r["case"] for r in rows] == [
-        "fresh warehouse, warm daemon: first loop", "fresh warehouse, warm daemon: repeat loop",
-        "fresh warehouse, a process per call: first loop", "fresh warehouse, a process per call: repeat loop",
-        "ingested, a process per call, results computed", "ingested, a process per call, results cached",
-        "ingested, warm daemon, results computed", "ingested, warm daemon, results cached"]
+        "fresh warehouse, warm daemon: first loop",
+        "fresh warehouse, warm daemon: repeat loop",
+        "fresh warehouse, a process per call: first loop",
+        "fresh warehouse, a process per call: repeat loop",
+        "ingested, a process per call, results computed",
+        "ingested, a process per call, results cached",
+        "ingested, warm daemon, results computed",
+        "ingested, warm daemon, results cached",
+    ]
     assert all(r["calls"] == 2 and r["failed"] == 0 for r in rows)
 
 
@@ -145,7 +180,11 @@ def test_the_ccl_bench_case_prepares_folders_both_tools_read(tmp_path):
     folders = prepare_folders(tmp_path / "folders", require_shared())
     assert [f.name for f in folders] == ["synthetic_mlp_dp4", *SHARED_FOLDERS]
     assert sorted(p.name for p in (tmp_path / "folders" / "synthetic_mlp_dp4").iterdir()) == [
-        "kineto_trace_0.json", "kineto_trace_1.json", "kineto_trace_2.json", "kineto_trace_3.json",
-        "workload_card.yaml"]
+        "kineto_trace_0.json",
+        "kineto_trace_1.json",
+        "kineto_trace_2.json",
+        "kineto_trace_3.json",
+        "workload_card.yaml",
+    ]
     assert "traces: [nsys]" in (tmp_path / "folders" / "nsys_pipit_hpc" / "workload_card.yaml").read_text()
     assert not list((tmp_path / "folders").rglob("*.gz"))

@@ -22,8 +22,17 @@ from cclq.bench.hta import (
 from cclq.query.registry import registry
 from cclq.synth.kineto import KinetoTraceBuilder
 
-COLUMNS = {"case", "seconds", "wall_s", "peak_rss_mb", "speedup_vs_hta", "wall_speedup_vs_hta",
-           "memory_ratio_vs_hta", "detail", "errors"}
+COLUMNS = {
+    "case",
+    "seconds",
+    "wall_s",
+    "peak_rss_mb",
+    "speedup_vs_hta",
+    "wall_speedup_vs_hta",
+    "memory_ratio_vs_hta",
+    "detail",
+    "errors",
+}
 
 
 def tiny_workload(root: Path) -> Path:
@@ -47,9 +56,11 @@ def test_cclq_side_rows(tmp_path: Path) -> None:
     folder = tiny_workload(tmp_path)
     # a metric outside the HTA set, so this test does not depend on those being finished
     rows = run_hta_bench([folder], hta_python=None, repeats=1, metrics=["wall_time_s"])
-    assert [r["case"] for r in rows] == ["cclq first run: ingest + metrics",
-                                         "cclq repeat run: built warehouse, metrics computed",
-                                         "cclq repeat run: built warehouse, cached results"]
+    assert [r["case"] for r in rows] == [
+        "cclq first run: ingest + metrics",
+        "cclq repeat run: built warehouse, metrics computed",
+        "cclq repeat run: built warehouse, cached results",
+    ]
     first, repeat, cached = rows
     for r in rows:
         assert set(r) == COLUMNS
@@ -100,8 +111,16 @@ def test_rank_copies_make_a_multi_rank_set(tmp_path: Path) -> None:
     from cclq.bench.hta import rank_copies
 
     src = tmp_path / "t.json.gz"
-    src.write_bytes(gzip.compress(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 2},
-                                              "traceEvents": [{"ph": "X", "ts": 1}]}).encode()))
+    src.write_bytes(
+        gzip.compress(
+            json.dumps(
+                {
+                    "distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 2},
+                    "traceEvents": [{"ph": "X", "ts": 1}],
+                }
+            ).encode()
+        )
+    )
     folder = rank_copies(src, 3, tmp_path / "sets")
     docs = [json.loads(gzip.decompress((folder / f"rank{r}.json.gz").read_bytes())) for r in range(3)]
     assert [d["distributedInfo"] for d in docs] == [{"backend": "nccl", "rank": r, "world_size": 3} for r in range(3)]
@@ -121,8 +140,14 @@ def two_rank_workload(root: Path) -> Path:
             b.profiler_step(step + 1, ts=start, dur=10_000)
             b.cpu_op("aten::mm", ts=start + 100, dur=800)
             b.kernel("gemm", ts=start + 1_000, dur=3_000, stream=7, launch_ts=start + 200, launch_dur=300)
-            b.nccl_kernel("allreduce", start + 2_000 + 500 * rank, 4_000, stream=20, launch_ts=start + 950,
-                          kernel_name="ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)")
+            b.nccl_kernel(
+                "allreduce",
+                start + 2_000 + 500 * rank,
+                4_000,
+                stream=20,
+                launch_ts=start + 950,
+                kernel_name="ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+            )
         b.write(folder / f"rank{rank}.json")
     return folder
 

@@ -44,8 +44,15 @@ def test_builder_trace_parses_with_top_level_keys(tmp_path: Path) -> None:
     b.cpu_op("aten::mm", 1_000, 5_000)
     b.kernel("gemm", 2_000, 4_000, launch_ts=1_500)
     doc = load(b.write(tmp_path / "t.json"))
-    assert list(doc) == ["schemaVersion", "deviceProperties", "distributedInfo",
-                         "displayTimeUnit", "baseTimeNanoseconds", "traceEvents", "traceName"]
+    assert list(doc) == [
+        "schemaVersion",
+        "deviceProperties",
+        "distributedInfo",
+        "displayTimeUnit",
+        "baseTimeNanoseconds",
+        "traceEvents",
+        "traceName",
+    ]
     assert doc["schemaVersion"] == 1
     assert doc["baseTimeNanoseconds"] == 1_700_000_000_000_000_000
     assert doc["deviceProperties"][0]["numSms"] == 132
@@ -144,15 +151,22 @@ def test_nccl_kernel_collective_args(tmp_path: Path) -> None:
     doc = load(b.write(tmp_path / "n.json"))
     ks = x_events(doc, "kernel")
     assert [k["name"].split("(")[0] for k in ks] == [
-        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "ncclDevKernel_AllGather_RING_LL",
-        "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", "ncclDevKernel_SendRecv",
-        "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+        "ncclDevKernel_AllGather_RING_LL",
+        "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL",
+        "ncclDevKernel_SendRecv",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    ]
     a = [k["args"] for k in ks]
     assert all(k["tid"] == 20 for k in ks)
-    assert [x["Collective name"] for x in a[:4]] == ["allreduce", "allgather", "reduce_scatter",
-                                                     "all_to_all"]
+    assert [x["Collective name"] for x in a[:4]] == ["allreduce", "allgather", "reduce_scatter", "all_to_all"]
     assert [(x["In msg nelems"], x["Out msg nelems"]) for x in a[:4]] == [
-        (100, 100), (100, 400), (400, 100), (100, 100)]
+        (100, 100),
+        (100, 400),
+        (400, 100),
+        (100, 100),
+    ]
     assert a[0]["dtype"] == "BFloat16" and a[0]["Group size"] == 4
     assert a[0]["Process Group Ranks"] == "[0, 1, 2, 3]"
     assert a[4]["Process Group Ranks"] == "[0, 1]" and a[4]["Process Group Description"] == "tp"
@@ -195,11 +209,9 @@ def test_trailer_span_and_metadata(tmp_path: Path) -> None:
     doc = load(b.write(tmp_path / "s.json"))
     evs = doc["traceEvents"]
     (span,) = x_events(doc, "Trace")
-    assert (span["pid"], span["tid"], span["name"]) == ("Spans", "PyTorch Profiler",
-                                                        "PyTorch Profiler (0)")
+    assert (span["pid"], span["tid"], span["name"]) == ("Spans", "PyTorch Profiler", "PyTorch Profiler (0)")
     assert span["ts"] == Decimal("1.000") and span["dur"] == Decimal("11.000")
-    assert evs[-1] == {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "",
-                       "ts": Decimal("12.000")}
+    assert evs[-1] == {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": Decimal("12.000")}
     meta = {(e["name"], e["pid"], e["tid"]): e["args"] for e in evs if e["ph"] == "M"}
     assert meta[("process_name", 0, 0)] == {"name": "GPU 0"}
     assert meta[("thread_name", 0, 3)] == {"name": "stream 3"}
@@ -230,11 +242,9 @@ def test_generated_rank_trace_is_valid_and_realistic(tmp_path: Path) -> None:
     assert doc["distributedInfo"]["rank"] == 1 and doc["distributedInfo"]["world_size"] == 4
     assert all(re.fullmatch(r"\d+\.\d{3}", t) for t in time_texts(text))
 
-    steps = [e["name"] for e in x_events(doc, "user_annotation")
-             if e["name"].startswith("ProfilerStep#")]
+    steps = [e["name"] for e in x_events(doc, "user_annotation") if e["name"].startswith("ProfilerStep#")]
     assert steps == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
-    gsteps = [e["name"] for e in x_events(doc, "gpu_user_annotation")
-              if e["name"].startswith("ProfilerStep#")]
+    gsteps = [e["name"] for e in x_events(doc, "gpu_user_annotation") if e["name"].startswith("ProfilerStep#")]
     assert gsteps == steps
 
     nccl = [e for e in x_events(doc, "kernel") if e["name"].startswith("ncclDevKernel")]
@@ -257,12 +267,11 @@ def test_generated_rank_trace_is_valid_and_realistic(tmp_path: Path) -> None:
 
     # kernels on one stream never overlap; some all-reduce overlaps compute
     def spans(stream: int) -> list[tuple[Decimal, Decimal]]:
-        return sorted((e["ts"], e["ts"] + e["dur"]) for e in x_events(doc, "kernel")
-                      if e["tid"] == stream)
+        return sorted((e["ts"], e["ts"] + e["dur"]) for e in x_events(doc, "kernel") if e["tid"] == stream)
+
     comp = spans(7)
     assert all(b[0] >= a[1] for a, b in zip(comp, comp[1:]))
-    overlapped = sum(max(Decimal(0), min(b, y) - max(a, x))
-                     for a, b in spans(20) for x, y in comp)
+    overlapped = sum(max(Decimal(0), min(b, y) - max(a, x)) for a, b in spans(20) for x, y in comp)
     assert overlapped > 0
 
 

@@ -16,13 +16,22 @@ EPOCH_US = 1_700_000_000_000_000
 
 def _timeline() -> HorovodTimelineBuilder:
     b = HorovodTimelineBuilder(start_epoch_us=EPOCH_US)
-    fused = [("QUEUE", 140, 150), ("MEMCPY_IN_FUSION_BUFFER", 150, 160), ("NCCL_ALLREDUCE", 160, 200),
-             ("MEMCPY_OUT_FUSION_BUFFER", 200, 205)]
+    fused = [
+        ("QUEUE", 140, 150),
+        ("MEMCPY_IN_FUSION_BUFFER", 150, 160),
+        ("NCCL_ALLREDUCE", 160, 200),
+        ("MEMCPY_OUT_FUSION_BUFFER", 200, 205),
+    ]
     # weight and bias are fused into one all-reduce (identical activity spans)
     b.op("allreduce.layer1.weight", "ALLREDUCE", {0: 100, 1: 130}, fused, shape=[1000, 2048])  # rank 1 late 30 us
     b.op("allreduce.layer1.bias", "ALLREDUCE", {1: 105, 0: 120}, fused, shape=[1000])  # rank 0 late 15 us
-    b.op("broadcast.w", "BROADCAST", {0: 300, 1: 350}, [("WAIT_FOR_DATA", 360, 370), ("NCCL_BCAST", 370, 390)],
-         shape=[10])  # rank 1 late 50 us
+    b.op(
+        "broadcast.w",
+        "BROADCAST",
+        {0: 300, 1: 350},
+        [("WAIT_FOR_DATA", 360, 370), ("NCCL_BCAST", 370, 390)],
+        shape=[10],
+    )  # rank 1 late 50 us
     b.cycle(90)
     b.cycle(290)
     return b
@@ -41,9 +50,14 @@ def test_phases_negotiations_and_collectives(tmp_path, wh):
         ("broadcast.w", "broadcast", 40, 30_000, 2),
     ]
     assert query(wh, "SELECT tensor, worker, late_ns FROM horovod_negotiations WHERE last ORDER BY tensor") == [
-        ("allreduce.layer1.bias", 0, 15_000), ("allreduce.layer1.weight", 1, 30_000), ("broadcast.w", 1, 50_000)]
-    assert query(wh, "SELECT collective_name, coll_type, bytes, group_size, size_source FROM collectives "
-                     "ORDER BY collective_name") == [
+        ("allreduce.layer1.bias", 0, 15_000),
+        ("allreduce.layer1.weight", 1, 30_000),
+        ("broadcast.w", 1, 50_000),
+    ]
+    assert query(
+        wh,
+        "SELECT collective_name, coll_type, bytes, group_size, size_source FROM collectives ORDER BY collective_name",
+    ) == [
         ("allreduce.layer1.bias", "all_reduce", 4_000, 2, "horovod output dtype x shape"),
         ("allreduce.layer1.weight", "all_reduce", 8_192_000, 2, "horovod output dtype x shape"),
         ("broadcast.w", "broadcast", 40, 2, "horovod output dtype x shape"),
@@ -57,14 +71,20 @@ def test_horovod_metrics(tmp_path, wh):
     # communication 40 + 40 + 20 = 100, wait 10: 258 in all
     (row,) = metric_rows(wh, "horovod_phase_share")
     assert row["value"] == pytest.approx(100 / 258)
-    assert (row["negotiation_share"], row["wait_share"], row["queue_share"], row["fusion_copy_share"],
-            row["other_share"]) == pytest.approx((98 / 258, 10 / 258, 20 / 258, 30 / 258, 0.0))
+    assert (
+        row["negotiation_share"],
+        row["wait_share"],
+        row["queue_share"],
+        row["fusion_copy_share"],
+        row["other_share"],
+    ) == pytest.approx((98 / 258, 10 / 258, 20 / 258, 30 / 258, 0.0))
     # cycle 1 (90..290 us) runs weight and bias, cycle 2 (290..) the broadcast
     (row,) = metric_rows(wh, "horovod_fused_tensors_per_cycle")
     assert (row["value"], row["cycles"], row["max_tensors"]) == (1.5, 2, 2)
     rows = {r["tensor"]: r["value"] for r in metric_rows(wh, "horovod_tensor_comm_time")}
-    assert rows == pytest.approx({"allreduce.layer1.bias": 40e-6, "allreduce.layer1.weight": 40e-6,
-                                  "broadcast.w": 20e-6})
+    assert rows == pytest.approx(
+        {"allreduce.layer1.bias": 40e-6, "allreduce.layer1.weight": 40e-6, "broadcast.w": 20e-6}
+    )
     # rank 1 was last in 2 of 3 negotiations, late by 30 and 50 us
     (row,) = metric_rows(wh, "horovod_straggler")
     assert (row["value"], row["negotiations"], row["times_last"]) == (1, 3, 2)

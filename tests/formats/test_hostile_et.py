@@ -15,21 +15,31 @@ from cclq.formats.limits import MIB, ReadLimits
 
 
 def _node(i: int, **extra) -> dict:
-    return {"id": i, "name": "aten::mm", "ctrl_deps": 1, "inputs": {"values": [], "shapes": [], "types": []},
-            "outputs": {"values": [], "shapes": [], "types": []}, "attrs": [{"name": "rf_id", "type": "uint64",
-                                                                               "value": i}], **extra}
+    return {
+        "id": i,
+        "name": "aten::mm",
+        "ctrl_deps": 1,
+        "inputs": {"values": [], "shapes": [], "types": []},
+        "outputs": {"values": [], "shapes": [], "types": []},
+        "attrs": [{"name": "rf_id", "type": "uint64", "value": i}],
+        **extra,
+    }
 
 
 def _et(path: Path, nodes_text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text('{"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "t", "start_ts": 1, "nodes": ['
-                    + nodes_text + '], "finish_ts": 2}')
+    path.write_text(
+        '{"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "t", "start_ts": 1, "nodes": ['
+        + nodes_text
+        + '], "finish_ts": 2}'
+    )
     return path
 
 
 def _ingest_capped(tmp_path: Path, *extra: str):
-    return run_capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1", *extra,
-                   timeout=90)
+    return run_capped(
+        "ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1", *extra, timeout=90
+    )
 
 
 def _error_line(done) -> str:
@@ -84,7 +94,9 @@ def test_an_over_long_integer_is_one_line_not_a_crash(tmp_path, kind):
         (tmp_path / "in" / "w").mkdir(parents=True)
         (tmp_path / "in" / "w" / "rank0.json").write_text(
             '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"v": '
-            + number + "}}]}")
+            + number
+            + "}}]}"
+        )
     done, _ = _ingest_capped(tmp_path, "--reader", kind.rpartition("-")[2] if "-" in kind else "fast")
     assert done.returncode == 1, (done.returncode, done.stderr)
     line = _error_line(done)
@@ -101,9 +113,13 @@ def test_a_good_et_still_reads(tmp_path, wh):
 def test_digit_runs_are_found_across_blocks(split):
     from cclq.formats.chrome.jsonscan import DigitRuns
 
-    for text, expected in [(b'{"a": ' + b"1" * 4300 + b"}", None), (b'{"a": ' + b"1" * 4301 + b"}", 6 + 4300),
-                           (b"9" * 5000, 4300), (b"12 " * 3000 + b"5" * 4400, 9000 + 4300)]:
+    for text, expected in [
+        (b'{"a": ' + b"1" * 4300 + b"}", None),
+        (b'{"a": ' + b"1" * 4301 + b"}", 6 + 4300),
+        (b"9" * 5000, 4300),
+        (b"12 " * 3000 + b"5" * 4400, 9000 + 4300),
+    ]:
         runs = DigitRuns()
         for at in range(0, len(text), split):
-            runs.feed(text[at:at + split], at)
+            runs.feed(text[at : at + split], at)
         assert runs.found == expected, (split, len(text))

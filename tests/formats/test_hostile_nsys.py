@@ -35,8 +35,10 @@ def _stats(wh, dropped: bool = True) -> dict[tuple[str, str], int]:
 
 
 # ------------------------------------------------------------------ table names
-HOSTILE_TABLE = ("MPI_A_EVENTS AS t CROSS JOIN (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
-                 "SELECT x FROM r ORDER BY x) AS s --_EVENTS")
+HOSTILE_TABLE = (
+    "MPI_A_EVENTS AS t CROSS JOIN (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+    "SELECT x FROM r ORDER BY x) AS s --_EVENTS"
+)
 
 
 @pytest.mark.slow
@@ -46,14 +48,14 @@ def test_a_table_name_that_is_sql_is_never_read(tmp_path):
     Nsight names them are read, and names go into SQL quoted."""
     path = _export(tmp_path / "in" / "w" / "nsys_0.sqlite")
     con = sqlite3.connect(path)
-    con.execute(f"CREATE TABLE {_q(HOSTILE_TABLE)} (start INTEGER, end INTEGER, globalTid INTEGER, "
-                "nameId INTEGER)")
+    con.execute(f"CREATE TABLE {_q(HOSTILE_TABLE)} (start INTEGER, end INTEGER, globalTid INTEGER, nameId INTEGER)")
     con.execute(f"INSERT INTO {_q(HOSTILE_TABLE)} VALUES (1, 2, 3, 1)")
     con.commit()
     con.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
-    done, seconds = run_capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1",
-                            timeout=60)
+    done, seconds = run_capped(
+        "ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1", timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert seconds < 30
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before  # read-only
@@ -109,8 +111,10 @@ def test_sqlite_memory_is_bounded(tmp_path, wh):
     """Temp store in memory, under the heap bound: a sort that needs more fails the file."""
     path = _export(tmp_path / "in" / "w" / "nsys_0.sqlite")
     con = sqlite3.connect(path)
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, globalPid) "
-                    "VALUES (?, ?, ?, ?, ?)", [(i, i + 1, i, i, i << 24) for i in range(300_000)])
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, globalPid) VALUES (?, ?, ?, ?, ?)",
+        [(i, i + 1, i, i, i << 24) for i in range(300_000)],
+    )
     con.commit()
     con.close()
     report = run_ingest([tmp_path / "in"], wh, options=ReadOptions(limits=ReadLimits(max_sqlite_bytes=2 * MIB)))
@@ -142,8 +146,10 @@ def test_text_in_an_integer_column_is_not_a_bug(tmp_path, wh):
     path = _export(tmp_path / "in" / "w" / "nsys_0.sqlite", kernels=3)
     con = sqlite3.connect(path)
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 1")
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 'x', gridX = 'big', staticSharedMemory = ? "
-                "WHERE rowid = 2", (1 << 62,))
+    con.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 'x', gridX = 'big', staticSharedMemory = ? WHERE rowid = 2",
+        (1 << 62,),
+    )
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET dynamicSharedMemory = ? WHERE rowid = 2", (1 << 62,))
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = X'00ff' WHERE rowid = 3")
     con.execute("UPDATE StringIds SET value = X'ff00' WHERE value = 'python'")

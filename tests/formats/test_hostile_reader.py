@@ -33,6 +33,8 @@ from cclq.formats.limits import MIB, ReadLimits  # noqa: E402
 
 READERS = ["fast", "msgspec", "ijson"]  # fast: the compiled parser where it was built
 GOOD = [{"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
+
+
 def _folder_with(tmp_path: Path, name: str, hostile: Path | None = None) -> Path:
     root = tmp_path / name
     write_trace(root / "rank0.json", GOOD, distributedInfo={"rank": 0})
@@ -64,10 +66,28 @@ def test_unusable_times_are_dropped_and_counted_not_fatal(tmp_path, wh, reader):
 
 @pytest.mark.parametrize("reader", READERS)
 def test_a_negative_dur_no_longer_makes_kernel_time_negative(tmp_path, wh, reader):
-    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
-               "args": {"device": 0, "stream": 7}},
-              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20, "dur": -50,
-               "args": {"device": 0, "stream": 7}}]
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 5,
+            "args": {"device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20,
+            "dur": -50,
+            "args": {"device": 0, "stream": 7},
+        },
+    ]
     write_trace(tmp_path / "w" / "rank0.json", events)
     run_ingest([tmp_path / "w"], wh, options=ReadOptions(reader=reader))
     (row,) = metric_rows(wh, "total_kernel_time")
@@ -76,32 +96,42 @@ def test_a_negative_dur_no_longer_makes_kernel_time_negative(tmp_path, wh, reade
 
 @pytest.mark.parametrize("reader", READERS)
 def test_promoted_values_that_do_not_fit_stay_in_args_with_a_note(tmp_path, wh, reader):
-    text = ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1, '
-            '"args": {"stream": 99999999999999999999, "device": 1e300, "grid": [1, 36893488147419103232, 1], '
-            '"correlation": 5, "bytes": -18446744073709551616}}]}')
+    text = (
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1, '
+        '"args": {"stream": 99999999999999999999, "device": 1e300, "grid": [1, 36893488147419103232, 1], '
+        '"correlation": 5, "bytes": -18446744073709551616}}]}'
+    )
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "rank0.json").write_text(text)
     report = run_ingest([tmp_path / "w"], wh, options=ReadOptions(reader=reader))
     assert not report.failed
     row = query(wh, "SELECT stream, device, grid, correlation, bytes, args FROM events")
     assert row[0][:5] == (None, None, None, 5, None)
-    assert json.loads(row[0][5]) == {"stream": 99999999999999999999, "device": 1e300,
-                                     "grid": [1, 36893488147419103232, 1], "correlation": 5,
-                                     "bytes": -18446744073709551616}
+    assert json.loads(row[0][5]) == {
+        "stream": 99999999999999999999,
+        "device": 1e300,
+        "grid": [1, 36893488147419103232, 1],
+        "correlation": 5,
+        "bytes": -18446744073709551616,
+    }
     notes = dict(query(wh, "SELECT stat, count FROM ingest_stats WHERE NOT dropped"))
-    assert notes == {"stream: value out of range (NULL, kept in args)": 1,
-                     "device: value out of range (NULL, kept in args)": 1,
-                     "grid: value out of range (NULL, kept in args)": 1,
-                     "bytes: value out of range (NULL, kept in args)": 1}
+    assert notes == {
+        "stream: value out of range (NULL, kept in args)": 1,
+        "device: value out of range (NULL, kept in args)": 1,
+        "grid: value out of range (NULL, kept in args)": 1,
+        "bytes: value out of range (NULL, kept in args)": 1,
+    }
 
 
 def test_both_readers_agree_on_every_hostile_value(tmp_path, chunked):
-    text = ('{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": "NaN", "dur": 1},'
-            '{"ph": "X", "name": "b", "pid": [1, {"x": 2}], "tid": true, "ts": 1.00049999, "dur": "1e3",'
-            ' "args": {"stream": 99999999999999999999, "device": 1e300, "flops": "1e999", "Seq": "0x10",'
-            ' "grid": [1, 2.0, 3], "dtype": 1.50, "group_id": " 7"}},'
-            '{"ph": "B", "name": "c", "pid": [1], "tid": {"a": 1}, "ts": 2}, {"ph": "E", "pid": [1], "tid": {"a": 1},'
-            ' "ts": 3.5}]}')
+    text = (
+        '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": "NaN", "dur": 1},'
+        '{"ph": "X", "name": "b", "pid": [1, {"x": 2}], "tid": true, "ts": 1.00049999, "dur": "1e3",'
+        ' "args": {"stream": 99999999999999999999, "device": 1e300, "flops": "1e999", "Seq": "0x10",'
+        ' "grid": [1, 2.0, 3], "dtype": 1.50, "group_id": " 7"}},'
+        '{"ph": "B", "name": "c", "pid": [1], "tid": {"a": 1}, "ts": 2}, {"ph": "E", "pid": [1], "tid": {"a": 1},'
+        ' "ts": 3.5}]}'
+    )
     (tmp_path / "t.json").write_text(text)
     fast, ref = both(tmp_path / "t.json", reader=chunked)
     assert fast.fallback is None
@@ -112,21 +142,30 @@ def test_both_readers_agree_on_every_hostile_value(tmp_path, chunked):
 @pytest.mark.parametrize("reader", READERS)
 def test_args_nested_5000_levels_fail_the_file_alone_naming_the_bound(tmp_path, wh, reader):
     root = _folder_with(tmp_path, "w")
-    deep = '{"traceEvents": [{"ph": "X", "name": "deep", "pid": 1, "tid": 1, "ts": 1, "args": {"x": ' \
-           + "[" * 5000 + "]" * 5000 + "}}]}"
+    deep = (
+        '{"traceEvents": [{"ph": "X", "name": "deep", "pid": 1, "tid": 1, "ts": 1, "args": {"x": '
+        + "[" * 5000
+        + "]" * 5000
+        + "}}]}"
+    )
     (root / "rank1.json").write_text(deep)
     report = run_ingest([root], wh, options=ReadOptions(reader=reader))
     assert [o.status for o in report.outcomes] == ["ingested", "failed"]
     # object, array, event, args: 4 levels, so the 61st '[' is the 65th level
     at = deep.index("[[") + 60
-    assert report.failed[0].message == (f"{root / 'rank1.json'}: JSON nested deeper than 64 levels at byte {at} "
-                                        f"(limit --max-depth)")
+    assert report.failed[0].message == (
+        f"{root / 'rank1.json'}: JSON nested deeper than 64 levels at byte {at} (limit --max-depth)"
+    )
 
 
 @pytest.mark.parametrize("reader", READERS)
 def test_nesting_within_a_raised_depth_bound_is_read(tmp_path, wh, reader):
-    deep = '{"traceEvents": [{"ph": "X", "name": "deep", "pid": 1, "tid": 1, "ts": 1, "args": {"x": ' \
-           + "[" * 150 + "]" * 150 + "}}]}"
+    deep = (
+        '{"traceEvents": [{"ph": "X", "name": "deep", "pid": 1, "tid": 1, "ts": 1, "args": {"x": '
+        + "[" * 150
+        + "]" * 150
+        + "}}]}"
+    )
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "rank0.json").write_text(deep)
     report = run_ingest([tmp_path / "w"], wh, options=ReadOptions(reader=reader, limits=ReadLimits(max_depth=200)))
@@ -150,27 +189,44 @@ def _huge_string_file(path: Path, mb: int) -> None:
 def test_a_100_mb_string_fails_in_seconds_not_minutes(tmp_path, reader):
     root = _folder_with(tmp_path, "w")
     _huge_string_file(root / "rank1.json", 100)
-    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
-                            "--reader", reader)
+    done, seconds = run_capped(
+        "ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet", "--reader", reader
+    )
     assert done.returncode == 1, done.stderr
     at = len(b'{"traceEvents": [{"ph": "X", "name": "') - 1  # the string's opening quote
-    assert done.stderr.strip() == (f"cclq: error: {root / 'rank1.json'}: a JSON string or number longer than "
-                                   f"16 MiB at byte {at} (limit --max-string-mb)")
+    assert done.stderr.strip() == (
+        f"cclq: error: {root / 'rank1.json'}: a JSON string or number longer than "
+        f"16 MiB at byte {at} (limit --max-string-mb)"
+    )
     assert seconds < 60  # ijson alone: 32 s for the parse of such a string, on a quiet machine
-    rows = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "sql",
-                           "SELECT count(*) FROM events", "-w", str(tmp_path / "wh"), "-f", "csv"],
-                          capture_output=True, text=True)
+    rows = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from cclq.cli.app import main; main()",
+            "sql",
+            "SELECT count(*) FROM events",
+            "-w",
+            str(tmp_path / "wh"),
+            "-f",
+            "csv",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert rows.stdout.split() == ["count_star()", "1"]  # the good file went in
 
 
 @pytest.mark.parametrize("reader", READERS)
 def test_a_raised_string_bound_lets_a_long_string_through(tmp_path, wh, reader):
     _huge_string_file(tmp_path / "rank0.json", 3)
-    failed = run_ingest([tmp_path / "rank0.json"], wh, options=ReadOptions(
-        reader=reader, limits=ReadLimits(max_string_bytes=2 * MIB)))
+    failed = run_ingest(
+        [tmp_path / "rank0.json"], wh, options=ReadOptions(reader=reader, limits=ReadLimits(max_string_bytes=2 * MIB))
+    )
     assert "longer than 2 MiB" in failed.failed[0].message
-    ok = run_ingest([tmp_path / "rank0.json"], wh, options=ReadOptions(
-        reader=reader, limits=ReadLimits(max_string_bytes=4 * MIB)))
+    ok = run_ingest(
+        [tmp_path / "rank0.json"], wh, options=ReadOptions(reader=reader, limits=ReadLimits(max_string_bytes=4 * MIB))
+    )
     assert not ok.failed
     assert query(wh, "SELECT length(name) FROM events") == [(3 * MIB,)]
 
@@ -197,8 +253,9 @@ def test_a_gzip_bomb_of_one_string_fails_on_the_inflate_ratio(tmp_path, reader):
     bomb = root / "rank1.json.gz"
     _gzip_stream(bomb, b'{"traceEvents": [{"ph": "X", "name": "', b"a", 1024, b'", "ts": 1}]}')
     assert bomb.stat().st_size < 2 * MIB
-    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
-                            "--reader", reader)
+    done, seconds = run_capped(
+        "ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet", "--reader", reader
+    )
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"cclq: error: {bomb}: gzip stream expands more than 200 times (")
     assert seconds < 60
@@ -213,11 +270,14 @@ def test_a_gzip_bomb_fails_on_the_string_bound_while_streaming(tmp_path, reader)
     bomb = root / "rank1.json.gz"
     head = b'{"baseTimeNanoseconds": 5, "traceEvents": [{"ph": "X", "name": "'
     _gzip_stream(bomb, head, b"a", 1024, b'", "ts": 1}]}')
-    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
-                            "--reader", reader)
+    done, seconds = run_capped(
+        "ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet", "--reader", reader
+    )
     assert done.returncode == 1, done.stderr
-    assert done.stderr.strip() == (f"cclq: error: {bomb}: a JSON string or number longer than 16 MiB at "
-                                   f"decompressed byte {len(head) - 1} (limit --max-string-mb)")
+    assert done.stderr.strip() == (
+        f"cclq: error: {bomb}: a JSON string or number longer than 16 MiB at "
+        f"decompressed byte {len(head) - 1} (limit --max-string-mb)"
+    )
     assert seconds < 60
 
 
@@ -228,8 +288,9 @@ def test_a_gzip_bomb_fails_on_the_inflate_ratio_while_streaming(tmp_path, reader
     root = _folder_with(tmp_path, "w")
     bomb = root / "rank1.json.gz"
     _gzip_stream(bomb, b'{"baseTimeNanoseconds": 5, "traceEvents": [', b" ", 1024, b"]}")
-    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
-                            "--reader", reader)
+    done, seconds = run_capped(
+        "ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet", "--reader", reader
+    )
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"cclq: error: {bomb}: gzip stream expands more than 200 times (")
     assert "limit --max-inflate-ratio" in done.stderr
@@ -241,11 +302,13 @@ def test_a_gzip_bomb_fails_on_the_inflate_ratio_while_streaming(tmp_path, reader
 def test_nesting_100000_levels_deep_fails_fast_in_flat_memory(tmp_path, reader):
     root = _folder_with(tmp_path, "w")
     (root / "rank1.json").write_text('{"traceEvents": [{"args": ' + "[" * 100_000 + "]" * 100_000 + "}]}")
-    done, seconds = run_capped("ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet",
-                            "--reader", reader)
+    done, seconds = run_capped(
+        "ingest", str(root), "--warehouse", str(tmp_path / "wh"), "-j1", "--quiet", "--reader", reader
+    )
     assert done.returncode == 1, done.stderr
-    assert done.stderr.strip() == (f"cclq: error: {root / 'rank1.json'}: JSON nested deeper than 64 levels at "
-                                   f"byte 87 (limit --max-depth)")
+    assert done.stderr.strip() == (
+        f"cclq: error: {root / 'rank1.json'}: JSON nested deeper than 64 levels at byte 87 (limit --max-depth)"
+    )
     assert seconds < 30
 
 
@@ -253,8 +316,9 @@ def test_nesting_100000_levels_deep_fails_fast_in_flat_memory(tmp_path, reader):
 def test_one_event_larger_than_the_event_bound_fails(tmp_path, wh, reader):
     big = {"ph": "X", "name": "big", "pid": 1, "tid": 1, "ts": 1, "args": {"v": ["x" * 1000] * 3000}}
     write_trace(tmp_path / "w" / "rank0.json", GOOD + [big])
-    report = run_ingest([tmp_path / "w"], wh, options=ReadOptions(
-        reader=reader, limits=ReadLimits(max_event_bytes=2 * MIB)))
+    report = run_ingest(
+        [tmp_path / "w"], wh, options=ReadOptions(reader=reader, limits=ReadLimits(max_event_bytes=2 * MIB))
+    )
     (failed,) = report.failed
     assert "an event larger than 2 MiB starting at byte" in failed.message
     assert failed.message.endswith("(limit --max-event-mb)")
@@ -285,9 +349,14 @@ def test_cli_flags_set_the_bounds(tmp_path):
 
 # ------------------------------------------------------------- the converters, fuzzed
 json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**80, max_value=2**80),
-              st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
-              st.decimals(allow_nan=True, allow_infinity=True)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**80), max_value=2**80),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=8),
+        st.decimals(allow_nan=True, allow_infinity=True),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
     max_leaves=6,
 )
@@ -313,7 +382,7 @@ def test_the_converters_never_raise_and_agree_with_their_column_forms(values):
 
 
 @settings(max_examples=300, deadline=None)
-@given(whole=st.integers(-10**16, 10**16), decimals=st.text("0123456789", max_size=6))
+@given(whole=st.integers(-(10**16), 10**16), decimals=st.text("0123456789", max_size=6))
 def test_time_text_forms_agree(whole, decimals):
     """The C path for number texts gives what the one-value rule gives."""
     import pyarrow as pa

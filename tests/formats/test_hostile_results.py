@@ -27,8 +27,9 @@ def test_a_csv_of_a_million_columns_fails_at_its_header(tmp_path):
     wide = HEADER + "".join(f",c{i}" for i in range(1_000_000)) + "\n"
     row = "nccl,1.5,0.1,1,2,3,bf16,8,true" + ",x" * 1_000_000 + "\n"
     _csv(tmp_path / "in" / "w" / "results.csv", wide + row * 8)
-    done, seconds = run_capped("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1",
-                            timeout=90)
+    done, seconds = run_capped(
+        "ingest", str(tmp_path / "in"), "-w", str(tmp_path / "wh"), "-q", "--jobs", "1", timeout=90
+    )
     assert done.returncode == 1
     (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("cclq: error:")]
     assert "results.csv" in line and "1000009" in line and line.endswith("(limit --max-columns)"), line
@@ -38,13 +39,18 @@ def test_a_csv_of_a_million_columns_fails_at_its_header(tmp_path):
 def test_a_one_megabyte_cell_is_read_and_a_cell_past_the_bound_is_one_line(tmp_path, wh):
     """A 1 MB cell lost the file as "a bug" (csv's own 128 KB field limit); the string
     bound (16 MiB, --max-string-mb) decides now."""
-    _csv(tmp_path / "in" / "w" / "results.csv", HEADER + ",note\n" + "nccl,1.5,0.1,1,2,3,bf16,8,true," + "n" * (1 << 20)
-         + "\n")
+    _csv(
+        tmp_path / "in" / "w" / "results.csv",
+        HEADER + ",note\n" + "nccl,1.5,0.1,1,2,3,bf16,8,true," + "n" * (1 << 20) + "\n",
+    )
     report = run_ingest([tmp_path / "in"], wh)
     assert not report.failed, [o.message for o in report.failed]
     assert query(wh, "SELECT value FROM results WHERE metric = 'mean_time_ms'") == [(1.5,)]
-    report = run_ingest([tmp_path / "in"], type(wh)(tmp_path / "wh2"),
-                        options=ReadOptions(limits=ReadLimits(max_string_bytes=512 << 10)))
+    report = run_ingest(
+        [tmp_path / "in"],
+        type(wh)(tmp_path / "wh2"),
+        options=ReadOptions(limits=ReadLimits(max_string_bytes=512 << 10)),
+    )
     (failed,) = report.failed
     assert "a CSV cell longer than 524288 bytes on line 2" in failed.message
     assert failed.message.endswith("(limit --max-string-mb)") and "a bug" not in failed.message
@@ -52,14 +58,15 @@ def test_a_one_megabyte_cell_is_read_and_a_cell_past_the_bound_is_one_line(tmp_p
 
 def test_an_over_long_count_in_a_log_is_counted_not_fatal(tmp_path, wh):
     """``Batch size: <5,000 digits>`` lost the whole log to Python's int() limit."""
-    log = ("Model: resnet50\nBatch size: " + "6" * 5000 + "\nNumber of GPUs: 8\n"
-           "Iter #0: 100.5 img/sec per GPU\nImg/sec per GPU: 100.5 +-1.5\nTotal img/sec on 8 GPU(s): 804.0 +-12.0\n")
+    log = (
+        "Model: resnet50\nBatch size: " + "6" * 5000 + "\nNumber of GPUs: 8\n"
+        "Iter #0: 100.5 img/sec per GPU\nImg/sec per GPU: 100.5 +-1.5\nTotal img/sec on 8 GPU(s): 804.0 +-12.0\n"
+    )
     _csv(tmp_path / "in" / "w" / "train.log", log)
     report = run_ingest([tmp_path / "in"], wh)
     assert not report.failed, [o.message for o in report.failed]
     assert query(wh, "SELECT value, batch_size FROM results WHERE metric = 'total_samples_per_s'") == [(804.0, None)]
-    assert query(wh, "SELECT stat, count FROM ingest_stats WHERE dropped") == [
-        ("batch line: not a plausible count", 1)]
+    assert query(wh, "SELECT stat, count FROM ingest_stats WHERE dropped") == [("batch line: not a plausible count", 1)]
 
 
 def test_a_line_past_the_event_bound_names_the_option(tmp_path, wh):

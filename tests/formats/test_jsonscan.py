@@ -24,8 +24,9 @@ from cclq.formats.limits import ReadLimits  # noqa: E402
 ALPHABET = b'{}[]"\\\\ab1 ,:\n'
 
 
-def reference_scan(data: bytes, limits: ReadLimits, event_depth: int, depth: int = 0
-                   ) -> tuple[Violation | None, list[int], int | None]:
+def reference_scan(
+    data: bytes, limits: ReadLimits, event_depth: int, depth: int = 0
+) -> tuple[Violation | None, list[int], int | None]:
     """The scanner's specification as a byte loop: (first violation, event ends, first
     close below the events' container). Slow; for tests."""
     found: list[Violation] = []
@@ -98,11 +99,16 @@ def _scan(data: bytes, cuts: list[int], limits: ReadLimits, event_depth: int, de
 
 
 @settings(max_examples=600, deadline=None)
-@given(data=st.binary(max_size=120).map(lambda b: bytes(ALPHABET[x % len(ALPHABET)] for x in b)),
-       cuts=st.lists(st.integers(0, 120), max_size=5), string=st.integers(1, 8), depth_limit=st.integers(1, 6),
-       event=st.integers(1, 20), event_depth=st.integers(1, 3), depth=st.integers(0, 1))
-def test_the_scan_is_its_specification_whatever_the_blocks(data, cuts, string, depth_limit, event, event_depth,
-                                                            depth):
+@given(
+    data=st.binary(max_size=120).map(lambda b: bytes(ALPHABET[x % len(ALPHABET)] for x in b)),
+    cuts=st.lists(st.integers(0, 120), max_size=5),
+    string=st.integers(1, 8),
+    depth_limit=st.integers(1, 6),
+    event=st.integers(1, 20),
+    event_depth=st.integers(1, 3),
+    depth=st.integers(0, 1),
+)
+def test_the_scan_is_its_specification_whatever_the_blocks(data, cuts, string, depth_limit, event, event_depth, depth):
     limits = ReadLimits(max_string_bytes=string, max_depth=depth_limit, max_event_bytes=event)
     cuts = [c for c in cuts if c <= len(data)]
     assert _scan(data, cuts, limits, event_depth, depth) == reference_scan(data, limits, event_depth, depth)

@@ -39,7 +39,8 @@ def test_real_exports_keep_every_kernel_and_copy(tmp_path, wh, name):
     report = run_ingest([tmp_path / "w"], wh)
     assert [o.status for o in report.outcomes] == ["ingested"]
     kernels, kernel_ns, first = _raw(
-        path, "SELECT count(*), sum(end - start), min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        path, "SELECT count(*), sum(end - start), min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    )
     copies, copy_bytes = _raw(path, "SELECT count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
     (session,) = _raw(path, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
     assert query(wh, "SELECT count(*), sum(dur_ns), min(ts_ns) FROM kernels") == [(kernels, kernel_ns, session + first)]
@@ -47,10 +48,16 @@ def test_real_exports_keep_every_kernel_and_copy(tmp_path, wh, name):
     (value,) = [r["value"] for r in metric_rows(wh, "total_kernel_time")]
     assert value == pytest.approx(kernel_ns / 1e9, rel=1e-12)
     # the launching runtime call joins on the correlation id, as on Kineto traces
-    (runtime,) = _raw(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN CUPTI_ACTIVITY_KIND_KERNEL "
-                            "AS k USING (correlationId)")
-    assert query(wh, "SELECT count(*) FROM kernels AS k JOIN slices AS r USING (trace, rank, correlation) "
-                     "WHERE r.cat = 'cuda_runtime'") == [(runtime,)]
+    (runtime,) = _raw(
+        path,
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN CUPTI_ACTIVITY_KIND_KERNEL "
+        "AS k USING (correlationId)",
+    )
+    assert query(
+        wh,
+        "SELECT count(*) FROM kernels AS k JOIN slices AS r USING (trace, rank, correlation) "
+        "WHERE r.cat = 'cuda_runtime'",
+    ) == [(runtime,)]
     assert query(wh, "SELECT DISTINCT format FROM files") == [("nsys",)]
 
 
@@ -65,7 +72,8 @@ def test_the_shared_folder_of_two_unrelated_exports_takes_both(tmp_path, wh):
     assert any("99.3 days apart" in w for w in report.warnings), report.warnings
     assert query(wh, "SELECT trace, relpath, rank, rank_source FROM files ORDER BY trace") == [
         ("nsys_pipit_hpc+perlmutter-cloverleaf-cuda", "perlmutter-cloverleaf-cuda.sqlite", 0, "default"),
-        ("nsys_pipit_hpc+saxpy-mpi-cuda_nsys_perlmutter0", "saxpy-mpi-cuda_nsys_perlmutter0.sqlite", 0, "file name")]
+        ("nsys_pipit_hpc+saxpy-mpi-cuda_nsys_perlmutter0", "saxpy-mpi-cuda_nsys_perlmutter0.sqlite", 0, "file name"),
+    ]
 
 
 def _workload_as_nsys(path: Path) -> Path:
@@ -74,8 +82,15 @@ def _workload_as_nsys(path: Path) -> Path:
     p = b.process(pid=4242)
     b.nvtx_range(p, 0, 20_000, "ProfilerStep#1")
     b.kernel(p, 0, 7, 2_000, 12_000, "sm90_xmma_gemm_bf16bf16_bf16f32", grid=(264, 1, 1))
-    b.kernel(p, 0, 20, 7_000, 17_000, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-             grid=(16, 1, 1))
+    b.kernel(
+        p,
+        0,
+        20,
+        7_000,
+        17_000,
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        grid=(16, 1, 1),
+    )
     b.memcpy(p, 0, 7, 18_000, 19_000, 4_000_000)
     return b.write(path)
 
@@ -84,8 +99,13 @@ def _workload_as_kineto(path: Path) -> Path:
     b = KinetoTraceBuilder(rank=0, world_size=1, base_time_ns=BASE)
     b.user_annotation("ProfilerStep#1", 0, 20_000)
     b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 2_000, 10_000, stream=7, args={"grid": [264, 1, 1]})
-    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 7_000, 10_000, stream=20,
-             args={"grid": [16, 1, 1]})
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        7_000,
+        10_000,
+        stream=20,
+        args={"grid": [16, 1, 1]},
+    )
     b.memcpy(18_000, 1_000, 4_000_000)
     return b.write(path)
 
@@ -119,7 +139,9 @@ def test_an_export_of_a_node_holds_a_rank_per_mpi_process(tmp_path, wh):
     assert query(wh, "SELECT rank, device, dur_ns FROM kernels ORDER BY rank") == [(0, 1, 1000), (1, 0, 2000)]
     # each rank's launches are on its own rank
     assert query(wh, "SELECT rank, count(*) FROM slices WHERE cat = 'cuda_runtime' GROUP BY rank ORDER BY rank") == [
-        (0, 1), (1, 1)]
+        (0, 1),
+        (1, 1),
+    ]
     assert query(wh, "SELECT ranks_seen, ranks FROM traces") == [(2, [0, 1])]
     assert query(wh, "SELECT rank_source FROM files") == [("MPI rank per process",)]
 
@@ -146,7 +168,8 @@ def test_an_nvtx_mpi_rank_names_the_rank_when_the_file_name_does_not(tmp_path, w
     run_ingest([tmp_path / "w"], wh)
     assert query(wh, "SELECT rank, rank_source FROM files") == [(3, "MPI rank")]
     assert query(wh, "SELECT name, cat, cat_raw, dur_ns FROM slices WHERE cat = 'user_annotation'") == [
-        ("forward", "user_annotation", "nvtx", 8500)]
+        ("forward", "user_annotation", "nvtx", 8500)
+    ]
     assert ("MPI Rank 3",) in query(wh, "SELECT thread_name FROM thread_names")
 
 
@@ -162,7 +185,8 @@ def test_a_missing_column_is_one_clear_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"cclq: error: {path}: Nsight Systems export (schema 3.13.2): table CUPTI_ACTIVITY_KIND_KERNEL has no column "
-        "correlationId; cclq reads the columns of nsys 2022.2 and later"]
+        "correlationId; cclq reads the columns of nsys 2022.2 and later"
+    ]
 
 
 def test_kernels_that_end_before_they_start_are_dropped_and_counted(tmp_path, wh):

@@ -73,8 +73,9 @@ def test_threads_pair_begin_end_across_chunks_without_a_second_read(tmp_path, mo
     pairs B with E across chunks itself: no second read (forked helper processes, removed,
     saw one chunk each and handed such a file back to one process)."""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 64)
-    events = [{"ph": "B", "name": f"b{i}", "pid": 1, "tid": 1, "ts": i} for i in range(20)] + \
-             [{"ph": "E", "pid": 1, "tid": 1, "ts": 100 + i} for i in range(20)]
+    events = [{"ph": "B", "name": f"b{i}", "pid": 1, "tid": 1, "ts": i} for i in range(20)] + [
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 100 + i} for i in range(20)
+    ]
     (tmp_path / "be.json").write_text(json.dumps({"traceEvents": events}))
     fast, ref = both(tmp_path / "be.json", threads=2, reader=chunked)
     assert_same(fast, ref)
@@ -108,8 +109,9 @@ def test_generated_epoch_timestamps_read_the_same(tmp_path, monkeypatch, chunked
     """Epoch microseconds (no baseTimeNanoseconds): ts beyond what a float carries."""
     _small_chunks(monkeypatch, 2048)
     path = tmp_path / "rank0.json"
-    generate_rank_trace(path, rank=0, world_size=1, steps=1, layers=2, base_time_ns=None,
-                        start_ns=1_712_195_495_519_689_047)
+    generate_rank_trace(
+        path, rank=0, world_size=1, steps=1, layers=2, base_time_ns=None, start_ns=1_712_195_495_519_689_047
+    )
     fast, ref = both(path, reader=chunked)
     assert fast.fallback is None
     assert_same(fast, ref)
@@ -129,8 +131,11 @@ def test_generated_timestamp_forms_read_the_same(tmp_path, monkeypatch, form, ch
     assert fast.fallback is None
     assert_same(fast, ref)
     base = fast.result.base_time_ns
-    texts = [json.loads(line.rstrip(",\n"), parse_float=Decimal)["ts"] for line in path.read_text().splitlines()
-             if line.startswith('{"ph": "X"')][:50]
+    texts = [
+        json.loads(line.rstrip(",\n"), parse_float=Decimal)["ts"]
+        for line in path.read_text().splitlines()
+        if line.startswith('{"ph": "X"')
+    ][:50]
     expected = [int((Decimal(t) * 1000).to_integral_value(rounding=ROUND_HALF_EVEN)) + base for t in texts]
     got = fast.table.filter(pc.equal(fast.table.column("ph"), "X")).column("ts_ns").to_pylist()[:50]
     assert got == expected
@@ -172,7 +177,11 @@ def test_odd_but_valid_entries_read_the_same(tmp_path, monkeypatch, chunked):
     _small_chunks(monkeypatch, 64)
     events = [
         {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"stream": "7", "bytes": 5.5}},
-        42, "text", None, [1, [2]], {},
+        42,
+        "text",
+        None,
+        [1, [2]],
+        {},
         {"ph": None, "ts": None},
         {"ph": "X", "name": "unknown keys", "pid": 1, "tid": 1, "ts": 3, "tts": 4, "cname": "good"},
         {"ph": "X", "name": "string ts", "pid": 1, "tid": 1, "ts": "12.5", "dur": "1"},
@@ -180,10 +189,23 @@ def test_odd_but_valid_entries_read_the_same(tmp_path, monkeypatch, chunked):
         {"ph": "X", "name": "between", "pid": "Spans", "tid": "main", "ts": 11, "dur": 0},
         {"ph": "E", "pid": 2, "tid": 2, "ts": 12.5, "args": {"correlation": 9}},
         {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
-        {"ph": "X", "name": "flops", "pid": 1, "tid": 1, "ts": 13, "dur": 1,
-         "args": {"flops": "1.5e9", "group_id": "0x1F", "grid": [1, 2, 3], "block": [1, "2"],
-                  "device_duration_ps": "123", "Input Dims": [[1], []]}},
-        {"ph": "i", "s": "g", "name": "unicode \u00e9\u4e2d\U0001f600 \"quoted\" \\ back", "pid": 1, "ts": 14},
+        {
+            "ph": "X",
+            "name": "flops",
+            "pid": 1,
+            "tid": 1,
+            "ts": 13,
+            "dur": 1,
+            "args": {
+                "flops": "1.5e9",
+                "group_id": "0x1F",
+                "grid": [1, 2, 3],
+                "block": [1, "2"],
+                "device_duration_ps": "123",
+                "Input Dims": [[1], []],
+            },
+        },
+        {"ph": "i", "s": "g", "name": 'unicode \u00e9\u4e2d\U0001f600 "quoted" \\ back', "pid": 1, "ts": 14},
         {"ph": "s", "id": 9, "pid": 1, "tid": 1, "ts": 15, "cat": "ac2g", "name": "ac2g", "bp": "e"},
     ]
     for layout in ("compact", "lines", "indent"):
@@ -193,8 +215,9 @@ def test_odd_but_valid_entries_read_the_same(tmp_path, monkeypatch, chunked):
         elif layout == "lines":
             path.write_text('{"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events) + "\n]}\n")
         else:
-            path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 0}},
-                                       indent=2))
+            path.write_text(
+                json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 0}}, indent=2)
+            )
         fast, ref = both(path, reader=chunked)
         assert fast.fallback is None, layout
         assert_same(fast, ref)
@@ -202,24 +225,39 @@ def test_odd_but_valid_entries_read_the_same(tmp_path, monkeypatch, chunked):
 
 _ONE_VALUE_PER_KEY = [
     # (event text, the args text every reader must write, device, name, ts_ns): worked out by hand
-    ('{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"device":1,"device":2}}',
-     '{"device":2}', 2, "a", 1000),
-    ('{"ph":"X","name":"a","name":"b","pid":1,"tid":1,"ts":1,"dur":1,"ts":5,"args":{"x":1,"stream":3,"x":"y"}}',
-     '{"x":"y","stream":3}', None, "b", 5000),
-    ('{"ph":"X","name":"c","pid":1,"tid":1,"ts":2,"dur":1,"args":{"n":{"q":1,"q":[2,1e3]},"Device":4,"device":5}}',
-     '{"n":{"q":[2,1E+3]},"Device":4,"device":5}', 5, "c", 2000),
-    ('{"ph":"X","name":"d","pid":1,"tid":1,"ts":3,"dur":1,"args":{"a\\u0062":1,"ab":2}}',
-     '{"ab":2}', None, "d", 3000),
-    ('{"ph":"B","name":"open","pid":3,"tid":3,"ts":4,"args":{"k":1,"k":1e20}}',
-     '{"k":1E+20}', None, "open", 4000),
+    (
+        '{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"device":1,"device":2}}',
+        '{"device":2}',
+        2,
+        "a",
+        1000,
+    ),
+    (
+        '{"ph":"X","name":"a","name":"b","pid":1,"tid":1,"ts":1,"dur":1,"ts":5,"args":{"x":1,"stream":3,"x":"y"}}',
+        '{"x":"y","stream":3}',
+        None,
+        "b",
+        5000,
+    ),
+    (
+        '{"ph":"X","name":"c","pid":1,"tid":1,"ts":2,"dur":1,"args":{"n":{"q":1,"q":[2,1e3]},"Device":4,"device":5}}',
+        '{"n":{"q":[2,1E+3]},"Device":4,"device":5}',
+        5,
+        "c",
+        2000,
+    ),
+    ('{"ph":"X","name":"d","pid":1,"tid":1,"ts":3,"dur":1,"args":{"a\\u0062":1,"ab":2}}', '{"ab":2}', None, "d", 3000),
+    ('{"ph":"B","name":"open","pid":3,"tid":3,"ts":4,"args":{"k":1,"k":1e20}}', '{"k":1E+20}', None, "open", 4000),
 ]
 _NUMBERS = [
     # numbers as the reference parse writes them: Decimal's str, int's str
-    ('{"ph":"X","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"args":{"a":1e20,"b":-0,"c":0.0000001,"d":[1E5,{"e":-0.0}],'
-     '"f":100e-2,"g":0.000001,"h":123.4500,"i":0e5,"device":-0}}',
-     '{"a":1E+20,"b":0,"c":1E-7,"d":[1E+5,{"e":-0.0}],"f":1.00,"g":0.000001,"h":123.4500,"i":0E+5,"device":0}'),
+    (
+        '{"ph":"X","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"args":{"a":1e20,"b":-0,"c":0.0000001,"d":[1E5,{"e":-0.0}],'
+        '"f":100e-2,"g":0.000001,"h":123.4500,"i":0e5,"device":-0}}',
+        '{"a":1E+20,"b":0,"c":1E-7,"d":[1E+5,{"e":-0.0}],"f":1.00,"g":0.000001,"h":123.4500,"i":0E+5,"device":0}',
+    ),
     ('{"ph":"X","name":"m","pid":1,"tid":1,"ts":2,"dur":1,"args":[-0,5e-7,{"x":2E2}]}', '[0,5E-7,{"x":2E+2}]'),
-    ('{"ph":"X","name":"s","pid":1,"tid":1,"ts":3,"dur":1,"args":-1.5e-10}', '-1.5E-10'),
+    ('{"ph":"X","name":"s","pid":1,"tid":1,"ts":3,"dur":1,"args":-1.5e-10}', "-1.5E-10"),
 ]
 
 
@@ -268,9 +306,18 @@ def test_bare_array_and_keys_after_the_events_read_the_same(tmp_path, monkeypatc
     _small_chunks(monkeypatch, 128)
     events = [{"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(50)]
     (tmp_path / "bare.json").write_text(json.dumps(events))
-    (tmp_path / "after.json.gz").write_bytes(gzip.compress(json.dumps(
-        {"traceEvents": events, "deviceProperties": [{"id": 0}, {"id": 1}],
-         "distributedInfo": {"rank": 3, "pg_config": [{"ranks": [0, 1]}]}, "baseTimeNanoseconds": 5}).encode()))
+    (tmp_path / "after.json.gz").write_bytes(
+        gzip.compress(
+            json.dumps(
+                {
+                    "traceEvents": events,
+                    "deviceProperties": [{"id": 0}, {"id": 1}],
+                    "distributedInfo": {"rank": 3, "pg_config": [{"ranks": [0, 1]}]},
+                    "baseTimeNanoseconds": 5,
+                }
+            ).encode()
+        )
+    )
     for name in ("bare.json", "after.json.gz"):
         fast, ref = both(tmp_path / name, reader=chunked)
         assert fast.fallback is None, name
@@ -280,8 +327,9 @@ def test_bare_array_and_keys_after_the_events_read_the_same(tmp_path, monkeypatc
 def test_files_the_fast_reader_gives_up_are_read_by_ijson_and_say_so(tmp_path, chunked):
     events = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]
     # a second traceEvents array after the first: ijson reads both, the fast reader gives it up
-    (tmp_path / "two.json").write_text(json.dumps({"traceEvents": events})[:-1] + ', "traceEvents": '
-                                       + json.dumps(events * 2) + "}")
+    (tmp_path / "two.json").write_text(
+        json.dumps({"traceEvents": events})[:-1] + ', "traceEvents": ' + json.dumps(events * 2) + "}"
+    )
     fast, ref = both(tmp_path / "two.json", reader=chunked)
     assert fast.fallback == "a second traceEvents array"
     assert_same(fast, ref)
@@ -308,7 +356,7 @@ def test_ingest_of_the_shared_traces_gives_the_same_warehouse_with_both_readers(
     run_ingest([root], ref_wh, jobs=2, options=ReadOptions(reader="ijson"))
     events = "SELECT * EXCLUDE (file_id) FROM events ORDER BY trace, rank, event_idx"
     assert query(fast_wh, events) == query(ref_wh, events)
-    files = ("SELECT * EXCLUDE (parser, ingested_at, ingest_seconds, mtime_ns) FROM files ORDER BY path")
+    files = "SELECT * EXCLUDE (parser, ingested_at, ingest_seconds, mtime_ns) FROM files ORDER BY path"
     assert query(fast_wh, files) == query(ref_wh, files)
     stats = "SELECT * FROM ingest_stats ORDER BY ALL"
     assert query(fast_wh, stats) == query(ref_wh, stats)
@@ -328,8 +376,10 @@ def test_keys_before_the_events_are_held_to_ijson_s_strictness(tmp_path, chunked
     neither does the fast reader then. Invalid UTF-8 there: one line, the right byte."""
     (tmp_path / "nan.json").write_bytes(b'{"x": NaN, "traceEvents": [{"ph": "X", "ts": 1}]}')
     (tmp_path / "utf.json").write_bytes(b'{"k\xff": 1, "traceEvents": [{"ph": "X", "ts": 1}]}')
-    for name, message in (("nan.json", "invalid JSON at byte 6: lexical error: invalid char in json text."),
-                          ("utf.json", "invalid JSON at byte 3: lexical error: invalid bytes in UTF8 string.")):
+    for name, message in (
+        ("nan.json", "invalid JSON at byte 6: lexical error: invalid char in json text."),
+        ("utf.json", "invalid JSON at byte 3: lexical error: invalid bytes in UTF8 string."),
+    ):
         fast, ref = both(tmp_path / name, reader=chunked)
         assert ref.error == f"{tmp_path / name}: {message}"
         assert_same(fast, ref)

@@ -29,18 +29,46 @@ digits = st.text("0123456789", min_size=1, max_size=20).map(lambda d: d.lstrip("
 @st.composite
 def number(draw) -> str:
     sign = draw(st.sampled_from(["", "", "-"]))
-    whole = draw(st.one_of(digits, st.sampled_from(["0", "1712195495519689", "4458676535436", "8796093022208",
-                                                     "9223372036854775", "99999999999999999999"])))
+    whole = draw(
+        st.one_of(
+            digits,
+            st.sampled_from(
+                ["0", "1712195495519689", "4458676535436", "8796093022208", "9223372036854775", "99999999999999999999"]
+            ),
+        )
+    )
     frac = draw(st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=7).map(lambda f: "." + f)))
-    exp = draw(st.one_of(st.just(""), st.just(""), st.tuples(st.sampled_from("eE"), st.sampled_from(["", "+", "-"]),
-                                                             st.integers(0, 30)).map(lambda t: f"{t[0]}{t[1]}{t[2]}")))
+    exp = draw(
+        st.one_of(
+            st.just(""),
+            st.just(""),
+            st.tuples(st.sampled_from("eE"), st.sampled_from(["", "+", "-"]), st.integers(0, 30)).map(
+                lambda t: f"{t[0]}{t[1]}{t[2]}"
+            ),
+        )
+    )
     return sign + whole + frac + exp
 
 
 # Numbers whose text the reference parse writes otherwise (events.number_text)
-odd_numbers = st.sampled_from(["1e20", "-0", "0.0000001", "-0.0", "0.00000000", "1E+5", "100e-2", "-1.50E-09",
-                               "0e5", "0.000001", "123.4500", "5E0"])
+odd_numbers = st.sampled_from(
+    [
+        "1e20",
+        "-0",
+        "0.0000001",
+        "-0.0",
+        "0.00000000",
+        "1E+5",
+        "100e-2",
+        "-1.50E-09",
+        "0e5",
+        "0.000001",
+        "123.4500",
+        "5E0",
+    ]
+)
 numbers = st.one_of(number(), odd_numbers)
+
 
 def json_string(s: str, ascii_only: bool) -> str:
     text = json.dumps(s, ensure_ascii=ascii_only)
@@ -85,16 +113,41 @@ def key(name: str, escape: bool) -> str:
 
 PROMOTED_KEYS = sorted(PROMOTED_ARGS)
 promoted_value = st.one_of(
-    numbers, st.sampled_from(['"7"', '"0x0"', '" 5"', '"5.0"', '"1.5e9"', '"inf"', '"N/A"', "true", "null",
-                               "[1, 2, 3]", "[1, \"2\"]", "[]", '{"a": 1}', "99999999999999999999", "1e300"]))
+    numbers,
+    st.sampled_from(
+        [
+            '"7"',
+            '"0x0"',
+            '" 5"',
+            '"5.0"',
+            '"1.5e9"',
+            '"inf"',
+            '"N/A"',
+            "true",
+            "null",
+            "[1, 2, 3]",
+            '[1, "2"]',
+            "[]",
+            '{"a": 1}',
+            "99999999999999999999",
+            "1e300",
+        ]
+    ),
+)
 
 
 @st.composite
 def args_text(draw) -> str:
-    pairs = draw(st.lists(st.one_of(
-        st.tuples(st.sampled_from(PROMOTED_KEYS), promoted_value),
-        st.tuples(st.sampled_from(["Input Dims", "queued", "cbid", "note", "x"]), values),
-    ), max_size=6, unique_by=lambda p: p[0]))
+    pairs = draw(
+        st.lists(
+            st.one_of(
+                st.tuples(st.sampled_from(PROMOTED_KEYS), promoted_value),
+                st.tuples(st.sampled_from(["Input Dims", "queued", "cbid", "note", "x"]), values),
+            ),
+            max_size=6,
+            unique_by=lambda p: p[0],
+        )
+    )
     if pairs and draw(st.integers(0, 4)) == 0:  # a key given twice (the last value wins)
         again = draw(st.sampled_from(pairs))[0]
         pairs.insert(draw(st.integers(0, len(pairs))), (again, draw(st.one_of(promoted_value, values))))
@@ -102,8 +155,11 @@ def args_text(draw) -> str:
     return _object([(key(k, escape and i == 0), v) for i, (k, v) in enumerate(pairs)])
 
 
-time_value = st.one_of(number(), number(), st.sampled_from(['"12.5"', '"NaN"', '"Infinity"', '"soon"', "null",
-                                                            "true", "[1]", "1e18", "1e30", "-5"]))
+time_value = st.one_of(
+    number(),
+    number(),
+    st.sampled_from(['"12.5"', '"NaN"', '"Infinity"', '"soon"', "null", "true", "[1]", "1e18", "1e30", "-5"]),
+)
 
 
 @st.composite
@@ -112,12 +168,20 @@ def event(draw) -> str:
     ph = draw(st.sampled_from(["X", "X", "X", "B", "E", "i", "s", "f", "M", "C", None]))
     if ph is not None:
         fields.append(("ph", json.dumps(ph)))
-    for name, strat in (("cat", json_text_string()), ("name", json_text_string()),
-                        ("pid", st.one_of(st.integers(0, 3).map(str), st.sampled_from(['"Spans"', "1.5", "[1]"]))),
-                        ("tid", st.one_of(st.integers(0, 3).map(str), st.just('"main"'))),
-                        ("ts", time_value), ("dur", time_value), ("id", st.one_of(number(), json_text_string())),
-                        ("bp", st.just('"e"')), ("s", st.sampled_from(['"g"', '"t"'])), ("args", args_text()),
-                        ("tts", number()), ("other", values)):
+    for name, strat in (
+        ("cat", json_text_string()),
+        ("name", json_text_string()),
+        ("pid", st.one_of(st.integers(0, 3).map(str), st.sampled_from(['"Spans"', "1.5", "[1]"]))),
+        ("tid", st.one_of(st.integers(0, 3).map(str), st.just('"main"'))),
+        ("ts", time_value),
+        ("dur", time_value),
+        ("id", st.one_of(number(), json_text_string())),
+        ("bp", st.just('"e"')),
+        ("s", st.sampled_from(['"g"', '"t"'])),
+        ("args", args_text()),
+        ("tts", number()),
+        ("other", values),
+    ):
         if draw(st.integers(0, 9)) < (8 if name in ("ts", "name", "pid", "tid") else 3):
             fields.append((name, draw(strat)))
     if fields and draw(st.integers(0, 9)) == 0:  # a field given twice (the last value wins)
@@ -129,25 +193,54 @@ def event(draw) -> str:
     return _object([(key(k, escape), v) for k, v in order], sep, colon)
 
 
-entry = st.one_of(event(), event(), event(), event(), event(), event(), st.just("{}"),
-                  st.sampled_from(["42", '"text"', "null", "[1, [2]]", "true"]))
+entry = st.one_of(
+    event(),
+    event(),
+    event(),
+    event(),
+    event(),
+    event(),
+    st.just("{}"),
+    st.sampled_from(["42", '"text"', "null", "[1, [2]]", "true"]),
+)
 
 
 @st.composite
 def document(draw) -> str:
     events = draw(st.lists(entry, max_size=40))
     between = draw(st.sampled_from([",", ", ", ",\n", ",\n  ", " ,\n\t"]))
-    body = ("[" + draw(st.sampled_from(["", "\n", "\n  "])) + between.join(events)
-            + draw(st.sampled_from(["", "\n"])) + "]")
+    body = (
+        "[" + draw(st.sampled_from(["", "\n", "\n  "])) + between.join(events) + draw(st.sampled_from(["", "\n"])) + "]"
+    )
     if draw(st.integers(0, 5)) == 0:
         return body
-    before = draw(st.lists(st.sampled_from(['"schemaVersion": 1', '"distributedInfo": {"rank": 2, "world_size": 4}',
-                                            '"deviceProperties": [{"id": 0}, {"id": 1}]',
-                                            '"baseTimeNanoseconds": 1700000000000000000', '"note": "x]},{"']),
-                           max_size=3))
-    after = draw(st.lists(st.sampled_from(['"traceName": "t"', '"baseTimeNanoseconds": 5',
-                                           '"distributedInfo": {"rank": 1, "pg_config": [{"ranks": [0, 1]}]}',
-                                           '"deviceProperties": [{"id": 0}]']), max_size=3))
+    before = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    '"schemaVersion": 1',
+                    '"distributedInfo": {"rank": 2, "world_size": 4}',
+                    '"deviceProperties": [{"id": 0}, {"id": 1}]',
+                    '"baseTimeNanoseconds": 1700000000000000000',
+                    '"note": "x]},{"',
+                ]
+            ),
+            max_size=3,
+        )
+    )
+    after = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    '"traceName": "t"',
+                    '"baseTimeNanoseconds": 5',
+                    '"distributedInfo": {"rank": 1, "pg_config": [{"ranks": [0, 1]}]}',
+                    '"deviceProperties": [{"id": 0}]',
+                ]
+            ),
+            max_size=3,
+        )
+    )
     parts = before + ['"traceEvents": ' + body] + after
     return "{\n  " + ",\n  ".join(parts) + "\n}\n"
 
@@ -158,8 +251,9 @@ def _write(tmp_path, name: str, text: bytes, gz: bool):
     return path
 
 
-def _compare(tmp_path, text: bytes, gz: bool, chunk: int, block: int, name: str, threads: int = 0,
-             reader: str = "fast") -> tuple:
+def _compare(
+    tmp_path, text: bytes, gz: bool, chunk: int, block: int, name: str, threads: int = 0, reader: str = "fast"
+) -> tuple:
     saved = chunks.CHUNK_BYTES, source.BLOCK_BYTES
     chunks.CHUNK_BYTES, source.BLOCK_BYTES = chunk, block
     try:
@@ -172,9 +266,12 @@ def _compare(tmp_path, text: bytes, gz: bool, chunk: int, block: int, name: str,
 
 # Shrinking a failure re-reads files for minutes; a failing example is printed unshrunk
 # (run with --hypothesis-seed and shrinking on to reduce it).
-SETTINGS = settings(max_examples=150, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @SETTINGS
@@ -213,11 +310,13 @@ def test_mutated_traces_read_the_same_or_fail_the_same(tmp_path, chunked, text, 
     _compare(tmp_path, text, gz, chunk, block, "mut", reader=chunked)
 
 
-@settings(max_examples=20, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.data_too_large])
-@given(doc=st.one_of(document(), mutated().map(lambda b: b.decode("utf-8", "replace"))),
-       chunk=st.integers(1, 200))
+@settings(
+    max_examples=20,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(doc=st.one_of(document(), mutated().map(lambda b: b.decode("utf-8", "replace"))), chunk=st.integers(1, 200))
 def test_helper_processes_read_generated_traces_the_same(tmp_path, chunked, doc, chunk):
     """Chunks cut without decoding and built by helpers: the same rows, or the file
     handed back to one process (B/E pairs, a wrong cut) or to ijson."""
@@ -229,7 +328,7 @@ def test_the_generators_make_what_they_claim():
     """A sanity check of the generators themselves: valid JSON, with the forms asked for."""
     from hypothesis import find
 
-    doc = find(document(), lambda d: "e" in d and '\\u' in d and "-" in d and d.count("{") > 5)
+    doc = find(document(), lambda d: "e" in d and "\\u" in d and "-" in d and d.count("{") > 5)
     json.loads(doc)
     assert set(string.digits) & set(doc)
 

@@ -34,12 +34,25 @@ from cclq.synth.xla import (
 )
 
 TPU_METRICS = [
-    "wall_time_s", "total_compute_time_s", "total_comm_time_s", "avg_comm_kernel_time_s",
-    "compute_utilization_proxy", "communication_fraction", "num_comm_kernels",
-    "num_comm_kernels_w_size_and_time", "avg_comm_bandwidth_GBps", "allreduce_comm_time_s",
-    "hockney_alpha_s", "hockney_beta_s_per_byte", "hockney_inverse_beta_Bps",
-    "achieved_flops_from_trace_json", "total_model_flops_from_args", "flops_per_token_used",
-    "estimated_total_tokens", "estimated_throughput_tokens_per_s", "throughput",
+    "wall_time_s",
+    "total_compute_time_s",
+    "total_comm_time_s",
+    "avg_comm_kernel_time_s",
+    "compute_utilization_proxy",
+    "communication_fraction",
+    "num_comm_kernels",
+    "num_comm_kernels_w_size_and_time",
+    "avg_comm_bandwidth_GBps",
+    "allreduce_comm_time_s",
+    "hockney_alpha_s",
+    "hockney_beta_s_per_byte",
+    "hockney_inverse_beta_Bps",
+    "achieved_flops_from_trace_json",
+    "total_model_flops_from_args",
+    "flops_per_token_used",
+    "estimated_total_tokens",
+    "estimated_throughput_tokens_per_s",
+    "throughput",
 ]
 MODEL_PARAMS = 1_000_000
 CARD = textwrap.dedent(f"""\
@@ -141,8 +154,18 @@ def _hand(s: TpuTraceSpec) -> SimpleNamespace:
     h.other_ps = s.copy_ns * 1000  # copy.9 has no device_duration_ps: its dur
     # one step's length on device d, from the step start to one gap after the copy
     h.step_len = [
-        s.gap_ns + c + s.gap_ns + s.ag_start_ns + s.gap_ns + s.loop_ns + s.gap_ns + s.ag_done_ns + s.gap_ns
-        + sum(p // 1000 + s.gap_ns for p in h.ar_ps) + s.copy_ns + s.gap_ns
+        s.gap_ns
+        + c
+        + s.gap_ns
+        + s.ag_start_ns
+        + s.gap_ns
+        + s.loop_ns
+        + s.gap_ns
+        + s.ag_done_ns
+        + s.gap_ns
+        + sum(p // 1000 + s.gap_ns for p in h.ar_ps)
+        + s.copy_ns
+        + s.gap_ns
         for c in h.conv
     ]
     # the Steps line spans every step: the device span runs from the first step start
@@ -175,19 +198,30 @@ def test_synthetic_trace_has_the_xprof_shape(tmp_path):
 
 def test_planes_lines_ops_and_steps(tpu):
     planes = query(tpu, "SELECT pid, device_kind, device, is_device FROM xla_planes ORDER BY pid::INT")
-    assert planes == [("1", "TPU", 0, True), ("2", "TPU", 1, True), ("3", "TPU", 2, True),
-                      ("4", "TPU", 3, True), ("701", "host", None, False)]
+    assert planes == [
+        ("1", "TPU", 0, True),
+        ("2", "TPU", 1, True),
+        ("3", "TPU", 2, True),
+        ("4", "TPU", 3, True),
+        ("701", "host", None, False),
+    ]
     kinds = dict(query(tpu, "SELECT line, any_value(line_kind) FROM xla_lines GROUP BY ALL"))
     assert kinds["XLA Ops"] == "xla_ops" and kinds["Steps"] == "steps" and kinds["python"] == "host_thread"
     # per device and step: 1 pair + 4 all-reduces (comm), 2 fusions (compute), 1 copy (other)
     got = query(tpu, "SELECT op_kind, coll_type, async_part, count(*) FROM xla_ops GROUP BY ALL ORDER BY ALL")
-    assert got == [("comm", "all_gather", "pair", 12), ("comm", "all_reduce", None, 48),
-                   ("compute", None, None, 24), ("other", None, None, 12)]
+    assert got == [
+        ("comm", "all_gather", "pair", 12),
+        ("comm", "all_reduce", None, 48),
+        ("compute", None, None, 24),
+        ("other", None, None, 12),
+    ]
     # the pair's message is the done's result shape; an all-reduce's its array
     assert query(tpu, "SELECT DISTINCT message_bytes, device_ps FROM xla_ops WHERE async_part = 'pair'") == [
-        (Hand.gathered_bytes, Hand.pair_ps)]
-    sizes = query(tpu, "SELECT DISTINCT message_bytes, device_ps FROM xla_ops "
-                       "WHERE coll_type = 'all_reduce' ORDER BY 1")
+        (Hand.gathered_bytes, Hand.pair_ps)
+    ]
+    sizes = query(
+        tpu, "SELECT DISTINCT message_bytes, device_ps FROM xla_ops WHERE coll_type = 'all_reduce' ORDER BY 1"
+    )
     assert sizes == list(zip(Hand.ar_bytes, Hand.ar_ps))
     # host events (an `all-reduce-combiner` compiler pass) and framework lines are not ops
     assert query(tpu, "SELECT count(*) FROM xla_ops WHERE pid = '701' OR name LIKE 'jit(%'") == [(0,)]
@@ -199,14 +233,18 @@ def test_step_sources_fall_back_in_order(tmp_path, wh):
     doc = generate_tpu_trace(SPEC)
     # without device Steps lines and host `train N` annotations: one step per run of the
     # busiest XLA module, per device (3 runs x 4 devices)
-    doc["traceEvents"] = [e for e in doc["traceEvents"]
-                          if not (e.get("ph") == "X" and (e["tid"] == 1 and e["pid"] != 701 or
-                                                          e["name"].startswith("train ")))]
+    doc["traceEvents"] = [
+        e
+        for e in doc["traceEvents"]
+        if not (e.get("ph") == "X" and (e["tid"] == 1 and e["pid"] != 701 or e["name"].startswith("train ")))
+    ]
     (tmp_path / "modules").mkdir()
     (tmp_path / "modules" / "h.trace.json").write_text(json.dumps(doc))
     # torch_xla StepMarkers on the host: those under 10% of the longest are not steps
-    markers = [{"ph": "X", "pid": 701, "tid": 1, "name": "StepMarker", "ts": ts, "dur": dur}
-               for ts, dur in ((0, 100.0), (200, 5.0), (300, 90.0))]
+    markers = [
+        {"ph": "X", "pid": 701, "tid": 1, "name": "StepMarker", "ts": ts, "dur": dur}
+        for ts, dur in ((0, 100.0), (200, 5.0), (300, 90.0))
+    ]
     doc["traceEvents"] = markers + doc["traceEvents"]
     (tmp_path / "markers").mkdir()
     (tmp_path / "markers" / "h.trace.json").write_text(json.dumps(doc))
@@ -214,21 +252,26 @@ def test_step_sources_fall_back_in_order(tmp_path, wh):
     got = query(wh, "SELECT trace, source, count(*), max(step) FROM xla_steps GROUP BY ALL ORDER BY 1")
     assert got == [("markers", "step_markers", 2, 1), ("modules", "module_runs", 12, 2)]
     assert query(wh, "SELECT ts_ns, dur_ns FROM xla_steps WHERE trace = 'markers' ORDER BY 1") == [
-        (0, 100_000), (300_000, 90_000)]
+        (0, 100_000),
+        (300_000, 90_000),
+    ]
 
 
-@pytest.mark.parametrize("shape,expected", [
-    ("bf16[8,1024,4096]{2,1,0}", 8 * 1024 * 4096 * 2),
-    ("f32[]", 4),  # a scalar is one element
-    ("(f32[1024]{0}, bf16[8]{0})", 4096 + 16),  # a tuple sums its arrays
-    ("pred[3]", 3),
-    ("u64[2,<=5]{1,0}", 80),  # a dynamic bound counts as its bound
-    ("f32[8,128]{1,0:T(8,128)}", 4096),  # TPU tiling in the layout is not a dimension
-    ("s4[8]", None),  # sub-byte types: unknown, so the byte arguments are used instead
-    ("token[]", 0),
-    ("s8[3,5]{1,0}", 15),  # one byte per element
-    ("(s8[4]{0}, u8[4]{0})", 8),
-])
+@pytest.mark.parametrize(
+    "shape,expected",
+    [
+        ("bf16[8,1024,4096]{2,1,0}", 8 * 1024 * 4096 * 2),
+        ("f32[]", 4),  # a scalar is one element
+        ("(f32[1024]{0}, bf16[8]{0})", 4096 + 16),  # a tuple sums its arrays
+        ("pred[3]", 3),
+        ("u64[2,<=5]{1,0}", 80),  # a dynamic bound counts as its bound
+        ("f32[8,128]{1,0:T(8,128)}", 4096),  # TPU tiling in the layout is not a dimension
+        ("s4[8]", None),  # sub-byte types: unknown, so the byte arguments are used instead
+        ("token[]", 0),
+        ("s8[3,5]{1,0}", 15),  # one byte per element
+        ("(s8[4]{0}, u8[4]{0})", 8),
+    ],
+)
 def test_shape_bytes(tpu, shape, expected):
     assert query(tpu, "SELECT xla_shape_bytes(?)", [shape]) == [(expected,)]
 
@@ -269,7 +312,8 @@ def test_every_tpu_metric_against_hand_values(tpu):
     # model_flops 6e9 on each convolution only (the loop fusion reports 0)
     conv_ps = steps * sum(c * 1000 - 500 for c in h.conv)
     assert value(tpu, "achieved_flops_from_trace_json", t) == pytest.approx(
-        n * steps * s.conv_model_flops / (conv_ps / 1e12), rel=1e-12)
+        n * steps * s.conv_model_flops / (conv_ps / 1e12), rel=1e-12
+    )
     total_flops = n * steps * s.conv_model_flops  # 7.2e10
     assert value(tpu, "total_model_flops_from_args", t) == total_flops
     assert value(tpu, "flops_per_token_used", t) == 6 * MODEL_PARAMS  # training: 6 N
@@ -294,7 +338,8 @@ def test_inference_cards_use_two_flops_per_parameter(tmp_path, wh):
     run_ingest([_write_workload(tmp_path, SPEC, CARD.replace("phase: training", "phase: inference"))], wh)
     assert value(wh, "flops_per_token_used", "tpu") == 2 * MODEL_PARAMS
     assert value(wh, "estimated_total_tokens", "tpu") == pytest.approx(
-        Hand.n * Hand.steps * SPEC.conv_model_flops / (2 * MODEL_PARAMS), rel=1e-12)
+        Hand.n * Hand.steps * SPEC.conv_model_flops / (2 * MODEL_PARAMS), rel=1e-12
+    )
 
 
 def test_missing_params_and_samples_give_reasons(tmp_path, wh):
@@ -311,7 +356,8 @@ def test_missing_params_and_samples_give_reasons(tmp_path, wh):
         assert "no model_params" in reason(wh, name, "tpu")
     # 12 samples of ONE size: the fit needs two sizes
     assert reason(wh, "hockney_beta_s_per_byte", "tpu_one_size") == (
-        "12 all-reduce ops with size and time in 1 distinct sizes: the fit needs >= 5 in >= 2")
+        "12 all-reduce ops with size and time in 1 distinct sizes: the fit needs >= 5 in >= 2"
+    )
     # metrics that need no parameter still work without a card
     assert value(wh, "num_comm_kernels", "tpu") == 60
 
@@ -371,12 +417,16 @@ def test_jax_cpu_profile_host_ops_stand_in_for_devices(real):
     # from the raw JSON: psum (all-reduce) and all_gather ops, per device_ordinal
     comm = [e for e in ops if e["args"]["hlo_op"].startswith(("psum", "all_gather"))]
     assert {e["args"]["hlo_op"] for e in comm} == {"psum.7", "all_gather.3"}
-    got = query(real, """SELECT name, coll_type, count(*) FROM xla_ops
-                         WHERE trace = 'xla_jax_cpu_4dev' AND op_kind = 'comm' GROUP BY ALL ORDER BY 1""")
+    got = query(
+        real,
+        """SELECT name, coll_type, count(*) FROM xla_ops
+                         WHERE trace = 'xla_jax_cpu_4dev' AND op_kind = 'comm' GROUP BY ALL ORDER BY 1""",
+    )
     n_psum = sum(e["args"]["hlo_op"] == "psum.7" for e in comm)
     assert got == [("all_gather.3", "all_gather", len(comm) - n_psum), ("psum.7", "all_reduce", n_psum)]
     assert query(real, "SELECT DISTINCT op_source, device_kind FROM xla_ops WHERE trace = 'xla_jax_cpu_4dev'") == [
-        ("host_thunk", "host")]
+        ("host_thunk", "host")
+    ]
 
     t = "xla_jax_cpu_4dev"
     assert value(real, "num_comm_kernels", t) == len(comm)
@@ -397,7 +447,8 @@ def test_jax_cpu_profile_host_ops_stand_in_for_devices(real):
     assert value(real, "hockney_alpha_s", t) is None
     # five `train N` step annotations on the host
     assert query(real, f"SELECT source, count(*) FROM xla_steps WHERE trace = '{t}' GROUP BY ALL") == [
-        ("host_annotation", 5)]
+        ("host_annotation", 5)
+    ]
 
 
 @pytest.mark.slow
@@ -419,13 +470,14 @@ def test_tf_bert_profile_has_eight_gpu_planes_and_host_collectives(real):
     span = max(_ns(e["ts"]) + _ns(e["dur"]) for e in timed) - min(_ns(e["ts"]) for e in timed)
     assert value(real, "wall_time_s", t) == pytest.approx(span / 1e9, rel=1e-12) and span > 0
     # no XLA Ops line: the kernels on the Stream lines are the devices' ops
-    streams = {(e["pid"], e["tid"]) for e in raw
-               if e.get("name") == "thread_name" and e["args"]["name"].startswith("Stream #")}
+    streams = {
+        (e["pid"], e["tid"]) for e in raw if e.get("name") == "thread_name" and e["args"]["name"].startswith("Stream #")
+    }
     kernels = [e for e in timed if (e["pid"], e["tid"]) in streams and not e["name"].startswith("Memcpy")]
-    assert value(real, "total_compute_time_s", t) == pytest.approx(sum(_ns(e["dur"]) for e in kernels) / 1e9,
-                                                                    rel=1e-12)
+    assert value(real, "total_compute_time_s", t) == pytest.approx(sum(_ns(e["dur"]) for e in kernels) / 1e9, rel=1e-12)
     assert query(real, f"SELECT source, count(*) FROM xla_steps WHERE trace = '{t}' GROUP BY ALL") == [
-        ("device_steps", 2)]
+        ("device_steps", 2)
+    ]
 
 
 # ------------------------------------------------------------------------------ ingest
@@ -466,7 +518,8 @@ def test_an_xplane_next_to_a_trace_json_is_skipped(tmp_path, wh):
     by_status = {o.status: o for o in report.outcomes}
     assert set(by_status) == {"ingested", "skipped"}
     assert by_status["skipped"].message.endswith(
-        "xplane.pb skipped: the trace JSON next to it (host0.trace.json.gz) is ingested instead")
+        "xplane.pb skipped: the trace JSON next to it (host0.trace.json.gz) is ingested instead"
+    )
 
 
 @pytest.mark.parametrize("name", ["trace.json", "host0.json.gz", "worker.trace.json"])
@@ -486,7 +539,8 @@ def test_an_xplane_beside_its_export_under_another_name_is_passed_over_for_it(tm
     by_status = {o.status: o for o in report.outcomes}
     assert set(by_status) == {"ingested", "skipped"}, report.outcomes
     assert by_status["skipped"].message.endswith(
-        f"xplane.pb skipped: the trace JSON next to it ({name}) is ingested instead")
+        f"xplane.pb skipped: the trace JSON next to it ({name}) is ingested instead"
+    )
 
 
 def test_a_second_hosts_xplane_is_not_passed_over_for_the_first_hosts_json(tmp_path, wh, monkeypatch, fake_xprof):
@@ -502,11 +556,15 @@ def test_a_second_hosts_xplane_is_not_passed_over_for_the_first_hosts_json(tmp_p
     assert xplane.sibling_trace_json(str(folder / "host1.xplane.pb")) is None
     report = run_ingest([folder], wh)
     status = {Path(o.path).name: o.status for o in report.outcomes}
-    assert status == {"host0.trace.json.gz": "ingested", "host0.xplane.pb": "skipped",
-                      "host1.xplane.pb": "ingested"}, report.outcomes
+    assert status == {"host0.trace.json.gz": "ingested", "host0.xplane.pb": "skipped", "host1.xplane.pb": "ingested"}, (
+        report.outcomes
+    )
     monkeypatch.setattr(xplane, "xprof_available", lambda: False)
-    with pytest.raises(UnsupportedFormat, match="its trace JSON export is not next to it "
-                                                r"\(host0.trace.json.gz beside it belong to other xplane.pb files\)"):
+    with pytest.raises(
+        UnsupportedFormat,
+        match="its trace JSON export is not next to it "
+        r"\(host0.trace.json.gz beside it belong to other xplane.pb files\)",
+    ):
         xplane.check_xplane(str(folder / "host1.xplane.pb"))
 
 
@@ -552,6 +610,7 @@ def fake_xprof(tmp_path, monkeypatch):
         site = _fake_xprof(tmp_path, body)
         monkeypatch.syspath_prepend(str(site))  # for the lookup in this process
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+
     return install
 
 
@@ -570,7 +629,8 @@ def test_an_xplane_alone_is_converted_with_xprof(tmp_path, wh, fake_xprof):
     assert not any(wh.tmp_dir.iterdir()) if wh.tmp_dir.exists() else True
     expected_events = len(json.loads((tmp_path / "src.json").read_text())["traceEvents"])
     assert query(wh, "SELECT format, events_read, content_hash FROM files") == [
-        ("xprof", expected_events, content_hash(str(pb)))]
+        ("xprof", expected_events, content_hash(str(pb)))
+    ]
     notes = {stat for (stat,) in query(wh, "SELECT stat FROM ingest_stats WHERE NOT dropped")}
     # (ingest also notes the `{}` that closes every xprof array, not a drop)
     assert "xplane.pb converted to trace-viewer JSON with xprof" in notes

@@ -21,7 +21,9 @@ events = b.events() if hasattr(b, "events") else json.loads(b.write(out / "t.jso
 (out / "t.json").unlink(missing_ok=True)
 params = bytes([61, 255, 255, 7])
 for i in range(len(events)):
-    chunk = "[" + ", ".join(json.dumps(e) for e in events[i:i + 3]) + "]"
+    chunk = "[" + ", ".join(json.dumps(e) for e in events[i : i + 3]) + "]"
     (out / f"seed{i}").write_bytes(params + chunk.encode())
-(out / "odd").write_bytes(params + b'[{"ph":"X","ts":1.0005e3,"dur":-0,"cat":"Kernel","pid":-0,"args":'
-                          b'{"stream":"0x0","grid":[1,2],"flops":"1.5e9","dtype":5}}, 42, {}, [1, [2]]]')
+(out / "odd").write_bytes(
+    params + b'[{"ph":"X","ts":1.0005e3,"dur":-0,"cat":"Kernel","pid":-0,"args":'
+    b'{"stream":"0x0","grid":[1,2],"flops":"1.5e9","dtype":5}}, 42, {}, [1, [2]]]'
+)

@@ -8,9 +8,18 @@ from pathlib import Path
 
 CHROMIUM = Path(os.environ.get("CCLQ_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("CCLQ_CHROMEDRIVER", "/usr/bin/chromedriver"))
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1600,1000", "--force-device-scale-factor=1")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1600,1000",
+    "--force-device-scale-factor=1",
+)
 
 
 def console_errors(driver) -> list[dict]:

@@ -12,14 +12,20 @@ from cclq.compat import daemon
 
 
 def _main(env: dict, *args: str, cwd: Path | None = None, daemon_on: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cclq.main", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**env, "CCLQ_DAEMON": "1" if daemon_on else "0"})
+    return subprocess.run(
+        [sys.executable, "-m", "cclq.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**env, "CCLQ_DAEMON": "1" if daemon_on else "0"},
+    )
 
 
 def _paths(tmp_path: Path) -> dict[str, Path]:
     old = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = str(tmp_path / "tmp")
     import tempfile
+
     tempfile.tempdir = None
     try:
         return daemon.daemon_paths((tmp_path / "wh").resolve())

@@ -56,11 +56,14 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
 
 # ------------------------------------------------------------------ the synthetic workloads
 
+
 def _tpu_card(devices: int) -> str:
-    return ("version: 1\nworkload:\n  model:\n    phase: training\n    model_family: tiny-xla\n"
-            "    precision: bf16\n    model_arch: {num_params: 1.0e8}\n"
-            f"  hardware:\n    xpu_spec: {{type: TPU, model: tpu_v6e, total_count: {devices}}}\n"
-            "Model-executor:\n  framework:\n    name: jax\n")
+    return (
+        "version: 1\nworkload:\n  model:\n    phase: training\n    model_family: tiny-xla\n"
+        "    precision: bf16\n    model_arch: {num_params: 1.0e8}\n"
+        f"  hardware:\n    xpu_spec: {{type: TPU, model: tpu_v6e, total_count: {devices}}}\n"
+        "Model-executor:\n  framework:\n    name: jax\n"
+    )
 
 
 def _collectives(folder: Path) -> None:
@@ -77,17 +80,53 @@ def _collectives(folder: Path) -> None:
             launch = t0 + 10 * US
             b.gpu_user_annotation("forward", t0 + 20 * US, 300 * US)
             b.kernel(GEMM, t0 + 20 * US, (200 + 10 * rank) * US, launch_ts=launch, args={"grid": [264, 1, 1]})
-            b.nccl_kernel("allgather", t0 + 150 * US, 40 * US, nelems=250_000, dtype="BFloat16",
-                          seq=5 * step, launch_ts=launch + 5 * US)
-            b.nccl_kernel("reduce_scatter", t0 + 300 * US, (40 + 5 * rank) * US, nelems=500_000,
-                          dtype="BFloat16", seq=5 * step + 1, launch_ts=launch + 10 * US)
-            b.nccl_kernel("all_to_all", t0 + 400 * US, 30 * US, nelems=200_000, dtype="BFloat16",
-                          seq=5 * step + 2, launch_ts=launch + 15 * US)
-            b.nccl_kernel("allreduce", t0 + (500 + 20 * rank) * US, 60 * US, nelems=1_000_000,
-                          dtype="BFloat16", seq=5 * step + 3, launch_ts=launch + 20 * US)
-            b.nccl_kernel("send" if rank == 0 else "recv", t0 + 600 * US, (20 + 5 * rank) * US, nelems=500_000,
-                          dtype="BFloat16", pg_name="p2p", pg_desc="p2p", pg_ranks=[0, 1],
-                          launch_ts=launch + 25 * US)
+            b.nccl_kernel(
+                "allgather",
+                t0 + 150 * US,
+                40 * US,
+                nelems=250_000,
+                dtype="BFloat16",
+                seq=5 * step,
+                launch_ts=launch + 5 * US,
+            )
+            b.nccl_kernel(
+                "reduce_scatter",
+                t0 + 300 * US,
+                (40 + 5 * rank) * US,
+                nelems=500_000,
+                dtype="BFloat16",
+                seq=5 * step + 1,
+                launch_ts=launch + 10 * US,
+            )
+            b.nccl_kernel(
+                "all_to_all",
+                t0 + 400 * US,
+                30 * US,
+                nelems=200_000,
+                dtype="BFloat16",
+                seq=5 * step + 2,
+                launch_ts=launch + 15 * US,
+            )
+            b.nccl_kernel(
+                "allreduce",
+                t0 + (500 + 20 * rank) * US,
+                60 * US,
+                nelems=1_000_000,
+                dtype="BFloat16",
+                seq=5 * step + 3,
+                launch_ts=launch + 20 * US,
+            )
+            b.nccl_kernel(
+                "send" if rank == 0 else "recv",
+                t0 + 600 * US,
+                (20 + 5 * rank) * US,
+                nelems=500_000,
+                dtype="BFloat16",
+                pg_name="p2p",
+                pg_desc="p2p",
+                pg_ranks=[0, 1],
+                launch_ts=launch + 25 * US,
+            )
             b.memcpy(t0 + 700 * US, 10 * US, 4_000_000, launch_ts=launch + 30 * US)
             b.memset(t0 + 720 * US, 2 * US, 1_000_000, launch_ts=launch + 35 * US)
         b.write(folder / f"rank{rank}.json")
@@ -97,12 +136,19 @@ def _collectives(folder: Path) -> None:
         " head_dim: 128}\n"
         "  data: {batch_size: 8, seq_len: 4096}\n"
         "  hardware:\n    network_topo: {bandwidth_gbps: [100, 800]}\n"
-        "    xpu_spec: {type: GPU, model: nvidia_h100, total_count: 2, count_per_node: 2}\n")
+        "    xpu_spec: {type: GPU, model: nvidia_h100, total_count: 2, count_per_node: 2}\n"
+    )
 
 
 # vLLM engine iterations: (context requests, context tokens, generation requests, tokens, us)
-_VLLM_ITERATIONS = ((0, 0, 0, 0, 10), (2, 256, 0, 0, 50), (1, 128, 2, 2, 30), (0, 0, 3, 3, 12), (0, 0, 3, 3, 10),
-                    (0, 0, 3, 3, 11))
+_VLLM_ITERATIONS = (
+    (0, 0, 0, 0, 10),
+    (2, 256, 0, 0, 50),
+    (1, 128, 2, 2, 30),
+    (0, 0, 3, 3, 12),
+    (0, 0, 3, 3, 10),
+    (0, 0, 3, 3, 11),
+)
 _RUNNER = "vllm/v1/worker/gpu_model_runner.py(2907): execute_model"
 
 
@@ -118,34 +164,64 @@ def _vllm(folder: Path) -> None:
             b.python_function(_RUNNER, t + 500, dur - 1000)
             if cr or gr:
                 b.kernel(GEMM, t + 2 * US, dur // 3, launch_ts=t + 1 * US)
-                b.nccl_kernel("allreduce", t + 2 * US + dur // 3, dur // 4, nelems=4096, dtype="BFloat16",
-                              seq=i, launch_ts=t + 1500)
+                b.nccl_kernel(
+                    "allreduce",
+                    t + 2 * US + dur // 3,
+                    dur // 4,
+                    nelems=4096,
+                    dtype="BFloat16",
+                    seq=i,
+                    launch_ts=t + 1500,
+                )
             t += dur + 5 * US
         b.write(folder / f"rank{rank}.json")
     (folder / "workload_card.yaml").write_text(
         "version: 1\nworkload:\n  model:\n    phase: inference\n  data:\n    output_len: 4\n"
-        "  hardware:\n    xpu_spec: {type: GPU, model: nvidia_a100, total_count: 2}\n")
+        "  hardware:\n    xpu_spec: {type: GPU, model: nvidia_a100, total_count: 2}\n"
+    )
 
 
 def _serving(folder: Path) -> None:
     """`synth_serving`: a vLLM ``bench serve`` result file (ttft/tpot/throughput_group_6)."""
     folder.mkdir(parents=True, exist_ok=True)
-    result = {"backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B", "num_prompts": 3, "duration": 12.5,
-              "completed": 3, "total_output_tokens": 384, "request_throughput": 0.24, "output_throughput": 30.72,
-              "mean_ttft_ms": 125.0, "median_ttft_ms": 120.0, "p99_ttft_ms": 240.0, "mean_tpot_ms": 26.0,
-              "median_tpot_ms": 25.0, "ttfts": [0.1, 0.12, 0.3], "output_lens": [128, 128, 128]}
+    result = {
+        "backend": "vllm",
+        "model_id": "meta-llama/Llama-3.1-8B",
+        "num_prompts": 3,
+        "duration": 12.5,
+        "completed": 3,
+        "total_output_tokens": 384,
+        "request_throughput": 0.24,
+        "output_throughput": 30.72,
+        "mean_ttft_ms": 125.0,
+        "median_ttft_ms": 120.0,
+        "p99_ttft_ms": 240.0,
+        "mean_tpot_ms": 26.0,
+        "median_tpot_ms": 25.0,
+        "ttfts": [0.1, 0.12, 0.3],
+        "output_lens": [128, 128, 128],
+    }
     (folder / "serve.json").write_text(json.dumps(result))
 
 
 def _horovod(folder: Path) -> None:
     """`synth_horovod`: a Horovod timeline of 2 workers with cycle markers."""
     b = HorovodTimelineBuilder(start_epoch_us=1_700_000_000_000_000)
-    fused = [("QUEUE", 140, 150), ("MEMCPY_IN_FUSION_BUFFER", 150, 160), ("NCCL_ALLREDUCE", 160, 200),
-             ("MEMCPY_OUT_FUSION_BUFFER", 200, 205)]
+    fused = [
+        ("QUEUE", 140, 150),
+        ("MEMCPY_IN_FUSION_BUFFER", 150, 160),
+        ("NCCL_ALLREDUCE", 160, 200),
+        ("MEMCPY_OUT_FUSION_BUFFER", 200, 205),
+    ]
     b.op("allreduce.layer1.weight", "ALLREDUCE", {0: 100, 1: 130}, fused, shape=[1000, 2048])
     b.op("allreduce.layer1.bias", "ALLREDUCE", {1: 105, 0: 120}, fused, shape=[1000])
-    b.op("broadcast.w", "BROADCAST", {0: 300, 1: 350}, [("WAIT_FOR_DATA", 360, 370), ("NCCL_BCAST", 370, 390)],
-         shape=[10])
+    b.op(
+        "broadcast.w",
+        "BROADCAST",
+        {0: 300, 1: 350},
+        [("WAIT_FOR_DATA", 360, 370), ("NCCL_BCAST", 370, 390)],
+        shape=[10],
+    )
     b.cycle(90)
     b.cycle(290)
     b.write(folder / "timeline.json")
@@ -160,8 +236,15 @@ def _nsys(folder: Path) -> None:
         t0 = step * 20_000
         b.nvtx_range(p, t0, t0 + 20_000, f"ProfilerStep#{step + 1}")
         b.kernel(p, 0, 7, t0 + 2_000, t0 + 12_000, "sm90_xmma_gemm_bf16bf16_bf16f32", grid=(264, 1, 1))
-        b.kernel(p, 0, 20, t0 + 7_000, t0 + 17_000,
-                 "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", grid=(16, 1, 1))
+        b.kernel(
+            p,
+            0,
+            20,
+            t0 + 7_000,
+            t0 + 17_000,
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            grid=(16, 1, 1),
+        )
         b.memcpy(p, 0, 7, t0 + 18_000, t0 + 19_000, 4_000_000)
     b.write(folder / "profile.sqlite")
 
@@ -184,9 +267,14 @@ def build_synthetic(root: Path) -> Path:
     devices = 4
     write_tpu_trace(root / "synth_tpu" / "host0.trace.json", TpuTraceSpec(devices=devices, steps=4))
     (root / "synth_tpu" / "workload_card.yaml").write_text(_tpu_card(devices))
-    for name, build in (("synth_collectives", _collectives), ("synth_vllm", _vllm), ("synth_serving", _serving),
-                        ("synth_horovod", _horovod), ("synth_nsys", _nsys),
-                        ("synth_full_queue", _full_queue)):
+    for name, build in (
+        ("synth_collectives", _collectives),
+        ("synth_vllm", _vllm),
+        ("synth_serving", _serving),
+        ("synth_horovod", _horovod),
+        ("synth_nsys", _nsys),
+        ("synth_full_queue", _full_queue),
+    ):
         (root / name).mkdir(parents=True, exist_ok=True)
         build(root / name)
     return root
@@ -199,11 +287,16 @@ def golden_inputs(root: Path) -> list[Path]:
 
 # ------------------------------------------------------------------ the file and comparing
 
+
 def released() -> list[MetricSpec]:
     """Every released version (a line of CHECKSUMS), by name and version."""
     labels = released_checksums()
-    return [spec for name, versions in sorted(registry().items()) for v, spec in sorted(versions.items())
-            if f"{name}/v{v}" in labels]
+    return [
+        spec
+        for name, versions in sorted(registry().items())
+        for v, spec in sorted(versions.items())
+        if f"{name}/v{v}" in labels
+    ]
 
 
 def golden_path(spec: MetricSpec) -> Path:
@@ -318,6 +411,7 @@ def differences(label: str, want: Golden, got: Golden, limit: int = 5) -> list[s
 
 
 # ------------------------------------------------------------------ computing them
+
 
 def compute(root: Path) -> dict[str, Golden]:
     """Every released version's golden computed now, over a warehouse built in ``root``

@@ -89,17 +89,29 @@ VARIANTS = [
     Variant("trace_analysis_demo", "trace_analysis_demo"),
     Variant("kernel_breakdown_demo", "kernel_breakdown_demo"),
     Variant("critical_path_analysis", "critical_path_analysis", probes=CP_PROBES),
-    Variant("critical_path_analysis_cuda_event_sync", "critical_path_analysis", replace=[
-        (r"critical_path/simple_add", "critical_path/cuda_event_sync"),
-        (r'annotation = "\[param\|pytorch\.model\.alex_net\|0\|0\|0\|measure\|forward\]"',
-         'annotation = "ProfilerStep"'),
-        (r"instance_id = 1 ", "instance_id = 0 "),
-    ], probes=CP_PROBES),
-    Variant("critical_path_analysis_cuda_event_sync_multi_stream", "critical_path_analysis", replace=[
-        (r"critical_path/simple_add", "critical_path/cuda_event_sync_multi_stream"),
-        (r'annotation = "\[param\|pytorch\.model\.alex_net\|0\|0\|0\|measure\|forward\]"', 'annotation = ""'),
-        (r"instance_id = 1 ", "instance_id = None "),
-    ], probes=CP_PROBES),
+    Variant(
+        "critical_path_analysis_cuda_event_sync",
+        "critical_path_analysis",
+        replace=[
+            (r"critical_path/simple_add", "critical_path/cuda_event_sync"),
+            (
+                r'annotation = "\[param\|pytorch\.model\.alex_net\|0\|0\|0\|measure\|forward\]"',
+                'annotation = "ProfilerStep"',
+            ),
+            (r"instance_id = 1 ", "instance_id = 0 "),
+        ],
+        probes=CP_PROBES,
+    ),
+    Variant(
+        "critical_path_analysis_cuda_event_sync_multi_stream",
+        "critical_path_analysis",
+        replace=[
+            (r"critical_path/simple_add", "critical_path/cuda_event_sync_multi_stream"),
+            (r'annotation = "\[param\|pytorch\.model\.alex_net\|0\|0\|0\|measure\|forward\]"', 'annotation = ""'),
+            (r"instance_id = 1 ", "instance_id = None "),
+        ],
+        probes=CP_PROBES,
+    ),
     # cell 26 prints the ops of sort_values(by="Control_counts", ascending=False): many tie
     Variant("trace_diff_demo", "trace_diff_demo", unordered_stdout={26}),
     Variant("identify_stragglers", "identify_stragglers"),
@@ -137,8 +149,9 @@ def adapt(source: str, variant: Variant, root: Path, tmp: Path, use_cclq: bool) 
             line = line.split("=")[0].rstrip() + f" = [{str(root)!r}]"
         lines.append(line)
     text = "\n".join(lines)
-    text = re.sub(r'(hta_dir|trace_prefix|path_to_hta)\s*=\s*"[^"\n]*"', lambda m: f"{m.group(1)} = {str(root)!r}",
-                  text)
+    text = re.sub(
+        r'(hta_dir|trace_prefix|path_to_hta)\s*=\s*"[^"\n]*"', lambda m: f"{m.group(1)} = {str(root)!r}", text
+    )
     text = re.sub(r"base_dir\s*=\s*<update base path here>", f"base_dir = {str(root)!r}", text)
     text = text.replace("~/HolisticTraceAnalysis", str(root))
     text = text.replace('"/tmp/', f'"{tmp}/')
@@ -163,14 +176,24 @@ class CellResult:
 def _figure(fig: Any) -> dict[str, Any]:
     layout = fig.layout
     title = layout.title.text if layout.title is not None else None
-    return {"title": title, "traces": [
-        {"type": t.type, "name": getattr(t, "name", None),
-         "points": len(t.x) if getattr(t, "x", None) is not None else
-         (len(t.values) if getattr(t, "values", None) is not None else None)} for t in fig.data]}
+    return {
+        "title": title,
+        "traces": [
+            {
+                "type": t.type,
+                "name": getattr(t, "name", None),
+                "points": len(t.x)
+                if getattr(t, "x", None) is not None
+                else (len(t.values) if getattr(t, "values", None) is not None else None),
+            }
+            for t in fig.data
+        ],
+    }
 
 
-def run(variant: Variant, root: Path, tmp: Path, use_cclq: bool,
-        namespace: dict[str, Any] | None = None) -> tuple[list[CellResult], dict[str, Any]]:
+def run(
+    variant: Variant, root: Path, tmp: Path, use_cclq: bool, namespace: dict[str, Any] | None = None
+) -> tuple[list[CellResult], dict[str, Any]]:
     """Runs the notebook's code cells in order in one namespace; each cell's result."""
     import plotly.basedatatypes as bdt
 
@@ -191,8 +214,7 @@ def run(variant: Variant, root: Path, tmp: Path, use_cclq: bool,
             except Exception as e:  # noqa: BLE001 (a failing cell is an answer too)
                 error = f"{type(e).__name__}: {e}".splitlines()[0]
             printed = out.getvalue().replace(str(tmp), "<TMP>").replace(str(root), "<ROOT>")
-            results.append(CellResult(i, describe(value, root, tmp), printed,
-                                      [_figure(f) for f in shown], error))
+            results.append(CellResult(i, describe(value, root, tmp), printed, [_figure(f) for f in shown], error))
     finally:
         bdt.BaseFigure.show = original  # type: ignore[method-assign]
     return results, ns
@@ -243,17 +265,31 @@ def describe(value: Any, root: Path, tmp: Path) -> Any:
         return {"repr": type(v).__name__}
 
     def index(ix: Any) -> dict[str, Any]:
-        return {"names": [plain(n) for n in ix.names], "dtype": str(ix.dtype),
-                "levels_dtypes": [str(ix.get_level_values(i).dtype) for i in range(ix.nlevels)],
-                "values": [plain(v) for v in ix.tolist()]}
+        return {
+            "names": [plain(n) for n in ix.names],
+            "dtype": str(ix.dtype),
+            "levels_dtypes": [str(ix.get_level_values(i).dtype) for i in range(ix.nlevels)],
+            "values": [plain(v) for v in ix.tolist()],
+        }
 
     if isinstance(value, pd.DataFrame):
-        return {"kind": "DataFrame", "shape": list(value.shape), "index": index(value.index),
-                "columns": index(value.columns), "dtypes": [str(d) for d in value.dtypes],
-                "values": [[plain(v) for v in value.iloc[:, j].tolist()] for j in range(value.shape[1])]}
+        return {
+            "kind": "DataFrame",
+            "shape": list(value.shape),
+            "index": index(value.index),
+            "columns": index(value.columns),
+            "dtypes": [str(d) for d in value.dtypes],
+            "values": [[plain(v) for v in value.iloc[:, j].tolist()] for j in range(value.shape[1])],
+        }
     if isinstance(value, pd.Series):
-        return {"kind": "Series", "shape": list(value.shape), "name": plain(value.name), "index": index(value.index),
-                "dtype": str(value.dtype), "values": [plain(v) for v in value.tolist()]}
+        return {
+            "kind": "Series",
+            "shape": list(value.shape),
+            "name": plain(value.name),
+            "index": index(value.index),
+            "dtype": str(value.dtype),
+            "values": [plain(v) for v in value.tolist()],
+        }
     if isinstance(value, dict):
         return {"kind": "dict", "items": [[plain(k), describe(v, root, tmp)] for k, v in value.items()]}
     if isinstance(value, (list, tuple)):
@@ -273,21 +309,41 @@ def overlays(root: Path) -> list[Any]:
     for path in sorted(root.rglob("overlaid_critical_path_*.json.gz")):
         with gzip.open(path, "rt") as f:
             events = json.load(f)["traceEvents"]
-        critical = sorted([str(e.get("name")), e.get("ts"), e.get("dur")] for e in events
-                          if e.get("ph") == "X" and (e.get("args") or {}).get("critical") == 1)
-        flows = sorted([e["ph"], e.get("cat"), e.get("ts"), str(e.get("pid")), str(e.get("tid")),
-                        (e.get("args") or {}).get("weight")] for e in events if e.get("ph") in ("s", "f"))
+        critical = sorted(
+            [str(e.get("name")), e.get("ts"), e.get("dur")]
+            for e in events
+            if e.get("ph") == "X" and (e.get("args") or {}).get("critical") == 1
+        )
+        flows = sorted(
+            [
+                e["ph"],
+                e.get("cat"),
+                e.get("ts"),
+                str(e.get("pid")),
+                str(e.get("tid")),
+                (e.get("args") or {}).get("weight"),
+            ]
+            for e in events
+            if e.get("ph") in ("s", "f")
+        )
         out.append({"file": path.name, "events": len(events), "critical": critical, "flows": flows})
     return out
 
 
 def record(results: list[CellResult], probes: list[Any], overlaid: list[Any]) -> dict[str, Any]:
-    return {"cells": [{"cell": r.cell, "value": r.value, "stdout": r.stdout, "figures": r.figures, "error": r.error}
-                      for r in results], "probes": probes, "overlays": overlaid}
+    return {
+        "cells": [
+            {"cell": r.cell, "value": r.value, "stdout": r.stdout, "figures": r.figures, "error": r.error}
+            for r in results
+        ],
+        "probes": probes,
+        "overlays": overlaid,
+    }
 
 
-def differences(expected: Any, actual: Any, where: str = "", rel: float = 1e-9,
-                out: list[str] | None = None, limit: int = 20) -> list[str]:
+def differences(
+    expected: Any, actual: Any, where: str = "", rel: float = 1e-9, out: list[str] | None = None, limit: int = 20
+) -> list[str]:
     """Where ``actual`` differs from ``expected`` (both describe() output): numbers to
     ``rel`` relative (or 1e-9 absolute near 0), everything else exactly."""
     out = [] if out is None else out
@@ -313,4 +369,3 @@ def differences(expected: Any, actual: Any, where: str = "", rel: float = 1e-9,
     elif expected != actual:
         out.append(f"{where}: {str(expected)[:200]!r} != {str(actual)[:200]!r}")
     return out
-

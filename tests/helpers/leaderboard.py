@@ -29,18 +29,48 @@ def two_node_kernels(rank: int) -> list[dict[str, Any]]:
     tp = [2 * (rank // 2), 2 * (rank // 2) + 1]
     dp = [rank % 2, rank % 2 + 2]
     return [
-        dict(name=GEMM, ts=100, dur=400, v1=False, v2=False),                    # step 1
-        dict(name=GEMM, ts=1000, dur=600, v1=False, v2=False),                   # step 2
-        dict(coll="allreduce", ts=1500, dur=AR_DUR[rank], nelems=AR_NELEMS, group=tp, pg=f"tp{rank // 2}",
-             v1=True, v2=True, link="scale_up", bytes=2 * AR_NELEMS),
-        dict(name=LAYOUT, ts=1650, dur=10, v1=True, v2=False, moe=True),         # v1: `deep_ep.*dispatch`
+        dict(name=GEMM, ts=100, dur=400, v1=False, v2=False),  # step 1
+        dict(name=GEMM, ts=1000, dur=600, v1=False, v2=False),  # step 2
+        dict(
+            coll="allreduce",
+            ts=1500,
+            dur=AR_DUR[rank],
+            nelems=AR_NELEMS,
+            group=tp,
+            pg=f"tp{rank // 2}",
+            v1=True,
+            v2=True,
+            link="scale_up",
+            bytes=2 * AR_NELEMS,
+        ),
+        dict(name=LAYOUT, ts=1650, dur=10, v1=True, v2=False, moe=True),  # v1: `deep_ep.*dispatch`
         dict(name=DISPATCH, ts=1700, dur=40, v1=True, v2=True, moe=True, link="scale_out"),
         dict(name=NOTIFY, ts=1740, dur=20, v1=False, v2=True, moe=True, link="scale_out"),
-        dict(coll="allgather", ts=1800, dur=100, nelems=AG_NELEMS, group=dp, pg=f"dp{rank % 2}",
-             v1=True, v2=True, link="scale_out", bytes=2 * 2 * AG_NELEMS),       # the gathered output
-        dict(coll="all_to_all", ts=1950, dur=30, nelems=A2A_NELEMS, group=[0, 1, 2, 3], pg="ep",
-             v1=True, v2=True, link="scale_out", bytes=2 * A2A_NELEMS),
-        dict(name=GEMM, ts=2100, dur=400, v1=False, v2=False),                   # step 3
+        dict(
+            coll="allgather",
+            ts=1800,
+            dur=100,
+            nelems=AG_NELEMS,
+            group=dp,
+            pg=f"dp{rank % 2}",
+            v1=True,
+            v2=True,
+            link="scale_out",
+            bytes=2 * 2 * AG_NELEMS,
+        ),  # the gathered output
+        dict(
+            coll="all_to_all",
+            ts=1950,
+            dur=30,
+            nelems=A2A_NELEMS,
+            group=[0, 1, 2, 3],
+            pg="ep",
+            v1=True,
+            v2=True,
+            link="scale_out",
+            bytes=2 * A2A_NELEMS,
+        ),
+        dict(name=GEMM, ts=2100, dur=400, v1=False, v2=False),  # step 3
     ]
 
 
@@ -66,8 +96,17 @@ def build_two_nodes(folder: Path) -> None:
             b.profiler_step(i + 1, i * 1000 * US, 1000 * US)
         for k in two_node_kernels(rank):
             if "coll" in k:
-                b.nccl_kernel(k["coll"], k["ts"] * US, k["dur"] * US, nelems=k["nelems"], dtype="BFloat16",
-                              group_size=len(k["group"]), pg_name=k["pg"], pg_desc=k["pg"], pg_ranks=k["group"])
+                b.nccl_kernel(
+                    k["coll"],
+                    k["ts"] * US,
+                    k["dur"] * US,
+                    nelems=k["nelems"],
+                    dtype="BFloat16",
+                    group_size=len(k["group"]),
+                    pg_name=k["pg"],
+                    pg_desc=k["pg"],
+                    pg_ranks=k["group"],
+                )
             else:
                 b.kernel(k["name"], k["ts"] * US, k["dur"] * US)
         if rank == 3:
@@ -82,10 +121,18 @@ TRAIN_STEPS = {0: (1.0, 1.2, 1.4, 1.6), 1: (1.0, 1.4, 1.6, 2.0)}  # seconds per 
 
 
 def mfu_card(phase: str, model: str, precision: str, total: int, data: str, arch: bool = True) -> str:
-    model_arch = ("    model_arch: {num_params: 8.0e9, num_params_embedding: 5.0e8, num_layers: 32, "
-                  "num_heads: 32, head_dim: 128}\n") if arch else ""
-    return (f"workload:\n  model:\n    phase: {phase}\n    precision: {precision}\n{model_arch}"
-            f"  data: {data}\n  hardware:\n    xpu_spec: {{model: {model}, total_count: {total}}}\n")
+    model_arch = (
+        (
+            "    model_arch: {num_params: 8.0e9, num_params_embedding: 5.0e8, num_layers: 32, "
+            "num_heads: 32, head_dim: 128}\n"
+        )
+        if arch
+        else ""
+    )
+    return (
+        f"workload:\n  model:\n    phase: {phase}\n    precision: {precision}\n{model_arch}"
+        f"  data: {data}\n  hardware:\n    xpu_spec: {{model: {model}, total_count: {total}}}\n"
+    )
 
 
 def build_mfu_train(folder: Path) -> None:
@@ -98,7 +145,8 @@ def build_mfu_train(folder: Path) -> None:
             t += int(d * 1e9)
         b.write(folder / f"rank{rank}.json")
     (folder / "workload_card.yaml").write_text(
-        mfu_card("training", "NVIDIA-H100", "bfloat16", 2, "{batch_size: 8, seq_len: 4096}"))
+        mfu_card("training", "NVIDIA-H100", "bfloat16", 2, "{batch_size: 8, seq_len: 4096}")
+    )
 
 
 # vLLM iterations: (context requests, context tokens, generation requests, tokens, ms)
@@ -113,4 +161,5 @@ def build_mfu_infer(folder: Path) -> None:
         t += ms * 1_000_000 + 1000
     b.write(folder / "rank0.json")
     (folder / "workload_card.yaml").write_text(
-        mfu_card("inference", "nvidia_a100", "bf16", 1, "{batch_size: 8, seq_len: 2048}"))
+        mfu_card("inference", "nvidia_a100", "bf16", 1, "{batch_size: 8, seq_len: 2048}")
+    )

@@ -21,13 +21,21 @@ from cclq.synth.kineto import KinetoTraceBuilder
 
 US = 1_000
 MS = 1_000_000
-STEPS = {0: ((1, 0, 1 * MS), (2, 1 * MS, 2 * MS), (3, 3 * MS, 3 * MS)),
-         1: ((1, 0, 1_500 * US), (2, 1_500 * US, 2_500 * US), (3, 4 * MS, 3_500 * US))}
+STEPS = {
+    0: ((1, 0, 1 * MS), (2, 1 * MS, 2 * MS), (3, 3 * MS, 3 * MS)),
+    1: ((1, 0, 1_500 * US), (2, 1_500 * US, 2_500 * US), (3, 4 * MS, 3_500 * US)),
+}
 ALLREDUCE_AT = {0: 700 * US, 1: 900 * US}
 
 
-def two_rank_run(folder: Path, gemm_us: int = 100, card: str | None = None, extra_kernel: str | None = None,
-                 allreduce: bool = True, ranks: tuple[int, ...] = (0, 1)) -> Path:
+def two_rank_run(
+    folder: Path,
+    gemm_us: int = 100,
+    card: str | None = None,
+    extra_kernel: str | None = None,
+    allreduce: bool = True,
+    ranks: tuple[int, ...] = (0, 1),
+) -> Path:
     """The workload above in ``folder`` (one file per rank), with an optional card text.
     ``extra_kernel``: one more 20 us kernel of that name after the elementwise one."""
     for rank in ranks:

@@ -43,8 +43,17 @@ class Outcome:
         if r is None:
             return (self.error,)
         notes = {k: v for k, v in r.notes.items() if not k.startswith(("read with ijson", "read again"))}
-        return (r.events_read, r.rows_written, dict(r.drops), notes, r.metadata, r.base_time_ns,
-                r.ts_min_ns, r.ts_max_ns, r.decompressed_bytes)
+        return (
+            r.events_read,
+            r.rows_written,
+            dict(r.drops),
+            notes,
+            r.metadata,
+            r.base_time_ns,
+            r.ts_min_ns,
+            r.ts_max_ns,
+            r.decompressed_bytes,
+        )
 
 
 def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, threads: int = 0) -> Outcome:
@@ -54,8 +63,10 @@ def read_with(path: Path, reader: str, limits: ReadLimits = DEFAULT_LIMITS, thre
     options = ReadOptions(reader=reader, limits=limits, threads=threads)
     notes: list[str] = []
     # threads asked for are used whatever the file's size (ingest leaves them to big files)
-    saved_min, fast_reader.THREADS_MIN_BYTES = fast_reader.THREADS_MIN_BYTES, 0 if threads else \
-        fast_reader.THREADS_MIN_BYTES
+    saved_min, fast_reader.THREADS_MIN_BYTES = (
+        fast_reader.THREADS_MIN_BYTES,
+        0 if threads else fast_reader.THREADS_MIN_BYTES,
+    )
     try:
         detected = detect(str(path))
         while True:
@@ -96,8 +107,9 @@ def chunked_reader(name: str) -> str:
     return CHUNKED[name]
 
 
-def both(path: Path, limits: ReadLimits = DEFAULT_LIMITS, threads: int = 0, reader: str = READER_COMPILED
-         ) -> tuple[Outcome, Outcome]:
+def both(
+    path: Path, limits: ReadLimits = DEFAULT_LIMITS, threads: int = 0, reader: str = READER_COMPILED
+) -> tuple[Outcome, Outcome]:
     """(``reader``'s outcome, the ijson reference's)."""
     return read_with(path, reader, limits, threads), read_with(path, READER_IJSON, limits)
 

@@ -24,8 +24,10 @@ def s3_env(endpoint: str, cache: Path) -> dict[str, str]:
     """What a cclq process needs to use the server: the standard AWS variables (fake
     credentials: moto accepts any) and a read-through cache of its own."""
     return {
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret",
-        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing-secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
         "CCLQ_REMOTE_CACHE": str(cache),
     }
 
@@ -36,8 +38,12 @@ def moto_server(log: Path) -> Iterator[str]:
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "AWS_ENDPOINT_URL": ""})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "AWS_ENDPOINT_URL": ""},
+        )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -68,23 +74,39 @@ def upload_tree(endpoint: str, local: Path, url: str) -> None:
     """Uploads a folder to ``s3://bucket/prefix`` (through s3fs, with the server's env)."""
     import s3fs
 
-    fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, endpoint_url=endpoint,
-                           key="testing", secret="testing-secret")
+    fs = s3fs.S3FileSystem(
+        skip_instance_cache=True,
+        use_listings_cache=False,
+        endpoint_url=endpoint,
+        key="testing",
+        secret="testing-secret",
+    )
     base = url.split("://", 1)[1].rstrip("/")
     files = [p for p in sorted(local.rglob("*")) if p.is_file()]
     fs.put([str(p) for p in files], [f"{base}/{p.relative_to(local).as_posix()}" for p in files])
 
 
-def run_cclq(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-             timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cclq(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """The real ``cclq`` entry point in a subprocess, with ``env`` added."""
-    return subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
-                          capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def start_cclq(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen[str]:
     """``run_cclq`` started, not waited for."""
-    return subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})}, cwd=cwd)
+    return subprocess.Popen(
+        [sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )

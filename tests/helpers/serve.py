@@ -35,8 +35,9 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, root: Path, *extra: str, token: str | None = TOKEN, limits: bool = True,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, *extra: str, token: str | None = TOKEN, limits: bool = True, env: dict[str, str] | None = None
+    ) -> None:
         self.root = root
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -47,9 +48,25 @@ class Server:
             env["CCLQ_SERVE_TOKEN"] = token
         bounds = ["--max-upload-mb", "2", "--max-unpacked-mb", "64", "--max-files", "50"] if limits else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from cclq.cli.app import main; main()", "serve", "--port", str(self.port),
-             "--data", str(root / "data"), "-w", str(root / "wh"), *bounds, *extra],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=root)
+            [
+                sys.executable,
+                "-c",
+                "from cclq.cli.app import main; main()",
+                "serve",
+                "--port",
+                str(self.port),
+                "--data",
+                str(root / "data"),
+                "-w",
+                str(root / "wh"),
+                *bounds,
+                *extra,
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=root,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -78,15 +95,25 @@ class Server:
             body, status, ctype = e.read().decode(), e.code, e.headers.get("content-type", "")
         return status, json.loads(body) if "json" in ctype else body
 
-    def upload(self, files: list[tuple[str, bytes]], fields: dict[str, str] | None = None,
-               token: str | None = TOKEN, raw: bytes | None = None, ctype: str | None = None) -> tuple[int, dict]:
+    def upload(
+        self,
+        files: list[tuple[str, bytes]],
+        fields: dict[str, str] | None = None,
+        token: str | None = TOKEN,
+        raw: bytes | None = None,
+        ctype: str | None = None,
+    ) -> tuple[int, dict]:
         boundary = uuid.uuid4().hex
         parts = []
         for k, v in (fields if fields is not None else {"group_name": "grp"}).items():
             parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode())
         for name, data in files:
-            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
-                         f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+            parts.append(
+                f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                f"Content-Type: application/octet-stream\r\n\r\n".encode()
+                + data
+                + b"\r\n"
+            )
         body = raw if raw is not None else b"".join(parts) + f"--{boundary}--\r\n".encode()
         headers = {"Content-Type": ctype or f"multipart/form-data; boundary={boundary}"}
         if token:
@@ -103,9 +130,14 @@ class Server:
         answer and close before the client has sent it all (a broken pipe for the
         client is then expected), so the answer is read whatever the send did."""
         boundary = uuid.uuid4().hex
-        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\nbig\r\n'
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\nbig\r\n'
                 f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n\r\n'
-                ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         conn.putrequest("POST", "/api/upload")
         conn.putheader("Content-Type", f"multipart/form-data; boundary={boundary}")
@@ -114,7 +146,7 @@ class Server:
         conn.endheaders()
         try:
             for i in range(0, len(body), 1 << 16):
-                piece = body[i:i + (1 << 16)]
+                piece = body[i : i + (1 << 16)]
                 conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
             if chunked:
                 conn.send(b"0\r\n\r\n")
@@ -134,7 +166,6 @@ class Server:
                 return body
             time.sleep(0.5)
         raise AssertionError(f"job {upload_id} did not finish")
-
 
 
 def zipped_folder(folder: Path) -> bytes:
@@ -157,8 +188,10 @@ def big_trace_zip(tmp: Path, kernels: int = 150_000) -> bytes:
     b.write(tmp / "one.json")
     doc = json.loads((tmp / "one.json").read_text())
     (kernel,) = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
-    events = [json.dumps({**kernel, "ts": 1.0 + 4.0 * k, "args": {**kernel["args"], "correlation": k + 1}})
-              for k in range(kernels)]
+    events = [
+        json.dumps({**kernel, "ts": 1.0 + 4.0 * k, "args": {**kernel["args"], "correlation": k + 1}})
+        for k in range(kernels)
+    ]
     others = ",".join(json.dumps(e) for e in doc["traceEvents"] if e is not kernel)
     head = json.dumps({k: v for k, v in doc.items() if k != "traceEvents"})[:-1]
     text = head + ', "traceEvents": [' + others + "," + ",".join(events) + "]}"
@@ -215,5 +248,9 @@ def two_rank_run(folder: Path, card: str | None = CARD) -> Path:
 
 def run_cclq(*args: str) -> subprocess.CompletedProcess:
     """The real ``cclq`` entry point in its own process."""
-    return subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-c", "from cclq.cli.app import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )

@@ -51,8 +51,10 @@ def update(rewrite: set[str], fresh: dict[str, Golden]) -> list[str]:
         if not new_traces:
             continue
         if old.columns != got.columns:
-            raise SystemExit(f"update_goldens: {label} has other columns than its golden; "
-                             f"a released version never changes (see tests/query/test_goldens.py)")
+            raise SystemExit(
+                f"update_goldens: {label} has other columns than its golden; "
+                f"a released version never changes (see tests/query/test_goldens.py)"
+            )
         old.rows.update({t: got.rows[t] for t in new_traces})
         _write(path, old.text())
         done.append(f"added {', '.join(new_traces)} to {_shown(path)}")
@@ -60,10 +62,14 @@ def update(rewrite: set[str], fresh: dict[str, Golden]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.helpers.update_goldens", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rewrite", action="append", default=[], metavar="METRIC/vN",
-                        help="rewrite this golden (repeatable)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.helpers.update_goldens",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--rewrite", action="append", default=[], metavar="METRIC/vN", help="rewrite this golden (repeatable)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="cclq-goldens-") as tmp:
         os.environ.setdefault("CCLQ_CACHE_DIR", str(Path(tmp) / "cache"))

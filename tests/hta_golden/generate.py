@@ -34,8 +34,16 @@ import pandas as pd
 from hta.trace_analysis import TraceAnalysis
 from hta.trace_diff import LabeledTrace, TraceDiff
 
-FOLDERS = ["alexnet", "amd_mi250", "df_index_resolver", "mtia_single_rank", "nccl_data",
-           "negative_queue_length", "ns_resolution", "trace_filter_2rank"]
+FOLDERS = [
+    "alexnet",
+    "amd_mi250",
+    "df_index_resolver",
+    "mtia_single_rank",
+    "nccl_data",
+    "negative_queue_length",
+    "ns_resolution",
+    "trace_filter_2rank",
+]
 SEQUENCE_OPS = ["aten::linear", "aten::conv2d", "aten::mm", "aten::add_"]
 DIFF_PAIRS = [("trace_filter_2rank", "negative_queue_length"), ("nccl_data", "ns_resolution")]
 
@@ -67,8 +75,14 @@ def main(traces: Path, out: Path) -> None:
             p = d / f"frequent_cuda_kernel_sequences_{op.replace('::', '_')}.csv"
             try:
                 with tempfile.TemporaryDirectory() as tmp:
-                    df = _quiet(ta.get_frequent_cuda_kernel_sequences, operator_name=op, output_dir=tmp,
-                                rank=rank, top_k=5, visualize=False)
+                    df = _quiet(
+                        ta.get_frequent_cuda_kernel_sequences,
+                        operator_name=op,
+                        output_dir=tmp,
+                        rank=rank,
+                        top_k=5,
+                        visualize=False,
+                    )
                 if len(df):
                     df.to_csv(p, index=False)
             except Exception as e:  # noqa: BLE001

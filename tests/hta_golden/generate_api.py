@@ -32,8 +32,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 import hta_script  # noqa: E402
 from hta.trace_analysis import TimeSeriesTypes, TraceAnalysis  # noqa: E402
 
-FOLDERS = ["alexnet", "amd_mi250", "df_index_resolver", "mtia_single_rank", "nccl_data",
-           "negative_queue_length", "ns_resolution", "trace_filter_2rank"]
+FOLDERS = [
+    "alexnet",
+    "amd_mi250",
+    "df_index_resolver",
+    "mtia_single_rank",
+    "nccl_data",
+    "negative_queue_length",
+    "ns_resolution",
+    "trace_filter_2rank",
+]
 
 
 def main(traces: Path, out: Path) -> None:

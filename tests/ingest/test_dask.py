@@ -40,9 +40,14 @@ def cluster(distributed):
 
     # what `--dask local` starts: a task gives up after two worker deaths
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
-        local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                                         silence_logs=logging.CRITICAL)
+        local = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            silence_logs=logging.CRITICAL,
+        )
     with local, distributed.Client(local) as client:
         yield local, client
 
@@ -134,8 +139,9 @@ def test_a_worker_killed_mid_ingest_loses_nothing(cluster, inputs, local_wh, tmp
 
 
 @pytest.mark.slow
-def test_a_file_that_keeps_killing_workers_fails_alone_and_a_rerun_finishes(cluster, inputs, local_wh,
-                                                                            tmp_path, faults):
+def test_a_file_that_keeps_killing_workers_fails_alone_and_a_rerun_finishes(
+    cluster, inputs, local_wh, tmp_path, faults
+):
     local, _client = cluster
     log = tmp_path / "kills.jsonl"
     faults.install("run_b/rank1", "always", log)
@@ -152,7 +158,8 @@ def test_a_file_that_keeps_killing_workers_fails_alone_and_a_rerun_finishes(clus
     faults.remove()  # the file is fine now (a bigger worker, say)
     rerun = ingest([inputs], wh, dask=local.scheduler_address)
     assert [o.path for o in rerun.outcomes if o.status == "ingested"] == [
-        o.path for o in report.outcomes if o.message == failed["run_b/rank1.pt.trace.json"]]
+        o.path for o in report.outcomes if o.message == failed["run_b/rank1.pt.trace.json"]
+    ]
     _assert_same_warehouse(wh, local_wh[0])
 
 
@@ -177,10 +184,10 @@ class _StubClient:
         return _StubFuture()
 
 
-@pytest.mark.parametrize("markers,resubmits,resubmitted", [(0, 0, True), (1, 0, True), (2, 0, False),
-                                                          (1, 3, False)])
-def test_a_file_dask_gave_up_on_fails_only_if_it_was_running_at_two_deaths(tmp_path, markers, resubmits,
-                                                                          resubmitted, distributed):
+@pytest.mark.parametrize("markers,resubmits,resubmitted", [(0, 0, True), (1, 0, True), (2, 0, False), (1, 3, False)])
+def test_a_file_dask_gave_up_on_fails_only_if_it_was_running_at_two_deaths(
+    tmp_path, markers, resubmits, resubmitted, distributed
+):
     """Dask gives up on every task assigned to workers that died, queued or running.
     The markers a dying parse leaves in tmp/ tell the culprit (running at two deaths)
     from a bystander (queued there), which is submitted again, a bounded number of times."""
@@ -225,9 +232,11 @@ def _assert_same_result(name: str, mine: pa.Table, local: pa.Table) -> None:
             assert mine[column].equals(local[column]), (name, column)
             continue
         for a, b in zip(mine[column].to_pylist(), local[column].to_pylist()):
-            same = (a is None and b is None) or (a is not None and b is not None and
-                                                 (a == b or (math.isnan(a) and math.isnan(b))
-                                                  or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)))
+            same = (a is None and b is None) or (
+                a is not None
+                and b is not None
+                and (a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15))
+            )
             assert same, (name, column, a, b)
 
 
@@ -242,8 +251,9 @@ def test_every_metric_by_trace_partitions_on_the_workers_is_the_local_result(clu
     try:
         here = run_metrics(con, specs)
         done: list[tuple[int, int]] = []
-        there = run_metrics_on_dask(con, specs, None, local.scheduler_address, partitions=2,
-                                    on_partition=lambda d, t: done.append((d, t)))
+        there = run_metrics_on_dask(
+            con, specs, None, local.scheduler_address, partitions=2, on_partition=lambda d, t: done.append((d, t))
+        )
     finally:
         con.close()
     assert done == [(0, 2), (1, 2), (2, 2)]
@@ -314,15 +324,22 @@ def test_cli_ingest_and_metric_with_dask(cluster, inputs, local_wh, tmp_path):
     _assert_same_warehouse(Warehouse(wh), local_wh[0])
     for name in ("hta_kernel_type_breakdown", "avg_step_time"):
         here = run_cli("metric", name, "--all", "-w", str(wh), "-f", "csv", "--no-cache")
-        there = run_cli("metric", name, "--all", "-w", str(wh), "-f", "csv", "--no-cache",
-                        "--dask", local.scheduler_address)
+        there = run_cli(
+            "metric", name, "--all", "-w", str(wh), "-f", "csv", "--no-cache", "--dask", local.scheduler_address
+        )
         assert there.returncode == 0, there.stderr
         assert there.stdout == here.stdout and here.stdout.count("\n") > 9
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec,problem", [("local:0", "local:N wants a number"), ("local:two", "local:N wants"),
-                                          ("no-such-scheduler-file", "not local[:N], a scheduler address")])
+@pytest.mark.parametrize(
+    "spec,problem",
+    [
+        ("local:0", "local:N wants a number"),
+        ("local:two", "local:N wants"),
+        ("no-such-scheduler-file", "not local[:N], a scheduler address"),
+    ],
+)
 def test_cli_a_bad_dask_option_is_a_usage_error(tmp_path, spec, problem, distributed):
     write_trace(tmp_path / "w" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
     done = run_cli("ingest", str(tmp_path / "w"), "-w", str(tmp_path / "wh"), "--dask", spec)
@@ -338,11 +355,13 @@ def test_dask_is_imported_only_when_asked_for(tmp_path):
     import sys
 
     write_trace(tmp_path / "w" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
-    code = ("import sys; from cclq.cli.app import app; from cclq.ingest.run import ingest; "
-            "from cclq.query.metrics import run_metric; "
-            "from cclq.store.warehouse import Warehouse; "
-            f"ingest([{str(tmp_path / 'w')!r}], Warehouse({str(tmp_path / 'wh')!r}), jobs=1); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    code = (
+        "import sys; from cclq.cli.app import app; from cclq.ingest.run import ingest; "
+        "from cclq.query.metrics import run_metric; "
+        "from cclq.store.warehouse import Warehouse; "
+        f"ingest([{str(tmp_path / 'w')!r}], Warehouse({str(tmp_path / 'wh')!r}), jobs=1); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -19,10 +19,13 @@ from cclq.store.warehouse import Warehouse
 
 
 # ---------------------------------------------------------------- 1. trace ids
-@pytest.mark.parametrize("names", [
-    ["NULL", "null", "Null"],
-    ["__HIVE_DEFAULT_PARTITION__", "true", "0123", "2024-01-01", "1e5", "nan"],
-])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["NULL", "null", "Null"],
+        ["__HIVE_DEFAULT_PARTITION__", "true", "0123", "2024-01-01", "1e5", "nan"],
+    ],
+)
 def test_every_trace_id_survives_the_round_trip(tmp_path, wh, names):
     """A folder named NULL once ingested, then read back as SQL NULL: every metric said
     "no GPU kernels" and several such traces merged into one."""
@@ -38,9 +41,14 @@ def test_every_trace_id_survives_the_round_trip(tmp_path, wh, names):
     # other engines reading the folders as hive partitions get the same ids back
     import duckdb
 
-    hive = duckdb.connect().execute(
-        f"SELECT DISTINCT trace FROM read_parquet('{wh.root}/events/*/*.parquet', hive_partitioning = true, "
-        "hive_types = {'trace': VARCHAR})").fetchall()
+    hive = (
+        duckdb.connect()
+        .execute(
+            f"SELECT DISTINCT trace FROM read_parquet('{wh.root}/events/*/*.parquet', hive_partitioning = true, "
+            "hive_types = {'trace': VARCHAR})"
+        )
+        .fetchall()
+    )
     assert sorted(t for (t,) in hive) == sorted(expected)
 
 
@@ -56,8 +64,10 @@ def test_trace_folders_decode_to_the_trace_id_in_hive_readers(tmp_path):
         folder = tmp_path / trace_folder(trace)
         folder.mkdir()
         con.execute(f"COPY (SELECT {i} AS i) TO '{str(folder / 'f.parquet').replace(chr(39), chr(39) * 2)}'")
-    rows = con.execute(f"SELECT i, trace FROM read_parquet('{tmp_path}/*/*.parquet', hive_partitioning = true, "
-                       "hive_types = {'trace': VARCHAR}) ORDER BY i").fetchall()
+    rows = con.execute(
+        f"SELECT i, trace FROM read_parquet('{tmp_path}/*/*.parquet', hive_partitioning = true, "
+        "hive_types = {'trace': VARCHAR}) ORDER BY i"
+    ).fetchall()
     assert [t for _, t in rows] == ids
 
 
@@ -154,8 +164,10 @@ def test_an_unforeseen_error_in_a_reader_fails_that_file_alone(tmp_path, wh, mon
     report = run_ingest([tmp_path / "in"], wh)
     assert [o.status for o in report.outcomes] == ["ingested", "failed", "ingested"]
     message = report.failed[0].message
-    assert message.startswith(f"{tmp_path / 'in' / 'b' / 'rank0.json'}: unexpected error while reading it "
-                              "(RecursionError: maximum recursion depth exceeded)")
+    assert message.startswith(
+        f"{tmp_path / 'in' / 'b' / 'rank0.json'}: unexpected error while reading it "
+        "(RecursionError: maximum recursion depth exceeded)"
+    )
     assert report.failed[0].detail and "RecursionError" in report.failed[0].detail
     assert sorted(kernel_time_by_trace(wh)) == ["a", "c"]
 
@@ -184,13 +196,15 @@ def test_a_full_disk_fails_the_file_and_stops_the_run_cleanly(tmp_path, wh, monk
     first = 0 if grouped else 1
     assert [o.status for o in report.outcomes] == ["ingested"] * first + ["failed"] * (4 - first)
     assert report.failed[0].message == f"{tmp_path / 'work' / f'rank{first}.json'}: no space left on device"
-    assert all(o.message.endswith("not ingested: the disk is full (no space left on device)")
-               for o in report.failed[1:])
+    assert all(
+        o.message.endswith("not ingested: the disk is full (no space left on device)") for o in report.failed[1:]
+    )
     assert query(wh, "SELECT rank FROM files") == ([] if grouped else [(0,)])
     assert not any(wh.tmp_dir.iterdir())
     monkeypatch.undo()
     assert sorted(o.status for o in run_ingest([tmp_path / "work"], wh).outcomes) == (
-        ["ingested"] * (4 - first) + ["unchanged"] * first)
+        ["ingested"] * (4 - first) + ["unchanged"] * first
+    )
 
 
 # -------------------------------------------------------- 13. trace id clash
@@ -199,8 +213,9 @@ def test_two_folders_mapping_to_one_trace_id_fail_the_second_alone(tmp_path, wh)
         gpu_trace(tmp_path / "in" / name / "rank0.json")
     report = run_ingest([tmp_path / "in"], wh)
     failed = report.failed
-    assert len(failed) == 1 and failed[0].message.startswith(f"{tmp_path / 'in' / 'a∕b'}: its trace id 'a_b' is "
-                                                             f"already taken by {tmp_path / 'in' / 'a=b'}")
+    assert len(failed) == 1 and failed[0].message.startswith(
+        f"{tmp_path / 'in' / 'a∕b'}: its trace id 'a_b' is already taken by {tmp_path / 'in' / 'a=b'}"
+    )
     assert sorted(kernel_time_by_trace(wh)) == ["a_b", "c"]
 
 
@@ -212,8 +227,10 @@ def test_a_newline_in_a_file_name_stays_on_one_error_line(tmp_path):
     result = invoke("ingest", str(root), "-w", str(tmp_path / "wh"), "-q")
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("cclq: error:")]
-    assert errors == [f'cclq: error: "{root}/bad\\nrank1.json": not a recognised trace format (text; not JSON, '
-                      "SQLite, xplane.pb or a results file)"]
+    assert errors == [
+        f'cclq: error: "{root}/bad\\nrank1.json": not a recognised trace format (text; not JSON, '
+        "SQLite, xplane.pb or a results file)"
+    ]
     assert len(result.stderr.splitlines()) == 1
 
 

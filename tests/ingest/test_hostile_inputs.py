@@ -44,8 +44,12 @@ def test_a_link_out_of_the_input_folder_is_skipped_and_its_content_never_shown(t
     assert done.returncode == 1
     assert "root:" not in done.stdout + done.stderr
     lines = done.stderr.splitlines()
-    assert any(ln.startswith(f"skipped: {folder / 'rank1.json'}: a symbolic link to {secret}, outside the input "
-                             "folder: not followed") for ln in lines), done.stderr
+    assert any(
+        ln.startswith(
+            f"skipped: {folder / 'rank1.json'}: a symbolic link to {secret}, outside the input folder: not followed"
+        )
+        for ln in lines
+    ), done.stderr
     assert f"cclq: error: {folder / 'junk.json'}: not a recognised trace format (text; " in done.stderr
     assert query(wh, "SELECT count(*) FROM files") == [(1,)]
 
@@ -81,8 +85,9 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path, wh, reader):
     folder = tmp_path / "in" / "w"
     folder.mkdir(parents=True)
     (folder / "rank0.json").write_bytes(b"\xef\xbb\xbf" + data)
-    (folder / "rank1.json.gz").write_bytes(gzip.compress(b"\xef\xbb\xbf" + _trace(tmp_path / "r1.json", rank=1)
-                                                         .read_bytes()))
+    (folder / "rank1.json.gz").write_bytes(
+        gzip.compress(b"\xef\xbb\xbf" + _trace(tmp_path / "r1.json", rank=1).read_bytes())
+    )
     (folder / "results.csv").write_bytes(b"\xef\xbb\xbfimplementation,mean_time (ms)\nnccl,2.5\n")
     report = run_ingest([tmp_path / "in"], wh, options=ReadOptions(reader=reader))
     assert not report.failed, [o.message for o in report.failed]
@@ -98,8 +103,7 @@ def test_a_warehouse_inside_the_input_folder_is_not_input(tmp_path):
     for _ in range(2):
         done = invoke("ingest", str(tmp_path / "in"), "-w", str(tmp_path / "in" / "wh"), "-q")
         assert done.returncode == 0, done.stderr
-    done = invoke("sql", "SELECT DISTINCT trace FROM files ORDER BY 1", "-w", str(tmp_path / "in" / "wh"),
-                   "-f", "csv")
+    done = invoke("sql", "SELECT DISTINCT trace FROM files ORDER BY 1", "-w", str(tmp_path / "in" / "wh"), "-f", "csv")
     assert done.stdout.split() == ["trace", "a", "b"]
     # and inside a workload folder
     done = invoke("ingest", str(tmp_path / "in" / "a"), "-w", str(tmp_path / "in" / "a" / "wh"), "-q")

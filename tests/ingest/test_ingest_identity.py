@@ -18,23 +18,26 @@ from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
 EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
 
 
-@pytest.mark.parametrize("name, rank", [
-    ("rank3.json", 3),
-    ("kineto_trace_2.json", 2),
-    ("worker3_step_12.1694128201557.pt.trace.json", 3),
-    # a long number is a timestamp, not a rank: the next rule (or none) decides
-    ("trace_1694128201545.json", None),
-    ("rank_2000000.json", None),
-    ("step_1694128201545_rank_4.json", 4),
-    # xprof, one file per host
-    ("t1v-n-abc-w-0.trace.json.gz", 0),
-    ("t1v-n-abc-w-1.trace.json.gz", 1),
-    ("host12.trace.json", 12),
-    ("host1.xplane.pb", 1),
-    ("host_1694128201545.trace.json.gz", None),
-    ("worker.trace.json.gz", None),
-    ("34.83.195.179_6003.xplane.pb", None),  # <ip>_<port>: a port is no rank
-])
+@pytest.mark.parametrize(
+    "name, rank",
+    [
+        ("rank3.json", 3),
+        ("kineto_trace_2.json", 2),
+        ("worker3_step_12.1694128201557.pt.trace.json", 3),
+        # a long number is a timestamp, not a rank: the next rule (or none) decides
+        ("trace_1694128201545.json", None),
+        ("rank_2000000.json", None),
+        ("step_1694128201545_rank_4.json", 4),
+        # xprof, one file per host
+        ("t1v-n-abc-w-0.trace.json.gz", 0),
+        ("t1v-n-abc-w-1.trace.json.gz", 1),
+        ("host12.trace.json", 12),
+        ("host1.xplane.pb", 1),
+        ("host_1694128201545.trace.json.gz", None),
+        ("worker.trace.json.gz", None),
+        ("34.83.195.179_6003.xplane.pb", None),  # <ip>_<port>: a port is no rank
+    ],
+)
 def test_rank_from_file_name(name, rank):
     assert rank_from_name(name) == rank
 
@@ -46,7 +49,9 @@ def test_a_long_number_in_a_file_name_does_not_break_the_ingest(tmp_path, wh):
     report = run_ingest([root], wh)
     assert [o.status for o in report.outcomes] == ["ingested", "ingested"]
     assert query(wh, "SELECT relpath, rank, rank_source FROM files ORDER BY rank") == [
-        ("trace_1694128201545.json", 0, "default"), ("zz_rank1.json", 1, "file name")]
+        ("trace_1694128201545.json", 0, "default"),
+        ("zz_rank1.json", 1, "file name"),
+    ]
 
 
 def test_xprof_hosts_take_their_rank_from_the_file_name(tmp_path, wh):
@@ -56,7 +61,9 @@ def test_xprof_hosts_take_their_rank_from_the_file_name(tmp_path, wh):
     report = run_ingest([root], wh)
     assert [o.status for o in report.outcomes] == ["ingested", "ingested"], [o.message for o in report.outcomes]
     assert query(wh, "SELECT rank, rank_source, format FROM files ORDER BY rank") == [
-        (0, "file name", "xprof"), (1, "file name", "xprof")]
+        (0, "file name", "xprof"),
+        (1, "file name", "xprof"),
+    ]
     assert not [w for w in report.warnings if "using rank 0" in w]
 
 
@@ -88,7 +95,8 @@ def test_a_folder_of_the_same_name_from_elsewhere_does_not_replace_a_trace(tmp_p
     assert result.returncode == 1
     assert _error_lines(result.stderr) == [
         f"cclq: error: {second}: trace id 'w' is already taken by files from {first}; "
-        "rename the folder, or pass --force to replace it"]
+        "rename the folder, or pass --force to replace it"
+    ]
     paths = invoke("sql", "SELECT path FROM files ORDER BY path", "-w", wh, "-f", "csv").stdout.split()
     assert paths == ["path", str(first / "rank0.json"), str(first / "rank1.json")]
     # --force replaces the trace: the other folder's files go, this one's come in
@@ -106,8 +114,9 @@ def test_loose_files_of_the_same_name_from_two_folders_do_not_replace_each_other
     run_ingest([one], wh)
     report = run_ingest([two], wh)
     assert [(o.path, o.status) for o in report.outcomes] == [(str(two), "failed")]
-    assert report.failed[0].message == (f"{two}: trace id 'trace' is already taken by files from {one}; "
-                                        "rename the file, or pass --force to replace it")
+    assert report.failed[0].message == (
+        f"{two}: trace id 'trace' is already taken by files from {one}; rename the file, or pass --force to replace it"
+    )
     assert query(wh, "SELECT path, events_written FROM files") == [(str(one), 1)]
     report = run_ingest([two], wh, force=True)
     assert sorted(o.status for o in report.outcomes) == ["ingested", "removed"]
@@ -123,8 +132,10 @@ def test_a_folder_does_not_remove_a_loose_file_of_the_same_trace_id(tmp_path, wh
     run_ingest([loose], wh)
     report = run_ingest([folder], wh)
     assert [o.status for o in report.outcomes] == ["failed"]
-    assert report.failed[0].message == (f"{folder}: trace id 'trace' is already taken by files from {loose}; "
-                                        "rename the folder, or pass --force to replace it")
+    assert report.failed[0].message == (
+        f"{folder}: trace id 'trace' is already taken by files from {loose}; "
+        "rename the folder, or pass --force to replace it"
+    )
     assert query(wh, "SELECT path FROM files") == [(str(loose),)]
     assert query(wh, "SELECT count(*) FROM events") == [(1,)]
 

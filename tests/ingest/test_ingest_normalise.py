@@ -34,11 +34,14 @@ def test_uptime_microseconds_up_to_the_float_limit_survive_exactly(tmp_path, wh)
     import random
 
     rng = random.Random(7)
-    texts = [f"{whole}.{frac:03d}" for whole, frac in
-             [(2**43 - 1, 999), (2**43 - 1, 1), (2**42, 0), (2**42 + 1, 500), (3605057436108, 407)]
-             + [(rng.randrange(2**40, 2**43), rng.randrange(1000)) for _ in range(3000)]]
-    body = ",".join(f'{{"ph": "X", "name": "e{i}", "pid": 1, "tid": 1, "ts": {t}, "dur": 0.001}}'
-                    for i, t in enumerate(texts))
+    texts = [
+        f"{whole}.{frac:03d}"
+        for whole, frac in [(2**43 - 1, 999), (2**43 - 1, 1), (2**42, 0), (2**42 + 1, 500), (3605057436108, 407)]
+        + [(rng.randrange(2**40, 2**43), rng.randrange(1000)) for _ in range(3000)]
+    ]
+    body = ",".join(
+        f'{{"ph": "X", "name": "e{i}", "pid": 1, "tid": 1, "ts": {t}, "dur": 0.001}}' for i, t in enumerate(texts)
+    )
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "rank0.json").write_text('{"traceEvents": [' + body + "]}")
     run_ingest([tmp_path / "w"], wh)
@@ -54,22 +57,34 @@ def test_args_are_kept_as_written_in_every_timestamp_form(tmp_path, wh, reader):
     integers beyond 64 bits, number texts (``1.500e3``, 19 digits), nested lists and
     escapes as written (the fast reader: the compact source text), or the same JSON value
     (the ijson reader), whatever form the file's timestamps take."""
-    args = ('{"stream": 7, "huge": 1180591620717411303424, "ratio": 0.125, "sci": 1.500e3,'
-            ' "long": 0.1000000000000000055511, "dims": [[8, 1024], []], "who": "r\\u00e9seau"}')
-    compact = ('{"stream":7,"huge":1180591620717411303424,"ratio":0.125,"sci":1.500e3,'
-               '"long":0.1000000000000000055511,"dims":[[8,1024],[]],"who":"r\\u00e9seau"}')
+    args = (
+        '{"stream": 7, "huge": 1180591620717411303424, "ratio": 0.125, "sci": 1.500e3,'
+        ' "long": 0.1000000000000000055511, "dims": [[8, 1024], []], "who": "r\\u00e9seau"}'
+    )
+    compact = (
+        '{"stream":7,"huge":1180591620717411303424,"ratio":0.125,"sci":1.500e3,'
+        '"long":0.1000000000000000055511,"dims":[[8,1024],[]],"who":"r\\u00e9seau"}'
+    )
     root = tmp_path / "w"
     root.mkdir()
     forms = ("12.345", "1712195495519689.047", "1008491.4650139")  # relative, epoch, a float's repr
     for rank, ts in enumerate(forms):
         (root / f"rank{rank}.json").write_text(
             f'{{"traceEvents": [{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
-            f'"ts": {ts}, "dur": 1, "args": {args}}}]}}')
+            f'"ts": {ts}, "dur": 1, "args": {args}}}]}}'
+        )
     run_ingest([root], wh, options=ReadOptions(reader=reader))
     rows = query(wh, "SELECT rank, ts_ns, stream, args FROM events ORDER BY rank")
     assert [(r, t, s) for r, t, s, _ in rows] == [(0, 12_345, 7), (1, 1712195495519689047, 7), (2, 1008491465, 7)]
-    expected = {"stream": 7, "huge": 2**70, "ratio": Decimal("0.125"), "sci": Decimal("1500"),
-                "long": Decimal("0.1000000000000000055511"), "dims": [[8, 1024], []], "who": "réseau"}
+    expected = {
+        "stream": 7,
+        "huge": 2**70,
+        "ratio": Decimal("0.125"),
+        "sci": Decimal("1500"),
+        "long": Decimal("0.1000000000000000055511"),
+        "dims": [[8, 1024], []],
+        "who": "réseau",
+    }
     assert [json.loads(a, parse_float=Decimal) for *_, a in rows] == [expected] * 3
     if reader == "fast":
         assert [a for *_, a in rows] == [compact] * 3
@@ -83,7 +98,8 @@ def test_base_time_is_added_whether_it_comes_before_or_after_the_events(tmp_path
     (root / "rank0.json").write_text(f'{{"baseTimeNanoseconds": {base}, "traceEvents": [{ev}]}}')
     (root / "rank1.json").write_text(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}')
     (root / "rank2.json.gz").write_bytes(
-        gzip.compress(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}'.encode()))
+        gzip.compress(f'{{"traceEvents": [{ev}], "baseTimeNanoseconds": {base}}}'.encode())
+    )
     run_ingest([root], wh)
     assert query(wh, "SELECT rank, ts_ns FROM events ORDER BY rank") == [(r, base + 12345) for r in range(3)]
     assert query(wh, "SELECT DISTINCT base_time_ns FROM files") == [(base,)]
@@ -133,14 +149,45 @@ def test_unusable_events_are_dropped_and_counted_by_reason(tmp_path, wh):
 
 def test_legacy_categories_string_pids_and_unconvertible_numbers(tmp_path, wh):
     events = [
-        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
-         "args": {"stream": 7, "warps per SM": "inf", "blocks per SM": 0.5, "queued": 0}},
-        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5, "dur": 0,
-         "args": {"bytes": 64, "memory bandwidth (GB/s)": "N/A"}},
-        {"ph": "X", "cat": "gpu_memset", "name": "Memset", "pid": 0, "tid": 7, "ts": 6, "dur": 0,
-         "args": {"bytes": 5.5, "stream": "7"}},
-        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
-         "ts": 0, "dur": 10},
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1,
+            "dur": 2,
+            "args": {"stream": 7, "warps per SM": "inf", "blocks per SM": 0.5, "queued": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy HtoD",
+            "pid": 0,
+            "tid": 7,
+            "ts": 5,
+            "dur": 0,
+            "args": {"bytes": 64, "memory bandwidth (GB/s)": "N/A"},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memset",
+            "name": "Memset",
+            "pid": 0,
+            "tid": 7,
+            "ts": 6,
+            "dur": 0,
+            "args": {"bytes": 5.5, "stream": "7"},
+        },
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": "PyTorch Profiler (0)",
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": 0,
+            "dur": 10,
+        },
     ]
     write_trace(tmp_path / "w" / "t.json", events)
     run_ingest([tmp_path / "w"], wh)
@@ -155,18 +202,60 @@ def test_legacy_categories_string_pids_and_unconvertible_numbers(tmp_path, wh):
 
 
 def test_collective_args_are_promoted_to_typed_columns(tmp_path, wh):
-    args = {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 8,
-            "dtype": "BFloat16", "Process Group Name": "0", "Process Group Description": "default_pg",
-            "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7]", "Seq": 17, "stream": 20, "correlation": 5,
-            "grid": [8, 1, 1], "block": [512, 1, 1]}
-    write_trace(tmp_path / "w" / "t.json",
-                [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0,
-                  "tid": 20, "ts": 100, "dur": 50, "args": args}])
+    args = {
+        "Collective name": "allreduce",
+        "In msg nelems": 1024,
+        "Out msg nelems": 1024,
+        "Group size": 8,
+        "dtype": "BFloat16",
+        "Process Group Name": "0",
+        "Process Group Description": "default_pg",
+        "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7]",
+        "Seq": 17,
+        "stream": 20,
+        "correlation": 5,
+        "grid": [8, 1, 1],
+        "block": [512, 1, 1],
+    }
+    write_trace(
+        tmp_path / "w" / "t.json",
+        [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+                "pid": 0,
+                "tid": 20,
+                "ts": 100,
+                "dur": 50,
+                "args": args,
+            }
+        ],
+    )
     run_ingest([tmp_path / "w"], wh)
-    row = query(wh, "SELECT collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype, pg_name, pg_desc, "
-                    "pg_ranks, seq, stream, correlation, grid, block, args FROM kernels")
-    assert row == [("allreduce", 1024, 1024, 8, "BFloat16", "0", "default_pg", "[0, 1, 2, 3, 4, 5, 6, 7]", 17, 20, 5,
-                    [8, 1, 1], [512, 1, 1], json.dumps(args, separators=(",", ":")))]
+    row = query(
+        wh,
+        "SELECT collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype, pg_name, pg_desc, "
+        "pg_ranks, seq, stream, correlation, grid, block, args FROM kernels",
+    )
+    assert row == [
+        (
+            "allreduce",
+            1024,
+            1024,
+            8,
+            "BFloat16",
+            "0",
+            "default_pg",
+            "[0, 1, 2, 3, 4, 5, 6, 7]",
+            17,
+            20,
+            5,
+            [8, 1, 1],
+            [512, 1, 1],
+            json.dumps(args, separators=(",", ":")),
+        )
+    ]
 
 
 def test_bare_array_form_flows_instants_and_counters(tmp_path, wh):
@@ -224,13 +313,21 @@ def test_missing_ranks_are_guessed_after_the_stated_ones_and_said(tmp_path, wh):
     write_trace(tmp_path / "w" / "aaa.json", ev, distributedInfo={"rank": 1})  # states rank 1
     report = run_ingest([tmp_path / "w"], wh)
     assert sorted((Path(o.path).name, o.status, o.rank) for o in report.outcomes) == [
-        ("aaa.json", "ingested", 1), ("trace.json", "unchanged", 0), ("zzz.json", "ingested", 2)]
+        ("aaa.json", "ingested", 1),
+        ("trace.json", "unchanged", 0),
+        ("zzz.json", "ingested", 2),
+    ]
     assert query(wh, "SELECT relpath, rank FROM files ORDER BY rank") == [
-        ("trace.json", 0), ("aaa.json", 1), ("zzz.json", 2)]
-    assert query(wh, "SELECT DISTINCT rank FROM events WHERE file_id = (SELECT file_id FROM files "
-                     "WHERE relpath = 'zzz.json')") == [(2,)]  # its rows carry the guessed rank
+        ("trace.json", 0),
+        ("aaa.json", 1),
+        ("zzz.json", 2),
+    ]
+    assert query(
+        wh, "SELECT DISTINCT rank FROM events WHERE file_id = (SELECT file_id FROM files WHERE relpath = 'zzz.json')"
+    ) == [(2,)]  # its rows carry the guessed rank
     assert [w.rsplit("/", 1)[-1] for w in report.warnings] == [
-        "zzz.json: no rank in the file and none in its name; guessed rank 2"]
+        "zzz.json: no rank in the file and none in its name; guessed rank 2"
+    ]
 
 
 def test_workload_card_is_flattened_into_traces(tmp_path, wh):
@@ -243,17 +340,22 @@ def test_workload_card_is_flattened_into_traces(tmp_path, wh):
         "Model-executor:\n  model_plan_parallelization:\n    tp: 4\n"
     )
     run_ingest([tmp_path], wh)
-    rows = query(wh, "SELECT trace, world_size, phase, model_family, total_count, tp, bandwidth_scaleup_gbps, "
-                     "card_json IS NOT NULL FROM traces")
+    rows = query(
+        wh,
+        "SELECT trace, world_size, phase, model_family, total_count, tp, bandwidth_scaleup_gbps, "
+        "card_json IS NOT NULL FROM traces",
+    )
     assert rows == [("llama_tp4", 4, "training", "llama-3.1-8b", 4, 4, 2000.0, True)]
 
 
 def test_cards_follow_the_folders(tmp_path, wh):
     """One card row per trace in the catalog snapshot; a changed card replaces its row,
     a deleted card removes it, and a card of a trace not ingested this time stays."""
+
     def workload(name: str, count: int | None) -> None:
-        write_trace(tmp_path / "in" / name / "rank0.json",
-                    [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+        write_trace(
+            tmp_path / "in" / name / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]
+        )
         card = tmp_path / "in" / name / "workload_card.yaml"
         if count is None:
             card.unlink(missing_ok=True)
@@ -274,8 +376,9 @@ def test_cards_follow_the_folders(tmp_path, wh):
 
 
 def test_loose_file_gets_a_stable_trace_id(tmp_path, wh):
-    p = write_trace(tmp_path / "my run.pt.trace.json",
-                    [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+    p = write_trace(
+        tmp_path / "my run.pt.trace.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]
+    )
     run_ingest([p], wh)
     run_ingest([p], wh)
     assert query(wh, "SELECT trace, count(*) FROM files GROUP BY trace") == [("my_run", 1)]
@@ -283,11 +386,19 @@ def test_loose_file_gets_a_stable_trace_id(tmp_path, wh):
 
 def test_every_view_is_defined_on_an_empty_warehouse(tmp_path, wh):
     wh.create()
-    for view in ("events", "files", "ingest_stats", "cards", "traces", "slices", "kernels", "gpu_ops",
-                 "process_names", "thread_names"):
+    for view in (
+        "events",
+        "files",
+        "ingest_stats",
+        "cards",
+        "traces",
+        "slices",
+        "kernels",
+        "gpu_ops",
+        "process_names",
+        "thread_names",
+    ):
         assert query(wh, f"SELECT count(*) FROM {view}") == [(0,)], view
-
-
 
 
 def test_metadata_events_are_not_part_of_the_time_span(tmp_path, wh):
@@ -315,7 +426,10 @@ def test_the_empty_event_that_ends_an_xprof_file_is_a_note_not_a_drop(tmp_path, 
     write_trace(tmp_path / "kineto" / "rank0.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1}, {}])
     run_ingest([tmp_path / "tpu", tmp_path / "kineto"], wh)
     assert query(wh, "SELECT trace, stat, dropped, count FROM ingest_stats ORDER BY trace") == [
-        ("kineto", "empty object", True, 1), ("tpu", "xprof end marker {}", False, 1)]
+        ("kineto", "empty object", True, 1),
+        ("tpu", "xprof end marker {}", False, 1),
+    ]
     # every event read is accounted for: written + dropped + the end marker
-    assert query(wh, "SELECT events_read, events_written, events_dropped, drop_reasons FROM files "
-                     "WHERE trace = 'tpu'") == [(len(events), len(events) - 1, 0, None)]
+    assert query(
+        wh, "SELECT events_read, events_written, events_dropped, drop_reasons FROM files WHERE trace = 'tpu'"
+    ) == [(len(events), len(events) - 1, 0, None)]

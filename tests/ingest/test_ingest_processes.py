@@ -54,9 +54,22 @@ def test_a_killed_parallel_ingest_leaves_no_worker_holding_the_lock(tmp_path, wh
     for rank in range(2):
         generate_rank_trace(big / f"rank{rank}.json", rank, 2, target_bytes=20_000_000)
     write_trace(tmp_path / "small" / "rank0.json", GOOD_EVENTS, distributedInfo={"rank": 0, "world_size": 1})
-    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(big),
-                             "-w", str(wh.root), "-q", "-j", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from cclq.cli.app import main; main()",
+            "ingest",
+            str(big),
+            "-w",
+            str(wh.root),
+            "-q",
+            "-j",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         # mid-parse: a worker has written its first batch of events to a temp file
         assert _wait_until(lambda: any(wh.tmp_dir.glob("*.parquet")), 60), "the parse never started"
@@ -70,9 +83,24 @@ def test_a_killed_parallel_ingest_leaves_no_worker_holding_the_lock(tmp_path, wh
     finally:
         for pid in filter(_alive, workers):  # no orphan outlives a failed test
             os.kill(pid, signal.SIGKILL)
-    nxt = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(big),
-                          str(tmp_path / "small"), "-w", str(wh.root), "-q", "-j", "2"],
-                         capture_output=True, text=True, timeout=60)
+    nxt = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from cclq.cli.app import main; main()",
+            "ingest",
+            str(big),
+            str(tmp_path / "small"),
+            "-w",
+            str(wh.root),
+            "-q",
+            "-j",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert nxt.returncode == 0, nxt.stderr
     assert query(wh, "SELECT trace, rank FROM files ORDER BY ALL") == [("big", 0), ("big", 1), ("small", 0)]
     assert query(wh, "SELECT count(DISTINCT file_id) FROM events") == [(3,)]
@@ -81,8 +109,9 @@ def test_a_killed_parallel_ingest_leaves_no_worker_holding_the_lock(tmp_path, wh
 
 def _four_ranks(root: Path) -> Path:
     for rank in range(4):
-        write_trace(root / f"rank{rank}.json", GOOD_EVENTS * (rank + 1),
-                    distributedInfo={"rank": rank, "world_size": 4})
+        write_trace(
+            root / f"rank{rank}.json", GOOD_EVENTS * (rank + 1), distributedInfo={"rank": rank, "world_size": 4}
+        )
     return root
 
 
@@ -110,9 +139,14 @@ def test_a_parser_process_that_dies_twice_fails_its_file_alone(tmp_path, wh, mon
     monkeypatch.setattr(ingest_module, "detect", _detect_that_may_die)
     report = run_ingest([root], wh, jobs=2)
     assert [(Path(o.path).name, o.status) for o in report.outcomes] == [
-        ("rank0.json", "ingested"), ("rank1.json", "failed"), ("rank2.json", "ingested"), ("rank3.json", "ingested")]
+        ("rank0.json", "ingested"),
+        ("rank1.json", "failed"),
+        ("rank2.json", "ingested"),
+        ("rank3.json", "ingested"),
+    ]
     assert [o.message for o in report.failed] == [
-        f"{root / 'rank1.json'}: the parser process died while reading it (out of memory?)"]
+        f"{root / 'rank1.json'}: the parser process died while reading it (out of memory?)"
+    ]
     assert query(wh, "SELECT rank, events_written FROM files ORDER BY rank") == [(0, 1), (2, 3), (3, 4)]
     assert query(wh, "SELECT DISTINCT rank FROM events ORDER BY rank") == [(0,), (2,), (3,)]
     assert not any(wh.tmp_dir.iterdir())  # no marker, no half-written events
@@ -154,8 +188,13 @@ def test_a_worker_does_not_keep_the_lock_of_a_dead_parent(tmp_path, wh):
     import fcntl
 
     pid_file = tmp_path / "orphan.pid"
-    subprocess.run([sys.executable, "-c", _ORPHAN_SCRIPT, str(wh.root), str(pid_file)], check=True, timeout=60,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # the orphan keeps no pipe of ours
+    subprocess.run(
+        [sys.executable, "-c", _ORPHAN_SCRIPT, str(wh.root), str(pid_file)],
+        check=True,
+        timeout=60,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # the orphan keeps no pipe of ours
     deadline = time.monotonic() + 30
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.02)

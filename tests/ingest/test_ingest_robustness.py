@@ -197,7 +197,8 @@ def test_two_files_claiming_one_rank_fail_the_second(tmp_path, wh):
     # the two small files were parsed into one shared data file: b's rows left it before the commit
     assert query(wh, "SELECT count(DISTINCT path) FROM parts") == [(1,)]
     assert query(wh, "SELECT DISTINCT e.file_id = f.file_id, count(*) FROM events e, files f GROUP BY ALL") == [
-        (True, len(GOOD_EVENTS))]
+        (True, len(GOOD_EVENTS))
+    ]
     # and it stays that way on the next run: never a silent overwrite; b is remembered as
     # refused and not parsed again (cclq/ingest/refusals.py), with the reason
     report = run_ingest([root], wh)
@@ -219,10 +220,14 @@ def test_sqlite_files_that_are_no_nsys_export(tmp_path, wh):
     (root / "broken.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
     report = run_ingest([root], wh)
     assert sorted((Path(o.path).name, o.status) for o in report.outcomes) == [
-        ("broken.sqlite", "failed"), ("other.sqlite", "skipped"), ("rank0.json", "ingested")]
+        ("broken.sqlite", "failed"),
+        ("other.sqlite", "skipped"),
+        ("rank0.json", "ingested"),
+    ]
     by_name = {Path(o.path).name: o.message for o in report.outcomes}
     assert by_name["other.sqlite"] == (
-        "a SQLite database, but not an Nsight Systems export (no StringIds and nsys tables)")
+        "a SQLite database, but not an Nsight Systems export (no StringIds and nsys tables)"
+    )
     assert "not a readable SQLite database" in by_name["broken.sqlite"]
 
 
@@ -232,8 +237,10 @@ def _big_trace(path: Path, n_events: int) -> Path:
         f.write('{"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [\n')
         for i in range(n_events):
             sep = "," if i else ""
-            f.write(f'{sep}{{"ph": "X", "cat": "cpu_op", "name": "aten::op_{i % 50}", "pid": 1, "tid": 2, '
-                    f'"ts": {i}.125, "dur": 0.500, "args": {{"External id": {i}, "Input Dims": [[{i % 7}, 3]]}}}}\n')
+            f.write(
+                f'{sep}{{"ph": "X", "cat": "cpu_op", "name": "aten::op_{i % 50}", "pid": 1, "tid": 2, '
+                f'"ts": {i}.125, "dur": 0.500, "args": {{"External id": {i}, "Input Dims": [[{i % 7}, 3]]}}}}\n'
+            )
         f.write("]}\n")
     return path
 
@@ -244,8 +251,22 @@ def test_killed_ingest_leaves_the_warehouse_as_it_was(tmp_path, wh):
     run_ingest([small], wh)
     before = [p.relative_to(wh.root) for p in _visible_parquet(wh.root)]
     big = _big_trace(tmp_path / "big" / "rank0.json", 400_000)
-    proc = subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(big.parent),
-                             "-w", str(wh.root), "-q", "-j", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from cclq.cli.app import main; main()",
+            "ingest",
+            str(big.parent),
+            "-w",
+            str(wh.root),
+            "-q",
+            "-j",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 30
     while time.time() < deadline and not any(wh.tmp_dir.glob("*.parquet")):
         time.sleep(0.02)
@@ -267,8 +288,22 @@ def test_concurrent_ingests_into_one_warehouse_both_land(tmp_path, wh):
         _good(root, "rank1.json", 1)
         roots.append(root)
     procs = [
-        subprocess.Popen([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(r),
-                          "-w", str(wh.root), "-q", "-j", "1"], stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from cclq.cli.app import main; main()",
+                "ingest",
+                str(r),
+                "-w",
+                str(wh.root),
+                "-q",
+                "-j",
+                "1",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for r in roots
     ]
     codes = [p.wait(timeout=120) for p in procs]
@@ -290,8 +325,11 @@ def test_parallel_jobs_give_the_same_warehouse_as_one_job(tmp_path):
 
 def test_one_snapshot_per_commit_and_old_ones_are_collected(tmp_path, wh):
     root = tmp_path / "work"
-    write_trace(root / "rank0.json", GOOD_EVENTS + [{"ph": "E", "pid": 1, "tid": 1, "ts": 9}],
-                distributedInfo={"rank": 0, "world_size": 2})
+    write_trace(
+        root / "rank0.json",
+        GOOD_EVENTS + [{"ph": "E", "pid": 1, "tid": 1, "ts": 9}],
+        distributedInfo={"rank": 0, "world_size": 2},
+    )
     _good(root, "rank1.json", 1)
     run_ingest([root], wh)
     assert [p.name for p in (wh.root / "catalog").iterdir()] == [wh.current_id()]
@@ -309,10 +347,20 @@ def test_one_snapshot_per_commit_and_old_ones_are_collected(tmp_path, wh):
 def test_a_second_pass_with_decimals_does_not_count_the_file_twice(tmp_path, wh):
     """An epoch timestamp that floats cannot hold, first seen after the first MB, makes the
     reader start over with Decimals; the progress bar still ends at the file's size."""
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
-               "args": {"pad": "x" * 200}} for i in range(8000)]
-    events.append({"ph": "X", "cat": "cpu_op", "name": "late", "pid": 1, "tid": 1,
-                   "ts": "LATE", "dur": 1})
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 1,
+            "args": {"pad": "x" * 200},
+        }
+        for i in range(8000)
+    ]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "late", "pid": 1, "tid": 1, "ts": "LATE", "dur": 1})
     path = write_trace(tmp_path / "w" / "rank0.json", events)
     path.write_text(path.read_text().replace('"LATE"', "1700000000000000.123"))  # no float holds it
     assert path.stat().st_size > 2 << 20 and b"1700000000000000.123" in path.read_bytes()[-4096:]
@@ -360,23 +408,28 @@ def test_a_commit_that_fails_fails_that_file_alone(tmp_path, wh, monkeypatch, gr
     report = run_ingest([root], wh)
     if grouped:
         assert [o.status for o in report.outcomes] == ["failed"] * 3
-        assert report.failed[0].message == (f"{root / 'rank0.json'}: could not be written to the warehouse: "
-                                            "OSError: [Errno 5] Input/output error")
+        assert report.failed[0].message == (
+            f"{root / 'rank0.json'}: could not be written to the warehouse: OSError: [Errno 5] Input/output error"
+        )
         assert query(wh, "SELECT count(*) FROM files") == [(0,)]
         assert not list((wh.root / "events").rglob("*.parquet")) and not any(wh.tmp_dir.iterdir())
         monkeypatch.undo()
         assert [o.status for o in run_ingest([root], wh).outcomes] == ["ingested"] * 3
         return
     assert [o.status for o in report.outcomes] == ["ingested", "failed", "ingested"]
-    assert report.failed[0].message == (f"{root / 'rank1.json'}: could not be written to the warehouse: "
-                                        "OSError: [Errno 5] Input/output error")
+    assert report.failed[0].message == (
+        f"{root / 'rank1.json'}: could not be written to the warehouse: OSError: [Errno 5] Input/output error"
+    )
     assert query(wh, "SELECT rank FROM files ORDER BY rank") == [(0,), (2,)]
     assert query(wh, "SELECT DISTINCT rank FROM events ORDER BY rank") == [(0,), (2,)]
     assert len(list((wh.root / "events").rglob("*.parquet"))) == 2
     monkeypatch.undo()
     report = run_ingest([root], wh)
     assert sorted((Path(o.path).name, o.status) for o in report.outcomes) == [
-        ("rank0.json", "unchanged"), ("rank1.json", "ingested"), ("rank2.json", "unchanged")]
+        ("rank0.json", "unchanged"),
+        ("rank1.json", "ingested"),
+        ("rank2.json", "unchanged"),
+    ]
 
 
 def test_a_catalog_row_that_cannot_be_built_fails_that_file_alone(tmp_path, wh, monkeypatch):
@@ -399,8 +452,10 @@ def test_a_catalog_row_that_cannot_be_built_fails_that_file_alone(tmp_path, wh, 
     monkeypatch.setattr(ingest_module, "_files_row", files_row)
     report = run_ingest([root], wh)
     assert [o.status for o in report.outcomes] == ["failed", "ingested"]
-    assert report.failed[0].message == (f"{root / 'rank0.json'}: could not be written to the warehouse: "
-                                        "ArrowInvalid: Integer value 1694128201545 not in range")
+    assert report.failed[0].message == (
+        f"{root / 'rank0.json'}: could not be written to the warehouse: "
+        "ArrowInvalid: Integer value 1694128201545 not in range"
+    )
     assert query(wh, "SELECT rank FROM files") == [(1,)]
     assert len(list((wh.root / "events").rglob("*.parquet"))) == 1
     assert not any(wh.tmp_dir.iterdir())
@@ -421,8 +476,11 @@ def test_catalog_keeps_the_types_of_all_null_columns(tmp_path, wh):
     old = pq.read_table(snapshot / "files.parquet").drop_columns(["drop_reasons", "ingest_seconds"])
     pq.write_table(old, snapshot / "files.parquet")
     assert wh.read_state().files[old.column("file_id")[0].as_py()]["ingest_seconds"] is None
-    write_trace(tmp_path / "work" / "rank1.json", GOOD_EVENTS + [{"ph": "E", "pid": 1, "tid": 1, "ts": 9}],
-                distributedInfo={"rank": 1, "world_size": 2})
+    write_trace(
+        tmp_path / "work" / "rank1.json",
+        GOOD_EVENTS + [{"ph": "E", "pid": 1, "tid": 1, "ts": 9}],
+        distributedInfo={"rank": 1, "world_size": 2},
+    )
     run_ingest([tmp_path / "work"], wh)
     assert pq.read_schema(wh.root / "catalog" / wh.current_id() / "files.parquet") == FILES_SCHEMA
     assert query(wh, "SELECT count(*) FROM files WHERE drop_reasons LIKE '%E%'") == [(1,)]
@@ -434,27 +492,46 @@ def test_a_fifo_is_never_read(tmp_path):
     fifo = root / "rank1.json"
     os.mkfifo(fifo)  # reading it would block forever
     wh_root = str(tmp_path / "wh")
-    result = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(root),
-                             "-w", wh_root, "-q"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(root), "-w", wh_root, "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr  # passed by while walking the folder
     assert query(Warehouse(Path(wh_root)), "SELECT relpath FROM files") == [("rank0.json",)]
-    result = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(fifo),
-                             "-w", wh_root, "-q"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest", str(fifo), "-w", wh_root, "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1  # named on the command line: it fails alone
     assert [x for x in result.stderr.splitlines() if x.startswith("cclq:")] == [
-        f"cclq: error: {fifo}: not a regular file (a pipe, socket or device)"]
+        f"cclq: error: {fifo}: not a regular file (a pipe, socket or device)"
+    ]
 
 
 def test_documents_images_and_archives_in_a_workload_are_ignored(tmp_path, wh):
     root = tmp_path / "work"
     _good(root)
-    for name in ("paper.pdf", "timeline.PNG", "traces.zip", "traces.tar", "traces.tar.gz", "old.parquet",
-                 "slides.pptx", "photo.jpeg"):
+    for name in (
+        "paper.pdf",
+        "timeline.PNG",
+        "traces.zip",
+        "traces.tar",
+        "traces.tar.gz",
+        "old.parquet",
+        "slides.pptx",
+        "photo.jpeg",
+    ):
         (root / name).write_bytes(b"\x00\x01 not a trace \xff" * 10)
     (root / "profile.nsys-rep").write_bytes(b"\x00\x01 an Nsight Systems report \xff" * 10)
     report = run_ingest([root], wh)
     assert [(Path(o.path).name, o.status) for o in report.outcomes] == [
-        ("profile.nsys-rep", "skipped"), ("rank0.json", "ingested")]
+        ("profile.nsys-rep", "skipped"),
+        ("rank0.json", "ingested"),
+    ]
     assert report.outcomes[0].message.startswith("Nsight Systems report (binary): export it to SQLite first")
 
 

@@ -52,8 +52,9 @@ def shared_warehouse(tmp_path_factory) -> tuple[Warehouse, list]:
 
 def test_every_chrome_json_workload_is_ingested(shared_warehouse):
     wh, files = shared_warehouse
-    ingested = {(t, p) for t, p in
-                query(wh, "SELECT trace, path FROM files WHERE format NOT IN ('nsys', 'pytorch_et')")}
+    ingested = {
+        (t, p) for t, p in query(wh, "SELECT trace, path FROM files WHERE format NOT IN ('nsys', 'pytorch_et')")
+    }
     assert ingested == {(t, str(p.resolve())) for t, p, _ in files}
     assert len(files) >= 20
 
@@ -72,14 +73,19 @@ def test_events_by_phase_equal_rows_kept_plus_drops(shared_warehouse):
                 raw[ev.get("ph")] += 1
         (file_id,) = query(wh, "SELECT file_id FROM files WHERE path = ?", [str(path.resolve())])[0]
         kept = Counter(dict(query(wh, "SELECT ph, count(*) FROM events WHERE file_id = ? GROUP BY ph", [file_id])))
-        closed_b = query(wh, "SELECT count(*) FROM events WHERE file_id = ? AND ph = 'B' AND dur_ns IS NOT NULL",
-                         [file_id])[0][0]
+        closed_b = query(
+            wh, "SELECT count(*) FROM events WHERE file_id = ? AND ph = 'B' AND dur_ns IS NOT NULL", [file_id]
+        )[0][0]
         dropped = Counter()
         # dropped events, and the {} that ends every xprof array (a note, not a drop)
-        for stat, ph, n in query(wh, "SELECT stat, ph, count FROM ingest_stats WHERE file_id = ? "
-                                     "AND (dropped OR stat = ?)", [file_id, XPROF_END_MARKER]):
-            key = {"not an object": "<not an object>", "empty object": "<empty>",
-                   XPROF_END_MARKER: "<empty>"}.get(stat, ph)
+        for stat, ph, n in query(
+            wh,
+            "SELECT stat, ph, count FROM ingest_stats WHERE file_id = ? AND (dropped OR stat = ?)",
+            [file_id, XPROF_END_MARKER],
+        ):
+            key = {"not an object": "<not an object>", "empty object": "<empty>", XPROF_END_MARKER: "<empty>"}.get(
+                stat, ph
+            )
             dropped[key] += n
         accounted = Counter()
         for ph, n in kept.items():
@@ -101,7 +107,8 @@ def test_timestamps_are_exact_nanoseconds(shared_warehouse):
         got = dict(
             (idx, (ts, dur))
             for idx, ts, dur in query(
-                wh, "SELECT event_idx, ts_ns, dur_ns FROM events WHERE file_id = ? AND list_contains(?, event_idx)",
+                wh,
+                "SELECT event_idx, ts_ns, dur_ns FROM events WHERE file_id = ? AND list_contains(?, event_idx)",
                 [file_id, sample],
             )
         )
@@ -124,9 +131,12 @@ def test_ns_resolution_trace_keeps_the_last_digit(shared_warehouse):
 def test_dlrm_ranks_come_from_distributed_info(shared_warehouse):
     wh, files = shared_warehouse
     expected = {str(p.resolve()): doc["distributedInfo"]["rank"] for t, p, doc in files if t == "dlrm_param_8xV100"}
-    got = {path: (rank, source) for path, rank, source in
-           query(wh, "SELECT path, rank, rank_source FROM files "
-                     "WHERE trace = 'dlrm_param_8xV100' AND format = 'kineto'")}
+    got = {
+        path: (rank, source)
+        for path, rank, source in query(
+            wh, "SELECT path, rank, rank_source FROM files WHERE trace = 'dlrm_param_8xV100' AND format = 'kineto'"
+        )
+    }
     assert sorted(expected.values()) == list(range(8))
     assert got == {p: (r, "distributedInfo") for p, r in expected.items()}
     assert query(wh, "SELECT world_size, ranks_seen FROM traces WHERE trace = 'dlrm_param_8xV100'") == [(8, 8)]
@@ -148,13 +158,18 @@ def test_every_input_of_the_shared_traces_is_taken(tmp_path):
 
 def test_xprof_end_marker_is_a_note_not_a_drop(shared_warehouse):
     wh, files = shared_warehouse
-    ends_with_empty = {str(p.resolve()) for t, p, doc in files
-                       if isinstance(doc, dict) and doc["traceEvents"][-1] == {}}
+    ends_with_empty = {
+        str(p.resolve()) for t, p, doc in files if isinstance(doc, dict) and doc["traceEvents"][-1] == {}
+    }
     xprof = [path for (path,) in query(wh, "SELECT path FROM files WHERE format = 'xprof'")]
     assert len(xprof) >= 2 and set(xprof) <= ends_with_empty  # xla_jax_cpu_4dev, xprof_tf_bert_8gpu
     for path in xprof:
-        rows = query(wh, "SELECT s.stat, s.dropped, s.count FROM ingest_stats s JOIN files f USING (file_id) "
-                         "WHERE f.path = ? AND s.stat IN ('empty object', ?)", [path, XPROF_END_MARKER])
+        rows = query(
+            wh,
+            "SELECT s.stat, s.dropped, s.count FROM ingest_stats s JOIN files f USING (file_id) "
+            "WHERE f.path = ? AND s.stat IN ('empty object', ?)",
+            [path, XPROF_END_MARKER],
+        )
         assert rows == [(XPROF_END_MARKER, False, 1)], path
 
 

@@ -16,6 +16,7 @@ SAMPLE = REPO / "trace_collection" / "synthetic_mlp_dp4"
 
 def test_sample_workload_is_what_the_generator_makes(tmp_path: Path):
     fresh = generate_workload(tmp_path / "synthetic_mlp_dp4", ranks=4, steps=4, layers=4, seed=0, gz=True)
+
     def content(p: Path) -> bytes:  # traceName records where the file was written
         return re.sub(rb'"traceName": "[^"]*"', b"", gzip.decompress(p.read_bytes()))
 
@@ -30,6 +31,9 @@ def test_trace_collection_ingests(wh):
         ("synthetic_mlp_dp4", 4, 4, "training", 4)
     ]
     # 4 ProfilerStep annotations on every rank's CPU timeline
-    rows = query(wh, "SELECT rank, count(*) FROM events WHERE cat = 'user_annotation' "
-                     "AND name LIKE 'ProfilerStep#%' GROUP BY rank ORDER BY rank")
+    rows = query(
+        wh,
+        "SELECT rank, count(*) FROM events WHERE cat = 'user_annotation' "
+        "AND name LIKE 'ProfilerStep#%' GROUP BY rank ORDER BY rank",
+    )
     assert rows == [(r, 4) for r in range(4)]

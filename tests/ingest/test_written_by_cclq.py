@@ -25,9 +25,13 @@ def test_a_file_cclq_wrote_beside_a_trace_is_passed_over(tmp_path: Path, wh: War
     file_id = query(wh, "SELECT file_id FROM files")[0][0]
     session = Session(wh)
     try:
-        out = write_trace(session, file_id, folder / "rank1_with_counters.json.gz",
-                          extra=[{"ph": "C", "name": "Queue Length", "pid": 0, "tid": 7, "ts": 1,
-                                  "args": {"queue_length": 1}}], written_from="rank1.json")
+        out = write_trace(
+            session,
+            file_id,
+            folder / "rank1_with_counters.json.gz",
+            extra=[{"ph": "C", "name": "Queue Length", "pid": 0, "tid": 7, "ts": 1, "args": {"queue_length": 1}}],
+            written_from="rank1.json",
+        )
     finally:
         session.close()
     with gzip.open(out, "rt") as f:
@@ -65,8 +69,9 @@ def test_copied_away_from_its_source_it_is_a_trace(tmp_path: Path, wh: Warehouse
     (tmp_path / "alone").mkdir()
     session = Session(wh)
     try:
-        out = write_trace(session, file_id, tmp_path / "alone" / "rank1_with_counters.json.gz",
-                          written_from="rank1.json")
+        out = write_trace(
+            session, file_id, tmp_path / "alone" / "rank1_with_counters.json.gz", written_from="rank1.json"
+        )
     finally:
         session.close()
     other = Warehouse(tmp_path / "wh2")

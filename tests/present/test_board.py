@@ -30,11 +30,45 @@ from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 
 CCL_BENCH_METADATA_KEYS = {
-    "workload_name", "description", "hf_url", "trace_url", "model_family", "phase", "precision", "moe",
-    "granularity", "epochs", "iteration", "batch_size", "seq_len", "input_len", "output_len", "dataset",
-    "hardware_type", "hardware_model", "total_count", "count_per_node", "network_topology", "bandwidth_scaleout",
-    "bandwidth_scaleup", "driver_version", "framework", "compiler", "tp", "pp", "pp_mb", "dp_replicate", "dp_shard",
-    "ep", "cp", "comm_library", "comm_library_ver", "comm_env", "protocol_selection", "trace_types", "metric_traces",
+    "workload_name",
+    "description",
+    "hf_url",
+    "trace_url",
+    "model_family",
+    "phase",
+    "precision",
+    "moe",
+    "granularity",
+    "epochs",
+    "iteration",
+    "batch_size",
+    "seq_len",
+    "input_len",
+    "output_len",
+    "dataset",
+    "hardware_type",
+    "hardware_model",
+    "total_count",
+    "count_per_node",
+    "network_topology",
+    "bandwidth_scaleout",
+    "bandwidth_scaleup",
+    "driver_version",
+    "framework",
+    "compiler",
+    "tp",
+    "pp",
+    "pp_mb",
+    "dp_replicate",
+    "dp_shard",
+    "ep",
+    "cp",
+    "comm_library",
+    "comm_library_ver",
+    "comm_env",
+    "protocol_selection",
+    "trace_types",
+    "metric_traces",
 }
 
 
@@ -85,8 +119,9 @@ def summary(spec, rows: list[dict]) -> float:
         num, den = spec.summary_columns
         kept = [r for r in rows if r["value"] is not None and r[num] is not None and r[den] is not None]
         return sum(r[num] for r in kept) / sum(r[den] for r in kept)
-    return {"mean": lambda v: sum(v) / len(v), "sum": sum, "max": max, "min": min,
-            "value": lambda v: v[0]}[spec.summary](values)
+    return {"mean": lambda v: sum(v) / len(v), "sum": sum, "max": max, "min": min, "value": lambda v: v[0]}[
+        spec.summary
+    ](values)
 
 
 def test_one_row_per_workload_and_the_leaderboard_columns_come_from_the_headers(board_site):
@@ -94,8 +129,10 @@ def test_one_row_per_workload_and_the_leaderboard_columns_come_from_the_headers(
     cells = parse_index(site)
     assert sorted(cells.rows) == ["run_a", "run_b", "run_c", "synthetic_dp4", "synthetic_dp8", "tpu_xla"]
     order = list(LEADERBOARD_CATEGORIES)
-    expected = sorted(((v[max(v)].leaderboard, name) for name, v in registry().items() if v[max(v)].leaderboard),
-                      key=lambda p: (order.index(p[0]), p[1]))
+    expected = sorted(
+        ((v[max(v)].leaderboard, name) for name, v in registry().items() if v[max(v)].leaderboard),
+        key=lambda p: (order.index(p[0]), p[1]),
+    )
     assert cells.metrics == [name for _, name in expected]
     assert result.computed == sorted(cells.rows) and result.reused == 0
 
@@ -226,7 +263,8 @@ def test_a_failing_metric_shows_as_failed_with_its_reason_not_a_broken_page(tmp_
     (folder / "v1.sql").write_text(
         "-- metric: always_fails\n-- version: 1\n-- unit: ratio\n-- grain: trace\n-- category: memory\n"
         "-- polarity: higher\n-- leaderboard: memory\n-- description: a metric whose SQL fails at run time\n"
-        "SELECT trace, error('boom: ' || trace)::DOUBLE AS value FROM metric_scope\n")
+        "SELECT trace, error('boom: ' || trace)::DOUBLE AS value FROM metric_scope\n"
+    )
     broken = parse_metric_file(folder / "v1.sql")
     monkeypatch.setattr("cclq.present.board.build.board_specs", lambda all_metrics=False: [*board_specs(), broken])
     two_rank_run(tmp_path / "in" / "run_a")
@@ -304,16 +342,17 @@ def test_headings_are_words_and_na_only_columns_start_hidden(board_site):
 def test_a_category_whose_default_columns_are_empty_shows_one_with_values():
     from cclq.present.board.pages import MetricColumn, default_metrics
 
-    cols = [MetricColumn("avg_step_time", "s", "lower", "model_execution", "", headline=True),
-            MetricColumn("mfu", "ratio", "higher", "model_execution", ""),
-            MetricColumn("total_trace_time", "s", "lower", "model_execution", ""),
-            MetricColumn("some_new_metric", "s", "lower", "memory", "")]
+    cols = [
+        MetricColumn("avg_step_time", "s", "lower", "model_execution", "", headline=True),
+        MetricColumn("mfu", "ratio", "higher", "model_execution", ""),
+        MetricColumn("total_trace_time", "s", "lower", "model_execution", ""),
+        MetricColumn("some_new_metric", "s", "lower", "memory", ""),
+    ]
     # avg_step_time has values: it alone; memory names no default: its first column
     assert default_metrics(cols) == {"avg_step_time", "some_new_metric"}
     # avg_step_time is n/a everywhere: the first column with a value joins it
     assert default_metrics(cols, {"avg_step_time"}) == {"avg_step_time", "mfu", "some_new_metric"}
-    assert default_metrics(cols, {"avg_step_time", "mfu"}) == {"avg_step_time", "total_trace_time",
-                                                               "some_new_metric"}
+    assert default_metrics(cols, {"avg_step_time", "mfu"}) == {"avg_step_time", "total_trace_time", "some_new_metric"}
 
 
 def test_pages_written_by_forked_processes_are_the_pages_one_process_writes(board_site, tmp_path, monkeypatch):

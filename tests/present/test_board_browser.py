@@ -67,8 +67,11 @@ def row_order(driver) -> list[str]:
 
 
 def visible_rows(driver) -> list[str]:
-    return [r.get_attribute("data-trace") for r in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
-            if r.is_displayed()]
+    return [
+        r.get_attribute("data-trace")
+        for r in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+        if r.is_displayed()
+    ]
 
 
 def test_leaderboard_sorts_and_filters(browser, board_site, tmp_path: Path):
@@ -76,20 +79,25 @@ def test_leaderboard_sorts_and_filters(browser, board_site, tmp_path: Path):
     browser.get((site / "index.html").as_uri())
     before = row_order(browser)
     assert sorted(before) == ["run_a", "run_b", "run_c", "synthetic_dp4", "synthetic_dp8", "tpu_xla"]
-    values = {r["trace"]: r["metrics"]["avg_step_time"]
-              for r in json.loads((site / "benchmark_data.json").read_text())["rows"]}
+    values = {
+        r["trace"]: r["metrics"]["avg_step_time"]
+        for r in json.loads((site / "benchmark_data.json").read_text())["rows"]
+    }
     header = browser.find_element(By.CSS_SELECTOR, 'th[data-metric="avg_step_time"] button')
     header.click()  # lower is better: fastest first
     fastest_first = sorted((t for t in values if values[t] is not None), key=lambda t: (values[t], before.index(t)))
     after = row_order(browser)
     assert after == fastest_first + [t for t in before if values[t] is None]
     assert after != before
-    assert browser.find_element(By.CSS_SELECTOR, 'th[data-metric="avg_step_time"]').get_attribute(
-        "aria-sort") == "ascending"
+    assert (
+        browser.find_element(By.CSS_SELECTOR, 'th[data-metric="avg_step_time"]').get_attribute("aria-sort")
+        == "ascending"
+    )
     header.click()  # and back: slowest first, n/a still last
     slowest_first = row_order(browser)
-    assert [values[t] for t in slowest_first] == sorted((values[t] for t in fastest_first), reverse=True) + [
-        None] * (len(before) - len(fastest_first))
+    assert [values[t] for t in slowest_first] == sorted((values[t] for t in fastest_first), reverse=True) + [None] * (
+        len(before) - len(fastest_first)
+    )
     screenshot(browser, tmp_path, "leaderboard.png")
 
     box = browser.find_element(By.ID, "filter")
@@ -207,8 +215,9 @@ def test_board_and_report_fit_1400_px(browser, board_site, tmp_path: Path):
         assert fit["frame"][0] <= fit["frame"][1], fit  # the table's own frame does not scroll either
         # headings are words, not identifiers cut at the column edge
         heading = browser.find_element(By.CSS_SELECTOR, 'th[data-metric="communication_fraction"]')
-        assert heading.text.splitlines()[:2] == ["communication", "fraction"] or \
-            heading.text.startswith("communication fraction"), heading.text
+        assert heading.text.splitlines()[:2] == ["communication", "fraction"] or heading.text.startswith(
+            "communication fraction"
+        ), heading.text
         # the extra columns are behind each group's "+N"; the n/a-only ones behind a checkbox
         shown = set(fit["headings"])
         empty = set(na_only_columns(browser))
@@ -230,7 +239,7 @@ def test_board_and_report_fit_1400_px(browser, board_site, tmp_path: Path):
 
 
 def test_group_headings_open_their_columns(browser, board_site):
-    """"+N" in a category's heading shows all its columns and the heading spans them; the
+    """ "+N" in a category's heading shows all its columns and the heading spans them; the
     "columns with no value" checkbox shows the columns n/a in every row."""
     _, site, _ = board_site
     browser.get((site / "index.html").as_uri())
@@ -242,8 +251,7 @@ def test_group_headings_open_their_columns(browser, board_site):
 
     before = shown()
     assert int(comm.get_attribute("colspan")) == before < len(headers)
-    empty = [m for m in na_only_columns(browser)
-             if m in {h.get_attribute("data-metric") for h in headers}]
+    empty = [m for m in na_only_columns(browser) if m in {h.get_attribute("data-metric") for h in headers}]
     assert empty
     comm.find_element(By.CSS_SELECTOR, "button.more-btn").click()
     assert shown() == len(headers) - len(empty)

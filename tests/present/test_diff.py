@@ -58,7 +58,11 @@ def test_kernel_diff_of_two_traces_with_the_same_ranks(wh_root: Path):
     assert (nccl["status"], nccl["time_a_s"], nccl["time_b_s"]) == ("only A", pytest.approx(60 * US), 0)
     soft = o["softmax_kernel"]
     assert (soft["status"], soft["calls_b"], soft["time_b_s"], soft["rel"]) == (
-        "only B", 2, pytest.approx(40 * US), None)
+        "only B",
+        2,
+        pytest.approx(40 * US),
+        None,
+    )
     groups = {(r["group"], r["name"]): r for r in data["op_groups"]}
     assert groups[("class", "compute")]["delta_s"] == pytest.approx((740 - 500) * US)
     assert groups[("collective", "all_reduce")]["status"] == "only A"
@@ -115,7 +119,10 @@ def test_csv_table_and_errors(wh_root: Path):
     assert len([r for r in rows if r["part"] == "op"]) == 4
     table = invoke("diff", "run_a", "run_b", "--warehouse", str(wh_root))
     assert table.returncode == 0 and "only B" in table.stdout and "gemm_kernel" in table.stdout
-    for args, message in ((("run_a", "nope"), "no trace 'nope'"), (("run_a", "run_a,run_b"), "on both sides"),
-                          (("run_a", "zz*"), "no trace matches 'zz*'")):
+    for args, message in (
+        (("run_a", "nope"), "no trace 'nope'"),
+        (("run_a", "run_a,run_b"), "on both sides"),
+        (("run_a", "zz*"), "no trace matches 'zz*'"),
+    ):
         bad = invoke("diff", *args, "--warehouse", str(wh_root))
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

@@ -22,10 +22,20 @@ from cclq.synth.kineto import KinetoTraceBuilder
 
 
 def _run(backend: str) -> Run:
-    return Run(primitive="all_reduce", implementation="pytorch", impl_index=0,
-               options={"backend": backend, "device": "cpu"}, sizes={"message_bytes": 4096}, dtype="float32",
-               validate=True, num_iterations=3, num_warmups=1, time_measurement_backend="cpu_clock",
-               barrier_at_each_iteration=False, seed=0)
+    return Run(
+        primitive="all_reduce",
+        implementation="pytorch",
+        impl_index=0,
+        options={"backend": backend, "device": "cpu"},
+        sizes={"message_bytes": 4096},
+        dtype="float32",
+        validate=True,
+        num_iterations=3,
+        num_warmups=1,
+        time_measurement_backend="cpu_clock",
+        barrier_at_each_iteration=False,
+        seed=0,
+    )
 
 
 def record_like(folder: Path, backend: str, times_ms: list[float], valid: bool, world: int = 2) -> None:
@@ -70,8 +80,9 @@ def test_results_rows_are_compared(wh_root: Path):
     mean = rows["mean_time_ms"]
     # one configuration per side (two record workloads): those two are compared, both named
     shape = "m=1024 n=1 k=1 float32 np=2"  # 4096 B of float32 = 1024 elements
-    assert data["results_note"] == (f"A: pytorch (backend=gloo, device=cpu) {shape}; "
-                                    f"B: pytorch (backend=mpi, device=cpu) {shape}")
+    assert data["results_note"] == (
+        f"A: pytorch (backend=gloo, device=cpu) {shape}; B: pytorch (backend=mpi, device=cpu) {shape}"
+    )
     assert mean["status"] == "both"
     assert mean["a"] == pytest.approx(2.0) and mean["b"] == pytest.approx(4.0)
     assert mean["delta"] == pytest.approx(2.0) and mean["rel"] == pytest.approx(1.0)
@@ -129,6 +140,7 @@ def test_several_configurations_match_by_configuration():
     by_impl = {row["implementation"]: row for row in rows}
     assert by_impl["x"]["status"] == "both" and by_impl["x"]["delta"] == 2.0
     assert by_impl["y"]["status"] == "only A" and by_impl["y"]["b"] is None
+
     # one implementation a side, two shapes each: matched by shape, the implementations compared
     def s(impl: str, m: int, value: float) -> BenchmarkResult:
         return BenchmarkResult("ddlb", impl, "mean_time_ms", "ms", value, m, 1, 1, "float32", 2, True)
@@ -136,4 +148,6 @@ def test_several_configurations_match_by_configuration():
     rows, note = compare_results([s("gloo", 8, 1.0), s("gloo", 16, 2.0)], [s("mpi", 8, 4.0), s("mpi", 16, 1.0)])
     assert note == "implementation A: gloo; B: mpi"
     assert [(row["config"], row["delta"], row["verdict"]) for row in rows] == [
-        ("m=16 n=1 k=1 float32 np=2", -1.0, "better"), ("m=8 n=1 k=1 float32 np=2", 3.0, "worse")]
+        ("m=16 n=1 k=1 float32 np=2", -1.0, "better"),
+        ("m=8 n=1 k=1 float32 np=2", 3.0, "worse"),
+    ]

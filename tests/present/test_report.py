@@ -62,8 +62,9 @@ def test_report_has_every_metric_once_grouped_by_category_in_order(run_a: Path):
     data = report_json(run_a)
     names = [e["metric"] for g in data["categories"] for e in g["metrics"]]
     assert sorted(names) == sorted(registry())
-    assert [g["id"] for g in data["categories"]] == [c for c in CATEGORIES if any(
-        versions[max(versions)].category == c for versions in registry().values())]
+    assert [g["id"] for g in data["categories"]] == [
+        c for c in CATEGORIES if any(versions[max(versions)].category == c for versions in registry().values())
+    ]
     for group in data["categories"]:
         assert all(e["category"] == group["id"] for e in group["metrics"])
     assert data["metrics_applied"] + data["metrics_not_applicable"] == len(registry())
@@ -96,12 +97,13 @@ def test_metrics_that_do_not_apply_say_why(run_a: Path):
 
 def test_report_figure_data_comes_from_metrics_and_views(run_a: Path):
     fig = report_json(run_a)["figures"]
-    assert fig["steps"] == [[0, 1, 0.001], [0, 2, 0.002], [0, 3, 0.003],
-                            [1, 1, 0.0015], [1, 2, 0.0025], [1, 3, 0.0035]]
+    assert fig["steps"] == [[0, 1, 0.001], [0, 2, 0.002], [0, 3, 0.003], [1, 1, 0.0015], [1, 2, 0.0025], [1, 3, 0.0035]]
     assert fig["straggler"] == {"matched": 1, "late_count": [[1, 1]], "late_skew_s": [[1, pytest.approx(700e-6)]]}
     ops = fig["top_ops"]["ops"]
-    assert [(o["name"], o["calls"], o["ranks"]) for o in ops[:2]] == [("gemm_kernel", 4, 2),
-                                                                      ("elementwise_kernel", 2, 2)]
+    assert [(o["name"], o["calls"], o["ranks"]) for o in ops[:2]] == [
+        ("gemm_kernel", 4, 2),
+        ("elementwise_kernel", 2, 2),
+    ]
     assert ops[0]["total_s"] == pytest.approx(400e-6) and fig["top_ops"]["total_s"] == pytest.approx(560e-6)
     assert ops[2]["class"] == "comm" and ops[2]["coll_type"] == "all_reduce"
 

@@ -135,24 +135,36 @@ def zipped_folder_with_card(card: bytes) -> bytes:
 
 def _hostile(tmp: Path) -> dict[str, tuple[str, bytes, str]]:
     return {
-        "traversal": ("t.zip", make_zip(tmp / "t.zip", [("ok.json", b"{}"), ("../../../escaped.txt", b"x")])
-                      .read_bytes(), "leaves the upload folder"),
-        "absolute": ("a.zip", make_zip(tmp / "a.zip", [(str(tmp / "abs-escape.txt"), b"x")]).read_bytes(),
-                     "absolute path"),
-        "symlink": ("s.tar.gz", make_tar(tmp / "s.tgz", [link("passwd", "/etc/passwd")]).read_bytes(),
-                    "symbolic link"),
-        "hardlink": ("h.tar.gz", make_tar(tmp / "h.tgz", [link("h", "../../../escaped.txt", hard=True)])
-                     .read_bytes(), "hard link"),
+        "traversal": (
+            "t.zip",
+            make_zip(tmp / "t.zip", [("ok.json", b"{}"), ("../../../escaped.txt", b"x")]).read_bytes(),
+            "leaves the upload folder",
+        ),
+        "absolute": (
+            "a.zip",
+            make_zip(tmp / "a.zip", [(str(tmp / "abs-escape.txt"), b"x")]).read_bytes(),
+            "absolute path",
+        ),
+        "symlink": ("s.tar.gz", make_tar(tmp / "s.tgz", [link("passwd", "/etc/passwd")]).read_bytes(), "symbolic link"),
+        "hardlink": (
+            "h.tar.gz",
+            make_tar(tmp / "h.tgz", [link("h", "../../../escaped.txt", hard=True)]).read_bytes(),
+            "hard link",
+        ),
         "bomb": ("b.json.bin.gz", gzip.compress(bytes(48 << 20)), "inflates"),
-        "too many files": ("m.zip", make_zip(tmp / "m.zip", [(f"f{i}.json", b"{}") for i in range(60)]).read_bytes(),
-                           "more than 50"),
+        "too many files": (
+            "m.zip",
+            make_zip(tmp / "m.zip", [(f"f{i}.json", b"{}") for i in range(60)]).read_bytes(),
+            "more than 50",
+        ),
         "oversize": ("big.bin", os.urandom(3 << 20), "over 2097152 bytes"),
         "oversize, chunked": ("big.bin", os.urandom(3 << 20), "over 2097152 bytes"),
     }
 
 
-@pytest.mark.parametrize("case", ["traversal", "absolute", "symlink", "hardlink", "bomb", "too many files",
-                                  "oversize", "oversize, chunked"])
+@pytest.mark.parametrize(
+    "case", ["traversal", "absolute", "symlink", "hardlink", "bomb", "too many files", "oversize", "oversize, chunked"]
+)
 def test_hostile_uploads_are_refused_and_leave_nothing(case, server, tmp_path):
     name, data, words = _hostile(tmp_path)[case]
     before = everything(server.root)
@@ -182,25 +194,39 @@ def test_serving_a_ccl_bench_site_as_it_is(tmp_path):
         assert server.get("/website/data.js")[1] == "const BENCHMARK_DATA = {};\n"
         build_gpu(tmp_path / "run", card=CARD)
         card = json.dumps({"workload": {"model": {"phase": "training"}}, "metric_source": {"traces": ["json"]}})
-        status, body = server.upload([("run.zip", zipped_folder(tmp_path / "run"))],
-                                     {"group_name": "site run", "workload_card": card})
+        status, body = server.upload(
+            [("run.zip", zipped_folder(tmp_path / "run"))], {"group_name": "site run", "workload_card": card}
+        )
         assert (status, body["status"]) == (200, "ok")
         assert body["workload_card_generated"] is False  # the upload has its own card
         done = server.wait(body["upload_id"])
         assert done["status"] == "done" and done["results"]["metrics"]["avg_step_time"] == 0.001
         assert (site / "index.html").read_text() == page and sorted(p.name for p in site.rglob("*")) == [
-            "data.js", "index.html", "website"]
+            "data.js",
+            "index.html",
+            "website",
+        ]
         assert not (tmp_path / "root" / "data" / "board").exists()
         # no card in the upload: the form's card is written (nulls dropped) and checked
         (tmp_path / "run" / "workload_card.yaml").unlink()
-        form_card = json.dumps({"workload": {"model": {"phase": "training", "moe": None}},
-                                "metric_source": {"traces": ["json"]}})
-        status, body = server.upload([("run.zip", zipped_folder(tmp_path / "run"))],
-                                     {"group_name": "no card", "workload_card": form_card})
+        form_card = json.dumps(
+            {"workload": {"model": {"phase": "training", "moe": None}}, "metric_source": {"traces": ["json"]}}
+        )
+        status, body = server.upload(
+            [("run.zip", zipped_folder(tmp_path / "run"))], {"group_name": "no card", "workload_card": form_card}
+        )
         assert (status, body["workload_card_generated"], body["card"]) == (200, True, "workload_card.yaml")
         assert body["card_problems"]  # the template's required fields are missing: reported, not refused
-        written = (tmp_path / "root" / "data" / "uploads" / body["upload_id"] / "trace" / body["workload"]
-                   / "workload_card.yaml").read_text()
+        written = (
+            tmp_path
+            / "root"
+            / "data"
+            / "uploads"
+            / body["upload_id"]
+            / "trace"
+            / body["workload"]
+            / "workload_card.yaml"
+        ).read_text()
         assert "moe" not in written and "json" in written
     finally:
         server.stop()
@@ -225,8 +251,12 @@ def test_ccl_bench_page_uploads_after_signing_in_once(tmp_path):
         jar = http.cookiejar.CookieJar()
         browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         with pytest.raises(urllib.error.HTTPError) as refused:  # a wrong token
-            browser.open(urllib.request.Request(f"{server.base}/_serve/login",
-                                                data=urllib.parse.urlencode({"token": "wrong"}).encode()), timeout=30)
+            browser.open(
+                urllib.request.Request(
+                    f"{server.base}/_serve/login", data=urllib.parse.urlencode({"token": "wrong"}).encode()
+                ),
+                timeout=30,
+            )
         assert refused.value.code == 401 and not list(jar)
         with browser.open(f"{server.base}/_serve/login", timeout=30) as r:  # the sign-in form
             assert 'name="token"' in r.read().decode()
@@ -240,9 +270,11 @@ def test_ccl_bench_page_uploads_after_signing_in_once(tmp_path):
 
         def page_upload(origin: str | None) -> tuple[int, dict]:
             boundary = uuid.uuid4().hex
-            body = (f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\ngrp\r\n'
-                    f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="run.zip"\r\n'
-                    "Content-Type: application/zip\r\n\r\n").encode()
+            body = (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\ngrp\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="run.zip"\r\n'
+                "Content-Type: application/zip\r\n\r\n"
+            ).encode()
             body += payload[0][1] + f"\r\n--{boundary}--\r\n".encode()
             headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
             if origin:

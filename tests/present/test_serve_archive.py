@@ -54,8 +54,10 @@ HOSTILE = {
     "zip backslash": (lambda d: make_zip(d / "x.zip", [("..\\..\\evil.txt", b"pwned")]), "backslash"),
     "zip symlink": (lambda d: make_zip(d / "x.zip", [("ok.json", b"{}")], symlink="/etc/passwd"), "symbolic link"),
     "tar ../": (lambda d: make_tar(d / "x.tgz", [("a/../../evil.txt", b"pwned")]), "leaves"),
-    "tar symlink out": (lambda d: make_tar(d / "x.tgz", [link("passwd", "/etc/passwd"), ("passwd", b"x")]),
-                        "symbolic link"),
+    "tar symlink out": (
+        lambda d: make_tar(d / "x.tgz", [link("passwd", "/etc/passwd"), ("passwd", b"x")]),
+        "symbolic link",
+    ),
     "tar hardlink out": (lambda d: make_tar(d / "x.tgz", [link("h", "../../outside.txt", hard=True)]), "hard link"),
     "tar device": (lambda d: make_tar(d / "x.tgz", [_device()]), "not a regular"),
     "tar duplicate": (lambda d: make_tar(d / "x.tar", [("a.json", b"1"), ("a.json", b"2")], "w"), "second file"),
@@ -105,6 +107,7 @@ def test_safe_filename():
 # Before the walk, tarfile.getmembers() and zipfile's infolist() read every header first:
 # the 1,000,000-member tar.gz took minutes and ~440 B of memory a member.
 
+
 def _tar_headers(infos: list[tarfile.TarInfo]) -> bytes:
     return b"".join(i.tobuf(tarfile.GNU_FORMAT) for i in infos)
 
@@ -142,8 +145,31 @@ def big_zip(path: Path, entries: int) -> Path:
         name = f"f{i:06d}.json".encode()
         head = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, 0, 0, len(name), 0) + name
         local.append(head)
-        central.append(struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 0, 0, 0, crc, 0, 0,
-                                   len(name), 0, 0, 0, 0, (0o100644 << 16), offset) + name)
+        central.append(
+            struct.pack(
+                "<4s4B4HL2L5H2L",
+                b"PK\x01\x02",
+                20,
+                3,
+                20,
+                0,
+                0,
+                0,
+                0,
+                0,
+                crc,
+                0,
+                0,
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                (0o100644 << 16),
+                offset,
+            )
+            + name
+        )
         offset += len(head)
     cd = b"".join(central)
     end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, len(cd), offset, 0)
@@ -199,8 +225,9 @@ print(json.dumps({"seconds": time.perf_counter() - start, "message": message, "l
 """
 
 
-@pytest.mark.parametrize("case", ["1,000,000-member tar.gz", "300,000-entry zip", "member declaring 1 GiB",
-                                  "pax header of 512 MiB"])
+@pytest.mark.parametrize(
+    "case", ["1,000,000-member tar.gz", "300,000-entry zip", "member declaring 1 GiB", "pax header of 512 MiB"]
+)
 def test_header_bombs_are_refused_fast_and_small(case, tmp_path):
     import json
     import subprocess
@@ -214,9 +241,14 @@ def test_header_bombs_are_refused_fast_and_small(case, tmp_path):
     }[case]
     archive = make()
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(archive), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300, cwd=root,
-                          env={**os.environ, "PYTHONPATH": str(root)})
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(archive), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["message"] and words in got["message"], got

@@ -64,7 +64,8 @@ def test_upload_from_the_board_page(browser, tmp_path):
         browser.find_element(By.ID, "upload-token").send_keys(TOKEN)
         browser.find_element(By.ID, "upload-submit").click()
         WebDriverWait(browser, 240, poll_frequency=0.5).until(
-            lambda d: d.find_elements(By.CSS_SELECTOR, '#leaderboard tbody tr[data-trace^="browser_team_"]'))
+            lambda d: d.find_elements(By.CSS_SELECTOR, '#leaderboard tbody tr[data-trace^="browser_team_"]')
+        )
         row = browser.find_element(By.CSS_SELECTOR, '#leaderboard tbody tr[data-trace^="browser_team_"]')
         step = row.find_elements(By.CSS_SELECTOR, "td")
         assert row.is_displayed() and len(step) > 5
@@ -110,8 +111,11 @@ def test_another_sites_page_cannot_upload_without_a_token(browser, tmp_path):
     (tmp_path / "evil").mkdir()
     (tmp_path / "evil" / "index.html").write_text(EVIL_PAGE.format(target=server.base))
     port = free_port()
-    evil = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "-d",
-                             str(tmp_path / "evil")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    evil = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "-d", str(tmp_path / "evil")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         WebDriverWait(browser, 30).until(lambda d: _loads(d, f"http://localhost:{port}/index.html"))
         WebDriverWait(browser, 30).until(lambda d: d.title != "loading")

@@ -100,8 +100,11 @@ def test_a_server_killed_mid_job_settles_its_jobs_on_start(tmp_path):
     again = Server(root, limits=False)
     try:
         stopped = again.wait(first["upload_id"])
-        assert stopped == {"status": "error", "error": "the server stopped during this job; upload again",
-                           "log": stopped["log"]}
+        assert stopped == {
+            "status": "error",
+            "error": "the server stopped during this job; upload again",
+            "log": stopped["log"],
+        }
         ran = again.wait(second["upload_id"])
         assert ran["status"] == "done" and ran["results"]["metrics"]["avg_step_time"] == 0.001, ran
         assert f'data-trace="{second["workload"]}"' in again.get("/")[1]

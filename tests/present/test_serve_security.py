@@ -28,11 +28,18 @@ from helpers.serve import TOKEN, Server, two_rank_run, wait_for, zipped_folder  
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 
-def request(server: Server, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None,
-            source: str | None = None) -> tuple[int, dict[str, str], bytes]:
+def request(
+    server: Server,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+    source: str | None = None,
+) -> tuple[int, dict[str, str], bytes]:
     """One request with exactly these headers (Host included when given)."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30,
-                                      source_address=(source, 0) if source else None)
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", server.port, timeout=30, source_address=(source, 0) if source else None
+    )
     headers = dict(headers or {})
     conn.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
     for k, v in headers.items():
@@ -50,8 +57,14 @@ def multipart(files: list[tuple[str, bytes]], group: str = "grp") -> tuple[str, 
     boundary = uuid.uuid4().hex
     body = f'--{boundary}\r\nContent-Disposition: form-data; name="group_name"\r\n\r\n{group}\r\n'.encode()
     for name, data in files:
-        body += (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
-                 "Content-Type: application/octet-stream\r\n\r\n").encode() + data + b"\r\n"
+        body += (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n"
+            ).encode()
+            + data
+            + b"\r\n"
+        )
     return f"multipart/form-data; boundary={boundary}", body + f"--{boundary}--\r\n".encode()
 
 
@@ -78,9 +91,15 @@ def run_zip(tmp_path_factory) -> bytes:
     return zipped_folder(folder)
 
 
-@pytest.mark.parametrize("header", [{"Origin": "http://evil.example"}, {"Origin": "null"},
-                                    {"Referer": "http://evil.example/page.html"},
-                                    {"Origin": "http://127.0.0.1:1"}])
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Referer": "http://evil.example/page.html"},
+        {"Origin": "http://127.0.0.1:1"},
+    ],
+)
 def test_a_cross_site_upload_is_refused_without_a_token(open_server, run_zip, header):
     before = jobs_of(open_server)
     ctype, body = multipart([("run.zip", run_zip)], "cross")
@@ -97,8 +116,16 @@ def test_same_site_and_script_uploads_are_taken_without_a_token(open_server, run
     assert open_server.wait(json.loads(text)["upload_id"])["status"] == "done"
 
 
-@pytest.mark.parametrize("host,allowed", [("evil.example", False), ("127.0.0.1.nip.io", False),
-                                          ("127.0.0.1", True), ("localhost", True), ("board.example", True)])
+@pytest.mark.parametrize(
+    "host,allowed",
+    [
+        ("evil.example", False),
+        ("127.0.0.1.nip.io", False),
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("board.example", True),
+    ],
+)
 def test_the_host_must_name_this_server(open_server, host, allowed):
     """DNS rebinding: another name that resolves to 127.0.0.1 reads nothing, not the board
     nor the results API; the listen address, loopback names and --allow-host do."""
@@ -121,8 +148,14 @@ def token_server(tmp_path):
 
 def _login(server: Server, token: str, source: str | None = None) -> tuple[int, dict[str, str], bytes]:
     form = urllib.parse.urlencode({"token": token}).encode()
-    return request(server, "POST", "/_serve/login", {"Content-Type": "application/x-www-form-urlencoded",
-                                                     "Origin": server.base}, form, source=source)
+    return request(
+        server,
+        "POST",
+        "/_serve/login",
+        {"Content-Type": "application/x-www-form-urlencoded", "Origin": server.base},
+        form,
+        source=source,
+    )
 
 
 def test_the_sign_in_cookie_expires_and_is_new_at_each_sign_in(token_server):
@@ -138,8 +171,9 @@ def test_the_sign_in_cookie_expires_and_is_new_at_each_sign_in(token_server):
     assert cookies[0] != cookies[1] and TOKEN not in cookies[0]
     ctype, body = multipart([("a.json", b"{}")])
     for c in cookies:  # both signed: each is taken on the server's own page
-        status, _, text = request(token_server, "POST", "/api/upload",
-                                  {"Content-Type": ctype, "Cookie": c, "Origin": token_server.base}, body)
+        status, _, text = request(
+            token_server, "POST", "/api/upload", {"Content-Type": ctype, "Cookie": c, "Origin": token_server.base}, body
+        )
         assert status == 200, text
     forged = cookies[0][:-4] + ("0000" if not cookies[0].endswith("0000") else "1111")
     status, _, _ = request(token_server, "POST", "/api/upload", {"Content-Type": ctype, "Cookie": forged}, body)
@@ -158,13 +192,15 @@ def test_wrong_tokens_are_throttled_per_address(token_server):
     status, headers, _ = _login(token_server, TOKEN)  # the right one too, while this address waits
     assert status == 429 and int(headers["retry-after"]) > 0 and "set-cookie" not in headers
     ctype, body = multipart([("a.json", b"{}")])
-    status, _, text = request(token_server, "POST", "/api/upload",
-                              {"Content-Type": ctype, "Authorization": "Bearer guess"}, body)
+    status, _, text = request(
+        token_server, "POST", "/api/upload", {"Content-Type": ctype, "Authorization": "Bearer guess"}, body
+    )
     assert status == 429 and "try again" in json.loads(text)["error"]
     assert _login(token_server, TOKEN, source="127.0.0.2")[0] == 303  # another address is not held up
 
 
 # ------------------------------------------------------------------ slow clients
+
 
 def test_a_connection_that_sends_no_headers_is_closed(tmp_path):
     server = Server(tmp_path, "--header-timeout", "1")
@@ -183,12 +219,17 @@ def test_an_upload_body_that_stops_coming_is_refused(tmp_path):
     try:
         ctype, body = multipart([("a.json", b"{}" * 1000)])
         with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
-            s.sendall((f"POST /api/upload HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: {ctype}\r\n"
-                       f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
-                      + body[:500])
+            s.sendall(
+                (
+                    f"POST /api/upload HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: {ctype}\r\n"
+                    f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n"
+                ).encode()
+                + body[:500]
+            )
             answer = b""
             while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < int(
-                    answer.lower().partition(b"content-length: ")[2].split(b"\r\n")[0] or 0):
+                answer.lower().partition(b"content-length: ")[2].split(b"\r\n")[0] or 0
+            ):
                 piece = s.recv(4096)
                 if not piece:
                     break

@@ -29,9 +29,11 @@ def wh_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         folder = root / "in" / run
         b.write(folder / "rank0.json")
         (folder / "workload_card.yaml").write_text(
-            f'description: "bold [bold]x[/bold] {TITLE!r}"\n'.replace("'", "").replace("\\x1b", "\\e")
+            f'description: "bold [bold]x[/bold] {TITLE!r}"\n'.replace("'", "")
+            .replace("\\x1b", "\\e")
             .replace("\\x07", "\\a")
-            + "workload:\n  model: {phase: training, model_family: \"fam\\e[2J\"}\n")
+            + 'workload:\n  model: {phase: training, model_family: "fam\\e[2J"}\n'
+        )
     assert not run_ingest([root / "in"], Warehouse(root / "wh")).failed
     return root / "wh"
 

@@ -32,13 +32,33 @@ V100 = "Tesla V100-SXM2-16GB"
 
 def _v100_rank(path: Path, rank: int) -> None:
     events = [
-        {"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 100.0 + rank,
-         "dur": 50.0, "args": {"device": 0, "stream": 7, "correlation": 1}},
-        {"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 200.0,
-         "dur": 30.0, "args": {"device": 0, "stream": 7, "correlation": 2}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "volta_sgemm_128x64_nn",
+            "pid": 0,
+            "tid": 7,
+            "ts": 100.0 + rank,
+            "dur": 50.0,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "volta_sgemm_128x64_nn",
+            "pid": 0,
+            "tid": 7,
+            "ts": 200.0,
+            "dur": 30.0,
+            "args": {"device": 0, "stream": 7, "correlation": 2},
+        },
     ]
-    write_trace(path, events, distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2},
-                deviceProperties=[{"id": 0, "name": V100, "numSms": 80, "computeMajor": 7, "computeMinor": 0}])
+    write_trace(
+        path,
+        events,
+        distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2},
+        deviceProperties=[{"id": 0, "name": V100, "numSms": 80, "computeMajor": 7, "computeMinor": 0}],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +80,12 @@ def test_report_json_says_what_was_traced(wh):
     part = run_cli("report", "h100_part", "-w", str(wh.root), "--format", "json")
     assert part.returncode == 0, part.stderr
     data = json.loads(part.stdout)
-    assert data["traced"] == {"ranks_seen": 1, "world_size": 4, "text": "1 of 4 ranks traced",
-                              "partial": "1 of 4 ranks"}
+    assert data["traced"] == {
+        "ranks_seen": 1,
+        "world_size": 4,
+        "text": "1 of 4 ranks traced",
+        "partial": "1 of 4 ranks",
+    }
     assert data["hardware"] == {"model": H100, "count": 4, "source": "trace"}
     assert "PARTIAL: 1 of 4 ranks traced" in data["headline"] and f"4 x {H100}" in data["headline"]
     whole = json.loads(run_cli("report", "v100_whole", "-w", str(wh.root), "--format", "json").stdout)
@@ -93,17 +117,22 @@ def test_diff_states_what_differs_before_the_tables(wh):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     at = lines.index("A and B differ in what was traced:")
-    assert lines[at + 1:at + 4] == [f"  hardware: A 4 x {H100}, B 2 x {V100}",
-                                    "  world size: A 4, B 2",
-                                    "  partial: A 1 of 4 ranks, B no"]
+    assert lines[at + 1 : at + 4] == [
+        f"  hardware: A 4 x {H100}, B 2 x {V100}",
+        "  world size: A 4, B 2",
+        "  partial: A 1 of 4 ranks, B no",
+    ]
     assert not any("framework:" in x for x in lines)  # both Kineto traces without a card
     first_table = next(i for i, x in enumerate(lines) if x.startswith("metrics: B against A"))
     assert at < first_table
     assert "A partial: 1 of 4 ranks" in lines[first_table]
     assert any(x.startswith("A is PARTIAL (1 of 4 ranks traced)") for x in lines[:at])
     data = json.loads(run_cli("diff", "h100_part", "v100_whole", "-w", str(wh.root), "--format", "json").stdout)
-    assert data["differences"] == [f"hardware: A 4 x {H100}, B 2 x {V100}", "world size: A 4, B 2",
-                                   "partial: A 1 of 4 ranks, B no"]
+    assert data["differences"] == [
+        f"hardware: A 4 x {H100}, B 2 x {V100}",
+        "world size: A 4, B 2",
+        "partial: A 1 of 4 ranks, B no",
+    ]
 
 
 def test_board_shows_hardware_from_the_trace_and_partial(wh, tmp_path):

@@ -19,8 +19,18 @@ from cclq.synth.kineto import generate_workload
 from cclq.synth.xla import TpuTraceSpec, write_tpu_trace
 
 # every value `files.format` can hold (the reader flavours)
-KNOWN_FORMATS = {"kineto", "chrome", "xprof", "horovod", "pytorch_et", "nsys", "ddlb_csv", "ddl_benchmarks_log",
-                 "vllm_bench_json", "sglang_bench_jsonl"}
+KNOWN_FORMATS = {
+    "kineto",
+    "chrome",
+    "xprof",
+    "horovod",
+    "pytorch_et",
+    "nsys",
+    "ddlb_csv",
+    "ddl_benchmarks_log",
+    "vllm_bench_json",
+    "sglang_bench_jsonl",
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +48,22 @@ def _metric(tmp_path: Path, facts: str, sql: str) -> Path:
     folder = tmp_path / "metrics" / "impossible"
     folder.mkdir(parents=True)
     path = folder / "v1.sql"
-    path.write_text("-- metric: impossible\n-- version: 1\n-- unit: s\n-- grain: trace\n"
-                    "-- category: compute\n-- polarity: neutral\n-- description: cannot apply\n"
-                    f"{facts}-- columns: none\n{sql}\n")
+    path.write_text(
+        "-- metric: impossible\n-- version: 1\n-- unit: s\n-- grain: trace\n"
+        "-- category: compute\n-- polarity: neutral\n-- description: cannot apply\n"
+        f"{facts}-- columns: none\n{sql}\n"
+    )
     return path
 
 
 def test_a_metric_with_impossible_needs_never_reaches_duckdb(wh: Warehouse, tmp_path: Path):
-    spec = parse_metric_file(_metric(tmp_path, "-- applies_if: format no_such_format | never recorded\n",
-                                     "SELECT trace, marker_column_xyz AS value FROM metric_scope"))
+    spec = parse_metric_file(
+        _metric(
+            tmp_path,
+            "-- applies_if: format no_such_format | never recorded\n",
+            "SELECT trace, marker_column_xyz AS value FROM metric_scope",
+        )
+    )
     con = connect(wh)
     executed: list[str] = []
     real = con.execute
@@ -144,8 +161,10 @@ def test_metric_category_answers_what_the_catalog_rules_out_without_its_sql(wh: 
     assert r.returncode == 0, r.stderr
     rows = [row for row in csv.DictReader(io.StringIO(r.stdout)) if row["metric"] == "total_comm_time_s"]
     assert [(row["trace"], row["rank"], row["value"], row["reason"]) for row in rows] == [
-        ("dp4", "", "", "no XLA ops (not an XLA/xprof profile)")]
+        ("dp4", "", "", "no XLA ops (not an XLA/xprof profile)")
+    ]
     assert "total_comm_time_s: not applicable (from the catalog)" in r.stderr
     # metrics the catalog cannot rule out still ran: the NCCL time of every rank
-    assert {row["rank"] for row in csv.DictReader(io.StringIO(r.stdout))
-            if row["metric"] == "total_communication_time"} == {"0", "1", "2", "3"}
+    assert {
+        row["rank"] for row in csv.DictReader(io.StringIO(r.stdout)) if row["metric"] == "total_communication_time"
+    } == {"0", "1", "2", "3"}

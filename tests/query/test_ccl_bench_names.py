@@ -25,9 +25,19 @@ from cclq.store.warehouse import Warehouse
 ROOT = Path(__file__).resolve().parents[2]
 KINETO_FOLDER = ROOT / "trace_collection" / "synthetic_mlp_dp4"
 
-NEW_NAMES = ["ttft_group_6", "tpot_group_6", "kernel_compute_time_group_6", "throughput_group_6",
-             "straggler_metrics", "comm_kernel_breakdown_tpu", "estimated_bandwidth", "traffic_window",
-             "communication_overhead", "bandwidth_utilization", "gpu_step_score"]
+NEW_NAMES = [
+    "ttft_group_6",
+    "tpot_group_6",
+    "kernel_compute_time_group_6",
+    "throughput_group_6",
+    "straggler_metrics",
+    "comm_kernel_breakdown_tpu",
+    "estimated_bandwidth",
+    "traffic_window",
+    "communication_overhead",
+    "bandwidth_utilization",
+    "gpu_step_score",
+]
 
 
 def test_the_list_is_ccl_benchs_61_names_and_cclq_knows_each():
@@ -54,19 +64,39 @@ def test_every_name_exits_0_on_a_kineto_folder(tmp_path, capsys):
 @pytest.mark.slow
 def test_the_real_command_in_a_subprocess(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "cclq.main", "--trace", str(KINETO_FOLDER), "--metric", "straggler_metrics",
-         "--warehouse", str(tmp_path / "wh")],
-        capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "CCLQ_DAEMON": "0",
-                                                       "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "cclq.main",
+            "--trace",
+            str(KINETO_FOLDER),
+            "--metric",
+            "straggler_metrics",
+            "--warehouse",
+            str(tmp_path / "wh"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "CCLQ_DAEMON": "0", "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert float(proc.stdout.strip().splitlines()[-1]) >= 1.0
 
 
 def build_sglang(folder: Path) -> None:
     folder.mkdir(parents=True)
-    record = {"backend": "sglang", "duration": 10.0, "completed": 20, "total_output_tokens": 2560,
-              "median_ttft_ms": 123.5, "median_tpot_ms": 7.25, "mean_ttft_ms": 130.0,
-              "ttfts": [0.1, 0.12], "output_throughput": 256.0}
+    record = {
+        "backend": "sglang",
+        "duration": 10.0,
+        "completed": 20,
+        "total_output_tokens": 2560,
+        "median_ttft_ms": 123.5,
+        "median_tpot_ms": 7.25,
+        "mean_ttft_ms": 130.0,
+        "ttfts": [0.1, 0.12],
+        "output_throughput": 256.0,
+    }
     (folder / "bench_results.jsonl").write_text(json.dumps(record) + "\n")
 
 

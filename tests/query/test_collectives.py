@@ -28,17 +28,33 @@ ALLREDUCE_OLD = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned l
 ALLGATHER_OLD = "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
 REDUCESCATTER_OLD = "ncclKernel_ReduceScatter_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 GENERIC = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
-MULTIMEM = ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
-            "(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)")
+MULTIMEM = (
+    "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
+    "(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)"
+)
 
 
-def _coll_args(coll: str, in_n: int, out_n: int, dtype: str, group: int, seq: int | None,
-               in_split: str = "[]", out_split: str = "[]") -> dict[str, Any]:
+def _coll_args(
+    coll: str,
+    in_n: int,
+    out_n: int,
+    dtype: str,
+    group: int,
+    seq: int | None,
+    in_split: str = "[]",
+    out_split: str = "[]",
+) -> dict[str, Any]:
     """The collective args PyTorch copies onto a kernel (Seq left out when None)."""
     args: dict[str, Any] = {
-        "Collective name": coll, "In msg nelems": in_n, "Out msg nelems": out_n,
-        "Group size": group, "dtype": dtype, "In split size": in_split, "Out split size": out_split,
-        "Process Group Name": "0", "Process Group Description": "default_pg",
+        "Collective name": coll,
+        "In msg nelems": in_n,
+        "Out msg nelems": out_n,
+        "Group size": group,
+        "dtype": dtype,
+        "In split size": in_split,
+        "Out split size": out_split,
+        "Process Group Name": "0",
+        "Process Group Description": "default_pg",
         "Process Group Ranks": str(list(range(group))),
     }
     if seq is not None:
@@ -59,18 +75,24 @@ def _build(root: Path) -> None:
         for seq, coll, ts0, d0, ts1, d1 in pair:
             ts, dur = (ts0, d0) if rank == 0 else (ts1, d1)
             nelems, dtype = (1_048_576, "Float") if coll == "allreduce" else (1_000, "BFloat16")
-            b.nccl_kernel(coll, ts=ts, dur=dur, nelems=nelems, dtype=dtype, group_size=2, seq=seq,
-                          launch_ts=ts - 10_000)
+            b.nccl_kernel(
+                coll, ts=ts, dur=dur, nelems=nelems, dtype=dtype, group_size=2, seq=seq, launch_ts=ts - 10_000
+            )
         b.write(root / "pair" / f"rank{rank}.json")
 
     # -- a2a: all_to_allv with uneven splits ------------------------------------------------
     # rank 0 sends [100, 300] and receives [100, 50]; rank 1 sends [50, 200], receives [300, 200]
-    a2a = {0: (400, 150, "[100, 300]", "[100, 50]", 1_000, 1_000),
-           1: (250, 500, "[50, 200]", "[300, 200]", 1_200, 500)}
+    a2a = {0: (400, 150, "[100, 300]", "[100, 50]", 1_000, 1_000), 1: (250, 500, "[50, 200]", "[300, 200]", 1_200, 500)}
     for rank, (in_n, out_n, in_s, out_s, ts, dur) in a2a.items():
         b = KinetoTraceBuilder(rank=rank, world_size=2)
-        b.kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", ts=ts, dur=dur, stream=20,
-                 args=_coll_args("all_to_allv", in_n, out_n, "Float", 2, 0, in_s, out_s), launch_ts=ts - 500)
+        b.kernel(
+            "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+            ts=ts,
+            dur=dur,
+            stream=20,
+            args=_coll_args("all_to_allv", in_n, out_n, "Float", 2, 0, in_s, out_s),
+            launch_ts=ts - 500,
+        )
         b.write(root / "a2a" / f"rank{rank}.json")
 
     # -- gap: rank 1 never runs seq 1 -----------------------------------------------------
@@ -80,9 +102,13 @@ def _build(root: Path) -> None:
         for rank, kernels in starts.items():
             b = KinetoTraceBuilder(rank=rank, world_size=2)
             for seq, ts in kernels:
-                b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-                         ts=ts, dur=1_000, stream=20,
-                         args=_coll_args("allreduce", 256, 256, "Float", 2, seq if with_seq else None))
+                b.kernel(
+                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                    ts=ts,
+                    dur=1_000,
+                    stream=20,
+                    args=_coll_args("allreduce", 256, 256, "Float", 2, seq if with_seq else None),
+                )
             b.write(root / trace / f"rank{rank}.json")
 
     # -- gap_mixed: no Seq; rank 1 lacks an all-reduce of ANOTHER size --------------------------
@@ -91,8 +117,13 @@ def _build(root: Path) -> None:
     for rank, kernels in mixed.items():
         b = KinetoTraceBuilder(rank=rank, world_size=2)
         for ts, nelems in kernels:
-            b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-                     ts=ts, dur=1_000, stream=20, args=_coll_args("allreduce", nelems, nelems, "Float", 2, None))
+            b.kernel(
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                ts=ts,
+                dur=1_000,
+                stream=20,
+                args=_coll_args("allreduce", nelems, nelems, "Float", 2, None),
+            )
         b.write(root / "gap_mixed" / f"rank{rank}.json")
 
     # -- subgroup: ranks 0 and 1 of a 4-rank world, in a 2-rank group; old kernels without
@@ -101,19 +132,35 @@ def _build(root: Path) -> None:
     for rank, (ag_dur, rs_dur, ar_dur) in {0: (2_000, 4_000, 1_000), 1: (1_600, 5_000, 1_000)}.items():
         b = KinetoTraceBuilder(rank=rank, world_size=4)
         shift = 100 * rank  # rank 1 starts every collective 100 ns later
-        b.cpu_op("c10d::_allgather_base_", ts=1_000 + shift, dur=900,
-                 args={"Input Dims": [[2, 1024], [1, 1024], []],
-                       "Input type": ["c10::BFloat16", "c10::BFloat16", ""]})
+        b.cpu_op(
+            "c10d::_allgather_base_",
+            ts=1_000 + shift,
+            dur=900,
+            args={"Input Dims": [[2, 1024], [1, 1024], []], "Input type": ["c10::BFloat16", "c10::BFloat16", ""]},
+        )
         b.kernel(ALLGATHER_OLD, ts=2_000 + shift, dur=ag_dur, stream=20, launch_ts=1_100 + shift)
-        b.cpu_op("c10d::_reduce_scatter_base_", ts=10_000 + shift, dur=900,
-                 args={"Input Dims": [[1000], [2000], [], [], []],
-                       "Input type": ["float", "float", "", "", "Scalar"]})
+        b.cpu_op(
+            "c10d::_reduce_scatter_base_",
+            ts=10_000 + shift,
+            dur=900,
+            args={"Input Dims": [[1000], [2000], [], [], []], "Input type": ["float", "float", "", "", "Scalar"]},
+        )
         b.kernel(REDUCESCATTER_OLD, ts=11_000 + shift, dur=rs_dur, stream=20, launch_ts=10_100 + shift)
         # an all-reduce whose op names its process group but not its size: the group's
         # untruncated `Process Group Ranks` list says 2
-        b.cpu_op("record_param_comms", ts=20_000 + shift, dur=900,
-                 args={"Collective name": "allreduce", "In msg nelems": 500, "Out msg nelems": 500,
-                       "dtype": "Float", "Process Group Name": "1", "Process Group Ranks": "[0, 1]"})
+        b.cpu_op(
+            "record_param_comms",
+            ts=20_000 + shift,
+            dur=900,
+            args={
+                "Collective name": "allreduce",
+                "In msg nelems": 500,
+                "Out msg nelems": 500,
+                "dtype": "Float",
+                "Process Group Name": "1",
+                "Process Group Ranks": "[0, 1]",
+            },
+        )
         b.kernel(ALLREDUCE_OLD, ts=21_000 + shift, dur=ar_dur, stream=20, launch_ts=20_100 + shift)
         b.write(root / "subgroup" / f"rank{rank}.json")
 
@@ -122,34 +169,52 @@ def _build(root: Path) -> None:
     # (a) all_to_all as old PyTorch records it: the c10d op lists the OUTPUT first, the
     # nccl: annotation holds the input; the runtime's External id names no op (it is the
     # correlation id in old traces), so only containment links the launch.
-    b.cpu_op("c10d::alltoall_base_", ts=1_000, dur=900,
-             args={"Input Dims": [[768], [3392], [], []], "Input type": ["int", "int", "", "Scalar"]})
-    b.cpu_op("record_param_comms", ts=1_100, dur=700,
-             args={"Input Dims": [[3392], [], []], "Input type": ["int", "Scalar", "Scalar"]})
-    b.user_annotation("nccl:all_to_all", ts=1_200, dur=500,
-                      args={"Input Dims": [[3392]], "Input type": ["int"]})
+    b.cpu_op(
+        "c10d::alltoall_base_",
+        ts=1_000,
+        dur=900,
+        args={"Input Dims": [[768], [3392], [], []], "Input type": ["int", "int", "", "Scalar"]},
+    )
+    b.cpu_op(
+        "record_param_comms",
+        ts=1_100,
+        dur=700,
+        args={"Input Dims": [[3392], [], []], "Input type": ["int", "Scalar", "Scalar"]},
+    )
+    b.user_annotation("nccl:all_to_all", ts=1_200, dur=500, args={"Input Dims": [[3392]], "Input type": ["int"]})
     b.kernel(SENDRECV_OLD, ts=2_000, dur=1_000, stream=84, launch_ts=1_300, external_id=90_001)
     # (b) all_reduce of a TensorList: only the nccl: annotation has a shape
-    b.cpu_op("c10d::allreduce_", ts=5_000, dur=900,
-             args={"Input Dims": [[], [], [], []], "Input type": ["TensorList", "", "", "Scalar"]})
-    b.cpu_op("record_param_comms", ts=5_100, dur=700,
-             args={"Input Dims": [[], [], []], "Input type": ["TensorList", "Scalar", "Scalar"]})
-    b.user_annotation("nccl:all_reduce", ts=5_200, dur=500,
-                      args={"Input Dims": [[394241]], "Input type": ["float"]})
+    b.cpu_op(
+        "c10d::allreduce_",
+        ts=5_000,
+        dur=900,
+        args={"Input Dims": [[], [], [], []], "Input type": ["TensorList", "", "", "Scalar"]},
+    )
+    b.cpu_op(
+        "record_param_comms",
+        ts=5_100,
+        dur=700,
+        args={"Input Dims": [[], [], []], "Input type": ["TensorList", "Scalar", "Scalar"]},
+    )
+    b.user_annotation("nccl:all_reduce", ts=5_200, dur=500, args={"Input Dims": [[394241]], "Input type": ["float"]})
     b.kernel(ALLREDUCE_OLD, ts=6_000, dur=2_000, stream=84, launch_ts=5_300, external_id=90_002)
     # (c) an 8-byte dtype
-    b.user_annotation("nccl:all_to_all", ts=9_000, dur=500,
-                      args={"Input Dims": [[24]], "Input type": ["long int"]})
+    b.user_annotation("nccl:all_to_all", ts=9_000, dur=500, args={"Input Dims": [[24]], "Input type": ["long int"]})
     b.kernel(SENDRECV_OLD, ts=9_600, dur=100, stream=84, launch_ts=9_100, external_id=90_003)
     # (d) all_gather with only the nccl: annotation (its input) around the launch: nothing
     # gives the group, so Out = In x the trace's world size (8), the last resort
-    b.user_annotation("nccl:_all_gather_base", ts=11_100, dur=700,
-                      args={"Input Dims": [[1, 25136]], "Input type": ["c10::BFloat16"]})
+    b.user_annotation(
+        "nccl:_all_gather_base", ts=11_100, dur=700, args={"Input Dims": [[1, 25136]], "Input type": ["c10::BFloat16"]}
+    )
     b.kernel(ALLGATHER_OLD, ts=12_000, dur=1_000, stream=84, launch_ts=11_200, external_id=90_004)
     # (e) SymmMem all-reduce: once through its launch, once (launch not in the trace)
     # through the External id the kernel carries
-    sm = b.cpu_op("symm_mem::multimem_all_reduce_", ts=14_000, dur=500,
-                  args={"Input Dims": [[2557440], [], []], "Input type": ["c10::BFloat16", "", ""]})
+    sm = b.cpu_op(
+        "symm_mem::multimem_all_reduce_",
+        ts=14_000,
+        dur=500,
+        args={"Input Dims": [[2557440], [], []], "Input type": ["c10::BFloat16", "", ""]},
+    )
     b.kernel(MULTIMEM, ts=14_600, dur=10_000, stream=7, launch_ts=14_100)
     b.kernel(MULTIMEM, ts=30_000, dur=20_000, stream=7, external_id=sm)
     # (f) RCCL's generic kernel, typed by its Collective name
@@ -159,8 +224,12 @@ def _build(root: Path) -> None:
     b.kernel(SENDRECV_OLD, ts=42_000, dur=100, stream=84, launch_ts=41_900, external_id=90_005)
     # (i) only a c10d op around the launch: it lists (output, input), so it sizes the
     # all_gather by its output and its group by output / input = 4, a sub-group of the 8
-    b.cpu_op("c10d::_allgather_base_", ts=50_000, dur=900,
-             args={"Input Dims": [[4, 25136], [1, 25136], []], "Input type": ["c10::BFloat16", "c10::BFloat16", ""]})
+    b.cpu_op(
+        "c10d::_allgather_base_",
+        ts=50_000,
+        dur=900,
+        args={"Input Dims": [[4, 25136], [1, 25136], []], "Input type": ["c10::BFloat16", "c10::BFloat16", ""]},
+    )
     b.kernel(ALLGATHER_OLD, ts=51_000, dur=1_000, stream=84, launch_ts=50_100, external_id=90_006)
     b.write(root / "legacy" / "rank0.json")
 
@@ -188,11 +257,16 @@ def _metric(con, name: str, trace: str) -> list[dict[str, Any]]:
 
 # -- hand-worked ------------------------------------------------------------------------------
 
+
 def test_bytes_and_bandwidth_by_hand(con):
     rows = _coll(con, "pair")
     assert [(r["rank"], r["coll_type"], r["match_id"]) for r in rows] == [
-        (0, "all_reduce", "0/seq 0"), (0, "all_reduce", "0/seq 1"), (0, "all_gather", "0/seq 2"),
-        (1, "all_reduce", "0/seq 0"), (1, "all_reduce", "0/seq 1"), (1, "all_gather", "0/seq 2"),
+        (0, "all_reduce", "0/seq 0"),
+        (0, "all_reduce", "0/seq 1"),
+        (0, "all_gather", "0/seq 2"),
+        (1, "all_reduce", "0/seq 0"),
+        (1, "all_reduce", "0/seq 1"),
+        (1, "all_gather", "0/seq 2"),
     ]
     r0 = rows[0]
     # 1,048,576 Float = 4,194,304 B in 1 ms: algbw 4,194,304 / 1,000,000 ns = 4.194304 GB/s;
@@ -306,8 +380,13 @@ def test_sub_group_sized_from_c10d_input_dims_by_hand(con):
     busbw factor (n-1)/n = 1/2 for both."""
     rows = _coll(con, "subgroup")
     assert [(r["rank"], r["coll_type"]) for r in rows] == [
-        (0, "all_gather"), (0, "reduce_scatter"), (0, "all_reduce"),
-        (1, "all_gather"), (1, "reduce_scatter"), (1, "all_reduce")]
+        (0, "all_gather"),
+        (0, "reduce_scatter"),
+        (0, "all_reduce"),
+        (1, "all_gather"),
+        (1, "reduce_scatter"),
+        (1, "all_reduce"),
+    ]
     ag0, rs0, ar0, ag1, rs1, ar1 = rows
     for ag in (ag0, ag1):
         assert (ag["bytes"], ag["group_size"]) == (4_096, 2) and ag["reason"] is None
@@ -331,13 +410,18 @@ def test_sub_group_sized_from_c10d_input_dims_by_hand(con):
         assert ar["busbw_gbps"] == pytest.approx(2.0)
     # matched by (group, type, bytes) order; rank 1 is 100 ns late in each
     assert [r["match_id"] for r in rows[:3]] == [
-        "stream 20/all_gather 4096 B #1", "stream 20/reduce_scatter 8000 B #1", "1/all_reduce 2000 B #1"]
+        "stream 20/all_gather 4096 B #1",
+        "stream 20/reduce_scatter 8000 B #1",
+        "1/all_reduce 2000 B #1",
+    ]
     assert [r["match_id"] for r in rows[:3]] == [r["match_id"] for r in rows[3:]]
     bw = {(r["coll_type"], r["size_bucket"]): r["value"] for r in _metric(con, "collective_busbw", "subgroup")}
     # 2^12 = 4096 <= 4096 and 8000 < 2^13; 2^10 <= 2000 < 2^11; medians of the two ranks
-    assert bw == {("all_gather", 4_096): pytest.approx((1.024 + 1.28) / 2),
-                  ("reduce_scatter", 4_096): pytest.approx((1.0 + 0.8) / 2),
-                  ("all_reduce", 1_024): pytest.approx(2.0)}
+    assert bw == {
+        ("all_gather", 4_096): pytest.approx((1.024 + 1.28) / 2),
+        ("reduce_scatter", 4_096): pytest.approx((1.0 + 0.8) / 2),
+        ("all_reduce", 1_024): pytest.approx(2.0),
+    }
 
 
 def test_legacy_kernels_typed_and_sized_from_cpu_ops(con):
@@ -389,10 +473,13 @@ def test_legacy_kernels_typed_and_sized_from_cpu_ops(con):
 
 # -- real traces ------------------------------------------------------------------------------
 
-DTYPE_BYTES = {"float": 4, "int": 4, "long int": 8, "BFloat16": 2, "Long": 8, "c10::BFloat16": 2,
-               "signed char": 1}
-NCCL_TESTS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
-                     "all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n}
+DTYPE_BYTES = {"float": 4, "int": 4, "long int": 8, "BFloat16": 2, "Long": 8, "c10::BFloat16": 2, "signed char": 1}
+NCCL_TESTS_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+}
 
 
 def _ns(us: Any) -> int:
@@ -400,7 +487,7 @@ def _ns(us: Any) -> int:
 
 
 def _load(path: Path) -> dict:
-    with (gzip.open(path, "rt") if path.suffix == ".gz" else open(path)) as f:
+    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
         return json.load(f)
 
 
@@ -410,9 +497,16 @@ def real(tmp_path_factory):
 
     traces = require_shared()
     wh = Warehouse(tmp_path_factory.mktemp("coll_real") / "wh")
-    run_ingest([traces / "dlrm_param_8xV100", traces / "tracelens_mi300_resnet_ddp",
-                traces / "tracelens_b200_vllm_tp8", traces / "hta_trace_filter_2rank",
-                traces / "hta_negative_queue_length"], wh)
+    run_ingest(
+        [
+            traces / "dlrm_param_8xV100",
+            traces / "tracelens_mi300_resnet_ddp",
+            traces / "tracelens_b200_vllm_tp8",
+            traces / "hta_trace_filter_2rank",
+            traces / "hta_negative_queue_length",
+        ],
+        wh,
+    )
     return traces, connect(wh)
 
 
@@ -425,17 +519,27 @@ def _dlrm_from_json(traces: Path) -> dict[int, list[dict[str, Any]]]:
         events = doc["traceEvents"]
         launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"}
         annotations = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("nccl:")]
-        kernels = sorted((e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
-                         key=lambda e: e["ts"])
+        kernels = sorted(
+            (e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")), key=lambda e: e["ts"]
+        )
         rows = []
         for k in kernels:
             launch = launches[k["args"]["correlation"]]
-            (ann,) = [a for a in annotations if a["tid"] == launch["tid"]
-                      and _ns(a["ts"]) <= _ns(launch["ts"]) < _ns(a["ts"]) + _ns(a["dur"])]
-            coll = ann["name"][len("nccl:"):]
+            (ann,) = [
+                a
+                for a in annotations
+                if a["tid"] == launch["tid"] and _ns(a["ts"]) <= _ns(launch["ts"]) < _ns(a["ts"]) + _ns(a["dur"])
+            ]
+            coll = ann["name"][len("nccl:") :]
             nelems = math.prod(ann["args"]["Input Dims"][0])
-            rows.append({"coll_type": coll, "ts_ns": _ns(k["ts"]), "dur_ns": _ns(k["dur"]),
-                         "bytes": nelems * DTYPE_BYTES[ann["args"]["Input type"][0]]})
+            rows.append(
+                {
+                    "coll_type": coll,
+                    "ts_ns": _ns(k["ts"]),
+                    "dur_ns": _ns(k["dur"]),
+                    "bytes": nelems * DTYPE_BYTES[ann["args"]["Input type"][0]],
+                }
+            )
         out[doc["distributedInfo"]["rank"]] = rows
     return out
 
@@ -487,9 +591,14 @@ def test_dlrm_skew_straggler_and_busbw_from_raw_json(real):
         straggler = min(rank for rank, ts in starts.items() if ts == max(starts.values()))
         late[straggler] += 1
         want[(coll, min(starts.values()))] = (
-            (max(starts.values()) - min(starts.values())) / 1e9, (max(ends) - min(ends)) / 1e9, straggler)
-    got = {(r["coll_type"], r["first_start_ns"]): (r["value"], r["end_skew_s"], r["straggler_rank"])
-           for r in _metric(con, "collective_skew", "dlrm_param_8xV100")}
+            (max(starts.values()) - min(starts.values())) / 1e9,
+            (max(ends) - min(ends)) / 1e9,
+            straggler,
+        )
+    got = {
+        (r["coll_type"], r["first_start_ns"]): (r["value"], r["end_skew_s"], r["straggler_rank"])
+        for r in _metric(con, "collective_skew", "dlrm_param_8xV100")
+    }
     assert set(got) == set(want)
     for key, (skew, end_skew, straggler) in want.items():
         assert got[key][0] == pytest.approx(skew, abs=1e-12)
@@ -507,8 +616,7 @@ def test_dlrm_skew_straggler_and_busbw_from_raw_json(real):
     for rows in expected.values():
         for r in rows:
             bucket = 1 << (r["bytes"].bit_length() - 1)
-            buckets[(r["coll_type"], bucket)].append(
-                r["bytes"] / r["dur_ns"] * NCCL_TESTS_FACTOR[r["coll_type"]](8))
+            buckets[(r["coll_type"], bucket)].append(r["bytes"] / r["dur_ns"] * NCCL_TESTS_FACTOR[r["coll_type"]](8))
     got_bw = {(r["coll_type"], r["size_bucket"]): r for r in _metric(con, "collective_busbw", "dlrm_param_8xV100")}
     assert set(got_bw) == set(buckets)
     for key, values in buckets.items():
@@ -520,8 +628,9 @@ def test_dlrm_skew_straggler_and_busbw_from_raw_json(real):
 def test_rccl_generic_kernels_typed_by_collective_name(real):
     traces, con = real
     doc = _load(traces / "tracelens_mi300_resnet_ddp" / "resnet_act_checkpoint.json.gz")
-    kernels = [e for e in doc["traceEvents"]
-               if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_Generic")]
+    kernels = [
+        e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_Generic")
+    ]
     rows = {r["correlation"]: r for r in _coll(con, "tracelens_mi300_resnet_ddp")}
     assert len(rows) == len(kernels)
     types = {"allreduce": "all_reduce", "broadcast": "broadcast"}
@@ -540,8 +649,11 @@ def test_symm_mem_all_reduce_sized_from_its_cpu_op(real):
     traces, con = real
     doc = _load(traces / "tracelens_b200_vllm_tp8" / "eager_trace.json.gz")
     events = doc["traceEvents"]
-    ops = {e["args"]["External id"]: e for e in events
-           if e.get("cat") == "cpu_op" and e["name"] == "symm_mem::multimem_all_reduce_"}
+    ops = {
+        e["args"]["External id"]: e
+        for e in events
+        if e.get("cat") == "cpu_op" and e["name"] == "symm_mem::multimem_all_reduce_"
+    }
     kernels = [e for e in events if e.get("cat") == "kernel" and "multimem_all_reduce_kernel" in e["name"]]
     assert kernels
     rows = {r["correlation"]: r for r in _coll(con, "tracelens_b200_vllm_tp8")}
@@ -572,8 +684,11 @@ def _c10d_base_collectives_from_json(path: Path) -> dict[int, dict[str, Any]]:
         launch = launches.get(k["args"]["correlation"])
         if launch is None:
             continue
-        around = [o for o in ops if o["tid"] == launch["tid"]
-                  and _ns(o["ts"]) <= _ns(launch["ts"]) < _ns(o["ts"]) + _ns(o["dur"])]
+        around = [
+            o
+            for o in ops
+            if o["tid"] == launch["tid"] and _ns(o["ts"]) <= _ns(launch["ts"]) < _ns(o["ts"]) + _ns(o["dur"])
+        ]
         if not around:
             continue
         (op,) = around
@@ -583,18 +698,25 @@ def _c10d_base_collectives_from_json(path: Path) -> dict[int, dict[str, Any]]:
         assert types[0] == types[1]
         group = out_n // in_n if coll == "all_gather" else in_n // out_n
         nbytes = (out_n if coll == "all_gather" else in_n) * DTYPE_BYTES[types[0]]
-        out[k["args"]["correlation"]] = {"coll_type": coll, "group_size": group, "bytes": nbytes,
-                                         "dur_ns": _ns(k["dur"])}
+        out[k["args"]["correlation"]] = {
+            "coll_type": coll,
+            "group_size": group,
+            "bytes": nbytes,
+            "dur_ns": _ns(k["dur"]),
+        }
     return out
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("folder, group, colls", [
-    # 2 of 128 ranks; c10d::_allgather_base_ output [1073741824], input [16777216] int8
-    ("hta_trace_filter_2rank", 64, {"all_gather"}),
-    # rank 0 of 16; all-gather [65536, 64] <- [8192, 64], reduce-scatter [8192, 384] <- [65536, 384]
-    ("hta_negative_queue_length", 8, {"all_gather", "reduce_scatter"}),
-])
+@pytest.mark.parametrize(
+    "folder, group, colls",
+    [
+        # 2 of 128 ranks; c10d::_allgather_base_ output [1073741824], input [16777216] int8
+        ("hta_trace_filter_2rank", 64, {"all_gather"}),
+        # rank 0 of 16; all-gather [65536, 64] <- [8192, 64], reduce-scatter [8192, 384] <- [65536, 384]
+        ("hta_negative_queue_length", 8, {"all_gather", "reduce_scatter"}),
+    ],
+)
 def test_sub_group_all_gather_and_reduce_scatter_from_raw_json(real, folder, group, colls):
     """Kernels without collective args in a group smaller than the world: bytes (all_gather
     its output, reduce_scatter its input) and group size come from the enclosing c10d op's
@@ -625,8 +747,9 @@ def test_straggler_rank_says_why_it_has_no_value(tmp_path, wh):
         b.write(tmp_path / "in" / "nocomm" / f"rank{rank}.json")
         b = KinetoTraceBuilder(rank=rank, world_size=2)
         if rank == 0:  # only rank 0 ran the all-reduce
-            b.nccl_kernel("allreduce", ts=2_000, dur=300, nelems=256, dtype="Float", group_size=2, seq=0,
-                          launch_ts=1_900)
+            b.nccl_kernel(
+                "allreduce", ts=2_000, dur=300, nelems=256, dtype="Float", group_size=2, seq=0, launch_ts=1_900
+            )
         b.kernel("volta_sgemm_128x64_nn", ts=1_000, dur=500, stream=7, launch_ts=900)
         b.write(tmp_path / "in" / "alone" / f"rank{rank}.json")
     run_ingest([tmp_path / "in"], wh)

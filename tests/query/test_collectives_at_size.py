@@ -57,9 +57,14 @@ def test_launches_find_their_ops_through_the_stack_not_a_join_per_thread(tmp_pat
     asof = [op for op in ops if op["name"] == "ASOF_JOIN"]
     # one row per (launch, op around it): record_param_comms and nccl:all_reduce
     assert asof and sum(op["intermediate_rows"] for op in asof) == 2 * kernels
-    by_thread = [op for op in ops if "JOIN" in op["name"] and op["name"] != "ASOF_JOIN"
-                 and "launch_ns" in json.dumps(op.get("extra_info", {}))
-                 and "ts_ns <= launch_ns" in json.dumps(op.get("extra_info", {}))]
+    by_thread = [
+        op
+        for op in ops
+        if "JOIN" in op["name"]
+        and op["name"] != "ASOF_JOIN"
+        and "launch_ns" in json.dumps(op.get("extra_info", {}))
+        and "ts_ns <= launch_ns" in json.dumps(op.get("extra_info", {}))
+    ]
     assert sum(op["intermediate_rows"] for op in by_thread) == 0
 
 
@@ -72,9 +77,18 @@ def test_ops_that_overlap_without_nesting_give_the_containment_rows(tmp_path):
     plain join, which finds record_param_comms)."""
     b = KinetoTraceBuilder(rank=0, world_size=2)
     b.cpu_op("nccl:all_gather", 1_000_000, 1_000_000, cat="user_annotation")
-    b.cpu_op("record_param_comms", 1_500_000, 1_500_000,
-             {"Collective name": "allreduce", "In msg nelems": 4096, "Out msg nelems": 4096,
-              "dtype": "Float", "Group size": 2})
+    b.cpu_op(
+        "record_param_comms",
+        1_500_000,
+        1_500_000,
+        {
+            "Collective name": "allreduce",
+            "In msg nelems": 4096,
+            "Out msg nelems": 4096,
+            "dtype": "Float",
+            "Group size": 2,
+        },
+    )
     for launch_us in (1200, 1700, 2500):
         b.kernel(GENERIC, launch_us * 1000 + 50_000, 10_000, stream=20, launch_ts=launch_us * 1000)
     folder = tmp_path / "in" / "overlap"
@@ -83,8 +97,8 @@ def test_ops_that_overlap_without_nesting_give_the_containment_rows(tmp_path):
     wh = _ingest(tmp_path / "in", tmp_path / "wh")
     session = connect(wh)
     rows = session.execute(
-        "SELECT launch_ns - min(launch_ns) OVER (), coll_type, type_source, bytes FROM collectives "
-        "ORDER BY launch_ns").fetchall()
+        "SELECT launch_ns - min(launch_ns) OVER (), coll_type, type_source, bytes FROM collectives ORDER BY launch_ns"
+    ).fetchall()
     assert rows == [
         (0, "all_gather", "cpu op nccl:all_gather (launch)", None),
         (500_000, "all_reduce", "cpu op record_param_comms (launch)", 4096 * 4),

@@ -16,27 +16,54 @@ def gloo_rank(rank: int) -> KinetoTraceBuilder:
     b = KinetoTraceBuilder(rank=rank, world_size=2, tid=100)
     b.profiler_step(7, 0, 10 * MS)
     # all_gather_into_tensor of a [64, 32] float shard into [128, 32]
-    b.cpu_op("c10d::_allgather_base_", 1 * MS, MS // 10, args={
-        "Input Dims": [[128, 32], [64, 32], [], [], []],
-        "Input type": ["float", "float", "", "Scalar", "Scalar"]})
-    b.user_annotation("gloo:all_gather", 1 * MS + 50_000, 2 * MS, tid=201,
-                      args={"Input Dims": [[64, 32]], "Input type": ["float"]})
+    b.cpu_op(
+        "c10d::_allgather_base_",
+        1 * MS,
+        MS // 10,
+        args={
+            "Input Dims": [[128, 32], [64, 32], [], [], []],
+            "Input type": ["float", "float", "", "Scalar", "Scalar"],
+        },
+    )
+    b.user_annotation(
+        "gloo:all_gather", 1 * MS + 50_000, 2 * MS, tid=201, args={"Input Dims": [[64, 32]], "Input type": ["float"]}
+    )
     # all_reduce of 1024 bfloat16: the call lists a TensorList (no element type)
-    b.cpu_op("c10d::allreduce_", 4 * MS, MS // 10, args={
-        "Input Dims": [[[1024]], [], [], [], [], []],
-        "Input type": ["TensorList", "", "", "", "Scalar", "Scalar"]})
-    b.user_annotation("gloo:all_reduce", 4 * MS + 50_000, MS, tid=202,
-                      args={"Input Dims": [[1024]], "Input type": ["c10::BFloat16"]})
+    b.cpu_op(
+        "c10d::allreduce_",
+        4 * MS,
+        MS // 10,
+        args={
+            "Input Dims": [[[1024]], [], [], [], [], []],
+            "Input type": ["TensorList", "", "", "", "Scalar", "Scalar"],
+        },
+    )
+    b.user_annotation(
+        "gloo:all_reduce", 4 * MS + 50_000, MS, tid=202, args={"Input Dims": [[1024]], "Input type": ["c10::BFloat16"]}
+    )
     # reduce_scatter_tensor of a [1024] float input into [512]: Gloo runs an all_reduce
-    b.cpu_op("c10d::_reduce_scatter_base_", 6 * MS, MS // 10, args={
-        "Input Dims": [[512], [1024], [], [], [], []],
-        "Input type": ["float", "float", "", "", "Scalar", "Scalar"]})
-    b.user_annotation("gloo:all_reduce", 6 * MS + 50_000, MS, tid=201,
-                      args={"Input Dims": [[1024]], "Input type": ["float"]})
+    b.cpu_op(
+        "c10d::_reduce_scatter_base_",
+        6 * MS,
+        MS // 10,
+        args={
+            "Input Dims": [[512], [1024], [], [], [], []],
+            "Input type": ["float", "float", "", "", "Scalar", "Scalar"],
+        },
+    )
+    b.user_annotation(
+        "gloo:all_reduce", 6 * MS + 50_000, MS, tid=201, args={"Input Dims": [[1024]], "Input type": ["float"]}
+    )
     # after the step: no step
-    b.cpu_op("c10d::alltoall_base_", 11 * MS, MS // 10, args={
-        "Input Dims": [[256], [256], [], [], [], [], []],
-        "Input type": ["long int", "long int", "", "ScalarList", "ScalarList", "Scalar", "Scalar"]})
+    b.cpu_op(
+        "c10d::alltoall_base_",
+        11 * MS,
+        MS // 10,
+        args={
+            "Input Dims": [[256], [256], [], [], [], [], []],
+            "Input type": ["long int", "long int", "", "ScalarList", "ScalarList", "Scalar", "Scalar"],
+        },
+    )
     return b
 
 
@@ -44,9 +71,12 @@ def test_gloo_records_get_nccl_tests_bytes_and_their_step(tmp_path, wh):
     for r in range(2):
         gloo_rank(r).write(tmp_path / "gloo_run" / f"kineto_trace_{r}.json")
     run_ingest([tmp_path / "gloo_run"], wh)
-    rows = query(wh, """
+    rows = query(
+        wh,
+        """
         SELECT rank, step, role, name, coll_type, bytes, in_bytes, out_bytes, group_size, size_source, reason
-        FROM cpu_collective_messages ORDER BY rank, ts_ns""")
+        FROM cpu_collective_messages ORDER BY rank, ts_ns""",
+    )
     assert len(rows) == 2 * 7
     by_name = {(r[0], r[3], r[1]): r for r in rows}
     expect = {
@@ -73,12 +103,23 @@ def test_gloo_records_get_nccl_tests_bytes_and_their_step(tmp_path, wh):
 def test_record_param_comms_is_sized_from_msg_nelems(tmp_path, wh):
     b = KinetoTraceBuilder(rank=0, world_size=8)
     b.profiler_step(1, 0, 5 * MS)
-    b.cpu_op("record_param_comms", MS, MS, args={
-        "Collective name": "allgather", "In msg nelems": 1000, "Out msg nelems": 4000, "dtype": "Half",
-        "Group size": 4, "Process Group Name": "3"})
+    b.cpu_op(
+        "record_param_comms",
+        MS,
+        MS,
+        args={
+            "Collective name": "allgather",
+            "In msg nelems": 1000,
+            "Out msg nelems": 4000,
+            "dtype": "Half",
+            "Group size": 4,
+            "Process Group Name": "3",
+        },
+    )
     b.write(tmp_path / "nccl_side" / "kineto_trace_0.json")
     run_ingest([tmp_path / "nccl_side"], wh)
-    (row,) = query(wh, "SELECT step, coll_type, bytes, group_size, group_size_source, size_source "
-                       "FROM cpu_collective_messages")
+    (row,) = query(
+        wh, "SELECT step, coll_type, bytes, group_size, group_size_source, size_source FROM cpu_collective_messages"
+    )
     # Out msg nelems x 2 bytes; the Group size (4) wins over the world size (8)
     assert row == (1, "all_gather", 4000 * 2, 4, "Group size", "msg nelems: output")

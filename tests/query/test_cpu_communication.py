@@ -35,11 +35,20 @@ def gloo_ddp_rank(rank: int) -> KinetoTraceBuilder:
     b.cpu_op("autograd::engine::evaluate_function: MmBackward0", 14 * MS, 3 * MS)
     b.cpu_op("aten::add_", 18 * MS, 1 * MS)
     dims = {"Input Dims": [[1024]], "Input type": ["float"]}
-    for call_ns, start_ns, dur_ns in ((4900 * US, 5 * MS, 1 * MS), (15 * MS, 15100 * US, 3 * MS),
-                                      (24900 * US, 25 * MS, 2 * MS)):
-        b.cpu_op("c10d::allreduce_", call_ns, 100 * US, args={
-            "Input Dims": [[[1024]], [], [], [], [], []],
-            "Input type": ["TensorList", "", "", "", "Scalar", "Scalar"]})
+    for call_ns, start_ns, dur_ns in (
+        (4900 * US, 5 * MS, 1 * MS),
+        (15 * MS, 15100 * US, 3 * MS),
+        (24900 * US, 25 * MS, 2 * MS),
+    ):
+        b.cpu_op(
+            "c10d::allreduce_",
+            call_ns,
+            100 * US,
+            args={
+                "Input Dims": [[[1024]], [], [], [], [], []],
+                "Input type": ["TensorList", "", "", "", "Scalar", "Scalar"],
+            },
+        )
         b.user_annotation("gloo:all_reduce", start_ns, dur_ns, tid=201, args=dims)
     return b
 
@@ -64,7 +73,10 @@ def test_total_communication_time_counts_gloo(gloo_wh):
     for rank in (0, 1):
         assert rows[rank]["value"] == pytest.approx(6e-3, rel=1e-12)
         assert (rows[rank]["source"], rows[rank]["cpu_collectives"], rows[rank]["reason"]) == (
-            "cpu_collectives", 3, None)
+            "cpu_collectives",
+            3,
+            None,
+        )
     # the released version keeps its answer
     assert _by_rank(gloo_wh, "total_communication_time", 2)[0]["reason"] == "no GPU kernels"
 
@@ -131,8 +143,9 @@ def test_report_says_what_a_metric_assumes_on_a_cpu_run(gloo_wh):
     entries = {e["metric"]: e for g in data["categories"] for e in g["metrics"]}
     assert entries["gpu_step_score"]["assumes"] == "assumes GPUs: this trace has no GPU kernel (a CPU-only run)"
     assert entries["bandwidth_utilization"]["value"] is not None
-    assert entries["bandwidth_utilization"]["assumes"] == ("assumes link_gbs = 100 (the default; "
-                                                          "--param link_gbs=... sets it)")
+    assert entries["bandwidth_utilization"]["assumes"] == (
+        "assumes link_gbs = 100 (the default; --param link_gbs=... sets it)"
+    )
     assert entries["communication_fraction"]["value"] == pytest.approx(0.3, rel=1e-9)
     assert "assumes" not in entries["communication_fraction"]
     text = run_cli("report", "gloo_ddp", "-w", str(gloo_wh.root)).stdout

@@ -58,6 +58,7 @@ def test_released_numbers_have_not_moved(fresh: dict[str, Golden]):
 def test_goldens_hold_numbers_worked_out_by_hand():
     """The goldens were checked before they were frozen: these values are worked out on
     paper from the placements in tests/helpers/goldens.py (not read off a run)."""
+
     def value(metric: str, version: int, trace: str) -> list[float | None]:
         from cclq.query.registry import resolve
 
@@ -92,7 +93,8 @@ def test_a_moved_number_is_found_and_a_rounding_is_not():
     assert differences("m/v1", golden, close) == []
     moved = Golden(golden.columns, {"t": [["t", 0, 0.3 * (1 + 1e-8), "a"]], "u": []})
     assert differences("m/v1", golden, moved) == [
-        f"m/v1 t row 0 value: {0.3 * (1 + 1e-8)!r}, golden 0.30000000000000004"]
+        f"m/v1 t row 0 value: {0.3 * (1 + 1e-8)!r}, golden 0.30000000000000004"
+    ]
     # NULL, an integer, a float and a text that reads as a number stay apart
     typed = Golden(["trace", "a", "b", "c", "d"], {"t": [["t", None, 1, 1.0, "1"]]})
     assert Golden.parse(typed.text()).rows == typed.rows
@@ -101,7 +103,8 @@ def test_a_moved_number_is_found_and_a_rounding_is_not():
 
 
 def test_the_update_adds_what_is_missing_and_never_rewrites_a_recorded_row(
-        fresh: dict[str, Golden], tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    fresh: dict[str, Golden], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     copy = tmp_path / "golden"
     shutil.copytree(goldens.GOLDEN_DIR, copy)
     monkeypatch.setattr(goldens, "GOLDEN_DIR", copy)

@@ -168,7 +168,7 @@ def _golden_describe(folder: str, name: str, keys: tuple[str, str]) -> list[dict
     if len(lines) < 3:  # HTA returned an empty frame: one index column, no index row
         assert lines[1][1:] == ["count", *GOLDEN_STATS], lines
         return []
-    stats = lines[1][len(keys):]
+    stats = lines[1][len(keys) :]
     assert stats == ["count", *GOLDEN_STATS], stats
     assert lines[2][: len(keys)] == list(keys), lines[2]
     return [dict(zip((*keys, *stats), row)) for row in lines[3:]]
@@ -246,8 +246,13 @@ def test_kernel_launch_pairs_match_hta(real: dict[str, list[Row]], folder: str) 
         for r in _of(real["launches"], folder)
     )
     golden = sorted(
-        (int(g["rank"]), int(g["correlation"]), float(g["cpu_duration"]), float(g["gpu_duration"]),
-         float(g["launch_delay"]))
+        (
+            int(g["rank"]),
+            int(g["correlation"]),
+            float(g["cpu_duration"]),
+            float(g["gpu_duration"]),
+            float(g["launch_delay"]),
+        )
         for g in _golden(folder, "cuda_kernel_launch_stats")
     )
     assert len(mine) == len(golden)
@@ -378,18 +383,24 @@ def test_gpu_user_annotation_breakdown_matches_hta(real: dict[str, list[Row]], f
 
 
 def _sequences(real_con: duckdb.DuckDBPyConnection, folder: str, op: str) -> list[tuple]:
-    return [(r["pattern"], r["count"], r["gpu_kernel_duration_us"], r["cpu_op_duration_us"])
-            for r in _sql(real_con, f"SELECT * FROM hta_frequent_cuda_kernel_sequences('{op}') "
-                                    f"WHERE trace = 'hta_{folder}' ORDER BY count DESC, pattern")]
+    return [
+        (r["pattern"], r["count"], r["gpu_kernel_duration_us"], r["cpu_op_duration_us"])
+        for r in _sql(
+            real_con,
+            f"SELECT * FROM hta_frequent_cuda_kernel_sequences('{op}') "
+            f"WHERE trace = 'hta_{folder}' ORDER BY count DESC, pattern",
+        )
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("folder,op", [("alexnet", "aten::conv2d"), ("alexnet", "aten::linear")])
 def test_frequent_cuda_kernel_sequences_match_hta(real_con: duckdb.DuckDBPyConnection, folder: str, op: str) -> None:
     with open(HTA_GOLDEN / folder / f"frequent_cuda_kernel_sequences_{op.replace('::', '_')}.csv", newline="") as f:
-        golden = [(g["pattern"], int(g["count"]), float(g["GPU kernel duration (us)"]),
-                   float(g["CPU op duration (us)"]))
-                  for g in csv.DictReader(f)]
+        golden = [
+            (g["pattern"], int(g["count"]), float(g["GPU kernel duration (us)"]), float(g["CPU op duration (us)"]))
+            for g in csv.DictReader(f)
+        ]
     assert _sequences(real_con, folder, op) == golden
 
 
@@ -420,8 +431,14 @@ def test_trace_diff_matches_hta(real: dict[str, list[Row]], pair: str) -> None:
     assert sorted(mine) == sorted(golden)
     for name, g in golden.items():
         r = mine[name]
-        for col in ("control_counts", "control_total_duration", "test_counts", "test_total_duration",
-                    "diff_counts", "diff_duration"):
+        for col in (
+            "control_counts",
+            "control_total_duration",
+            "test_counts",
+            "test_total_duration",
+            "diff_counts",
+            "diff_duration",
+        ):
             assert r[col] == float(g[col]), (name, col, r[col], g[col])
         assert r["counts_change_categories"] == g["counts_change_categories"]
 
@@ -457,13 +474,28 @@ def _build_memory(root: Path) -> None:
     """Memcpy HtoD 2 GB/s [10,14), 1 GB/s [12,16), 3 GB/s [16,18) (starts where the second
     ends); a Memset of 0 µs with 5 GB/s at 20 (HTA makes it last 1 µs)."""
     b = KinetoTraceBuilder(rank=0)
-    b.memcpy(ts=10 * US, dur=4 * US, nbytes=8000)   # 8000 B / 4000 ns = 2 GB/s
-    b.memcpy(ts=12 * US, dur=4 * US, nbytes=4000)   # 1 GB/s
-    b.memcpy(ts=16 * US, dur=2 * US, nbytes=6000)   # 3 GB/s
-    b.raw({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": b.device, "tid": 7,
-           "ts": Micros(20 * US), "dur": Micros(0),
-           "args": {"device": b.device, "context": 1, "stream": 7, "correlation": 99,
-                    "bytes": 0, "memory bandwidth (GB/s)": 5.0}})
+    b.memcpy(ts=10 * US, dur=4 * US, nbytes=8000)  # 8000 B / 4000 ns = 2 GB/s
+    b.memcpy(ts=12 * US, dur=4 * US, nbytes=4000)  # 1 GB/s
+    b.memcpy(ts=16 * US, dur=2 * US, nbytes=6000)  # 3 GB/s
+    b.raw(
+        {
+            "ph": "X",
+            "cat": "gpu_memset",
+            "name": "Memset (Device)",
+            "pid": b.device,
+            "tid": 7,
+            "ts": Micros(20 * US),
+            "dur": Micros(0),
+            "args": {
+                "device": b.device,
+                "context": 1,
+                "stream": 7,
+                "correlation": 99,
+                "bytes": 0,
+                "memory bandwidth (GB/s)": 5.0,
+            },
+        }
+    )
     b.write(root / "hand_memory" / "rank0.json")
 
 
@@ -550,14 +582,29 @@ def _rows(con: duckdb.DuckDBPyConnection, name: str, trace: str, **params: str) 
 
 
 def test_queue_length_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
-    series = _sql(hand, "SELECT stream, ts_us, queue_length, queue_length_low FROM hta_queue_length "
-                        "WHERE trace = 'hand_queue' ORDER BY stream, seq")
+    series = _sql(
+        hand,
+        "SELECT stream, ts_us, queue_length, queue_length_low FROM hta_queue_length "
+        "WHERE trace = 'hand_queue' ORDER BY stream, seq",
+    )
     s7 = [(r["ts_us"], r["queue_length"], r["queue_length_low"]) for r in series if r["stream"] == 7]
     # +1 at launches 0 2 4 6 8, -1 at starts 10 15 20 30, then at 40 k5's launch (+1) and
     # k4's start (-1): launch first gives 2 then 1; start first (the _low column, per
     # point) gives the start 0 and then the launch 1; -1 at 50
-    assert s7 == [(0, 1, 1), (2, 2, 2), (4, 3, 3), (6, 4, 4), (8, 5, 5), (10, 4, 4), (15, 3, 3),
-                  (20, 2, 2), (30, 1, 1), (40, 2, 1), (40, 1, 0), (50, 0, 0)]
+    assert s7 == [
+        (0, 1, 1),
+        (2, 2, 2),
+        (4, 3, 3),
+        (6, 4, 4),
+        (8, 5, 5),
+        (10, 4, 4),
+        (15, 3, 3),
+        (20, 2, 2),
+        (30, 1, 1),
+        (40, 2, 1),
+        (40, 1, 0),
+        (50, 0, 0),
+    ]
     rows = {r["stream"]: r for r in _rows(hand, "hta_queue_length_summary", "hand_queue")}
     assert sorted(rows) == [7, 20]
     r = rows[7]
@@ -576,8 +623,9 @@ def test_time_blocked_on_full_queue_by_hand(hand: duckdb.DuckDBPyConnection) -> 
     # HTA's trace duration: last ts 50 (k5) - first ts 0 = 50 µs
     rows = _rows(hand, "hta_time_blocked_on_full_queue", "hand_queue", max_queue_length="4")
     # stream 7 at >= 4: points at 6 (4), 8 (5), 10 (4) until 8, 10, 15: 2 + 2 + 5 = 9 µs
-    assert [(r["stream"], r["value"], r["relative_duration_at_max_queue_length"], r["hta_reports"])
-            for r in rows] == [(7, 9, 9 / 50, True)]
+    assert [(r["stream"], r["value"], r["relative_duration_at_max_queue_length"], r["hta_reports"]) for r in rows] == [
+        (7, 9, 9 / 50, True)
+    ]
     rows = _rows(hand, "hta_time_blocked_on_full_queue", "hand_queue", max_queue_length="1")
     # stream 7 at >= 1: every point but the last: 2+2+2+2+2+5+5+10+10+0+10 = 50;
     # stream 20: [1, 12) = 11. HTA keeps one stream per rank: the last, 20.
@@ -588,20 +636,28 @@ def test_time_blocked_on_full_queue_by_hand(hand: duckdb.DuckDBPyConnection) -> 
 
 
 def test_cuda_kernel_launch_stats_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
-    pairs = sorted((r["gpu_name"], r["cpu_duration_us"], r["gpu_duration_us"], r["launch_delay_us"])
-                   for r in _sql(hand, "SELECT * FROM hta_kernel_launches WHERE trace = 'hand_queue'"))
+    pairs = sorted(
+        (r["gpu_name"], r["cpu_duration_us"], r["gpu_duration_us"], r["launch_delay_us"])
+        for r in _sql(hand, "SELECT * FROM hta_kernel_launches WHERE trace = 'hand_queue'")
+    )
     # delay = gpu ts - cpu ts - cpu dur, clipped at 0: k1 10-0-3, k2 15-2-3, k3 20-4-60 < 0,
     # memcpy 30-6-3, k4 40-8-3, k5 50-40-3, k6 12-1-3; the orphan launch has no pair
-    assert pairs == [("Memcpy HtoD (Pageable -> Device)", 3, 2, 21), ("k1", 3, 5, 7), ("k2", 3, 5, 10),
-                     ("k3", 60, 5, 0), ("k4", 3, 5, 29), ("k5", 3, 5, 7), ("k6", 3, 3, 8)]
+    assert pairs == [
+        ("Memcpy HtoD (Pageable -> Device)", 3, 2, 21),
+        ("k1", 3, 5, 7),
+        ("k2", 3, 5, 10),
+        ("k3", 60, 5, 0),
+        ("k4", 3, 5, 29),
+        ("k5", 3, 5, 7),
+        ("k6", 3, 3, 8),
+    ]
     (r,) = _rows(hand, "hta_cuda_kernel_launch_stats", "hand_queue")
     assert r["launches"] == 7
     assert r["value"] == pytest.approx((7 + 10 + 0 + 21 + 29 + 7 + 8) / 7)
     assert (r["launch_delay_min"], r["launch_delay_max"], r["launch_delay_p50"]) == (0, 29, 8)
     # short: cpu <= 50 and gpu < cpu: only the memcpy (3 > 2; k6's 3 < 3 fails)
     assert (r["short_gpu_kernels"], r["runtime_outliers"], r["launch_delay_outliers"]) == (1, 1, 0)
-    (r,) = _rows(hand, "hta_cuda_kernel_launch_stats", "hand_queue", launch_delay_cutoff="20",
-                 runtime_cutoff="2")
+    (r,) = _rows(hand, "hta_cuda_kernel_launch_stats", "hand_queue", launch_delay_cutoff="20", runtime_cutoff="2")
     # delays > 20: memcpy 21, k4 29; calls > 2 µs: all 7; short needs cpu <= 2: none
     assert (r["short_gpu_kernels"], r["runtime_outliers"], r["launch_delay_outliers"]) == (0, 7, 2)
     (r,) = _rows(hand, "hta_cuda_kernel_launch_stats", "hand_queue", include_memory_events="0")
@@ -609,8 +665,11 @@ def test_cuda_kernel_launch_stats_by_hand(hand: duckdb.DuckDBPyConnection) -> No
 
 
 def test_memory_bw_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
-    series = _sql(hand, "SELECT name, ts_us, memory_bw_gbps, memory_bw_gbps_low FROM hta_memory_bw "
-                        "WHERE trace = 'hand_memory' ORDER BY name, seq")
+    series = _sql(
+        hand,
+        "SELECT name, ts_us, memory_bw_gbps, memory_bw_gbps_low FROM hta_memory_bw "
+        "WHERE trace = 'hand_memory' ORDER BY name, seq",
+    )
     htod = [(r["ts_us"], r["memory_bw_gbps"], r["memory_bw_gbps_low"]) for r in series if r["name"] == "Memcpy HtoD"]
     # +2 at 10, +1 at 12, -2 at 14, at 16 +3 (third starts) and -1 (second ends): starts
     # first 4 then 3; ends first (the _low column, per point) the end 0, then the start 3;
@@ -646,18 +705,27 @@ def test_user_annotation_others_bucket_by_hand(hand: duckdb.DuckDBPyConnection) 
     30 35 37 38; their 0.5 quantile: h = 3 * .5 = 1.5 -> 35 + .5 * 2 = 36; D (37) and C (38)
     pass it -> "others". HTA then aggregates the per-name totals: A and B become
     max = min = mean = total, std 0; others = totals 2 and 1."""
-    rows = {r["name"]: r for r in _rows(hand, "hta_cpu_user_annotation_breakdown", "hand_annotations",
-                                        num_kernels="3", duration_ratio="0.5")}
+    rows = {
+        r["name"]: r
+        for r in _rows(
+            hand, "hta_cpu_user_annotation_breakdown", "hand_annotations", num_kernels="3", duration_ratio="0.5"
+        )
+    }
     assert sorted(rows) == ["A", "B", "others"]
     assert [rows["A"][k] for k in ("sum_us", "max_us", "min_us", "mean_us", "std_us", "names")] == [
-        30, 30, 30, 30, 0, 1]
+        30,
+        30,
+        30,
+        30,
+        0,
+        1,
+    ]
     assert [rows["B"][k] for k in ("sum_us", "max_us", "min_us", "mean_us", "std_us", "names")] == [5, 5, 5, 5, 0, 1]
     o = rows["others"]
     assert (o["sum_us"], o["max_us"], o["min_us"], o["mean_us"], o["names"]) == (3, 2, 1, 1.5, 2)
     assert o["std_us"] == pytest.approx(math.sqrt(0.5))
     # ratio 0.8: h = 2.4 -> 37 + .4 = 37.4: only C passes; C is also 4th (>= num_kernels)
-    rows = {r["name"]: r for r in _rows(hand, "hta_cpu_user_annotation_breakdown", "hand_annotations",
-                                        num_kernels="3")}
+    rows = {r["name"]: r for r in _rows(hand, "hta_cpu_user_annotation_breakdown", "hand_annotations", num_kernels="3")}
     assert sorted(rows) == ["A", "B", "D", "others"] and rows["others"]["sum_us"] == 1
 
 
@@ -666,7 +734,15 @@ def test_idle_interval_stats_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
     assert sorted(rows) == ["host_wait", "kernel_wait", "other"]
     k = rows["kernel_wait"]  # gaps 5 and 2
     assert (k["count"], k["mean"], k["std"], k["min"], k["p25"], k["p50"], k["p75"], k["max"]) == (
-        2, 3.5, 2.12, 2, 2.75, 3.5, 4.25, 5)  # std = 3 / sqrt(2) = 2.1213 -> 2.12
+        2,
+        3.5,
+        2.12,
+        2,
+        2.75,
+        3.5,
+        4.25,
+        5,
+    )  # std = 3 / sqrt(2) = 2.1213 -> 2.12
     h = rows["host_wait"]  # one gap of 40: std NaN
     assert (h["count"], h["mean"], h["std"], h["max"]) == (1, 40, None, 40)
     o = rows["other"]  # k1 (no gap) and k5's 40
@@ -676,9 +752,18 @@ def test_idle_interval_stats_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
 def test_trace_diff_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
     def diff(args: str = "") -> dict[str, tuple]:
         rows = _sql(hand, f"SELECT * FROM hta_trace_diff('hand_diff_a', 'hand_diff_b'{args})")
-        return {r["name"]: (r["control_counts"], r["control_total_duration"], r["test_counts"],
-                            r["test_total_duration"], r["diff_counts"], r["diff_duration"],
-                            r["counts_change_categories"]) for r in rows}
+        return {
+            r["name"]: (
+                r["control_counts"],
+                r["control_total_duration"],
+                r["test_counts"],
+                r["test_total_duration"],
+                r["diff_counts"],
+                r["diff_duration"],
+                r["counts_change_categories"],
+            )
+            for r in rows
+        }
 
     # first iterations: #1 of a, #5 of b; the kernels take their launch's iteration
     assert diff() == {
@@ -701,7 +786,11 @@ def test_trace_diff_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
     }
     steps = _sql(hand, "SELECT trace, profiler_step FROM hta_profiler_steps WHERE trace LIKE 'hand_diff%' ORDER BY ALL")
     assert [(r["trace"], r["profiler_step"]) for r in steps] == [
-        ("hand_diff_a", 1), ("hand_diff_a", 2), ("hand_diff_b", 5), ("hand_diff_b", 6)]
+        ("hand_diff_a", 1),
+        ("hand_diff_a", 2),
+        ("hand_diff_b", 5),
+        ("hand_diff_b", 6),
+    ]
 
 
 def test_frequent_cuda_kernel_sequences_by_hand(hand: duckdb.DuckDBPyConnection) -> None:
@@ -709,9 +798,13 @@ def test_frequent_cuda_kernel_sequences_by_hand(hand: duckdb.DuckDBPyConnection)
     # two roots with 3 kernels each, kernels in the order they run (k_a 35, k_b 40, k_c 45);
     # GPU 3 + 2 + 4 per root, CPU 50 per root
     assert [(r["pattern"], r["count"], r["gpu_kernel_duration_us"], r["cpu_op_duration_us"]) for r in rows] == [
-        ("aten::linear|k_a|k_b|k_c", 2, 18, 100)]
-    rows = _sql(hand, "SELECT * FROM hta_frequent_cuda_kernel_sequences('aten::linear', min_pattern_len := 2) "
-                      "WHERE trace = 'hand_sequences' ORDER BY count DESC")
+        ("aten::linear|k_a|k_b|k_c", 2, 18, 100)
+    ]
+    rows = _sql(
+        hand,
+        "SELECT * FROM hta_frequent_cuda_kernel_sequences('aten::linear', min_pattern_len := 2) "
+        "WHERE trace = 'hand_sequences' ORDER BY count DESC",
+    )
     assert [(r["pattern"], r["count"]) for r in rows] == [("aten::linear|k_a|k_b|k_c", 2), ("aten::linear|k_a|k_b", 1)]
 
 
@@ -725,13 +818,26 @@ def test_figure_data_and_figures_by_hand(hand: duckdb.DuckDBPyConnection) -> Non
     data = hta_figure_data(hand)
     q = data["hand_queue"]["queue_length"]
     assert q["rank"] == 0 and sorted(q["series"]) == ["20", "7"]
-    assert q["series"]["7"] == [[0, 1], [2, 2], [4, 3], [6, 4], [8, 5], [10, 4], [15, 3], [20, 2], [30, 1],
-                                [40, 2], [50, 0]]
+    assert q["series"]["7"] == [
+        [0, 1],
+        [2, 2],
+        [4, 3],
+        [6, 4],
+        [8, 5],
+        [10, 4],
+        [15, 3],
+        [20, 2],
+        [30, 1],
+        [40, 2],
+        [50, 0],
+    ]
     assert data["hand_queue"]["launch_delay"] == [[0, 1], [3, 2], [4, 2], [5, 2]]
     # hand_memory from its first point (10 µs): HtoD 2 at 10, 3 at 12, 1 at 14, at 16 the
     # peak of 4 and 3, 0 at 18; the Memset 5 at 20 and 0 at 21 (its 0 µs taken as 1)
     assert data["hand_memory"]["memory_bw"]["series"] == {
-        "Memcpy HtoD": [[0, 2], [2, 3], [4, 1], [6, 4], [8, 0]], "Memset": [[10, 5], [11, 0]]}
+        "Memcpy HtoD": [[0, 2], [2, 3], [4, 1], [6, 4], [8, 0]],
+        "Memset": [[10, 5], [11, 0]],
+    }
     # hand_queue's memcpy: 4000 B in 2 µs = 2 GB/s over [30, 32)
     assert data["hand_queue"]["memory_bw"]["series"] == {"Memcpy HtoD": [[0, 2], [2, 0]]}
     page = {"categories": [], "figures": {"hta": data["hand_queue"]}}
@@ -739,8 +845,10 @@ def test_figure_data_and_figures_by_hand(hand: duckdb.DuckDBPyConnection) -> Non
     assert all(f.svg is not None and "<svg" in f.svg for f in figures)
     assert "stream 7" in figures[0].svg and "16-32 us" in figures[1].svg and "Memcpy HtoD" in figures[2].svg
     empty = {"categories": [], "figures": {"hta": data.get("hand_annotations", {})}}
-    assert all(f.svg is None and f.caption.startswith("n/a") for f in
-               (queue_length_figure(empty), launch_delay_figure(empty), memory_bw_figure(empty)))
+    assert all(
+        f.svg is None and f.caption.startswith("n/a")
+        for f in (queue_length_figure(empty), launch_delay_figure(empty), memory_bw_figure(empty))
+    )
 
 
 @pytest.mark.slow
@@ -750,13 +858,17 @@ def test_the_derived_gpu_rows_and_the_first_rank_queue_give_the_views_rows(real_
     from cclq.query import hta_series
 
     def differ(a: str, b: str) -> tuple[int, int, int]:
-        return real_con.execute(f"SELECT (SELECT count(*) FROM ({a})), (SELECT count(*) FROM ({b})), "
-                                f"(SELECT count(*) FROM (({a}) EXCEPT ALL ({b}))) "
-                                f"+ (SELECT count(*) FROM (({b}) EXCEPT ALL ({a})))").fetchone()
+        return real_con.execute(
+            f"SELECT (SELECT count(*) FROM ({a})), (SELECT count(*) FROM ({b})), "
+            f"(SELECT count(*) FROM (({a}) EXCEPT ALL ({b}))) "
+            f"+ (SELECT count(*) FROM (({b}) EXCEPT ALL ({a})))"
+        ).fetchone()
 
     n, m, d = differ("SELECT * FROM hta_gpu_rows", "SELECT * FROM hta_gpu_rows_from_events")
     assert n == m > 0 and d == 0
-    first = ("SELECT * FROM hta_queue_length SEMI JOIN "
-             "(SELECT trace, min(rank) AS rank FROM hta_queue_length GROUP BY trace) USING (trace, rank)")
+    first = (
+        "SELECT * FROM hta_queue_length SEMI JOIN "
+        "(SELECT trace, min(rank) AS rank FROM hta_queue_length GROUP BY trace) USING (trace, rank)"
+    )
     n, m, d = differ(first, f"SELECT * FROM {hta_series._FIRST_RANK_QUEUE}")
     assert n == m > 0 and d == 0

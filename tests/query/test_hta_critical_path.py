@@ -31,8 +31,14 @@ from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder
 
 HTA_GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden"
-FOLDERS = ["amd_mi250", "df_index_resolver", "nccl_data", "negative_queue_length", "ns_resolution",
-           "trace_filter_2rank"]
+FOLDERS = [
+    "amd_mi250",
+    "df_index_resolver",
+    "nccl_data",
+    "negative_queue_length",
+    "ns_resolution",
+    "trace_filter_2rank",
+]
 US = 1_000  # ns per µs; the builder takes ns
 
 Row = dict[str, Any]
@@ -121,7 +127,11 @@ def test_critical_path_by_hand_gpu(hand: list[Row]) -> None:
     -> 80 (5): 70 µs, against 30 for the CPU alone."""
     rows = {r["bound_by"]: r for r in hand if r["trace"] == "hand_cp_gpu"}
     assert {b: r["duration_us"] for b, r in rows.items()} == {
-        "cpu_bound": 2, "gpu_kernel_launch_overhead": 28, "gpu_compute_bound": 35, "gpu_kernel_kernel_overhead": 5}
+        "cpu_bound": 2,
+        "gpu_kernel_launch_overhead": 28,
+        "gpu_compute_bound": 35,
+        "gpu_kernel_kernel_overhead": 5,
+    }
     assert rows["gpu_kernel_launch_overhead"]["value"] == pytest.approx(40.0)
     assert rows["gpu_compute_bound"]["percentage"] == pytest.approx(50.0)
     assert {r["path_us"] for r in rows.values()} == {70}
@@ -132,8 +142,7 @@ def test_critical_path_by_hand_blocking_call(hand: list[Row]) -> None:
     sync's 30 µs weigh 0, sync end 90 -> op_b end 95 (5): 50 µs, all CPU, and HTA's
     empty class with 0 for the dependency edge."""
     rows = {r["bound_by"]: r for r in hand if r["trace"] == "hand_cp_cpu"}
-    assert {b: (r["duration_us"], r["percentage"]) for b, r in rows.items()} == {
-        "cpu_bound": (50, 100.0), "": (0, 0.0)}
+    assert {b: (r["duration_us"], r["percentage"]) for b, r in rows.items()} == {"cpu_bound": (50, 100.0), "": (0, 0.0)}
 
 
 def test_longest_path_ties_as_networkx() -> None:
@@ -152,12 +161,16 @@ def test_longest_path_equals_networkx_on_random_dags() -> None:
     test extra); without it the test skips."""
     nx = pytest.importorskip("networkx")
     import random
+
     for seed in range(2000):
         draw = random.Random(seed)
         n = draw.randint(1, 12)
-        edges = [(u, v, float(draw.choice([-2, 0, 1, 1, 2, 3])), k)
-                 for k in range(draw.randint(0, 25))
-                 for u, v in [(draw.randrange(n), draw.randrange(n))] if u < v]
+        edges = [
+            (u, v, float(draw.choice([-2, 0, 1, 1, 2, 3])), k)
+            for k in range(draw.randint(0, 25))
+            for u, v in [(draw.randrange(n), draw.randrange(n))]
+            if u < v
+        ]
         graph = nx.DiGraph()
         graph.add_nodes_from(sorted({node for edge in edges for node in edge[:2]}))
         for u, v, weight, number in edges:
@@ -172,15 +185,28 @@ def test_critical_path_figure_by_hand(hand: list[Row]) -> None:
     classes of the path, the launch delay's tooltip 28 us of 70 us; no rows: the reason."""
     from cclq.present.board.figures import critical_path_figure
 
-    rows = [[r["rank"], r["bound_by"], r["duration_us"], r["percentage"], r["path_us"]]
-            for r in hand if r["trace"] == "hand_cp_gpu"]
+    rows = [
+        [r["rank"], r["bound_by"], r["duration_us"], r["percentage"], r["path_us"]]
+        for r in hand
+        if r["trace"] == "hand_cp_gpu"
+    ]
     fig = critical_path_figure({"figures": {"critical_path": rows}})
     assert fig.svg is not None and fig.svg.count("rank 0") >= 1
     for label in ("CPU", "GPU compute", "launch delay", "gap between kernels"):
         assert f">{label}<" in fig.svg, label
     assert "28 us of 70 us" in fig.svg and "GPU communication" not in fig.svg
-    empty = critical_path_figure({"figures": {}, "categories": [{"metrics": [
-        {"metric": "hta_critical_path_breakdown", "reason": "no ProfilerStep annotation on the rank"}]}]})
+    empty = critical_path_figure(
+        {
+            "figures": {},
+            "categories": [
+                {
+                    "metrics": [
+                        {"metric": "hta_critical_path_breakdown", "reason": "no ProfilerStep annotation on the rank"}
+                    ]
+                }
+            ],
+        }
+    )
     assert empty.svg is None and empty.caption == "n/a: no ProfilerStep annotation on the rank"
 
 
@@ -201,7 +227,11 @@ def test_only_rank_builds_one_ranks_path(tmp_path: Path) -> None:
     assert {r["rank"] for r in every} == {0, 1}
     assert {r["rank"] for r in one} == {1}
     assert {r["bound_by"]: r["duration_us"] for r in one} == {
-        "cpu_bound": 2, "gpu_kernel_launch_overhead": 28, "gpu_compute_bound": 35, "gpu_kernel_kernel_overhead": 5}
+        "cpu_bound": 2,
+        "gpu_kernel_launch_overhead": 28,
+        "gpu_compute_bound": 35,
+        "gpu_kernel_kernel_overhead": 5,
+    }
 
 
 def test_sync_edges_give_htas_summary_on_htas_cuda_event_sync_trace(tmp_path: Path) -> None:

@@ -98,12 +98,16 @@ def real(tmp_path_factory) -> dict[str, list[Row]]:
     try:
         out = {
             name: _metric_rows(con, name)
-            for name in ("hta_temporal_breakdown", "hta_comm_comp_overlap",
-                         "hta_idle_time_breakdown", "hta_kernel_type_breakdown", "straggler_rank")
+            for name in (
+                "hta_temporal_breakdown",
+                "hta_comm_comp_overlap",
+                "hta_idle_time_breakdown",
+                "hta_kernel_type_breakdown",
+                "straggler_rank",
+            )
         }
         out["facts"] = [
-            dict(zip(("trace", "rank", "n_rows", "n_gpu_rows", "n_streams", "min_ts_us",
-                      "max_end_us", "origin_us"), r))
+            dict(zip(("trace", "rank", "n_rows", "n_gpu_rows", "n_streams", "min_ts_us", "max_end_us", "origin_us"), r))
             for r in con.execute("SELECT * FROM hta_rank_facts").fetchall()
         ]
     finally:
@@ -236,10 +240,18 @@ NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncc
 
 def _sync_event(b: KinetoTraceBuilder, name: str, ts: int, dur: int, stream: int, corr: int) -> None:
     """A Kineto cuda_sync event on a GPU stream, linked to its runtime call by `corr`."""
-    b.raw({"ph": "X", "cat": "cuda_sync", "name": name, "pid": b.device, "tid": stream,
-           "ts": Micros(ts), "dur": Micros(dur),
-           "args": {"cuda_sync_kind": name, "device": b.device, "context": 1,
-                    "stream": stream, "correlation": corr}})
+    b.raw(
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": name,
+            "pid": b.device,
+            "tid": stream,
+            "ts": Micros(ts),
+            "dur": Micros(dur),
+            "args": {"cuda_sync_kind": name, "device": b.device, "context": 1, "stream": stream, "correlation": corr},
+        }
+    )
 
 
 def _build_window(root: Path) -> None:
@@ -248,19 +260,18 @@ def _build_window(root: Path) -> None:
     b = KinetoTraceBuilder(rank=0, world_size=2)
     b.profiler_step(1, ts=0, dur=100 * US)
     b.profiler_step(2, ts=100 * US, dur=100 * US)
-    b.kernel("gemm_a", ts=10 * US, dur=20 * US, launch_ts=5 * US)          # COMP [10,30)
-    b.nccl_kernel("allreduce", ts=25 * US, dur=15 * US, stream=20,
-                  launch_ts=8 * US, kernel_name=NCCL)                      # COMM [25,40)
-    b.memcpy(ts=50 * US, dur=10 * US, nbytes=4096, launch_ts=12 * US)      # MEMORY [50,60)
+    b.kernel("gemm_a", ts=10 * US, dur=20 * US, launch_ts=5 * US)  # COMP [10,30)
+    b.nccl_kernel("allreduce", ts=25 * US, dur=15 * US, stream=20, launch_ts=8 * US, kernel_name=NCCL)  # COMM [25,40)
+    b.memcpy(ts=50 * US, dur=10 * US, nbytes=4096, launch_ts=12 * US)  # MEMORY [50,60)
     wait = b.runtime("cudaStreamWaitEvent", ts=14 * US, dur=1 * US)
-    _sync_event(b, "Stream Wait Event", 70 * US, 5 * US, 7, wait)          # COMP in 0.5.0 [70,75)
-    b.kernel("gemm_b", ts=120 * US, dur=30 * US, launch_ts=95 * US)        # kept: launched < 100
-    b.kernel("gemm_c", ts=160 * US, dur=10 * US, launch_ts=150 * US)       # dropped: launched in the last step
+    _sync_event(b, "Stream Wait Event", 70 * US, 5 * US, 7, wait)  # COMP in 0.5.0 [70,75)
+    b.kernel("gemm_b", ts=120 * US, dur=30 * US, launch_ts=95 * US)  # kept: launched < 100
+    b.kernel("gemm_c", ts=160 * US, dur=10 * US, launch_ts=150 * US)  # dropped: launched in the last step
     b.write(root / "hand_window" / "rank0.json")
     b = KinetoTraceBuilder(rank=1, world_size=2)
     b.profiler_step(1, ts=0, dur=100 * US)
     b.profiler_step(2, ts=100 * US, dur=100 * US)
-    b.kernel("gemm_a", ts=10 * US, dur=40 * US, launch_ts=5 * US)          # COMP [10,50)
+    b.kernel("gemm_a", ts=10 * US, dur=40 * US, launch_ts=5 * US)  # COMP [10,50)
     b.memset(ts=40 * US, dur=20 * US, nbytes=4096, stream=8, launch_ts=6 * US)  # MEMORY [40,60)
     b.write(root / "hand_window" / "rank1.json")
 
@@ -283,15 +294,15 @@ def _build_rounding(root: Path) -> list[tuple[int, int]]:
 def _build_idle(root: Path) -> None:
     """One rank, no ProfilerStep; kernels on streams 7 and 20."""
     b = KinetoTraceBuilder(rank=0)
-    b.cpu_op("aten::first_event", ts=150 * US, dur=1 * US)   # raw event #0 (HTA quirk below)
-    b.kernel("k1", ts=10 * US, dur=10 * US, launch_ts=0)                 # [10,20) first: other, no gap
-    b.kernel("k2", ts=25 * US, dur=10 * US, launch_ts=5 * US)            # gap 5, launched early: kernel_wait
-    b.kernel("k3", ts=45 * US, dur=10 * US, launch_ts=40 * US)           # gap 10, launched after 35: host_wait
-    b.kernel("k4", ts=100 * US, dur=10 * US, launch_ts=41 * US)          # gap 45 >= 30: other
-    b.memset(ts=108 * US, dur=4 * US, nbytes=64, launch_ts=42 * US)      # overlaps k4: gap -2, kernel_wait
+    b.cpu_op("aten::first_event", ts=150 * US, dur=1 * US)  # raw event #0 (HTA quirk below)
+    b.kernel("k1", ts=10 * US, dur=10 * US, launch_ts=0)  # [10,20) first: other, no gap
+    b.kernel("k2", ts=25 * US, dur=10 * US, launch_ts=5 * US)  # gap 5, launched early: kernel_wait
+    b.kernel("k3", ts=45 * US, dur=10 * US, launch_ts=40 * US)  # gap 10, launched after 35: host_wait
+    b.kernel("k4", ts=100 * US, dur=10 * US, launch_ts=41 * US)  # gap 45 >= 30: other
+    b.memset(ts=108 * US, dur=4 * US, nbytes=64, launch_ts=42 * US)  # overlaps k4: gap -2, kernel_wait
     sync = b.runtime("cudaStreamSynchronize", ts=43 * US, dur=80 * US)
-    _sync_event(b, "Stream Sync", 115 * US, 1 * US, 7, sync)             # cuda_sync: not a kernel here
-    b.kernel("k7", ts=200 * US, dur=10 * US)                             # no launch: joins event #0 (150 µs)
+    _sync_event(b, "Stream Sync", 115 * US, 1 * US, 7, sync)  # cuda_sync: not a kernel here
+    b.kernel("k7", ts=200 * US, dur=10 * US)  # no launch: joins event #0 (150 µs)
     b.kernel("k_other_stream", ts=30 * US, dur=10 * US, stream=20, launch_ts=1 * US)
     b.write(root / "hand_idle" / "rank0.json")
 
@@ -308,8 +319,12 @@ def hand(tmp_path_factory) -> dict[str, Any]:
     try:
         rows = {
             name: _metric_rows(con, name)
-            for name in ("hta_temporal_breakdown", "hta_comm_comp_overlap",
-                         "hta_idle_time_breakdown", "hta_kernel_type_breakdown")
+            for name in (
+                "hta_temporal_breakdown",
+                "hta_comm_comp_overlap",
+                "hta_idle_time_breakdown",
+                "hta_kernel_type_breakdown",
+            )
         }
     finally:
         con.close()
@@ -330,14 +345,23 @@ def test_temporal_breakdown_by_hand(hand: dict[str, Any]) -> None:
     # kernel_time = 150 - 10 = 140, idle = 140 - 75 = 65
     # compute = [10,30) + [70,75) (Stream Wait Event) + [120,150) = 55
     # non_compute = 140 - 55 - 65 = 20 (comm [30,40) + memcpy [50,60))
-    assert (r0["value"], r0["kernel_time_us"], r0["idle_time_us"], r0["compute_time_us"],
-            r0["non_compute_time_us"]) == (140, 140, 65, 55, 20)
+    assert (
+        r0["value"],
+        r0["kernel_time_us"],
+        r0["idle_time_us"],
+        r0["compute_time_us"],
+        r0["non_compute_time_us"],
+    ) == (140, 140, 65, 55, 20)
     # 65/140 = 46.43 %, 55/140 = 39.29 %, 20/140 = 14.29 %
     assert (r0["idle_time_pctg"], r0["compute_time_pctg"], r0["non_compute_time_pctg"]) == (46.43, 39.29, 14.29)
     r1 = _one(rows, "hand_window", 1)
     # rank 1: [10,50) gemm + [40,60) memset: kernel_time 50, no idle, compute 40, non-compute 10
     assert (r1["kernel_time_us"], r1["idle_time_us"], r1["compute_time_us"], r1["non_compute_time_us"]) == (
-        50, 0, 40, 10)
+        50,
+        0,
+        40,
+        10,
+    )
 
 
 def test_float64_rounding_by_hand(hand: dict[str, Any]) -> None:
@@ -402,4 +426,9 @@ def test_idle_time_breakdown_by_hand(hand: dict[str, Any]) -> None:
     s20 = rows[20]
     # a single kernel: only HTA's "other" row, 0 µs, ratio NaN (0/0)
     assert (s20["value"], s20["host_wait_us"], s20["kernel_wait_us"], s20["other_us"], s20["other_ratio"]) == (
-        0, None, None, 0, None)
+        0,
+        None,
+        None,
+        0,
+        None,
+    )

@@ -37,12 +37,17 @@ def test_each_task_runs_after_those_it_reads(wh, count):
             with lock:
                 order.append(name)
             return lane.execute("SELECT count(*) FROM events").fetchone()[0]
+
         return run
 
     try:
-        futures = lanes.start([Task("slow", step("slow", 0.2)),
-                               Task("after_slow", step("after_slow"), frozenset({"slow"})),
-                               Task("free", step("free"))])
+        futures = lanes.start(
+            [
+                Task("slow", step("slow", 0.2)),
+                Task("after_slow", step("after_slow"), frozenset({"slow"})),
+                Task("free", step("free")),
+            ]
+        )
         more = lanes.start([Task("last", step("last"), frozenset({"after_slow", "free"}))])
         lanes.wait()
     finally:
@@ -60,6 +65,7 @@ def test_shadows_reach_every_lane_before_its_next_task(wh):
     session = connect(wh)
     lanes = Lanes(session, 2)
     try:
+
         def make(lane):
             lane.execute("CREATE TABLE memory.main.shared_rows AS SELECT 42 AS x")
             lanes.add_shadows(["CREATE TEMP VIEW answer AS SELECT x FROM memory.main.shared_rows"])
@@ -83,8 +89,12 @@ def test_a_failed_task_is_its_own_result_and_the_rest_still_run(wh):
     session = connect(wh)
     lanes = Lanes(session, 2)
     try:
-        done = lanes.start([Task("bad", lambda lane: lane.execute("SELECT * FROM no_such_table")),
-                            Task("after", lambda lane: "ran", frozenset({"bad"}))])
+        done = lanes.start(
+            [
+                Task("bad", lambda lane: lane.execute("SELECT * FROM no_such_table")),
+                Task("after", lambda lane: "ran", frozenset({"bad"})),
+            ]
+        )
         lanes.wait()
         assert done["bad"].exception() is not None and done["after"].result() == "ran"
     finally:
@@ -97,8 +107,9 @@ def test_close_cancels_what_has_not_started_and_gives_the_threads_back(wh):
     before = session.execute("SELECT current_setting('threads')").fetchone()
     lanes = Lanes(session, 2)
     gate = threading.Event()
-    done = lanes.start([Task("hold", lambda lane: gate.wait(5)),
-                        Task("waits", lambda lane: "never", frozenset({"hold"}))])
+    done = lanes.start(
+        [Task("hold", lambda lane: gate.wait(5)), Task("waits", lambda lane: "never", frozenset({"hold"}))]
+    )
     gate.set()
     lanes.close()
     assert done["waits"].cancelled() or done["waits"].result() == "never"
@@ -131,9 +142,13 @@ def test_what_an_urgent_task_waits_for_goes_first(wh):
     lanes = Lanes(session, 1)
     order: list[str] = []
     try:
-        lanes.start([Task("plain", lambda lane: order.append("plain")),
-                     Task("needed", lambda lane: order.append("needed")),
-                     Task("urgent", lambda lane: order.append("urgent"), frozenset({"needed"}), urgency=0)])
+        lanes.start(
+            [
+                Task("plain", lambda lane: order.append("plain")),
+                Task("needed", lambda lane: order.append("needed")),
+                Task("urgent", lambda lane: order.append("urgent"), frozenset({"needed"}), urgency=0),
+            ]
+        )
         lanes.wait()
     finally:
         lanes.close()
@@ -161,6 +176,7 @@ def test_a_sealed_batch_drops_a_shared_table_once_its_last_reader_is_done(wh, co
         def run(lane):
             lane.execute(f"CREATE TABLE memory.main.rows_{name} AS SELECT 7 AS x")
             lanes.add_shadows([f"CREATE TEMP VIEW {name} AS SELECT x FROM memory.main.rows_{name}"], name)
+
         return run
 
     def read(key, view, seconds=0.0):
@@ -170,15 +186,20 @@ def test_a_sealed_batch_drops_a_shared_table_once_its_last_reader_is_done(wh, co
             with lock:
                 finished.append(key)
             return value
+
         return run
 
     lanes.release = release
     lanes.shared = frozenset({"a", "b"})
     try:
         lanes.start([Task("a", make("a")), Task("b", make("b"))])
-        readers = lanes.start([Task("read_a", read("read_a", "a"), frozenset({"a"})),
-                               Task("slow_b", read("slow_b", "b", 0.3), frozenset({"b"})),
-                               Task("late_b", read("late_b", "b"), frozenset({"b", "a"}))])
+        readers = lanes.start(
+            [
+                Task("read_a", read("read_a", "a"), frozenset({"a"})),
+                Task("slow_b", read("slow_b", "b", 0.3), frozenset({"b"})),
+                Task("late_b", read("late_b", "b"), frozenset({"b", "a"})),
+            ]
+        )
         lanes.seal()
         lanes.wait()
         assert {f.result() for f in readers.values()} == {7}

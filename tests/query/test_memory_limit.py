@@ -23,9 +23,15 @@ def _phys() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-@pytest.mark.parametrize("text, mib", [
-    ("500MB", 500 * 10**6 >> 20), ("4GiB", 4096), ("2gb", 2 * 10**9 >> 20), ("1073741824", 1024),
-])
+@pytest.mark.parametrize(
+    "text, mib",
+    [
+        ("500MB", 500 * 10**6 >> 20),
+        ("4GiB", 4096),
+        ("2gb", 2 * 10**9 >> 20),
+        ("1073741824", 1024),
+    ],
+)
 def test_sizes(text, mib):
     assert QuerySettings(text).duckdb_memory_limit() == f"{mib}MiB"
 
@@ -56,8 +62,9 @@ def test_a_connection_runs_under_the_limit_and_its_spill_folder_goes_with_it(wh,
     assert os.path.dirname(spill) == str(wh.root / "spill") and os.path.isdir(spill)
     # a sort of ~240 MB of rows fits only by spilling; the answer is still exact
     n = 10_000_000
-    top = con.execute(f"SELECT max(i) FROM (SELECT row_number() OVER (ORDER BY hash(range)) AS i, "
-                      f"range * 2 AS x FROM range({n}))").fetchone()[0]
+    top = con.execute(
+        f"SELECT max(i) FROM (SELECT row_number() OVER (ORDER BY hash(range)) AS i, range * 2 AS x FROM range({n}))"
+    ).fetchone()[0]
     assert top == n
     con.close()
     del con
@@ -68,17 +75,21 @@ def test_a_connection_runs_under_the_limit_and_its_spill_folder_goes_with_it(wh,
 def test_writers_collect_the_spill_folders_of_dead_processes_of_this_host_only(wh, tmp_path):
     generate_workload(tmp_path / "w", ranks=1, steps=1, layers=1, seed=4)
     run_ingest([tmp_path / "w"], wh)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     host = socket.gethostname()
-    folders = {name: wh.root / "spill" / name for name in (
-        f"{dead}@{host}-abc", f"{os.getpid()}@{host}-def", f"{dead}@another-host-ghi", "notes")}
+    folders = {
+        name: wh.root / "spill" / name
+        for name in (f"{dead}@{host}-abc", f"{os.getpid()}@{host}-def", f"{dead}@another-host-ghi", "notes")
+    }
     for folder in folders.values():
         folder.mkdir(parents=True)
     with wh.lock():
         wh.collect_garbage()
     assert sorted(p.name for p in (wh.root / "spill").iterdir()) == sorted(
-        [f"{os.getpid()}@{host}-def", f"{dead}@another-host-ghi", "notes"])
+        [f"{os.getpid()}@{host}-def", f"{dead}@another-host-ghi", "notes"]
+    )
 
 
 @pytest.mark.slow
@@ -86,11 +97,13 @@ def test_the_cli_takes_the_limit_anywhere_and_refuses_a_bad_one(wh, tmp_path):
     generate_workload(tmp_path / "w", ranks=2, steps=2, layers=1, seed=5)
     run_ingest([tmp_path / "w"], wh)
     plain = invoke("metric", "total_kernel_time", "--all", "-w", str(wh.root), "-f", "csv", "--no-cache")
-    limited = invoke("metric", "total_kernel_time", "--all", "--memory-limit", "128MB", "-w", str(wh.root),
-                      "-f", "csv", "--no-cache")
+    limited = invoke(
+        "metric", "total_kernel_time", "--all", "--memory-limit", "128MB", "-w", str(wh.root), "-f", "csv", "--no-cache"
+    )
     assert plain.returncode == limited.returncode == 0 and plain.stdout == limited.stdout
-    shown = invoke("--memory-limit=200MiB", "sql", "SELECT current_setting('memory_limit') AS m", "-w",
-                    str(wh.root), "-f", "csv")
+    shown = invoke(
+        "--memory-limit=200MiB", "sql", "SELECT current_setting('memory_limit') AS m", "-w", str(wh.root), "-f", "csv"
+    )
     assert shown.stdout.splitlines() == ["m", "200.0 MiB"]
     bad = invoke("sql", "SELECT 1", "-w", str(wh.root), "--memory-limit", "lots")
     assert bad.returncode == 2 and bad.stderr.count("\n") <= 2 and "memory limit 'lots'" in bad.stderr
@@ -99,8 +112,10 @@ def test_the_cli_takes_the_limit_anywhere_and_refuses_a_bad_one(wh, tmp_path):
 def test_without_a_limit_a_limited_address_space_caps_the_default():
     """Under ``ulimit -v`` / ``prlimit --as`` DuckDB gets a quarter of the address space
     (it does not look at that limit itself), unless half the RAM is less."""
-    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000)); "
-            "from cclq.query.settings import QuerySettings; print(QuerySettings().duckdb_memory_limit())")
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000)); "
+        "from cclq.query.settings import QuerySettings; print(QuerySettings().duckdb_memory_limit())"
+    )
     capped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     ram_half = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2) >> 20
     assert capped == f"{min(500_000_000 >> 20, ram_half)}MiB"

@@ -17,17 +17,26 @@ ROOT = Path(__file__).resolve().parents[2]
 # What cclq/present/board/build.py's CCL_BENCH_TRACE_TYPES held before the move (main at
 # f232dfd), itself CCL-Bench's website/benchmark_config.json metric_info trace_types at 1d257f0.
 TRACE_TYPES_BEFORE = {
-    "avg_step_time": ("json_tpu", "json"), "ttft": ("json_tpu", "json"), "tpot": ("json_tpu", "json"),
-    "mfu": ("json_tpu", "json"), "mean_sm_coverage": ("nsys", "json"),
-    "dominant_kernel_concentration": ("nsys", "json", "json_tpu"), "moe_fraction": ("nsys", "json"),
-    "average_memory_bandwidth": ("nsys", "json", "json_tpu"), "memory_transfer_overhead": ("nsys", "json", "json_tpu"),
-    "communication_fraction": ("nsys", "json", "json_tpu"), "total_communication_time": ("nsys", "json", "json_tpu"),
+    "avg_step_time": ("json_tpu", "json"),
+    "ttft": ("json_tpu", "json"),
+    "tpot": ("json_tpu", "json"),
+    "mfu": ("json_tpu", "json"),
+    "mean_sm_coverage": ("nsys", "json"),
+    "dominant_kernel_concentration": ("nsys", "json", "json_tpu"),
+    "moe_fraction": ("nsys", "json"),
+    "average_memory_bandwidth": ("nsys", "json", "json_tpu"),
+    "memory_transfer_overhead": ("nsys", "json", "json_tpu"),
+    "communication_fraction": ("nsys", "json", "json_tpu"),
+    "total_communication_time": ("nsys", "json", "json_tpu"),
     "bandwidth_utilization_allgather_group_6": ("json", "json_tpu"),
     "bandwidth_utilization_allreduce_group_6": ("json", "json_tpu"),
     "bandwidth_utilization_alltoall_group_6": ("json",),
     "bandwidth_utilization_reducescatter_group_6": ("json", "json_tpu"),
-    "bandwidth_utilization_peertopeer_group_6": ("nsys",), "compute_comm_overlap": ("json", "json_tpu", "nsys"),
-    "load_imbalance_ratio": ("nsys", "json"), "straggler": ("json",), "scale_up_bw_utility": ("json",),
+    "bandwidth_utilization_peertopeer_group_6": ("nsys",),
+    "compute_comm_overlap": ("json", "json_tpu", "nsys"),
+    "load_imbalance_ratio": ("nsys", "json"),
+    "straggler": ("json",),
+    "scale_up_bw_utility": ("json",),
     "collective_vol_allreduce_gb": ("json", "tpu_profiler", "json_tpu"),
     "collective_vol_allgather_gb": ("json", "tpu_profiler", "json_tpu"),
     "collective_vol_reducescatter_gb": ("json", "tpu_profiler", "json_tpu"),
@@ -37,8 +46,16 @@ TRACE_TYPES_BEFORE = {
 # What its RATIOS_AS_RATIOS held: leaderboard ratios the board writes as ratios, not percent.
 RATIOS_AS_RATIOS_BEFORE = {"load_imbalance_ratio", "straggler"}
 # What cclq/present/board/pages.py's DEFAULT_METRICS held: the board's headline columns.
-HEADLINE_BEFORE = {"avg_step_time", "ttft", "tpot", "aggregate_gpu_utilization", "average_memory_bandwidth",
-                   "communication_fraction", "compute_comm_overlap", "scale_up_bw_utility"}
+HEADLINE_BEFORE = {
+    "avg_step_time",
+    "ttft",
+    "tpot",
+    "aggregate_gpu_utilization",
+    "average_memory_bandwidth",
+    "communication_fraction",
+    "compute_comm_overlap",
+    "scale_up_bw_utility",
+}
 
 
 def test_the_python_constants_are_gone():
@@ -97,9 +114,11 @@ def test_every_metric_has_a_family_and_relatives_that_exist():
 
 
 def test_the_near_synonyms_point_at_each_other():
-    groups = [("communication_ratio", "communication_overhead", "communication_fraction"),
-              ("total_communication_time", "total_comm_time_s"),
-              ("straggler", "straggler_metrics", "straggler_rank", "horovod_straggler")]
+    groups = [
+        ("communication_ratio", "communication_overhead", "communication_fraction"),
+        ("total_communication_time", "total_comm_time_s"),
+        ("straggler", "straggler_metrics", "straggler_rank", "horovod_straggler"),
+    ]
     for group in groups:
         for a in group:
             assert set(group) - {a} <= set(registry()[a][max(registry()[a])].see_also), a
@@ -108,8 +127,10 @@ def test_the_near_synonyms_point_at_each_other():
 def test_a_bad_family_is_one_clear_error(tmp_path: Path):
     path = tmp_path / "m" / "v1.sql"
     path.parent.mkdir()
-    path.write_text("-- metric: m\n-- version: 1\n-- unit: s\n-- grain: trace\n-- category: compute\n"
-                    "-- family: nonsense\n-- polarity: lower\n-- description: d\nSELECT 1 AS value\n")
+    path.write_text(
+        "-- metric: m\n-- version: 1\n-- unit: s\n-- grain: trace\n-- category: compute\n"
+        "-- family: nonsense\n-- polarity: lower\n-- description: d\nSELECT 1 AS value\n"
+    )
     with pytest.raises(ValueError, match=r"v1.sql: family must be one of"):
         parse_metric_file(path)
 

@@ -79,18 +79,38 @@ def test_parts_combine_into_the_result_of_one_query(warehouse, name):
 def test_combining_sorts_nulls_and_nans_as_duckdb_does():
     """The order is DuckDB's (NULLs last, NaN after every number), not a second
     implementation of it; the values stay the bytes they were."""
-    schema = pa.schema([("trace", pa.string()), ("rank", pa.int32()), ("step", pa.int64()),
-                        ("value", pa.float64()), ("unit", pa.string()), ("reason", pa.string())])
-    a = pa.Table.from_pylist([{"trace": "b", "rank": None, "step": None, "value": math.nan, "unit": "s",
-                               "reason": None},
-                              {"trace": "b", "rank": None, "step": None, "value": None, "unit": "s", "reason": "x"}],
-                             schema=schema)
-    b = pa.Table.from_pylist([{"trace": "b", "rank": None, "step": None, "value": -0.5, "unit": "s", "reason": None},
-                              {"trace": "a", "rank": 1, "step": None, "value": 2.0, "unit": "s", "reason": None},
-                              {"trace": "a", "rank": 0, "step": 3, "value": 1.0, "unit": "s", "reason": None}],
-                             schema=schema)
+    schema = pa.schema(
+        [
+            ("trace", pa.string()),
+            ("rank", pa.int32()),
+            ("step", pa.int64()),
+            ("value", pa.float64()),
+            ("unit", pa.string()),
+            ("reason", pa.string()),
+        ]
+    )
+    a = pa.Table.from_pylist(
+        [
+            {"trace": "b", "rank": None, "step": None, "value": math.nan, "unit": "s", "reason": None},
+            {"trace": "b", "rank": None, "step": None, "value": None, "unit": "s", "reason": "x"},
+        ],
+        schema=schema,
+    )
+    b = pa.Table.from_pylist(
+        [
+            {"trace": "b", "rank": None, "step": None, "value": -0.5, "unit": "s", "reason": None},
+            {"trace": "a", "rank": 1, "step": None, "value": 2.0, "unit": "s", "reason": None},
+            {"trace": "a", "rank": 0, "step": 3, "value": 1.0, "unit": "s", "reason": None},
+        ],
+        schema=schema,
+    )
     rows = combine_results([a, b]).to_pylist()
     assert [(r["trace"], r["rank"], r["step"]) for r in rows] == [
-        ("a", 0, 3), ("a", 1, None), ("b", None, None), ("b", None, None), ("b", None, None)]
+        ("a", 0, 3),
+        ("a", 1, None),
+        ("b", None, None),
+        ("b", None, None),
+        ("b", None, None),
+    ]
     values = [r["value"] for r in rows[2:]]
     assert values[0] == -0.5 and math.isnan(values[1]) and values[2] is None

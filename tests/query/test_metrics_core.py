@@ -148,10 +148,16 @@ def test_dlrm_eight_ranks_in_one_query(tmp_path):
     for path in sorted((traces / "dlrm_param_8xV100").glob("worker*.json")):
         doc = json.loads(path.read_text(), parse_float=Decimal)
         kernels = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
-        comm = [(Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"])) for e in kernels
-                if e["name"].startswith(("ncclKernel", "ncclDevKernel"))]
-        comp = [(Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"])) for e in kernels
-                if not e["name"].startswith(("ncclKernel", "ncclDevKernel"))]
+        comm = [
+            (Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"]))
+            for e in kernels
+            if e["name"].startswith(("ncclKernel", "ncclDevKernel"))
+        ]
+        comp = [
+            (Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"]))
+            for e in kernels
+            if not e["name"].startswith(("ncclKernel", "ncclDevKernel"))
+        ]
         cu, pu = _union(comm), _union(comp)
         rank = doc["distributedInfo"]["rank"]
         expected[rank] = (float(_intersection(cu, pu) / _length(cu)), float(sum(Decimal(e["dur"]) for e in kernels)))

@@ -54,8 +54,10 @@ def test_every_shipped_metric_file_parses_and_compiles(two):
 def test_header_and_path_must_agree(tmp_path):
     bad = tmp_path / "my_metric" / "v2.sql"
     bad.parent.mkdir()
-    bad.write_text("-- metric: my_metric\n-- version: 1\n-- unit: s\n-- grain: rank\n-- category: compute\n"
-                   "-- polarity: neutral\n-- description: x\nSELECT 1")
+    bad.write_text(
+        "-- metric: my_metric\n-- version: 1\n-- unit: s\n-- grain: rank\n-- category: compute\n"
+        "-- polarity: neutral\n-- description: x\nSELECT 1"
+    )
     with pytest.raises(ValueError, match="the path says otherwise"):
         parse_metric_file(bad)
 
@@ -96,8 +98,10 @@ def test_latest_version_runs_unless_pinned(tmp_path, monkeypatch, two):
     (sql / "views").symlink_to(REPO / "sql" / "views")
     d = sql / "metrics" / "demo"
     d.mkdir(parents=True)
-    header = ("-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- category: compute\n"
-              "-- polarity: neutral\n-- description: demo\n")
+    header = (
+        "-- metric: demo\n-- version: {v}\n-- unit: count\n-- grain: trace\n-- category: compute\n"
+        "-- polarity: neutral\n-- description: demo\n"
+    )
     (d / "v1.sql").write_text(header.format(v=1) + "SELECT trace, 1 AS value FROM metric_scope GROUP BY trace")
     (d / "v2.sql").write_text(header.format(v=2) + "SELECT trace, 2 AS value FROM metric_scope GROUP BY trace")
     monkeypatch.setattr("cclq.query.registry.sql_root", lambda: sql)
@@ -116,7 +120,8 @@ def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_pa
     (sql / "views").symlink_to(REPO / "sql" / "views")
     d = sql / "metrics" / "chips"
     d.mkdir(parents=True)
-    d.joinpath("v1.sql").write_text(textwrap.dedent("""\
+    d.joinpath("v1.sql").write_text(
+        textwrap.dedent("""\
         -- metric: chips
         -- version: 1
         -- unit: count
@@ -128,7 +133,8 @@ def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_pa
         SELECT trace, n_chips * scale AS value,
                CASE WHEN n_chips IS NULL THEN 'needs n_chips' END AS reason
         FROM metric_params
-    """))
+    """)
+    )
     monkeypatch.setattr("cclq.query.registry.sql_root", lambda: sql)
     registry.cache_clear()
     try:
@@ -153,8 +159,10 @@ def test_a_param_that_is_not_a_number_is_a_usage_error(two):
     table = run_metric(con, resolve("hockney_alpha_s"), {"n_chips": "8.0"})
     rows = {r["trace"]: r["n_chips"] for r in table.to_pylist()}
     assert rows == {"a": 8.0, "b": 8.0}
-    rows = {r["trace"]: r["value"] for r in run_metric(con, resolve("flops_per_token_used"),
-                                                        {"model_params": "7e9"}).to_pylist()}
+    rows = {
+        r["trace"]: r["value"]
+        for r in run_metric(con, resolve("flops_per_token_used"), {"model_params": "7e9"}).to_pylist()
+    }
     assert set(rows) == {"a", "b"}  # not XLA traces: no value, but the parameter was accepted
     # the CLI: exit code 2 and the parameter named, before any work
     result = invoke("metric", "flops_per_token_used", "--all", "-w", str(two.root), "--param", "model_params=abc")
@@ -175,8 +183,11 @@ def test_cli_metric_csv_is_exactly_the_documented_columns(two):
     rows = list(csv.reader(io.StringIO(result.stdout)))
     assert rows[0] == ["trace", "rank", "step", "value", "unit", "reason", "kernels"]
     # 4 us of kernel on each rank of `a`, 2 us on `b`
-    assert rows[1:] == [["a", "0", "", "4e-06", "s", "", "1"], ["a", "1", "", "4e-06", "s", "", "1"],
-                        ["b", "0", "", "2e-06", "s", "", "1"]]
+    assert rows[1:] == [
+        ["a", "0", "", "4e-06", "s", "", "1"],
+        ["a", "1", "", "4e-06", "s", "", "1"],
+        ["b", "0", "", "2e-06", "s", "", "1"],
+    ]
 
 
 def test_cli_metric_needs_a_selection_and_known_traces(two):
@@ -200,8 +211,12 @@ def test_cclbench_entry_point_prints_the_number_last(tmp_path):
     import sys
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "cclq.main", *args], capture_output=True, text=True,
-                              env={**__import__("os").environ, **env})
+        return subprocess.run(
+            [sys.executable, "-m", "cclq.main", *args],
+            capture_output=True,
+            text=True,
+            env={**__import__("os").environ, **env},
+        )
 
     result = run("--trace", str(tmp_path / "in" / "a"), "--metric", "total_kernel_time")
     assert result.returncode == 0, result.stderr
@@ -267,8 +282,9 @@ def test_connections_and_the_shell_read_the_files_of_one_snapshot(tmp_path, wh):
             # every events data file of the selected traces, once (small files of one trace
             # may share one data file: see cclq/ingest/run.py, groups)
             parts = snap.tables["parts"].to_pylist()
-            files = {p["path"] for p in parts
-                     if p["table_name"] == "events" and (traces is None or p["trace"] in traces)}
+            files = {
+                p["path"] for p in parts if p["table_name"] == "events" and (traces is None or p["trace"] in traces)
+            }
             assert events.count(".parquet'") == len(files) >= (2 if traces is None else 1)
             rows = duckdb.connect().execute(script).execute(count).fetchall()
         assert connect(wh, traces=traces).execute(count).fetchall() == rows

@@ -31,29 +31,46 @@ from cclq.synth.kineto import KinetoTraceBuilder, Micros
 # Kernel names (real CUDA/PyTorch spellings) and the families they must land in
 # --------------------------------------------------------------------------------------
 
-GEMM = ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
-        "execute_segment_k_off_kernel__5x_cublas")
-ATTN = ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4, false, false, "
-        "cutlass::bfloat16_t>, false, true>(Flash_fwd_params)")
-ELEM = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
-        "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
-        "at::detail::Array<char*, 1>)")
+GEMM = (
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
+    "execute_segment_k_off_kernel__5x_cublas"
+)
+ATTN = (
+    "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4, false, false, "
+    "cutlass::bfloat16_t>, false, true>(Flash_fwd_params)"
+)
+ELEM = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+    "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+    "at::detail::Array<char*, 1>)"
+)
 MOE_EXPERT = "fused_moe_kernel"
-TOPK = ("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>("
-        "at::cuda::detail::TensorInfo<float, unsigned int>, unsigned int, unsigned int, bool)")
-SOFTMAX = ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, "
-           "false>(float*, float const*, int, int, int, bool const*, int, bool)")
-NORM = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>("
-        "int, float, float const*, float const*, float const*, float*, float*, float*)")
-REDUCE = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
-          "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4> >("
-          "at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, "
-          "unsigned int, float, 4>)")
-COPY = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda("
-        "at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}, "
-        "at::detail::Array<char*, 2> >(int, at::detail::Array<char*, 2>)")
-FBGEMM = ("void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*, int const*, "
-          "int*, fbgemm_gpu::FixedDivisor)")
+TOPK = (
+    "void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>("
+    "at::cuda::detail::TensorInfo<float, unsigned int>, unsigned int, unsigned int, bool)"
+)
+SOFTMAX = (
+    "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, "
+    "false>(float*, float const*, int, int, int, bool const*, int, bool)"
+)
+NORM = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>("
+    "int, float, float const*, float const*, float const*, float*, float*, float*)"
+)
+REDUCE = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+    "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4> >("
+    "at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, "
+    "unsigned int, float, 4>)"
+)
+COPY = (
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda("
+    "at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}, "
+    "at::detail::Array<char*, 2> >(int, at::detail::Array<char*, 2>)"
+)
+FBGEMM = (
+    "void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*, int const*, int*, fbgemm_gpu::FixedDivisor)"
+)
 
 # name -> (break_down_steps category, memory_bound_fraction family, is MoE)
 EXPECTED_FAMILIES = {
@@ -76,6 +93,7 @@ TOL = 1e-12
 # --------------------------------------------------------------------------------------
 # The traces
 # --------------------------------------------------------------------------------------
+
 
 def _steps(b: KinetoTraceBuilder) -> None:
     """Four ProfilerSteps of 100 us: S1 [0,100) S2 [100,200) S3 [200,300) S4 [300,400) us."""
@@ -143,14 +161,23 @@ def build_no_steps(folder: Path) -> None:
     b.write(folder / "rank0.pt.trace.json")
 
 
-def _raw_kernel(b: KinetoTraceBuilder, name: str, ts: int, dur: int, corr: int,
-                grid: list[int] | None) -> None:
+def _raw_kernel(b: KinetoTraceBuilder, name: str, ts: int, dur: int, corr: int, grid: list[int] | None) -> None:
     """A kernel as older PyTorch / ROCm write it: no `blocks per SM` (and maybe no grid)."""
     args: dict[str, Any] = {"device": b.device, "stream": 7, "correlation": corr}
     if grid is not None:
         args.update({"grid": grid, "block": [128, 1, 1]})
-    b.raw({"ph": "X", "cat": "kernel", "name": name, "pid": b.device, "tid": 7,
-           "ts": Micros(ts), "dur": Micros(dur), "args": args})
+    b.raw(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": b.device,
+            "tid": 7,
+            "ts": Micros(ts),
+            "dur": Micros(dur),
+            "args": args,
+        }
+    )
 
 
 def build_grid_only(folder: Path) -> None:
@@ -242,21 +269,28 @@ def assert_not_applicable(row: dict[str, Any], reason: str) -> None:
 # The family table
 # --------------------------------------------------------------------------------------
 
+
 def test_kernel_family_rules_classify_names(suite_wh: Warehouse) -> None:
-    got = {name: (bd, fam, moe) for name, bd, fam, moe in query(
-        suite_wh, "SELECT name, breakdown, boundness, is_moe FROM kernel_name_families(1)")}
+    got = {
+        name: (bd, fam, moe)
+        for name, bd, fam, moe in query(
+            suite_wh, "SELECT name, breakdown, boundness, is_moe FROM kernel_name_families(1)"
+        )
+    }
     for name, expected in EXPECTED_FAMILIES.items():
         assert got[name] == expected, name
     comm = [v for n, v in got.items() if n.startswith("ncclDevKernel")]
     assert comm and all(v == ("COMM", "communication", False) for v in comm)
     # a rules version that does not exist leaves every non-comm kernel OTHER
-    assert query(suite_wh, "SELECT DISTINCT breakdown FROM kernel_name_families(99) "
-                           "WHERE breakdown <> 'COMM'") == [("OTHER",)]
+    assert query(suite_wh, "SELECT DISTINCT breakdown FROM kernel_name_families(99) WHERE breakdown <> 'COMM'") == [
+        ("OTHER",)
+    ]
 
 
 # --------------------------------------------------------------------------------------
 # Step grain
 # --------------------------------------------------------------------------------------
+
 
 def test_break_down_steps(suite_wh: Warehouse) -> None:
     got = {(r["rank"], r["step"]): r for r in rows(suite_wh, "break_down_steps", "suite_two_ranks")}
@@ -305,6 +339,7 @@ def test_break_down_steps_not_applicable(suite_wh: Warehouse) -> None:
 # Trace grain
 # --------------------------------------------------------------------------------------
 
+
 def test_communication_ratio(suite_wh: Warehouse) -> None:
     # rank 0 kernels: 40+40+30+10+30+40+20+4+10+10+10+5 = 249 us, comm 40+30+40 = 110 us
     # rank 1 kernels: 50+10+25 = 85 us, comm 0 (a rank without comm)
@@ -350,8 +385,7 @@ def test_load_imbalance_ratio(suite_wh: Warehouse) -> None:
     assert row["value"] == pytest.approx(199 / 75, abs=TOL)
     assert (row["busiest_rank"], row["idlest_rank"]) == (0, 1)
     assert_not_applicable(one(suite_wh, "load_imbalance_ratio", "suite_no_steps"), "single rank")
-    assert_not_applicable(one(suite_wh, "load_imbalance_ratio", "suite_no_coverage"),
-                          "no GPU kernel time on rank 1")
+    assert_not_applicable(one(suite_wh, "load_imbalance_ratio", "suite_no_coverage"), "no GPU kernel time on rank 1")
 
 
 def test_load_imbalance_ratio_names_the_lowest_of_tied_ranks(tmp_path: Path) -> None:
@@ -374,6 +408,7 @@ def test_load_imbalance_ratio_names_the_lowest_of_tied_ranks(tmp_path: Path) -> 
 # --------------------------------------------------------------------------------------
 # Rank grain
 # --------------------------------------------------------------------------------------
+
 
 def test_total_communication_time(suite_wh: Warehouse) -> None:
     # One definition: |union of comm kernels| per rank over the whole trace, in s
@@ -483,6 +518,7 @@ def test_average_memory_bandwidth(suite_wh: Warehouse) -> None:
 # The real 8-rank DLRM trace, recomputed from its JSON
 # --------------------------------------------------------------------------------------
 
+
 def _union_ns(intervals: list[tuple[int, int]]) -> int:
     total, cur_start, cur_end = 0, None, None
     for start, end in sorted(intervals):
@@ -553,9 +589,19 @@ def test_dlrm_param_8xV100_from_raw_json(wh: Warehouse) -> None:
 # metric's version 2 gives version 1's numbers (the new rules only add those)
 # --------------------------------------------------------------------------------------
 
-VERSIONED = ["avg_step_time", "break_down_steps", "coll_call_num", "communication_overlap_ratio",
-             "communication_fraction", "communication_ratio", "total_communication_time", "moe_fraction",
-             "mean_sm_coverage", "memory_bound_fraction", "average_memory_bandwidth"]
+VERSIONED = [
+    "avg_step_time",
+    "break_down_steps",
+    "coll_call_num",
+    "communication_overlap_ratio",
+    "communication_fraction",
+    "communication_ratio",
+    "total_communication_time",
+    "moe_fraction",
+    "mean_sm_coverage",
+    "memory_bound_fraction",
+    "average_memory_bandwidth",
+]
 
 
 @pytest.mark.parametrize("metric", VERSIONED)
@@ -565,8 +611,10 @@ def test_version_2_keeps_version_1_numbers_on_these_traces(suite_wh: Warehouse, 
     try:
         got = {}
         for version in (1, 2):
-            got[version] = {(r["trace"], r["rank"], r["step"]): (r["value"], r["reason"] is None)
-                            for r in run_metric(con, resolve(metric, version)).to_pylist()}
+            got[version] = {
+                (r["trace"], r["rank"], r["step"]): (r["value"], r["reason"] is None)
+                for r in run_metric(con, resolve(metric, version)).to_pylist()
+            }
     finally:
         con.close()
     assert got[1].keys() == got[2].keys()

@@ -26,8 +26,9 @@ from cclq.synth.kineto import KinetoTraceBuilder
 
 US = 1_000  # ns per microsecond
 TOL = 1e-15
-NO_ITERATIONS = ("no inference engine iterations (vLLM execute_context_*/execute_model, "
-                 "SGLang run_batch/forward_batch_generation)")
+NO_ITERATIONS = (
+    "no inference engine iterations (vLLM execute_context_*/execute_model, SGLang run_batch/forward_batch_generation)"
+)
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
 RUNNER = "vllm/v1/worker/gpu_model_runner.py(2907): execute_model"
 WORKER = "vllm/v1/worker/gpu_worker.py(450): execute_model"  # not the model runner: no step
@@ -62,8 +63,10 @@ def build_vllm(folder: Path) -> None:
       6 decode   [160, 168)  8       decode   [170, 180) 10
     Rank 0 also launches a GEMM at 25 us (runs [30, 60)) and an all-reduce at 125 us
     (runs [126, 131)), and a GEMM at 200 us (after the last iteration)."""
-    for rank, prefill, mixed, decodes in ((0, (20, 50), (80, 30), ((120, 12), (140, 10), (160, 8))),
-                                          (1, (20, 60), (90, 30), ((130, 14), (150, 12), (170, 10)))):
+    for rank, prefill, mixed, decodes in (
+        (0, (20, 50), (80, 30), ((120, 12), (140, 10), (160, 8))),
+        (1, (20, 60), (90, 30), ((130, 14), (150, 12), (170, 10))),
+    ):
         b = KinetoTraceBuilder(rank=rank, world_size=2)
         vllm_iteration(b, (0, 0), (0, 0), 0, 10)
         vllm_iteration(b, (2, 256), (0, 0), *prefill)
@@ -145,8 +148,10 @@ def build_vllm_tpu(folder: Path) -> None:
     """`vllm_tpu`: an xprof-style host plane (no categories) with vLLM-TPU's engine core
     step frames `$core.py:331 step`: [1000,1030) [1040,1050) [1060,1072) us, and a
     `$core.py:90 step_with_batch_queue`-like frame that is not one."""
-    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
-              {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}}]
+    events = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
+    ]
     for ts, dur in ((1000, 30), (1040, 10), (1060, 12)):
         events.append({"ph": "X", "pid": 1, "tid": 1, "ts": ts, "dur": dur, "name": "$core.py:331 step"})
     events.append({"ph": "X", "pid": 1, "tid": 1, "ts": 990, "dur": 100, "name": "$core.py:90 step_with_batch_queue"})
@@ -156,10 +161,16 @@ def build_vllm_tpu(folder: Path) -> None:
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     root = tmp_path_factory.mktemp("inference")
-    for name, build in (("vllm_tp2", build_vllm), ("sglang", build_sglang), ("runner_only", build_runner_only),
-                        ("with_profiler_steps", build_profiler_steps_too), ("training", build_training),
-                        ("decode_only", build_decode_only), ("sglang_forward", build_sglang_forward_only),
-                        ("vllm_tpu", build_vllm_tpu)):
+    for name, build in (
+        ("vllm_tp2", build_vllm),
+        ("sglang", build_sglang),
+        ("runner_only", build_runner_only),
+        ("with_profiler_steps", build_profiler_steps_too),
+        ("training", build_training),
+        ("decode_only", build_decode_only),
+        ("sglang_forward", build_sglang_forward_only),
+        ("vllm_tpu", build_vllm_tpu),
+    ):
         (root / "in" / name).mkdir(parents=True)
         build(root / "in" / name)
     warehouse = Warehouse(root / "wh")
@@ -203,49 +214,70 @@ def test_engine_iterations_parse_vllm_annotations(con) -> None:
 
 
 def test_engine_iterations_sglang_phase_from_forward_frames(con) -> None:
-    got = con.execute("SELECT iteration, dur_ns, source, phase FROM engine_iterations "
-                      "WHERE trace = 'sglang' ORDER BY iteration").fetchall()
-    assert got == [(1, 40 * US, "sglang_run_batch", "prefill"), (2, 10 * US, "sglang_run_batch", "decode"),
-                   (3, 12 * US, "sglang_run_batch", "decode"), (4, 9 * US, "sglang_run_batch", "decode")]
+    got = con.execute(
+        "SELECT iteration, dur_ns, source, phase FROM engine_iterations WHERE trace = 'sglang' ORDER BY iteration"
+    ).fetchall()
+    assert got == [
+        (1, 40 * US, "sglang_run_batch", "prefill"),
+        (2, 10 * US, "sglang_run_batch", "decode"),
+        (3, 12 * US, "sglang_run_batch", "decode"),
+        (4, 9 * US, "sglang_run_batch", "decode"),
+    ]
     # the model runner's frame counts, the worker's execute_model frame does not
-    got = con.execute("SELECT iteration, dur_ns, source, phase FROM engine_iterations "
-                      "WHERE trace = 'runner_only' ORDER BY iteration").fetchall()
-    assert got == [(1, 29_800, "vllm_execute_model", None), (2, 9_800, "vllm_execute_model", None),
-                   (3, 11_800, "vllm_execute_model", None), (4, 7_800, "vllm_execute_model", None)]
+    got = con.execute(
+        "SELECT iteration, dur_ns, source, phase FROM engine_iterations WHERE trace = 'runner_only' ORDER BY iteration"
+    ).fetchall()
+    assert got == [
+        (1, 29_800, "vllm_execute_model", None),
+        (2, 9_800, "vllm_execute_model", None),
+        (3, 11_800, "vllm_execute_model", None),
+        (4, 7_800, "vllm_execute_model", None),
+    ]
 
 
 def test_every_engine_marker_rule_finds_its_marker(con) -> None:
     """Each engine source of step_marker_rules v2 is found (the scan's cheap prefilter
     must let every rule's markers through)."""
     got = con.execute("SELECT DISTINCT source FROM engine_iterations ORDER BY 1").fetchall()
-    rules = con.execute("SELECT source FROM step_marker_rules WHERE version = 2 AND preference >= 3 "
-                        "ORDER BY 1").fetchall()
+    rules = con.execute(
+        "SELECT source FROM step_marker_rules WHERE version = 2 AND preference >= 3 ORDER BY 1"
+    ).fetchall()
     assert got == rules
-    assert con.execute("SELECT iteration, dur_ns, phase FROM engine_iterations WHERE trace = 'sglang_forward' "
-                       "ORDER BY 1").fetchall() == [(1, 8 * US, "decode"), (2, 9 * US, "decode")]
-    assert con.execute("SELECT iteration, dur_ns FROM engine_iterations WHERE trace = 'vllm_tpu' "
-                       "ORDER BY 1").fetchall() == [(1, 30 * US), (2, 10 * US), (3, 12 * US)]
+    assert con.execute(
+        "SELECT iteration, dur_ns, phase FROM engine_iterations WHERE trace = 'sglang_forward' ORDER BY 1"
+    ).fetchall() == [(1, 8 * US, "decode"), (2, 9 * US, "decode")]
+    assert con.execute(
+        "SELECT iteration, dur_ns FROM engine_iterations WHERE trace = 'vllm_tpu' ORDER BY 1"
+    ).fetchall() == [(1, 30 * US), (2, 10 * US), (3, 12 * US)]
 
 
 def test_steps_version_2_uses_engine_iterations_without_profiler_steps(con) -> None:
-    got = con.execute("SELECT step, dur_ns, source, phase FROM steps_with(2) "
-                      "WHERE trace = 'vllm_tp2' AND rank = 0 ORDER BY step").fetchall()
+    got = con.execute(
+        "SELECT step, dur_ns, source, phase FROM steps_with(2) WHERE trace = 'vllm_tp2' AND rank = 0 ORDER BY step"
+    ).fetchall()
     # the idle iteration 1 is not a step
-    assert got == [(2, 50 * US, "vllm_execute_context", "prefill"), (3, 30 * US, "vllm_execute_context", "mixed"),
-                   (4, 12 * US, "vllm_execute_context", "decode"), (5, 10 * US, "vllm_execute_context", "decode"),
-                   (6, 8 * US, "vllm_execute_context", "decode")]
+    assert got == [
+        (2, 50 * US, "vllm_execute_context", "prefill"),
+        (3, 30 * US, "vllm_execute_context", "mixed"),
+        (4, 12 * US, "vllm_execute_context", "decode"),
+        (5, 10 * US, "vllm_execute_context", "decode"),
+        (6, 8 * US, "vllm_execute_context", "decode"),
+    ]
     assert con.execute("SELECT * FROM steps EXCEPT ALL SELECT * FROM steps_with(2)").fetchall() == []
     # version 1 (what released metrics read) has none of them
-    assert con.execute("SELECT count(*) FROM steps_with(1) WHERE trace IN ('vllm_tp2', 'sglang', "
-                       "'runner_only')").fetchall() == [(0,)]
+    assert con.execute(
+        "SELECT count(*) FROM steps_with(1) WHERE trace IN ('vllm_tp2', 'sglang', 'runner_only')"
+    ).fetchall() == [(0,)]
     # ProfilerStep wins where a rank has it
-    assert con.execute("SELECT DISTINCT source FROM steps WHERE trace = 'with_profiler_steps'"
-                       ).fetchall() == [("cpu_annotation",)]
+    assert con.execute("SELECT DISTINCT source FROM steps WHERE trace = 'with_profiler_steps'").fetchall() == [
+        ("cpu_annotation",)
+    ]
 
 
 def test_gpu_work_attributed_to_engine_iterations_by_launch(con) -> None:
-    got = con.execute("SELECT name[:4], step FROM gpu_ops_steps_of(2, 2) WHERE trace = 'vllm_tp2' "
-                      "ORDER BY ts_ns").fetchall()
+    got = con.execute(
+        "SELECT name[:4], step FROM gpu_ops_steps_of(2, 2) WHERE trace = 'vllm_tp2' ORDER BY ts_ns"
+    ).fetchall()
     # GEMM launched at 25 us (iteration 2), all-reduce at 125 us (iteration 4),
     # GEMM launched at 200 us after every iteration: no step
     assert got == [("sm90", 2), ("nccl", 4), ("sm90", None)]
@@ -322,14 +354,20 @@ def test_ttft_and_tpot_v2_fall_back_to_the_trace_without_benchmark_results(con) 
 
 
 def test_break_down_steps_and_coll_call_num_v2_per_engine_iteration(con) -> None:
-    got = {r["step"]: r for r in run_metric(con, resolve("break_down_steps", 2)).to_pylist()
-           if r["trace"] == "vllm_tp2" and r["rank"] == 0}
+    got = {
+        r["step"]: r
+        for r in run_metric(con, resolve("break_down_steps", 2)).to_pylist()
+        if r["trace"] == "vllm_tp2" and r["rank"] == 0
+    }
     assert sorted(got) == [2, 3, 4, 5, 6]
     assert got[2]["value"] == pytest.approx(30e-6, abs=TOL) and got[2]["dense_gemm_s"] == pytest.approx(30e-6)
     assert got[4]["value"] == pytest.approx(5e-6, abs=TOL) and got[4]["comm_s"] == pytest.approx(5e-6)
     assert got[3]["value"] == 0 and got[2]["step_source"] == "vllm_execute_context"
-    calls = {r["step"]: r["value"] for r in run_metric(con, resolve("coll_call_num", 2)).to_pylist()
-             if r["trace"] == "vllm_tp2" and r["rank"] == 0}
+    calls = {
+        r["step"]: r["value"]
+        for r in run_metric(con, resolve("coll_call_num", 2)).to_pylist()
+        if r["trace"] == "vllm_tp2" and r["rank"] == 0
+    }
     assert calls == {2: 0, 3: 0, 4: 1, 5: 0, 6: 0}
 
 
@@ -341,8 +379,11 @@ def test_real_vllm_trace_from_raw_json(tmp_path: Path) -> None:
     run_ingest([folder], wh)
     with gzip.open(folder / "eager_trace.json.gz", "rt") as f:
         doc = json.load(f, parse_float=Decimal)
-    annotations = [e for e in doc["traceEvents"] if e.get("cat") == "user_annotation"
-                   and e.get("name", "").startswith("execute_context_")]
+    annotations = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("cat") == "user_annotation" and e.get("name", "").startswith("execute_context_")
+    ]
     assert len(annotations) == 1  # one prefill iteration: execute_context_1(888_...)_generation_0(0)
     (only,) = annotations
     assert only["name"].startswith("execute_context_1(888")

@@ -48,11 +48,11 @@ TOL = 1e-12
 
 
 def build_mfu_variants(root: Path) -> None:
-    for name, card in (("mfu_unknown_hw", mfu_card("training", "nvidia_x999", "bf16", 2,
-                                                   "{batch_size: 8, seq_len: 16}")),
-                       ("mfu_no_arch", mfu_card("training", "nvidia_h100", "bf16", 2, "{batch_size: 8, seq_len: 16}",
-                                                arch=False)),
-                       ("mfu_no_batch", mfu_card("training", "nvidia_h100", "bf16", 2, "{seq_len: 16}"))):
+    for name, card in (
+        ("mfu_unknown_hw", mfu_card("training", "nvidia_x999", "bf16", 2, "{batch_size: 8, seq_len: 16}")),
+        ("mfu_no_arch", mfu_card("training", "nvidia_h100", "bf16", 2, "{batch_size: 8, seq_len: 16}", arch=False)),
+        ("mfu_no_batch", mfu_card("training", "nvidia_h100", "bf16", 2, "{seq_len: 16}")),
+    ):
         folder = root / name
         folder.mkdir()
         b = KinetoTraceBuilder(rank=0, world_size=1)
@@ -78,12 +78,21 @@ def build_one_node(folder: Path) -> None:
     for rank in range(2):
         b = KinetoTraceBuilder(rank=rank, world_size=2)
         b.nccl_kernel("reduce_scatter", 0, 40 * US, nelems=1_000_000, dtype="BFloat16")
-        b.nccl_kernel("send" if rank == 0 else "recv", 100 * US, (20 if rank == 0 else 25) * US,
-                      nelems=500_000, dtype="BFloat16", pg_name="p2p", pg_desc="p2p", pg_ranks=[0, 1])
+        b.nccl_kernel(
+            "send" if rank == 0 else "recv",
+            100 * US,
+            (20 if rank == 0 else 25) * US,
+            nelems=500_000,
+            dtype="BFloat16",
+            pg_name="p2p",
+            pg_desc="p2p",
+            pg_ranks=[0, 1],
+        )
         b.write(folder / f"rank{rank}.json")
     (folder / "workload_card.yaml").write_text(
         "workload:\n  hardware:\n    network_topo: {bandwidth_gbps: [100, 800]}\n"
-        "    xpu_spec: {type: GPU, total_count: 2, count_per_node: 2}\n")
+        "    xpu_spec: {type: GPU, total_count: 2, count_per_node: 2}\n"
+    )
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -91,8 +100,13 @@ def build_one_node(folder: Path) -> None:
 def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     root = tmp_path_factory.mktemp("leaderboard")
     inputs = root / "in"
-    for name, build in (("two_nodes", build_two_nodes), ("mfu_train", build_mfu_train),
-                        ("mfu_infer", build_mfu_infer), ("no_card", build_no_card), ("one_node", build_one_node)):
+    for name, build in (
+        ("two_nodes", build_two_nodes),
+        ("mfu_train", build_mfu_train),
+        ("mfu_infer", build_mfu_infer),
+        ("no_card", build_no_card),
+        ("one_node", build_one_node),
+    ):
         (inputs / name).mkdir(parents=True)
         build(inputs / name)
     build_mfu_variants(inputs)
@@ -157,11 +171,13 @@ def clip(k: dict[str, Any], window: tuple[int, int]) -> tuple[int, int]:
 def test_collective_volumes(con) -> None:
     # per rank: all_reduce 5e6 bf16 = 1e7 B; all_gather output 2 x 250000 x 2 B = 1e6 B;
     # all_to_all 100000 x 2 B = 2e5 B (DeepEP's dispatch/notify: all_to_all without size)
-    for metric, expected, unsized in (("collective_vol_allreduce_gb", 0.01, 0),
-                                      ("collective_vol_allgather_gb", 0.001, 0),
-                                      ("collective_vol_alltoall_gb", 0.0002, 2),
-                                      ("collective_vol_reducescatter_gb", 0.0, 0),
-                                      ("collective_vol_total_gb", 0.0112, 2)):
+    for metric, expected, unsized in (
+        ("collective_vol_allreduce_gb", 0.01, 0),
+        ("collective_vol_allgather_gb", 0.001, 0),
+        ("collective_vol_alltoall_gb", 0.0002, 2),
+        ("collective_vol_reducescatter_gb", 0.0, 0),
+        ("collective_vol_total_gb", 0.0112, 2),
+    ):
         got = by_rank(con, metric, "two_nodes")
         assert sorted(got) == [0, 1, 2, 3]
         for r in range(4):
@@ -190,7 +206,7 @@ def test_collective_volumes_xla(con) -> None:
 def test_bandwidth_utilization(con) -> None:
     # all_reduce, n = 2, busbw = 1e7 B / dur x 2(n-1)/n = 1e7 / dur; scale-up 100 GB/s
     # version 1, the ratio to the card's link bandwidth
-    ar = [1e7 / (d * US) / SCALE_UP_GBS for d in AR_DUR]   # 0.5, 0.5, 0.8333, 1.0
+    ar = [1e7 / (d * US) / SCALE_UP_GBS for d in AR_DUR]  # 0.5, 0.5, 0.8333, 1.0
     row = one(con, "bandwidth_utilization_allreduce_group_6", "two_nodes", 1)
     assert row["value"] == pytest.approx(median(ar), abs=TOL)
     assert row["value"] == pytest.approx((0.5 + 1e7 / 120e3 / 100) / 2, abs=TOL)
@@ -202,8 +218,10 @@ def test_bandwidth_utilization(con) -> None:
     # all_to_all, n = 4: 2e5 B / 30 us x 3/4 = 5 GB/s -> 0.4; DeepEP's kernels have no size
     row = one(con, "bandwidth_utilization_alltoall_group_6", "two_nodes", 1)
     assert row["value"] == pytest.approx(0.4, abs=TOL) and row["unsized"] == 8
-    for metric, reason in (("bandwidth_utilization_reducescatter_group_6", "no reduce_scatter collectives"),
-                           ("bandwidth_utilization_peertopeer_group_6", "no send / recv / send_recv collectives")):
+    for metric, reason in (
+        ("bandwidth_utilization_reducescatter_group_6", "no reduce_scatter collectives"),
+        ("bandwidth_utilization_peertopeer_group_6", "no send / recv / send_recv collectives"),
+    ):
         row = one(con, metric, "two_nodes", 1)
         assert row["value"] is None and row["reason"] == reason
     row = one(con, "bandwidth_utilization_allreduce_group_6", "no_card", 1)
@@ -358,10 +376,12 @@ def test_mfu_inference(con) -> None:
 
 
 def test_mfu_not_applicable(con) -> None:
-    for trace, reason in (("mfu_unknown_hw", "no peak FLOP/s known for nvidia_x999 at bf16"),
-                          ("mfu_no_arch", "the card's model_arch lacks num_params, num_layers, num_heads or head_dim"),
-                          ("mfu_no_batch", "the card gives no batch_size"),
-                          ("no_card", "the card gives no phase (training or inference)")):
+    for trace, reason in (
+        ("mfu_unknown_hw", "no peak FLOP/s known for nvidia_x999 at bf16"),
+        ("mfu_no_arch", "the card's model_arch lacks num_params, num_layers, num_heads or head_dim"),
+        ("mfu_no_batch", "the card gives no batch_size"),
+        ("no_card", "the card gives no phase (training or inference)"),
+    ):
         row = one(con, "mfu", trace)
         assert row["value"] is None and row["reason"] == reason, trace
 
@@ -383,7 +403,9 @@ def test_pooled_summaries(con) -> None:
     # rank 3's one memcpy: 1e6 B in 100 us = 10 GB/s; the other ranks have none
     spec = resolve("average_memory_bandwidth", 2)
     assert summarize(spec, trace_table(con, "average_memory_bandwidth", 2, "two_nodes")) == (
-        pytest.approx(10.0, abs=TOL), None)
+        pytest.approx(10.0, abs=TOL),
+        None,
+    )
     spec = resolve("mean_sm_coverage", 2)
     assert spec.summary == "ratio" and spec.summary_columns == ("coverage_weighted_s", "covered_s")
     got = by_rank(con, "mean_sm_coverage", "mfu_train", 2)
@@ -404,8 +426,17 @@ def test_new_metrics_on_every_shared_trace(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "wh")
     run_ingest([traces], wh, jobs=2)
     # one of each family: the synthetic tests above cover every file of the families
-    names = ["mfu", "ttft", "tpot", "compute_comm_overlap", "straggler", "scale_up_bw_utility",
-             "total_trace_time", "collective_vol_total_gb", "bandwidth_utilization_allreduce_group_6"]
+    names = [
+        "mfu",
+        "ttft",
+        "tpot",
+        "compute_comm_overlap",
+        "straggler",
+        "scale_up_bw_utility",
+        "total_trace_time",
+        "collective_vol_total_gb",
+        "bandwidth_utilization_allreduce_group_6",
+    ]
     c = connect(wh)
     try:
         for name in names:
@@ -442,7 +473,7 @@ def test_shared_collectives_v1_copies_v2_only_where_the_comm_kernels_agree(wh: W
             got = session.arrow(f"SELECT * FROM collectives_with({v})")
             assert sorted_rows(got) == sorted_rows(direct[v]), v
     session.close()
-    computed = [sql for sql in executed if "main.\"collectives_with\"(1)" in sql]
+    computed = [sql for sql in executed if 'main."collectives_with"(1)' in sql]
     assert len(computed) == 1 and "trace IN ('two_nodes')" in computed[0]
 
 

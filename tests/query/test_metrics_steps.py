@@ -122,9 +122,18 @@ def build_few_steps(root: Path) -> None:
     b.profiler_step(3, 0, 7 * US)
     b.kernel("ampere_sgemm_128x64_tn", 1 * US, 3 * US, stream=7, launch_ts=500)
     # as CUPTI writes it (hta_alexnet): on the stream, with a correlation id
-    b.raw({"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": b.device, "tid": 7,
-           "ts": Micros(5 * US), "dur": Micros(50 * US),
-           "args": {"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": 99, "device": b.device}})
+    b.raw(
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Stream Sync",
+            "pid": b.device,
+            "tid": 7,
+            "ts": Micros(5 * US),
+            "dur": Micros(50 * US),
+            "args": {"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": 99, "device": b.device},
+        }
+    )
     b.write(root / "one_step" / "rank0.json")
     b = KinetoTraceBuilder(rank=0, world_size=1)
     b.profiler_step(1, 0, 10 * US)
@@ -177,11 +186,14 @@ def test_steps_from_the_gpu_track_when_the_cpu_track_has_none(kwh):
     got = query(kwh, "SELECT step, ts_ns, dur_ns, source, records FROM steps WHERE trace = 'gpu_steps' ORDER BY step")
     base = query(kwh, "SELECT min(ts_ns) FROM steps WHERE trace = 'gpu_steps'")[0][0]
     assert [(s, ts - base, d, src, t) for s, ts, d, src, t in got] == [
-        (5, 0, 100 * US, "gpu_annotation", 1), (6, 100 * US, 60 * US, "gpu_annotation", 1),
-        (7, 160 * US, 140 * US, "gpu_annotation", 1)]
+        (5, 0, 100 * US, "gpu_annotation", 1),
+        (6, 100 * US, 60 * US, "gpu_annotation", 1),
+        (7, 160 * US, 140 * US, "gpu_annotation", 1),
+    ]
     # both tracks: the CPU track wins (one row per step, not two)
     assert query(kwh, "SELECT DISTINCT source, count(*) FROM steps WHERE trace = 'old_names' GROUP BY ALL") == [
-        ("cpu_annotation", 2)]
+        ("cpu_annotation", 2)
+    ]
 
 
 def test_avg_step_time_on_gpu_track_steps(kwh):
@@ -230,17 +242,30 @@ def test_coll_call_num_on_cpu_only_ranks_counts_outermost_collective_ops(kwh):
 
 
 def test_cpu_collective_calls_are_the_outermost_typed_ops(kwh):
-    calls = query(kwh, """SELECT name, coll_type FROM cpu_collective_calls_with(1, files)
-                        WHERE trace = 'cpu_ranks' AND rank = 0 ORDER BY ts_ns""")
-    assert calls == [("c10d::allreduce_", "all_reduce"), ("c10d::broadcast_", "broadcast"),
-                     ("c10d::allgather_", "all_gather"), ("c10d::barrier", "barrier"),
-                     ("record_param_comms", "all_reduce"), ("c10d::allreduce_", "all_reduce")]
+    calls = query(
+        kwh,
+        """SELECT name, coll_type FROM cpu_collective_calls_with(1, files)
+                        WHERE trace = 'cpu_ranks' AND rank = 0 ORDER BY ts_ns""",
+    )
+    assert calls == [
+        ("c10d::allreduce_", "all_reduce"),
+        ("c10d::broadcast_", "broadcast"),
+        ("c10d::allgather_", "all_gather"),
+        ("c10d::barrier", "barrier"),
+        ("record_param_comms", "all_reduce"),
+        ("c10d::allreduce_", "all_reduce"),
+    ]
     # cpu_collectives keeps every matching op: rank 0 3 + 1 + 3 + 2 + 1 + 1 + 1 + 1 + 1 = 14
     # (the two waits untyped), rank 2 two
-    assert query(kwh, "SELECT rank, count(*), count(coll_type) FROM cpu_collectives WHERE trace = 'cpu_ranks' "
-                    "GROUP BY ALL ORDER BY 1") == [(0, 14, 12), (2, 2, 2)]
-    assert query(kwh, "SELECT name FROM cpu_collective_calls_with(1, files) WHERE trace = 'cpu_ranks' AND rank = 2 "
-                    "ORDER BY ts_ns") == [("nccl:all_reduce",), ("gloo:broadcast",)]
+    assert query(
+        kwh,
+        "SELECT rank, count(*), count(coll_type) FROM cpu_collectives WHERE trace = 'cpu_ranks' "
+        "GROUP BY ALL ORDER BY 1",
+    ) == [(0, 14, 12), (2, 2, 2)]
+    assert query(
+        kwh,
+        "SELECT name FROM cpu_collective_calls_with(1, files) WHERE trace = 'cpu_ranks' AND rank = 2 ORDER BY ts_ns",
+    ) == [("nccl:all_reduce",), ("gloo:broadcast",)]
 
 
 # -------------------------------------------------------------------------- few steps
@@ -255,8 +280,7 @@ def test_avg_step_time_with_one_and_two_steps_keeps_them_all(kwh):
 
 def test_sync_activities_are_gpu_ops_but_not_kernels(kwh):
     got = query(kwh, "SELECT kind, kernel_class, dur_ns FROM gpu_ops_classified WHERE trace = 'one_step' ORDER BY 1")
-    assert got == [
-        ("kernel", "compute", 3 * US), ("sync", "sync", 50 * US)]
+    assert got == [("kernel", "compute", 3 * US), ("sync", "sync", 50 * US)]
     # kernel-only metrics see the 3 us kernel alone
     (row,) = rows(kwh, "total_kernel_time", "one_step")
     assert row["value"] == pytest.approx(3e-6, abs=TOL)
@@ -288,8 +312,20 @@ def _step_len(s: TpuTraceSpec, d: int) -> int:
 
     conv = s.conv_ns + d * s.conv_ns_per_device
     ar = sum(allreduce_ps(s, e * DTYPE_BYTES[t]) // 1000 + s.gap_ns for t, e in s.allreduce_sizes)
-    return (s.gap_ns + conv + s.gap_ns + s.ag_start_ns + s.gap_ns + s.loop_ns + s.gap_ns + s.ag_done_ns
-            + s.gap_ns + ar + s.copy_ns + s.gap_ns)
+    return (
+        s.gap_ns
+        + conv
+        + s.gap_ns
+        + s.ag_start_ns
+        + s.gap_ns
+        + s.loop_ns
+        + s.gap_ns
+        + s.ag_done_ns
+        + s.gap_ns
+        + ar
+        + s.copy_ns
+        + s.gap_ns
+    )
 
 
 SLOWEST = _step_len(SPEC, SPEC.devices - 1)
@@ -303,8 +339,9 @@ def xwh(tmp_path_factory) -> Warehouse:
     write_tpu_trace(root / "in" / "tpu" / "host0.trace.json.gz", SPEC)
     doc = generate_tpu_trace(SPEC)
     device_pids = set(range(1, SPEC.devices + 1))
-    no_steps_line = [e for e in doc["traceEvents"]
-                     if not (e.get("ph") == "X" and e["pid"] in device_pids and e["tid"] == 1)]
+    no_steps_line = [
+        e for e in doc["traceEvents"] if not (e.get("ph") == "X" and e["pid"] in device_pids and e["tid"] == 1)
+    ]
     (root / "in" / "tpu_host").mkdir()
     (root / "in" / "tpu_host" / "h.trace.json").write_text(json.dumps({**doc, "traceEvents": no_steps_line}))
     modules_only = [e for e in no_steps_line if not (e.get("ph") == "X" and e["name"].startswith("train "))]
@@ -324,8 +361,10 @@ def test_steps_of_an_xla_profile(xwh):
     # host annotations `train k`: the same span, one track
     expected += [("tpu_host", k, s.start_ns + k * s.step_ns, SLOWEST, "xla_host_annotation", 1) for k in range(3)]
     # module runs: from the first op (start + gap) to the last op's end (step end - gap)
-    expected += [("tpu_modules", k, s.start_ns + k * s.step_ns + s.gap_ns, SLOWEST - 2 * s.gap_ns,
-                  "xla_module_runs", s.devices) for k in range(3)]
+    expected += [
+        ("tpu_modules", k, s.start_ns + k * s.step_ns + s.gap_ns, SLOWEST - 2 * s.gap_ns, "xla_module_runs", s.devices)
+        for k in range(3)
+    ]
     assert sorted(got) == sorted(expected)
 
 
@@ -334,9 +373,11 @@ def test_avg_step_time_on_xla_profiles(xwh):
     # step 1 (3 steps: step 1 alone), then the mean over the 4 devices
     mean = sum(_step_len(SPEC, d) for d in range(SPEC.devices)) / SPEC.devices
     n = SPEC.devices
-    for trace, dur, source, used in (("tpu", mean, "xla_device_steps", (n, 3 * n, n)),
-                                     ("tpu_host", SLOWEST, "xla_host_annotation", (1, 3, 1)),
-                                     ("tpu_modules", mean - 2 * SPEC.gap_ns, "xla_module_runs", (n, 3 * n, n))):
+    for trace, dur, source, used in (
+        ("tpu", mean, "xla_device_steps", (n, 3 * n, n)),
+        ("tpu_host", SLOWEST, "xla_host_annotation", (1, 3, 1)),
+        ("tpu_modules", mean - 2 * SPEC.gap_ns, "xla_module_runs", (n, 3 * n, n)),
+    ):
         (row,) = rows(xwh, "avg_step_time", trace)
         assert row["value"] == pytest.approx(dur / 1e9, rel=1e-12), trace
         assert (row["steps_used"], row["steps_seen"], row["devices"], row["source"]) == (*used, source)
@@ -380,8 +421,11 @@ def test_jax_cpu_profile_steps_and_collectives_from_raw_json(tmp_path):
     def ns(v: Any) -> int:
         return int(Decimal(str(v)) * 1000)
 
-    steps = sorted((int(e["args"]["step_num"]), ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
-                   for e in raw if e.get("ph") == "X" and re.match(r"^train \d+$", e["name"]))
+    steps = sorted(
+        (int(e["args"]["step_num"]), ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
+        for e in raw
+        if e.get("ph") == "X" and re.match(r"^train \d+$", e["name"])
+    )
     assert len(steps) == 5
     (row,) = rows(wh, "avg_step_time", "xla_jax_cpu_4dev")
     inner = [end - ts for _, ts, end in steps[1:-1]]

@@ -55,8 +55,9 @@ def test_pooled_summary_differs_from_the_mean_of_ranks(tmp_path: Path) -> None:
 
 def test_cclq_main_prints_the_pooled_number(tmp_path: Path, capsys) -> None:
     build_unequal_ranks(tmp_path / "pooled")
-    code = cclq_main(["--trace", str(tmp_path / "pooled"), "--metric", "memory_bound_fraction",
-                      "--warehouse", str(tmp_path / "wh")])
+    code = cclq_main(
+        ["--trace", str(tmp_path / "pooled"), "--metric", "memory_bound_fraction", "--warehouse", str(tmp_path / "wh")]
+    )
     assert code == 0
     # in percent, as CCL-Bench's tool prints it (the metric's ccl_bench_unit)
     assert float(capsys.readouterr().out.strip().splitlines()[-1]) == pytest.approx(60.0, abs=1e-9)
@@ -65,8 +66,10 @@ def test_cclq_main_prints_the_pooled_number(tmp_path: Path, capsys) -> None:
 def test_summary_headers_parse(tmp_path: Path) -> None:
     path = tmp_path / "x" / "v1.sql"
     path.parent.mkdir()
-    text = ("-- metric: x\n-- version: 1\n-- unit: ratio\n-- grain: rank\n-- category: compute\n"
-            "-- polarity: higher\n-- description: d\n-- summary: {}\nSELECT 1 AS trace, 1 AS value\n")
+    text = (
+        "-- metric: x\n-- version: 1\n-- unit: ratio\n-- grain: rank\n-- category: compute\n"
+        "-- polarity: higher\n-- description: d\n-- summary: {}\nSELECT 1 AS trace, 1 AS value\n"
+    )
     path.write_text(text.format("ratio a_s / b_s"))
     spec = parse_metric_file(path)
     assert (spec.summary, spec.summary_columns) == ("ratio", ("a_s", "b_s"))

@@ -85,11 +85,17 @@ def test_deep_ep_by_hand(deep_ep_wh):
     """Per rank, rules v2: comm = all-reduce 100 + dispatch 40 + cached_notify 20 = 160 us
     of 670 us of kernels (GEMM 500, layout 10 are compute); rules v1 called the layout
     comm (`deep_ep.*dispatch`) and missed cached_notify: 150 us."""
-    rows = query(deep_ep_wh, "SELECT rank, sum(dur_ns) FILTER (WHERE kernel_class = 'comm'), sum(dur_ns) "
-                             "FROM gpu_ops_classified WHERE kind = 'kernel' GROUP BY rank ORDER BY rank")
+    rows = query(
+        deep_ep_wh,
+        "SELECT rank, sum(dur_ns) FILTER (WHERE kernel_class = 'comm'), sum(dur_ns) "
+        "FROM gpu_ops_classified WHERE kind = 'kernel' GROUP BY rank ORDER BY rank",
+    )
     assert rows == [(0, 160 * US, 670 * US), (1, 160 * US, 670 * US)]
-    v1 = query(deep_ep_wh, "SELECT sum(dur_ns) FROM gpu_ops_classified_with(1) "
-                           "WHERE kind = 'kernel' AND kernel_class = 'comm' AND rank = 0")
+    v1 = query(
+        deep_ep_wh,
+        "SELECT sum(dur_ns) FROM gpu_ops_classified_with(1) "
+        "WHERE kind = 'kernel' AND kernel_class = 'comm' AND rank = 0",
+    )
     assert v1 == [(150 * US,)]
     frac = {r["rank"]: r for r in _metric(deep_ep_wh, "communication_fraction")}
     for rank in (0, 1):
@@ -113,9 +119,12 @@ def test_deep_ep_collectives_by_hand(deep_ep_wh):
     assert busbw[0]["value"] == pytest.approx(40.0, rel=1e-9)
     # ad hoc: the plain view and macro count the DeepEP kernels too
     assert query(deep_ep_wh, "SELECT coll_type, count(*) FROM collectives GROUP BY ALL ORDER BY 1") == [
-        ("all_reduce", 2), ("all_to_all", 4)]
-    assert query(deep_ep_wh, "SELECT count(*), sum(start_skew_ns) FROM collective_matches(trace_ranks) "
-                             "WHERE ranks_seen >= 2") == [(3, 17 * US)]
+        ("all_reduce", 2),
+        ("all_to_all", 4),
+    ]
+    assert query(
+        deep_ep_wh, "SELECT count(*), sum(start_skew_ns) FROM collective_matches(trace_ranks) WHERE ranks_seen >= 2"
+    ) == [(3, 17 * US)]
 
 
 def test_released_versions_keep_their_numbers_on_deep_ep(deep_ep_wh):
@@ -151,7 +160,8 @@ def test_current_metric_versions_read_the_current_rules():
     for name, versions in registry().items():
         spec = versions[max(versions)]
         code = strip_comments(spec.sql) + "".join(
-            strip_comments(m.sql) for m in modules_for(spec.sql) if m.name == f"metric_bodies.{name}")
+            strip_comments(m.sql) for m in modules_for(spec.sql) if m.name == f"metric_bodies.{name}"
+        )
         calls = {(f, int(v)) for f, v in _RULES_CALL.findall(code)}
         older += [f"{name}/v{spec.version}: {f}({v})" for f, v in sorted(calls) if v != 2]
     assert not older, older
@@ -162,40 +172,67 @@ def test_current_metric_versions_read_the_current_rules():
 # (metric, column of the metric's rows, SQL over the plain views giving (trace, rank, value));
 # a metric with a `source` column is compared on the rows of the source the view gives
 PER_RANK = [
-    ("communication_fraction", "comm_s",
-     "SELECT trace, rank, sum(dur_ns) FILTER (WHERE kernel_class = 'comm') / 1e9 "
-     "FROM gpu_ops_classified WHERE kind = 'kernel' GROUP BY ALL"),
-    ("communication_fraction", "op_time_s",
-     "SELECT trace, rank, sum(dur_ns) / 1e9 FROM gpu_ops_classified WHERE kind = 'kernel' GROUP BY ALL"),
+    (
+        "communication_fraction",
+        "comm_s",
+        "SELECT trace, rank, sum(dur_ns) FILTER (WHERE kernel_class = 'comm') / 1e9 "
+        "FROM gpu_ops_classified WHERE kind = 'kernel' GROUP BY ALL",
+    ),
+    (
+        "communication_fraction",
+        "op_time_s",
+        "SELECT trace, rank, sum(dur_ns) / 1e9 FROM gpu_ops_classified WHERE kind = 'kernel' GROUP BY ALL",
+    ),
     # a profile without GPU kernels: XLA's device ops
-    ("communication_fraction", "comm_s",
-     "SELECT trace, rank, sum(comm_ps) / 1e12 FROM xla_device_totals WHERE all_ps > 0 "
-     "AND (trace, rank) NOT IN (SELECT DISTINCT trace, rank FROM gpu_ops WHERE kind = 'kernel') GROUP BY ALL"),
-    ("total_communication_time", "value",
-     "WITH comm AS (SELECT trace, rank, 0 AS key, ts_ns, end_ns FROM gpu_ops_classified "
-     "WHERE kind = 'kernel' AND kernel_class = 'comm') "
-     "SELECT trace, rank, sum(end_ns - ts_ns) / 1e9 FROM intervals_union(comm) GROUP BY ALL"),
-    ("memory_transfer_overhead", "exposed_memcpy_s",
-     "WITH copies AS (SELECT trace, rank, 0 AS key, ts_ns, end_ns FROM gpu_ops_classified "
-     "WHERE kind = 'memcpy'), compute AS (SELECT trace, rank, 0 AS key, ts_ns, end_ns "
-     "FROM gpu_ops_classified WHERE kind = 'kernel' AND kernel_class <> 'comm') "
-     "SELECT trace, rank, sum(end_ns - ts_ns) / 1e9 FROM intervals_subtract(copies, compute) GROUP BY ALL"),
+    (
+        "communication_fraction",
+        "comm_s",
+        "SELECT trace, rank, sum(comm_ps) / 1e12 FROM xla_device_totals WHERE all_ps > 0 "
+        "AND (trace, rank) NOT IN (SELECT DISTINCT trace, rank FROM gpu_ops WHERE kind = 'kernel') GROUP BY ALL",
+    ),
+    (
+        "total_communication_time",
+        "value",
+        "WITH comm AS (SELECT trace, rank, 0 AS key, ts_ns, end_ns FROM gpu_ops_classified "
+        "WHERE kind = 'kernel' AND kernel_class = 'comm') "
+        "SELECT trace, rank, sum(end_ns - ts_ns) / 1e9 FROM intervals_union(comm) GROUP BY ALL",
+    ),
+    (
+        "memory_transfer_overhead",
+        "exposed_memcpy_s",
+        "WITH copies AS (SELECT trace, rank, 0 AS key, ts_ns, end_ns FROM gpu_ops_classified "
+        "WHERE kind = 'memcpy'), compute AS (SELECT trace, rank, 0 AS key, ts_ns, end_ns "
+        "FROM gpu_ops_classified WHERE kind = 'kernel' AND kernel_class <> 'comm') "
+        "SELECT trace, rank, sum(end_ns - ts_ns) / 1e9 FROM intervals_subtract(copies, compute) GROUP BY ALL",
+    ),
 ]
 PER_TRACE = [
-    ("collective_busbw", "collectives",
-     "SELECT trace, count(*) FROM collectives WHERE busbw_gbps IS NOT NULL GROUP BY ALL"),
-    ("collective_skew", "value",
-     "SELECT trace, count(*) FROM collective_matches(trace_ranks) WHERE ranks_seen >= 2 GROUP BY ALL "
-     "HAVING (SELECT count(DISTINCT rank) FROM trace_ranks AS t WHERE t.trace = trace) >= 2"),
-    ("straggler_rank", "matched_collectives",
-     "SELECT trace, count(*) FROM collective_matches(trace_ranks) WHERE ranks_seen >= 2 GROUP BY ALL "
-     "HAVING (SELECT count(DISTINCT rank) FROM trace_ranks AS t WHERE t.trace = trace) >= 2"),
+    (
+        "collective_busbw",
+        "collectives",
+        "SELECT trace, count(*) FROM collectives WHERE busbw_gbps IS NOT NULL GROUP BY ALL",
+    ),
+    (
+        "collective_skew",
+        "value",
+        "SELECT trace, count(*) FROM collective_matches(trace_ranks) WHERE ranks_seen >= 2 GROUP BY ALL "
+        "HAVING (SELECT count(DISTINCT rank) FROM trace_ranks AS t WHERE t.trace = trace) >= 2",
+    ),
+    (
+        "straggler_rank",
+        "matched_collectives",
+        "SELECT trace, count(*) FROM collective_matches(trace_ranks) WHERE ranks_seen >= 2 GROUP BY ALL "
+        "HAVING (SELECT count(DISTINCT rank) FROM trace_ranks AS t WHERE t.trace = trace) >= 2",
+    ),
 ]
 
 
 def _per_rank(rows: list[dict], column: str, source: str | None) -> dict:
-    return {(r["trace"], r["rank"]): r[column] for r in rows
-            if r.get(column) not in (None, 0) and r.get("source", source) == source}
+    return {
+        (r["trace"], r["rank"]): r[column]
+        for r in rows
+        if r.get(column) not in (None, 0) and r.get("source", source) == source
+    }
 
 
 def _per_trace(rows: list[dict], name: str, column: str) -> dict:
@@ -243,11 +280,19 @@ def test_plain_views_agree_with_the_metrics_on_every_shared_trace(shared_wh):
 
 def _steps_agree(wh: Warehouse) -> int:
     """coll_call_num (GPU ranks): comm kernels per step = the plain gpu_ops_steps' count."""
-    from_view = {(t, r, s): n for t, r, s, n in query(
-        wh, "SELECT trace, rank, step, count(*) FROM gpu_ops_steps WHERE kind = 'kernel' "
-            "AND kernel_class = 'comm' AND step IS NOT NULL GROUP BY ALL")}
-    metric = {(r["trace"], r["rank"], r["step"]): r["value"] for r in _metric(wh, "coll_call_num")
-              if r["source"] == "gpu_kernels" and r["value"]}
+    from_view = {
+        (t, r, s): n
+        for t, r, s, n in query(
+            wh,
+            "SELECT trace, rank, step, count(*) FROM gpu_ops_steps WHERE kind = 'kernel' "
+            "AND kernel_class = 'comm' AND step IS NOT NULL GROUP BY ALL",
+        )
+    }
+    metric = {
+        (r["trace"], r["rank"], r["step"]): r["value"]
+        for r in _metric(wh, "coll_call_num")
+        if r["source"] == "gpu_kernels" and r["value"]
+    }
     assert from_view == metric
     return len(metric)
 

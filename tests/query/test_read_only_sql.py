@@ -53,8 +53,9 @@ def _hostile(wh: Warehouse) -> dict[str, str]:
         "COPY catalog": f"COPY (SELECT 1 AS x) TO '{catalog}' (FORMAT parquet, USE_TMP_FILE false)",
         "COPY_DATABASE": "ATTACH ':memory:' AS a; COPY FROM DATABASE memory TO a",
         "EXPLAIN COPY": f"EXPLAIN COPY (SELECT 1) TO '{data}' (FORMAT parquet)",
-        "EXPLAIN ANALYZE COPY": (f"EXPLAIN ANALYZE COPY (SELECT 2.0 AS dur_ns) TO '{data}' "
-                                 "(FORMAT parquet, USE_TMP_FILE false)"),
+        "EXPLAIN ANALYZE COPY": (
+            f"EXPLAIN ANALYZE COPY (SELECT 2.0 AS dur_ns) TO '{data}' (FORMAT parquet, USE_TMP_FILE false)"
+        ),
         "EXPLAIN (FORMAT) ANALYZE COPY": f"EXPLAIN (ANALYZE, FORMAT json) COPY (SELECT 1) TO '{data}'",
         "comment then EXPLAIN ANALYZE": f"/* x */ -- y\nEXPLAIN ANALYZE COPY (SELECT 1) TO '{current}'",
         "EXPLAIN EXPLAIN": f"EXPLAIN EXPLAIN ANALYZE COPY (SELECT 1) TO '{current}'",
@@ -94,14 +95,19 @@ def _hostile(wh: Warehouse) -> dict[str, str]:
 
 # DuckDB's statement types that have no text form a user can type (the parser never
 # returns them), with why
-_NO_TEXT = {"INVALID": "an error marker", "RELATION": "Python relational API only",
-            "LOGICAL_PLAN": "internal", "MULTI": "internal (several statements at once)",
-            "EXTENSION": "a parser extension's own statements (none loaded: extensions cannot load)",
-            # types the parser of this DuckDB folds into others (the statements are tried above)
-            "CREATE_FUNC": "CREATE MACRO / FUNCTION parse as CREATE",
-            "ANALYZE": "ANALYZE parses as VACUUM", "VARIABLE_SET": "SET VARIABLE parses as SET",
-            # DuckDB 2.0 parses COPY FROM DATABASE as PRAGMA (1.5 as COPY_DATABASE)
-            "COPY_DATABASE": "COPY FROM DATABASE parses as PRAGMA in DuckDB 2.0"}
+_NO_TEXT = {
+    "INVALID": "an error marker",
+    "RELATION": "Python relational API only",
+    "LOGICAL_PLAN": "internal",
+    "MULTI": "internal (several statements at once)",
+    "EXTENSION": "a parser extension's own statements (none loaded: extensions cannot load)",
+    # types the parser of this DuckDB folds into others (the statements are tried above)
+    "CREATE_FUNC": "CREATE MACRO / FUNCTION parse as CREATE",
+    "ANALYZE": "ANALYZE parses as VACUUM",
+    "VARIABLE_SET": "SET VARIABLE parses as SET",
+    # DuckDB 2.0 parses COPY FROM DATABASE as PRAGMA (1.5 as COPY_DATABASE)
+    "COPY_DATABASE": "COPY FROM DATABASE parses as PRAGMA in DuckDB 2.0",
+}
 
 
 def test_every_statement_type_is_refused_or_changes_no_byte(small: Warehouse) -> None:
@@ -125,11 +131,19 @@ def test_every_statement_type_is_refused_or_changes_no_byte(small: Warehouse) ->
     assert every - seen_types - set(_NO_TEXT) == set(), "a statement type without a case here"
 
 
-@pytest.mark.parametrize("sql", ["SELECT count(*) AS n FROM kernels", "FROM files SELECT count(*) AS n",
-                                 "WITH k AS (FROM kernels) SELECT count(*) AS n FROM k",
-                                 "SELECT count(*) AS n FROM (DESCRIBE events)", "EXPLAIN SELECT 1",
-                                 "EXPLAIN ANALYZE SELECT count(*) FROM events", "SUMMARIZE files",
-                                 "SELECT count(*) AS n FROM (PIVOT kernels ON stream IN (7) USING count(*))"])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) AS n FROM kernels",
+        "FROM files SELECT count(*) AS n",
+        "WITH k AS (FROM kernels) SELECT count(*) AS n FROM k",
+        "SELECT count(*) AS n FROM (DESCRIBE events)",
+        "EXPLAIN SELECT 1",
+        "EXPLAIN ANALYZE SELECT count(*) FROM events",
+        "SUMMARIZE files",
+        "SELECT count(*) AS n FROM (PIVOT kernels ON stream IN (7) USING count(*))",
+    ],
+)
 def test_queries_still_run(small: Warehouse, sql: str) -> None:
     with connect(small) as session:
         assert session.run_user_query(sql).num_rows >= 1
@@ -154,8 +168,9 @@ def test_a_warehouse_path_never_becomes_sql_or_shell(tmp_path: Path, name: str) 
     assert metric.returncode == 0, metric.stderr
 
 
-def test_report_diff_and_board_compute_on_a_warehouse_that_cannot_be_written(small: Warehouse, tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_report_diff_and_board_compute_on_a_warehouse_that_cannot_be_written(
+    small: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Their cached queries (op statistics, step durations) fall back as metrics do."""
     import errno
 

@@ -34,8 +34,17 @@ def sorted_rows(table) -> list[dict]:
 
 
 def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monkeypatch):
-    names = ("collective_skew", "collective_busbw", "straggler_rank", "total_kernel_time", "collective_vol_total_gb",
-             "scale_up_bw_utility", "coll_call_num", "break_down_steps", "hta_comm_comp_overlap")
+    names = (
+        "collective_skew",
+        "collective_busbw",
+        "straggler_rank",
+        "total_kernel_time",
+        "collective_vol_total_gb",
+        "scale_up_bw_utility",
+        "coll_call_num",
+        "break_down_steps",
+        "hta_comm_comp_overlap",
+    )
     specs = [resolve(n) for n in names]
     alone = {}
     for spec in specs:
@@ -56,12 +65,15 @@ def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monke
         assert runs[spec.name].error is None and sorted_rows(runs[spec.name].table) == alone[spec.name], spec.name
     # the temporary copies and macros are gone afterwards: the names are the view module's again
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
-    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name IN (SELECT unnest(?))",
-                       [sorted(shared[0])]).fetchone() == (0,)
-    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '_cclq_shared')"
-                       ).fetchone() == (0,)
-    assert con.execute("SELECT count(*) FROM duckdb_functions() WHERE database_name = 'temp' "
-                       "AND function_type = 'table_macro'").fetchone() == (0,)
+    assert con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name IN (SELECT unnest(?))", [sorted(shared[0])]
+    ).fetchone() == (0,)
+    assert con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE starts_with(table_name, '_cclq_shared')"
+    ).fetchone() == (0,)
+    assert con.execute(
+        "SELECT count(*) FROM duckdb_functions() WHERE database_name = 'temp' AND function_type = 'table_macro'"
+    ).fetchone() == (0,)
     # with every result cached nothing is computed, so nothing is shared
     con.close()
     con = connect(wh, cache=True)
@@ -74,13 +86,18 @@ def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monke
 def test_a_failing_metric_is_recorded_and_the_others_still_run(wh: Warehouse, tmp_path: Path):
     folder = tmp_path / "metrics" / "broken"
     folder.mkdir(parents=True)
-    (folder / "v1.sql").write_text("-- metric: broken\n-- version: 1\n-- unit: s\n-- grain: trace\n"
-                                   "-- category: compute\n-- polarity: neutral\n-- description: fails\n"
-                                   "SELECT trace, no_such_column AS value FROM metric_scope\n")
+    (folder / "v1.sql").write_text(
+        "-- metric: broken\n-- version: 1\n-- unit: s\n-- grain: trace\n"
+        "-- category: compute\n-- polarity: neutral\n-- description: fails\n"
+        "SELECT trace, no_such_column AS value FROM metric_scope\n"
+    )
     con = connect(wh)
     done: list[str] = []
-    runs = run_metrics(con, [parse_metric_file(folder / "v1.sql"), resolve("total_kernel_time")],
-                       on_done=lambda run: done.append(run.spec.name))
+    runs = run_metrics(
+        con,
+        [parse_metric_file(folder / "v1.sql"), resolve("total_kernel_time")],
+        on_done=lambda run: done.append(run.spec.name),
+    )
     assert done == ["broken", "total_kernel_time"]
     assert runs["broken"].table is None and "does not compile" in runs["broken"].error
     assert runs["total_kernel_time"].table.num_rows == 6  # 4 + 2 ranks
@@ -104,8 +121,12 @@ def test_shared_macros_are_table_macros_of_one_argument(wh: Warehouse):
     """A shared macro is shadowed by one of one argument, the rules version: a view module
     that gave it another signature would have its other calls broken while shared."""
     con = connect(wh)
-    found = dict(con.execute("SELECT function_name, parameters FROM duckdb_functions() "
-                             "WHERE function_type = 'table_macro' AND NOT internal").fetchall())
+    found = dict(
+        con.execute(
+            "SELECT function_name, parameters FROM duckdb_functions() "
+            "WHERE function_type = 'table_macro' AND NOT internal"
+        ).fetchall()
+    )
     assert {m: found.get(m) for m in metrics.SHARED_MACROS} == {m: ["rules_version"] for m in metrics.SHARED_MACROS}
     # every shared name is the name of a view module's view or macro, in dependency order
     assert metrics.SHARED_MACROS <= set(metrics.SHARED_VIEWS)
@@ -129,16 +150,21 @@ def test_version_inputs_are_the_only_way_the_version_enters() -> None:
         assert macro in own
         uses = {m.start() for m in re.finditer(r"\brules_version\b", text)}
         # a macro's parameter, or the first argument of a call to one of these macros
-        passed = {m.start(2) for m in re.finditer(r"(\w+)\(\s*(rules_version)\s*[,)]", text)
-                  if m.group(1) in own | {given.macro}}
-        assert uses and uses <= passed, [text[max(0, u - 60):u + 20] for u in uses - passed]
+        passed = {
+            m.start(2)
+            for m in re.finditer(r"(\w+)\(\s*(rules_version)\s*[,)]", text)
+            if m.group(1) in own | {given.macro}
+        }
+        assert uses and uses <= passed, [text[max(0, u - 60) : u + 20] for u in uses - passed]
 
 
 def same_rows(con, a: str, b: str) -> tuple[int, int, int]:
     """(rows of a, rows of b, rows in one and not the other, duplicates counted)."""
-    return con.execute(f"SELECT (SELECT count(*) FROM ({a})), (SELECT count(*) FROM ({b})), "
-                       f"(SELECT count(*) FROM (({a}) EXCEPT ALL ({b}))) "
-                       f"+ (SELECT count(*) FROM (({b}) EXCEPT ALL ({a})))").fetchone()
+    return con.execute(
+        f"SELECT (SELECT count(*) FROM ({a})), (SELECT count(*) FROM ({b})), "
+        f"(SELECT count(*) FROM (({a}) EXCEPT ALL ({b}))) "
+        f"+ (SELECT count(*) FROM (({b}) EXCEPT ALL ({a})))"
+    ).fetchone()
 
 
 def test_derived_views_give_the_rows_of_the_view(wh: Warehouse):

@@ -99,15 +99,30 @@ def test_queries_during_ingests_see_consistent_snapshots(tmp_path, wh):
             name = "abcd"[i % 4]
             for r in range(4):  # a new version of one trace: other sizes, same names
                 gpu_trace(tmp_path / "in" / name / f"rank{r}.json", rank=r, world=4, kernels=1 + (i + r) % 5)
-            done = subprocess.run([sys.executable, "-c", "from cclq.cli.app import main; main()", "ingest",
-                                   str(tmp_path / "in" / name), "-w", str(wh.root), "-q", "-j", "1"],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "from cclq.cli.app import main; main()",
+                    "ingest",
+                    str(tmp_path / "in" / name),
+                    "-w",
+                    str(wh.root),
+                    "-q",
+                    "-j",
+                    "1",
+                ],
+                capture_output=True,
+                text=True,
+            )
             if done.returncode != 0:
                 errors.append(done.stderr)
             ingests[0] += 1
 
-    check = ("SELECT (SELECT count(*) FROM events) = (SELECT sum(events_written) FROM files), "
-             "(SELECT count(*) FROM files), (SELECT count(DISTINCT file_id) FROM events)")
+    check = (
+        "SELECT (SELECT count(*) FROM events) = (SELECT sum(events_written) FROM files), "
+        "(SELECT count(*) FROM files), (SELECT count(DISTINCT file_id) FROM events)"
+    )
     thread = threading.Thread(target=writer)
     thread.start()
     checks = 0
@@ -135,12 +150,14 @@ def test_ad_hoc_sql_is_read_only(tmp_path, wh):
     (data,) = query(wh, "SELECT path FROM parts")
     target = wh.root / data[0]
     elsewhere = tmp_path / "out.csv"
-    for sql in (f"COPY (SELECT * FROM events) TO '{target}' (FORMAT parquet)",
-                f"COPY (SELECT 1) TO '{elsewhere}'",
-                f"ATTACH '{tmp_path / 'x.db'}' AS x",
-                "SELECT * FROM read_csv('/etc/hostname')",
-                "SET enable_external_access = true",
-                "SELECT 1; CREATE TABLE t AS SELECT 1"):
+    for sql in (
+        f"COPY (SELECT * FROM events) TO '{target}' (FORMAT parquet)",
+        f"COPY (SELECT 1) TO '{elsewhere}'",
+        f"ATTACH '{tmp_path / 'x.db'}' AS x",
+        "SELECT * FROM read_csv('/etc/hostname')",
+        "SET enable_external_access = true",
+        "SELECT 1; CREATE TABLE t AS SELECT 1",
+    ):
         result = invoke("sql", sql, "-w", str(wh.root))
         assert result.returncode == 3, (sql, result.stderr)
         assert result.stderr.startswith("cclq: error:") and "Traceback" not in result.stderr
@@ -203,7 +220,6 @@ def test_a_changed_metric_header_is_not_served_from_the_cache(tmp_path, wh, monk
     for unit in ("count", "kernels"):
         (sql / "metrics" / "demo" / "v1.sql").write_text(text.format(unit=unit))
         registry.cache_clear()
-        units.append(run_metric(connect(wh, cache=True), resolve("demo"))
-                     .column("unit").to_pylist())
+        units.append(run_metric(connect(wh, cache=True), resolve("demo")).column("unit").to_pylist())
     registry.cache_clear()
     assert units == [["count"], ["kernels"]]

@@ -25,8 +25,9 @@ def _label(spec) -> str:
 
 
 def test_strip_comments_keeps_strings_and_drops_comments():
-    sql = ("SELECT 'a--b' AS \"x--y\", 1 -- note\n  /* block\n */ FROM t   \n\n"
-           "-- only a comment\nWHERE a = 'it''s -- no'")
+    sql = (
+        "SELECT 'a--b' AS \"x--y\", 1 -- note\n  /* block\n */ FROM t   \n\n-- only a comment\nWHERE a = 'it''s -- no'"
+    )
     assert strip_comments(sql) == "SELECT 'a--b' AS \"x--y\", 1\n   FROM t\nWHERE a = 'it''s -- no'\n"
 
 
@@ -50,14 +51,16 @@ def test_released_versions_are_frozen():
         missing = []
     assert not missing, (
         f"versions not in sql/metrics/{CHECKSUMS}: {', '.join(missing)}; record them with "
-        f"`{UPDATE_ENV}=1 python -m pytest tests/query/test_sql_contract.py -k frozen`")
+        f"`{UPDATE_ENV}=1 python -m pytest tests/query/test_sql_contract.py -k frozen`"
+    )
     gone = sorted(set(recorded) - set(current))
     assert not gone, f"sql/metrics/{CHECKSUMS} lists versions that have no file: {', '.join(gone)}"
     changed = sorted(label for label in current if recorded[label] != current[label])
     assert not changed, (
         f"released versions changed their SQL: {', '.join(changed)}. A released version "
         "never changes meaning: put the new definition in a new version file (docs-only "
-        "edits, in comments, are fine)")
+        "edits, in comments, are fine)"
+    )
 
 
 def test_comment_edits_keep_the_checksum(tmp_path):
@@ -66,8 +69,9 @@ def test_comment_edits_keep_the_checksum(tmp_path):
     spec = registry()["coll_call_num"][1]
     copy = tmp_path / "coll_call_num" / "v1.sql"
     copy.parent.mkdir()
-    copy.write_text(spec.text.replace("-- Differs from CCL-Bench", "-- (reworded) Differs from CCL-Bench")
-                    + "-- a trailing note\n")
+    copy.write_text(
+        spec.text.replace("-- Differs from CCL-Bench", "-- (reworded) Differs from CCL-Bench") + "-- a trailing note\n"
+    )
     assert body_checksum(parse_metric_file(copy)) == body_checksum(spec)
     copy.write_text(spec.text.replace("coll_call_num_rows(1,", "coll_call_num_rows(2,"))
     assert body_checksum(parse_metric_file(copy)) != body_checksum(spec)
@@ -117,9 +121,9 @@ def test_shared_bodies_belong_to_a_metric():
 
 # --- 3. the inner-step rule, the overlap and the dtype sizes exist once ---------------
 
+
 def test_shared_rules_are_written_once():
-    texts = {str(p.relative_to(sql_root())): strip_comments(p.read_text())
-             for p in sorted(sql_root().rglob("*.sql"))}
+    texts = {str(p.relative_to(sql_root())): strip_comments(p.read_text()) for p in sorted(sql_root().rglob("*.sql"))}
     inner = [p for p, t in texts.items() if re.search(r"n\s*<=\s*2\s+OR\s*\(\s*i\s*>\s*1", t)]
     assert inner == ["views/steps.sql"], inner
     overlap = [p for p, t in texts.items() if "FILTER (WHERE in_a AND in_b)" in t]
@@ -168,6 +172,7 @@ def test_domain_parts_come_with_the_generic_module():
 
 # --- a small generated warehouse (tests/helpers/presentation_traces.py) -----------------------
 
+
 @pytest.fixture(scope="module")
 def small_wh(tmp_path_factory):
     from helpers.presentation_traces import board_workloads
@@ -195,6 +200,7 @@ def test_extensions_replace_their_extension_points(small_wh):
 
 
 # --- 5. every metric documents its detail columns -------------------------------------
+
 
 @pytest.mark.slow
 def test_every_metric_documents_its_detail_columns(small_wh):
@@ -229,12 +235,21 @@ KEY_VIEWS = ("events", "slices", "gpu_ops", "kernels", "collectives", "steps")
 
 
 def _undocumented(con, views=KEY_VIEWS) -> list[str]:
-    missing = [f"view {v}" for v, c in con.execute(
-        "SELECT view_name, comment FROM duckdb_views() WHERE view_name IN (SELECT unnest(?))", [list(views)]
-    ).fetchall() if not c]
-    missing += [f"{t}.{c}" for t, c, comment in con.execute(
-        "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE table_name IN (SELECT unnest(?))",
-        [list(views)]).fetchall() if not comment]
+    missing = [
+        f"view {v}"
+        for v, c in con.execute(
+            "SELECT view_name, comment FROM duckdb_views() WHERE view_name IN (SELECT unnest(?))", [list(views)]
+        ).fetchall()
+        if not c
+    ]
+    missing += [
+        f"{t}.{c}"
+        for t, c, comment in con.execute(
+            "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE table_name IN (SELECT unnest(?))",
+            [list(views)],
+        ).fetchall()
+        if not comment
+    ]
     return missing
 
 
@@ -246,8 +261,12 @@ def test_key_views_and_their_columns_have_comments(small_wh):
     assert set(KEY_VIEWS) <= present
     assert _undocumented(con) == []
     # text with a quote in it survives the quoting
-    assert con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'kernels' AND column_name = 'device'"
-                       ).fetchone()[0] == "the GPU: the event's `device` argument, else its pid"
+    assert (
+        con.execute(
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'kernels' AND column_name = 'device'"
+        ).fetchone()[0]
+        == "the GPU: the event's `device` argument, else its pid"
+    )
     # every documented view of every module has its comment (all modules are loaded here)
     from cclq.query.sqlfiles import relation_docs
 
@@ -260,8 +279,10 @@ def test_comments_reach_read_only_sql_and_views_made_later(small_wh):
     from cclq.query.session import connect
 
     # `cclq sql` (read-only): a question about the catalog loads every view
-    query = ("SELECT table_name, column_name, comment FROM duckdb_columns() "
-             "WHERE table_name IN ('collectives', 'steps', 'kernels', 'events')")
+    query = (
+        "SELECT table_name, column_name, comment FROM duckdb_columns() "
+        "WHERE table_name IN ('collectives', 'steps', 'kernels', 'events')"
+    )
     rows = connect(small_wh, comments=True).run_user_query(query).to_pylist()
     assert rows and all(r["comment"] for r in rows), [r for r in rows if not r["comment"]]
     # the compiled views carry their comments in every session; the base relations' are
@@ -290,9 +311,12 @@ def test_comments_on_temporary_views():
     from cclq.query.sqlfiles import comment_statements
 
     con = duckdb.connect(":memory:")
-    con.execute("CREATE TEMP VIEW steps AS SELECT NULL::VARCHAR AS trace, 1 AS rank, 1 AS step, 0 AS ts_ns, "
-                "0 AS end_ns, 0 AS dur_ns, '' AS source, 1 AS records, NULL AS phase")
+    con.execute(
+        "CREATE TEMP VIEW steps AS SELECT NULL::VARCHAR AS trace, 1 AS rank, 1 AS step, 0 AS ts_ns, "
+        "0 AS end_ns, 0 AS dur_ns, '' AS source, 1 AS records, NULL AS phase"
+    )
     con.execute("\n".join(comment_statements("steps")))
-    assert con.execute("SELECT temporary, comment IS NOT NULL FROM duckdb_views() WHERE view_name = 'steps'"
-                       ).fetchone() == (True, True)
+    assert con.execute(
+        "SELECT temporary, comment IS NOT NULL FROM duckdb_views() WHERE view_name = 'steps'"
+    ).fetchone() == (True, True)
     assert _undocumented(con, ("steps",)) == []

@@ -50,8 +50,13 @@ def test_activities_find_their_step_by_asof_not_a_join_per_rank(tmp_path):
     assert len(per_step) == 300 and None not in per_step and len(set(per_step.values())) == 1
     ops = _operators(json.loads(profile_path.read_text()))
     assert any(op["name"] == "ASOF_JOIN" and op["intermediate_rows"] > 0 for op in ops)
-    residual = [op for op in ops if "JOIN" in op["name"] and op["name"] != "ASOF_JOIN"
-                and "_step_time_ns >= ts_ns" in json.dumps(op.get("extra_info", {}))]
+    residual = [
+        op
+        for op in ops
+        if "JOIN" in op["name"]
+        and op["name"] != "ASOF_JOIN"
+        and "_step_time_ns >= ts_ns" in json.dumps(op.get("extra_info", {}))
+    ]
     assert sum(op["intermediate_rows"] for op in residual) == 0
 
 
@@ -71,5 +76,6 @@ def test_overlapping_steps_give_the_containment_rows(tmp_path):
     session = connect(wh)
     rows = session.execute(
         "SELECT launch_ns - min(launch_ns) OVER (), step FROM gpu_ops_steps_with(1) WHERE kind = 'kernel' "
-        "ORDER BY launch_ns, step").fetchall()
+        "ORDER BY launch_ns, step"
+    ).fetchall()
     assert rows == [(0, 1), (500_000, 1), (500_000, 2), (1_300_000, 2), (2_300_000, None)]

@@ -29,9 +29,11 @@ def test_name_resolution_the_catalog_relies_on(tmp_path):
     the compiled views.)"""
     path = tmp_path / "views.duckdb"
     build = duckdb.connect(str(path))
-    build.execute("CREATE TABLE base (x INTEGER); CREATE VIEW v AS SELECT x FROM base; "
-                  "CREATE MACRO m(a) AS TABLE SELECT x + a AS y FROM v; CREATE VIEW w AS SELECT * FROM m(1); "
-                  "DROP TABLE base;")
+    build.execute(
+        "CREATE TABLE base (x INTEGER); CREATE VIEW v AS SELECT x FROM base; "
+        "CREATE MACRO m(a) AS TABLE SELECT x + a AS y FROM v; CREATE VIEW w AS SELECT * FROM m(1); "
+        "DROP TABLE base;"
+    )
     build.close()
     con = duckdb.connect(":memory:")
     con.execute(f"ATTACH '{path}' AS c (READ_ONLY); SET search_path = 'memory.main,c.main';")

@@ -35,33 +35,57 @@ def con(tmp_path_factory):
 
 
 def test_every_rule_has_a_version_and_a_side(con):
-    rows = con.execute("SELECT version, applies_to, kernel_class, count(*) FROM kernel_class_rules "
-                       "GROUP BY ALL ORDER BY ALL").fetchall()
+    rows = con.execute(
+        "SELECT version, applies_to, kernel_class, count(*) FROM kernel_class_rules GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
     assert {(v, side) for v, side, _, _ in rows} == {(v, side) for v in (1, 2) for side in ("gpu_activity", "cpu_op")}
     assert {cls for _, side, cls, _ in rows if side == "cpu_op"} == {"comm"}
     # CPU rules say whether a match records a call or the backend running it
     for version in (1, 2):
-        assert con.execute("SELECT pattern, role FROM kernel_class_rules WHERE applies_to = 'cpu_op' "
-                           "AND version = ? ORDER BY priority", [version]
-                           ).fetchall() == [("^c10d::", "call"), ("^record_param_comms$", "call"),
-                                            ("^nccl:", "backend"), ("^gloo:", "backend")]
-    assert con.execute("SELECT count(*) FROM kernel_class_rules WHERE applies_to = 'gpu_activity' "
-                       "AND role IS NOT NULL").fetchall() == [(0,)]
+        assert con.execute(
+            "SELECT pattern, role FROM kernel_class_rules WHERE applies_to = 'cpu_op' "
+            "AND version = ? ORDER BY priority",
+            [version],
+        ).fetchall() == [
+            ("^c10d::", "call"),
+            ("^record_param_comms$", "call"),
+            ("^nccl:", "backend"),
+            ("^gloo:", "backend"),
+        ]
+    assert con.execute(
+        "SELECT count(*) FROM kernel_class_rules WHERE applies_to = 'gpu_activity' AND role IS NOT NULL"
+    ).fetchall() == [(0,)]
     # every GPU class the views document is reachable through a rule or a kind
     assert {cls for v, side, cls, _ in rows if side == "gpu_activity" and v == 1} == {
-        "comm", "sync", "memcpy", "memset"}
+        "comm",
+        "sync",
+        "memcpy",
+        "memset",
+    }
     # version 2 also names a compute kernel (DeepEP's get_dispatch_layout, for its family)
     assert {cls for v, side, cls, _ in rows if side == "gpu_activity" and v == 2} == {
-        "comm", "sync", "memcpy", "memset", "compute"}
+        "comm",
+        "sync",
+        "memcpy",
+        "memset",
+        "compute",
+    }
     # version 2 is version 1 plus rules: every version-1 rule is in it unchanged
-    assert con.execute("SELECT priority, applies_to, pattern, kernel_class, coll_type, role FROM kernel_class_rules "
-                       "WHERE version = 1 EXCEPT SELECT priority, applies_to, pattern, kernel_class, coll_type, role "
-                       "FROM kernel_class_rules WHERE version = 2").fetchall() == []
-    assert con.execute("SELECT count(*) FROM kernel_class_rules WHERE version = 1 AND family IS NOT NULL"
-                       ).fetchall() == [(0,)]
+    assert (
+        con.execute(
+            "SELECT priority, applies_to, pattern, kernel_class, coll_type, role FROM kernel_class_rules "
+            "WHERE version = 1 EXCEPT SELECT priority, applies_to, pattern, kernel_class, coll_type, role "
+            "FROM kernel_class_rules WHERE version = 2"
+        ).fetchall()
+        == []
+    )
+    assert con.execute(
+        "SELECT count(*) FROM kernel_class_rules WHERE version = 1 AND family IS NOT NULL"
+    ).fetchall() == [(0,)]
     # priorities are unique within a version: first match is well defined
-    assert con.execute("SELECT count(*) FROM (SELECT version, priority FROM kernel_class_rules "
-                       "GROUP BY ALL HAVING count(*) > 1)").fetchall() == [(0,)]
+    assert con.execute(
+        "SELECT count(*) FROM (SELECT version, priority FROM kernel_class_rules GROUP BY ALL HAVING count(*) > 1)"
+    ).fetchall() == [(0,)]
 
 
 def test_cpu_collectives_come_from_the_cpu_op_rules(con):
@@ -71,8 +95,9 @@ def test_cpu_collectives_come_from_the_cpu_op_rules(con):
     # a rules version without rows classifies nothing as a collective ...
     assert con.execute("SELECT count(*) FROM cpu_collectives_with(99, files)").fetchall() == [(0,)]
     # ... and leaves every kernel compute (memcpys stay memcpy: that is their kind)
-    assert con.execute("SELECT kind, kernel_class, count(*) FROM gpu_ops_classified_with(99) "
-                       "GROUP BY ALL ORDER BY ALL").fetchall() == [("kernel", "compute", 3), ("memcpy", "memcpy", 1)]
+    assert con.execute(
+        "SELECT kind, kernel_class, count(*) FROM gpu_ops_classified_with(99) GROUP BY ALL ORDER BY ALL"
+    ).fetchall() == [("kernel", "compute", 3), ("memcpy", "memcpy", 1)]
 
 
 def test_one_table_drives_both_sides(con):
@@ -92,11 +117,17 @@ def test_one_table_drives_both_sides(con):
 
 
 def test_gpu_ops_classified_is_version_1(con):
-    assert con.execute("SELECT * FROM gpu_ops_classified EXCEPT ALL SELECT * FROM gpu_ops_classified_with(1)"
-                       ).fetchall() == []
+    assert (
+        con.execute("SELECT * FROM gpu_ops_classified EXCEPT ALL SELECT * FROM gpu_ops_classified_with(1)").fetchall()
+        == []
+    )
     got = con.execute("SELECT name[:12], kernel_class, coll_type FROM gpu_ops_classified ORDER BY ts_ns").fetchall()
-    assert got == [("ampere_sgemm", "compute", None), ("ncclDevKerne", "comm", "all_reduce"),
-                   ("ncclKernel_A", "comm", "all_gather"), ("Memcpy HtoD ", "memcpy", None)]
+    assert got == [
+        ("ampere_sgemm", "compute", None),
+        ("ncclDevKerne", "comm", "all_reduce"),
+        ("ncclKernel_A", "comm", "all_gather"),
+        ("Memcpy HtoD ", "memcpy", None),
+    ]
 
 
 def test_steps_load_after_the_xla_module_they_read():
@@ -111,19 +142,27 @@ def test_steps_load_after_the_xla_module_they_read():
 # library, dpsk::ep:: from DeepSeek's published profiles, primus_turbo:: on ROCm),
 # with the class, collective type and family each must get in rules version 2.
 DEEP_EP = {
-    "void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, int*)":
-        ("comm", "all_to_all", "moe_exchange"),
-    "void dpsk::ep::internode::combine<__nv_bfloat16, 8, 32>(int4*, float*)":
-        ("comm", "all_to_all", "moe_exchange"),
-    "void dpsk::ep::internode::notify_dispatch<false, 4>(int const*, long*, int)":
-        ("comm", "all_to_all", "moe_exchange"),
+    "void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, int*)": (
+        "comm",
+        "all_to_all",
+        "moe_exchange",
+    ),
+    "void dpsk::ep::internode::combine<__nv_bfloat16, 8, 32>(int4*, float*)": ("comm", "all_to_all", "moe_exchange"),
+    "void dpsk::ep::internode::notify_dispatch<false, 4>(int const*, long*, int)": (
+        "comm",
+        "all_to_all",
+        "moe_exchange",
+    ),
     "void dpsk::ep::internode::cached_notify<4>(int, int, int)": ("comm", "all_to_all", "moe_exchange"),
     "void dpsk::ep::internode::dispatch_ll<8>(void*)": ("comm", "all_to_all", "moe_exchange"),
     "void deep_ep::intranode::cached_notify_combine<8>(void**, int*, int)": ("comm", "all_to_all", "moe_exchange"),
     "void deep_ep::internode_ll::combine<true, 3, 7168>(void*)": ("comm", "all_to_all", "moe_exchange"),
     "void deep_ep::intranode::barrier<8>(int**, int)": ("comm", "barrier", "moe_exchange"),
-    "void primus_turbo::deep_ep::intranode::notify_dispatch<8>(int const*, int*)":
-        ("comm", "all_to_all", "moe_exchange"),
+    "void primus_turbo::deep_ep::intranode::notify_dispatch<8>(int const*, int*)": (
+        "comm",
+        "all_to_all",
+        "moe_exchange",
+    ),
     "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*)": ("compute", None, "moe_route"),
     "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)": ("compute", None, "moe_route"),
     # CUB's scan kernels live in a namespace that merely ends in dpsk::ep
@@ -160,11 +199,17 @@ def deep_ep_con(tmp_path_factory):
 
 
 def test_deep_ep_kernels_are_comm_and_moe_in_rules_version_2(deep_ep_con):
-    got = {n: (cls, ct, fam) for n, cls, ct, fam in deep_ep_con.execute(
-        "SELECT name, kernel_class, coll_type, family FROM gpu_ops_classified_with(2)").fetchall()}
+    got = {
+        n: (cls, ct, fam)
+        for n, cls, ct, fam in deep_ep_con.execute(
+            "SELECT name, kernel_class, coll_type, family FROM gpu_ops_classified_with(2)"
+        ).fetchall()
+    }
     assert got == DEEP_EP
-    families = {n: (bd, moe) for n, bd, moe in deep_ep_con.execute(
-        "SELECT name, breakdown, is_moe FROM kernel_name_families(2)").fetchall()}
+    families = {
+        n: (bd, moe)
+        for n, bd, moe in deep_ep_con.execute("SELECT name, breakdown, is_moe FROM kernel_name_families(2)").fetchall()
+    }
     for name, (cls, _, fam) in DEEP_EP.items():
         expected_breakdown = "COMM" if cls == "comm" else "MOE_ROUTE" if fam == "moe_route" else "OTHER"
         assert families[name] == (expected_breakdown, fam is not None), name

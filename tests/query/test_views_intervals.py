@@ -25,8 +25,9 @@ def _connection() -> duckdb.DuckDBPyConnection:
 
 
 def _load(con: duckdb.DuckDBPyConnection, name: str, rows: list[Interval]) -> None:
-    con.execute(f"CREATE OR REPLACE TABLE {name} "
-                "(trace VARCHAR, rank INTEGER, key INTEGER, ts_ns BIGINT, end_ns BIGINT)")
+    con.execute(
+        f"CREATE OR REPLACE TABLE {name} (trace VARCHAR, rank INTEGER, key INTEGER, ts_ns BIGINT, end_ns BIGINT)"
+    )
     if rows:
         con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?, ?, ?)", rows)
 
@@ -43,8 +44,9 @@ def _random_intervals(rng: random.Random, n: int) -> list[Interval]:
     rows = []
     for _ in range(n):
         ts = rng.randrange(0, 2000)
-        rows.append((rng.choice(["a", "b"]), rng.randrange(3), rng.randrange(2), ts,
-                     ts + rng.choice([0, 1, 5, 40, 300])))
+        rows.append(
+            (rng.choice(["a", "b"]), rng.randrange(3), rng.randrange(2), ts, ts + rng.choice([0, 1, 5, 40, 300]))
+        )
     return rows
 
 
@@ -60,8 +62,12 @@ def test_union_intersect_subtract_match_brute_force(seed):
     keys = sorted(set(cov_a) | set(cov_b))
 
     def totals(sql: str) -> dict[tuple[str, int, int], int]:
-        return {(t, r, k): n for t, r, k, n in con.execute(
-            f"SELECT trace, rank, key, sum(end_ns - ts_ns) FROM {sql} GROUP BY ALL").fetchall()}
+        return {
+            (t, r, k): n
+            for t, r, k, n in con.execute(
+                f"SELECT trace, rank, key, sum(end_ns - ts_ns) FROM {sql} GROUP BY ALL"
+            ).fetchall()
+        }
 
     want_union = {k: len(cov_a.get(k, ())) for k in keys if cov_a.get(k)}
     want_both = {k: len(cov_a.get(k, set()) & cov_b.get(k, set())) for k in keys}
@@ -78,7 +84,11 @@ def test_union_intersect_subtract_match_brute_force(seed):
 
 def test_union_by_hand():
     con = _connection()
-    _load(con, "a", [("t", 0, 0, 0, 10), ("t", 0, 0, 5, 15), ("t", 0, 0, 15, 16), ("t", 0, 0, 20, 30),
-                     ("t", 1, 0, 3, 4)])
+    _load(
+        con, "a", [("t", 0, 0, 0, 10), ("t", 0, 0, 5, 15), ("t", 0, 0, 15, 16), ("t", 0, 0, 20, 30), ("t", 1, 0, 3, 4)]
+    )
     assert con.execute("SELECT * FROM intervals_union(a) ORDER BY ALL").fetchall() == [
-        ("t", 0, 0, 0, 16), ("t", 0, 0, 20, 30), ("t", 1, 0, 3, 4)]
+        ("t", 0, 0, 0, 16),
+        ("t", 0, 0, 20, 30),
+        ("t", 1, 0, 3, 4),
+    ]

@@ -18,8 +18,15 @@ PID, STEPS_TID, OPS_TID = 1, 1, 3
 
 
 def _x(name: str, tid: int, ts_ns: int, dur_ns: int, **args: Any) -> dict:
-    return {"ph": "X", "pid": PID, "tid": tid, "ts": ts_ns / 1000, "dur": dur_ns / 1000, "name": name,
-            "args": {k: str(v) for k, v in args.items()}}
+    return {
+        "ph": "X",
+        "pid": PID,
+        "tid": tid,
+        "ts": ts_ns / 1000,
+        "dur": dur_ns / 1000,
+        "name": name,
+        "args": {k: str(v) for k, v in args.items()},
+    }
 
 
 def _op(name: str, ts_ns: int, dur_ns: int, category: str, **args: Any) -> dict:
@@ -29,20 +36,37 @@ def _op(name: str, ts_ns: int, dur_ns: int, category: str, **args: Any) -> dict:
 # (name, ts, dur, category, args) on /device:TPU:0's XLA Ops line, times in ns
 OPS = [
     # a plain reduce-scatter: shape f32[256] = 1024 B, device time from device_duration_ps
-    _op("reduce-scatter.5", 1_000, 2_000, "reduce-scatter", shape_with_layout="f32[256]{0}",
-        device_duration_ps=1_500_000),
+    _op(
+        "reduce-scatter.5",
+        1_000,
+        2_000,
+        "reduce-scatter",
+        shape_with_layout="f32[256]{0}",
+        device_duration_ps=1_500_000,
+    ),
     # all-to-all without a shape: raw_bytes_accessed (4096) before bytes_accessed (8192);
     # no device_duration_ps: dur 1000 ns = 1e6 ps
     _op("all-to-all.6", 4_000, 1_000, "all-to-all", raw_bytes_accessed=4096, bytes_accessed=8192),
     # async collective-permute: the done's result shape s8[1000] = 1000 B (the start's
     # tuple would be 2000 B); the pair spans 6000 -> 8500 ns = 2.5e6 ps
-    _op("collective-permute-start.7", 6_000, 500, "collective-permute",
-        shape_with_layout="(s8[1000]{0}, s8[1000]{0})", device_duration_ps=500_000),
-    _op("collective-permute-done.7", 8_000, 500, "collective-permute",
-        shape_with_layout="s8[1000]{0}", device_duration_ps=500_000),
+    _op(
+        "collective-permute-start.7",
+        6_000,
+        500,
+        "collective-permute",
+        shape_with_layout="(s8[1000]{0}, s8[1000]{0})",
+        device_duration_ps=500_000,
+    ),
+    _op(
+        "collective-permute-done.7",
+        8_000,
+        500,
+        "collective-permute",
+        shape_with_layout="s8[1000]{0}",
+        device_duration_ps=500_000,
+    ),
     # a fusion that only its category makes an all-reduce: bf16[512] = 1024 B
-    _op("fusion.8", 9_000, 3_000, "all-reduce fusion", shape_with_layout="bf16[512]{0}",
-        device_duration_ps=3_000_000),
+    _op("fusion.8", 9_000, 3_000, "all-reduce fusion", shape_with_layout="bf16[512]{0}", device_duration_ps=3_000_000),
     # async all-reduce without shapes: the start's raw_bytes_accessed (4096) wins over the
     # done's bytes_accessed (512); span 13000 -> 15300 ns = 2.3e6 ps; neither half has FLOPs
     _op("all-reduce-start.9", 13_000, 200, "all-reduce", raw_bytes_accessed=4096, bytes_accessed=8192),
@@ -70,8 +94,10 @@ def _doc() -> dict:
         {"ph": "M", "pid": PID, "tid": STEPS_TID, "name": "thread_name", "args": {"name": "Steps"}},
         {"ph": "M", "pid": PID, "tid": OPS_TID, "name": "thread_name", "args": {"name": "XLA Ops"}},
     ]
-    steps = [_x("0", STEPS_TID, 0, 10_000, step_num=0, group_id=0),
-             _x("1", STEPS_TID, 10_000, 11_000, step_num=1, group_id=1)]
+    steps = [
+        _x("0", STEPS_TID, 0, 10_000, step_num=0, group_id=0),
+        _x("1", STEPS_TID, 10_000, 11_000, step_num=1, group_id=1),
+    ]
     return {"displayTimeUnit": "ns", "metadata": {"highres-ticks": True}, "traceEvents": meta + steps + OPS + [{}]}
 
 
@@ -91,18 +117,19 @@ def wh(tmp_path_factory) -> Warehouse:
     return w
 
 
-
 def test_collective_families_async_forms_and_sizes(wh):
     con = connect(wh)
     try:
         got = con.execute("""SELECT name, coll_type, async_part, message_bytes, device_ps FROM xla_ops
                              WHERE trace = 'ops' AND op_kind = 'comm' ORDER BY ts_ns""").fetchall()
         assert got == EXPECTED
-        assert con.execute("SELECT name, op_kind, message_bytes FROM xla_ops WHERE trace = 'ops' "
-                           "AND op_kind <> 'comm'").fetchall() == [("convolution.11", "compute", None)]
+        assert con.execute(
+            "SELECT name, op_kind, message_bytes FROM xla_ops WHERE trace = 'ops' AND op_kind <> 'comm'"
+        ).fetchall() == [("convolution.11", "compute", None)]
         # the pairs carry no FLOPs: NULL, not 0
-        assert con.execute("SELECT flops, model_flops FROM xla_ops WHERE trace = 'ops' "
-                           "AND async_part = 'pair'").fetchall() == [(None, None), (None, None)]
+        assert con.execute(
+            "SELECT flops, model_flops FROM xla_ops WHERE trace = 'ops' AND async_part = 'pair'"
+        ).fetchall() == [(None, None), (None, None)]
         assert con.execute("SELECT xla_shape_bytes('s8[3,5]{1,0}'), xla_shape_bytes('u8[7]')").fetchall() == [(15, 7)]
     finally:
         con.close()

@@ -33,10 +33,20 @@ def sweep(tmp_path_factory) -> dict:
         pytest.skip("torch is not installed (pip install -e '.[record]')")
     root = tmp_path_factory.mktemp("gloo_sweep")
     cfg = root / "config.json"
-    cfg.write_text(json.dumps({"benchmark": {
-        "primitive": "all_gather", "message_bytes": list(SIZES), "dtype": "float32",
-        "num_iterations": ITERATIONS, "num_warmups": WARMUPS,
-        "implementations": {"pytorch": [{"backend": "gloo"}]}}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "benchmark": {
+                    "primitive": "all_gather",
+                    "message_bytes": list(SIZES),
+                    "dtype": "float32",
+                    "num_iterations": ITERATIONS,
+                    "num_warmups": WARMUPS,
+                    "implementations": {"pytorch": [{"backend": "gloo"}]},
+                }
+            }
+        )
+    )
     out, wh = root / "out", root / "wh"
     rec = run_cli("record", str(cfg), "-o", str(out), "--nproc", str(RANKS), "-f", "csv")
     assert rec.returncode == 0, rec.stderr
@@ -87,15 +97,26 @@ def test_collective_busbw_per_message_size_is_bytes_over_gloo_duration(sweep):
 
 
 def test_the_collectives_say_they_come_from_the_cpu_backend(sweep):
-    result = run_cli("sql", "SELECT trace, source, coll_type, count(*) AS n, min(bytes) AS lo, max(bytes) AS hi, "
-                            "min(group_size) AS g FROM collectives GROUP BY ALL ORDER BY ALL",
-                     "-w", str(sweep["wh"]), "-f", "csv")
+    result = run_cli(
+        "sql",
+        "SELECT trace, source, coll_type, count(*) AS n, min(bytes) AS lo, max(bytes) AS hi, "
+        "min(group_size) AS g FROM collectives GROUP BY ALL ORDER BY ALL",
+        "-w",
+        str(sweep["wh"]),
+        "-f",
+        "csv",
+    )
     assert result.returncode == 0, result.stderr
     got = {(r["trace"], r["coll_type"]): r for r in csv.DictReader(io.StringIO(result.stdout))}
     for size in SIZES:
         gather = got[(folder_of(size), "all_gather")]
         assert (gather["source"], gather["n"], gather["lo"], gather["hi"], gather["g"]) == (
-            "cpu_backend", str(RANKS * ITERATIONS), str(size), str(size), str(RANKS))
+            "cpu_backend",
+            str(RANKS * ITERATIONS),
+            str(size),
+            str(size),
+            str(RANKS),
+        )
     assert {r["source"] for r in got.values()} == {"cpu_backend"}  # no GPU here: nothing else
     # the other collective metrics answer too, from the same records
     for metric in ("collective_vol_allgather_gb", "straggler_rank", "collective_skew"):

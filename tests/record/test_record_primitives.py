@@ -18,8 +18,9 @@ def make_run(tmp_path: Path, world_size: int = 2, **benchmark) -> Run:
 
 
 def test_tp_columnwise_check_accepts_the_product_and_catches_a_wrong_element(tmp_path, torch, primitives):
-    run = make_run(tmp_path, primitive="tp_columnwise", m=8, n=4, k=6,
-                   implementations={"pytorch": [{"backend": "gloo"}]})
+    run = make_run(
+        tmp_path, primitive="tp_columnwise", m=8, n=4, k=6, implementations={"pytorch": [{"backend": "gloo"}]}
+    )
     prim = primitives.build(run, rank=1, world_size=2, device=torch.device("cpu"))
     # every rank holds the same A and B; rank 1's shard is rows 4..7 of A
     assert torch.equal(prim.a, prim.a_full[4:8])
@@ -32,8 +33,15 @@ def test_tp_columnwise_check_accepts_the_product_and_catches_a_wrong_element(tmp
 
 
 def test_tp_rowwise_reduce_scatter_keeps_this_ranks_rows_and_tolerates_bf16_rounding(tmp_path, torch, primitives):
-    run = make_run(tmp_path, primitive="tp_rowwise", m=4, n=3, k=8, dtype="bfloat16",
-                   implementations={"pytorch": [{"backend": "gloo"}]})
+    run = make_run(
+        tmp_path,
+        primitive="tp_rowwise",
+        m=4,
+        n=3,
+        k=8,
+        dtype="bfloat16",
+        implementations={"pytorch": [{"backend": "gloo"}]},
+    )
     prim = primitives.build(run, rank=0, world_size=2, device=torch.device("cpu"))
     exact = prim.a_full.double() @ prim.b_full.double()
     rows = exact[:2]  # rank 0 of 2 keeps rows 0..1
@@ -64,8 +72,9 @@ def test_collective_references(tmp_path, torch, primitives):
 
 
 def test_all_reduce_times_a_zero_buffer_and_validates_the_real_inputs(tmp_path, torch, primitives):
-    run = make_run(tmp_path, primitive="all_reduce", message_bytes=64, dtype="float16",
-                   implementations={"pytorch": [{}]})
+    run = make_run(
+        tmp_path, primitive="all_reduce", message_bytes=64, dtype="float16", implementations={"pytorch": [{}]}
+    )
     prim = primitives.build(run, rank=0, world_size=2, device=torch.device("cpu"))
     assert not prim.buffer.any()
     prim.prepare_validation()
@@ -89,8 +98,15 @@ def test_gradient_buckets_form_like_ddp(primitives):
 
 
 def test_dp_mlp_check_compares_with_the_mean_gradient_over_ranks(tmp_path, torch, primitives):
-    run = make_run(tmp_path, primitive="dp_mlp", m=4, n=8, k=6, layers=2,
-                   implementations={"pytorch": [{"backend": "gloo", "bucket_mb": 0, "overlap": False}]})
+    run = make_run(
+        tmp_path,
+        primitive="dp_mlp",
+        m=4,
+        n=8,
+        k=6,
+        layers=2,
+        implementations={"pytorch": [{"backend": "gloo", "bucket_mb": 0, "overlap": False}]},
+    )
     prim = primitives.build(run, rank=0, world_size=2, device=torch.device("cpu"))
     # independently: the same model on each rank's batch, gradients averaged
     grads = []

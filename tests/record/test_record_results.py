@@ -17,13 +17,34 @@ from cclq.record.config import PRIMITIVES, SIZE_KEYS, Run, expand
 
 # DDLB's columns, in order (ddlb/benchmark.py result_row; `valid` only when validating)
 DDLB_COLUMNS = [
-    "implementation", "mean_time (ms)", "std_time", "min_time", "max_time", "m", "n", "k", "dtype",
-    "Throughput (TFLOPS)", "Throughput std (TFLOPS)", "world_size", "hostname",
-    "time_measurement_backend", "barrier_at_each_iteration", "option", "valid",
+    "implementation",
+    "mean_time (ms)",
+    "std_time",
+    "min_time",
+    "max_time",
+    "m",
+    "n",
+    "k",
+    "dtype",
+    "Throughput (TFLOPS)",
+    "Throughput std (TFLOPS)",
+    "world_size",
+    "hostname",
+    "time_measurement_backend",
+    "barrier_at_each_iteration",
+    "option",
+    "valid",
 ]
 
-CPU_FACTS = {"hostname": "node7", "torch": "2.13.0", "cpu_model": "AMD EPYC 9654", "cuda": None,
-             "gpu_name": None, "gpu_count": 0, "nccl": None}
+CPU_FACTS = {
+    "hostname": "node7",
+    "torch": "2.13.0",
+    "cpu_model": "AMD EPYC 9654",
+    "cuda": None,
+    "gpu_name": None,
+    "gpu_count": 0,
+    "nccl": None,
+}
 GPU_FACTS = {**CPU_FACTS, "cuda": "12.8", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "nccl": "2.27.3"}
 
 
@@ -35,8 +56,16 @@ def one_run(tmp_path: Path, benchmark: dict, world_size: int = 2, cuda: bool = F
 
 
 def test_row_statistics_are_worked_out_like_ddlb(tmp_path):
-    run = one_run(tmp_path, {"primitive": "tp_columnwise", "m": 64, "n": 32, "k": 16,
-                             "implementations": {"pytorch": [{"backend": "gloo"}]}})
+    run = one_run(
+        tmp_path,
+        {
+            "primitive": "tp_columnwise",
+            "m": 64,
+            "n": 32,
+            "k": 16,
+            "implementations": {"pytorch": [{"backend": "gloo"}]},
+        },
+    )
     row = results.result_row(run, 2, [1.0, 2.0, 4.0, 5.0], "node7", valid=True)
     assert list(row) == DDLB_COLUMNS
     assert row["mean_time (ms)"] == 3.0
@@ -50,23 +79,40 @@ def test_row_statistics_are_worked_out_like_ddlb(tmp_path):
 
 
 def test_collectives_put_the_message_in_m_and_have_no_flops(tmp_path):
-    run = one_run(tmp_path, {"primitive": "all_gather", "message_bytes": 4096, "dtype": "bfloat16",
-                             "validate": False, "implementations": {"pytorch": [{}]}})
+    run = one_run(
+        tmp_path,
+        {
+            "primitive": "all_gather",
+            "message_bytes": 4096,
+            "dtype": "bfloat16",
+            "validate": False,
+            "implementations": {"pytorch": [{}]},
+        },
+    )
     row = results.result_row(run, 4, [0.5], "node7", valid=None)
     assert (row["m"], row["n"], row["k"]) == (2048, 1, 1)  # 4096 B of bfloat16
     assert row["Throughput (TFLOPS)"] is None and "valid" not in row
 
 
 def test_dp_mlp_counts_forward_and_backward_flops_of_every_rank(tmp_path):
-    run = one_run(tmp_path, {"primitive": "dp_mlp", "m": 8, "n": 64, "k": 32, "layers": 3,
-                             "implementations": {"pytorch": [{}]}})
+    run = one_run(
+        tmp_path, {"primitive": "dp_mlp", "m": 8, "n": 64, "k": 32, "layers": 3, "implementations": {"pytorch": [{}]}}
+    )
     # per rank and sample: 2 x weights forward, 4 x weights backward; weights 32*64 + 2*64*64
     assert results.flops_per_iteration(run, 4) == 6 * 8 * (32 * 64 + 2 * 64 * 64) * 4
 
 
 def test_csv_has_ddlb_header_and_pandas_cells(tmp_path):
-    run = one_run(tmp_path, {"primitive": "tp_columnwise", "m": 64, "n": 32, "k": 16,
-                             "implementations": {"pytorch": [{"backend": "gloo"}]}})
+    run = one_run(
+        tmp_path,
+        {
+            "primitive": "tp_columnwise",
+            "m": 64,
+            "n": 32,
+            "k": 16,
+            "implementations": {"pytorch": [{"backend": "gloo"}]},
+        },
+    )
     path = tmp_path / results.RESULTS_FILE
     results.write_rows(path, [results.result_row(run, 2, [0.25, 0.75], "node7", valid=False)])
     with open(path, newline="") as f:
@@ -79,8 +125,10 @@ def test_csv_has_ddlb_header_and_pandas_cells(tmp_path):
 
 
 def test_output_folder_csv_gathers_every_workload(tmp_path):
-    run = one_run(tmp_path, {"primitive": "all_reduce", "message_bytes": 64, "validate": False,
-                             "implementations": {"pytorch": [{}]}})
+    run = one_run(
+        tmp_path,
+        {"primitive": "all_reduce", "message_bytes": 64, "validate": False, "implementations": {"pytorch": [{}]}},
+    )
     for name, t in (("b", 2.0), ("a", 1.0)):
         (tmp_path / name).mkdir()
         results.write_rows(tmp_path / name / results.RESULTS_FILE, [results.result_row(run, 2, [t], "h", None)])
@@ -92,8 +140,7 @@ def test_output_folder_csv_gathers_every_workload(tmp_path):
 
 
 def test_ddlb_output_csv_is_appended_to_with_one_header(tmp_path):
-    run = one_run(tmp_path, {"primitive": "all_reduce", "message_bytes": 64,
-                             "implementations": {"pytorch": [{}]}})
+    run = one_run(tmp_path, {"primitive": "all_reduce", "message_bytes": 64, "implementations": {"pytorch": [{}]}})
     path = tmp_path / "results" / "run.csv"
     results.append_rows(path, [results.result_row(run, 2, [1.0], "h", True)])
     results.append_rows(path, [results.result_row(run, 2, [3.0], "h", False)])
@@ -128,12 +175,24 @@ def sample_sizes(primitive: str) -> dict:
 
 @pytest.mark.parametrize("primitive", PRIMITIVES)
 def test_card_of_every_primitive_passes_the_template_checks(tmp_path, primitive):
-    run = one_run(tmp_path, {"primitive": primitive, **sample_sizes(primitive), "dtype": "bfloat16",
-                             "implementations": {"pytorch": [{"backend": "gloo"}]}}, world_size=4)
+    run = one_run(
+        tmp_path,
+        {
+            "primitive": primitive,
+            **sample_sizes(primitive),
+            "dtype": "bfloat16",
+            "implementations": {"pytorch": [{"backend": "gloo"}]},
+        },
+        world_size=4,
+    )
     card = record_card.build_card(run, 4, CPU_FACTS)
     check_card(card, 4)
     assert card["workload"]["hardware"]["xpu_spec"] == {
-        "type": "CPU", "model": "AMD EPYC 9654", "total_count": 4, "count_per_node": 4}
+        "type": "CPU",
+        "model": "AMD EPYC 9654",
+        "total_count": 4,
+        "count_per_node": 4,
+    }
     executor = card["Model-executor"]
     assert executor["communication_library"] == {"name": "Gloo", "version": None}
     assert executor["framework"]["version"] == "2.13.0"
@@ -142,8 +201,12 @@ def test_card_of_every_primitive_passes_the_template_checks(tmp_path, primitive)
 
 
 def test_card_on_gpus_names_the_device_driver_and_nccl(tmp_path):
-    run = one_run(tmp_path, {"primitive": "tp_columnwise", "m": 64, "n": 32, "k": 16,
-                             "implementations": {"pytorch": [{}]}}, world_size=2, cuda=True)
+    run = one_run(
+        tmp_path,
+        {"primitive": "tp_columnwise", "m": 64, "n": 32, "k": 16, "implementations": {"pytorch": [{}]}},
+        world_size=2,
+        cuda=True,
+    )
     card = record_card.build_card(run, 2, GPU_FACTS)
     check_card(card, 2)
     hw = card["workload"]["hardware"]
@@ -161,10 +224,18 @@ def test_device_model_spelling():
 
 
 def test_config_card_fields_are_merged_and_the_card_flattens(tmp_path):
-    run = one_run(tmp_path, {"primitive": "dp_mlp", "m": 8, "n": 64, "k": 32, "layers": 3,
-                             "card": {"contact": "me@example.org",
-                                      "workload": {"hardware": {"network_topo": {"topology": "nvlink"}}}},
-                             "implementations": {"pytorch": [{"backend": "gloo"}]}})
+    run = one_run(
+        tmp_path,
+        {
+            "primitive": "dp_mlp",
+            "m": 8,
+            "n": 64,
+            "k": 32,
+            "layers": 3,
+            "card": {"contact": "me@example.org", "workload": {"hardware": {"network_topo": {"topology": "nvlink"}}}},
+            "implementations": {"pytorch": [{"backend": "gloo"}]},
+        },
+    )
     card = record_card.build_card(run, 2, CPU_FACTS)
     check_card(card, 2)
     path = record_card.write_card(tmp_path, card)

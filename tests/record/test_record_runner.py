@@ -23,8 +23,9 @@ from cclq.record import CHECK_FILE, RESULT_FILE, results
 from cclq.record.config import expand
 from cclq.record.runner import FAILED_DIR, RECORD_FILE, _finish
 
-needs_torch = pytest.mark.skipif(find_spec("torch") is None,
-                                 reason="torch is not installed (pip install -e '.[record]')")
+needs_torch = pytest.mark.skipif(
+    find_spec("torch") is None, reason="torch is not installed (pip install -e '.[record]')"
+)
 
 
 def cuda_available() -> bool:
@@ -37,15 +38,31 @@ def cuda_available() -> bool:
 # ----------------------------------------------------------------- without torch
 def test_an_invalid_result_is_recorded_as_invalid_not_dropped(tmp_path):
     cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"benchmark": {"primitive": "all_reduce", "message_bytes": 64,
-                                             "implementations": {"pytorch": [{"backend": "gloo"}]}}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "benchmark": {
+                    "primitive": "all_reduce",
+                    "message_bytes": 64,
+                    "implementations": {"pytorch": [{"backend": "gloo"}]},
+                }
+            }
+        )
+    )
     (run,) = expand(cfg, 2)
     scratch = tmp_path / "out" / ".record-x"
     workload = scratch / "x"
     workload.mkdir(parents=True)
     (workload / "kineto_trace_0.json").write_text("{}")
-    facts = {"hostname": "h", "torch": "2.13.0", "cpu_model": "cpu", "cuda": None, "gpu_name": None,
-             "gpu_count": 0, "nccl": None}
+    facts = {
+        "hostname": "h",
+        "torch": "2.13.0",
+        "cpu_model": "cpu",
+        "cuda": None,
+        "gpu_name": None,
+        "gpu_count": 0,
+        "nccl": None,
+    }
     (scratch / RESULT_FILE).write_text(json.dumps({"times_ms": [1.0, 3.0], "facts": facts}))
     (scratch / CHECK_FILE.format(rank=0)).write_text(json.dumps({"rank": 0, "problem": None}))
     (scratch / CHECK_FILE.format(rank=1)).write_text(json.dumps({"rank": 1, "problem": "all_reduce: 1 of 16 differ"}))
@@ -85,7 +102,9 @@ def test_cclq_help_does_not_import_torch():
 TINY = {
     "benchmark": {
         "primitive": "tp_columnwise",
-        "m": [64, 128], "n": 32, "k": 16,
+        "m": [64, 128],
+        "n": 32,
+        "k": 16,
         "dtype": "float32",
         "validate": True,
         "num_iterations": 5,
@@ -116,14 +135,22 @@ def recorded(tmp_path_factory):
     out, wh = root / "out", root / "wh"
     rec = run_cli("record", str(cfg), "-o", str(out), "--nproc", "2", "-f", "csv")
     ingest = run_cli("ingest", str(out), "-w", str(wh), "-q")
-    return {"out": out, "wh": wh, "record": rec, "ingest": ingest,
-            "rows": list(csv.DictReader(io.StringIO(rec.stdout)))}
+    return {
+        "out": out,
+        "wh": wh,
+        "record": rec,
+        "ingest": ingest,
+        "rows": list(csv.DictReader(io.StringIO(rec.stdout))),
+    }
 
 
 def gloo_folders(recorded) -> dict[str, tuple[int, str]]:
     """workload -> (m, order) of the four gloo configurations."""
-    return {f"tp_columnwise-pytorch-gloo-{order}-cpu-m{m}-n32-k16-float32-np2": (m, order)
-            for m in (64, 128) for order in ("AG_before", "AG_after")}
+    return {
+        f"tp_columnwise-pytorch-gloo-{order}-cpu-m{m}-n32-k16-float32-np2": (m, order)
+        for m in (64, 128)
+        for order in ("AG_before", "AG_after")
+    }
 
 
 @pytest.mark.slow
@@ -153,7 +180,12 @@ def test_each_configuration_is_a_complete_workload_folder(recorded):
     for name, (m, order) in gloo_folders(recorded).items():
         folder = out / name
         assert sorted(p.name for p in folder.iterdir()) == [
-            "ddlb_results.csv", "kineto_trace_0.json", "kineto_trace_1.json", "record.yaml", "workload_card.yaml"]
+            "ddlb_results.csv",
+            "kineto_trace_0.json",
+            "kineto_trace_1.json",
+            "record.yaml",
+            "workload_card.yaml",
+        ]
         (row,) = results.read_rows(folder / "ddlb_results.csv")
         assert row["implementation"] == f"pytorch (backend=gloo, order={order}, device=cpu)"
         assert (row["m"], row["n"], row["k"], row["world_size"], row["valid"]) == (str(m), "32", "16", "2", "True")
@@ -171,12 +203,20 @@ def test_ingest_takes_the_output_whole_with_the_cards(recorded):
     traces = {r["trace"]: r for r in sql(recorded["wh"], "SELECT trace, world_size, ranks_seen FROM traces")}
     for name in gloo_folders(recorded):
         assert (traces[name]["world_size"], traces[name]["ranks_seen"]) == ("2", "2")
-    cards = sql(recorded["wh"], "SELECT trace, total_count, tp, phase, precision, iteration, comm_library, "
-                                "hardware_type FROM cards")
+    cards = sql(
+        recorded["wh"],
+        "SELECT trace, total_count, tp, phase, precision, iteration, comm_library, hardware_type FROM cards",
+    )
     for card in cards:
         if card["trace"] in gloo_folders(recorded):
-            assert (card["total_count"], card["tp"], card["precision"], card["iteration"], card["comm_library"],
-                    card["hardware_type"]) == ("2", "2", "fp32", str(ITERATIONS), "Gloo", "CPU")
+            assert (
+                card["total_count"],
+                card["tp"],
+                card["precision"],
+                card["iteration"],
+                card["comm_library"],
+                card["hardware_type"],
+            ) == ("2", "2", "fp32", str(ITERATIONS), "Gloo", "CPU")
 
 
 @pytest.mark.slow
@@ -191,8 +231,9 @@ def test_collectives_per_step_match_the_config(recorded):
     assert {float(r["value"]) for r in per_step} == {1.0}
     assert {int(r["step"]) for r in per_step} == set(range(WARMUPS, WARMUPS + ITERATIONS))
 
-    msgs = sql(recorded["wh"], "SELECT trace, rank, step, role, coll_type, bytes, group_size "
-                               "FROM cpu_collective_messages")
+    msgs = sql(
+        recorded["wh"], "SELECT trace, rank, step, role, coll_type, bytes, group_size FROM cpu_collective_messages"
+    )
     for name, (m, order) in gloo_folders(recorded).items():
         mine = [r for r in msgs if r["trace"] == name]
         # the gathered tensor: A (m x k) before the GEMM, C (m x n) after it
@@ -201,16 +242,20 @@ def test_collectives_per_step_match_the_config(recorded):
             rows = [r for r in mine if r["role"] == role]
             assert len(rows) == 2 * ITERATIONS, (name, role)
             assert {(r["coll_type"], r["bytes"], r["group_size"]) for r in rows} == {
-                ("all_gather", str(expected), "2")}, (name, role)
+                ("all_gather", str(expected), "2")
+            }, (name, role)
             assert {(r["rank"], r["step"]) for r in rows} == {
-                (str(rank), str(step)) for rank in range(2) for step in range(WARMUPS, WARMUPS + ITERATIONS)}
+                (str(rank), str(step)) for rank in range(2) for step in range(WARMUPS, WARMUPS + ITERATIONS)
+            }
 
 
 @pytest.mark.slow
 @needs_torch
 def test_results_csv_agrees_with_the_step_times_in_the_traces(recorded):
-    steps = sql(recorded["wh"], "SELECT trace, step, max(dur_ns) AS slowest_ns FROM steps "
-                                "GROUP BY trace, step ORDER BY trace, step")
+    steps = sql(
+        recorded["wh"],
+        "SELECT trace, step, max(dur_ns) AS slowest_ns FROM steps GROUP BY trace, step ORDER BY trace, step",
+    )
     for name in gloo_folders(recorded):
         folder = recorded["out"] / name
         times = yaml.safe_load((folder / "record.yaml").read_text())["times_ms"]  # per iteration, MAX over ranks
@@ -232,10 +277,20 @@ def test_results_csv_agrees_with_the_step_times_in_the_traces(recorded):
 def test_a_failing_rank_is_reported_and_the_next_configuration_runs(tmp_path):
     # 2**44 bytes cannot be allocated (the allocator refuses at once); 4096 can
     cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"benchmark": {"primitive": "all_reduce", "message_bytes": [2**44, 4096],
-                                             "num_iterations": 2, "num_warmups": 1,
-                                             "output_csv": str(tmp_path / "ddlb" / "ar_{timestamp}.csv"),
-                                             "implementations": {"pytorch": [{"backend": "gloo"}]}}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "benchmark": {
+                    "primitive": "all_reduce",
+                    "message_bytes": [2**44, 4096],
+                    "num_iterations": 2,
+                    "num_warmups": 1,
+                    "output_csv": str(tmp_path / "ddlb" / "ar_{timestamp}.csv"),
+                    "implementations": {"pytorch": [{"backend": "gloo"}]},
+                }
+            }
+        )
+    )
     out = tmp_path / "out"
     rec = run_cli("record", str(cfg), "-o", str(out), "--nproc", "1", "-f", "json")
     assert rec.returncode == 1
@@ -255,8 +310,17 @@ def test_a_failing_rank_is_reported_and_the_next_configuration_runs(tmp_path):
 @needs_torch
 def test_a_configuration_past_its_timeout_is_stopped(tmp_path):
     cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"benchmark": {"primitive": "all_reduce", "message_bytes": 64,
-                                             "implementations": {"pytorch": [{"backend": "gloo"}]}}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "benchmark": {
+                    "primitive": "all_reduce",
+                    "message_bytes": 64,
+                    "implementations": {"pytorch": [{"backend": "gloo"}]},
+                }
+            }
+        )
+    )
     out = tmp_path / "out"
     # one second does not even start a rank (importing torch takes longer)
     rec = run_cli("record", str(cfg), "-o", str(out), "--nproc", "2", "--timeout", "1", "-f", "json")
@@ -272,10 +336,25 @@ def test_dp_mlp_all_reduces_one_bucket_at_a_time(tmp_path):
     m, n, k, layers = 4, 64, 32, 2
     bucket_mb = 0.01  # 10485.76 bytes
     cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"benchmark": {
-        "primitive": "dp_mlp", "m": m, "n": n, "k": k, "layers": layers, "num_iterations": 2, "num_warmups": 1,
-        "barrier_at_each_iteration": False,
-        "implementations": {"pytorch": [{"backend": "gloo", "bucket_mb": bucket_mb, "overlap": [True, False]}]}}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "benchmark": {
+                    "primitive": "dp_mlp",
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "layers": layers,
+                    "num_iterations": 2,
+                    "num_warmups": 1,
+                    "barrier_at_each_iteration": False,
+                    "implementations": {
+                        "pytorch": [{"backend": "gloo", "bucket_mb": bucket_mb, "overlap": [True, False]}]
+                    },
+                }
+            }
+        )
+    )
     out, wh = tmp_path / "out", tmp_path / "wh"
     rec = run_cli("record", str(cfg), "-o", str(out), "--nproc", "2", "-f", "json")
     assert rec.returncode == 0, rec.stderr
@@ -293,8 +372,11 @@ def test_dp_mlp_all_reduces_one_bucket_at_a_time(tmp_path):
     if current:
         buckets.append(current)
     assert buckets == [(n + n * n) * 4, (n + n * k) * 4]
-    msgs = sql(wh, "SELECT trace, rank, step, bytes FROM cpu_collective_messages "
-                   "WHERE role = 'backend' AND coll_type = 'all_reduce' ORDER BY trace, rank, step, ts_ns")
+    msgs = sql(
+        wh,
+        "SELECT trace, rank, step, bytes FROM cpu_collective_messages "
+        "WHERE role = 'backend' AND coll_type = 'all_reduce' ORDER BY trace, rank, step, ts_ns",
+    )
     for trace in {r["trace"] for r in msgs}:
         for rank in ("0", "1"):
             for step in ("1", "2"):

@@ -63,8 +63,7 @@ def test_ingest_compacts_traces_of_many_small_files_and_no_metric_moves(tmp_path
     monkeypatch.undo()
     # a's 4 rank files become one; b's 2 stay, under MIN_FILES (4)
     assert _data_files(plain) == 6 and _data_files(compacted) == 3
-    assert [(c.trace, c.files_before, c.files_after) for c in report.compacted if c.table == "events"] == [
-        ("a", 4, 1)]
+    assert [(c.trace, c.files_before, c.files_after) for c in report.compacted if c.table == "events"] == [("a", 4, 1)]
     # small files parsed in groups: one data file per trace from the start, nothing to compact
     report = run_ingest([tmp_path / "in"], grouped, jobs=2)
     assert _data_files(grouped) == 2 and report.compacted == []
@@ -94,11 +93,15 @@ def test_a_changed_file_of_a_compacted_trace_leaves_no_old_rows(tmp_path, wh):
     report = run_ingest([root], wh)
     assert sorted(o.status for o in report.outcomes) == ["ingested", "removed", "unchanged", "unchanged"]
     assert query(wh, "SELECT rank, count(*), sum(dur_ns) FROM kernels GROUP BY rank ORDER BY rank") == [
-        (0, 1, 1_000), (1, 1, 2_000), (2, 3, 21_000)]
+        (0, 1, 1_000),
+        (1, 1, 2_000),
+        (2, 3, 21_000),
+    ]
     # and the data files on disk are exactly the snapshot's
     on_disk = sorted(p.relative_to(wh.root).as_posix() for p in (wh.root / "events").rglob("*.parquet"))
-    assert on_disk == [p for (p,) in query(wh, "SELECT DISTINCT path FROM parts WHERE table_name = 'events' "
-                                                "ORDER BY path")]
+    assert on_disk == [
+        p for (p,) in query(wh, "SELECT DISTINCT path FROM parts WHERE table_name = 'events' ORDER BY path")
+    ]
 
 
 def test_a_reader_keeps_its_files_while_a_compaction_commits(tmp_path, wh, monkeypatch):
@@ -113,8 +116,10 @@ def test_a_reader_keeps_its_files_while_a_compaction_commits(tmp_path, wh, monke
     assert result.stdout.splitlines()[0] == "trace,table,files_before,files_after,rows"
     assert _data_files(wh) == 2
     # the old snapshot's files are still there for the open connection
-    assert reader.execute("SELECT trace, count(*), sum(dur_ns) FROM events GROUP BY trace ORDER BY trace"
-                          ).fetchall() == before
+    assert (
+        reader.execute("SELECT trace, count(*), sum(dur_ns) FROM events GROUP BY trace ORDER BY trace").fetchall()
+        == before
+    )
     assert query(wh, "SELECT trace, count(*), sum(dur_ns) FROM events GROUP BY trace ORDER BY trace") == before
     nothing = run_cli("compact", "-w", str(wh.root))
     assert nothing.returncode == 0 and "nothing to compact" in nothing.stderr
@@ -147,8 +152,9 @@ def test_compaction_in_two_processes_writes_what_one_process_writes(tmp_path, mo
     monkeypatch.undo()
     serial = compaction.compact(one, jobs=1)
     parallel = compaction.compact(two, jobs=2)
-    assert [(c.trace, c.files_before, c.files_after, c.rows) for c in serial] == \
-           [(c.trace, c.files_before, c.files_after, c.rows) for c in parallel]
+    assert [(c.trace, c.files_before, c.files_after, c.rows) for c in serial] == [
+        (c.trace, c.files_before, c.files_after, c.rows) for c in parallel
+    ]
     assert {c.trace for c in parallel} == {"a", "b"}  # two groups: the pool's path
     assert _data_files(one) == _data_files(two) == 2
     rows = "SELECT * EXCLUDE (file_id) FROM events ORDER BY trace, rank, event_idx"

@@ -23,8 +23,9 @@ def _record(monkeypatch) -> list[tuple[str, str, str | None]]:
         real_fsync(fd)
 
     def replace(src, dst) -> None:
-        events.append(("replace", os.path.realpath(src), os.path.realpath(os.path.dirname(dst)) + "/"
-                       + os.path.basename(dst)))
+        events.append(
+            ("replace", os.path.realpath(src), os.path.realpath(os.path.dirname(dst)) + "/" + os.path.basename(dst))
+        )
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "fsync", fsync)

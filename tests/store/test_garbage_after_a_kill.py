@@ -71,14 +71,14 @@ def four_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
 
 
 @pytest.mark.parametrize("moment", ["after_commit", "before_snapshot", "before_current"])
-def test_the_next_writer_sweeps_what_a_killed_compact_left_but_not_a_readers_files(four_files: Warehouse,
-                                                                                   moment: str):
+def test_the_next_writer_sweeps_what_a_killed_compact_left_but_not_a_readers_files(four_files: Warehouse, moment: str):
     wh = four_files
     reader = wh.open_snapshot()  # a query running through all of it
     held = _named(wh, reader)
     assert held == _event_files(wh)
-    killed = subprocess.run([sys.executable, "-c", _KILLED_COMPACT, str(wh.root), moment], capture_output=True,
-                            text=True, timeout=120)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_COMPACT, str(wh.root), moment], capture_output=True, text=True, timeout=120
+    )
     assert killed.returncode == -9, killed.stderr
     left = _event_files(wh)
     assert len(left) == 5  # the 4 files and the compacted one

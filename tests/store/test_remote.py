@@ -71,8 +71,11 @@ def _cli_env(env: dict[str, str]) -> dict[str, str]:
 
 # --------------------------------------------------------------- URLs cclq cannot serve
 def test_unknown_scheme_is_a_usage_error_and_makes_no_folder(tmp_path: Path) -> None:
-    for args in (["traces", "-w", "gs://bucket/wh"], ["ingest", "gs://bucket/traces", "-w", str(tmp_path / "w")],
-                 ["ingest", str(tmp_path), "-w", "az://c/wh"]):
+    for args in (
+        ["traces", "-w", "gs://bucket/wh"],
+        ["ingest", "gs://bucket/traces", "-w", str(tmp_path / "w")],
+        ["ingest", str(tmp_path), "-w", "az://c/wh"],
+    ):
         r = run_cclq(*args, cwd=tmp_path)
         assert r.returncode == 2, r.stderr
         lines = [x for x in r.stderr.splitlines() if x.startswith("cclq: error:")]
@@ -90,8 +93,11 @@ def test_s3_without_s3fs_names_the_extra_and_makes_no_folder(tmp_path: Path) -> 
     env = {"PYTHONPATH": f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     work = tmp_path / "cwd"
     work.mkdir()
-    for args in (["traces", "-w", "s3://wh/cclq"], ["ingest", "s3://bucket/traces", "-w", "s3://wh/cclq"],
-                 ["metric", "total_kernel_time", "--all", "-w", "s3://wh/cclq"]):
+    for args in (
+        ["traces", "-w", "s3://wh/cclq"],
+        ["ingest", "s3://bucket/traces", "-w", "s3://wh/cclq"],
+        ["metric", "total_kernel_time", "--all", "-w", "s3://wh/cclq"],
+    ):
         r = run_cclq(*args, env=env, cwd=work)
         assert r.returncode == 2, r.stderr
         assert "pip install 'cclq[s3]'" in r.stderr, r.stderr
@@ -139,13 +145,18 @@ def test_s3_warehouse_equals_a_local_one(s3: dict[str, str], tmp_path: Path) -> 
     a, b = remote.metrics(), here.metrics()
     assert a.height > 50
     assert _sorted_frame(a.drop("details")).equals(_sorted_frame(b.drop("details")))
-    assert a.sort(["metric", "trace", "rank"], nulls_last=True)["details"].to_list() == \
-        b.sort(["metric", "trace", "rank"], nulls_last=True)["details"].to_list()
+    assert (
+        a.sort(["metric", "trace", "rank"], nulls_last=True)["details"].to_list()
+        == b.sort(["metric", "trace", "rank"], nulls_last=True)["details"].to_list()
+    )
     # the CLI's reading commands: the same text as over the local warehouse
-    for args in (["report", "hta_alexnet", "-f", "json"], ["diff", TRACES[0], TRACES[2], "-f", "csv"],
-                 ["traces", "-f", "csv"], ["sql", "SELECT trace, count(*) AS n FROM kernels GROUP BY ALL ORDER BY 1",
-                                           "-f", "csv"],
-                 ["metric", "communication_overlap_ratio", "--all", "--allow-partial", "-f", "csv"]):
+    for args in (
+        ["report", "hta_alexnet", "-f", "json"],
+        ["diff", TRACES[0], TRACES[2], "-f", "csv"],
+        ["traces", "-f", "csv"],
+        ["sql", "SELECT trace, count(*) AS n FROM kernels GROUP BY ALL ORDER BY 1", "-f", "csv"],
+        ["metric", "communication_overlap_ratio", "--all", "--allow-partial", "-f", "csv"],
+    ):
         ra = run_cclq(*args, "-w", url, env=_cli_env(s3))
         rb = run_cclq(*args, "-w", str(tmp_path / "wh"), env=_cli_env(s3))
         assert ra.returncode == rb.returncode == 0, (args, ra.stderr, rb.stderr)
@@ -164,8 +175,17 @@ def test_a_reader_fetches_only_the_traces_it_queries(s3: dict[str, str], tmp_pat
     r = run_cclq("ingest", str(local), "-w", url, "-j", "1", "-q", env=writer)
     assert r.returncode == 0, r.stderr
     reader_cache = tmp_path / "reader-cache"
-    r = run_cclq("metric", "total_kernel_time", "-t", "hta_alexnet", "-w", url, "-f", "csv",
-                 env={**_cli_env(s3), "CCLQ_REMOTE_CACHE": str(reader_cache)})
+    r = run_cclq(
+        "metric",
+        "total_kernel_time",
+        "-t",
+        "hta_alexnet",
+        "-w",
+        url,
+        "-f",
+        "csv",
+        env={**_cli_env(s3), "CCLQ_REMOTE_CACHE": str(reader_cache)},
+    )
     assert r.returncode == 0, r.stderr
     fetched = {p.parent.name for p in reader_cache.rglob("*.parquet") if p.parent.name.startswith("trace=")}
     assert fetched == {"trace=hta_alexnet"}, fetched
@@ -186,14 +206,20 @@ def test_a_warm_reader_reads_current_without_importing_s3fs(s3: dict[str, str], 
     assert cold.returncode == 0, cold.stderr
 
     def warm() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-X", "importtime", "-c", "from cclq.cli.app import main; main()",
-                               *args], capture_output=True, text=True, env={**os.environ, **reader}, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "from cclq.cli.app import main; main()", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **reader},
+            timeout=300,
+        )
 
     again = warm()
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout == cold.stdout
-    imported = {line.rsplit("|", 1)[-1].strip() for line in again.stderr.splitlines()
-                if line.startswith("import time:")}
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in again.stderr.splitlines() if line.startswith("import time:")
+    }
     assert "botocore" in imported and not {"s3fs", "aiobotocore", "aiohttp"} & imported
 
     r = run_cclq("ingest", str(local / TRACES[1]), "-w", url, "-j", "1", "-q", env=writer)
@@ -243,8 +269,9 @@ def test_reingest_from_s3_skips_unchanged_objects(s3: dict[str, str], tmp_path: 
 
 
 # --------------------------------------------------------------------- two writers
-def test_a_writer_that_lost_the_race_is_told_and_loses_nothing(s3: dict[str, str], tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_writer_that_lost_the_race_is_told_and_loses_nothing(
+    s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Writer B starts, writer A commits while B parses, B's swap of CURRENT fails its
     If-Match: B is told to run again, A's commit stands, and B's rerun adds its trace."""
     from cclq.ingest.report import SilentReporter
@@ -281,8 +308,10 @@ def test_two_concurrent_ingests_one_commits_the_other_is_told(s3: dict[str, str]
     local = _local_copy(tmp_path, TRACES[:2])
     url = f"s3://{s3['BUCKET']}/wh"
     envs = [{**_cli_env(s3), "CCLQ_REMOTE_CACHE": str(tmp_path / f"cache-{i}")} for i in range(2)]
-    procs = [start_cclq("ingest", str(local / name), "-w", url, "-j", "1", "-q", env=env)
-             for name, env in zip(TRACES[:2], envs)]
+    procs = [
+        start_cclq("ingest", str(local / name), "-w", url, "-j", "1", "-q", env=env)
+        for name, env in zip(TRACES[:2], envs)
+    ]
     results = [(p.wait(timeout=300), p.stderr.read() if p.stderr else "") for p in procs]
     for (rc, err), name, env in zip(results, TRACES[:2], envs):
         if rc != 0:
@@ -307,13 +336,23 @@ def test_kill_9_during_upload_or_commit_leaves_a_whole_snapshot(s3: dict[str, st
     env = _cli_env(s3)
     r = run_cclq("ingest", str(local / TRACES[1]), "-w", url, "-j", "1", "-q", env=env)
     assert r.returncode == 0, r.stderr
-    before = run_cclq("sql", "SELECT trace, count(*) FROM events GROUP BY ALL ORDER BY 1", "-f", "csv", "-w", url,
-                      env=env).stdout
+    before = run_cclq(
+        "sql", "SELECT trace, count(*) FROM events GROUP BY ALL ORDER BY 1", "-f", "csv", "-w", url, env=env
+    ).stdout
     store = ObjectStore(url)
     killed = 0
     for delay in (0.3, 0.8, 1.3, 1.8, 2.5, 3.5):
-        p = start_cclq("ingest", str(local), "-w", url, "-j", "1", "-q", "--force",
-                       env={**env, "CCLQ_REMOTE_CACHE": str(tmp_path / f"killed-{delay}")})
+        p = start_cclq(
+            "ingest",
+            str(local),
+            "-w",
+            url,
+            "-j",
+            "1",
+            "-q",
+            "--force",
+            env={**env, "CCLQ_REMOTE_CACHE": str(tmp_path / f"killed-{delay}")},
+        )
         time.sleep(delay)
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
@@ -329,17 +368,26 @@ def test_kill_9_during_upload_or_commit_leaves_a_whole_snapshot(s3: dict[str, st
         store.download([(f"catalog/{snap}/parts.parquet", parts)])
         named = set(pq.read_table(parts).column("path").to_pylist())
         assert named <= set(objects), named - set(objects)
-        now = run_cclq("sql", "SELECT trace, count(*) FROM events GROUP BY ALL ORDER BY 1", "-f", "csv",
-                       "-w", url, env={**env, "CCLQ_REMOTE_CACHE": str(tmp_path / f"reader-{delay}")})
+        now = run_cclq(
+            "sql",
+            "SELECT trace, count(*) FROM events GROUP BY ALL ORDER BY 1",
+            "-f",
+            "csv",
+            "-w",
+            url,
+            env={**env, "CCLQ_REMOTE_CACHE": str(tmp_path / f"reader-{delay}")},
+        )
         assert now.returncode == 0, now.stderr
-        assert now.stdout == before or sorted(line.split(",")[0] for line in now.stdout.splitlines()[1:]) == \
-            sorted(TRACES), now.stdout
+        assert now.stdout == before or sorted(line.split(",")[0] for line in now.stdout.splitlines()[1:]) == sorted(
+            TRACES
+        ), now.stdout
     assert killed >= 1
 
 
 # ------------------------------------------------------------------------- garbage
-def test_garbage_is_collected_after_its_grace_period_only(s3: dict[str, str], tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_garbage_is_collected_after_its_grace_period_only(
+    s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cclq.ingest.run import ingest
     from cclq.store.objects import ObjectStore
     from cclq.store.remote import RemoteWarehouse, data_file_name
@@ -383,8 +431,7 @@ def test_trace_analysis_and_workspace_take_s3_urls(s3: dict[str, str], tmp_path:
     local = _local_copy(tmp_path, TRACES[:1])
     bucket = s3["BUCKET"]
     upload_tree(s3["AWS_ENDPOINT_URL"], local, f"s3://{bucket}/traces")
-    remote = cclq.TraceAnalysis(trace_dir=f"s3://{bucket}/traces/{TRACES[0]}", warehouse=f"s3://{bucket}/wh",
-                                jobs=1)
+    remote = cclq.TraceAnalysis(trace_dir=f"s3://{bucket}/traces/{TRACES[0]}", warehouse=f"s3://{bucket}/wh", jobs=1)
     here = cclq.TraceAnalysis(trace_dir=str(local / TRACES[0]), warehouse=tmp_path / "wh", jobs=1)
     a, b = remote.get_temporal_breakdown(visualize=False), here.get_temporal_breakdown(visualize=False)
     assert a.equals(b)
@@ -392,8 +439,7 @@ def test_trace_analysis_and_workspace_take_s3_urls(s3: dict[str, str], tmp_path:
 
 
 def test_dask_with_a_url_is_refused_in_one_line(s3: dict[str, str], tmp_path: Path) -> None:
-    r = run_cclq("ingest", str(tmp_path), "-w", f"s3://{s3['BUCKET']}/wh", "--dask", "local:1",
-                 env=_cli_env(s3))
+    r = run_cclq("ingest", str(tmp_path), "-w", f"s3://{s3['BUCKET']}/wh", "--dask", "local:1", env=_cli_env(s3))
     assert r.returncode == 2 and "--dask" in r.stderr, r.stderr
 
 
@@ -411,22 +457,45 @@ def test_ccl_bench_call_and_shell_on_an_s3_warehouse(s3: dict[str, str], tmp_pat
     call = [sys.executable, "-m", "cclq.main", "--trace", str(local / TRACES[0]), "--metric", "total_kernel_time"]
     env = {**os.environ, **_cli_env(s3), "CCLQ_DAEMON": "0"}
     a = subprocess.run([*call, "--warehouse", url], capture_output=True, text=True, env=env, timeout=300)
-    b = subprocess.run([*call, "--warehouse", str(tmp_path / "wh")], capture_output=True, text=True, env=env,
-                       timeout=300)
+    b = subprocess.run(
+        [*call, "--warehouse", str(tmp_path / "wh")], capture_output=True, text=True, env=env, timeout=300
+    )
     assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
     assert a.stdout.splitlines()[-1] == b.stdout.splitlines()[-1] != "nan"
     if shutil.which("duckdb") is None:
         pytest.skip("no duckdb CLI for `cclq shell`")
-    r = subprocess.run([sys.executable, "-m", "cclq", "shell", "-w", url], input="SELECT count(*) FROM kernels;\n",
-                       capture_output=True, text=True, env=env, timeout=120)
-    n = subprocess.run([sys.executable, "-m", "cclq", "sql", "SELECT count(*) AS n FROM kernels", "-f", "csv",
-                        "-w", str(tmp_path / "wh")], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "cclq", "shell", "-w", url],
+        input="SELECT count(*) FROM kernels;\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    n = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cclq",
+            "sql",
+            "SELECT count(*) AS n FROM kernels",
+            "-f",
+            "csv",
+            "-w",
+            str(tmp_path / "wh"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert n.stdout.splitlines()[-1] in r.stdout
 
 
-def test_the_read_through_cache_is_bounded_and_safe_to_delete(s3: dict[str, str], tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_read_through_cache_is_bounded_and_safe_to_delete(
+    s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Past $CCLQ_REMOTE_CACHE_MB a reader drops the copies the current snapshot does not
     name (a re-ingest replaced them); deleting the whole cache changes no answer."""
     import shutil
@@ -460,13 +529,26 @@ def test_one_object_url_is_ingested_as_a_file(s3: dict[str, str], tmp_path: Path
     bucket = s3["BUCKET"]
     upload_tree(s3["AWS_ENDPOINT_URL"], local, f"s3://{bucket}/traces")
     (name,) = [p.name for p in (local / TRACES[1]).glob("*.json.gz")]
-    r = run_cclq("ingest", f"s3://{bucket}/traces/{TRACES[1]}/{name}", "-w", str(tmp_path / "wh"), "-q", "-j", "1",
-                 env=_cli_env(s3))
+    r = run_cclq(
+        "ingest",
+        f"s3://{bucket}/traces/{TRACES[1]}/{name}",
+        "-w",
+        str(tmp_path / "wh"),
+        "-q",
+        "-j",
+        "1",
+        env=_cli_env(s3),
+    )
     assert r.returncode == 0, r.stderr
     r = run_cclq("sql", "SELECT count(*) AS n FROM events", "-f", "csv", "-w", str(tmp_path / "wh"), env=_cli_env(s3))
-    here = run_cclq("ingest", str(local / TRACES[1] / name), "-w", str(tmp_path / "wh2"), "-q", "-j", "1",
-                    env=_cli_env(s3))
+    here = run_cclq(
+        "ingest", str(local / TRACES[1] / name), "-w", str(tmp_path / "wh2"), "-q", "-j", "1", env=_cli_env(s3)
+    )
     assert here.returncode == 0, here.stderr
-    assert r.stdout == run_cclq("sql", "SELECT count(*) AS n FROM events", "-f", "csv", "-w", str(tmp_path / "wh2"),
-                                env=_cli_env(s3)).stdout
+    assert (
+        r.stdout
+        == run_cclq(
+            "sql", "SELECT count(*) AS n FROM events", "-f", "csv", "-w", str(tmp_path / "wh2"), env=_cli_env(s3)
+        ).stdout
+    )
     assert int(r.stdout.splitlines()[-1]) > 0

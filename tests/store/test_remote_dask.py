@@ -33,8 +33,7 @@ METRICS = ["communication_overlap_ratio", "hta_kernel_breakdown"]
 
 def _start(args: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def _close(a: object, b: object) -> bool:
@@ -81,8 +80,11 @@ def test_metric_on_dask_workers_that_share_only_the_bucket(tmp_path: Path) -> No
     with moto_server(tmp_path / "moto.log") as endpoint:
         make_bucket(endpoint, "dask-wh")
         url = "s3://dask-wh/wh"
-        env = {**os.environ, **s3_env(endpoint, tmp_path / "client-cache"),
-               "CCLQ_CACHE_DIR": str(tmp_path / "client-user-cache")}
+        env = {
+            **os.environ,
+            **s3_env(endpoint, tmp_path / "client-cache"),
+            "CCLQ_CACHE_DIR": str(tmp_path / "client-user-cache"),
+        }
         r = run_cclq("ingest", str(local), "-w", url, "-j", "1", "-q", env=env)
         assert r.returncode == 0, r.stderr
         try:
@@ -90,18 +92,42 @@ def test_metric_on_dask_workers_that_share_only_the_bucket(tmp_path: Path) -> No
             address = f"tcp://127.0.0.1:{port}"
             sched_dir = tmp_path / "scheduler"
             sched_dir.mkdir()
-            procs.append(_start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                 "--no-dashboard"], sched_dir, env, tmp_path / "scheduler.log"))
+            procs.append(
+                _start(
+                    ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                    sched_dir,
+                    env,
+                    tmp_path / "scheduler.log",
+                )
+            )
             caches = []
             for i in range(2):
                 home = tmp_path / f"worker-{i}"  # its own folder, cache and nothing else shared
                 home.mkdir()
                 caches.append(home / "cache")
-                wenv = {**env, "CCLQ_REMOTE_CACHE": str(home / "cache"), "CCLQ_CACHE_DIR": str(home / "user-cache"),
-                        "TMPDIR": str(home)}
-                procs.append(_start(["distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
-                                     "--no-dashboard", "--local-directory", str(home)], home, wenv,
-                                    tmp_path / f"worker-{i}.log"))
+                wenv = {
+                    **env,
+                    "CCLQ_REMOTE_CACHE": str(home / "cache"),
+                    "CCLQ_CACHE_DIR": str(home / "user-cache"),
+                    "TMPDIR": str(home),
+                }
+                procs.append(
+                    _start(
+                        [
+                            "distributed.cli.dask_worker",
+                            address,
+                            "--nthreads",
+                            "1",
+                            "--no-nanny",
+                            "--no-dashboard",
+                            "--local-directory",
+                            str(home),
+                        ],
+                        home,
+                        wenv,
+                        tmp_path / f"worker-{i}.log",
+                    )
+                )
             _wait_for_workers(address, 2, env)
             args = ["metric", *METRICS, "--all", "--allow-partial", "--no-cache", "-f", "csv", "-w", url]
             job = start_cclq(*args, "--dask", address, env=env)

@@ -64,8 +64,11 @@ def test_a_warehouse_from_before_the_marker_is_adopted(tmp_path):
 def test_garbage_collection_deletes_only_data_files_by_cclq_names(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     run_ingest([_inputs(tmp_path)], wh)
-    foreign = [wh.root / "notes" / "keep.parquet", wh.root / "events" / "keep.parquet",
-               wh.root / "events" / "trace=w" / "copied-by-hand.parquet"]
+    foreign = [
+        wh.root / "notes" / "keep.parquet",
+        wh.root / "events" / "keep.parquet",
+        wh.root / "events" / "trace=w" / "copied-by-hand.parquet",
+    ]
     for path in foreign:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"PAR1")

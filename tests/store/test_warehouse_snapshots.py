@@ -29,7 +29,9 @@ def test_a_named_snapshot_is_read_after_later_commits_while_it_is_held(tmp_path,
     assert wh.current_id() != pinned
     worker = connect(wh, snapshot_id=pinned)
     assert worker.execute("SELECT trace, rank, count(*) FROM events GROUP BY ALL ORDER BY ALL").fetchall() == [
-        ("a", 0, 1), ("a", 1, 2)]
+        ("a", 0, 1),
+        ("a", 1, 2),
+    ]
     assert worker.execute("SELECT count(*) FROM files").fetchall() == [(2,)]
     current = connect(wh)
     assert current.execute("SELECT count(DISTINCT trace) FROM files").fetchall() == [(2,)]
@@ -81,6 +83,7 @@ def test_a_snapshot_moved_away_before_it_was_locked_is_not_read(tmp_path, wh, mo
                     (wh.root / "CURRENT").write_text(new + "\n")
                 held.rename(held.with_name(".nfs000000001"))
             return real(fd, operation, root)
+
         return flock
 
     monkeypatch.setattr(warehouse_module, "_flock", race(commit=True))

@@ -72,8 +72,17 @@ COLUMN_KIND_OF = dict(PROMOTED_COLUMNS)
 class Builder:
     """Turns decoded chunks into record batches by the rules of ``cclq.formats.chrome.events``."""
 
-    def __init__(self, file_id: str, base: int, result: ReadResult, sink: BatchSink, batch_rows: int,
-                 limits: ReadLimits, depth: int, pairs: bool = True) -> None:
+    def __init__(
+        self,
+        file_id: str,
+        base: int,
+        result: ReadResult,
+        sink: BatchSink,
+        batch_rows: int,
+        limits: ReadLimits,
+        depth: int,
+        pairs: bool = True,
+    ) -> None:
         self.limits = limits
         self.depth = depth  # the depth of an event (see ijson_reader.event_depth)
         self.value_levels = limits.max_depth - depth  # nesting an event's values may have within the bounds
@@ -172,8 +181,7 @@ class Builder:
         self._check_durs(ts_total, dur_ns, dur_bad, keep, drop)
 
         rows = None if all(keep) else [i for i in range(m) if keep[i]]
-        batch = self._columns(m, index, ph, cat, name, pid, tid, ts_total, dur_ns, fid, bp, sc, args, rows,
-                              chunk.text)
+        batch = self._columns(m, index, ph, cat, name, pid, tid, ts_total, dur_ns, fid, bp, sc, args, rows, chunk.text)
         if rows is not None:
             batch = batch.filter(pa.array(keep, pa.bool_()))
         if pairs:
@@ -237,9 +245,17 @@ class Builder:
             raise FallbackToIjson(f"an entry that does not decode ({e})") from None
         return {i for i in rows if generic[i if where is None else where[i]] == {}}
 
-    def _begin_end(self, ph: Sequence[Any], pid: Sequence[Any], tid: Sequence[Any], objs: list[Any],
-                   ts: pa.Array, keep: list[bool], first: int, where: list[int] | None
-                   ) -> list[tuple[int, tuple[Any, ...], Any, int, int]]:
+    def _begin_end(
+        self,
+        ph: Sequence[Any],
+        pid: Sequence[Any],
+        tid: Sequence[Any],
+        objs: list[Any],
+        ts: pa.Array,
+        keep: list[bool],
+        first: int,
+        where: list[int] | None,
+    ) -> list[tuple[int, tuple[Any, ...], Any, int, int]]:
         """B/E pairs, in file order: B rows wait on a stack per (pid, tid); an E closes the
         last one. Returns the closed pairs as (E row, B fields, merged args, ts, dur)."""
         ts_list = ts.to_pylist()
@@ -254,7 +270,8 @@ class Builder:
             if p == _B:
                 o = objs[i]
                 self.open_slices.setdefault(key, []).append(
-                    (first + (i if where is None else where[i]), o, ts_list[i], None))
+                    (first + (i if where is None else where[i]), o, ts_list[i], None)
+                )
                 continue
             stack = self.open_slices.get(key)
             if not stack:
@@ -269,12 +286,20 @@ class Builder:
             if e_args and type(e_args) is dict:  # merged as parsed values, as the ijson reader merges
                 b_args = parsed_args(b.args)
                 args = {**b_args, **e_args} if type(b_args) is dict else e_args
-            pairs.append((i, (b_idx, _B, b.cat, b.name, b.pid, b.tid, None, None, b.id, b.bp, b.s), args, b_ts,
-                          ts_list[i] - b_ts))
+            pairs.append(
+                (
+                    i,
+                    (b_idx, _B, b.cat, b.name, b.pid, b.tid, None, None, b.id, b.bp, b.s),
+                    args,
+                    b_ts,
+                    ts_list[i] - b_ts,
+                )
+            )
         return pairs
 
-    def _merge_pairs(self, batch: pa.RecordBatch, keep: list[bool],
-                     pairs: list[tuple[int, tuple[Any, ...], Any, int, int]]) -> pa.RecordBatch:
+    def _merge_pairs(
+        self, batch: pa.RecordBatch, keep: list[bool], pairs: list[tuple[int, tuple[Any, ...], Any, int, int]]
+    ) -> pa.RecordBatch:
         """Puts closed B/E slices where their E was, as the reference reader writes them."""
         b_batch = EventBatch()
         for row, fields, args, b_ts, dur in pairs:
@@ -286,18 +311,35 @@ class Builder:
             return batch
         order = [i for i in range(len(keep)) if keep[i]] + [row for row, *_ in pairs]
         both = pa.Table.from_batches([batch, slices])
-        return both.take(pc.sort_indices(pa.array(order, pa.int64()))).combine_chunks().to_batches()[0] \
-            if both.num_rows else batch
+        return (
+            both.take(pc.sort_indices(pa.array(order, pa.int64()))).combine_chunks().to_batches()[0]
+            if both.num_rows
+            else batch
+        )
 
     def _count_range(self, counts: dict[str, int]) -> None:
         for column, k in counts.items():
             self.out_of_range[column] = self.out_of_range.get(column, 0) + k
 
     # -- columns
-    def _columns(self, m: int, index: pa.Array, ph: Sequence[Any], cat: Sequence[Any], name: Sequence[Any],
-                 pid: Sequence[Any], tid: Sequence[Any], ts: pa.Array, dur: pa.Array, fid: Sequence[Any],
-                 bp: Sequence[Any], sc: Sequence[Any], args: Sequence[msgspec.Raw], rows: list[int] | None,
-                 text: bytes) -> pa.RecordBatch:
+    def _columns(
+        self,
+        m: int,
+        index: pa.Array,
+        ph: Sequence[Any],
+        cat: Sequence[Any],
+        name: Sequence[Any],
+        pid: Sequence[Any],
+        tid: Sequence[Any],
+        ts: pa.Array,
+        dur: pa.Array,
+        fid: Sequence[Any],
+        bp: Sequence[Any],
+        sc: Sequence[Any],
+        args: Sequence[msgspec.Raw],
+        rows: list[int] | None,
+        text: bytes,
+    ) -> pa.RecordBatch:
         args_col, promoted = self._args_columns(args, rows, text)
         cat_col, cat_raw = map_categories(text_array(cat))
         arrays = [
@@ -315,12 +357,15 @@ class Builder:
             text_array(bp),
             text_array(sc),
             args_col,
-        ] + [promoted[column] if column in promoted else pa.nulls(m, KIND_TYPE[kind])
-             for column, kind in PROMOTED_COLUMNS]
+        ] + [
+            promoted[column] if column in promoted else pa.nulls(m, KIND_TYPE[kind])
+            for column, kind in PROMOTED_COLUMNS
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
-    def _args_columns(self, raws: Sequence[msgspec.Raw], rows: list[int] | None, text: bytes
-                      ) -> tuple[pa.Array, dict[str, pa.Array]]:
+    def _args_columns(
+        self, raws: Sequence[msgspec.Raw], rows: list[int] | None, text: bytes
+    ) -> tuple[pa.Array, dict[str, pa.Array]]:
         """The ``args`` column (each event's args as its compact source text; NULL where
         absent or ``null``) and the promoted columns.
 
@@ -338,8 +383,11 @@ class Builder:
         null = pc.or_(pc.equal(lengths, pa.scalar(0, pa.int32())), pc.equal(args_text, NULL_JSON))
         any_null = pc.any(null).as_py()
         args_col = pc.if_else(null, NULL_TEXT, args_text) if any_null else args_text
-        if len(raws) and pc.max(pc.add(pc.count_substring(args_text, "["),
-                                       pc.count_substring(args_text, "{"))).as_py() > self.value_levels:
+        if (
+            len(raws)
+            and pc.max(pc.add(pc.count_substring(args_text, "["), pc.count_substring(args_text, "{"))).as_py()
+            > self.value_levels
+        ):
             scanner = StructureScanner(self.limits, self.depth, offset=0, depth=self.depth - 1)
             scanner.feed(text[1:-1])
             if scanner.violation is not None:
@@ -410,4 +458,3 @@ class Builder:
         self._flush()
         for column, k in self.out_of_range.items():
             self.result.notes[range_note(column)] += k
-

@@ -58,8 +58,9 @@ class Chunk:
 class Chunker:
     """Cuts the decompressed text of one file into decoded chunks of whole events."""
 
-    def __init__(self, source: Source, detected: Detected, limits: ReadLimits, base: int = 0,
-                 use_compiled: bool = False) -> None:
+    def __init__(
+        self, source: Source, detected: Detected, limits: ReadLimits, base: int = 0, use_compiled: bool = False
+    ) -> None:
         self.base_ns = base  # the file's base time, which the C parser adds (and checks)
         self.use_compiled = use_compiled
         self.stream = source.stream
@@ -123,10 +124,10 @@ class Chunker:
         text = buf.decode("utf-8", errors="surrogateescape")
         i = _skip_ws(text, 0)
         if self.array_form:
-            if text[i:i + 1] != "[":
+            if text[i : i + 1] != "[":
                 raise FallbackToIjson("the file does not start with '['")
             return i + 1
-        if text[i:i + 1] != "{":
+        if text[i : i + 1] != "{":
             raise FallbackToIjson("the file does not start with '{'")
         decoder = json.JSONDecoder()
         i += 1
@@ -141,7 +142,7 @@ class Chunker:
             except ValueError:
                 raise _NeedMore from None
             i = _skip_ws(text, i)
-            if text[i:i + 1] != ":":
+            if text[i : i + 1] != ":":
                 raise _NeedMore if i >= len(text) else FallbackToIjson("malformed top-level object")
             i = _skip_ws(text, i + 1)
             if i >= len(text):
@@ -173,8 +174,10 @@ class Chunker:
         shorter than the string and event bounds, with fewer brackets than the depth left,
         cannot exceed one: it is not scanned (the scan's set-up was 1 ms a small file)."""
         limits = self.limits
-        if (len(data) < min(limits.max_string_bytes, limits.max_event_bytes)
-                and depth + data.count(b"[") + data.count(b"{") <= limits.max_depth):
+        if (
+            len(data) < min(limits.max_string_bytes, limits.max_event_bytes)
+            and depth + data.count(b"[") + data.count(b"{") <= limits.max_depth
+        ):
             return
         scanner = StructureScanner(self.limits, self.depth, offset=offset, depth=depth)
         scanner.feed(data)
@@ -193,7 +196,7 @@ class Chunker:
             buf[end] = 0x5D  # ']' over whatever followed the last event
         try:
             with memoryview(buf) as view:
-                return bytes(view[start - 1:end + 1])
+                return bytes(view[start - 1 : end + 1])
         finally:
             if saved is None:
                 del buf[end]
@@ -203,8 +206,9 @@ class Chunker:
     def _decode(self, start: int, end: int) -> tuple[list[Any] | compiled.Parsed, bytes]:
         """Decodes the entries in ``buf[start:end]``; raises ``WrongCut`` for a wrong cut."""
         data = self._bracketed(start, end)
-        entries, _ = decode_chunk(data, self.base + start - 1, self.limits, self.depth, self.levels, self.base_ns,
-                                  self.use_compiled)
+        entries, _ = decode_chunk(
+            data, self.base + start - 1, self.limits, self.depth, self.levels, self.base_ns, self.use_compiled
+        )
         return entries, data
 
     # -- the main loop
@@ -217,7 +221,7 @@ class Chunker:
             self._fill(pos + CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10))
             if pos >= len(self.buf) and self.eof:
                 raise FallbackToIjson("the event array is not closed")
-            if self.buf[pos:pos + 1] == b"]":
+            if self.buf[pos : pos + 1] == b"]":
                 self._finish(pos)
                 return
             if self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10):
@@ -240,8 +244,9 @@ class Chunker:
         while True:
             pos = _GAP.match(self.buf, pos).end()  # type: ignore[union-attr]
             self._fill(pos + CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10))
-            if self.buf[pos:pos + 1] == b"]" or (
-                    self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10)):
+            if self.buf[pos : pos + 1] == b"]" or (
+                self.eof and len(self.buf) - pos <= CHUNK_BYTES + min(CHUNK_BYTES, 64 << 10)
+            ):
                 yield pos
                 return
             search = pos + CHUNK_BYTES
@@ -260,7 +265,7 @@ class Chunker:
     def read_rest(self, pos: int) -> list[Chunk]:
         """The chunks from ``pos`` to the end of the events (the text after them checked)."""
         self._fill(pos + 1)
-        if self.buf[pos:pos + 1] == b"]":
+        if self.buf[pos : pos + 1] == b"]":
             self._finish(pos)
             return []
         chunks, close = self._last_chunk(pos)
@@ -277,7 +282,7 @@ class Chunker:
         self._fill(end + 1024)
         gap = _GAP.match(self.buf, end)
         i = gap.end()  # type: ignore[union-attr]
-        if self.buf[i:i + 1] == b",":
+        if self.buf[i : i + 1] == b",":
             return self._drop_before(i + 1)
         return self._drop_before(i)
 
@@ -344,8 +349,7 @@ class Chunker:
         try:
             return self._decode(start, end)
         except (WrongCut, Undecodable) as e:
-            raise FallbackToIjson(f"the text does not decode where the structural scan says events end ({e})") \
-                from None
+            raise FallbackToIjson(f"the text does not decode where the structural scan says events end ({e})") from None
 
     def _until_close(self, pos: int, close: int) -> list[Chunk]:
         """The entries from ``pos`` up to the array's ']' at ``close``."""
@@ -379,7 +383,7 @@ class Chunker:
         while self._more():
             if len(self.buf) - close > self.limits.max_event_bytes + CHUNK_BYTES:
                 raise FallbackToIjson("more than the event size bound follows the events")
-        rest = bytes(self.buf[close + 1:])
+        rest = bytes(self.buf[close + 1 :])
         self._check_text(rest, self.base + close + 1, 0 if self.array_form else 1)
         stripped = rest.strip(b" \t\r\n")
         if self.array_form:
@@ -409,4 +413,3 @@ def _skip_ws(text: str, i: int) -> int:
     while i < n and text[i] in " \t\r\n":
         i += 1
     return i
-

@@ -25,6 +25,8 @@ def positions(first: int, n: int) -> pa.Array:
     if len(_ARANGE[0]) < n:
         _ARANGE[0] = pa.array(range(max(n, 2 * len(_ARANGE[0]))), pa.int64())
     return pc.add(_ARANGE[0].slice(0, n), pa.scalar(first, pa.int64()))
+
+
 Times = tuple[pa.Array, list[int], list[int]]  # (exact ns, rows without a value, rows unusable)
 
 
@@ -62,6 +64,8 @@ def _ns_from_decimal_text(text: pa.Array) -> pa.Array:
         pass
     thousandths = pc.cast(pc.round(pc.cast(text, _DEC18), ndigits=3, round_mode="half_to_even"), _DEC3_38)
     return pc.cast(pa.Array.from_buffers(_NS_38, len(thousandths), thousandths.buffers()), pa.int64())
+
+
 NULL_TEXT = pa.scalar(None, pa.string())
 
 
@@ -166,7 +170,7 @@ def decode_args(objects: pa.Array) -> list[Any]:
     m = len(objects)
     joined = pc.binary_join_element_wise(objects, _EMPTY_TEXT, _COMMA)
     size = pc.sum(pc.binary_length(joined)).as_py() if m else 0
-    body = memoryview(joined.buffers()[2])[:max(size - 1, 0)] if m else b""
+    body = memoryview(joined.buffers()[2])[: max(size - 1, 0)] if m else b""
     try:
         return GENERIC.decode(b"".join((b"[", body, b"]")))
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
@@ -184,10 +188,11 @@ def canonical_args(args_col: pa.Array, objects: pa.Array, args: list[Any]) -> pa
     object has keys (a key given twice, a nested object, a string holding ``":``)."""
     if not len(args):
         return args_col
-    keys = list(map(len, args)) if set(map(type, args)) == {dict} else \
-        [len(a) if type(a) is dict else 0 for a in args]
-    suspect = pc.or_(pc.match_substring_regex(objects, NUMBER_TO_SPELL),
-                     pc.not_equal(pc.count_substring(objects, _KEY_END), pa.array(keys, pa.int32())))
+    keys = list(map(len, args)) if set(map(type, args)) == {dict} else [len(a) if type(a) is dict else 0 for a in args]
+    suspect = pc.or_(
+        pc.match_substring_regex(objects, NUMBER_TO_SPELL),
+        pc.not_equal(pc.count_substring(objects, _KEY_END), pa.array(keys, pa.int32())),
+    )
     if not pc.any(suspect).as_py():
         return args_col
     texts = args_col.to_pylist()
@@ -217,8 +222,11 @@ def group_by_keys(args: list[Any]) -> dict[tuple[str, ...], list[int]]:
         keys = list(map(tuple, args))
         first: dict[tuple[str, ...], int] = {}
         codes = pa.array(list(map(first.setdefault, keys, range(m))), pa.int64())
-        grouped = pa.table({"code": codes, "row": positions(0, m)}).group_by("code", use_threads=False) \
+        grouped = (
+            pa.table({"code": codes, "row": positions(0, m)})
+            .group_by("code", use_threads=False)
             .aggregate([("row", "list")])
+        )
         for code, idxs in zip(grouped.column("code").to_pylist(), grouped.column("row_list").to_pylist()):
             if keys[code]:
                 groups[keys[code]] = idxs
@@ -234,4 +242,3 @@ def group_by_keys(args: list[Any]) -> dict[tuple[str, ...], list[int]]:
             else:
                 g.append(i)
     return groups
-

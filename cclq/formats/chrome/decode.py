@@ -67,15 +67,15 @@ def _event_struct(levels: int | None) -> type:
     written as it is."""
     value = Any if levels is None else _json_value(levels)
     fields = [(name, msgspec.Raw, _NO_RAW) if name in _RAW_FIELDS else (name, value, None) for name in _FIELDS]
-    return msgspec.defstruct(f"Event{levels}", fields,
-                             forbid_unknown_fields=levels is not None, gc=False)
+    return msgspec.defstruct(f"Event{levels}", fields, forbid_unknown_fields=levels is not None, gc=False)
 
 
 def _entries_of(struct: type, levels: int | None) -> Any:
     """An entry of the event array: an event, or anything else (dropped, counted)."""
     # GenericAlias(list, (t,)) is list[t] for a t built at run time
-    other_list = (list if levels is None
-                  else GenericAlias(list, (_json_value(max(levels - 1, 0)),)) if levels else list[None])
+    other_list = (
+        list if levels is None else GenericAlias(list, (_json_value(max(levels - 1, 0)),)) if levels else list[None]
+    )
     return Union[struct, other_list, str, int, float, bool, None]
 
 
@@ -99,8 +99,9 @@ _FORMAT = msgspec.json.format
 _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
-def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, levels: int, base: int = 0,
-                 use_compiled: bool = False) -> tuple[list[Any] | compiled.Parsed, bool]:
+def decode_chunk(
+    data: bytes, offset: int, limits: ReadLimits, depth: int, levels: int, base: int = 0, use_compiled: bool = False
+) -> tuple[list[Any] | compiled.Parsed, bool]:
     """(entries, whether the slow lane took it) of ``[`` + events + ``]`` starting at
     ``offset`` in the file's text. Raises ``WrongCut`` when the text is cut inside an
     event, ``Undecodable`` for what msgspec refuses, ``FallbackToIjson`` for a bound.
@@ -119,8 +120,9 @@ def decode_chunk(data: bytes, offset: int, limits: ReadLimits, depth: int, level
     """
     if use_compiled:
         try:
-            parsed = compiled.parse(data, limits.max_depth - depth, limits.max_string_bytes, limits.max_event_bytes,
-                                    base)
+            parsed = compiled.parse(
+                data, limits.max_depth - depth, limits.max_string_bytes, limits.max_event_bytes, base
+            )
         except compiled.CutInsideEvent:
             raise WrongCut from None
         if isinstance(parsed, compiled.Parsed):
@@ -177,7 +179,6 @@ class Undecodable(Exception):
     the event array; the structural scan decides which."""
 
 
-
 def raw_value(raw: msgspec.Raw) -> Any:
     """The value ijson (``use_float=False``) gives for this JSON text; None if absent.
 
@@ -194,7 +195,6 @@ def raw_value(raw: msgspec.Raw) -> Any:
     if b[:1] in b"-0123456789":
         return Decimal(b.decode()) if (b"." in b or b"e" in b or b"E" in b) else int(b)
     return value
-
 
 
 # ------------------------------------------------------------- args and promoted
@@ -214,7 +214,6 @@ def raw_args(raw: msgspec.Raw) -> bytes | None:
     """An unmerged B's args as the text written (``EventBatch.add`` parses it for its
     promoted keys)."""
     return bytes(raw) or None
-
 
 
 STRUCT_TYPES = _ALL_STRUCTS  # every event struct a decoder may produce

@@ -229,8 +229,11 @@ def time_ns_from_text(text: pa.Array) -> tuple[pa.Array, pa.Array]:
         text = pc.if_else(simple, text, pa.scalar("0", pa.string()))
     digits = pc.cast(pc.replace_substring(text, _DOT, ""), pa.int64())
     dot = pc.cast(pc.find_substring(text, _DOT), pa.int64())
-    decimals = pc.if_else(pc.equal(dot, _MINUS_ONE), _ZERO64,
-                          pc.subtract(pc.subtract(pc.cast(pc.utf8_length(text), pa.int64()), dot), _ONE64))
+    decimals = pc.if_else(
+        pc.equal(dot, _MINUS_ONE),
+        _ZERO64,
+        pc.subtract(pc.subtract(pc.cast(pc.utf8_length(text), pa.int64()), dot), _ONE64),
+    )
     ns = pc.multiply(digits, pc.take(_FACTORS, decimals))
     return pc.if_else(simple, ns, pa.scalar(None, pa.int64())), simple
 
@@ -260,8 +263,10 @@ def time_ns_array(values: Sequence[Any]) -> tuple[pa.Array, list[int]]:
 def slice_key(pid: Any, tid: Any) -> tuple[Any, Any]:
     """The (pid, tid) a B waits on for its E: the values themselves, or the JSON text of
     a list or object (unhashable; a hostile file may use one)."""
-    return (pid if type(pid) not in (list, dict) else encode_json(pid),
-            tid if type(tid) not in (list, dict) else encode_json(tid))
+    return (
+        pid if type(pid) not in (list, dict) else encode_json(pid),
+        tid if type(tid) not in (list, dict) else encode_json(tid),
+    )
 
 
 # --------------------------------------------------------------- text columns
@@ -376,7 +381,10 @@ def _conv_int_list(v: Any) -> list[int] | None:
 
 
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {
-    "int": _conv_int, "float": _conv_float, "str": _conv_str, "int_list": _conv_int_list,
+    "int": _conv_int,
+    "float": _conv_float,
+    "str": _conv_str,
+    "int_list": _conv_int_list,
 }
 
 

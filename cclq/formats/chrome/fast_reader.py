@@ -81,8 +81,9 @@ def read_chrome_json_fast(
     base = base_ns(head_meta)
     chunker = Chunker(source, detected, limits, base, use_compiled and compiled.AVAILABLE)
     big = source.text_size_guess >= THREADS_MIN_BYTES
-    builder = Builder(file_id, base, result, sink, max(batch_rows, BIG_FILE_BATCH_ROWS) if big else batch_rows,
-                      limits, chunker.depth)
+    builder = Builder(
+        file_id, base, result, sink, max(batch_rows, BIG_FILE_BATCH_ROWS) if big else batch_rows, limits, chunker.depth
+    )
     try:
         if big and threads > 0 and chunker.use_compiled:
             read_with_threads(chunker, builder, threads)

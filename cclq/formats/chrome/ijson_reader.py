@@ -109,7 +109,7 @@ def scan_top_level_keys(text: bytes, last: bool, keys: Sequence[str] = _META_KEY
             continue
         try:
             # decode from the value on: at most what one value can span of the slice
-            found[key], _ = decoder.raw_decode(text[m.end():].decode("utf-8", errors="replace"))
+            found[key], _ = decoder.raw_decode(text[m.end() :].decode("utf-8", errors="replace"))
         except (ValueError, RecursionError):
             continue  # cut off by the slice boundary
     return found
@@ -127,8 +127,11 @@ def file_metadata(path: str, detected: Detected, limits: ReadLimits = DEFAULT_LI
         # Horovod >= 0.20.1 opens its timeline with the epoch time of its ts 0
         m = re.search(rb'"start_time_since_epoch_in_micros"\s*:\s*(\d+)', detected.head)
         return {"baseTimeNanoseconds": int(m.group(1)) * 1000} if m else {}
-    wanted = [k for k in ("baseTimeNanoseconds", "distributedInfo") if k not in meta
-              and (k == "baseTimeNanoseconds" or detected.flavor == "kineto")]
+    wanted = [
+        k
+        for k in ("baseTimeNanoseconds", "distributedInfo")
+        if k not in meta and (k == "baseTimeNanoseconds" or detected.flavor == "kineto")
+    ]
     # what comes after the events is small: the last 256 KB, then the last 4 MB if a key
     # is still missing (a distributedInfo listing thousands of ranks). A gzip file is
     # inflated to its end for either, so it is read once, for the 4 MB (hta_df_index_resolver:
@@ -161,8 +164,11 @@ def event_depth(detected: Detected) -> int:
 
 
 def no_events_error(path: str, detected: Detected) -> TraceFileError:
-    problem = "no traceEvents array" if not detected.array_form and b'"traceEvents"' not in detected.head \
+    problem = (
+        "no traceEvents array"
+        if not detected.array_form and b'"traceEvents"' not in detected.head
         else "no trace events"
+    )
     return TraceFileError(path, f"not a trace: {problem}")
 
 
@@ -253,8 +259,15 @@ class EventBatch:
         return batch if batch.num_rows else None
 
 
-def _valid_times(ts: pa.Array, dur: pa.Array, ts_bad: list[int], dur_bad: list[int], base: int, ph: pa.Array,
-                 drops: Counter[tuple[str, str]]) -> pa.Array | None:
+def _valid_times(
+    ts: pa.Array,
+    dur: pa.Array,
+    ts_bad: list[int],
+    dur_bad: list[int],
+    base: int,
+    ph: pa.Array,
+    drops: Counter[tuple[str, str]],
+) -> pa.Array | None:
     """Which rows keep their event: a usable ts (also with the base added), a usable dur
     that is not negative and does not carry the end beyond int64. Counts the others."""
     n = len(ts)
@@ -390,11 +403,39 @@ def read_chrome_json(
                 if e_args and type(e_args) is dict:
                     args = {**args, **e_args} if type(args) is dict else e_args
                 batch.b_times[len(batch.rows)] = (b_ns - base, ts_ns - b_ns)
-                batch.add((b_idx, "B", b_ev.get("cat"), b_ev.get("name"), b_ev.get("pid"), b_ev.get("tid"),
-                           None, None, b_ev.get("id"), b_ev.get("bp"), b_ev.get("s")), args)
+                batch.add(
+                    (
+                        b_idx,
+                        "B",
+                        b_ev.get("cat"),
+                        b_ev.get("name"),
+                        b_ev.get("pid"),
+                        b_ev.get("tid"),
+                        None,
+                        None,
+                        b_ev.get("id"),
+                        b_ev.get("bp"),
+                        b_ev.get("s"),
+                    ),
+                    args,
+                )
             else:
-                batch.add((idx, ph, ev.get("cat"), ev.get("name"), ev.get("pid"), ev.get("tid"), ts,
-                           ev.get("dur"), ev.get("id"), ev.get("bp"), ev.get("s")), ev.get("args"))
+                batch.add(
+                    (
+                        idx,
+                        ph,
+                        ev.get("cat"),
+                        ev.get("name"),
+                        ev.get("pid"),
+                        ev.get("tid"),
+                        ts,
+                        ev.get("dur"),
+                        ev.get("id"),
+                        ev.get("bp"),
+                        ev.get("s"),
+                    ),
+                    ev.get("args"),
+                )
             if len(batch.rows) >= batch_rows:
                 flush()
     except ijson.JSONError as e:
@@ -406,20 +447,38 @@ def read_chrome_json(
         result.notes[HOROVOD_UNTERMINATED if end.endswith((b"}", b"},")) else HOROVOD_TRUNCATED] += 1
     except UnicodeDecodeError as e:  # yajl turns a lone surrogate escape into bytes Python refuses
         where = "decompressed byte" if source.compressed else "byte"
-        raise TraceFileError(source.path, f"invalid JSON near {where} {source.stream.offset}: a string with "
-                                          f"invalid UTF-8 or a lone surrogate escape ({e.reason})") from e
+        raise TraceFileError(
+            source.path,
+            f"invalid JSON near {where} {source.stream.offset}: a string with "
+            f"invalid UTF-8 or a lone surrogate escape ({e.reason})",
+        ) from e
     except gzip_errors() as e:
         raise TraceFileError(source.path, f"corrupt gzip stream: {e}") from e
     except RecursionError as e:  # deeper than Python can follow, within the depth limit
-        raise LimitExceeded(source.path, f"JSON nested too deeply for the parser ({e}); "
-                                         f"lower --max-depth reports where") from e
+        raise LimitExceeded(
+            source.path, f"JSON nested too deeply for the parser ({e}); lower --max-depth reports where"
+        ) from e
 
     unclosed = 0
     for stack in open_slices.values():
         for b_idx, b_ev, b_ns in stack:
             batch.b_times[len(batch.rows)] = (b_ns - base, None)  # type: ignore[assignment]
-            batch.add((b_idx, "B", b_ev.get("cat"), b_ev.get("name"), b_ev.get("pid"), b_ev.get("tid"),
-                       None, None, b_ev.get("id"), b_ev.get("bp"), b_ev.get("s")), b_ev.get("args"))
+            batch.add(
+                (
+                    b_idx,
+                    "B",
+                    b_ev.get("cat"),
+                    b_ev.get("name"),
+                    b_ev.get("pid"),
+                    b_ev.get("tid"),
+                    None,
+                    None,
+                    b_ev.get("id"),
+                    b_ev.get("bp"),
+                    b_ev.get("s"),
+                ),
+                b_ev.get("args"),
+            )
             unclosed += 1
     if unclosed:
         result.notes["B without E (kept, dur_ns NULL)"] = unclosed

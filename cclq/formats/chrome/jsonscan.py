@@ -51,8 +51,9 @@ def _table(mapping: dict[int, int]) -> bytes:
     return bytes(mapping.get(b, 0) for b in range(256))
 
 
-_STRUCT = _table({ord('"'): _QUOTE, ord("\\"): _BACKSLASH, ord("{"): _OPEN, ord("["): _OPEN,
-                  ord("}"): _CLOSE, ord("]"): _CLOSE})
+_STRUCT = _table(
+    {ord('"'): _QUOTE, ord("\\"): _BACKSLASH, ord("{"): _OPEN, ord("["): _OPEN, ord("}"): _CLOSE, ord("]"): _CLOSE}
+)
 # Bytes a number or a literal (true, false, null) is made of. A run of them longer than
 # the token bound outside a string is a token too long; inside a string, the string bound
 # already covers it.
@@ -230,8 +231,9 @@ class StructureScanner:
         if end - open_at > self.limits.max_event_bytes:
             self._report(EVENT, open_at, open_at + self.limits.max_event_bytes)
 
-    def _events(self, base: int, n: int, bpos: pa.Array, is_open: pa.Array, depth_after: pa.Array,
-                result: ScanResult) -> None:
+    def _events(
+        self, base: int, n: int, bpos: pa.Array, is_open: pa.Array, depth_after: pa.Array, result: ScanResult
+    ) -> None:
         level = self.event_depth
         opens_mask = pc.and_(is_open, pc.equal(depth_after, pa.scalar(level, pa.int64())))
         closes_mask = pc.and_(pc.invert(is_open), pc.equal(depth_after, pa.scalar(level - 1, pa.int64())))
@@ -296,8 +298,10 @@ class StructureScanner:
             i = j + 1
         keep = pc.not_equal(codes, _U8[_BACKSLASH])
         if escaped:
-            hit = pc.fill_null(pc.scatter(pa.array([True] * len(escaped)), pa.array(escaped, pa.int64()),
-                                          max_index=len(codes) - 1), False)
+            hit = pc.fill_null(
+                pc.scatter(pa.array([True] * len(escaped)), pa.array(escaped, pa.int64()), max_index=len(codes) - 1),
+                False,
+            )
             keep = pc.and_(keep, pc.invert(hit))
         return pc.filter(pos, keep), pc.filter(codes, keep)
 
@@ -340,8 +344,9 @@ class DigitRuns:
             self.found = base + last_gap + 1 + limit
 
 
-def bounds_check(path: str, limits: ReadLimits, event_depth: int, compressed: bool
-                 ) -> Callable[[bytes, int], tuple[int, LimitExceeded] | None]:
+def bounds_check(
+    path: str, limits: ReadLimits, event_depth: int, compressed: bool
+) -> Callable[[bytes, int], tuple[int, LimitExceeded] | None]:
     """A ``Source`` block check that runs a ``StructureScanner`` over the whole text and
     stops the reader at the first byte past a bound, with the error that names it (and
     at a run of digits no parser may see, ``DigitRuns``)."""

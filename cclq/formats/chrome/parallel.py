@@ -31,8 +31,9 @@ def _parse_in_thread(data: bytes, offset: int, chunker: Chunker) -> list[Any] | 
     chunk it declines is decoded by msgspec, with it). A wrong cut or undecodable text
     sends the file back to one sequential read, as with helper processes."""
     try:
-        entries, _ = decode_chunk(data, offset, chunker.limits, chunker.depth, chunker.levels, chunker.base_ns,
-                                  chunker.use_compiled)
+        entries, _ = decode_chunk(
+            data, offset, chunker.limits, chunker.depth, chunker.levels, chunker.base_ns, chunker.use_compiled
+        )
     except (WrongCut, Undecodable) as e:
         raise ReadSequentially(str(e) or type(e).__name__) from None
     return entries
@@ -52,12 +53,24 @@ def read_with_threads(chunker: Chunker, builder: Builder, threads: int) -> None:
         builder.add(chunker._emit(future.result(), data))
 
     with ThreadPoolExecutor(threads, thread_name_prefix="cclq-parse") as pool:
-        _in_order(chunker, builder, lambda data, offset: pool.submit(_parse_in_thread, data, offset, chunker),
-                  collect, in_flight, threads)
+        _in_order(
+            chunker,
+            builder,
+            lambda data, offset: pool.submit(_parse_in_thread, data, offset, chunker),
+            collect,
+            in_flight,
+            threads,
+        )
 
 
-def _in_order(chunker: Chunker, builder: Builder, submit: Callable[[bytes, int], Future[Any]],
-              collect: Callable[[], None], in_flight: deque[tuple[bytes, Future[Any]]], width: int) -> None:
+def _in_order(
+    chunker: Chunker,
+    builder: Builder,
+    submit: Callable[[bytes, int], Future[Any]],
+    collect: Callable[[], None],
+    in_flight: deque[tuple[bytes, Future[Any]]],
+    width: int,
+) -> None:
     """The chunks ``chunker.speculative`` cuts handed to ``submit`` (at most ``2 * width``
     in flight; ``collect`` takes the oldest back, in order), then the rest of the array,
     read here: what threads and helper processes share."""
@@ -76,5 +89,3 @@ def _in_order(chunker: Chunker, builder: Builder, submit: Callable[[bytes, int],
     finally:
         for _, future in in_flight:
             future.cancel()
-
-

@@ -44,9 +44,15 @@ from cclq.formats.limits import DEFAULT_LIMITS
 from cclq.formats.source import Source, read_tail
 
 
-def read_trace_file(path: str, detected: Detected, file_id: str, sink: BatchSink, options: ReadOptions,
-                    progress: ProgressFn | None = None, metadata: dict[str, Any] | None = None
-                    ) -> tuple[ReadResult, str]:
+def read_trace_file(
+    path: str,
+    detected: Detected,
+    file_id: str,
+    sink: BatchSink,
+    options: ReadOptions,
+    progress: ProgressFn | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> tuple[ReadResult, str]:
     """(what the reader found, the content hash of the file); ``ReadAgain`` when the fast
     reader gives the file up (to ijson) or its threads do (to one thread). ``metadata``:
     the file's top-level keys (``chrome.file_metadata``), when the caller has them."""
@@ -54,15 +60,23 @@ def read_trace_file(path: str, detected: Detected, file_id: str, sink: BatchSink
     if options.reader != READER_IJSON:
         with Source(path, progress, limits) as source:
             try:
-                result = read_chrome_json_fast(source, detected, file_id, sink, limits=limits,
-                                               threads=options.threads, metadata=metadata,
-                                               use_compiled=uses_compiled(options))
+                result = read_chrome_json_fast(
+                    source,
+                    detected,
+                    file_id,
+                    sink,
+                    limits=limits,
+                    threads=options.threads,
+                    metadata=metadata,
+                    use_compiled=uses_compiled(options),
+                )
                 result.reader = options.reader
             except FallbackToIjson as e:
                 raise ReadAgain(options.for_fallback(), fallback_note(e)) from None
             except ReadSequentially as e:
-                raise ReadAgain(replace(options, threads=0),
-                                f"read again in one thread: the threads gave it up ({e.reason})") from None
+                raise ReadAgain(
+                    replace(options, threads=0), f"read again in one thread: the threads gave it up ({e.reason})"
+                ) from None
             return result, source.finish_hash()
     with Source(path, progress, limits, check=bounds_check_for(path, detected, limits)) as source:
         result = read_chrome_json(source, detected, file_id, sink, limits=limits, metadata=metadata)
@@ -117,11 +131,19 @@ class ChromeReader:
                 prepared.world_size = info["world_size"]
         return prepared
 
-    def read(self, path: str, detected: Detected, prepared: Prepared, file_id: str,
-             sinks: dict[str, BatchSink], progress: ProgressFn | None) -> ReadResult:
+    def read(
+        self,
+        path: str,
+        detected: Detected,
+        prepared: Prepared,
+        file_id: str,
+        sinks: dict[str, BatchSink],
+        progress: ProgressFn | None,
+    ) -> ReadResult:
         options = prepared.options or ReadOptions()
-        result, digest = read_trace_file(path, detected, file_id, sinks["events"], options, progress,
-                                         metadata=prepared.metadata["top_level"])
+        result, digest = read_trace_file(
+            path, detected, file_id, sinks["events"], options, progress, metadata=prepared.metadata["top_level"]
+        )
         result.content_hash = digest
         result.parser = parser_name(result, options)
         return result

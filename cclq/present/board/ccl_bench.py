@@ -124,13 +124,17 @@ def build_from_config(
     problems: list[str] = []
     result = ConfigBoardResult(None, pairs=len(cfg.pairs))
     planned = _plan_folders(cfg.pairs, wh, problems)
-    report = _ingest_all([w for w in planned.values() if w is not None], wh, reporter) if any(
-        planned.values()) else None
+    report = (
+        _ingest_all([w for w in planned.values() if w is not None], wh, reporter) if any(planned.values()) else None
+    )
     result.ingest = report
     if report is not None:
         problems += [o.message for o in report.failed]
-    held = {row["path"] for row in wh.read_state().files.values()} if wh.exists() and report is not None \
-        and report.failed else set()
+    held = (
+        {row["path"] for row in wh.read_state().files.values()}
+        if wh.exists() and report is not None and report.failed
+        else set()
+    )
     stale_pairs: set[int] = set()  # pairs whose folder failed to ingest where the warehouse holds older data
     ids: dict[int, str | None] = {}
     for i, w in planned.items():
@@ -160,8 +164,17 @@ def build_from_config(
         metadata.append(meta)
         trace_id = ids[i] if ids[i] in known else None
         types = meta.get("trace_types") or []
-        plans.append(plan_pair(pair, trace_id, list(types) if isinstance(types, list) else [],
-                               meta.get("phase") or None, cfg.metric_info, stale, cache))
+        plans.append(
+            plan_pair(
+                pair,
+                trace_id,
+                list(types) if isinstance(types, list) else [],
+                meta.get("phase") or None,
+                cfg.metric_info,
+                stale,
+                cache,
+            )
+        )
     result.traces = sorted({p.trace_id for p in plans if p.trace_id is not None})
     values = _compute(wh, plans, params, use_cache, settings, on_start, on_metric, problems)
     rows_out = []
@@ -179,8 +192,11 @@ def build_from_config(
             if p.trace_id is None:
                 value, reason = None, "the trace folder was not ingested"
             elif i in stale_pairs:  # as python -m cclq.main: no old number passed off as current
-                value, reason = None, "files of the folder failed to ingest (see the errors) and the warehouse " \
-                                      "holds an older version of them"
+                value, reason = (
+                    None,
+                    "files of the folder failed to ingest (see the errors) and the warehouse "
+                    "holds an older version of them",
+                )
             else:
                 value, reason = values.get((p.trace_id, m), (None, "not computed"))
                 result.computed += 1
@@ -191,8 +207,11 @@ def build_from_config(
             problems.append(f"{p.pair.trace}: {p.note}")
         rows_out.append({"trace": p.pair.trace, "metadata": meta, "metrics": metrics, "reasons": reasons})
     if pages:
-        result.board = build_board(wh, out_dir, params, use_cache=use_cache, settings=settings, pages=True) \
-            if wh.exists() else None
+        result.board = (
+            build_board(wh, out_dir, params, use_cache=use_cache, settings=settings, pages=True)
+            if wh.exists()
+            else None
+        )
     bench = {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "all_metrics": sorted(all_metrics),
@@ -205,10 +224,16 @@ def build_from_config(
     return result
 
 
-def _compute(wh: Warehouse, plans: list[PairPlan], params: dict[str, str], use_cache: bool,
-             settings: QuerySettings | None,
-             on_start: Callable[[int, int], None] | None, on_metric: Callable[[MetricRun], None] | None,
-             problems: list[str]) -> dict[tuple[str, str], tuple[float | None, str | None]]:
+def _compute(
+    wh: Warehouse,
+    plans: list[PairPlan],
+    params: dict[str, str],
+    use_cache: bool,
+    settings: QuerySettings | None,
+    on_start: Callable[[int, int], None] | None,
+    on_metric: Callable[[MetricRun], None] | None,
+    problems: list[str],
+) -> dict[tuple[str, str], tuple[float | None, str | None]]:
     """(trace, metric) -> (value as written, reason) for every value the plans compute:
     the metrics as one batch over the traces that need any of them."""
     wanted: dict[str, set[str]] = {}

@@ -90,7 +90,7 @@ def load_board_config(path: Path) -> BoardConfig:
             raise UsageError(f"{path}: pairs[{i}] needs a string `trace`")
         metrics = entry.get("metrics", "auto")
         if metrics != "auto" and not (isinstance(metrics, list) and all(isinstance(m, str) for m in metrics)):
-            raise UsageError(f"{path}: pairs[{i}].metrics must be \"auto\" or a list of names")
+            raise UsageError(f'{path}: pairs[{i}].metrics must be "auto" or a list of names')
         pairs.append(Pair(entry["trace"], metrics, bool(entry.get("required_update", True))))
     categories = raw.get("metric_categories", [])
     return BoardConfig(path, pairs, info, categories if isinstance(categories, list) else [], raw)
@@ -120,15 +120,23 @@ def cached_values(data_path: Path) -> dict[str, dict[str, float | None]]:
     -1.0 as missing too); an unreadable file is no cache."""
     try:
         data = json.loads(data_path.read_text(encoding="utf-8"))
-        return {row["trace"]: {k: (None if v == -1.0 else v) for k, v in row.get("metrics", {}).items()}
-                for row in data.get("rows", [])}
+        return {
+            row["trace"]: {k: (None if v == -1.0 else v) for k, v in row.get("metrics", {}).items()}
+            for row in data.get("rows", [])
+        }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 
 
-def plan_pair(pair: Pair, trace_id: str | None, card_types: list[str], phase: str | None,
-              metric_info: dict[str, dict[str, Any]], stale: set[str],
-              cache: dict[str, dict[str, float | None]]) -> PairPlan:
+def plan_pair(
+    pair: Pair,
+    trace_id: str | None,
+    card_types: list[str],
+    phase: str | None,
+    metric_info: dict[str, dict[str, Any]],
+    stale: set[str],
+    cache: dict[str, dict[str, float | None]],
+) -> PairPlan:
     """Which metrics a pair gets and which of them must be computed."""
     if pair.metrics == "auto":
         metrics = auto_metrics(metric_info, card_types, phase)
@@ -153,15 +161,17 @@ def six_digits(value: float | None) -> float | None:
     return float(f"{value:.6g}")
 
 
-def config_for(traces: dict[str, str], metric_info: dict[str, dict[str, Any]],
-               metric_categories: list[dict[str, Any]]) -> dict[str, Any]:
+def config_for(
+    traces: dict[str, str], metric_info: dict[str, dict[str, Any]], metric_categories: list[dict[str, Any]]
+) -> dict[str, Any]:
     """A benchmark_config.json for ``traces`` (trace id -> workload folder): one pair a
     workload, "auto" and required_update false, and ``metric_info`` as given."""
     return {
         "_comment": "written by `cclq board --write-config`; `cclq board OUT --config` and CCL-Bench's "
-                    "website/generate_data.py both read it",
-        "pairs": [{"trace": folder, "metrics": "auto", "required_update": False}
-                  for _, folder in sorted(traces.items())],
+        "website/generate_data.py both read it",
+        "pairs": [
+            {"trace": folder, "metrics": "auto", "required_update": False} for _, folder in sorted(traces.items())
+        ],
         "metric_categories": metric_categories,
         "metric_info": metric_info,
     }
@@ -199,8 +209,11 @@ def ccl_bench_metadata(trace: str, doc: dict[str, Any] | None) -> dict[str, Any]
     mod, dat, hw = _section(w, "model"), _section(w, "data"), _section(w, "hardware")
     xpu, net = _section(hw, "xpu_spec"), _section(hw, "network_topo")
     ex = _section(doc, "Model-executor")
-    fw, par, cl = _section(ex, "framework"), _section(ex, "model_plan_parallelization"), \
-        _section(ex, "communication_library")
+    fw, par, cl = (
+        _section(ex, "framework"),
+        _section(ex, "model_plan_parallelization"),
+        _section(ex, "communication_library"),
+    )
     ms = _section(doc, "metric_source")
     bw = net.get("bandwidth_gbps") or []
     if not isinstance(bw, (list, tuple, str)):
@@ -209,31 +222,48 @@ def ccl_bench_metadata(trace: str, doc: dict[str, Any] | None) -> dict[str, Any]
     def text(d: dict[str, Any], key: str) -> Any:
         return d.get(key) or ""
 
-    meta.update({
-        "description": str(doc.get("description") or "").strip(),
-        "hf_url": doc.get("hf_url") or "", "trace_url": doc.get("trace_url") or "",
-        "model_family": text(mod, "model_family"), "phase": text(mod, "phase"),
-        "precision": text(mod, "precision"), "moe": mod.get("moe", False),
-        "granularity": text(mod, "granularity"), "epochs": text(mod, "epochs"),
-        "iteration": text(mod, "iteration"),
-        "batch_size": text(dat, "batch_size"), "seq_len": text(dat, "seq_len"),
-        "input_len": text(dat, "input_len"), "output_len": text(dat, "output_len"),
-        "dataset": text(dat, "dataset"),
-        "hardware_type": text(xpu, "type"), "hardware_model": text(xpu, "model"),
-        "total_count": text(xpu, "total_count"), "count_per_node": text(xpu, "count_per_node"),
-        "network_topology": text(net, "topology"),
-        "bandwidth_scaleout": bw[0] if len(bw) > 0 else "", "bandwidth_scaleup": bw[1] if len(bw) > 1 else "",
-        "driver_version": text(hw, "driver_version"),
-        "framework": text(fw, "name"), "compiler": text(fw, "compiler_tool_selection"),
-        "tp": text(par, "tp"), "pp": text(par, "pp"), "pp_mb": text(par, "pp_mb"),
-        "dp_replicate": text(par, "dp_replicate"), "dp_shard": text(par, "dp_shard"),
-        "ep": text(par, "ep"), "cp": text(par, "cp"),
-        "comm_library": text(cl, "name"), "comm_library_ver": text(cl, "version"),
-        "comm_env": cl.get("env") or {},
-        "protocol_selection": ex.get("protocol_selection") or [],
-        "trace_types": ms.get("traces") or [],
-        "metric_traces": ms.get("metrics_specific_trace") or [],
-    })
+    meta.update(
+        {
+            "description": str(doc.get("description") or "").strip(),
+            "hf_url": doc.get("hf_url") or "",
+            "trace_url": doc.get("trace_url") or "",
+            "model_family": text(mod, "model_family"),
+            "phase": text(mod, "phase"),
+            "precision": text(mod, "precision"),
+            "moe": mod.get("moe", False),
+            "granularity": text(mod, "granularity"),
+            "epochs": text(mod, "epochs"),
+            "iteration": text(mod, "iteration"),
+            "batch_size": text(dat, "batch_size"),
+            "seq_len": text(dat, "seq_len"),
+            "input_len": text(dat, "input_len"),
+            "output_len": text(dat, "output_len"),
+            "dataset": text(dat, "dataset"),
+            "hardware_type": text(xpu, "type"),
+            "hardware_model": text(xpu, "model"),
+            "total_count": text(xpu, "total_count"),
+            "count_per_node": text(xpu, "count_per_node"),
+            "network_topology": text(net, "topology"),
+            "bandwidth_scaleout": bw[0] if len(bw) > 0 else "",
+            "bandwidth_scaleup": bw[1] if len(bw) > 1 else "",
+            "driver_version": text(hw, "driver_version"),
+            "framework": text(fw, "name"),
+            "compiler": text(fw, "compiler_tool_selection"),
+            "tp": text(par, "tp"),
+            "pp": text(par, "pp"),
+            "pp_mb": text(par, "pp_mb"),
+            "dp_replicate": text(par, "dp_replicate"),
+            "dp_shard": text(par, "dp_shard"),
+            "ep": text(par, "ep"),
+            "cp": text(par, "cp"),
+            "comm_library": text(cl, "name"),
+            "comm_library_ver": text(cl, "version"),
+            "comm_env": cl.get("env") or {},
+            "protocol_selection": ex.get("protocol_selection") or [],
+            "trace_types": ms.get("traces") or [],
+            "metric_traces": ms.get("metrics_specific_trace") or [],
+        }
+    )
     return json.loads(json.dumps(meta, default=str))  # as the JSON file will hold it (dates as text)
 
 

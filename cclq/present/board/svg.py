@@ -108,16 +108,29 @@ class _Frame:
     def plot_h(self) -> float:
         return self.height - self.top - self.bottom
 
-    def text(self, x: float, y: float, s: str, anchor: str = "middle", size: int = 11, color: str = TEXT,
-             extra: str = "", tip: str | None = None) -> None:
+    def text(
+        self,
+        x: float,
+        y: float,
+        s: str,
+        anchor: str = "middle",
+        size: int = 11,
+        color: str = TEXT,
+        extra: str = "",
+        tip: str | None = None,
+    ) -> None:
         title = f"<title>{_x(tip)}</title>" if tip else ""
-        self.parts.append(f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}" font-size="{size}" '
-                          f'fill="{color}"{extra}>{title}{_x(s)}</text>')
+        self.parts.append(
+            f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}" font-size="{size}" '
+            f'fill="{color}"{extra}>{title}{_x(s)}</text>'
+        )
 
     def svg(self, label: str) -> str:
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_n(self.width)} {_n(self.height)}" '
-                f'width="{_n(self.width)}" height="{_n(self.height)}" role="img" aria-label="{_x(label)}" '
-                f'style="{FONT};width:100%;height:auto">' + "".join(self.parts) + "</svg>")
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_n(self.width)} {_n(self.height)}" '
+            f'width="{_n(self.width)}" height="{_n(self.height)}" role="img" aria-label="{_x(label)}" '
+            f'style="{FONT};width:100%;height:auto">' + "".join(self.parts) + "</svg>"
+        )
 
 
 def _color(i: int, series: Series) -> str:
@@ -142,8 +155,9 @@ def _legend(frame: _Frame, series: Sequence[Series], y: float) -> None:
     for k, row in enumerate(_legend_rows(series, frame.width, frame.left)):
         yy = y + 16 * k
         for i, s, x in row:
-            frame.parts.append(f'<rect x="{_n(x)}" y="{_n(yy - 9)}" width="10" height="10" rx="2" '
-                               f'fill="{_color(i, s)}"/>')
+            frame.parts.append(
+                f'<rect x="{_n(x)}" y="{_n(yy - 9)}" width="10" height="10" rx="2" fill="{_color(i, s)}"/>'
+            )
             frame.text(x + 14, yy, s.name, anchor="start", size=11)
 
 
@@ -151,12 +165,13 @@ def _legend_height(series: Sequence[Series], width: float, left: float) -> float
     return 0 if len(series) < 2 else 14 + 16 * len(_legend_rows(series, width, left))
 
 
-def _y_axis(frame: _Frame, ticks: list[float], to_y: Callable[[float], float], fmt: Formatter,
-            label: str) -> None:
+def _y_axis(frame: _Frame, ticks: list[float], to_y: Callable[[float], float], fmt: Formatter, label: str) -> None:
     for t in ticks:
         y = to_y(t)
-        frame.parts.append(f'<line x1="{_n(frame.left)}" x2="{_n(frame.width - frame.right)}" y1="{_n(y)}" '
-                           f'y2="{_n(y)}" stroke="{GRID}" stroke-width="1"/>')
+        frame.parts.append(
+            f'<line x1="{_n(frame.left)}" x2="{_n(frame.width - frame.right)}" y1="{_n(y)}" '
+            f'y2="{_n(y)}" stroke="{GRID}" stroke-width="1"/>'
+        )
         frame.text(frame.left - 6, y + 4, fmt(t), anchor="end", size=10, color=AXIS)
     if label:
         cy = frame.top + frame.plot_h / 2
@@ -216,13 +231,16 @@ def bar_chart(
         return v / top * length
 
     if horizontal:
+
         def to_x(v: float) -> float:
             return frame.left + scale(v)
 
         for t in ticks:
             x = to_x(t)
-            frame.parts.append(f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{_n(frame.top)}" '
-                               f'y2="{_n(frame.height - frame.bottom)}" stroke="{GRID}"/>')
+            frame.parts.append(
+                f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{_n(frame.top)}" '
+                f'y2="{_n(frame.height - frame.bottom)}" stroke="{GRID}"/>'
+            )
             frame.text(x, frame.height - frame.bottom + 14, fmt(t), size=10, color=AXIS)
         if value_label:
             frame.text(frame.left + frame.plot_w / 2, frame.height - 6, value_label, size=11, color=AXIS)
@@ -250,33 +268,47 @@ def bar_chart(
                 x, w, h = frame.left + start, bar, scale(v)
                 y = frame.height - frame.bottom - scale(base) - h
             fill = highlight_color if i in highlight else _color(j, s)
-            frame.parts.append(f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(max(w, 0.5))}" height="{_n(max(h, 0.5))}" '
-                               f'fill="{fill}"><title>{_x(tip)}</title></rect>')
+            frame.parts.append(
+                f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(max(w, 0.5))}" height="{_n(max(h, 0.5))}" '
+                f'fill="{fill}"><title>{_x(tip)}</title></rect>'
+            )
             if stacked:
                 base += v
         if i % every == 0:
             if horizontal:
-                frame.text(frame.left - 6, frame.top + slot * i + slot / 2 + 4, _clip(label, int(label_width / 6.2)),
-                           anchor="end", size=10, tip=full)
+                frame.text(
+                    frame.left - 6,
+                    frame.top + slot * i + slot / 2 + 4,
+                    _clip(label, int(label_width / 6.2)),
+                    anchor="end",
+                    size=10,
+                    tip=full,
+                )
             else:
                 frame.text(frame.left + slot * i + slot / 2, frame.height - frame.bottom + 14, label, size=10)
     if category_label and not horizontal:
         frame.text(frame.left + frame.plot_w / 2, frame.height - 8, category_label, size=11, color=AXIS)
     if reference is not None and not horizontal:
         y = frame.height - frame.bottom - scale(reference[0])
-        frame.parts.append(f'<line x1="{_n(frame.left)}" x2="{_n(frame.width - frame.right)}" y1="{_n(y)}" '
-                           f'y2="{_n(y)}" stroke="{TEXT}" stroke-width="1.2" stroke-dasharray="5 4">'
-                           f'<title>{_x(reference[1])}</title></line>')
+        frame.parts.append(
+            f'<line x1="{_n(frame.left)}" x2="{_n(frame.width - frame.right)}" y1="{_n(y)}" '
+            f'y2="{_n(y)}" stroke="{TEXT}" stroke-width="1.2" stroke-dasharray="5 4">'
+            f"<title>{_x(reference[1])}</title></line>"
+        )
         frame.text(frame.width - frame.right - 2, y - 4, reference[1], anchor="end", size=10)
     if legend:
         _legend(frame, series, 16)
     axis_y = frame.height - frame.bottom
     if horizontal:
-        frame.parts.append(f'<line x1="{_n(frame.left)}" x2="{_n(frame.left)}" y1="{_n(frame.top)}" '
-                           f'y2="{_n(axis_y)}" stroke="{AXIS}"/>')
+        frame.parts.append(
+            f'<line x1="{_n(frame.left)}" x2="{_n(frame.left)}" y1="{_n(frame.top)}" '
+            f'y2="{_n(axis_y)}" stroke="{AXIS}"/>'
+        )
     else:
-        frame.parts.append(f'<line x1="{_n(frame.left)}" x2="{_n(frame.width - frame.right)}" y1="{_n(axis_y)}" '
-                           f'y2="{_n(axis_y)}" stroke="{AXIS}"/>')
+        frame.parts.append(
+            f'<line x1="{_n(frame.left)}" x2="{_n(frame.width - frame.right)}" y1="{_n(axis_y)}" '
+            f'y2="{_n(axis_y)}" stroke="{AXIS}"/>'
+        )
     return frame.svg(value_label or "bar chart")
 
 
@@ -289,14 +321,15 @@ def _log2_ticks(lo: float, hi: float) -> list[float]:
     step = max(1, math.ceil((b - a) / 8))
     if step > 1:  # prefer powers of 1024 boundaries when the range is wide
         step = next(s for s in (2, 5, 10, 20) if s >= step)
-    return [2.0 ** k for k in range(a - a % step, b + 1, step) if lo / 2 <= 2.0 ** k <= hi * 2] or [lo, hi]
+    return [2.0**k for k in range(a - a % step, b + 1, step) if lo / 2 <= 2.0**k <= hi * 2] or [lo, hi]
 
 
 MAX_MARKERS = 300  # per series: past this, points are drawn as the line alone
 
 
-def downsample(points: Sequence[tuple[float, float, int]], to_x: Callable[[float], float],
-               columns: int) -> list[tuple[float, float, int]]:
+def downsample(
+    points: Sequence[tuple[float, float, int]], to_x: Callable[[float], float], columns: int
+) -> list[tuple[float, float, int]]:
     """The points (x, y, index) a screen can show: per pixel column of the plot, the
     first, the lowest and the highest point, in x order. A line through them draws what
     the line through every point draws (a spike stays a spike), with at most 3 points a
@@ -345,7 +378,7 @@ def line_chart(
     xs = [p[0] for p in pts]
     ys = [p[1] for p in pts]
     if log_y:
-        y_ticks = [10.0 ** k for k in range(math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys))) + 1)]
+        y_ticks = [10.0**k for k in range(math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys))) + 1)]
         if len(y_ticks) == 1:
             y_ticks.append(y_ticks[0] * 10)
         y_lo, y_hi = math.log10(y_ticks[0]), math.log10(y_ticks[-1])
@@ -358,6 +391,7 @@ def line_chart(
 
         def fy(v: float) -> float:
             return v
+
     if log_x:
         lo, hi = min(xs), max(xs)
         if lo == hi:  # one x: a power of two either side, so it sits in the middle
@@ -382,6 +416,7 @@ def line_chart(
 
         def fx(v: float) -> float:
             return v
+
     span_x = (x_hi - x_lo) or 1.0
     span_y = (y_hi - y_lo) or 1.0
 
@@ -395,23 +430,30 @@ def line_chart(
     for t in x_ticks:
         x = to_x(t)
         if frame.left - 1 <= x <= frame.width - frame.right + 1:
-            frame.parts.append(f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{_n(frame.height - frame.bottom)}" '
-                               f'y2="{_n(frame.height - frame.bottom + 4)}" stroke="{AXIS}"/>')
+            frame.parts.append(
+                f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{_n(frame.height - frame.bottom)}" '
+                f'y2="{_n(frame.height - frame.bottom + 4)}" stroke="{AXIS}"/>'
+            )
             frame.text(x, frame.height - frame.bottom + 16, x_fmt(t), size=10, color=AXIS)
     axis_y = frame.height - frame.bottom
-    frame.parts.append(f'<line x1="{_n(frame.left)}" x2="{_n(frame.width - frame.right)}" y1="{_n(axis_y)}" '
-                       f'y2="{_n(axis_y)}" stroke="{AXIS}"/>')
+    frame.parts.append(
+        f'<line x1="{_n(frame.left)}" x2="{_n(frame.width - frame.right)}" y1="{_n(axis_y)}" '
+        f'y2="{_n(axis_y)}" stroke="{AXIS}"/>'
+    )
     if x_label:
         frame.text(frame.left + frame.plot_w / 2, frame.height - 8, x_label, size=11, color=AXIS)
     for i, s in enumerate(series):
         color = _color(i, s)
-        ok = downsample([(x, y, k) for k, (x, y) in enumerate(s.points) if usable(x, y)], to_x,
-                        max(int(frame.plot_w), 1))
+        ok = downsample(
+            [(x, y, k) for k, (x, y) in enumerate(s.points) if usable(x, y)], to_x, max(int(frame.plot_w), 1)
+        )
         if lines and len(ok) > 1:
             path = " ".join(f"{'M' if k == 0 else 'L'}{_n(to_x(x))},{_n(to_y(y))}" for k, (x, y, _) in enumerate(ok))
             dash = ' stroke-dasharray="4 3"' if s.dashed else ""
-            frame.parts.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.8"{dash}>'
-                               f'<title>{_x(s.name)}</title></path>')
+            frame.parts.append(
+                f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.8"{dash}>'
+                f"<title>{_x(s.name)}</title></path>"
+            )
         if markers and (len(ok) <= MAX_MARKERS or not lines):
             ok = ok if len(ok) <= MAX_MARKERS else ok[:: math.ceil(len(ok) / MAX_MARKERS)]
             r = 3.2 if len(ok) < 200 else 2.0
@@ -419,8 +461,10 @@ def line_chart(
                 tip = f"{s.name + ': ' if s.name else ''}{tip_x(x)} -> {tip_y(y)}"
                 if s.tips and k < len(s.tips) and s.tips[k]:
                     tip += f" ({s.tips[k]})"
-                frame.parts.append(f'<circle cx="{_n(to_x(x))}" cy="{_n(to_y(y))}" r="{r}" fill="{color}" '
-                                   f'fill-opacity="0.9"><title>{_x(tip)}</title></circle>')
+                frame.parts.append(
+                    f'<circle cx="{_n(to_x(x))}" cy="{_n(to_y(y))}" r="{r}" fill="{color}" '
+                    f'fill-opacity="0.9"><title>{_x(tip)}</title></circle>'
+                )
     if len(series) > 1:
         _legend(frame, series, 16)
     return frame.svg(y_label or "chart")

@@ -106,9 +106,15 @@ class _FormSink:
         self._size = 0
 
     def callbacks(self) -> dict[str, Any]:
-        return {"on_part_begin": self._begin, "on_header_field": self._hfield, "on_header_value": self._hvalue,
-                "on_header_end": self._hend, "on_headers_finished": self._headers_done,
-                "on_part_data": self._data, "on_part_end": self._end}
+        return {
+            "on_part_begin": self._begin,
+            "on_header_field": self._hfield,
+            "on_header_value": self._hvalue,
+            "on_header_end": self._hend,
+            "on_headers_finished": self._headers_done,
+            "on_part_data": self._data,
+            "on_part_end": self._end,
+        }
 
     def _begin(self) -> None:
         self._headers, self._out, self._buf, self._size = {}, None, None, 0
@@ -234,10 +240,19 @@ def prepare_upload(settings: ServeSettings, upload_id: str, sink: _FormSink) -> 
         raise UploadRefused(400, "the upload holds no files")
     generated = _card_from_form(sink.fields.get("workload_card", b"").decode("utf-8", "replace"), workload)
     card_name, problems = _check_card(workload)
-    return {"status": "ok", "upload_id": upload_id, "group_name": group, "uploaded": sink.uploaded,
-            "rejected": sink.rejected, "workload_card_generated": generated, "workload": workload.name,
-            "files": len(written), "card": card_name, "card_problems": problems,
-            "results_url": f"/api/results/{upload_id}"}
+    return {
+        "status": "ok",
+        "upload_id": upload_id,
+        "group_name": group,
+        "uploaded": sink.uploaded,
+        "rejected": sink.rejected,
+        "workload_card_generated": generated,
+        "workload": workload.name,
+        "files": len(written),
+        "card": card_name,
+        "card_problems": problems,
+        "results_url": f"/api/results/{upload_id}",
+    }
 
 
 COOKIE = "cclq_upload"
@@ -282,8 +297,13 @@ def _same_origin(origin: str | None, host: str | None) -> bool:
     return bool(host) and urlsplit(origin).netloc.lower() == str(host).lower()
 
 
-def _authorized(settings: ServeSettings, header: str | None, cookie: str | None = None,
-                origin: str | None = None, host: str | None = None) -> bool:
+def _authorized(
+    settings: ServeSettings,
+    header: str | None,
+    cookie: str | None = None,
+    origin: str | None = None,
+    host: str | None = None,
+) -> bool:
     """With a token: ``Authorization: Bearer <token>`` (scripts, cclq's own form), or the
     sign-in cookie a browser got from ``LOGIN_PATH`` (CCL-Bench's page, whose form sends
     no header), on a request from this server's own pages. The cookie is HttpOnly and
@@ -380,8 +400,10 @@ class RequestGuard:
         elif scope["method"] in STATE_CHANGING:
             source = headers.get("origin", headers.get("referer"))
             if source is not None and urlsplit(source).netloc.lower() != host.lower():
-                refusal = (403, "a request from another site's page (its Origin or Referer is not this server): "
-                                "refused")
+                refusal = (
+                    403,
+                    "a request from another site's page (its Origin or Referer is not this server): refused",
+                )
         if refusal is None:
             await self.app(scope, receive, send)
             return
@@ -469,9 +491,18 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     board = None if settings.site_dir is not None else settings.board_dir
     uploads = settings.data_dir / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
-    jobs = queue or JobQueue(JobSettings(settings.warehouse, board, settings.config_path, settings.workers,
-                                         settings.queue_size, settings.job_timeout, settings.job_memory_mb),
-                             state_dir=uploads)
+    jobs = queue or JobQueue(
+        JobSettings(
+            settings.warehouse,
+            board,
+            settings.config_path,
+            settings.workers,
+            settings.queue_size,
+            settings.job_timeout,
+            settings.job_memory_mb,
+        ),
+        state_dir=uploads,
+    )
     if queue is None:
         jobs.recover(uploads)  # what a stopped server left: queued jobs run, running ones fail
         jobs.sweep_every(uploads, settings.keep_uploads_hours * 3600)
@@ -493,14 +524,20 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         client = request.client.host if request.client else "?"
         header = request.headers.get("authorization")
         if settings.token and header and (wait := throttle.wait(client)):
-            return error(429, f"too many wrong tokens from {client}; try again in {wait:.0f} s",
-                         headers={"Retry-After": str(int(wait) + 1)})
-        if not _authorized(settings, header, request.cookies.get(COOKIE),
-                           request.headers.get("origin"), request.headers.get("host")):
+            return error(
+                429,
+                f"too many wrong tokens from {client}; try again in {wait:.0f} s",
+                headers={"Retry-After": str(int(wait) + 1)},
+            )
+        if not _authorized(
+            settings, header, request.cookies.get(COOKIE), request.headers.get("origin"), request.headers.get("host")
+        ):
             if header:
                 throttle.fail(client)
-            return error(401, "a valid token is needed: Authorization: Bearer <token>, or sign this browser in "
-                              f"once at {LOGIN_PATH}")
+            return error(
+                401,
+                f"a valid token is needed: Authorization: Bearer <token>, or sign this browser in once at {LOGIN_PATH}",
+            )
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > settings.limits.max_upload_bytes:
             return error(413, f"the upload is over {settings.limits.max_upload_bytes} bytes")
@@ -523,8 +560,11 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
-                    raise UploadRefused(408, f"the upload sent nothing for {settings.body_timeout:g} s: "
-                                             "refused (see cclq serve --body-timeout)") from None
+                    raise UploadRefused(
+                        408,
+                        f"the upload sent nothing for {settings.body_timeout:g} s: "
+                        "refused (see cclq serve --body-timeout)",
+                    ) from None
                 received += len(chunk)
                 if received > settings.limits.max_upload_bytes:
                     raise UploadRefused(413, f"the upload is over {settings.limits.max_upload_bytes} bytes")
@@ -572,8 +612,10 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
     async def index(request: Request) -> HTMLResponse:
         if settings.site_dir is not None:  # the site's own page, with its own upload form
             page = settings.site_dir / "index.html"
-            return HTMLResponse(page.read_text(encoding="utf-8") if page.is_file() else PLACEHOLDER,
-                                status_code=200 if page.is_file() else 404)
+            return HTMLResponse(
+                page.read_text(encoding="utf-8") if page.is_file() else PLACEHOLDER,
+                status_code=200 if page.is_file() else 404,
+            )
         return HTMLResponse(board_index(settings.board_dir))
 
     async def login(request: Request) -> Response:
@@ -584,14 +626,20 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
             return RedirectResponse("/", status_code=303)  # nothing to sign in to
         if request.method == "GET":
             if "token" in request.query_params:
-                return error(400, "the token is not taken from a URL (it would end up in logs and history): "
-                                  f"sign in with the form at {LOGIN_PATH} (a POST), or send "
-                                  "Authorization: Bearer <token>")
+                return error(
+                    400,
+                    "the token is not taken from a URL (it would end up in logs and history): "
+                    f"sign in with the form at {LOGIN_PATH} (a POST), or send "
+                    "Authorization: Bearer <token>",
+                )
             return HTMLResponse(LOGIN_PAGE.format(message=""))
         client = request.client.host if request.client else "?"
         if wait := throttle.wait(client):
-            return HTMLResponse(LOGIN_PAGE.format(message=f"<p>Too many wrong tokens: try again in {wait:.0f} s.</p>"),
-                                status_code=429, headers={"Retry-After": str(int(wait) + 1)})
+            return HTMLResponse(
+                LOGIN_PAGE.format(message=f"<p>Too many wrong tokens: try again in {wait:.0f} s.</p>"),
+                status_code=429,
+                headers={"Retry-After": str(int(wait) + 1)},
+            )
         form = await request.form()
         given = str(form.get("token") or "")
         if not given:
@@ -600,8 +648,15 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
             throttle.fail(client)
             return HTMLResponse(LOGIN_PAGE.format(message="<p>That is not the token.</p>"), status_code=401)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, _cookie_value(settings.token), max_age=COOKIE_MAX_AGE, httponly=True,
-                            samesite="strict", path="/", secure=request.url.scheme == "https")
+        response.set_cookie(
+            COOKIE,
+            _cookie_value(settings.token),
+            max_age=COOKIE_MAX_AGE,
+            httponly=True,
+            samesite="strict",
+            path="/",
+            secure=request.url.scheme == "https",
+        )
         return response
 
     async def upload_js(request: Request) -> Response:
@@ -618,6 +673,7 @@ def create_app(settings: ServeSettings, queue: JobQueue | None = None) -> Any:
         Route(LOGIN_PATH, login, methods=["GET", "POST"]),
         Mount("/", app=StaticFiles(directory=static_root, check_dir=False)),
     ]
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
         yield
@@ -643,8 +699,10 @@ def bounded_protocol(header_timeout: float, max_connections: int) -> type:
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             if len(self.connections) > max_connections:
-                transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-                                b"Content-Length: 31\r\nConnection: close\r\n\r\ntoo many connections; try again\n")
+                transport.write(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                    b"Content-Length: 31\r\nConnection: close\r\n\r\ntoo many connections; try again\n"
+                )
                 transport.close()
                 return
             self._arm()
@@ -689,6 +747,12 @@ def serve(settings: ServeSettings, host: str, port: int) -> None:
 
     if settings.site_dir is None and settings.warehouse.exists():
         build_board(settings.warehouse, settings.board_dir)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning",
-                http=bounded_protocol(settings.header_timeout, settings.max_connections),
-                timeout_keep_alive=5, h11_max_incomplete_event_size=64 << 10)
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level="warning",
+        http=bounded_protocol(settings.header_timeout, settings.max_connections),
+        timeout_keep_alive=5,
+        h11_max_incomplete_event_size=64 << 10,
+    )

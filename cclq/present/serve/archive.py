@@ -116,11 +116,12 @@ def _copy_bounded(src: Readable, target: Path, budget: Budget, ratio_base: int, 
                 break
             budget.bytes_written += len(chunk)
             if budget.bytes_written > limits.max_total_bytes:
-                raise ArchiveRefused(f"member {name!r}: the upload unpacks to more than "
-                                     f"{limits.max_total_bytes} bytes")
+                raise ArchiveRefused(f"member {name!r}: the upload unpacks to more than {limits.max_total_bytes} bytes")
             if budget.bytes_written > cap:
-                raise ArchiveRefused(f"member {name!r}: the upload inflates more than {limits.max_ratio:g}x "
-                                     f"its compressed size (a compression bomb?)")
+                raise ArchiveRefused(
+                    f"member {name!r}: the upload inflates more than {limits.max_ratio:g}x "
+                    f"its compressed size (a compression bomb?)"
+                )
             out.write(chunk)
 
 
@@ -172,7 +173,7 @@ def _central_directory(f: BinaryIO, size: int, name: str) -> tuple[int, int]:
         raise ArchiveRefused(f"{name}: not a readable zip (no end of central directory record)")
     record = size - tail_len + at
     _, _, _, _, _, cd_size, cd_offset, _ = _EOCD.unpack_from(tail, at)
-    if at >= _EOCD64_LOCATOR.size and tail[at - _EOCD64_LOCATOR.size:at].startswith(b"PK\x06\x07"):
+    if at >= _EOCD64_LOCATOR.size and tail[at - _EOCD64_LOCATOR.size : at].startswith(b"PK\x06\x07"):
         eocd64 = record - _EOCD64_LOCATOR.size - _EOCD64.size
         f.seek(max(eocd64, 0))
         raw = f.read(_EOCD64.size)
@@ -198,8 +199,9 @@ def _walk_zip(path: Path, dest: Path, budget: Budget) -> list[_ZipEntry]:
         size = os.fstat(f.fileno()).st_size
         start, cd_size = _central_directory(f, size, path.name)
         if cd_size > MAX_CENTRAL_DIRECTORY:
-            raise ArchiveRefused(f"{path.name}: a central directory of {cd_size} bytes, more than "
-                                 f"{MAX_CENTRAL_DIRECTORY}")
+            raise ArchiveRefused(
+                f"{path.name}: a central directory of {cd_size} bytes, more than {MAX_CENTRAL_DIRECTORY}"
+            )
         f.seek(start)
         src = io.BufferedReader(_Limited(f, cd_size), CHUNK)
         while True:
@@ -207,11 +209,18 @@ def _walk_zip(path: Path, dest: Path, budget: Budget) -> list[_ZipEntry]:
             if not head:
                 break
             if len(head) < _CENTRAL.size or not head.startswith(b"PK\x01\x02"):
-                raise ArchiveRefused(f"{path.name}: not a readable zip (broken central directory entry "
-                                     f"{len(entries) + 1})")
+                raise ArchiveRefused(
+                    f"{path.name}: not a readable zip (broken central directory entry {len(entries) + 1})"
+                )
             fields = _CENTRAL.unpack(head)
-            flags, usize, name_len, extra_len, comment_len, attr = (fields[5], fields[11], fields[12], fields[13],
-                                                                   fields[14], fields[17])
+            flags, usize, name_len, extra_len, comment_len, attr = (
+                fields[5],
+                fields[11],
+                fields[12],
+                fields[13],
+                fields[14],
+                fields[17],
+            )
             raw = src.read(name_len)
             src.read(extra_len + comment_len)
             member = raw.decode("utf-8" if flags & 0x800 else "cp437", "replace")
@@ -226,8 +235,9 @@ def _walk_zip(path: Path, dest: Path, budget: Budget) -> list[_ZipEntry]:
             if usize != 0xFFFFFFFF:  # zip64 sizes are in the extra field: bounded while copying
                 declared += usize
                 if declared + budget.bytes_written > limits.max_total_bytes:
-                    raise ArchiveRefused(f"{path.name}: declares more than {limits.max_total_bytes} bytes unpacked "
-                                         f"(at {member!r})")
+                    raise ArchiveRefused(
+                        f"{path.name}: declares more than {limits.max_total_bytes} bytes unpacked (at {member!r})"
+                    )
             entries.append(_ZipEntry(member, attr, usize))
     return entries
 
@@ -244,7 +254,7 @@ class _Limited(io.RawIOBase):
 
     def readinto(self, buf: Any) -> int:
         data = self.f.read(min(len(buf), self.left))
-        buf[:len(data)] = data
+        buf[: len(data)] = data
         self.left -= len(data)
         return len(data)
 
@@ -266,8 +276,9 @@ def _extract_zip(path: Path, dest: Path, budget: Budget, ratio_base: int) -> Non
                 continue
             budget.add_file(info.filename)
             if budget.bytes_written + info.file_size > budget.limits.max_total_bytes:
-                raise ArchiveRefused(f"member {info.filename!r}: the upload unpacks to more than "
-                                     f"{budget.limits.max_total_bytes} bytes")
+                raise ArchiveRefused(
+                    f"member {info.filename!r}: the upload unpacks to more than {budget.limits.max_total_bytes} bytes"
+                )
             try:
                 with zf.open(info) as src:
                     _copy_bounded(src, target, budget, ratio_base, info.filename)
@@ -285,13 +296,15 @@ class _BoundedStream:
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0 or size > MAX_TAR_READ:
-            raise ArchiveRefused(f"{self.name}: a tar header declares {size} bytes of metadata, more than "
-                                 f"{MAX_TAR_READ}")
+            raise ArchiveRefused(
+                f"{self.name}: a tar header declares {size} bytes of metadata, more than {MAX_TAR_READ}"
+            )
         data: bytes = self.raw.read(size)
         self.read_bytes += len(data)
         if self.read_bytes > self.cap:
-            raise ArchiveRefused(f"{self.name}: the archive unpacks to more than {self.cap} bytes of tar "
-                                 "(a compression bomb?)")
+            raise ArchiveRefused(
+                f"{self.name}: the archive unpacks to more than {self.cap} bytes of tar (a compression bomb?)"
+            )
         return data
 
     def seek(self, offset: int, whence: int = 0) -> int:
@@ -323,7 +336,7 @@ def _pax_records(data: bytes) -> dict[bytes, bytes]:
         length, _, rest = data.partition(b" ")
         if not length.isdigit() or int(length) <= len(length) + 1:
             break
-        record, data = rest[:int(length) - len(length) - 1], data[int(length):]
+        record, data = rest[: int(length) - len(length) - 1], data[int(length) :]
         key, _, value = record.rstrip(b"\n").partition(b"=")
         out[key] = value
     return out
@@ -349,8 +362,9 @@ def _walk_tar_headers(stream: BinaryIO, dest: Path, budget: Budget, ratio_base: 
         padded = -(-size // 512) * 512
         if kind in (b"L", b"K", b"x", b"g"):  # metadata for the next member, read whole by tarfile
             if size > MAX_TAR_READ:
-                raise ArchiveRefused(f"{name}: a tar header declares {size} bytes of metadata, more than "
-                                     f"{MAX_TAR_READ}")
+                raise ArchiveRefused(
+                    f"{name}: a tar header declares {size} bytes of metadata, more than {MAX_TAR_READ}"
+                )
             data = stream.read(padded)[:size]
             if kind == b"L":
                 long_name = data.split(b"\0", 1)[0]
@@ -380,8 +394,10 @@ def _walk_tar_headers(stream: BinaryIO, dest: Path, budget: Budget, ratio_base: 
         if budget.bytes_written + declared > limits.max_total_bytes:
             raise ArchiveRefused(f"member {text!r}: the upload unpacks to more than {limits.max_total_bytes} bytes")
         if budget.bytes_written + declared > limits.max_ratio * max(ratio_base, 1):
-            raise ArchiveRefused(f"member {text!r}: the upload inflates more than {limits.max_ratio:g}x "
-                                 f"its compressed size (a compression bomb?)")
+            raise ArchiveRefused(
+                f"member {text!r}: the upload inflates more than {limits.max_ratio:g}x "
+                f"its compressed size (a compression bomb?)"
+            )
         while padded > 0:
             got = len(stream.read(min(padded, CHUNK)))
             if not got:
@@ -392,8 +408,11 @@ def _walk_tar_headers(stream: BinaryIO, dest: Path, budget: Budget, ratio_base: 
 def _open_tar_stream(path: Path, compressed: bool, budget: Budget, ratio_base: int) -> tuple[Any, _BoundedStream]:
     limits = budget.limits
     raw: Any = gzip.GzipFile(path, "rb") if compressed else open(path, "rb")
-    cap = min(limits.max_total_bytes, int(limits.max_ratio * max(ratio_base, 1))) \
-        + 1024 * (limits.max_files + 2) + (1 << 20)  # headers: a few blocks a member
+    cap = (
+        min(limits.max_total_bytes, int(limits.max_ratio * max(ratio_base, 1)))
+        + 1024 * (limits.max_files + 2)
+        + (1 << 20)
+    )  # headers: a few blocks a member
     return raw, _BoundedStream(raw, cap if compressed else max(cap, ratio_base + 1024), path.name)
 
 
@@ -431,8 +450,9 @@ def _extract_tar(path: Path, dest: Path, budget: Budget, ratio_base: int, compre
                     raise ArchiveRefused(f"{path.name}: more than {limits.max_files} members")
                 tf.members.clear()  # tarfile keeps every header it read; nothing here needs them
                 if m.issym() or m.islnk():
-                    raise ArchiveRefused(f"member {m.name!r}: a {'symbolic' if m.issym() else 'hard'} link "
-                                         f"(to {m.linkname!r})")
+                    raise ArchiveRefused(
+                        f"member {m.name!r}: a {'symbolic' if m.issym() else 'hard'} link (to {m.linkname!r})"
+                    )
                 if not (m.isfile() or m.isdir()):
                     raise ArchiveRefused(f"member {m.name!r}: not a regular file or folder")
                 target = member_path(dest, m.name)
@@ -441,11 +461,14 @@ def _extract_tar(path: Path, dest: Path, budget: Budget, ratio_base: int, compre
                     continue
                 budget.add_file(m.name)
                 if budget.bytes_written + m.size > limits.max_total_bytes:
-                    raise ArchiveRefused(f"member {m.name!r}: the upload unpacks to more than "
-                                         f"{limits.max_total_bytes} bytes")
+                    raise ArchiveRefused(
+                        f"member {m.name!r}: the upload unpacks to more than {limits.max_total_bytes} bytes"
+                    )
                 if budget.bytes_written + m.size > limits.max_ratio * max(ratio_base, 1):
-                    raise ArchiveRefused(f"member {m.name!r}: the upload inflates more than {limits.max_ratio:g}x "
-                                         f"its compressed size (a compression bomb?)")
+                    raise ArchiveRefused(
+                        f"member {m.name!r}: the upload inflates more than {limits.max_ratio:g}x "
+                        f"its compressed size (a compression bomb?)"
+                    )
                 src = tf.extractfile(m)
                 if src is None:
                     raise ArchiveRefused(f"member {m.name!r}: cannot be read")

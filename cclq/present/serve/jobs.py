@@ -85,20 +85,42 @@ class Job:
     model_phase: str | None = None
 
     def save(self) -> None:
-        write_json(self.folder / "job.json", {
-            "upload_id": self.upload_id, "status": self.status, "error": self.error, "log": self.log,
-            "submitted": self.submitted, "workload": self.workload.name, "phase": self.phase,
-            "started": self.started, "pid": self.pid, "solo": self.solo, "shared": self.shared})
+        write_json(
+            self.folder / "job.json",
+            {
+                "upload_id": self.upload_id,
+                "status": self.status,
+                "error": self.error,
+                "log": self.log,
+                "submitted": self.submitted,
+                "workload": self.workload.name,
+                "phase": self.phase,
+                "started": self.started,
+                "pid": self.pid,
+                "solo": self.solo,
+                "shared": self.shared,
+            },
+        )
 
     @classmethod
     def load(cls, folder: Path) -> Job | None:
         doc = read_json(folder / "job.json")
         if not isinstance(doc, dict) or not isinstance(doc.get("workload"), str) or "/" in doc["workload"]:
             return None
-        return cls(doc.get("upload_id") or folder.name, folder, folder / "trace" / doc["workload"],
-                   doc.get("status") or "queued", doc.get("error"), list(doc.get("log") or []),
-                   doc.get("submitted") or now(), doc.get("phase"), doc.get("started"), doc.get("pid"),
-                   bool(doc.get("solo")), bool(doc.get("shared")))
+        return cls(
+            doc.get("upload_id") or folder.name,
+            folder,
+            folder / "trace" / doc["workload"],
+            doc.get("status") or "queued",
+            doc.get("error"),
+            list(doc.get("log") or []),
+            doc.get("submitted") or now(),
+            doc.get("phase"),
+            doc.get("started"),
+            doc.get("pid"),
+            bool(doc.get("solo")),
+            bool(doc.get("shared")),
+        )
 
 
 @dataclass
@@ -159,8 +181,10 @@ class JobQueue:
         self._children: set[subprocess.Popen[bytes]] = set()
         self._closing = False
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._work, name=f"cclq-serve-job-{i}", daemon=True)
-                         for i in range(max(1, settings.workers))]
+        self._threads = [
+            threading.Thread(target=self._work, name=f"cclq-serve-job-{i}", daemon=True)
+            for i in range(max(1, settings.workers))
+        ]
         for t in self._threads:
             t.start()
 
@@ -270,10 +294,14 @@ class JobQueue:
         """Runs ``batch`` in a child process; returns the jobs to run again (those the
         child did not start, after a job brought it down), or [] once all are settled."""
         s = self.settings
-        spec = {"warehouse": str(s.warehouse.root), "board_dir": str(s.board_dir) if s.board_dir else None,
-                "config_path": str(s.config_path) if s.config_path else None,
-                "server_pid": os.getpid(), "memory_mb": s.job_memory_mb,
-                "jobs": [str(j.folder) for j in batch]}
+        spec = {
+            "warehouse": str(s.warehouse.root),
+            "board_dir": str(s.board_dir) if s.board_dir else None,
+            "config_path": str(s.config_path) if s.config_path else None,
+            "server_pid": os.getpid(),
+            "memory_mb": s.job_memory_mb,
+            "jobs": [str(j.folder) for j in batch],
+        }
         spec_dir = self.state_dir or batch[0].folder.parent
         spec_path = spec_dir / f".batch-{os.getpid()}-{threading.get_ident()}.json"
         write_json(spec_path, spec)
@@ -281,7 +309,11 @@ class JobQueue:
         try:
             child = subprocess.Popen(
                 [sys.executable, "-m", "cclq.present.serve.worker", str(spec_path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         finally:
             log.close()
         self._children.add(child)
@@ -326,16 +358,25 @@ class JobQueue:
             elif now_job.phase == "computed" or (now_job.phase == "board" and timed_out != now_job.upload_id):
                 computed.append(now_job)
             elif now_job.shared and not now_job.solo:  # died computing several jobs' metrics: each again, alone
-                now_job.status, now_job.phase, now_job.pid, now_job.solo, now_job.shared = \
-                    "queued", None, None, True, False
-                now_job.log.append(f"{_died(rc) if timed_out is None else 'the batch ran past the job timeout'}"
-                                   " while computing this job with others; it runs again alone")
+                now_job.status, now_job.phase, now_job.pid, now_job.solo, now_job.shared = (
+                    "queued",
+                    None,
+                    None,
+                    True,
+                    False,
+                )
+                now_job.log.append(
+                    f"{_died(rc) if timed_out is None else 'the batch ran past the job timeout'}"
+                    " while computing this job with others; it runs again alone"
+                )
                 now_job.save()
                 again.append(now_job)
             else:
-                reason = (f"the job ran longer than {self.settings.job_timeout:g} s (--job-timeout) and was stopped"
-                          if isinstance(timed_out, Job) and timed_out.upload_id == now_job.upload_id
-                          else _died(rc))
+                reason = (
+                    f"the job ran longer than {self.settings.job_timeout:g} s (--job-timeout) and was stopped"
+                    if isinstance(timed_out, Job) and timed_out.upload_id == now_job.upload_id
+                    else _died(rc)
+                )
                 now_job.status, now_job.error, now_job.phase, now_job.pid = "error", reason, None, None
                 now_job.log.append(reason)
                 now_job.save()
@@ -390,8 +431,12 @@ def _running(batch: list[Job], spec_path: Path) -> tuple[Job | str, float] | Non
         return "board", float(board["started"])
     for job in batch:
         doc = read_json(job.folder / "job.json")
-        if isinstance(doc, dict) and doc.get("status") == "processing" and doc.get("phase") != "computed" \
-                and isinstance(doc.get("started"), (int, float)):
+        if (
+            isinstance(doc, dict)
+            and doc.get("status") == "processing"
+            and doc.get("phase") != "computed"
+            and isinstance(doc.get("started"), (int, float))
+        ):
             return job, float(doc["started"])
     return None
 
@@ -438,8 +483,10 @@ def ingest_job(job: Job, settings: JobSettings) -> None:
     wh = settings.warehouse
     workloads = plan_inputs([job.workload])
     if len(workloads) != 1:
-        raise CclqError(f"the upload holds {len(workloads)} workload folders "
-                        f"({', '.join(w.trace for w in workloads[:5])}); upload one workload folder a job")
+        raise CclqError(
+            f"the upload holds {len(workloads)} workload folders "
+            f"({', '.join(w.trace for w in workloads[:5])}); upload one workload folder a job"
+        )
     (workload,) = workloads
     report = ingest([job.workload], wh, jobs=1)  # takes the warehouse's lock
     if report.traces.get(str(workload.root), workload.trace) != workload.trace:
@@ -495,14 +542,19 @@ def compute_results(jobs: list[Job], settings: JobSettings) -> None:
             # with CCL-Bench's config, what its process_upload.py gets from tools/main.py
             # through the shim: the unit CCL-Bench's tool prints (percent where it does)
             value = outcome.value
-            metrics[name] = six_digits(outcome.spec.ccl_bench_value(value) if settings.config_path is not None
-                                       else value)
+            metrics[name] = six_digits(
+                outcome.spec.ccl_bench_value(value) if settings.config_path is not None else value
+            )
             if metrics[name] is None:
                 reasons[name] = outcome.reason or "no value"
-        write_json(job.folder / "results.json", {"metrics": metrics, "metric_info": info, "reasons": reasons,
-                                                 "trace": job.trace})
-        job.log.append(f"{sum(v is not None for v in metrics.values())}/{len(metrics)} metrics computed"
-                       + (f" (with {len(jobs) - 1} other upload(s))" if len(jobs) > 1 else ""))
+        write_json(
+            job.folder / "results.json",
+            {"metrics": metrics, "metric_info": info, "reasons": reasons, "trace": job.trace},
+        )
+        job.log.append(
+            f"{sum(v is not None for v in metrics.values())}/{len(metrics)} metrics computed"
+            + (f" (with {len(jobs) - 1} other upload(s))" if len(jobs) > 1 else "")
+        )
 
 
 def run_job(job: Job, settings: JobSettings) -> None:

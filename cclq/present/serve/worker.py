@@ -46,9 +46,11 @@ def main(argv: list[str]) -> int:
         return 2
     if not child_setup(int(spec.get("server_pid") or os.getppid()), spec.get("memory_mb")):
         return 1  # the server is gone already
-    settings = JobSettings(Warehouse(Path(spec["warehouse"])),
-                           Path(spec["board_dir"]) if spec.get("board_dir") else None,
-                           Path(spec["config_path"]) if spec.get("config_path") else None)
+    settings = JobSettings(
+        Warehouse(Path(spec["warehouse"])),
+        Path(spec["board_dir"]) if spec.get("board_dir") else None,
+        Path(spec["config_path"]) if spec.get("config_path") else None,
+    )
     parent = os.getppid()
     ingested: list[Job] = []
     for folder in spec["jobs"]:
