@@ -17,14 +17,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
+
 # A process that parses one chunk with the compiled parser every 5 ms until told to stop,
 # checking every answer against the first; prints how many it did.
 _PARSER_LOOP = r"""
 import sys, time
 from pathlib import Path
 from cclq.formats.chrome import compiled
-
-pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 events = ",".join('{"ph":"X","name":"k%d","pid":1,"tid":2,"ts":%d.5,"dur":3,"args":{"stream":%d,"x":1e20}}'
                   % (i, i, i % 8) for i in range(2000))
 chunk = ("[" + events + "]").encode()

@@ -39,9 +39,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent.parent / "hta_golden" / "notebooks"
 NOTEBOOKS = HERE / "ipynb"
 ANSWERS = HERE / "answers"
-BUNDLED = HERE / "tree"  # HTA's tests/data files small enough to keep here (see README.md there)
+BUNDLED = HERE / "tree"  # HTA's test-data files small enough to keep here (see README.md there)
 
-# HTA's tests/data folders the notebooks read -> where the trace is found: a folder of
+# HTA's test-data folders the notebooks read -> where the trace is found: a folder of
 # ../shared/traces, or None for one bundled in BUNDLED
 SHARED_FOLDERS = {
     # HTA's vision_transformer (8 ranks, 150 MB, not in the shared set): the 2-rank NCCL

@@ -9,7 +9,7 @@ Run from the repository's root with an interpreter that has HolisticTraceAnalysi
 
 Each variant of tests/helpers/hta_notebooks.py (VARIANTS) runs, unchanged but for what that
 module's docstring lists, on a fresh copy of the trace folders, and what every cell shows
-(tests/helpers/hta_notebooks.describe) is written to
+(helpers.hta_notebooks.describe) is written to
 tests/hta_golden/notebooks/answers/<variant>.json.gz.
 """
 

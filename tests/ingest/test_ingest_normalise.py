@@ -54,15 +54,16 @@ def test_uptime_microseconds_up_to_the_float_limit_survive_exactly(tmp_path, wh)
 @pytest.mark.parametrize("reader", ["fast", "ijson"])
 def test_args_are_kept_as_written_in_every_timestamp_form(tmp_path, wh, reader):
     """``args`` is the source's args value, every key (the promoted ``stream`` too):
-    integers beyond 64 bits, number texts (``1.500e3``, 19 digits), nested lists and
-    escapes as written (the fast reader: the compact source text), or the same JSON value
+    integers beyond 64 bits, numbers with 19 digits, nested lists and escapes as written
+    (the fast reader: the compact source text, with each number spelled as Python prints
+    its parsed value, so ``1.500e3`` is ``1500``: docs/schema.md), or the same JSON value
     (the ijson reader), whatever form the file's timestamps take."""
     args = (
         '{"stream": 7, "huge": 1180591620717411303424, "ratio": 0.125, "sci": 1.500e3,'
         ' "long": 0.1000000000000000055511, "dims": [[8, 1024], []], "who": "r\\u00e9seau"}'
     )
     compact = (
-        '{"stream":7,"huge":1180591620717411303424,"ratio":0.125,"sci":1.500e3,'
+        '{"stream":7,"huge":1180591620717411303424,"ratio":0.125,"sci":1500,'
         '"long":0.1000000000000000055511,"dims":[[8,1024],[]],"who":"r\\u00e9seau"}'
     )
     root = tmp_path / "w"
