@@ -27,11 +27,19 @@ def _operators(profile: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     def walk(node: dict[str, Any]) -> None:
-        out.append(node)
+        # DuckDB 2.0 names an operator's fields name / intermediate_rows under "operator";
+        # 1.5.6 names them operator_name / operator_cardinality under "children"
+        out.append(
+            {
+                **node,
+                "name": node.get("name", node.get("operator_name")),
+                "intermediate_rows": node.get("intermediate_rows", node.get("operator_cardinality")),
+            }
+        )
         for child in node.get("children", []):
             walk(child)
 
-    for node in profile["operator"]:
+    for node in profile.get("operator", profile.get("children", [])):
         walk(node)
     return out
 
