@@ -6,42 +6,15 @@ where a thread's ops overlap without nesting (issue 42)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
-from cclq.ingest.run import ingest
+from helpers.plans import profiled
+from helpers.warehouse import run_ingest
+
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder, generate_workload
 
 GENERIC = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"  # typed by nothing but its ops
-
-
-def _ingest(folder: Path, root: Path) -> Warehouse:
-    wh = Warehouse(root)
-    ingest([folder], wh, jobs=1)
-    return wh
-
-
-def _operators(profile: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-
-    def walk(node: dict[str, Any]) -> None:
-        # DuckDB 2.0 names an operator's fields name / intermediate_rows under "operator";
-        # 1.5.6 names them operator_name / operator_cardinality under "children"
-        out.append(
-            {
-                **node,
-                "name": node.get("name", node.get("operator_name")),
-                "intermediate_rows": node.get("intermediate_rows", node.get("operator_cardinality")),
-            }
-        )
-        for child in node.get("children", []):
-            walk(child)
-
-    for node in profile.get("operator", profile.get("children", [])):
-        walk(node)
-    return out
 
 
 def test_launches_find_their_ops_through_the_stack_not_a_join_per_thread(tmp_path):
@@ -51,17 +24,13 @@ def test_launches_find_their_ops_through_the_stack_not_a_join_per_thread(tmp_pat
     collectives). Now the ASOF join finds the two ops around each launch, and the plain
     join, kept for launches in ops that do not nest, gets none."""
     generate_workload(tmp_path / "in" / "ddp", ranks=1, steps=200, layers=4)
-    wh = _ingest(tmp_path / "in", tmp_path / "wh")
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
     session = connect(wh)
     kernels = 200 * 2
-    profile_path = tmp_path / "profile.json"
-    session.execute("PRAGMA enable_profiling = 'json'")
-    session.execute(f"PRAGMA profiling_output = '{profile_path}'")
-    rows = session.execute("SELECT coll_type, type_source, bytes FROM collectives").fetchall()
-    session.execute("PRAGMA disable_profiling")
+    rows, ops = profiled(session, "SELECT coll_type, type_source, bytes FROM collectives", tmp_path / "profile.json")
     assert len(rows) == kernels
     assert all(r[0] == "all_reduce" and r[2] > 0 for r in rows)
-    ops = _operators(json.loads(profile_path.read_text()))
     asof = [op for op in ops if op["name"] == "ASOF_JOIN"]
     # one row per (launch, op around it): record_param_comms and nccl:all_reduce
     assert asof and sum(op["intermediate_rows"] for op in asof) == 2 * kernels
@@ -102,7 +71,8 @@ def test_ops_that_overlap_without_nesting_give_the_containment_rows(tmp_path):
     folder = tmp_path / "in" / "overlap"
     folder.mkdir(parents=True)
     b.write(folder / "rank0.json")
-    wh = _ingest(tmp_path / "in", tmp_path / "wh")
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
     session = connect(wh)
     rows = session.execute(
         "SELECT launch_ns - min(launch_ns) OVER (), coll_type, type_source, bytes FROM collectives ORDER BY launch_ns"
@@ -122,7 +92,9 @@ def test_one_metric_stores_the_collectives_and_steps_once(tmp_path):
     from cclq.query.registry import resolve
 
     generate_workload(tmp_path / "in" / "ddp", ranks=2, steps=3, layers=4)
-    session = connect(_ingest(tmp_path / "in", tmp_path / "wh"))
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
+    session = connect(wh)
     with shared_views(session, [resolve("collective_busbw").sql]) as names:
         assert {"_collective_cpu_ops", "collectives_with", "collectives"} <= names
     with shared_views(session, [resolve("break_down_steps").sql]) as names:

@@ -5,40 +5,13 @@ containment join where steps overlap (issue 42)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
-from cclq.ingest.run import ingest
+from helpers.plans import profiled
+from helpers.warehouse import run_ingest
+
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import KinetoTraceBuilder, generate_workload
-
-
-def _ingest(folder: Path, root: Path) -> Warehouse:
-    wh = Warehouse(root)
-    ingest([folder], wh, jobs=1)
-    return wh
-
-
-def _operators(profile: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-
-    def walk(node: dict[str, Any]) -> None:
-        # DuckDB 2.0 names an operator's fields name / intermediate_rows under "operator";
-        # 1.5.6 names them operator_name / operator_cardinality under "children"
-        out.append(
-            {
-                **node,
-                "name": node.get("name", node.get("operator_name")),
-                "intermediate_rows": node.get("intermediate_rows", node.get("operator_cardinality")),
-            }
-        )
-        for child in node.get("children", []):
-            walk(child)
-
-    for node in profile.get("operator", profile.get("children", [])):
-        walk(node)
-    return out
 
 
 def test_activities_find_their_step_by_asof_not_a_join_per_rank(tmp_path):
@@ -46,17 +19,15 @@ def test_activities_find_their_step_by_asof_not_a_join_per_rank(tmp_path):
     compared with every step of its rank (a hash join on the rank, the time a residual:
     quadratic in the steps of a long capture); now an ASOF join gives each its step."""
     generate_workload(tmp_path / "in" / "ddp", ranks=1, steps=300, layers=4)
-    wh = _ingest(tmp_path / "in", tmp_path / "wh")
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
     session = connect(wh)
-    profile_path = tmp_path / "profile.json"
-    session.execute("PRAGMA enable_profiling = 'json'")
-    session.execute(f"PRAGMA profiling_output = '{profile_path}'")
-    rows = session.execute("SELECT step, count(*) FROM gpu_ops_steps_with(1) GROUP BY step").fetchall()
-    session.execute("PRAGMA disable_profiling")
+    rows, ops = profiled(
+        session, "SELECT step, count(*) FROM gpu_ops_steps_with(1) GROUP BY step", tmp_path / "profile.json"
+    )
     per_step = dict(rows)
     # every step's activities are its own: the same count in each, none outside a step
     assert len(per_step) == 300 and None not in per_step and len(set(per_step.values())) == 1
-    ops = _operators(json.loads(profile_path.read_text()))
     assert any(op["name"] == "ASOF_JOIN" and op["intermediate_rows"] > 0 for op in ops)
     residual = [
         op
@@ -80,7 +51,8 @@ def test_overlapping_steps_give_the_containment_rows(tmp_path):
     folder = tmp_path / "in" / "overlap"
     folder.mkdir(parents=True)
     b.write(folder / "rank0.json")
-    wh = _ingest(tmp_path / "in", tmp_path / "wh")
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
     session = connect(wh)
     rows = session.execute(
         "SELECT launch_ns - min(launch_ns) OVER (), step FROM gpu_ops_steps_with(1) WHERE kind = 'kernel' "
