@@ -1,9 +1,8 @@
 -- HTA 0.5.0's critical path graph (hta/analyzers/critical_path_analysis.py,
 -- CriticalPathAnalysis.critical_path_analysis with annotation "ProfilerStep",
 -- instance 0), built in SQL from the rows HTA analyses (hta_events). The longest
--- path through it is computed by the Python function cclq_longest_path
--- (cclq/query/critical_path.py) that the metric hta_critical_path_breakdown
--- calls: why that step is not SQL is written there.
+-- path through it is computed in Python (cclq/query/critical_path.py, before the
+-- metric hta_critical_path_breakdown runs): why that step is not SQL is written there.
 --
 -- The graph, as HTA builds it for one rank:
 --  * Window: the first row (in HTA's frame order) whose name contains
@@ -44,12 +43,18 @@
 --    <= -1 to 0 (nanosecond rounding can end a child after its parent).
 --  * `edge_no` is HTA's insertion order (CPU edges thread by thread, then GPU
 --    edges): networkx breaks ties between equally long paths by it.
--- Not reproduced (documented limits): CUDA synchronization edges (rows of
--- category cuda_sync: Stream Sync, Context Sync, Event Sync, Stream Wait
--- Event), which need Kineto's sync events (PyTorch >= 2.1 with them enabled):
--- `has_sync_events` says a rank has them, and the metric then reports no
--- breakdown rather than a different one; and HTA's repair of badly nested CPU
--- rows (its stack pops whatever is on top), where rows overlap without nesting.
+--  * Sync edges (HTA's CUDA synchronization, rows of category cuda_sync: Event
+--    Sync, Stream Sync, Context Sync, Stream Wait Event; Kineto writes them from
+--    PyTorch 2.1 on when asked): weight 0, class '', built as the CTEs below say.
+-- Not reproduced (a documented limit): HTA's repair of badly nested CPU rows (its
+-- stack pops whatever is on top), where rows overlap without nesting.
+--
+-- Joins: a row of a rank is looked up by one row-valued key, (rk, event_idx) =
+-- (rk, partner_idx). Written as two equalities, DuckDB derives rk = rk between two
+-- lookups of different rows of the same edge (a kernel's start and the node before
+-- it) and may join those first: every node of the rank with every other, 2e9 rows on
+-- MTIA's trace when hta_events is a table (issue 41,
+-- tests/query/test_hta_critical_path_at_size.py).
 -- requires: hta_analyses
 
 -- The window's rows (see above) of each rank: `side` 'cpu' (CPU rows starting in
@@ -96,7 +101,7 @@ gpu_in AS (
   WHERE g.stream <> -1
     AND (EXISTS (
       SELECT 1 FROM cpu_in AS c
-      WHERE c.rk = g.rk AND c.partner_idx = g.event_idx
+      WHERE (c.rk, c.partner_idx) = (g.rk, g.event_idx)
     ) OR g.name = 'Stream Wait Event')  -- HTA keeps every one, in the window or not
 )
 SELECT r.trace, r.rank, 'cpu' AS side, c.* FROM cpu_in AS c JOIN ranks AS r USING (rk)
@@ -162,12 +167,13 @@ cpu_seq AS (
     dense_rank() OVER (PARTITION BY c.rk ORDER BY c.pid, c.tid) AS thread_no,
     row_number() OVER w AS pos,
     lag(n.node_id) OVER w AS prev_node,
+    lag(c.event_idx) OVER w AS prev_event_idx,
     lag(c.time_us) OVER w AS prev_time_us,
     lag(c.delta) OVER w AS prev_delta,
     sum(c.delta) OVER (w ROWS UNBOUNDED PRECEDING) - c.delta AS prev_depth_after
   FROM cpu_ends AS c
   JOIN nodes AS n
-    ON n.rk = c.rk AND n.event_idx = c.event_idx AND n.is_end = (c.delta = -1)
+    ON (n.rk, n.event_idx) = (c.rk, c.event_idx) AND n.is_end = (c.delta = -1)
   WINDOW w AS (PARTITION BY c.rk, c.pid, c.tid ORDER BY c.time_us, c.class, c.k1, c.k2)
 ),
 cpu_edges AS (
@@ -175,6 +181,8 @@ cpu_edges AS (
     p.rk,
     0 AS phase, p.thread_no AS part, p.pos AS sub,
     p.prev_node AS src_node, p.node_id AS dst_node,
+    p.prev_event_idx AS src_event_idx, p.prev_delta = -1 AS src_is_end,
+    p.event_idx AS dst_event_idx, p.delta = -1 AS dst_is_end,
     CASE
       WHEN p.prev_delta = -1 AND p.prev_depth_after = 0 THEN 0
       WHEN p.delta = -1 AND e.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventQuery',
@@ -185,7 +193,7 @@ cpu_edges AS (
     CASE WHEN p.prev_delta = -1 AND p.prev_depth_after = 0 THEN '' ELSE 'cpu_bound' END AS bound_by,
     p.event_idx
   FROM cpu_seq AS p
-  JOIN cpu_in AS e ON e.rk = p.rk AND e.event_idx = p.event_idx
+  JOIN cpu_in AS e ON (e.rk, e.event_idx) = (p.rk, p.event_idx)
   WHERE p.prev_node IS NOT NULL
 ),
 -- HTA's queue length series (TraceCounters, whole rank), keyed by the event
@@ -198,12 +206,12 @@ launches AS (
 queue_points AS (
   SELECT l.rk, g.stream, l.event_idx, l.ts_us, 1 AS delta, 0 AS part, l.row_order, g.row_order AS row_order2
   FROM launches AS l
-  JOIN ev AS g ON g.rk = l.rk AND g.correlation = l.correlation AND g.stream <> -1
+  JOIN ev AS g ON (g.rk, g.correlation) = (l.rk, l.correlation) AND g.stream <> -1
   UNION ALL
   SELECT g.rk, g.stream, g.event_idx, g.ts_us, -1, 1, g.row_order, 0
   FROM ev AS g
   WHERE g.stream <> -1 AND g.correlation <> -1
-    AND EXISTS (SELECT 1 FROM launches AS l WHERE l.rk = g.rk AND l.correlation = g.correlation)
+    AND EXISTS (SELECT 1 FROM launches AS l WHERE (l.rk, l.correlation) = (g.rk, g.correlation))
 ),
 queue AS (
   SELECT rk, event_idx, any_value(queue_length) AS queue_length
@@ -226,8 +234,8 @@ kernels AS (
     qr.queue_length AS queue_length_runtime,
     qk.queue_length AS queue_length_kernel
   FROM gpu_in AS g
-  LEFT JOIN queue AS qr ON qr.rk = g.rk AND qr.event_idx = g.partner_idx
-  LEFT JOIN queue AS qk ON qk.rk = g.rk AND qk.event_idx = g.event_idx
+  LEFT JOIN queue AS qr ON (qr.rk, qr.event_idx) = (g.rk, g.partner_idx)
+  LEFT JOIN queue AS qk ON (qk.rk, qk.event_idx) = (g.rk, g.event_idx)
   WHERE g.partner_idx >= 0 AND g.cat IS DISTINCT FROM 'cuda_sync'
   WINDOW s AS (PARTITION BY g.rk, g.stream ORDER BY g.ts_us, g.row_order)
 ),
@@ -255,7 +263,7 @@ sync_rows AS MATERIALIZED (
     UNION ALL
     SELECT * FROM cpu_in WHERE cat = 'cuda_sync' AND name IN ('Event Sync', 'Context Sync')
   ) AS y
-  LEFT JOIN sync_args AS x ON x.rk = y.rk AND x.file_id = y.file_id AND x.event_idx = y.event_idx
+  LEFT JOIN sync_args AS x ON (x.rk, x.file_id, x.event_idx) = (y.rk, y.file_id, y.event_idx)
   WHERE y.partner_idx >= 0
 ),
 -- the whole rank's launch calls with their GPU row (stream, device), numbered in
@@ -265,7 +273,7 @@ launch_calls AS MATERIALIZED (
     l.rk, l.event_idx, l.pid, l.tid, l.ts_us, g.event_idx AS kernel_idx, g.stream AS k_stream, g.pid AS k_gpu,
     row_number() OVER (PARTITION BY l.rk ORDER BY l.ts_us, l.row_order) AS launch_id
   FROM ev AS l
-  JOIN ev AS g ON g.rk = l.rk AND g.event_idx = l.partner_idx AND g.stream <> -1 AND g.partner_idx > 0
+  JOIN ev AS g ON (g.rk, g.event_idx) = (l.rk, l.partner_idx) AND g.stream <> -1 AND g.partner_idx > 0
   WHERE hta_is_queue_launch(l.name)
 ),
 -- each cudaEventRecord a sync waits on (wait_on_cuda_event_record_corr_id), on the
@@ -280,9 +288,9 @@ record_kernels AS (
   JOIN (
     SELECT DISTINCT s.rk, s.wait_on_corr AS correlation, s.wait_on_stream AS stream, e.pid AS gpu
     FROM sync_args AS s
-    JOIN ev AS e ON e.rk = s.rk AND e.file_id = s.file_id AND e.event_idx = s.event_idx
+    JOIN ev AS e ON (e.rk, e.file_id, e.event_idx) = (s.rk, s.file_id, s.event_idx)
     WHERE s.wait_on_stream > -1
-  ) AS rs ON rs.rk = rec.rk AND rs.correlation = rec.correlation
+  ) AS rs ON (rs.rk, rs.correlation) = (rec.rk, rec.correlation)
   WHERE rec.name = 'cudaEventRecord'
 ),
 -- a Stream Wait Event's destination: the first launch after its cudaStreamWaitEvent
@@ -295,7 +303,7 @@ wait_targets AS (
      WHERE c.rk = w.rk AND c.pid = call.pid AND c.tid = call.tid AND c.k_stream = w.stream AND c.ts_us > call.ts_us)
       AS dest_kernel_idx
   FROM sync_rows AS w
-  JOIN ev AS call ON call.rk = w.rk AND call.event_idx = w.partner_idx AND call.name = 'cudaStreamWaitEvent'
+  JOIN ev AS call ON (call.rk, call.event_idx) = (w.rk, w.partner_idx) AND call.name = 'cudaStreamWaitEvent'
   WHERE w.name = 'Stream Wait Event'
 ),
 -- HTA's loop order over kernels and sync rows: kernels by start, syncs by end
@@ -310,7 +318,7 @@ positions AS MATERIALIZED (
 ),
 kernel_pos AS MATERIALIZED (
   SELECT k.rk, k.event_idx, k.stream, k.end_us, p.pos
-  FROM kernels AS k JOIN positions AS p ON p.rk = k.rk AND p.event_idx = k.event_idx AND NOT p.is_sync
+  FROM kernels AS k JOIN positions AS p ON (p.rk, p.event_idx) = (k.rk, k.event_idx) AND NOT p.is_sync
 ),
 -- GPU -> GPU: the kernel a Stream Wait Event makes wait, and the recorded kernel
 -- (set when the loop reaches the wait, taken when it reaches that kernel; a later
@@ -320,10 +328,10 @@ gpu_waits AS (
   FROM (
     SELECT w.rk, t.dest_kernel_idx, rk2.kernel_idx AS src_kernel_idx, p.pos
     FROM sync_rows AS w
-    JOIN wait_targets AS t ON t.rk = w.rk AND t.event_idx = w.event_idx
-    JOIN record_kernels AS rk2 ON rk2.rk = w.rk AND rk2.correlation = w.wait_on_corr
-    JOIN positions AS p ON p.rk = w.rk AND p.event_idx = w.event_idx AND p.is_sync
-    JOIN kernel_pos AS dk ON dk.rk = w.rk AND dk.event_idx = t.dest_kernel_idx
+    JOIN wait_targets AS t ON (t.rk, t.event_idx) = (w.rk, w.event_idx)
+    JOIN record_kernels AS rk2 ON (rk2.rk, rk2.correlation) = (w.rk, w.wait_on_corr)
+    JOIN positions AS p ON (p.rk, p.event_idx) = (w.rk, w.event_idx) AND p.is_sync
+    JOIN kernel_pos AS dk ON (dk.rk, dk.event_idx) = (w.rk, t.dest_kernel_idx)
     WHERE w.wait_on_corr > -1 AND rk2.kernel_idx IS NOT NULL AND t.dest_kernel_idx IS NOT NULL AND p.pos < dk.pos
   )
   GROUP BY rk, dest_kernel_idx
@@ -331,7 +339,7 @@ gpu_waits AS (
 kernel_waits AS (
   SELECT g.rk, g.dest_kernel_idx, g.src_kernel_idx, src.end_us AS src_end_us
   FROM gpu_waits AS g
-  JOIN kernel_pos AS src ON src.rk = g.rk AND src.event_idx = g.src_kernel_idx
+  JOIN kernel_pos AS src ON (src.rk, src.event_idx) = (g.rk, g.src_kernel_idx)
 ),
 -- GPU -> CPU: the end of a sync's runtime call waits for a kernel's end: Event Sync
 -- for the recorded kernel; Stream Sync for the stream's last kernel before it in the
@@ -339,17 +347,17 @@ kernel_waits AS (
 cpu_waits AS (
   SELECT w.rk, p.pos, 0 AS sub, rk2.kernel_idx AS src_kernel_idx, w.partner_idx AS runtime_idx
   FROM sync_rows AS w
-  JOIN record_kernels AS rk2 ON rk2.rk = w.rk AND rk2.correlation = w.wait_on_corr
-  JOIN positions AS p ON p.rk = w.rk AND p.event_idx = w.event_idx AND p.is_sync
+  JOIN record_kernels AS rk2 ON (rk2.rk, rk2.correlation) = (w.rk, w.wait_on_corr)
+  JOIN positions AS p ON (p.rk, p.event_idx) = (w.rk, w.event_idx) AND p.is_sync
   WHERE w.name = 'Event Sync' AND w.wait_on_corr > -1 AND rk2.kernel_idx IS NOT NULL
   UNION ALL
   SELECT w.rk, p.pos, f.first_pos AS sub, arg_max(k.event_idx, k.pos) AS src_kernel_idx, w.partner_idx
   FROM sync_rows AS w
-  JOIN positions AS p ON p.rk = w.rk AND p.event_idx = w.event_idx AND p.is_sync
+  JOIN positions AS p ON (p.rk, p.event_idx) = (w.rk, w.event_idx) AND p.is_sync
   JOIN kernel_pos AS k ON k.rk = w.rk AND k.pos < p.pos
     AND (w.name = 'Context Sync' OR (w.name = 'Stream Sync' AND k.stream = w.stream))
   JOIN (SELECT rk, stream, min(pos) AS first_pos FROM kernel_pos GROUP BY rk, stream) AS f
-    ON f.rk = k.rk AND f.stream = k.stream
+    ON (f.rk, f.stream) = (k.rk, k.stream)
   WHERE w.name IN ('Stream Sync', 'Context Sync')
   GROUP BY w.rk, p.pos, f.first_pos, k.stream, w.partner_idx
 ),
@@ -366,44 +374,47 @@ kernel_links AS (
              AND (w.src_end_us IS NULL OR w.src_end_us < k.ts_runtime_us), false) AS is_launch,
     k.prev_idx IS NOT NULL AND (w.src_end_us IS NULL OR w.src_end_us < k.prev_end_us) AS follows_prev
   FROM kernels AS k
-  JOIN kernel_pos AS p ON p.rk = k.rk AND p.event_idx = k.event_idx
-  LEFT JOIN kernel_waits AS w ON w.rk = k.rk AND w.dest_kernel_idx = k.event_idx
+  JOIN kernel_pos AS p ON (p.rk, p.event_idx) = (k.rk, k.event_idx)
+  LEFT JOIN kernel_waits AS w ON (w.rk, w.dest_kernel_idx) = (k.rk, k.event_idx)
 ),
 gpu_edges AS (
   -- the kernel's span
   SELECT k.rk, 1 AS phase, k.pos AS part, 0 AS sub,
-    s.node_id AS src_node, e.node_id AS dst_node, k.end_us - k.ts_us AS weight_us, 'operator' AS edge_type,
+    s.node_id AS src_node, e.node_id AS dst_node,
+    s.event_idx AS src_event_idx, s.is_end AS src_is_end, e.event_idx AS dst_event_idx, e.is_end AS dst_is_end,
+    k.end_us - k.ts_us AS weight_us, 'operator' AS edge_type,
     CASE WHEN regexp_matches(k.name, '^nccl.*Kernel') THEN 'gpu_communication_bound' ELSE 'gpu_compute_bound' END AS bound_by,
     k.event_idx
   FROM kernel_links AS k
-  JOIN nodes AS s ON s.rk = k.rk AND s.event_idx = k.event_idx AND NOT s.is_end
-  JOIN nodes AS e ON e.rk = k.rk AND e.event_idx = k.event_idx AND e.is_end
+  JOIN nodes AS s ON (s.rk, s.event_idx) = (k.rk, k.event_idx) AND NOT s.is_end
+  JOIN nodes AS e ON (e.rk, e.event_idx) = (k.rk, k.event_idx) AND e.is_end
   UNION ALL
   -- the kernel it waits for (a sync edge, weight 0)
-  SELECT k.rk, 1, k.pos, 1, src.node_id, dst.node_id, 0.0, 'sync', '', NULL
+  SELECT k.rk, 1, k.pos, 1, src.node_id, dst.node_id, src.event_idx, src.is_end, dst.event_idx, dst.is_end,
+    0.0, 'sync', '', NULL
   FROM kernel_links AS k
-  JOIN nodes AS src ON src.rk = k.rk AND src.event_idx = k.wait_idx AND src.is_end
-  JOIN nodes AS dst ON dst.rk = k.rk AND dst.event_idx = k.event_idx AND NOT dst.is_end
+  JOIN nodes AS src ON (src.rk, src.event_idx) = (k.rk, k.wait_idx) AND src.is_end
+  JOIN nodes AS dst ON (dst.rk, dst.event_idx) = (k.rk, k.event_idx) AND NOT dst.is_end
   UNION ALL
   -- its launch delay, or the gap after the stream's previous kernel
   SELECT k.rk, 1, k.pos, 2,
-    src.node_id, dst.node_id, dst.time_us - src.time_us,
+    src.node_id, dst.node_id, src.event_idx, src.is_end, dst.event_idx, dst.is_end, dst.time_us - src.time_us,
     CASE WHEN k.is_launch THEN 'launch_delay' ELSE 'kernel_kernel_delay' END,
     CASE WHEN k.is_launch THEN 'gpu_kernel_launch_overhead' ELSE 'gpu_kernel_kernel_overhead' END,
     CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END
   FROM kernel_links AS k
-  JOIN nodes AS dst ON dst.rk = k.rk AND dst.event_idx = k.event_idx AND NOT dst.is_end
+  JOIN nodes AS dst ON (dst.rk, dst.event_idx) = (k.rk, k.event_idx) AND NOT dst.is_end
   -- one equality key for either source (an OR of two keys would join every node of the rank)
-  JOIN nodes AS src ON src.rk = k.rk
-    AND src.event_idx = CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END
+  JOIN nodes AS src ON (src.rk, src.event_idx) = (k.rk, CASE WHEN k.is_launch THEN k.partner_idx ELSE k.prev_idx END)
     AND src.is_end = NOT k.is_launch
   WHERE k.is_launch OR k.follows_prev
   UNION ALL
   -- a sync's runtime call ends after the kernels it waits for (sync edges, weight 0)
-  SELECT w.rk, 1, w.pos, w.sub, src.node_id, dst.node_id, 0.0, 'sync', '', NULL
+  SELECT w.rk, 1, w.pos, w.sub, src.node_id, dst.node_id, src.event_idx, src.is_end, dst.event_idx, dst.is_end,
+    0.0, 'sync', '', NULL
   FROM cpu_waits AS w
-  JOIN nodes AS src ON src.rk = w.rk AND src.event_idx = w.src_kernel_idx AND src.is_end
-  JOIN nodes AS dst ON dst.rk = w.rk AND dst.event_idx = w.runtime_idx AND dst.is_end
+  JOIN nodes AS src ON (src.rk, src.event_idx) = (w.rk, w.src_kernel_idx) AND src.is_end
+  JOIN nodes AS dst ON (dst.rk, dst.event_idx) = (w.rk, w.runtime_idx) AND dst.is_end
 ),
 sync_events AS (
   SELECT rk, count(*) > 0 AS has_sync_events
@@ -428,15 +439,16 @@ SELECT
   e.bound_by,
   e.event_idx,
   coalesce(y.has_sync_events, false) AS has_sync_events,
-  sn.event_idx AS src_event_idx,
-  sn.is_end AS src_is_end,
-  dn.event_idx AS dst_event_idx,
-  dn.is_end AS dst_is_end
+  e.src_event_idx,
+  e.src_is_end,
+  e.dst_event_idx,
+  e.dst_is_end
+-- each edge carries its nodes' rows from where it is built: joining `nodes` twice here,
+-- on (rk, node_id) each, let DuckDB derive sn.rk = dn.rk and join the two first, every
+-- node of a rank with every other (8e9 rows on MTIA's 90k nodes: issue 41)
 FROM edges AS e
 JOIN ranks AS r USING (rk)
-LEFT JOIN sync_events AS y USING (rk)
-JOIN nodes AS sn ON sn.rk = e.rk AND sn.node_id = e.src_node
-JOIN nodes AS dn ON dn.rk = e.rk AND dn.node_id = e.dst_node;
+LEFT JOIN sync_events AS y USING (rk);
 
 -- The ranks that have a critical path window (a row whose name contains
 -- "ProfilerStep"; HTA fails without one).

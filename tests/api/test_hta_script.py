@@ -31,16 +31,11 @@ import cclq  # noqa: E402
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "hta_golden" / "api"
-# mtia_single_rank: since the critical path gained CUDA sync edges (issue 41),
-# critical_path_analysis through the compiled view runs for minutes and spills tens of GB
-# on this trace (the same SQL as text over the pinned tables answers in 0.2 s); skipped
-# until that plan is fixed, rather than let it fill CI's disk
-SLOW_CRITICAL_PATH = pytest.mark.skip(reason="critical_path_analysis on MTIA's trace: a plan to fix (issue 41)")
 FOLDERS = [
     "alexnet",
     "amd_mi250",
     "df_index_resolver",
-    pytest.param("mtia_single_rank", marks=SLOW_CRITICAL_PATH),
+    "mtia_single_rank",
     "nccl_data",
     "negative_queue_length",
     "ns_resolution",
