@@ -438,11 +438,6 @@ def test_trace_analysis_and_workspace_take_s3_urls(s3: dict[str, str], tmp_path:
     assert cclq.open(f"s3://{bucket}/wh").traces()["trace"].to_list() == [TRACES[0]]
 
 
-def test_dask_with_a_url_is_refused_in_one_line(s3: dict[str, str], tmp_path: Path) -> None:
-    r = run_cclq("ingest", str(tmp_path), "-w", f"s3://{s3['BUCKET']}/wh", "--dask", "local:1", env=_cli_env(s3))
-    assert r.returncode == 2 and "--dask" in r.stderr, r.stderr
-
-
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(subprocess.call([sys.executable, "-m", "pytest", __file__, "-x", "-q"]))
 

@@ -1,7 +1,9 @@
-"""`cclq metric --dask` over an ``s3://`` warehouse, on a Dask cluster of separate
-processes that share nothing but the S3 endpoint: a scheduler and two workers, each worker
-in its own temporary working directory with its own read-through cache. One worker is
-killed (SIGKILL) while it works; the result equals a run without Dask.
+"""cclq on a Dask cluster of separate processes that share nothing but the S3 endpoint:
+a ``dask scheduler`` and two ``dask worker`` processes, each worker in its own temporary
+working directory with its own read-through cache. ``cclq ingest s3://... -w s3://...
+--dask`` (the workers read the input objects and write the data files to the bucket, the
+client commits) and ``cclq metric --dask`` over an ``s3://`` warehouse, each with one
+worker killed (SIGKILL) while it works; the results equal a run without Dask.
 
 Skips cleanly without the ``dask``, ``s3`` and ``s3-test`` extras."""
 
@@ -19,15 +21,19 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers.s3 import free_port, make_bucket, moto_server, run_cclq, s3_env, start_cclq
+from tests.helpers.s3 import free_port, make_bucket, moto_server, run_cclq, s3_env, start_cclq, upload_tree
 
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_TRACES = Path(os.environ.get("CCLQ_SHARED", REPO.parent / "shared")) / "traces"
 TRACES = ["hta_trace_filter_2rank", "hta_alexnet", "hta_nccl_data"]
+# for the ingest: more files (9), so that a worker is caught mid-task
+INGEST_TRACES = [*TRACES, "hta_ns_resolution", "tracelens_mi300_resnet_ddp", "kineto_legacy_resnet50"]
 METRICS = ["communication_overlap_ratio", "hta_kernel_breakdown"]
 
 
@@ -158,3 +164,106 @@ def test_metric_on_dask_workers_that_share_only_the_bucket(tmp_path: Path) -> No
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+
+
+def _warehouse_content(target: str) -> dict[str, pa.Table]:
+    """Everything a warehouse holds but the data files' names and the ingest times, in
+    this process (the environment names the S3 server)."""
+    from cclq.query.session import connect
+    from cclq.schema import TABLE_SCHEMAS
+    from cclq.store.remote import open_warehouse
+
+    queries = {
+        "files": "SELECT * EXCLUDE (ingested_at, ingest_seconds) FROM files ORDER BY file_id",
+        "parts": "SELECT * EXCLUDE (path) FROM parts ORDER BY ALL",
+        "ingest_stats": "SELECT * FROM ingest_stats ORDER BY ALL",
+        "cards": "SELECT * FROM cards ORDER BY trace",
+        **{table: f"SELECT * FROM {table} ORDER BY ALL" for table in TABLE_SCHEMAS},
+    }
+    con = connect(open_warehouse(target))
+    try:
+        return {name: con.execute(sql).to_arrow_table() for name, sql in queries.items()}
+    finally:
+        con.close()
+
+
+def _data_objects(url: str) -> tuple[set[str], set[str]]:
+    """(data objects in the bucket, data files the current snapshot names)."""
+    from cclq.store.remote import RemoteWarehouse, data_file_name
+
+    wh = RemoteWarehouse(url)
+    named = set(wh._paths(wh.current_id()))
+    return {k for k in wh.store.list() if data_file_name(k)}, named
+
+
+def test_ingest_and_metric_on_dask_workers_that_share_only_the_bucket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cclq ingest s3://.../traces -w s3://.../wh --dask tcp://...` with a worker killed
+    while it parses: the warehouse a local ingest of the same objects gives (Arrow-equal);
+    then `cclq metric --dask` on the surviving worker gives the local metric."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real traces not available ({SHARED_TRACES} is absent)")
+    from tests.helpers.dask_cluster import dask_processes
+
+    local = tmp_path / "traces"
+    for name in INGEST_TRACES:
+        shutil.copytree(SHARED_TRACES / name, local / name)
+    with moto_server(tmp_path / "moto.log") as endpoint:
+        make_bucket(endpoint, "dask-in")
+        upload_tree(endpoint, local, "s3://dask-in/traces")
+        url = "s3://dask-in/wh"
+        env = {
+            **os.environ,
+            **s3_env(endpoint, tmp_path / "client-cache"),
+            "CCLQ_CACHE_DIR": str(tmp_path / "client-user-cache"),
+        }
+        for k, v in s3_env(endpoint, tmp_path / "test-cache").items():
+            monkeypatch.setenv(k, v)
+        # the reference: the same objects ingested by this machine alone, into a local folder
+        plain = run_cclq("ingest", "s3://dask-in/traces", "-w", str(tmp_path / "local-wh"), "-j", "1", "-q", env=env)
+        assert plain.returncode == 0, plain.stderr
+
+        def own_folders(home: Path) -> dict[str, str]:
+            return {"CCLQ_REMOTE_CACHE": str(home / "cache"), "CCLQ_CACHE_DIR": str(home / "user-cache")}
+
+        with dask_processes(tmp_path / "cluster", env, workers=2, worker_env=own_folders) as cluster:
+            job = start_cclq("ingest", "s3://dask-in/traces", "-w", url, "-q", "--dask", cluster.address, env=env)
+            # mid-task: the worker holds a copy of an input object it is parsing
+            killed = cluster.kill_worker_when(job, lambda home: any(home.rglob("cclq-parse-*/input/*")))
+            out, err = job.communicate(timeout=600)
+            assert job.returncode == 0, err + cluster.log_tail()
+            assert killed is not None, "the ingest ended before a worker could be killed"
+            assert cluster.workers[killed].returncode == -signal.SIGKILL
+            mine, theirs = _warehouse_content(url), _warehouse_content(str(tmp_path / "local-wh"))
+            for name in theirs:
+                assert mine[name].equals(theirs[name]), name
+            assert mine["events"].num_rows > 10_000
+            # the workers wrote the data: the client's copy of the warehouse holds no data file
+            client_copy = tmp_path / "client-cache" / "warehouses"
+            assert not [p for p in client_copy.rglob("trace=*/*.parquet")]
+            objects, named = _data_objects(url)
+            assert named <= objects
+            # what the killed attempt uploaded (if it got so far) is named by no snapshot:
+            # the garbage collection takes it, and nothing a snapshot names
+            from cclq.store.remote import RemoteWarehouse
+
+            RemoteWarehouse(url).collect_remote_garbage(grace_s=0)
+            objects_after, named_after = _data_objects(url)
+            assert objects_after == named_after == named
+            assert not [k for k in RemoteWarehouse(url).store.list() if k.startswith("tmp/")]  # markers gone
+
+            # a metric on the surviving worker, over the warehouse the workers wrote
+            outdir = tmp_path / "dask-out"
+            args = ["metric", *METRICS, "--all", "--allow-partial", "--no-cache"]
+            r = run_cclq(*args, "-w", url, "-o", str(outdir), "--dask", cluster.address, env=env)
+            assert r.returncode == 0, r.stderr + cluster.log_tail()
+            r = run_cclq(*args, "-w", str(tmp_path / "local-wh"), "-o", str(tmp_path / "local-out"), env=env)
+            assert r.returncode == 0, r.stderr
+            for name in METRICS:
+                a = pq.read_table(next(outdir.glob(f"{name}*.parquet")))
+                b = pq.read_table(next((tmp_path / "local-out").glob(f"{name}*.parquet")))
+                assert a.num_rows > 0 and a.equals(b), name
