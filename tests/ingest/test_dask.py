@@ -400,3 +400,34 @@ def test_dask_is_imported_only_when_asked_for(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+class _RunHere:
+    """A client whose ``run`` calls the function in this process, as worker "w1"."""
+
+    def run(self, fn, *args):
+        return {"tcp://w1:1": fn(*args)}
+
+
+def test_a_worker_that_cannot_reach_the_bucket_is_refused_in_one_line(monkeypatch, tmp_path):
+    """Before any task, each worker reads the warehouse's bucket with its own AWS
+    configuration; one that cannot is a usage error naming it and the URL, and no secret."""
+    pytest.importorskip("botocore")
+    from helpers.s3 import free_port
+
+    import cclq.ingest.dask as dist
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nobody listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret-value")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    dist._store.cache_clear()
+    try:
+        with pytest.raises(UsageError) as caught:
+            dist.check_store(_RunHere(), "s3://team-bucket/wh")  # type: ignore[arg-type]
+    finally:
+        dist._store.cache_clear()
+    text = str(caught.value)
+    assert "Dask worker tcp://w1:1 cannot read s3://team-bucket/wh" in text and "\n" not in text
+    assert "very-secret-value" not in text + (caught.value.hint or "")
