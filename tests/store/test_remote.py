@@ -462,6 +462,25 @@ def test_dask_ingest_of_s3_traces_into_a_local_warehouse(s3: dict[str, str], tmp
         assert a.stdout == b.stdout and a.stdout.count("\n") > 3, q
 
 
+def test_dask_running_markers_in_the_bucket(s3: dict[str, str], tmp_path: Path) -> None:
+    """Without a shared disk the markers that tell a file that kills Dask workers from a
+    bystander are objects under the warehouse's tmp/dask-<run>/: counted per file,
+    removed by the parse that ends, all gone at the end of the ingest."""
+    from cclq.ingest.dask import Outbox
+    from cclq.store.objects import ObjectStore
+
+    url = f"s3://{s3['BUCKET']}/wh"
+    outbox = Outbox(str(tmp_path), url, "run1")
+    first, second = outbox.mark("f1"), outbox.mark("f1")  # two attempts died while parsing f1
+    outbox.mark("f2")
+    assert (outbox.count("f1"), outbox.count("f2"), outbox.count("f3")) == (2, 1, 0)
+    outbox.unmark(second)
+    assert outbox.count("f1") == 1 and first != second
+    assert not list(tmp_path.iterdir())  # nothing on this disk
+    outbox.clear_markers()
+    assert ObjectStore(url).list("tmp") == {}
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(subprocess.call([sys.executable, "-m", "pytest", __file__, "-x", "-q"]))
 
