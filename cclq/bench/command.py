@@ -257,7 +257,9 @@ def bench(
         try:
             inputs = parse_inputs(large_rank or "", large_rank_folders)
         except ValueError as e:
-            raise UsageError(f"--large-rank takes sizes in MB (MBxRANKS for several ranks), comma-separated: {e}") from e
+            raise UsageError(
+                f"--large-rank takes sizes in MB (MBxRANKS for several ranks), comma-separated: {e}"
+            ) from e
         names = None
         if large_rank_metrics:
             names = [n.strip() for n in large_rank_metrics.split(",") if n.strip() and n.strip() != "none"]
