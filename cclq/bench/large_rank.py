@@ -10,6 +10,12 @@ and CPU seconds (``wait4``: the process and its threads; on a shared machine CPU
 steadier figure), the peak RSS, the wall cost per event and the ratio to the same size's
 ingest, and for the sizes after the first the cost per event over the previous size's
 (1.0 = linear). The machine's load average is printed beside each row.
+
+The same rows for several generated ranks (``2000x8``: 8 ranks of 250 MB) and for folders
+(``--large-rank-folders``; ``DIR:x8`` makes 8 ranks of DIR's one trace file), the report
+again under ``--memory-limit 500MB`` (``same_rows``: its JSON is the unlimited one's) and,
+with ``board``, a cold ``cclq board`` of each warehouse (docs/benchmarks.md, Metrics at
+size).
 """
 
 from __future__ import annotations
