@@ -173,9 +173,22 @@ def bench(
     large_rank_metrics: Annotated[
         Optional[str],
         typer.Option(
-            "--large-rank-metrics", help="With --large-rank: only these metrics (comma-separated) [default: every one]."
+            "--large-rank-metrics",
+            help="With --large-rank: only these metrics (comma-separated; 'none' for none) [default: every one].",
         ),
     ] = None,
+    large_rank_folders: Annotated[
+        Optional[str],
+        typer.Option(
+            "--large-rank-folders",
+            help="With or instead of --large-rank: these workload folders too (comma-separated; "
+            "DIR:x8 makes 8 ranks of DIR's one trace file), in the same table.",
+        ),
+    ] = None,
+    large_rank_board: Annotated[
+        bool,
+        typer.Option("--large-rank-board", help="With --large-rank: a cold `cclq board` of each input too."),
+    ] = False,
     startup: Annotated[
         bool,
         typer.Option(
@@ -236,27 +249,33 @@ def bench(
             title="start-up: import and command times (best of --repeats)",
         )
         return
-    if large_rank:
+    if large_rank or large_rank_folders:
         import sys
 
-        from cclq.bench.large_rank import run_large_rank_bench
+        from cclq.bench.large_rank import parse_inputs, run_large_rank_bench
 
         try:
-            mb_list = [int(s) for s in large_rank.split(",") if s.strip()]
+            inputs = parse_inputs(large_rank or "", large_rank_folders)
         except ValueError as e:
-            raise UsageError(f"--large-rank takes sizes in MB, comma-separated: {e}") from e
-        names = [n.strip() for n in large_rank_metrics.split(",") if n.strip()] if large_rank_metrics else None
+            raise UsageError(
+                f"--large-rank takes sizes in MB (MBxRANKS for several ranks), comma-separated: {e}"
+            ) from e
+        names = None
+        if large_rank_metrics:
+            names = [n.strip() for n in large_rank_metrics.split(",") if n.strip() and n.strip() != "none"]
         root = workdir or Path(tempfile.mkdtemp(prefix="cclq-bench-large-"))
 
         def progress(row: dict) -> None:
             print(
-                f"{row['size_mb']} MB {row['case']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
-                f"{row['vs_ingest_wall']}x ingest (load {row['load']})",
+                f"{row['input']} {row['case']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
+                f"{row['peak_rss_mb']} MB, {row['vs_ingest_wall']}x ingest, "
+                f"per event {row['per_event_vs_prev']}x prev, same rows {row['same_rows']} "
+                f"(load {open('/proc/loadavg').read().strip()})",
                 file=sys.stderr,
                 flush=True,
             )
 
-        rows = run_large_rank_bench(mb_list, root, names, on_row=progress)
+        rows = run_large_rank_bench(inputs, root, names, board=large_rank_board, on_row=progress)
         write_table(pa.Table.from_pylist(rows), fmt, title="one large rank: ingest, every metric, report")
         return
     if targets is not None:

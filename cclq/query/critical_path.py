@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cclq.query.session import Session
 
 PATH_TABLE = "hta_critical_path_on_path"
+_ROWS = "hta_critical_path_rows"  # the view prepare() stores for the edges
 
 
 def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
@@ -115,11 +116,25 @@ def prepare(session: Session, sql: str) -> None:
         return
     # the ranks of the scope, or the metric's `only_rank` (filtered before the graph is
     # built: DuckDB pushes the rank into the view's per-rank windows)
+    scope = "JOIN metric_scope AS m USING (trace, rank) JOIN metric_params AS p USING (trace) WHERE p.only_rank < 0 OR "
+    # The window's rows, stored first and read through a temporary view of the same name
+    # (DuckDB resolves the temporary schema first, in the compiled views too): the edges
+    # view reads them four times, and each read expanded the whole rank's hta_events
+    # again (five expansions: 31 s and 4.8 GB on a 1 GB rank, issue 42). A few hundred
+    # rows, the same ones.
     session.execute(
-        "CREATE OR REPLACE TEMP TABLE __cclq_critical_path_edges AS SELECT e.* "
-        "FROM hta_critical_path_edges AS e JOIN metric_scope AS m USING (trace, rank) "
-        "JOIN metric_params AS p USING (trace) WHERE p.only_rank < 0 OR e.rank = p.only_rank"
+        f"CREATE OR REPLACE TEMP TABLE {_ROWS}_table AS "
+        f"SELECT r.* FROM hta_critical_path_rows AS r {scope}r.rank = p.only_rank"
     )
+    session.execute(f"CREATE OR REPLACE TEMP VIEW {_ROWS} AS SELECT * FROM {_ROWS}_table")
+    try:
+        session.execute(
+            "CREATE OR REPLACE TEMP TABLE __cclq_critical_path_edges AS SELECT e.* "
+            f"FROM hta_critical_path_edges AS e {scope}e.rank = p.only_rank"
+        )
+    finally:
+        session.execute(f"DROP VIEW IF EXISTS {_ROWS}")
+        session.execute(f"DROP TABLE IF EXISTS {_ROWS}_table")
     try:
         edges = session.arrow(
             "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "

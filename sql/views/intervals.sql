@@ -94,3 +94,63 @@ SELECT
   coalesce(sum(end_ns - ts_ns) FILTER (WHERE in_a AND NOT in_b), 0) AS exposed_ns
 FROM intervals_overlay(a, b)
 GROUP BY ALL;
+
+-- Pairs each interval of `items` (columns trace, rank, ts_ns, end_ns, any others)
+-- with each window of `windows` (trace, rank, step, window_start, window_end) that it
+-- overlaps: ts_ns < window_end AND end_ns > window_start. One row per pair: the
+-- item's columns, then step, window_start, window_end.
+-- Written as a join on (trace, rank) with the two times as residuals, DuckDB compares
+-- every item of a rank with every window of it: 480 k kernels x 20 k steps on a 1 GB
+-- rank (issue 42). Here, where a rank's windows end in the order they start (sorted by
+-- start, then end, the ends never go down: sequential or staggered steps), the windows
+-- an item overlaps are one run of that order: those starting before it ends, less those
+-- ending by the time it starts. Two ASOF joins count each, and the item meets only the
+-- windows between. A rank whose windows nest takes the plain join: the same rows.
+CREATE OR REPLACE MACRO intervals_in_windows(items, windows) AS TABLE
+WITH w AS MATERIALIZED (
+  SELECT
+    trace, rank, step, window_start, window_end,
+    row_number() OVER (PARTITION BY trace, rank ORDER BY window_start, window_end) AS _w_idx
+  FROM query_table(windows)
+  WHERE window_start IS NOT NULL AND window_end IS NOT NULL  -- the plain join never matches these
+),
+ordered AS MATERIALIZED (  -- ranks whose windows' ends never go down in start order
+  SELECT trace, rank
+  FROM (
+    SELECT
+      trace, rank,
+      window_end < max(window_end) OVER (
+        PARTITION BY trace, rank ORDER BY _w_idx ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+      ) AS goes_down
+    FROM w
+  )
+  GROUP BY trace, rank
+  HAVING NOT bool_or(coalesce(goes_down, false))
+),
+starts AS (  -- windows starting at or before t: max(_w_idx) of those starting at t
+  SELECT trace, rank, window_start AS t, max(_w_idx) AS n FROM w SEMI JOIN ordered USING (trace, rank) GROUP BY ALL
+),
+ends AS (  -- windows ending at or before t (a prefix of the order in an ordered rank)
+  SELECT trace, rank, window_end AS t, max(_w_idx) AS n FROM w SEMI JOIN ordered USING (trace, rank) GROUP BY ALL
+),
+i AS MATERIALIZED (
+  SELECT * FROM query_table(items) WHERE ts_ns IS NOT NULL AND end_ns IS NOT NULL
+),
+counted AS (
+  SELECT i.*, coalesce(e.n, 0) AS _w_lo, s.n AS _w_hi
+  FROM i
+  ASOF JOIN starts AS s ON s.trace = i.trace AND s.rank = i.rank AND i.end_ns > s.t
+  ASOF LEFT JOIN ends AS e ON e.trace = i.trace AND e.rank = i.rank AND i.ts_ns >= e.t
+),
+runs AS (
+  SELECT * EXCLUDE (_w_lo, _w_hi), unnest(range(_w_lo + 1, _w_hi + 1)) AS _w_idx
+  FROM counted
+  WHERE _w_hi > _w_lo
+)
+SELECT r.* EXCLUDE (_w_idx), w.step, w.window_start, w.window_end
+FROM runs AS r
+JOIN w ON (w.trace, w.rank, w._w_idx) = (r.trace, r.rank, r._w_idx)
+UNION ALL BY NAME
+SELECT i.*, w.step, w.window_start, w.window_end
+FROM (SELECT * FROM i ANTI JOIN ordered USING (trace, rank)) AS i
+JOIN w ON w.trace = i.trace AND w.rank = i.rank AND i.ts_ns < w.window_end AND i.end_ns > w.window_start;

@@ -39,3 +39,42 @@ def test_the_graph_of_a_step_joins_no_row_of_a_rank_with_every_other(tmp_path, r
     assert joins
     # each join gives at most a row per row of the ranks (a edge, a node, a queue point)
     assert max(op["intermediate_rows"] for op in joins) <= 2 * events
+
+
+def test_the_edges_expand_the_rank_s_hta_events_once(tmp_path, monkeypatch):
+    """The edges view reads the window's rows (`hta_critical_path_rows`) four times, and
+    each read expanded the rank's whole `hta_events` again: five materializations of its
+    `ev` CTE, 31 s and 4.8 GB for the metric on a 1 GB rank (issue 42). `prepare` stores
+    the rows first; the edges statement then expands the events once, for its own `ev`."""
+    import json
+
+    from helpers.plans import operators
+
+    from cclq.query.metrics import run_metric
+    from cclq.query.registry import resolve
+
+    generate_workload(tmp_path / "in" / "ddp", ranks=1, steps=2, layers=20)
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
+    session = connect(wh)
+    profile = tmp_path / "edges.json"
+    execute = session.execute
+
+    def profiling_the_edges(sql: str, *args, **kwargs):
+        if "TEMP TABLE __cclq_critical_path_edges" not in sql:
+            return execute(sql, *args, **kwargs)
+        execute("PRAGMA enable_profiling = 'json'")
+        execute(f"PRAGMA profiling_output = '{profile}'")
+        try:
+            return execute(sql, *args, **kwargs)
+        finally:
+            execute("PRAGMA disable_profiling")
+
+    monkeypatch.setattr(session, "execute", profiling_the_edges)
+    rows = run_metric(session, resolve("hta_critical_path_breakdown"), {}).to_pylist()
+    assert rows and all(r["reason"] is None for r in rows)
+    ev = [op for op in operators(json.loads(profile.read_text())) if op.get("extra_info", {}).get("CTE Name") == "ev"]
+    assert len(ev) == 1
+    # nothing of prepare's is left in the session: the view reads the catalog's rows again
+    names = {n for (n,) in execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
+    assert "hta_critical_path_rows" not in names

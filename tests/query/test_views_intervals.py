@@ -92,3 +92,106 @@ def test_union_by_hand():
         ("t", 0, 0, 20, 30),
         ("t", 1, 0, 3, 4),
     ]
+
+
+# intervals_in_windows: (trace, rank, item_id, ts_ns, end_ns) items and (trace, rank, step,
+# window_start, window_end) windows -> one row per overlapping pair (issue 42)
+Item = tuple[str, int, int, int | None, int | None]
+Window = tuple[str, int, int, int | None, int | None]
+
+
+def _pairs_by_hand(items: list[Item], windows: list[Window]) -> list[tuple]:
+    """The plain join, in Python: ts < window_end AND end > window_start, NULLs never match."""
+    return sorted(
+        (trace, rank, i, ts, end, step, ws, we)
+        for trace, rank, i, ts, end in items
+        for wt, wr, step, ws, we in windows
+        if (wt, wr) == (trace, rank) and None not in (ts, end, ws, we) and ts < we and end > ws
+    )
+
+
+def _pairs_in_sql(items: list[Item], windows: list[Window], profile: str | None = None) -> list[tuple]:
+    from cclq.query.engine import CONNECTION_SETTINGS
+
+    con = _connection()
+    for setting in CONNECTION_SETTINGS:
+        con.execute(setting)
+    con.execute("CREATE TABLE items (trace VARCHAR, rank INTEGER, item_id INTEGER, ts_ns BIGINT, end_ns BIGINT)")
+    con.execute("CREATE TABLE wins (trace VARCHAR, rank INTEGER, step INTEGER, window_start BIGINT, window_end BIGINT)")
+    if items:
+        con.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?)", items)
+    if windows:
+        con.executemany("INSERT INTO wins VALUES (?, ?, ?, ?, ?)", windows)
+    if profile:
+        con.execute("PRAGMA enable_profiling = 'json'")
+        con.execute(f"PRAGMA profiling_output = '{profile}'")
+    rows = con.execute(
+        "SELECT trace, rank, item_id, ts_ns, end_ns, step, window_start, window_end "
+        "FROM intervals_in_windows(items, wins)"
+    ).fetchall()
+    return sorted(rows)
+
+
+def _random_windows(rng: random.Random, trace: str, rank: int, kind: str) -> list[Window]:
+    out: list[Window] = []
+    t = rng.randint(0, 5)
+    for step in range(rng.randint(1, 12)):
+        length = rng.choice([0, 1, 3, 7, 12])  # empty windows too
+        if kind == "staggered":  # overlapping, ends in start order
+            out.append((trace, rank, step, t, t + length + 5))
+            t += rng.randint(0, 4)  # equal starts too
+        elif kind == "nested":  # a window inside another: the plain join's branch
+            out.append((trace, rank, step, t, t + length))
+            if step == 1:
+                out.append((trace, rank, 100, t - 1, t + length + 30))
+            t += length + rng.randint(0, 3)
+        else:  # sequential, touching or with gaps
+            out.append((trace, rank, step, t, t + length))
+            t += length + rng.randint(0, 3)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_intervals_in_windows_pairs_every_item_with_the_windows_it_overlaps(seed):
+    rng = random.Random(seed)
+    items: list[Item] = []
+    windows: list[Window] = []
+    n = 0
+    for trace in ("a", "b"):
+        for rank in (0, 1, 2):
+            if rank != 2:  # rank 2: items and no window
+                windows += _random_windows(rng, trace, rank, rng.choice(["sequential", "staggered", "nested"]))
+            for _ in range(rng.randint(0, 40)):
+                ts = rng.randint(-5, 90)
+                items.append((trace, rank, n, ts, ts + rng.choice([0, 1, 2, 5, 20, 60])))
+                n += 1
+    items += [("a", 0, n, None, 5), ("a", 0, n + 1, 3, None)]
+    windows += [("a", 1, 999, None, 50), ("b", 0, 998, 10, None)]
+    assert _pairs_in_sql(items, windows) == _pairs_by_hand(items, windows)
+
+
+def test_intervals_in_windows_does_not_pair_every_item_with_every_window(tmp_path):
+    """One rank, 4,000 items and 1,000 sequential windows: a join on (trace, rank) with
+    the times as residuals (what compute_comm_overlap and scale_up_bw_utility wrote)
+    compares all 4 M pairs, though it gives only the 5 k that match; here that join is
+    left to ranks whose windows nest, and gets no row."""
+    from helpers.plans import operators
+
+    windows = [("t", 0, s, s * 100, s * 100 + 90) for s in range(1000)]
+    items = [("t", 0, i, i * 25, i * 25 + 30) for i in range(4000)]
+    profile = tmp_path / "profile.json"
+    rows = _pairs_in_sql(items, windows, str(profile))
+    assert rows == _pairs_by_hand(items, windows)
+    import json
+
+    ops = operators(json.loads(profile.read_text()))
+    assert any(op["name"] == "ASOF_JOIN" and op["intermediate_rows"] > 0 for op in ops)
+    residual = [
+        op
+        for op in ops
+        if "JOIN" in op["name"]
+        and op["name"] != "ASOF_JOIN"
+        and any(c in json.dumps(op.get("extra_info", {})) for c in ("ts_ns < window_end", "window_end > ts_ns"))
+    ]
+    assert residual  # the plain join is in the plan (for nesting windows) ...
+    assert sum(op["intermediate_rows"] for op in residual) == 0  # ... and meets none of these

@@ -59,13 +59,11 @@ device_work AS (
 clipped AS MATERIALIZED (
   -- one timeline per (step, device plane): `key`
   SELECT
-    d.trace, d.rank, w.step || '/' || d.plane AS key,
-    greatest(d.ts_ns, w.window_start) AS ts_ns,
-    least(d.end_ns, w.window_end) AS end_ns,
+    d.trace, d.rank, d.step || '/' || d.plane AS key,
+    greatest(d.ts_ns, d.window_start) AS ts_ns,
+    least(d.end_ns, d.window_end) AS end_ns,
     d.is_comm
-  FROM device_work AS d
-  JOIN windows AS w
-    ON w.trace = d.trace AND w.rank = d.rank AND d.ts_ns < w.window_end AND d.end_ns > w.window_start
+  FROM intervals_in_windows(device_work, windows) AS d  -- sql/views/intervals.sql
 ),
 comm AS (SELECT * FROM clipped WHERE is_comm),
 compute AS (SELECT * FROM clipped WHERE NOT is_comm),

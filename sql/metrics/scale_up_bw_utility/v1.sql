@@ -60,12 +60,10 @@ kernels AS (
 ),
 clipped AS MATERIALIZED (
   SELECT
-    k.trace, k.rank, w.step AS key, k.part, k.placement_reason,
-    greatest(k.ts_ns, w.window_start) AS ts_ns,
-    least(k.end_ns, w.window_end) AS end_ns
-  FROM kernels AS k
-  JOIN windows AS w
-    ON w.trace = k.trace AND w.rank = k.rank AND k.ts_ns < w.window_end AND k.end_ns > w.window_start
+    k.trace, k.rank, k.step AS key, k.part, k.placement_reason,
+    greatest(k.ts_ns, k.window_start) AS ts_ns,
+    least(k.end_ns, k.window_end) AS end_ns
+  FROM intervals_in_windows(kernels, windows) AS k  -- sql/views/intervals.sql
 ),
 scale_up AS (SELECT * FROM clipped WHERE part = 'scale_up'),
 compute AS (SELECT * FROM clipped WHERE part = 'compute'),

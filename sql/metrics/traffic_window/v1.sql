@@ -49,14 +49,21 @@ comm AS (
   SEMI JOIN metric_scope USING (trace, rank)
   WHERE o.kind = 'kernel' AND o.kernel_class = 'comm'
 ),
+reach AS (
+  -- per window start t, the furthest end of the windows starting at or before t: a
+  -- kernel starting at ts is in a window when the reach at its ASOF start exceeds ts
+  -- (one lookup per kernel, not every window of the rank: issue 42)
+  SELECT DISTINCT
+    trace, rank, window_start AS t,
+    max(window_end) OVER (PARTITION BY trace, rank ORDER BY window_start RANGE UNBOUNDED PRECEDING) AS reach
+  FROM windows
+  WHERE window_start IS NOT NULL AND window_end IS NOT NULL
+),
 in_window AS (
   SELECT c.*
   FROM comm AS c
-  JOIN stepped AS s USING (trace, rank)
-  WHERE EXISTS (
-    SELECT 1 FROM windows AS w
-    WHERE w.trace = c.trace AND w.rank = c.rank AND c.ts_ns >= w.window_start AND c.ts_ns < w.window_end
-  )
+  ASOF JOIN reach AS w ON w.trace = c.trace AND w.rank = c.rank AND c.ts_ns >= w.t
+  WHERE c.ts_ns < w.reach
   UNION ALL
   SELECT c.*
   FROM comm AS c
