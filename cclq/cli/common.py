@@ -141,12 +141,15 @@ def first_look(wh: Warehouse, args: list[str], known: set[str]) -> tuple[list[st
 
 
 def no_trace(wh: Warehouse, trace: str, known: list[str]) -> None:
+    """A trace id the warehouse lacks: a usage error with the nearest of ``known``."""
     from cclq.query.registry import did_you_mean
 
     raise UsageError(f"no trace {trace!r} in {wh.root}", hint=did_you_mean(trace, known, "`cclq traces` lists them"))
 
 
 def require_traces(session: Session, wh: Warehouse, wanted: list[str]) -> None:
+    """Every trace of ``wanted`` is in the session's snapshot, or a usage error names the first
+    one missing (before any metric runs on a selection that silently matched nothing)."""
     known = {row[0] for row in session.execute("SELECT DISTINCT trace FROM files").fetchall()}
     missing = [t for t in wanted if t not in known]
     if missing:  # the session may see only the selected traces: suggest from all of them
