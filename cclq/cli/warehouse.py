@@ -123,7 +123,8 @@ def ingest(
 
     With --dask, files are parsed on a Dask cluster and committed by this process, as
     without it; the warehouse (and the inputs) must be on storage every worker sees at
-    the same path. Example: cclq ingest /shared/traces -w /shared/wh --dask tcp://head:8786
+    the same path, or on s3:// (the workers read and write the bucket themselves).
+    Example: cclq ingest /shared/traces -w /shared/wh --dask tcp://head:8786
     """
     from cclq.cli.progress import IngestProgress, print_summary
     from cclq.formats.base import READERS, ReadOptions
@@ -147,14 +148,8 @@ def ingest(
         max_sqlite_bytes=int(max_sqlite_mb * MIB),
     )
     wh = warehouse_at(warehouse)
-    from cclq.store.objects import is_url, local_inputs
-    from cclq.store.remote import is_remote
+    from cclq.store.objects import local_inputs
 
-    if dask is not None and (is_remote(wh) or any(is_url(p) for p in paths)):
-        raise UsageError(
-            "--dask needs the inputs and the warehouse on a file system every worker sees; "
-            "with s3:// URLs, ingest without --dask"
-        )
     inputs = local_inputs(paths)  # s3:// traces copied (only what changed) into the local cache
     reporter = IngestProgress(enabled=not quiet)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import stat
 import time
 from collections.abc import Callable
@@ -346,7 +347,10 @@ class Committer:
             result: ParsedFile | TraceFileError = parsed
             if rank != parsed.rank:
                 try:
-                    parsed.parts = [(t, rank, str(rewrite_rank(Path(tmp), rank)), n) for t, _r, tmp, n in parsed.parts]
+                    parsed.parts = [
+                        (t, rank, str(rewrite_rank(self._local_temp(parsed, tmp), rank)), n)
+                        for t, _r, tmp, n in parsed.parts
+                    ]
                     parsed.rank = rank
                 except Exception as e:  # noqa: BLE001 - the file boundary: this file fails alone
                     result = (
@@ -359,6 +363,18 @@ class Committer:
             staged.append((task, self.stage(task, result)))
         self.rankless.clear()
         return staged
+
+    def _local_temp(self, parsed: ParsedFile, tmp: str) -> Path:
+        """A part's temp data file on this machine: one a Dask worker put in object
+        storage is copied down (the copy then moves as a local parse's would; the object
+        is garbage)."""
+        rel = parsed.placed.pop(tmp, None)
+        if rel is None:
+            return Path(tmp)
+        self.warehouse.ensure_local([rel])
+        local = self.warehouse.tmp_path()
+        shutil.copyfile(self.warehouse.root / rel, local)
+        return local
 
     def stage(self, task: FileTask, parsed: ParsedFile | TraceFileError) -> FileOutcome:
         """Checks one parse result and adds it to the batch (or fails it)."""
@@ -454,13 +470,16 @@ class Committer:
             moves: list[tuple[Path, str]] = []
             parts: list[dict] = []
             for table, rank, tmp, rows in parsed.parts:
-                if tmp in parsed.shared:
+                if tmp in parsed.placed:  # already in the warehouse's object storage
+                    rel = parsed.placed[tmp]
+                elif tmp in parsed.shared:
                     if tmp not in rels:
                         rels[tmp] = self.warehouse.new_data_path(table, task.trace, "group")
                     rel = rels[tmp]
                 else:
                     rel = self.warehouse.new_data_path(table, task.trace, task.file_id)
-                moves.append((Path(tmp), rel))
+                if tmp not in parsed.placed:
+                    moves.append((Path(tmp), rel))
                 parts.append(
                     {
                         "file_id": task.file_id,

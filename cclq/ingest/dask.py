@@ -7,15 +7,31 @@ unless ``--dask`` is given. The cluster changes where work runs, never what it g
 because everything that decides a result stays in the process that runs cclq:
 
 * **ingest** keeps planning, the rank checks and every commit (``cclq.ingest.run``'s
-  committer) in this process. A worker runs ``parse_file`` and nothing else: it writes
-  temp data files under the warehouse's ``tmp/`` and hands back a ``ParsedFile``, so the
-  warehouse must be on storage that every worker sees at the same path (checked before
-  the first task). A worker that dies takes its task with it and Dask runs the task again
-  on another worker; what the dead attempt wrote is never committed (a snapshot names
-  only the files of the result this process took, and temp names are unique per
-  process) and ``clean_tmp`` sweeps it at the end. A file that was being parsed each
-  time a worker died, twice or more, fails alone (``PARSER_DIED``); files that were only
-  queued on a dying worker are run again.
+  committer) in this process. A worker runs ``parse_file`` and nothing else, and hands
+  back a ``ParsedFile`` (metadata: kilobytes). Where it writes (``Outbox``):
+
+  - a warehouse on a file system: temp data files under the warehouse's ``tmp/``, which
+    must be on storage that every worker sees at the same path (checked before the
+    first task); the commit renames them into place;
+  - a warehouse on object storage (``s3://``): nothing is shared but the bucket. The
+    worker parses into a folder of its own, uploads the data files under their final,
+    unique names (``data_path``, as a local ingest names them) and hands back where they
+    are (``ParsedFile.placed``); this process commits them (catalog, then the conditional
+    ``CURRENT`` swap, ``cclq.store.remote``) without moving a byte of them.
+
+  Inputs: a path every worker sees, or an object: a trace given as ``s3://`` is listed
+  (and copied, for planning) here, and each worker reads its files' objects itself,
+  only if their ETag is still the one listed (``mirrored_sources``).
+
+  A worker that dies takes its task with it and Dask runs the task again on another
+  worker; what the dead attempt wrote is never committed (a snapshot names only the
+  files of the result this process took, and names are unique per attempt): ``clean_tmp``
+  sweeps a file system's ``tmp/`` at the end, and an object store's garbage collection
+  (``collect_remote_garbage``) deletes the unnamed objects once they are older than its
+  grace period. A file that was being parsed each time a worker died, twice or more,
+  fails alone (``PARSER_DIED``); files that were only queued on a dying worker are run
+  again. The markers that tell which were running live where the workers write
+  (``tmp/``, or ``tmp/dask-<run>/`` in the bucket).
 * **metrics**: this process opens its snapshot and checks the result cache as
   ``run_metric`` always does; a result that is not cached is computed by one task per
   group of traces. Each task opens the same snapshot by its id (this process holds it
@@ -36,7 +52,9 @@ import logging
 import os
 import queue
 import re
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -52,7 +70,9 @@ from cclq.ingest.commit import COMMIT_INTERVAL_S
 from cclq.ingest.parse import PARSER_DIED, FileTask, ParsedFile
 from cclq.ingest.report import Reporter
 from cclq.locations import PACKAGE_DIR, sql_root
-from cclq.store.warehouse import Warehouse
+from cclq.store.objects import ObjectStore, mirrored_sources
+from cclq.store.remote import RemoteWarehouse
+from cclq.store.warehouse import CURRENT, Warehouse, data_path
 from cclq.version import __version__
 
 if TYPE_CHECKING:  # imported for real only when a cluster is used
@@ -227,6 +247,34 @@ def check_workers(client: Client, warehouse: Path | str, probe: Path | None, wri
             )
 
 
+@lru_cache(maxsize=8)
+def _store(url: str) -> ObjectStore:
+    """One client per URL in a worker process (its connections are reused)."""
+    return ObjectStore(url)
+
+
+def _reach(url: str) -> str | None:
+    """Runs on every worker: None if it can read the warehouse's object storage, else
+    why not (S3's message: the URL and the error code, never a credential)."""
+    try:
+        _store(url).read(CURRENT)
+    except Exception as e:  # noqa: BLE001 - any reason is reported, one line
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
+    return None
+
+
+def check_store(client: Client, url: str) -> None:
+    """Every worker reaches the object storage at ``url`` with its own configuration (the
+    standard AWS environment: credentials are never sent with the tasks)."""
+    for address, problem in sorted(client.run(_reach, url).items()):
+        if problem is not None:
+            raise UsageError(
+                f"Dask worker {address} cannot read {url}: {problem}",
+                hint="give the workers the AWS configuration this process has (AWS_* variables, "
+                "a profile, AWS_ENDPOINT_URL for an S3-compatible server)",
+            )
+
+
 def this_worker() -> str:
     try:
         from distributed import get_worker
@@ -252,51 +300,178 @@ def parse_on_dask(
         return
     cluster = parse_cluster(dask)
     tmp_dir = warehouse.tmp_dir.resolve()
+    sources = {str(p): src for p, src in mirrored_sources([t.path for t in todo]).items()}
     with dask_client(cluster) as client:
-        probe = tmp_dir / f"dask-probe-{uuid.uuid4().hex}"
-        probe.write_text(uuid.uuid4().hex)
-        try:
-            check_workers(client, warehouse.root.resolve(), probe, writable=tmp_dir)
-        finally:
-            probe.unlink(missing_ok=True)
+        if isinstance(warehouse, RemoteWarehouse):
+            check_workers(client, warehouse.url, None)
+            check_store(client, warehouse.url)
+            outbox = Outbox(str(tmp_dir), warehouse.url, uuid.uuid4().hex[:12])
+        else:
+            probe = tmp_dir / f"dask-probe-{uuid.uuid4().hex}"
+            probe.write_text(uuid.uuid4().hex)
+            try:
+                check_workers(client, warehouse.root.resolve(), probe, writable=tmp_dir)
+            finally:
+                probe.unlink(missing_ok=True)
+            outbox = Outbox(str(tmp_dir))
         yield None  # the workers are checked; nothing submitted yet
-        yield from _DaskParses(client, todo, tmp_dir, reporter, options).results()
+        parses = _DaskParses(client, todo, tmp_dir, reporter, options, outbox=outbox, sources=sources)
+        try:
+            for item in parses.results():
+                if item is not None and isinstance(warehouse, RemoteWarehouse) and isinstance(item[1], ParsedFile):
+                    warehouse.placed.update(item[1].placed.values())
+                yield item
+        finally:
+            outbox.clear_markers()
 
 
-def _running_marker(tmp_dir: str, file_id: str) -> Path:
-    """Left in ``tmp/`` while a worker parses the file: one left behind is an attempt
-    whose worker died while parsing it."""
-    return Path(tmp_dir) / f"{file_id}.running.{uuid.uuid4().hex[:12]}"
+@dataclass(frozen=True)
+class Outbox:
+    """Where the workers of one ingest write: the warehouse's ``tmp/`` on a file system
+    they all see (``store_url`` None), or the warehouse's object storage, data files
+    under their final names and the running markers under ``tmp/dask-<run>/``."""
+
+    tmp_dir: str
+    store_url: str | None = None
+    run: str = ""
+
+    @property
+    def markers(self) -> ObjectStore:
+        return _store(f"{self.store_url}/tmp/dask-{self.run}")
+
+    def mark(self, file_id: str) -> str:
+        """Leaves a marker for as long as the file is parsed; its name."""
+        name = f"{file_id}.running.{uuid.uuid4().hex[:12]}"
+        if self.store_url is None:
+            (Path(self.tmp_dir) / name).touch()
+        else:
+            self.markers.put_bytes(name, b"")
+        return name
+
+    def unmark(self, name: str) -> None:
+        if self.store_url is None:
+            (Path(self.tmp_dir) / name).unlink(missing_ok=True)
+        else:
+            self.markers.delete([name])
+
+    def count(self, file_id: str) -> int:
+        """Markers left for the file: attempts whose worker died while parsing it."""
+        if self.store_url is None:
+            return len(list(Path(self.tmp_dir).glob(f"{file_id}.running.*")))
+        return sum(1 for key in self.markers.list() if key.startswith(f"{file_id}.running."))
+
+    def forget(self, file_id: str) -> None:
+        """The file's result arrived: markers of dead attempts go (on object storage,
+        all at once at the end: ``clear_markers``)."""
+        if self.store_url is None:
+            for marker in Path(self.tmp_dir).glob(f"{file_id}.running.*"):
+                marker.unlink(missing_ok=True)
+
+    def clear_markers(self) -> None:
+        if self.store_url is not None:
+            try:
+                self.markers.delete(list(self.markers.list()))
+            except CclqError:  # left for the garbage collection (``collect_remote_garbage``)
+                pass
+
+
+def _scratch() -> str:
+    """A folder of this worker's own: in Dask's local directory of the worker (which
+    Dask purges when a dead worker's successor starts), else the system's temp folder."""
+    try:
+        from distributed import get_worker
+
+        base: str | None = get_worker().local_directory
+    except (ImportError, ValueError, AttributeError):
+        base = None
+    return tempfile.mkdtemp(prefix="cclq-parse-", dir=base)
 
 
 def parse_task(
-    path: str, file_id: str, tmp_dir: str, trace: str, fingerprint: str, options: ReadOptions | None = None
+    path: str,
+    file_id: str,
+    tmp_dir: str,
+    trace: str,
+    fingerprint: str,
+    options: ReadOptions | None = None,
+    source: tuple[str, str] | None = None,
+    outbox: Outbox | None = None,
 ) -> ParsedFile | TraceFileError:
-    """What a worker runs for one file: ``cclq.ingest.parse.parse_file``, with a marker in
-    ``tmp/`` for as long as it runs."""
+    """What a worker runs for one file: ``cclq.ingest.parse.parse_file``, with a marker
+    for as long as it runs. ``source``: (URL, ETag) of the object the file copies, read
+    by the worker itself; ``outbox``: where it writes (``Outbox``; default ``tmp_dir``)."""
     from cclq.ingest import parse
 
+    outbox = outbox or Outbox(tmp_dir)
     if fingerprint != code_content_digest():
         return TraceFileError(
             path,
             f"not parsed: Dask worker {this_worker()} runs a different cclq than "
             "the ingest; install the same cclq on every worker",
         )
-    if not os.path.lexists(path):
+    if source is None and not os.path.lexists(path):
         return TraceFileError(
             path,
             f"cannot read on Dask worker {this_worker()}: no such file (inputs must "
-            "be on storage that every worker sees at the same path)",
+            "be on storage that every worker sees at the same path, or on object storage)",
         )
-    marker = _running_marker(tmp_dir, file_id)
+    scratch = _scratch() if source is not None or outbox.store_url is not None else None
     try:
-        marker.touch()
-    except OSError as e:
-        return TraceFileError(path, f"Dask worker {this_worker()} cannot write to {tmp_dir}: {e.strerror or e}")
-    try:
-        return parse.parse_file(path, file_id, tmp_dir, trace, options or ReadOptions())
+        local = path
+        if source is not None:
+            assert scratch is not None
+            local = os.path.join(scratch, "input", os.path.basename(path))
+            bucket, _, key = source[0].split("://", 1)[1].partition("/")
+            try:  # one client per bucket, not per object: making one costs ~0.1 s of CPU
+                _store(f"s3://{bucket}").fetch(key, Path(local), if_match=source[1])
+            except CclqError as e:
+                return TraceFileError(path, f"cannot read on Dask worker {this_worker()}: {e.message}")
+        out_dir = tmp_dir if outbox.store_url is None else os.path.join(scratch or "", "out")
+        os.makedirs(out_dir, exist_ok=True)
+        try:
+            marker = outbox.mark(file_id)
+        except (OSError, CclqError) as e:
+            where = outbox.tmp_dir if outbox.store_url is None else outbox.store_url
+            return TraceFileError(path, f"Dask worker {this_worker()} cannot write to {where}: {_why(e)}")
+        try:
+            result = parse.parse_file(local, file_id, out_dir, trace, options or ReadOptions())
+            if local != path:  # messages name the input as the client knows it
+                result = _renamed(result, local, path)
+            if outbox.store_url is not None and isinstance(result, ParsedFile):
+                result = _upload(result, path, trace, file_id, outbox.store_url)
+        finally:
+            try:
+                outbox.unmark(marker)
+            except CclqError:
+                pass  # a marker left behind: this file counts one death more, at worst
+        return result
     finally:
-        marker.unlink(missing_ok=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _why(e: BaseException) -> str:
+    return str(e.strerror or e) if isinstance(e, OSError) else e.message if isinstance(e, CclqError) else str(e)
+
+
+def _renamed(result: ParsedFile | TraceFileError, local: str, path: str) -> ParsedFile | TraceFileError:
+    """``result`` with the worker's copy's path replaced by the input's."""
+    if isinstance(result, TraceFileError):
+        return type(result)(path, result.problem.replace(local, path), result.detail)
+    result.warnings = [w.replace(local, path) for w in result.warnings]
+    return result
+
+
+def _upload(parsed: ParsedFile, path: str, trace: str, file_id: str, url: str) -> ParsedFile | TraceFileError:
+    """The parse's data files uploaded to the warehouse's object storage under fresh
+    data-file names; ``parsed.placed`` says which name each got."""
+    placed = {tmp: data_path(table, trace, file_id) for table, _rank, tmp, _rows in parsed.parts}
+    try:
+        _store(url).upload([(Path(tmp), rel) for tmp, rel in placed.items()])
+    except CclqError as e:
+        return TraceFileError(path, f"Dask worker {this_worker()} could not write its data: {e.message}")
+    parsed.placed = placed
+    return parsed
 
 
 class _DaskParses:
@@ -309,9 +484,13 @@ class _DaskParses:
         tmp_dir: Path,
         reporter: Reporter,
         options: ReadOptions | None = None,
+        outbox: Outbox | None = None,
+        sources: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         self.client = client
         self.options = options
+        self.outbox = outbox or Outbox(str(tmp_dir))
+        self.sources = sources or {}
         self.todo = todo
         self.tmp_dir = str(tmp_dir)
         self.reporter = reporter
@@ -329,6 +508,8 @@ class _DaskParses:
             task.trace,
             code_content_digest(),
             self.options,
+            self.sources.get(str(task.path)),
+            self.outbox,
             key=f"cclq-parse-{task.file_id}-{uuid.uuid4().hex[:8]}",
             pure=False,
             priority=task.size,  # largest first, so no big file starts last
@@ -356,8 +537,7 @@ class _DaskParses:
                 if result is None:
                     continue  # submitted again
                 del self.futures[i]
-                for marker in Path(self.tmp_dir).glob(f"{self.todo[i].file_id}.running.*"):
-                    marker.unlink(missing_ok=True)
+                self.outbox.forget(self.todo[i].file_id)
                 self.reporter.advance(self.todo[i].size)
                 ready[i] = result
                 while next_out in ready:
@@ -379,7 +559,7 @@ class _DaskParses:
         except KilledWorker:
             # Dask gives up on a task after a number of worker deaths while it was assigned
             # to them, running or only queued there. The markers left behind tell which.
-            died = len(list(Path(self.tmp_dir).glob(f"{task.file_id}.running.*")))
+            died = self.outbox.count(task.file_id)
             if died >= 2 or self.resubmits.get(i, 0) >= MAX_RESUBMITS:
                 return TraceFileError(
                     str(task.path), f"{PARSER_DIED}; {max(died, 1)} Dask worker(s) died while parsing it"

@@ -8,7 +8,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,9 @@ class ParsedFile:
     # data files this file shares with the other small files of its group (parse_group):
     # its ``discard`` leaves them, the committer decides (``Committer.stage_unit``)
     shared: tuple[str, ...] = ()
+    # parts a Dask worker already wrote to the warehouse's object storage: temp name ->
+    # data path (``cclq.ingest.dask``); committed under that path, never moved
+    placed: dict[str, str] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:

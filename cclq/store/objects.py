@@ -192,6 +192,27 @@ class ObjectStore:
             for t in temps:
                 t.unlink(missing_ok=True)
 
+    def fetch(self, key: str, local: Path, if_match: str | None = None) -> None:
+        """One object streamed to a local file (a temporary name renamed into place), only
+        if its ETag is still ``if_match``: a Dask worker reading an input object that the
+        client listed. A changed object is ``ChangedMeanwhile``, a gone one ``CclqError``."""
+        extra: dict[str, Any] = {"IfMatch": if_match} if if_match else {}
+        local.parent.mkdir(parents=True, exist_ok=True)
+        part = local.with_name(f".{local.name}.{uuid.uuid4().hex[:8]}.part")
+        try:
+            r = self._s3().get_object(Bucket=self.bucket, Key=self._key(key), **extra)
+            with r["Body"] as body, open(part, "wb") as out:
+                for chunk in iter(lambda: body.read(1 << 20), b""):
+                    out.write(chunk)
+            os.replace(part, local)
+        except Exception as e:  # noqa: BLE001 - S3's errors come as several types
+            part.unlink(missing_ok=True)
+            if _status(e) == 412 or _is_precondition(e):
+                raise ChangedMeanwhile(f"{self.path(key)}: the object changed since it was listed: run again") from None
+            if _status(e) == 404:
+                raise CclqError(f"s3://{self.path(key)}: the object is gone since it was listed: run again") from None
+            raise self._error(e, f"cannot read {key}") from e
+
     def list(self, key: str = "") -> dict[str, ObjectInfo]:
         """Every object under ``key`` (recursively), by key relative to the prefix."""
         root = self.path(key).rstrip("/")
@@ -243,6 +264,7 @@ def _is_precondition(e: BaseException) -> bool:
 
 
 MANIFEST = ".cclq-objects.json"
+SOURCE = ".cclq-source.json"  # beside a mirror: the URL it copies, so a Dask worker reads the object itself
 
 
 def mirror_traces(url: str) -> Path:
@@ -256,6 +278,11 @@ def mirror_traces(url: str) -> Path:
     dest = cache_root() / "traces" / url_key(store.url) / name  # a folder, or the one object's copy
     dest.parent.mkdir(parents=True, exist_ok=True)
     manifest_path = dest.parent / MANIFEST
+    source = dest.parent / SOURCE
+    if not source.is_file():
+        tmp_source = source.with_name(f"{SOURCE}.{uuid.uuid4().hex[:8]}")
+        tmp_source.write_text(json.dumps({"url": store.url, "name": name}))
+        os.replace(tmp_source, source)
     try:
         known: dict[str, list[Any]] = json.loads(manifest_path.read_text())
     except (OSError, ValueError):
@@ -281,6 +308,38 @@ def mirror_traces(url: str) -> Path:
     tmp.write_text(json.dumps(fresh))
     os.replace(tmp, manifest_path)
     return dest
+
+
+def mirrored_sources(paths: Sequence[Path]) -> dict[Path, tuple[str, str]]:
+    """For the paths that lie in a mirror of ``mirror_traces``: the object each copies,
+    as (URL, ETag of the copy). A Dask worker that does not share this machine's disk
+    reads the object itself, only if it still has that ETag."""
+    mirrors: dict[Path, tuple[str, dict[str, Any]] | None] = {}
+    out: dict[Path, tuple[str, str]] = {}
+    for path in paths:
+        resolved = Path(path).resolve()
+        for top in (resolved, *resolved.parents):
+            if top not in mirrors:
+                mirrors[top] = _mirror_of(top)
+            found = mirrors[top]
+            if found is not None:
+                url, known = found
+                key = resolved.relative_to(top).as_posix() if resolved != top else ""
+                if key in known:
+                    out[Path(path)] = (f"{url}/{key}" if key else url, str(known[key][0]))
+                break
+    return out
+
+
+def _mirror_of(top: Path) -> tuple[str, dict[str, Any]] | None:
+    """(URL, manifest) when ``top`` is a mirror made by ``mirror_traces``."""
+    try:
+        source = json.loads((top.parent / SOURCE).read_text())
+        if source.get("name") != top.name:
+            return None
+        return str(source["url"]), json.loads((top.parent / MANIFEST).read_text())
+    except (OSError, ValueError, KeyError, AttributeError):
+        return None
 
 
 def local_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:

@@ -16,6 +16,11 @@ commit is published, since object storage has no rename and no lock:
 - A reader mirrors ``CURRENT`` and its snapshot's catalog (kilobytes) into the local copy
   and fetches the data files of the traces it queries (``ensure_local``), once: data
   files never change, so a copy is good for ever. DuckDB then reads local files.
+- Dask workers (``cclq ingest --dask``) upload the data files they parse themselves,
+  under the names a local ingest gives (``data_path``), and hand back only the
+  metadata; the client commits them as above without uploading them (``placed``).
+  The files of an attempt whose worker died, or of a result the client did not commit,
+  are named by no snapshot: garbage like a killed writer's uploads.
 - Garbage: after a commit, snapshots superseded more than a grace period ago
   (``$CCLQ_REMOTE_GC_GRACE_S``, default an hour) and data files that no remaining
   snapshot names and are older than that are deleted. A reader that opened a snapshot
@@ -83,6 +88,9 @@ class RemoteWarehouse(Warehouse):
         self._read = False
         self._base: tuple[str, str] | None = None  # what a writer started from
         self._base_paths: set[str] = set()  # the data files it names (the copy may collect it)
+        # data files that Dask workers wrote straight to the store (``cclq.ingest.dask``):
+        # a commit names them and does not upload them; the local copy has none of them
+        self.placed: set[str] = set()
 
     def __str__(self) -> str:
         return self.url
@@ -207,7 +215,7 @@ class RemoteWarehouse(Warehouse):
         base_id = self._base[1] if self._base else None
         if final == base_id:
             return
-        new = sorted(set(self._paths(final)) - self._base_paths)
+        new = sorted(set(self._paths(final)) - self._base_paths - self.placed)
         self.store.upload([(self.root / p, p) for p in new])
         self.store.upload(
             [
@@ -262,6 +270,8 @@ class RemoteWarehouse(Warehouse):
         doomed = [
             k for k in objects if k.split("/")[0] == "catalog" and len(k.split("/")) == 3 and k.split("/")[1] in gone
         ]
+        # the markers of Dask ingests whose client was killed (a live one removes its own)
+        doomed += [k for k, info in objects.items() if k.startswith("tmp/") and now - info.mtime_ns > grace_ns]
         data = [
             k
             for k, info in objects.items()

@@ -159,6 +159,13 @@ def trace_folder(trace: str) -> str:
     return f"trace={encoded}"
 
 
+def data_path(table: str, trace: str, stem: str) -> str:
+    """A fresh name (relative to the root) for a data file: never one used before. A
+    module function, so that a Dask worker writing straight to object storage names its
+    files as a local ingest does (and the garbage collection knows them)."""
+    return f"{table}/{trace_folder(trace)}/{stem}.{uuid.uuid4().hex[:12]}.parquet"
+
+
 class CatalogState:
     """A snapshot's catalog as the writer edits it: rows by input file, cards by trace."""
 
@@ -404,7 +411,7 @@ class Warehouse:
     # -- paths ----------------------------------------------------------------
     def new_data_path(self, table: str, trace: str, stem: str) -> str:
         """A fresh name (relative to the root) for a data file: never one used before."""
-        return f"{table}/{trace_folder(trace)}/{stem}.{uuid.uuid4().hex[:12]}.parquet"
+        return data_path(table, trace, stem)
 
     # -- reading --------------------------------------------------------------
     def current_id(self) -> str:

@@ -163,6 +163,41 @@ def test_a_file_that_keeps_killing_workers_fails_alone_and_a_rerun_finishes(
     _assert_same_warehouse(wh, local_wh[0])
 
 
+@pytest.mark.slow
+def test_shared_file_system_ingest_and_metric_on_dask_worker_processes(inputs, local_wh, tmp_path, distributed):
+    """The shared-file-system mode on a real cluster of separate processes: a ``dask
+    scheduler`` and two ``dask worker`` processes, each in its own working directory, the
+    warehouse a folder they all see. One worker is SIGKILLed while a parse runs (a marker
+    in tmp/); the ingest gives the local warehouse, and a metric on the survivor the
+    local result."""
+    import os
+
+    from helpers.dask_cluster import dask_processes
+    from helpers.s3 import start_cclq
+
+    wh = Warehouse(tmp_path / "wh")
+    env = {**os.environ, "CCLQ_CACHE_DIR": str(tmp_path / "user-cache")}
+    with dask_processes(tmp_path / "cluster", env, workers=2) as cluster:
+        job = start_cclq("ingest", str(inputs), "-w", str(wh.root), "-q", "--dask", cluster.address, env=env)
+        killed = cluster.kill_worker_when(
+            job, lambda _home: wh.tmp_dir.is_dir() and any(wh.tmp_dir.glob("*.running.*"))
+        )
+        _out, err = job.communicate(timeout=600)
+        assert killed is not None, "the ingest ended before a worker could be killed"
+        assert job.returncode == 1, err + cluster.log_tail()  # the broken file, as locally
+        assert err.count("cclq: error:") == 1 and "broken/rank0.json" in err
+        _assert_same_warehouse(wh, local_wh[0])
+        con, here = connect(wh), connect(local_wh[0])
+        try:
+            for name in ("hta_kernel_type_breakdown", "avg_step_time"):
+                spec = resolve(name)
+                there = run_metric_on_dask(con, spec, {}, cluster.address, partitions=2)
+                _assert_same_result(name, there, run_metric(here, spec, {}))
+        finally:
+            con.close()
+            here.close()
+
+
 class _StubFuture:
     def __init__(self, error: BaseException | None = None) -> None:
         self.error = error
@@ -365,3 +400,34 @@ def test_dask_is_imported_only_when_asked_for(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+class _RunHere:
+    """A client whose ``run`` calls the function in this process, as worker "w1"."""
+
+    def run(self, fn, *args):
+        return {"tcp://w1:1": fn(*args)}
+
+
+def test_a_worker_that_cannot_reach_the_bucket_is_refused_in_one_line(monkeypatch, tmp_path):
+    """Before any task, each worker reads the warehouse's bucket with its own AWS
+    configuration; one that cannot is a usage error naming it and the URL, and no secret."""
+    pytest.importorskip("botocore")
+    from helpers.s3 import free_port
+
+    import cclq.ingest.dask as dist
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nobody listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret-value")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    dist._store.cache_clear()
+    try:
+        with pytest.raises(UsageError) as caught:
+            dist.check_store(_RunHere(), "s3://team-bucket/wh")  # type: ignore[arg-type]
+    finally:
+        dist._store.cache_clear()
+    text = str(caught.value)
+    assert "Dask worker tcp://w1:1 cannot read s3://team-bucket/wh" in text and "\n" not in text
+    assert "very-secret-value" not in text + (caught.value.hint or "")

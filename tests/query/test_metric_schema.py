@@ -59,3 +59,39 @@ def test_a_ruled_out_metric_keeps_the_catalogs_reason(wh: Warehouse, tmp_path: P
     assert table.column("trace").to_pylist() == ["synth_2rank"]
     assert table.column("reason").to_pylist() == list(run.not_applicable.values())
     assert table.column("unit").to_pylist() == [run.spec.unit]
+
+
+@pytest.fixture(scope="module")
+def wh_two(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    """Two traces of different shapes: two partitions on the cluster, combined."""
+    root = tmp_path_factory.mktemp("schema_two")
+    generate_workload(root / "traces" / "synth_2rank", ranks=2, steps=2, layers=2)
+    generate_workload(root / "traces" / "synth_1rank", ranks=1, steps=3, layers=1)
+    wh = Warehouse(root / "wh")
+    report = ingest([root / "traces"], wh, jobs=1)
+    assert not report.failed
+    return wh
+
+
+def test_every_metric_has_one_schema_under_dask(wh_two: Warehouse) -> None:
+    """Every metric computed on a Dask cluster (a LocalCluster of two worker processes, by
+    two trace partitions whose parts are combined) has the column names and types it has
+    computed alone here, and in a local batch."""
+    pytest.importorskip("distributed", reason="dask is not installed (the dask extra)")
+    from cclq.query.dask import run_metrics_on_dask
+
+    specs = latest_specs()
+    with connect(wh_two, cache=False) as session:
+        on_dask = run_metrics_on_dask(session, specs, None, "local:2", partitions=2)
+        batch = run_metrics(session, specs)
+    checked = 0
+    with connect(wh_two, cache=False) as session:
+        for spec in specs:
+            there, here = on_dask[spec.name], batch[spec.name]
+            assert there.table is not None and here.table is not None, f"{spec.name}: {there.error} / {here.error}"
+            alone = run_metric(session, spec)
+            for table in (there.table, here.table):
+                assert table.schema.names == alone.schema.names, spec.name
+                assert [f.type for f in table.schema] == [f.type for f in alone.schema], spec.name
+            checked += 1
+    assert checked == len(specs) > 50

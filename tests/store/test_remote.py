@@ -438,9 +438,47 @@ def test_trace_analysis_and_workspace_take_s3_urls(s3: dict[str, str], tmp_path:
     assert cclq.open(f"s3://{bucket}/wh").traces()["trace"].to_list() == [TRACES[0]]
 
 
-def test_dask_with_a_url_is_refused_in_one_line(s3: dict[str, str], tmp_path: Path) -> None:
-    r = run_cclq("ingest", str(tmp_path), "-w", f"s3://{s3['BUCKET']}/wh", "--dask", "local:1", env=_cli_env(s3))
-    assert r.returncode == 2 and "--dask" in r.stderr, r.stderr
+def test_dask_ingest_of_s3_traces_into_a_local_warehouse(s3: dict[str, str], tmp_path: Path) -> None:
+    """`--dask` with s3:// traces and a local warehouse: the workers fetch the objects
+    themselves and write into the shared tmp/; the tables are those of an ingest without
+    Dask."""
+    pytest.importorskip("distributed")
+    local = _local_copy(tmp_path, TRACES)
+    bucket = s3["BUCKET"]
+    upload_tree(s3["AWS_ENDPOINT_URL"], local, f"s3://{bucket}/traces")
+    for wh, extra in (("wh-dask", ["--dask", "local:2"]), ("wh-plain", ["-j", "1"])):
+        r = run_cclq("ingest", f"s3://{bucket}/traces", "-w", str(tmp_path / wh), "-q", *extra, env=_cli_env(s3))
+        assert r.returncode == 0, r.stderr
+    queries = [
+        "SELECT trace, rank, count(*), sum(ts_ns), sum(dur_ns), count(DISTINCT name) FROM events "
+        "GROUP BY ALL ORDER BY ALL",
+        "SELECT * FROM kernels ORDER BY ALL",
+        "SELECT * EXCLUDE (ingested_at, ingest_seconds) FROM files ORDER BY ALL",
+    ]
+    for q in queries:
+        a = run_cclq("sql", q, "-f", "csv", "-w", str(tmp_path / "wh-dask"), env=_cli_env(s3))
+        b = run_cclq("sql", q, "-f", "csv", "-w", str(tmp_path / "wh-plain"), env=_cli_env(s3))
+        assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+        assert a.stdout == b.stdout and a.stdout.count("\n") > 3, q
+
+
+def test_dask_running_markers_in_the_bucket(s3: dict[str, str], tmp_path: Path) -> None:
+    """Without a shared disk the markers that tell a file that kills Dask workers from a
+    bystander are objects under the warehouse's tmp/dask-<run>/: counted per file,
+    removed by the parse that ends, all gone at the end of the ingest."""
+    from cclq.ingest.dask import Outbox
+    from cclq.store.objects import ObjectStore
+
+    url = f"s3://{s3['BUCKET']}/wh"
+    outbox = Outbox(str(tmp_path), url, "run1")
+    first, second = outbox.mark("f1"), outbox.mark("f1")  # two attempts died while parsing f1
+    outbox.mark("f2")
+    assert (outbox.count("f1"), outbox.count("f2"), outbox.count("f3")) == (2, 1, 0)
+    outbox.unmark(second)
+    assert outbox.count("f1") == 1 and first != second
+    assert not list(tmp_path.iterdir())  # nothing on this disk
+    outbox.clear_markers()
+    assert ObjectStore(url).list("tmp") == {}
 
 
 if __name__ == "__main__":  # pragma: no cover
