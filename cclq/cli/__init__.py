@@ -1,4 +1,4 @@
-"""The ``cclq`` command line (``app.py``).
+"""The ``cclq`` command line: ``app.py`` (the app, ``main()``), a module per command group.
 
 A CLI process allocates Arrow memory with ``malloc`` and keeps pyarrow from importing
 pandas (``cclq.runtime``): set here, before ``app`` imports pyarrow.

@@ -492,6 +492,26 @@ def long_rows(result: DiffResult) -> list[dict[str, Any]]:
     return [{c: r.get(c) for c in DIFF_COLUMNS} for r in out]
 
 
+def long_table(result: DiffResult) -> Any:  # noqa: ANN401 - a pyarrow Table
+    """``long_rows`` with a column type each (numbers as numbers, the rest text): the
+    CSV and Parquet of ``cclq diff``. Imports pyarrow, which only these formats need."""
+    import pyarrow as pa
+
+    types = {
+        "rank": pa.int64(),
+        "a": pa.float64(),
+        "b": pa.float64(),
+        "delta": pa.float64(),
+        "rel": pa.float64(),
+        "calls_a": pa.float64(),
+        "calls_b": pa.float64(),
+        "valid_a": pa.bool_(),
+        "valid_b": pa.bool_(),
+    }
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in DIFF_COLUMNS])
+    return pa.Table.from_pylist(long_rows(result), schema=schema)
+
+
 def diff_dict(result: DiffResult) -> dict[str, Any]:
     return {
         "a": result.a,

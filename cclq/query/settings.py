@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +98,8 @@ class QuerySettings:
         session closes; writers collect the folders of this host's processes that died (a
         warehouse on a shared file system has readers on other hosts). A warehouse that
         cannot be written spills to the system's temp folder instead."""
+        import socket  # here, not at the top: `cclq --help` imports this module (~2-5 ms)
+
         parents = (
             [self.spill_dir]
             if self.spill_dir is not None

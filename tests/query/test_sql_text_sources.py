@@ -87,7 +87,7 @@ TRUSTED: dict[str, dict[str, str]] = {
         "source or f'SELECT * FROM {name}'": "a constant of DERIVED, or a name of PINNED",
     },
     "query/dask.py": {"DUCKDB_MEMORY_SHARE": "a number"},
-    "cli/app.py": {"cols": "a constant column list of the traces command"},
+    "cli/warehouse.py": {"cols": "a constant column list of the traces command"},
     "formats/nsys.py": {
         "text": "a constant column expression",
         "short": "a constant column expression",
