@@ -46,10 +46,14 @@ def test_ingest_and_report_write_a_line_per_step_when_piped(tmp_path: Path):
         for x in steps
     ), steps
     assert [int(x.split()[1].split("/")[0]) for x in steps] == list(range(1, total + 1)), steps
-    # an XLA-only metric on a Kineto trace is decided from the catalog
-    assert (
-        f"metrics {[s.name for s in latest_specs()].index('total_comm_time_s') + 1}/{total} "
-        "total_comm_time_s: not applicable (from the catalog) (0.00 s)" in steps
+    # an XLA-only metric on a Kineto trace is decided from the catalog (its seconds are
+    # those of a busy machine's scheduling, not of a query: not checked)
+    position = [s.name for s in latest_specs()].index("total_comm_time_s") + 1
+    assert any(
+        re.fullmatch(
+            rf"metrics {position}/{total} total_comm_time_s: not applicable \(from the catalog\) \(\d+\.\d\d s\)", x
+        )
+        for x in steps
     ), steps
     assert re.fullmatch(rf"metrics: {total}/{total} done in \d+\.\d s", done.stderr.splitlines()[-1]), done.stderr
 
