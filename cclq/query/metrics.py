@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -361,7 +361,7 @@ VERSION_INPUTS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sql_versions(texts: tuple[str, ...]) -> tuple[int, ...]:
     """The rules versions the SQL calls a versioned macro with: every integer literal
     that is the first argument of a ``*_with(`` call, in the view modules and ``texts``.

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from cclq.locations import sql_root
@@ -59,7 +59,7 @@ def _parse_module(root: Path, path: Path) -> ViewModule:
 _DEFINES = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?(?:VIEW|MACRO|TABLE)\s+(\w+)", re.IGNORECASE)
 
 
-@lru_cache(maxsize=None)
+@cache
 def defined_names(module: ViewModule) -> frozenset[str]:
     # cached (as ``_words`` and ``modules_for``): a report asks this some 30,000 times,
     # which cost 1.5 s of regular expressions per report before
