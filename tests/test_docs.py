@@ -271,7 +271,7 @@ def test_contributing_sets_up_as_the_readme_installs_and_checks_as_ci():
 # ------------------------------------------------------- paths named in the code
 # A path names a file or folder of the repository when it starts with one of these.
 TOP_FOLDERS = ("cclq", "tests", "sql", "docs", "trace_collection", ".ci")
-PATH_NAMED = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*[\w/])" % "|".join(re.escape(t) for t in TOP_FOLDERS))
+PATH_NAMED = re.compile(r"(?<![\w./-])((?:" + "|".join(re.escape(t) for t in TOP_FOLDERS) + r")/[\w./-]*[\w/])")
 MODULE_NAMED = re.compile(r"(?<![\w./-])(cclq(?:\.[A-Za-z_]\w*)+)")
 PLACEHOLDER = set("<{*[")  # `sql/metrics/<name>/v<N>.sql`, `cclq/api/hta*.py`: a pattern, not a path
 

@@ -24,6 +24,7 @@ from cclq.api.workspace import Workspace
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import Session
+from cclq.query.sqlfiles import batch_views
 from cclq.sqltext import quote_identifier
 
 # The views pinned on first use, each before the ones that read it (a view pinned after
@@ -37,8 +38,16 @@ PINNED = (
     "hta_queue_length",
     "hta_call_stack",
 )
-# computed from a pinned view instead of loading the events again (cclq.query.metrics DERIVED_VIEWS)
-DERIVED = {"hta_gpu_rows": "SELECT * FROM hta_gpu_rows_from_events"}
+
+
+def _from_hta_events(name: str) -> str | None:
+    """The query that computes view ``name`` from pinned hta_events instead of loading
+    the events again: its stand-in, where its ``-- batch: shared from hta_events via
+    <stand_in>`` line names one (as a batch computes it, ``cclq.query.metrics``)."""
+    for view in batch_views():
+        if view.name == name and view.source == "hta_events" and view.stand_in is not None:
+            return f"SELECT * FROM {view.stand_in}"
+    return None
 
 
 @dataclass
@@ -83,7 +92,7 @@ class HtaData:
             if name in self.pinned or (name not in wanted and name not in ("hta_events",)):
                 continue
             table = f"memory.main.{quote_identifier('_cclq_hta_' + name)}"
-            source = DERIVED.get(name) if "hta_events" in self.pinned else None
+            source = _from_hta_events(name) if "hta_events" in self.pinned else None
             self.session.execute(f"CREATE OR REPLACE TABLE {table} AS {source or f'SELECT * FROM {name}'}")
             self.session.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {table}")
             self.pinned.add(name)

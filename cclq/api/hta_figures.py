@@ -182,7 +182,7 @@ def launch_stats(figures: Figures, rank: int, df: Any, runtime_cutoff: int, laun
             short,
             x=short["cpu_duration"],
             labels=label,
-            title="Short GPU kernels (gpu op duration < cpu op duration) on rank %d" % rank,
+            title="Short GPU kernels (gpu op duration < cpu op duration) on rank %d" % rank,  # noqa: UP031  HTA's own title and formatting (%d takes a float rank)
         )
     )
     figures.show(
@@ -191,7 +191,7 @@ def launch_stats(figures: Figures, rank: int, df: Any, runtime_cutoff: int, laun
             x=runtime["cpu_duration"],
             nbins=300,
             labels=label,
-            title="Runtime Event Duration Outliers (duration > %s us)  on rank %d" % (runtime_cutoff, rank),
+            title="Runtime Event Duration Outliers (duration > %s us)  on rank %d" % (runtime_cutoff, rank),  # noqa: UP031  HTA's own title and formatting (%d takes a float rank)
         )
     )
     figures.show(
@@ -200,7 +200,7 @@ def launch_stats(figures: Figures, rank: int, df: Any, runtime_cutoff: int, laun
             x=delay["launch_delay"],
             nbins=300,
             labels={"launch_delay": "Launch Delay Duration (us)"},
-            title="Launch Delay Outliers (duration > %s us) on rank %d" % (launch_delay_cutoff, rank),
+            title="Launch Delay Outliers (duration > %s us) on rank %d" % (launch_delay_cutoff, rank),  # noqa: UP031  HTA's own title and formatting (%d takes a float rank)
         )
     )
 
@@ -236,7 +236,7 @@ def aten_op_delays(figures: Figures, rank: int, df: Any) -> None:
         ]
     )
     fig.update_layout(
-        title="ATen Operations, Associated Kernels, ATen and Runtime Delays for Rank %s" % rank,
+        title="ATen Operations, Associated Kernels, ATen and Runtime Delays for Rank %s" % rank,  # noqa: UP031  HTA's own title and formatting (%d takes a float rank)
         width=1500,
         height=1500,
         autosize=True,

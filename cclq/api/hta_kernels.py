@@ -308,7 +308,7 @@ def potential_stragglers(
             if iteration < 0:
                 continue
             threshold = group.sort_values(by=metric_name, ascending=False)[metric_name].tolist()[n - 1]
-            metric.loc[group.index, "is_straggler"] = group[metric_name].apply(lambda x: 1 if x >= threshold else 0)
+            metric.loc[group.index, "is_straggler"] = group[metric_name].apply(lambda x: 1 if x >= threshold else 0)  # noqa: B023  called in this iteration
         counts = metric.groupby("rank")["is_straggler"].sum()
     stragglers = counts.sort_values(ascending=False)[:num_candidates].index.tolist()
     return stragglers, (metric, metric_name, n_iterations > 1, n_iterations)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -27,22 +27,22 @@ def bench(
     ] = "250",
     ranks: Annotated[int, typer.Option(help="Ranks (files) per synthetic trace when a size does not say.")] = 8,
     workdir: Annotated[
-        Optional[Path], typer.Option(help="Keep generated traces here and reuse them [default: a temp dir].")
+        Path | None, typer.Option(help="Keep generated traces here and reuse them [default: a temp dir].")
     ] = None,
     perf_traces: Annotated[
-        Optional[Path], typer.Option("--perf-traces", help="Also benchmark every folder of real traces here.")
+        Path | None, typer.Option("--perf-traces", help="Also benchmark every folder of real traces here.")
     ] = None,
     ingest_part: Annotated[bool, typer.Option("--ingest/--no-ingest", help="Run the ingest benchmark.")] = True,
     metrics_part: Annotated[bool, typer.Option("--metrics/--no-metrics", help="Run the metric benchmark.")] = True,
     traces_dir: Annotated[
-        Optional[Path], typer.Option("--traces", help="Real traces to run every metric over (one process).")
+        Path | None, typer.Option("--traces", help="Real traces to run every metric over (one process).")
     ] = None,
     copies: Annotated[
         str, typer.Option(help="Copies of an 8-rank trace for the one-query vs loop scaling.")
     ] = "1,10,100",
     metric: Annotated[str, typer.Option(help="Metric for the scaling run.")] = "communication_overlap_ratio",
     hta_python: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--hta-python", help="Python with HolisticTraceAnalysis 0.5.0: compare against HTA."),
     ] = None,
     hta_copies: Annotated[
@@ -94,7 +94,7 @@ def bench(
         ),
     ] = 0,
     scale: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--scale",
             help="A workload folder: ingest N copies of it and time metrics and "
@@ -103,7 +103,7 @@ def bench(
     ] = None,
     scale_copies: Annotated[str, typer.Option(help="Copies for --scale, comma-separated.")] = "10,100,400",
     main_loop: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--main-loop",
             help="Folder of workload folders: time CCL-Bench's loop of "
@@ -111,7 +111,7 @@ def bench(
         ),
     ] = None,
     ccl_bench: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--ccl-bench",
             help="A CCL-Bench checkout: time its website generator with its "
@@ -120,7 +120,7 @@ def bench(
         ),
     ] = None,
     ccl_bench_python: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--ccl-bench-python",
             help="With --ccl-bench: the Python that runs CCL-Bench's "
@@ -128,7 +128,7 @@ def bench(
         ),
     ] = None,
     ccl_bench_folders: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--ccl-bench-folders",
             help="With --ccl-bench: workload folders to use [default: made from ../shared/traces].",
@@ -144,7 +144,7 @@ def bench(
         ),
     ] = 0,
     targets: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--targets",
             help="A folder of workloads (../shared/traces): time the speed "
@@ -153,7 +153,7 @@ def bench(
         ),
     ] = None,
     baseline: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--baseline",
             help="With --targets: another cclq source tree (an earlier "
@@ -161,7 +161,7 @@ def bench(
         ),
     ] = None,
     large_rank: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--large-rank",
             help="One generated rank at each of these sizes in MB "
@@ -171,7 +171,7 @@ def bench(
         ),
     ] = None,
     large_rank_metrics: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--large-rank-metrics",
             help="With --large-rank: only these metrics (comma-separated; 'none' for none) [default: every one].",
@@ -198,7 +198,7 @@ def bench(
         ),
     ] = False,
     s3: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--s3",
             metavar="URL",

@@ -107,22 +107,22 @@ def run_target_bench(
             _cclq(src, "sql", "SELECT count(*) FROM collectives", "-w", str(wh1))
             metric = _best(
                 repeats,
-                lambda: _cclq(src, "metric", "total_kernel_time", "--trace", trace, "--no-cache", "-w", str(wh1)),
+                lambda: _cclq(src, "metric", "total_kernel_time", "--trace", trace, "--no-cache", "-w", str(wh1)),  # noqa: B023  called in this iteration
             )
-            report = _best(repeats, lambda: _cclq(src, "report", trace, "--no-cache", "-w", str(wh1)))
+            report = _best(repeats, lambda: _cclq(src, "report", trace, "--no-cache", "-w", str(wh1)))  # noqa: B023  called in this iteration
             rows.append(_row(f"report / metric on {trace} (<= 3)", label, report, metric))
 
             def ingest_all() -> tuple[float, float]:
-                shutil.rmtree(wh2, ignore_errors=True)
-                return _cclq(src, "ingest", str(traces.resolve()), "-w", str(wh2))
+                shutil.rmtree(wh2, ignore_errors=True)  # noqa: B023  called in this iteration
+                return _cclq(src, "ingest", str(traces.resolve()), "-w", str(wh2))  # noqa: B023  called in this iteration
 
             ingest = _best(repeats, ingest_all)
             site = scratch / f"site-{label}"
-            board = _best(repeats, lambda: _cclq(src, "board", str(site), "--no-cache", "-q", "-w", str(wh2)))
+            board = _best(repeats, lambda: _cclq(src, "board", str(site), "--no-cache", "-q", "-w", str(wh2)))  # noqa: B023  called in this iteration
             rows.append(_row(f"board / ingest of {traces.name} (<= 1)", label, board, ingest))
             if big is not None:
                 site = scratch / f"site-big-{label}"
-                seconds = _best(repeats, lambda: _cclq(src, "board", str(site), "--no-cache", "-q", "-w", str(big)))
+                seconds = _best(repeats, lambda: _cclq(src, "board", str(site), "--no-cache", "-q", "-w", str(big)))  # noqa: B023  called in this iteration
                 rows.append(_row(f"board of {board_workloads} workloads, cold (<= 20 s)", label, seconds, None))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -302,7 +302,7 @@ def _ddl_log(lines: Iterator[str], emit: Any, result: ReadResult) -> None:
         text = line.strip()
         if not text:
             continue
-        for name, rule in _LOG_RULES:
+        for name, rule in _LOG_RULES:  # noqa: B007  `name` is the matched rule's, read after the loop
             m = rule.match(text)
             if m:
                 break

@@ -391,7 +391,7 @@ def parse_in_worker(
 # A file this small (on disk) is parsed in a group with the other small files of its
 # trace (``parse_group``), and a group reads up to GROUP_BYTES. Measured on DLRM's 0.9 MB
 # Kineto files: a data file of its own per input file, then compaction rewriting them
-# into one, cost 11 ms of CPU per file of the ~40 (docs/benchmarks.md, "Small files").
+# into one, cost 11 ms of CPU per file of the ~40 (docs/history/benchmarks-history.md, "Small files").
 SMALL_FILE_BYTES = 8 << 20
 GROUP_BYTES = 64 << 20
 

@@ -21,10 +21,10 @@ from cclq.present.units import for_people, people_text
 from cclq.query.hta_series import QUERIES as HTA_QUERIES
 from cclq.query.hta_series import hta_figure_data
 from cclq.query.metrics import (
-    SHARED_VIEWS,
     MetricRun,
     batch_queries,
     run_metrics,
+    shared_in_order,
     shared_views,
     start_on_lanes,
     uncached_queries,
@@ -156,7 +156,7 @@ def collect_reports(
     )
     with shared_views(session, queries) as shared:
         if on_shared is not None:
-            on_shared([name for name in SHARED_VIEWS if name in shared])
+            on_shared(shared_in_order(shared))
         # the figure queries run on the batch's lanes alongside the metrics
         steps_run = start_on_lanes(session, "steps", [STEP_DURATIONS_QUERY[1]], step_durations)
         ops_run = start_on_lanes(session, "ops", [OP_STATS_QUERY[1]], op_stats)

@@ -5,7 +5,7 @@ mostly DuckDB planning it, which runs on one core per connection. A ``Lanes`` ho
 ``Session.worker`` connections, one thread each (DuckDB plans and runs a query without
 Python's lock), and runs tasks on whichever is free (one lane: the session's own
 connection, in the calling thread): two lanes took the metric queries of a report on dlrm_param_8xV100 from 0.9 s to
-0.55-0.7 s (docs/benchmarks.md, "Fourth pass").
+0.55-0.7 s (docs/history/benchmarks-history.md, "Fourth pass").
 
 The views a batch shares (``cclq.query.metrics``) are tables every connection sees and
 temporary views or macros each connection needs of its own (its "shadows"): a task
@@ -35,7 +35,7 @@ MAX_LANES = 4
 # Large batches too: a board over 500 workloads (3.66 M events) took 19.3-19.8 s on two
 # lanes of one thread each and 21.5-22.3 s on one lane of two threads; one workload of
 # 3.62 M events, its board 15.8 s and 17.3 s, its report 21.2 s and 23.5 s (2 cores;
-# docs/benchmarks.md, "Fifth pass"). An earlier build, whose every shared table kept
+# docs/history/benchmarks-history.md, "Fifth pass"). An earlier build, whose every shared table kept
 # its rows' order, had it the other way round (32.3 s on one lane, 34.6-36.6 s on two).
 
 

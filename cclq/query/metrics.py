@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -37,7 +37,15 @@ from cclq.query.lanes import Lanes, Task, lanes_for
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
 from cclq.query.settings import open_database
-from cclq.query.sqlfiles import literal_arguments, mentions, names_reached, strip_comments, view_modules
+from cclq.query.sqlfiles import (
+    BatchView,
+    batch_views,
+    literal_arguments,
+    mentions,
+    names_reached,
+    strip_comments,
+    view_modules,
+)
 from cclq.query.view_catalog import CATALOG
 from cclq.sqltext import quote_identifier, quote_literal
 
@@ -243,8 +251,9 @@ def batch_queries(
 
 @contextmanager
 def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str]]:
-    """For the block, the SHARED_VIEWS (and macros) that two or more of ``queries`` read
-    are computed once into tables (see SHARED_VIEWS); yields their names. They are
+    """For the block, the views and macros with a ``-- batch: shared`` line that two or
+    more of ``queries`` read are computed once into tables (see ``_share_views``); yields
+    their names. They are
     computed on ``session.lanes`` (``cclq.query.lanes``) while the block goes on, each
     after the shared ones it reads: a task on the lanes that reads one comes after it
     (``run_metrics``), and a query on the session itself waits for them all
@@ -287,7 +296,7 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # trace, not every event as ``slices`` has), so they stay small next to the events they
 # come from.
 #
-# The versioned table macros (SHARED_MACROS, one argument: a rules version, as in
+# The versioned table macros (`-- batch:` on a macro of one argument, a rules version, as in
 # ``collectives_with(2)``) are shared the same way: the versioned metrics read these, not
 # the plain (version-1) views, so sharing only the views left the eleven collective
 # metrics on dlrm_param_8xV100 each redoing the version-2 kernel-to-CPU-op matching
@@ -301,81 +310,28 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # expression-depth limit). DuckDB resolves the temporary schema first, for the calls
 # inside the compiled macros and views too (``cclq.query.view_catalog``).
 #
-# ``kernels`` (every kernel with its launch shape) is read straight from the events by
-# the kernel-time metrics (aggregate_gpu_utilization twice): on a 500-workload board six
-# reads of the Parquet files, 4 s of lane time, against 2.5 s to store it once.
-#
-# One list in dependency order: a macro before the views over it (``collectives`` is
-# ``collectives_with(1)``, then read from the shared table), each after what it reads.
-# The lanes compute each one once those it reads (``names_reached``) are done.
-SHARED_VIEWS = (
-    "_name_events",
-    "process_names",
-    "thread_names",
-    "kernels",
-    "gpu_ops",
-    "gpu_ops_classified_with",
-    "kernel_name_families",
-    "gpu_ops_classified",
-    "gpu_launches",
-    "xla_ops",
-    "device_ranks",
-    "_step_markers_with",
-    "engine_iterations_with",
-    "steps_with",
-    "steps",
-    "gpu_ops_steps",
-    "cpu_collectives",
-    "_collective_cpu_ops",
-    "_collective_cpu_op_sizes",
-    "collectives_with",
-    "collectives",
-    "collective_links_with",
-    "hta_events",
-    "hta_gpu_rows",
-    "hta_gpu_merged",
-    "hta_rank_duration",
-    "hta_queue_length",
-    "hta_memory_bw",
-    "hta_kernel_launches",
-)
-SHARED_MACROS = frozenset(
-    {
-        "gpu_ops_classified_with",
-        "kernel_name_families",
-        "_step_markers_with",
-        "engine_iterations_with",
-        "steps_with",
-        "collectives_with",
-        "collective_links_with",
-    }
-)
+# Which views and macros these are is said in the SQL, by a ``-- batch: shared`` line
+# right above each one's CREATE (sql/README.md), read by ``cclq.query.sqlfiles.batch_views``
+# with what its lines say: ``always``, shared even when one query reads it (a query that
+# reads it several times over planned its whole stack once per reference); ``from
+# <source> via <stand_in>``, a view whose rows a shared source already holds, computed
+# from the source's table when the batch shares that source (a filter of a table, so
+# shared even for one reader). Each line's note says why it pays for that view. The order
+# in which the lanes compute them comes from what each reads (``names_reached``): a
+# macro before the views over it (``collectives`` is ``collectives_with(2)``, then read
+# from the shared table), each once those it reads are done.
 _SHARED_PREFIX = "_cclq_shared_"
-# A shared view whose rows another shared view already holds: when a batch shares the
-# source (the first name), the view is computed from the second, a view over the source
-# that gives the same rows (its header says so, and tests/query/test_run_metrics.py
-# compares them), and it is shared even when only one query reads it, as that costs a
-# filter of a table. hta_gpu_rows is HTA's GPU rows among hta_events: loading the events
-# again took 1.7 s of a 500-workload board, its filter of the shared table 0.17 s.
-DERIVED_VIEWS = {"hta_gpu_rows": ("hta_events", "hta_gpu_rows_from_events")}
-# Shared even when one query reads them: the query reads each several times over. A
-# metric over `collectives` planned the view's whole stack once per reference, each
-# expansion reading the events for the collective CPU ops five or more times
-# (collective_busbw: 48 Parquet scans, 70% of its time on a 127 MB rank); stored once,
-# the CPU ops are read from the events once and the collectives computed once (issue 42).
-# The steps likewise: coll_call_num planned steps_with six times (12 regex-rule joins,
-# 69 scans); stored, 2.05 -> 0.87 CPU s on a 32 MB rank. Each holds a row per op,
-# collective or step: small next to the events.
-ALWAYS_SHARED = frozenset(
-    {
-        "_collective_cpu_ops",
-        "_collective_cpu_op_sizes",
-        "collectives_with",
-        "collectives",
-        "_step_markers_with",
-        "steps_with",
-    }
-)
+
+
+@lru_cache(maxsize=1)
+def _batch_views() -> dict[str, BatchView]:
+    """The views and macros a batch may share, by name, in dependency order."""
+    return {v.name: v for v in batch_views()}
+
+
+def shared_in_order(names: frozenset[str] | set[str]) -> list[str]:
+    """``names`` (shared views of a batch) in the order a batch computes them."""
+    return [n for n in _batch_views() if n in names]
 
 
 @dataclass(frozen=True)
@@ -405,7 +361,7 @@ VERSION_INPUTS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sql_versions(texts: tuple[str, ...]) -> tuple[int, ...]:
     """The rules versions the SQL calls a versioned macro with: every integer literal
     that is the first argument of a ``*_with(`` call, in the view modules and ``texts``.
@@ -422,18 +378,18 @@ def _users(queries: list[str], name: str) -> int:
 
 
 def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
-    """Starts materializing the SHARED_VIEWS (and macros) that two or more ``queries``
-    read (one, for a DERIVED_VIEWS view whose source is shared), on the lanes, each
-    after the shared ones it reads; their names. One that fails
+    """Starts materializing the views and macros with a ``-- batch: shared`` line that two
+    or more ``queries`` read (one, for an ``always`` one, or a derived one whose source is
+    shared), on the lanes, each after the shared ones it reads; their names. One that fails
     is not shared: a query then reads the compiled one (slower, the same rows), and a
     metric reports its own error."""
     names: list[str] = []
     stand_ins: dict[str, str] = {}  # a derived view whose source is shared -> what computes it
-    for name in SHARED_VIEWS:
-        source, stand_in = DERIVED_VIEWS.get(name, ("", name))
-        if source in names:
-            stand_ins[name] = stand_in
-        if _users(queries, name) >= (1 if name in stand_ins or name in ALWAYS_SHARED else 2):
+    views = _batch_views()
+    for name, view in views.items():
+        if view.source in names and view.stand_in is not None:
+            stand_ins[name] = view.stand_in
+        if _users(queries, name) >= (1 if name in stand_ins or view.always else 2):
             names.append(name)
     calls: dict[str, Any] = {}
 
@@ -447,7 +403,7 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
         import duckdb
 
         try:
-            if name in SHARED_MACROS:
+            if views[name].macro:
                 versions, called = calls["versions"], calls["called"]
                 wanted = tuple(v for v in versions if (0, v) in called.get(name, ()))
                 shadow = _share_macro(lane, name, versions, wanted)
@@ -460,7 +416,7 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
         lanes.add_shadows([shadow], name)  # before the task is done: what comes after it sees the table
 
     def after(name: str) -> frozenset[str]:  # the shared views it reads, and the calls for a macro
-        first = {_READ_CALLS} if name in SHARED_MACROS else set()
+        first = {_READ_CALLS} if views[name].macro else set()
         reads = names_reached(f"SELECT * FROM {stand_ins.get(name, name)}")
         return frozenset(names) & (reads - {name}) | first
 
@@ -477,7 +433,7 @@ _READ_CALLS = "read the macros' versions"  # a task of _share_views (not a view 
 
 def _release(lane: Session, name: str) -> None:
     """Drops a shared view's rows once the batch no longer reads them (``Lanes.seal``)."""
-    if name in SHARED_MACROS:
+    if _batch_views()[name].macro:
         _drop_shared(lane, f"{name}_")
     else:
         lane.execute(f"DROP TABLE IF EXISTS {_stored(name)}")
@@ -491,11 +447,12 @@ def _stored(name: str) -> str:
 
 def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted: tuple[int, ...]) -> str:
     """Computes ``macro(v)`` for each ``wanted`` version into a table; returns the
-    temporary macro that shadows the macro by reading them (see SHARED_VIEWS). Each other version is a view that calls
+    temporary macro that shadows the macro by reading them (see the comment above
+    ``_SHARED_PREFIX``). Each other version is a view that calls
     the compiled macro, so a call the reading of the SQL missed (``literal_arguments``)
     is still answered, only not shared. Each shared macro is a table macro of one
-    argument, the rules version (tests/query/test_run_metrics.py checks the list against
-    the view modules)."""
+    argument, the rules version (``parse_batch_lines`` refuses another; and
+    tests/query/test_run_metrics.py checks the compiled macros)."""
     import duckdb
 
     computed: list[int] = []
@@ -570,7 +527,7 @@ def _unshare(session: Session, shared: list[str]) -> None:
     """Drops what ``_share_views`` made: the shadowing views and macros first, then the
     tables."""
     for name in shared:
-        kind = "MACRO TABLE" if name in SHARED_MACROS else "VIEW"
+        kind = "MACRO TABLE" if _batch_views()[name].macro else "VIEW"
         session.execute(f"DROP {kind} IF EXISTS temp.main.{quote_identifier(name)}")
     _drop_shared(session)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from cclq.locations import sql_root
@@ -59,7 +59,7 @@ def _parse_module(root: Path, path: Path) -> ViewModule:
 _DEFINES = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?(?:VIEW|MACRO|TABLE)\s+(\w+)", re.IGNORECASE)
 
 
-@lru_cache(maxsize=None)
+@cache
 def defined_names(module: ViewModule) -> frozenset[str]:
     # cached (as ``_words`` and ``modules_for``): a report asks this some 30,000 times,
     # which cost 1.5 s of regular expressions per report before
@@ -253,11 +253,117 @@ def view_modules() -> tuple[ViewModule, ...]:
     return tuple(ordered)
 
 
+# --- what a batch of queries computes once (``-- batch:`` lines) -----------------------
+
+# ``-- batch: shared [always] [from <source> via <stand_in>]``, in the comment block
+# right above the CREATE of a view or of a table macro of one argument (a rules
+# version), as its last line; the lines after it in the block, indented (``--   ...``),
+# are its note (why), which the view's catalog comment leaves out. ``cclq.query.metrics``
+# reads them (``shared_views``): see sql/README.md.
+_BATCH = re.compile(r"^--\s*batch:(.*)$")
+_BATCH_WORDS = re.compile(r"^\s*shared(?:\s+(always))?(?:\s+from\s+(\w+)\s+via\s+(\w+))?\s*$")
+_BATCH_CREATE = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(VIEW|MACRO)\s+(\w+)\s*(?:\(([^)]*)\)\s*AS\s+(TABLE)\b)?", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """A view or table macro that a batch computes once into a table when two or more of
+    its queries read it (``cclq.query.metrics.shared_views``), as its ``-- batch:`` line
+    says."""
+
+    name: str
+    path: Path  # the view module that declares it
+    macro: bool  # a table macro of one argument, a rules version: a table per version
+    always: bool = False  # shared even when only one query of the batch reads it
+    # when the batch shares ``source`` too, the rows are computed from ``stand_in`` (a
+    # view over ``source`` with the same rows), and shared even for one reader
+    source: str | None = None
+    stand_in: str | None = None
+
+
+def parse_batch_lines(module: ViewModule) -> list[BatchView]:
+    """The ``-- batch:`` lines of one view module, each with the CREATE below it; a
+    ValueError naming the file and the line for one that is misplaced or malformed."""
+    out: list[BatchView] = []
+    lines = module.sql.splitlines()
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    block_start = 0
+    for i, line in enumerate(lines + [""]):
+        if line.startswith("--"):
+            continue
+        block = lines[block_start:i]
+        found = [k for k, b in enumerate(block) if _BATCH.match(b)]
+        said = [m.group(1) for b in block if (m := _BATCH.match(b))]
+        if found:
+            where = f"{module.path}:{block_start + found[0] + 1}"
+            if len(found) > 1:
+                raise ValueError(f"{where}: two `-- batch:` lines for one CREATE")
+            note = block[found[0] + 1 :]
+            if any(not n.startswith("--  ") for n in note):
+                raise ValueError(f"{where}: the `-- batch:` line must end its comment block (then only `--   ` notes)")
+            create = _BATCH_CREATE.match(module.sql, offsets[i]) if i < len(lines) else None
+            if create is None:
+                raise ValueError(f"{where}: a `-- batch:` line must be right above a CREATE VIEW or CREATE MACRO")
+            words = _BATCH_WORDS.match(said[0])
+            if words is None:
+                raise ValueError(
+                    f"{where}: expected `-- batch: shared [always] [from <view> via <view>]`, "
+                    f"got {block[found[0]].strip()!r}"
+                )
+            kind, name, params, table = create.groups()
+            macro = kind.upper() == "MACRO"
+            if macro and (table is None or len([p for p in params.split(",") if p.strip()]) != 1):
+                raise ValueError(f"{where}: {name} must be a table macro of one argument (a rules version)")
+            always, source, stand_in = words.groups()
+            out.append(BatchView(name.lower(), module.path, macro, always is not None, source, stand_in))
+        block_start = i + 1
+    return out
+
+
+@lru_cache(maxsize=1)
+def batch_views() -> tuple[BatchView, ...]:
+    """Every view and macro with a ``-- batch:`` line, each after the others it reads
+    (``names_reached``; a derived one after its source too), else in load order. A
+    ValueError for a name declared twice, a source that is not shared, a stand-in that
+    does not read its source, or views that read each other."""
+    found: dict[str, BatchView] = {}
+    for module in view_modules():
+        for view in parse_batch_lines(module):
+            if view.name in found:
+                raise ValueError(f"sql/views: {view.name} has a `-- batch:` line in two places")
+            found[view.name] = view
+    needs: dict[str, frozenset[str]] = {}
+    for name, view in found.items():
+        reads = names_reached(f"SELECT * FROM {name}")
+        if view.source is not None:
+            if view.source not in found or found[view.source].source is not None:
+                raise ValueError(f"{view.path}: {name} is derived from {view.source}, which is not shared itself")
+            stand_in = names_reached(f"SELECT * FROM {view.stand_in}")
+            if view.source not in stand_in:
+                raise ValueError(f"{view.path}: {name}'s stand-in {view.stand_in} does not read {view.source}")
+            reads |= stand_in
+        needs[name] = reads & found.keys() - {name}
+    ordered: list[BatchView] = []
+    placed: set[str] = set()
+    while len(ordered) < len(found):
+        ready = [v for n, v in found.items() if n not in placed and needs[n] <= placed]
+        if not ready:
+            raise ValueError(f"sql/views: these shared views read each other: {sorted(found.keys() - placed)}")
+        ordered.append(ready[0])
+        placed.add(ready[0].name)
+    return tuple(ordered)
+
+
 # --- documentation in DuckDB's catalog (COMMENT ON) ------------------------------------
 
 _CREATE_VIEW = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+(\w+)", re.IGNORECASE)
 _RELATION = re.compile(r"^--\s*relation:\s*(\w+)\s*$")
 _LOADER_LINE = re.compile(r"^\s*(requires|extends|relation):")
+_BATCH_LINE = re.compile(r"^\s*batch:")
 _COLUMNS = re.compile(r"^\s*columns:\s*$")
 _COLUMN = re.compile(r"^(\s+)(\w+)(?:\s{2,}(\S.*))?$")
 _AS_IN = re.compile(r"^\s*\(as in (\w+):(.*)$")
@@ -282,7 +388,8 @@ def parse_doc_block(lines: list[str]) -> tuple[str, dict[str, str], dict[str, st
     ``--<indent>(as in <relation>: a, b, ...)`` (on one or more lines) gives columns the
     phrase they have in ``<relation>``. The first line indented less than the entries, or
     not an entry, ends the list; the other lines are the relation's text (their layout
-    kept). Loader lines (``requires:``, ``extends:``, ``relation:``) are left out."""
+    kept). Loader lines (``requires:``, ``extends:``, ``relation:``) are left out, and so
+    are a ``batch:`` line and the lines after it (its note, ``batch_views``)."""
     text: list[str] = []
     columns: dict[str, str] = {}
     inherited: dict[str, str] = {}
@@ -290,6 +397,8 @@ def parse_doc_block(lines: list[str]) -> tuple[str, dict[str, str], dict[str, st
     pending = ""
     for line in lines:
         body = line[2:]
+        if _BATCH_LINE.match(body):
+            break  # the batch line and its indented note end the block (``batch_views``)
         if _LOADER_LINE.match(body):
             continue
         if _COLUMNS.match(body):

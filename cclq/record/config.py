@@ -166,7 +166,7 @@ class Run:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Run":
+    def from_json(cls, d: dict[str, Any]) -> Run:
         return cls(
             **{
                 k: d[k]

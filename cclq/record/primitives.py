@@ -30,7 +30,7 @@ dp_mlp's forward and backward without the all-reduce.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist

@@ -155,7 +155,7 @@ def trace_folder(trace: str) -> str:
     """
     encoded = quote(trace, safe="._-+")
     if trace.lower() in _HIVE_NULLS:
-        encoded = "%{:02X}".format(ord(trace[0])) + encoded[1:]
+        encoded = f"%{ord(trace[0]):02X}" + encoded[1:]
     return f"trace={encoded}"
 
 

@@ -85,7 +85,7 @@ class Micros(float):
     __slots__ = ("ns",)
     ns: int
 
-    def __new__(cls, ns: int) -> "Micros":
+    def __new__(cls, ns: int) -> Micros:
         obj = super().__new__(cls, ns / 1000)
         obj.ns = int(ns)
         return obj

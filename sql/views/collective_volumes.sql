@@ -58,6 +58,7 @@ SELECT * FROM xla;
 -- numbers where there were none). A rank outside it (CPU-only, no Gloo records)
 -- has no collective volume to report (NULL), a rank inside it without
 -- collectives of a type moved 0 bytes.
+-- batch: shared
 CREATE OR REPLACE VIEW device_ranks AS
 WITH devices AS (
   SELECT DISTINCT trace, rank, 'gpu' AS device_source FROM gpu_ops WHERE kind = 'kernel'

@@ -112,6 +112,12 @@ END;
 -- and keeps what the linking needs (file, thread, args). `coll_type` is NULL
 -- for ops that do not say which collective (record_param_comms without a
 -- `Collective name`, c10d::wait).
+-- batch: shared always
+--   as for the other collectives views marked `always`: a metric over `collectives` planned
+--   the view's whole stack once per reference, each expansion reading the events for
+--   the collective CPU ops five or more times (collective_busbw: 48 Parquet scans, 70%
+--   of its time on a 127 MB rank); stored once, the CPU ops are read from the events
+--   once and the collectives computed once (issue 42).
 CREATE OR REPLACE VIEW _collective_cpu_ops AS
 SELECT
   trace, rank, file_id, event_idx, pid, tid, ts_ns, end_ns, name, external_id,
@@ -185,6 +191,8 @@ WHERE false;
 --                                entry 2 (input), both sized
 --   3 'input tensors'            any other op: its sized Input Dims, summed
 --                                (the input; the output is unknown)
+-- batch: shared always
+--   read several times over by one query: see _collective_cpu_ops.
 CREATE OR REPLACE VIEW _collective_cpu_op_sizes AS
 WITH from_msg_nelems AS (
   SELECT
@@ -775,6 +783,8 @@ SELECT
   'cpu_backend' AS source
 FROM keyed;
 
+-- batch: shared always
+--   read several times over by one query: see _collective_cpu_ops.
 CREATE OR REPLACE MACRO collectives_with(rules_version) AS TABLE
 -- each source is computed once: it is both a part of the result and what decides
 -- which ranks the CPU records are read for
@@ -836,6 +846,8 @@ SELECT * FROM _collectives_from_cpu_backend(covered);
 --   file_id            the source file of the kernel (or Horovod operation)
 --   event_idx          its position in that file
 --   source             gpu_kernel | horovod | cpu_backend (Gloo's CPU record, on ranks without GPU ones)
+-- batch: shared always
+--   read several times over by one query: see _collective_cpu_ops.
 CREATE OR REPLACE VIEW collectives AS
 SELECT * FROM collectives_with(2);
 

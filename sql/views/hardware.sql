@@ -75,6 +75,7 @@ END;
 --                 bandwidth_gbps[1] (scale-up) or [0] (scale-out), in Gbit/s, / 8
 -- The group's rank numbers are taken as global ranks laid out node by node
 -- (ranks 0..count_per_node-1 on node 0, ...), the launcher's default.
+-- batch: shared
 CREATE OR REPLACE MACRO collective_links_with(rules_version) AS TABLE
 WITH placed AS (
   SELECT

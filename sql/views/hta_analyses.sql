@@ -94,11 +94,13 @@ FROM query_table(points);
 --  * `seq`: position in the stream's series (1-based), in the stable order.
 -- HTA quirk kept: a GPU row HTA holds twice (hta_events.copies) counts twice,
 -- on both sides.
+-- batch: shared
 CREATE OR REPLACE VIEW hta_queue_length AS
 SELECT * FROM hta_queue_series(hta_queue_points);
 
 -- HTA's trace duration of a rank (Trace.get_trace_duration): last ts - first
 -- ts over the rows it analyses (starts, not ends).
+-- batch: shared
 CREATE OR REPLACE VIEW hta_rank_duration AS
 SELECT trace, rank, max(ts_us) - min(ts_us) AS duration_us
 FROM hta_events
@@ -126,6 +128,7 @@ END;
 --  * the running sums are double sums in series order; HTA's residues (a
 --    1e-16 GB/s where the exact value is 0, which its summary counts as a
 --    point > 0) come out the same on every golden trace.
+-- batch: shared
 CREATE OR REPLACE VIEW hta_memory_bw AS
 WITH mem AS (
   SELECT
@@ -171,6 +174,7 @@ FROM points;
 --  * cpu_duration_us = the runtime call's dur, gpu_duration_us = the GPU row's,
 --    launch_delay_us = max(0, gpu ts - cpu ts - cpu dur).
 --  * `cpu_name` / `gpu_name` for the reader; HTA returns only the numbers.
+-- batch: shared
 CREATE OR REPLACE VIEW hta_kernel_launches AS
 WITH ev AS MATERIALIZED (
   SELECT trace, rank, row_order, copies, name, stream, correlation, ts_us, dur_us

@@ -146,6 +146,7 @@ END;
 -- run per name, not per event) within the same read of the events. A join to a
 -- separate SELECT DISTINCT name view read the events twice, which doubled the
 -- cost on warehouses of many small files and gained nothing on big ones.
+-- batch: shared
 CREATE OR REPLACE MACRO gpu_ops_classified_with(rules_version) AS TABLE
 SELECT
   o.*,
@@ -178,6 +179,7 @@ LATERAL (
 -- The current rules (version 2, as communication_fraction v2, total_communication_time
 -- v2 and every other current metric), for ad-hoc queries. Version 1 is
 -- gpu_ops_classified_with(1) (until this view was version 2 it read version 1).
+-- batch: shared
 CREATE OR REPLACE VIEW gpu_ops_classified AS
 SELECT * FROM gpu_ops_classified_with(2);
 
@@ -209,6 +211,7 @@ LATERAL (
 WHERE s.cat IN ('cpu_op', 'user_annotation') AND c.kernel_class = 'comm';
 
 -- The current rules (version 2; its CPU-op rules are version 1's), every rank.
+-- batch: shared
 CREATE OR REPLACE VIEW cpu_collectives AS
 SELECT * FROM cpu_collectives_with(2, trace_ranks);
 

@@ -85,6 +85,7 @@ SELECT 2, priority, family, taxonomies, pattern FROM version_1;
 --   is_moe          the name matches the 'moe' pattern, or (version 2 on) the class
 --                   rules give it a MoE family (comm kernels included:
 --                   expert-parallel dispatch/combine exchanges are MoE time)
+-- batch: shared
 CREATE OR REPLACE MACRO kernel_name_families(rules_version) AS TABLE
 WITH kernel_names AS (
   SELECT DISTINCT name, kernel_class, family AS class_family

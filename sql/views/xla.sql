@@ -271,6 +271,7 @@ LEFT JOIN shapes AS sh USING (shape_with_layout);
 --   op_kind        comm | compute | other (xla_op_rules); coll_type for comm.
 --   flops, model_flops  the op's arguments; for a pair the halves' sum, NULL
 --                  (not 0) when neither half carries the argument.
+-- batch: shared
 CREATE OR REPLACE VIEW xla_ops AS
 WITH ev AS (
   SELECT *, coalesce(device, -1) AS device_key FROM xla_op_events

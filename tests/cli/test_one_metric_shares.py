@@ -1,5 +1,5 @@
 """``cclq metric NAME`` alone stores the views its query reads several times over once
-(ALWAYS_SHARED, issue 42), as a batch does: the command ran the metric's query bare, so
+(`-- batch: shared always`, issue 42), as a batch does: the command ran the metric's query bare, so
 collective_busbw expanded the collectives' stack per reference (2.3 s of query on a
 127 MB rank instead of 0.8 s)."""
 

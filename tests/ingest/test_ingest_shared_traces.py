@@ -61,7 +61,7 @@ def test_every_chrome_json_workload_is_ingested(shared_warehouse):
 
 def test_events_by_phase_equal_rows_kept_plus_drops(shared_warehouse):
     wh, files = shared_warehouse
-    for trace, path, doc in files:
+    for _trace, path, doc in files:
         events = doc if isinstance(doc, list) else doc["traceEvents"]
         raw = Counter()
         for ev in events:
@@ -99,7 +99,7 @@ def test_events_by_phase_equal_rows_kept_plus_drops(shared_warehouse):
 def test_timestamps_are_exact_nanoseconds(shared_warehouse):
     wh, files = shared_warehouse
     checked = 0
-    for trace, path, doc in files:
+    for _trace, path, doc in files:
         events = doc if isinstance(doc, list) else doc["traceEvents"]
         base = doc.get("baseTimeNanoseconds", 0) if isinstance(doc, dict) else 0
         (file_id,) = query(wh, "SELECT file_id FROM files WHERE path = ?", [str(path.resolve())])[0]

@@ -87,7 +87,7 @@ def test_ops_that_overlap_without_nesting_give_the_containment_rows(tmp_path):
 def test_one_metric_stores_the_collectives_and_steps_once(tmp_path):
     """One metric over `collectives` or the steps reads each several times over (its
     plan expanded the views' stack per reference: collective_busbw read the events 48
-    times); run alone, it still computes them once into tables (ALWAYS_SHARED)."""
+    times); run alone, it still computes them once into tables (`-- batch: shared always`)."""
     from cclq.query.metrics import shared_views
     from cclq.query.registry import resolve
 

@@ -853,8 +853,9 @@ def test_figure_data_and_figures_by_hand(hand: duckdb.DuckDBPyConnection) -> Non
 
 @pytest.mark.slow
 def test_the_derived_gpu_rows_and_the_first_rank_queue_give_the_views_rows(real_con):
-    """What a batch computes instead of the views (metrics.DERIVED_VIEWS; the queue
-    figure's first-rank series) gives the views' rows on the real traces."""
+    """What a batch computes instead of the views (hta_gpu_rows' stand-in, from its
+    `-- batch:` line; the queue figure's first-rank series) gives the views' rows on the
+    real traces."""
     from cclq.query import hta_series
 
     def differ(a: str, b: str) -> tuple[int, int, int]:

@@ -12,9 +12,10 @@ raw Kineto JSON of ``dlrm_param_8xV100`` with the ``json`` module.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import duckdb
 import pytest

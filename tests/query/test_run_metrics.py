@@ -12,6 +12,7 @@ from cclq.query import metrics
 from cclq.query.metrics import run_cached_query, run_metric, run_metrics
 from cclq.query.registry import parse_metric_file, resolve
 from cclq.query.session import Session, connect
+from cclq.query.sqlfiles import batch_views
 from cclq.store.warehouse import Warehouse
 from cclq.synth.kineto import generate_workload
 
@@ -58,7 +59,7 @@ def test_shared_view_is_computed_once_and_changes_no_result(wh: Warehouse, monke
     runs = run_metrics(con, specs)
     # most of them read collectives, all of them the views under it
     assert len(shared) == 1 and "collectives" in shared[0] and "gpu_ops" in shared[0]
-    assert set(shared[0]) <= set(metrics.SHARED_VIEWS)
+    assert set(shared[0]) <= {v.name for v in batch_views()}
     # straggler_rank and collective_skew read collectives_with(2) through macros: shared too
     assert "collectives_with" in shared[0]
     for spec in specs:
@@ -127,9 +128,11 @@ def test_shared_macros_are_table_macros_of_one_argument(wh: Warehouse):
             "WHERE function_type = 'table_macro' AND NOT internal"
         ).fetchall()
     )
-    assert {m: found.get(m) for m in metrics.SHARED_MACROS} == {m: ["rules_version"] for m in metrics.SHARED_MACROS}
-    # every shared name is the name of a view module's view or macro, in dependency order
-    assert metrics.SHARED_MACROS <= set(metrics.SHARED_VIEWS)
+    macros = {v.name for v in batch_views() if v.macro}
+    assert macros and {m: found.get(m) for m in macros} == {m: ["rules_version"] for m in macros}
+    # and a shared view is a view of the compiled catalog, not a macro
+    views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    assert {v.name for v in batch_views() if not v.macro} <= views
     con.close()
 
 
@@ -168,13 +171,16 @@ def same_rows(con, a: str, b: str) -> tuple[int, int, int]:
 
 
 def test_derived_views_give_the_rows_of_the_view(wh: Warehouse):
-    """A batch that shares a DERIVED_VIEWS source computes the view from its stand-in:
-    the stand-in must give exactly the view's rows."""
+    """A batch that shares a derived view's source (``-- batch: shared from <source> via
+    <stand_in>``) computes the view from its stand-in: the stand-in must give exactly the
+    view's rows."""
     con = connect(wh)
-    for view, (source, stand_in) in metrics.DERIVED_VIEWS.items():
-        assert source in metrics.SHARED_VIEWS and view in metrics.SHARED_VIEWS
-        assert metrics.SHARED_VIEWS.index(source) < metrics.SHARED_VIEWS.index(view)
-        n, m, differ = same_rows(con, f"SELECT * FROM {view}", f"SELECT * FROM {stand_in}")
+    order = [v.name for v in batch_views()]
+    derived = [v for v in batch_views() if v.source is not None]
+    assert derived
+    for view in derived:
+        assert order.index(view.source) < order.index(view.name)
+        n, m, differ = same_rows(con, f"SELECT * FROM {view.name}", f"SELECT * FROM {view.stand_in}")
         assert n == m > 0 and differ == 0, view
     con.close()
 

@@ -302,7 +302,7 @@ class Builder:
     ) -> pa.RecordBatch:
         """Puts closed B/E slices where their E was, as the reference reader writes them."""
         b_batch = EventBatch()
-        for row, fields, args, b_ts, dur in pairs:
+        for _row, fields, args, b_ts, dur in pairs:
             b_batch.b_times[len(b_batch.rows)] = (b_ts - self.base, dur)
             b_batch.add(fields, args)
         slices = b_batch.to_record_batch(self.file_id, self.base, self.drops)
@@ -408,7 +408,7 @@ class Builder:
         sizes: list[int] = []
         columns: dict[str, dict[int, pa.Array]] = {}  # column -> {group number: values}
         order: list[int] = []
-        for g, (keys, idxs) in enumerate(groups.items()):
+        for keys, idxs in groups.items():
             plan = arg_plan(keys)
             if not plan:
                 continue

@@ -116,7 +116,7 @@ class Chunker:
                     window *= 4
                     continue
                 if len(self.buf) > self.limits.max_event_bytes or not self._more():
-                    raise FallbackToIjson("the event array does not start where the fast reader looks for it")
+                    raise FallbackToIjson("the event array does not start where the fast reader looks for it") from None
 
     def _parse_head(self, window: int) -> int:
         """The head, from the first ``window`` bytes of ``buf`` (``_NeedMore``: not in them)."""

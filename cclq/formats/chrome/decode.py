@@ -49,9 +49,9 @@ class ReadSequentially(Exception):
 # ------------------------------------------------------------------ decode types
 def _json_value(levels: int) -> Any:
     """The type of a JSON value with at most ``levels`` nested arrays or objects."""
-    value: Any = Union[str, int, float, bool, None]
+    value: Any = Union[str, int, float, bool, None]  # noqa: UP007  msgspec reads this type built at run time: typing.Union of run-time values
     for _ in range(levels):
-        value = Union[str, int, float, bool, None, list[value], dict[str, value]]
+        value = Union[str, int, float, bool, None, list[value], dict[str, value]]  # noqa: UP007  as above
     return value
 
 
@@ -76,7 +76,7 @@ def _entries_of(struct: type, levels: int | None) -> Any:
     other_list = (
         list if levels is None else GenericAlias(list, (_json_value(max(levels - 1, 0)),)) if levels else list[None]
     )
-    return Union[struct, other_list, str, int, float, bool, None]
+    return Union[struct, other_list, str, int, float, bool, None]  # noqa: UP007  as in _json_value
 
 
 _DECODERS: dict[int | None, msgspec.json.Decoder] = {}
