@@ -178,7 +178,7 @@ def bench(
         ),
     ] = None,
     large_rank_folders: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--large-rank-folders",
             help="With or instead of --large-rank: these workload folders too (comma-separated; "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import errno
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -55,7 +55,7 @@ def _root(
     ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
     memory_limit: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--memory-limit",
             help="Memory for queries (500MB, 4GiB, 25%); beyond it DuckDB spills to "
@@ -64,7 +64,7 @@ def _root(
         ),
     ] = None,
     spill_dir: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--spill-dir",
             help="Where queries spill beyond the memory limit [default: $CCLQ_SPILL_DIR, "

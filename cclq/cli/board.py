@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -46,7 +46,7 @@ def board(
     no_cache: NoCacheOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
     config: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--config",
             help="CCL-Bench's website/benchmark_config.json: its pairs "
@@ -55,7 +55,7 @@ def board(
         ),
     ] = None,
     pages: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option(
             "--pages/--no-pages",
             show_default=False,
@@ -66,7 +66,7 @@ def board(
         ),
     ] = None,
     write_config: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--write-config", help='Also write a benchmark_config.json naming every workload of the warehouse ("auto").'
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,7 @@ cards_app = typer.Typer(
 @cards_app.command("check", epilog="Example: cclq cards check trace_collection ../shared/traces")
 def cards_check(
     paths: Annotated[
-        Optional[list[Path]],
+        list[Path] | None,
         typer.Argument(help="Card files, workload folders or folders of workloads [default: .].", show_default=False),
     ] = None,
     fmt: FormatOpt = OutputFormat.table,

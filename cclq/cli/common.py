@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from cclq.store.warehouse import Warehouse
 
 WarehouseOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--warehouse",
         "-w",
@@ -37,7 +37,7 @@ WarehouseOpt = Annotated[
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
 DaskOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--dask",
         metavar="local[:N]|ADDRESS|FILE",
@@ -55,10 +55,10 @@ AllowPartialOpt = Annotated[
     ),
 ]
 OutputOpt = Annotated[
-    Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
+    Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout (needed for parquet).")
 ]
 ParamOpt = Annotated[
-    Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE for the metrics that take it (repeatable).")
+    list[str] | None, typer.Option("--param", "-p", help="KEY=VALUE for the metrics that take it (repeatable).")
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")]
 

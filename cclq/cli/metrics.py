@@ -5,7 +5,7 @@ or on a Dask cluster)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -45,7 +45,7 @@ commands = typer.Typer()
 def metrics(
     ctx: typer.Context,
     words: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Argument(
             help="A metric's name (its card: family, see also), a category (step_time, "
             "communication, compute, memory, collectives, inference, hta) or words to search "
@@ -54,10 +54,10 @@ def metrics(
         ),
     ] = None,
     category: Annotated[
-        Optional[list[str]], typer.Option("--category", "-c", help="Only this category (repeatable).")
+        list[str] | None, typer.Option("--category", "-c", help="Only this category (repeatable).")
     ] = None,
     applicable: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--applicable",
             help="What can apply to this trace, and why the rest cannot (decided from the catalog, no metric is run).",
@@ -142,7 +142,7 @@ def _applicable(
 def metric(
     ctx: typer.Context,
     names: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Argument(
             help="Metric names (see `cclq metrics`); several run on one connection. "
             "A workload folder or trace file among them is ingested first and "
@@ -151,13 +151,13 @@ def metric(
     ] = None,
     all_traces: Annotated[bool, typer.Option("--all", help="Run over every trace in the warehouse.")] = False,
     trace: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--trace", "-t", help="Run over this trace (repeatable; a glob pattern such as 'run1_*' takes every match)."
         ),
     ] = None,
     category: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--category",
             "-c",
@@ -166,10 +166,10 @@ def metric(
         ),
     ] = None,
     version: Annotated[
-        Optional[int], typer.Option("--version", "-v", help="Pin a metric version [default: latest].")
+        int | None, typer.Option("--version", "-v", help="Pin a metric version [default: latest].")
     ] = None,
     param: Annotated[
-        Optional[list[str]], typer.Option("--param", "-p", help="KEY=VALUE, overrides the workload card (repeatable).")
+        list[str] | None, typer.Option("--param", "-p", help="KEY=VALUE, overrides the workload card (repeatable).")
     ] = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Compute again even if a cached result matches.")
@@ -177,7 +177,7 @@ def metric(
     warehouse: WarehouseOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     output: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--output",
             "-o",
@@ -316,7 +316,7 @@ def _one_metric(
             if dask is None:
                 from cclq.query.metrics import batch_queries, shared_views
 
-                # as in a batch: the views its query reads several times over (ALWAYS_SHARED)
+                # as in a batch: the views its query reads several times over (their `-- batch: shared always` line)
                 # stored once; collective_busbw on a 127 MB rank 2.3 s -> 0.8 s of query
                 with shared_views(session, batch_queries(session, [spec], params)):
                     table = run_metric(session, spec, params)

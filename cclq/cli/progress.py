@@ -241,7 +241,7 @@ class StepProgress:
         self._done = 0
         self._start = self._last = 0.0
 
-    def __enter__(self) -> "StepProgress":
+    def __enter__(self) -> StepProgress:
         if self._enabled and not _on_terminal():
             self._lines = True
             self._start = self._last = time.perf_counter()
@@ -295,7 +295,7 @@ class CountedProgress:
         self._bar: StepProgress | None = None
         self._done = 0
 
-    def __enter__(self) -> "CountedProgress":
+    def __enter__(self) -> CountedProgress:
         return self
 
     def update(self, done: int, total: int) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -128,7 +128,7 @@ def diff(
     ctx: typer.Context,
     a: Annotated[str, typer.Argument(help="Side A: a trace id, ids separated by commas, or a glob pattern.")],
     b: Annotated[str, typer.Argument(help="Side B, the same way.")],
-    rank: Annotated[Optional[int], typer.Option("--rank", "-r", help="Compare this rank alone on both sides.")] = None,
+    rank: Annotated[int | None, typer.Option("--rank", "-r", help="Compare this rank alone on both sides.")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Ops shown in the table (CSV/JSON list all).")] = 30,
     fmt: Annotated[
         DiffFormat,

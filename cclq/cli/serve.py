@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -28,11 +28,9 @@ def serve(
         str, typer.Option("--host", help="Address to bind; 127.0.0.1 keeps it on this machine.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on.")] = 8000,
-    board_dir: Annotated[
-        Optional[Path], typer.Option("--board", help="The board's folder [default: DATA/board].")
-    ] = None,
+    board_dir: Annotated[Path | None, typer.Option("--board", help="The board's folder [default: DATA/board].")] = None,
     site_dir: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--site",
             help="Serve this static site as it is instead of cclq's board (a "
@@ -40,7 +38,7 @@ def serve(
         ),
     ] = None,
     config: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--config",
             help="CCL-Bench's benchmark_config.json: an upload gets its "
@@ -48,7 +46,7 @@ def serve(
         ),
     ] = None,
     token: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--token",
             envvar="CCLQ_SERVE_TOKEN",
@@ -70,7 +68,7 @@ def serve(
         ),
     ] = 3600,
     job_memory_mb: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--job-memory-mb",
             min=256,
@@ -78,7 +76,7 @@ def serve(
         ),
     ] = None,
     allow_host: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--allow-host",
             help="Another name this server is reached by (a request "

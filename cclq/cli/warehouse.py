@@ -5,7 +5,7 @@ holds)."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -40,7 +40,7 @@ def ingest(
     ],
     warehouse: WarehouseOpt = None,
     jobs: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--jobs",
             "-j",
@@ -196,7 +196,7 @@ def ingest(
 @commands.command(epilog="Example: cclq compact   (every trace whose data files are many and small)")
 def compact(
     trace: Annotated[
-        Optional[list[str]], typer.Option("--trace", "-t", help="Compact only this trace (repeatable).")
+        list[str] | None, typer.Option("--trace", "-t", help="Compact only this trace (repeatable).")
     ] = None,
     warehouse: WarehouseOpt = None,
     fmt: FormatOpt = OutputFormat.table,

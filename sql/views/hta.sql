@@ -446,7 +446,7 @@ WHERE a.stream <> -1;
 
 -- hta_gpu_rows as a filter of hta_events: the same rows (tests/query/
 -- test_run_metrics.py compares them). A batch that already holds hta_events
--- computes hta_gpu_rows from this (cclq.query.metrics, DERIVED_VIEWS), not with
+-- computes hta_gpu_rows from this (its `-- batch: shared from hta_events via ...` line), not with
 -- a second load of the events (0.17 s instead of 1.7 s over 3.66 M events).
 CREATE OR REPLACE VIEW hta_gpu_rows_from_events AS
 SELECT
