@@ -109,12 +109,16 @@ class Lanes:
             self._shadow_views.extend([view] * len(statements))
 
     def catch_up(self, lane: Session) -> None:
-        """Runs on ``lane`` the shadow statements it has not run yet."""
+        """Runs on ``lane`` the shadow statements it has not run yet, holding the lock: a
+        shared view whose rows another lane releases (``_read``) has its shadow replaced
+        before its table is dropped, so a shadow is never made over a table dropped in
+        between (seen as "Table _cclq_shared_steps does not exist" under load). On the
+        connection itself: ``Session.execute`` would wait for the lanes under the lock."""
         with self._lock:
             todo = self.shadows[self._applied.get(id(lane), 0) :]
             self._applied[id(lane)] = len(self.shadows)
-        if todo:
-            lane.execute("\n".join(f"{s};" for s in todo))
+            if todo:
+                lane.con.execute("\n".join(f"{s};" for s in todo))
 
     def ready_for(self, session: Session) -> None:
         """Waits for the shared views (the tasks named in ``shared``) and runs their

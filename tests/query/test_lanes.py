@@ -243,3 +243,51 @@ def test_a_lane_has_the_sessions_connection_settings(wh):
     finally:
         worker.close()
         session.close()
+
+
+def test_a_shadow_is_never_made_over_a_table_released_meanwhile(wh):
+    """A lane catching up on the shadows, and another lane releasing a shared view's rows
+    at the same moment: the shadow was made after the lock was let go, so the table could
+    be dropped in between ("Table _cclq_shared_steps does not exist", a flaky CLI test).
+    The lane here is slow to run its statements (0.3 s): the release must wait for it."""
+    session = connect(wh)
+    lanes = Lanes(session, 1)
+    session.execute("CREATE TABLE memory.main.rows_a AS SELECT 7 AS x")
+    lanes.shared = frozenset({"a"})
+    lanes.add_shadows(["CREATE TEMP VIEW a AS SELECT x FROM memory.main.rows_a"], "a")
+    running = threading.Event()
+
+    class SlowConnection:
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, sql):
+            running.set()
+            time.sleep(0.3)
+            return self.con.execute(sql)
+
+    class CatchingUpLane:
+        con = SlowConnection(session.con.cursor())
+        execute = con.execute  # a Session's execute, for a lanes that calls it
+
+    lanes.release = lambda lane, name: session.execute("DROP TABLE memory.main.rows_a")
+    lanes._sealed = True  # as after seal(): rows are released once nothing reads them
+    errors: list[BaseException] = []
+
+    def catch_up():
+        try:
+            lanes.catch_up(CatchingUpLane())
+        except BaseException as e:  # noqa: BLE001 - the assertion below reports it
+            errors.append(e)
+
+    thread = threading.Thread(target=catch_up)
+    try:
+        thread.start()
+        assert running.wait(5)
+        lanes._read(session, frozenset())  # nothing reads "a" any more: released now
+        thread.join(5)
+        assert errors == []
+        assert session.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'rows_a'").fetchone() == (0,)
+    finally:
+        lanes.close()
+        session.close()
