@@ -79,7 +79,11 @@ TRUSTED: dict[str, dict[str, str]] = {
         "', '.join(card_columns)": "the card columns of cclq.cards.load.CARD_FIELDS",
     },
     "query/readonly.py": {"listed": "file paths, each through quote_literal"},
-    "query/critical_path.py": {"PATH_TABLE": "the constant name of the path's temporary table"},
+    "query/critical_path.py": {
+        "PATH_TABLE": "the constant name of the path's temporary table",
+        "_ROWS": "the constant name of the window rows' view (hta_critical_path_rows)",
+        "scope": "constant SQL text of prepare(): the scope and only_rank joins",
+    },
     "api/hta_kernels.py": {"memory": "one of two constant clauses"},
     "api/hta_breakdown.py": {
         "columns": "a constant column list of the module",
