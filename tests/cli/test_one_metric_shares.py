@@ -6,10 +6,11 @@ collective_busbw expanded the collectives' stack per reference (2.3 s of query o
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
+
+from helpers.rows import close
 
 from cclq.synth.kineto import generate_workload
 
@@ -75,11 +76,5 @@ def test_one_metric_shares_what_it_reads_many_times_and_gives_the_batch_rows(tmp
     )
     rows, batch = json.loads(alone), json.loads((out / "collective_busbw.json").read_text())
     assert rows and len(rows) == len(batch)
-    for row, other in zip(rows, batch):
-        # a mean over rows that DuckDB's threads add in any order: equal to the last bits
-        assert row.keys() == other.keys()
-        for key, value in row.items():
-            if isinstance(value, float):
-                assert math.isclose(value, other[key], rel_tol=1e-12), (key, value, other[key])
-            else:
-                assert value == other[key], (key, value, other[key])
+    for row, other in zip(rows, batch):  # a mean's last bits: see helpers.rows.close
+        assert close(row, other), (row, other)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers.rows import close
 from tests.helpers.s3 import make_bucket, moto_server, run_cclq, s3_env, start_cclq, upload_tree
 
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
@@ -32,16 +33,6 @@ TRACES = ["hta_trace_filter_2rank", "hta_alexnet", "hta_nccl_data"]
 # for the ingest: more files (9), so that a worker is caught mid-task
 INGEST_TRACES = [*TRACES, "hta_ns_resolution", "tracelens_mi300_resnet_ddp", "kineto_legacy_resnet50"]
 METRICS = ["communication_overlap_ratio", "hta_kernel_breakdown"]
-
-
-def _close(a: object, b: object) -> bool:
-    """Equal, floats to 1e-12 relative: DuckDB sums in the order its threads finish, so a
-    sum's last bits may differ between two runs (docs/dask.md names the metrics)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
-    if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-12)
-    return a == b
 
 
 def _cell(text: str) -> object:
@@ -55,20 +46,26 @@ def _assert_same_csv(a: str, b: str) -> None:
     rows_a, rows_b = list(csv.reader(io.StringIO(a))), list(csv.reader(io.StringIO(b)))
     assert len(rows_a) == len(rows_b)
     for ra, rb in zip(rows_a, rows_b):
-        assert len(ra) == len(rb) and all(_close(_cell(x), _cell(y)) for x, y in zip(ra, rb)), (ra, rb)
+        assert len(ra) == len(rb) and all(close(_cell(x), _cell(y)) for x, y in zip(ra, rb)), (ra, rb)
 
 
-def test_metric_on_dask_workers_that_share_only_the_bucket(tmp_path: Path) -> None:
+def _traces_here(tmp_path: Path, names: list[str]) -> Path:
+    """A local copy of these shared traces (skips without the extras or ../shared)."""
     pytest.importorskip("distributed")
     pytest.importorskip("s3fs")
     pytest.importorskip("moto.server")
     if not SHARED_TRACES.is_dir():
         pytest.skip(f"real traces not available ({SHARED_TRACES} is absent)")
+    local = tmp_path / "traces"
+    for name in names:
+        shutil.copytree(SHARED_TRACES / name, local / name)
+    return local
+
+
+def test_metric_on_dask_workers_that_share_only_the_bucket(tmp_path: Path) -> None:
+    local = _traces_here(tmp_path, TRACES)
     from tests.helpers.dask_cluster import dask_processes
 
-    local = tmp_path / "traces"
-    for name in TRACES:
-        shutil.copytree(SHARED_TRACES / name, local / name)
     with moto_server(tmp_path / "moto.log") as endpoint:
         make_bucket(endpoint, "dask-wh")
         url = "s3://dask-wh/wh"
@@ -154,16 +151,9 @@ def test_ingest_and_metric_on_dask_workers_that_share_only_the_bucket(
     """`cclq ingest s3://.../traces -w s3://.../wh --dask tcp://...` with a worker killed
     while it parses: the warehouse a local ingest of the same objects gives (Arrow-equal);
     then `cclq metric --dask` on the surviving worker gives the local metric."""
-    pytest.importorskip("distributed")
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto.server")
-    if not SHARED_TRACES.is_dir():
-        pytest.skip(f"real traces not available ({SHARED_TRACES} is absent)")
+    local = _traces_here(tmp_path, INGEST_TRACES)
     from tests.helpers.dask_cluster import dask_processes
 
-    local = tmp_path / "traces"
-    for name in INGEST_TRACES:
-        shutil.copytree(SHARED_TRACES / name, local / name)
     with moto_server(tmp_path / "moto.log") as endpoint:
         make_bucket(endpoint, "dask-in")
         upload_tree(endpoint, local, "s3://dask-in/traces")
