@@ -98,15 +98,18 @@ TRUSTED: dict[str, dict[str, str]] = {
     },
     "query/dask.py": {"DUCKDB_MEMORY_SHARE": "a number"},
     "cli/warehouse.py": {"cols": "a constant column list of the traces command"},
-    "formats/nsys.py": {
+    "formats/nsys/reader.py": {
+        "', '.join((c if c in texts else int_sql(c) for c, _ in present))": "names of cclq's own `wanted` list, present in the file's table",  # noqa: E501
+        "NVTX_THREAD_NAMES": "an event type number",
+    },
+    "formats/nsys/rows.py": {
         "text": "a constant column expression",
         "short": "a constant column expression",
         "join": "a constant join clause",
-        "', '.join((c if c in texts else _int_sql(c) for c, _ in present))": "names of cclq's own `wanted` list, present in the file's table",  # noqa: E501
+        "leading": "_gpu_columns(): constant column expressions",
         "'sn.value' if short else 'NULL'": "one of two constants",
         "', '.join(map(str, wanted))": "Nsight's event type numbers (cclq's constants)",
-        "_NVTX_THREAD_NAMES": "an event type number",
-        "_NVTX_DOMAIN_CREATE": "an event type number",
+        "NVTX_DOMAIN_CREATE": "an event type number",
     },
     "synth/nsys.py": {
         "', '.join('?' * 18)": "placeholders",
@@ -124,7 +127,7 @@ def _allowed(expr: ast.expr, trusted: dict[str, str]) -> bool:
     if isinstance(expr, ast.Call):
         func = expr.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        if name in QUOTING or name in NUMBERS or name in ("_int_sql", "col"):
+        if name in QUOTING or name in NUMBERS or name in ("int_sql", "col", "_gpu_columns"):
             return True
     if isinstance(expr, ast.Constant):
         return True
