@@ -589,7 +589,8 @@ def run_commit_bench(commits: int, ingest_mb: int = 50, repeats: int = 1) -> lis
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from cclq.store.warehouse import FSYNC_ENV, Warehouse
+    from cclq.store.durable import FSYNC_ENV
+    from cclq.store.warehouse import Warehouse
 
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-commit-"))
     best: dict[tuple[str, bool], float] = {}

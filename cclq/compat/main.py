@@ -104,8 +104,8 @@ def run_here(argv: list[str], fresh: dict[str, str] | None = None) -> int:
     from cclq.query.metrics import run_metric, summarize
     from cclq.query.registry import resolve
     from cclq.query.session import QuerySettings, connect
+    from cclq.store.durable import ReadOnlyWarehouse
     from cclq.store.remote import open_warehouse
-    from cclq.store.warehouse import ReadOnlyWarehouse
 
     args = arg_parser().parse_args(argv)
     con = None

@@ -294,7 +294,7 @@ def ingest_siblings(parent: Path, wh: Warehouse) -> dict[str, str]:
     they are too big (then each call ingests its own folder)."""
     from cclq.ingest.plan import Workload, plan_inputs, rename_workload
     from cclq.ingest.run import ingest
-    from cclq.store.warehouse import ReadOnlyWarehouse
+    from cclq.store.durable import ReadOnlyWarehouse
 
     try:
         folders = sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))

@@ -22,14 +22,9 @@ from cclq.ingest.parse import DISK_FULL, DiskFullError, FileTask, ParsedFile
 from cclq.ingest.plan import Workload, distinct_trace_id, rename_workload, trace_id_for
 from cclq.ingest.report import FileOutcome, IngestReport
 from cclq.schema import INGEST_VERSION, RANKED_TABLES
-from cclq.store.warehouse import (
-    FILES_SCHEMA,
-    PARTS_SCHEMA,
-    STATS_SCHEMA,
-    CatalogState,
-    Warehouse,
-    is_disk_full,
-)
+from cclq.store.catalog import FILES_SCHEMA, PARTS_SCHEMA, STATS_SCHEMA, CatalogState
+from cclq.store.durable import is_disk_full
+from cclq.store.warehouse import Warehouse
 from cclq.store.writer import keep_input_files, rewrite_rank
 from cclq.version import __version__
 

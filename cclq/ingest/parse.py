@@ -30,9 +30,7 @@ from cclq.formats.registry import reader_for
 from cclq.formats.source import content_hash
 from cclq.proc import init_worker_process
 from cclq.schema import TABLE_SCHEMAS
-from cclq.store.warehouse import (
-    is_disk_full,
-)
+from cclq.store.durable import is_disk_full
 from cclq.store.writer import DataFileWriter, SharedDataFileWriter
 
 PARSER_DIED = "the parser process died while reading it (out of memory?)"

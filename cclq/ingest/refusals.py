@@ -25,7 +25,8 @@ from cclq.ingest.commit import is_unchanged
 from cclq.ingest.parse import FileTask
 from cclq.ingest.report import FileOutcome
 from cclq.schema import INGEST_VERSION
-from cclq.store.warehouse import CatalogState, Warehouse
+from cclq.store.catalog import CatalogState
+from cclq.store.warehouse import Warehouse
 
 FILE = "refused.json"
 

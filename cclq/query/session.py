@@ -30,7 +30,8 @@ from cclq.query.engine import CONNECTION_SETTINGS, arrow_table, setup_script
 from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings, open_database
 from cclq.query.view_catalog import search_path_statement
-from cclq.store.warehouse import CATALOG_SCHEMAS, Snapshot, Warehouse
+from cclq.store.catalog import CATALOG_SCHEMAS
+from cclq.store.warehouse import Snapshot, Warehouse
 
 # DuckDB 2.0 warns, once per place, that a DB-API result's Arrow table is a copy of its rows.
 # cclq's large results go through ``Session.arrow`` (no copy); the rest (ad-hoc SQL, the

@@ -38,7 +38,7 @@ from cclq.query.settings import open_database
 from cclq.query.sqlfiles import module_script, view_modules
 from cclq.schema import TABLE_SCHEMAS, data_file_schema
 from cclq.sqltext import path_literal
-from cclq.store.warehouse import CATALOG_SCHEMAS
+from cclq.store.catalog import CATALOG_SCHEMAS
 
 log = logging.getLogger("cclq")
 

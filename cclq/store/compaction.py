@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cclq.proc import init_worker_process
-from cclq.store.warehouse import CatalogState, Warehouse
+from cclq.store.catalog import CatalogState
+from cclq.store.warehouse import Warehouse
 from cclq.store.writer import ROW_GROUP_ROWS, open_data_writer
 
 MIN_FILES = 4  # a trace's data files of one table before an ingest compacts them

@@ -45,17 +45,9 @@ import pyarrow.parquet as pq
 
 from cclq.errors import UsageError
 from cclq.locations import WAREHOUSE_ENV, resolve_warehouse
+from cclq.store.catalog import CATALOG_SCHEMAS
 from cclq.store.objects import ObjectStore, cache_root, is_url, url_key
-from cclq.store.warehouse import (
-    CATALOG_SCHEMAS,
-    CURRENT,
-    DATA_FILE,
-    MARKER,
-    MARKER_TEXT,
-    SNAPSHOT_ID,
-    Snapshot,
-    Warehouse,
-)
+from cclq.store.warehouse import CURRENT, DATA_FILE, MARKER, MARKER_TEXT, SNAPSHOT_ID, Snapshot, Warehouse
 
 GRACE_ENV = "CCLQ_REMOTE_GC_GRACE_S"
 CACHE_MB_ENV = "CCLQ_REMOTE_CACHE_MB"

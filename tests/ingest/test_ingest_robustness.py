@@ -267,10 +267,12 @@ def test_killed_ingest_leaves_the_warehouse_as_it_was(tmp_path, wh):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    # killed once a row group is in the temp file (well into the parse), not after a fixed
+    # sleep: on a loaded machine the ingest could commit before a sleep ended
     deadline = time.time() + 30
-    while time.time() < deadline and not any(wh.tmp_dir.glob("*.parquet")):
-        time.sleep(0.02)
-    time.sleep(0.3)  # well into the parse: some row groups are in the temp file
+    while time.time() < deadline and not any(p.stat().st_size > 0 for p in wh.tmp_dir.glob("*.parquet")):
+        time.sleep(0.01)
+    assert proc.poll() is None, "the ingest ended before it was killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert [p.relative_to(wh.root) for p in _visible_parquet(wh.root)] == before
@@ -464,7 +466,7 @@ def test_a_catalog_row_that_cannot_be_built_fails_that_file_alone(tmp_path, wh, 
 def test_catalog_keeps_the_types_of_all_null_columns(tmp_path, wh):
     import pyarrow.parquet as pq
 
-    from cclq.store.warehouse import FILES_SCHEMA, STATS_SCHEMA
+    from cclq.store.catalog import FILES_SCHEMA, STATS_SCHEMA
 
     _good(tmp_path / "work")  # nothing dropped: drop_reasons is NULL in every row
     run_ingest([tmp_path / "work"], wh)
