@@ -53,6 +53,16 @@ def comm_comp_overlap(data: HtaData) -> Any:
     return frame
 
 
+def _empty_stats_frame(pd: Any, *text_columns: str) -> Any:
+    """The empty frame HTA starts its per-name statistics from (its columns and dtypes,
+    which ``pd.concat`` keeps when no rank adds a row): name, sum, max, min, std, mean,
+    then ``text_columns`` and rank."""
+    columns = {"name": "str", "sum": "int", "max": "int", "min": "int", "std": "float", "mean": "int"}
+    columns.update(dict.fromkeys(text_columns, "str"))
+    columns["rank"] = "int"
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+
+
 def _gpu_rows(data: HtaData, columns: str, where: str = "true") -> Any:
     """The GPU rows (stream <> -1) of every rank in HTA's frame order, one per copy."""
     pd = pandas()
@@ -100,18 +110,7 @@ def kernel_breakdown(
         "e.rank, e.name, e.dur_us AS dur, e.kernel_type",
         "e.kernel_type IN ('COMPUTATION', 'COMMUNICATION', 'MEMORY')",
     )
-    all_kernels = pd.DataFrame(
-        {
-            "name": pd.Series(dtype="str"),
-            "sum": pd.Series(dtype="int"),
-            "max": pd.Series(dtype="int"),
-            "min": pd.Series(dtype="int"),
-            "std": pd.Series(dtype="float"),
-            "mean": pd.Series(dtype="int"),
-            "kernel_type": pd.Series(dtype="str"),
-            "rank": pd.Series(dtype="int"),
-        }
-    )
+    all_kernels = _empty_stats_frame(pd, "kernel_type")
     per_type: dict[str, dict[int, Any]] = {}
     for rank in data.ranks:
         mine = gpu[gpu["rank"] == rank] if len(gpu) else gpu
@@ -243,17 +242,7 @@ def annotation_breakdown(
         params=[category],
     )
     rows = pd.DataFrame(table.to_pydict())
-    all_df = pd.DataFrame(
-        {
-            "name": pd.Series(dtype="str"),
-            "sum": pd.Series(dtype="int"),
-            "max": pd.Series(dtype="int"),
-            "min": pd.Series(dtype="int"),
-            "std": pd.Series(dtype="float"),
-            "mean": pd.Series(dtype="int"),
-            "rank": pd.Series(dtype="int"),
-        }
-    )
+    all_df = _empty_stats_frame(pd)
     per_rank: dict[int, Any] = {}
     for rank in data.ranks:
         mine = (

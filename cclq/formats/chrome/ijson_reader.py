@@ -312,6 +312,24 @@ def _promoted_array(kind: str, n: int, sparse: dict[int, Any]) -> pa.Array:
     return pc.scatter(column, pa.array(list(sparse), pa.int64()), max_index=n - 1)
 
 
+def _event_row(idx: int, ph: str | None, ev: dict, ts: Any = None, dur: Any = None) -> tuple:
+    """An event's row as ``EventBatch.add`` takes it. A ``B`` event's row is made when its
+    ``E`` comes (or the file ends) with no ts and dur: its times go in ``b_times``."""
+    return (
+        idx,
+        ph,
+        ev.get("cat"),
+        ev.get("name"),
+        ev.get("pid"),
+        ev.get("tid"),
+        ts,
+        dur,
+        ev.get("id"),
+        ev.get("bp"),
+        ev.get("s"),
+    )
+
+
 def _ts_ns_or_none(ts: Any, base: int) -> int | None:
     """A B or E event's ts in ns with the base, or None when unusable."""
     ns = time_ns(ts)
@@ -404,38 +422,11 @@ def read_chrome_json(
                     args = {**args, **e_args} if type(args) is dict else e_args
                 batch.b_times[len(batch.rows)] = (b_ns - base, ts_ns - b_ns)
                 batch.add(
-                    (
-                        b_idx,
-                        "B",
-                        b_ev.get("cat"),
-                        b_ev.get("name"),
-                        b_ev.get("pid"),
-                        b_ev.get("tid"),
-                        None,
-                        None,
-                        b_ev.get("id"),
-                        b_ev.get("bp"),
-                        b_ev.get("s"),
-                    ),
+                    _event_row(b_idx, "B", b_ev),
                     args,
                 )
             else:
-                batch.add(
-                    (
-                        idx,
-                        ph,
-                        ev.get("cat"),
-                        ev.get("name"),
-                        ev.get("pid"),
-                        ev.get("tid"),
-                        ts,
-                        ev.get("dur"),
-                        ev.get("id"),
-                        ev.get("bp"),
-                        ev.get("s"),
-                    ),
-                    ev.get("args"),
-                )
+                batch.add(_event_row(idx, ph, ev, ts, ev.get("dur")), ev.get("args"))
             if len(batch.rows) >= batch_rows:
                 flush()
     except ijson.JSONError as e:
@@ -464,19 +455,7 @@ def read_chrome_json(
         for b_idx, b_ev, b_ns in stack:
             batch.b_times[len(batch.rows)] = (b_ns - base, None)  # type: ignore[assignment]
             batch.add(
-                (
-                    b_idx,
-                    "B",
-                    b_ev.get("cat"),
-                    b_ev.get("name"),
-                    b_ev.get("pid"),
-                    b_ev.get("tid"),
-                    None,
-                    None,
-                    b_ev.get("id"),
-                    b_ev.get("bp"),
-                    b_ev.get("s"),
-                ),
+                _event_row(b_idx, "B", b_ev),
                 b_ev.get("args"),
             )
             unclosed += 1

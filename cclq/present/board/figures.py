@@ -235,6 +235,21 @@ def step_timeline(data: dict[str, Any]) -> Figure:
     )
 
 
+def _shares_per_rank(labels: list[str], series: list[Series], value_label: str) -> str:
+    """One horizontal bar a rank, its parts stacked to 100%: how the time splits."""
+    return bar_chart(
+        labels,
+        series,
+        stacked=True,
+        horizontal=True,
+        max_value=100,
+        value_label=value_label,
+        fmt=lambda v: f"{v:g}%",
+        tip_fmt=lambda v: f"{v:.2f}%",
+        label_width=70,
+    )
+
+
 def temporal_figure(data: dict[str, Any]) -> Figure:
     title = "Where GPU time goes: compute, non-compute, idle"
     rows = (data.get("figures") or {}).get("temporal")
@@ -250,17 +265,7 @@ def temporal_figure(data: dict[str, Any]) -> Figure:
         values = [100 * row[1 + k] / row[4] if row[4] else None for row in rows]
         tips = [f"{format_number(row[1 + k])} us of {format_number(row[4])} us" for row in rows]
         series.append(Series(name, values, color=color, tips=tips))
-    svg = bar_chart(
-        labels,
-        series,
-        stacked=True,
-        horizontal=True,
-        max_value=100,
-        value_label="% of GPU span",
-        fmt=lambda v: f"{v:g}%",
-        tip_fmt=lambda v: f"{v:.2f}%",
-        label_width=70,
-    )
+    svg = _shares_per_rank(labels, series, "% of GPU span")
     return Figure(
         "temporal",
         title,
@@ -487,17 +492,7 @@ def critical_path_figure(data: dict[str, Any]) -> Figure:
         for key, label, color in CRITICAL_PATH
         if any((rank, key) in share for rank in ranks)
     ]
-    svg = bar_chart(
-        [f"rank {r}" for r in ranks],
-        series,
-        stacked=True,
-        horizontal=True,
-        max_value=100,
-        value_label="% of the critical path",
-        fmt=lambda v: f"{v:g}%",
-        tip_fmt=lambda v: f"{v:.2f}%",
-        label_width=70,
-    )
+    svg = _shares_per_rank([f"rank {r}" for r in ranks], series, "% of the critical path")
     return Figure(
         "critical_path",
         title,
