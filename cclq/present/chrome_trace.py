@@ -30,6 +30,10 @@ from cclq.formats.detect import WRITTEN_FROM_KEY
 from cclq.query.session import Session
 
 BATCH_ROWS = 65_536
+WRITE_BYTES = 1 << 20
+# gzip level 3: the overlay and counter traces are written once and read by a viewer; on a
+# 15 MB trace level 5 took 0.31 s of CPU, level 3 0.19 s, for 1.26 vs 1.46 MB
+COMPRESS_LEVEL = 3
 Event = dict[str, Any]
 # an event -> the event to write (changed in place or not), or None to leave it out
 Transform = Callable[[Event], "Event | None"]
@@ -137,24 +141,33 @@ def write_trace(
     fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".part", dir=out.parent)
     os.close(fd)
     try:
-        with gzip.open(tmp, "wb", compresslevel=5) as f:
+        # events gathered into ~1 MB pieces before each gzip write: a write per event
+        # (two per event, 162 k on a 15 MB trace) cost more than the compression
+        with gzip.open(tmp, "wb", compresslevel=COMPRESS_LEVEL) as f:
             # the header with json's spacing: HTA finds a rank by the pattern "rank": <n>
             head = json.dumps(header)
-            f.write((head[:-1] + (", " if header else "") + '"traceEvents": [').encode())
-            first = True
+            buf = bytearray((head[:-1] + (", " if header else "") + '"traceEvents": [').encode())
+            separator = b"\n"
             for event in file_events(session, file_id):
                 kept = transform(event) if transform is not None else event
                 if kept is None:
                     continue
                 kept.pop("__idx", None)
-                f.write(b"\n" if first else b",\n")
-                f.write(orjson.dumps(kept))
-                first = False
+                buf += separator
+                buf += orjson.dumps(kept)
+                separator = b",\n"
+                if len(buf) >= WRITE_BYTES:
+                    f.write(buf)
+                    buf.clear()
             for event in extra:
-                f.write(b"\n" if first else b",\n")
-                f.write(orjson.dumps(event, option=orjson.OPT_SERIALIZE_NUMPY))
-                first = False
-            f.write(b"\n]}\n")
+                buf += separator
+                buf += orjson.dumps(event, option=orjson.OPT_SERIALIZE_NUMPY)
+                separator = b",\n"
+                if len(buf) >= WRITE_BYTES:
+                    f.write(buf)
+                    buf.clear()
+            buf += b"\n]}\n"
+            f.write(buf)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
