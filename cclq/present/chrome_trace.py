@@ -77,30 +77,38 @@ def file_events(session: Session, file_id: str) -> Iterable[Event]:
 
 
 def _events(reader: pa.RecordBatchReader, base_ns: int) -> Iterable[Event]:
+    """Each row as its event dict; the columns walked together (``zip``), not indexed per
+    field: 455 k events of an 86 MB trace took 2.0 s indexed."""
+    loads = orjson.loads
     for batch in reader:
-        columns = batch.to_pydict()
-        for i in range(batch.num_rows):
-            event: Event = {"ph": columns["ph"][i]}
-            if columns["cat"][i] is not None:
-                event["cat"] = columns["cat"][i]
-            if columns["name"][i] is not None:
-                event["name"] = columns["name"][i]
-            for key in ("pid", "tid"):
-                if columns[key][i] is not None:
-                    event[key] = id_value(columns[key][i])
-            if columns["ts_ns"][i] is not None:
-                event["ts"] = _number(columns["ts_ns"][i] - base_ns)
-            if columns["dur_ns"][i] is not None:
-                event["dur"] = _number(columns["dur_ns"][i])
-            if columns["flow_id"][i] is not None:
-                event["id"] = id_value(columns["flow_id"][i])
-            if columns["bp"][i] is not None:
-                event["bp"] = columns["bp"][i]
-            if columns["scope"][i] is not None:
-                event["s"] = columns["scope"][i]
-            if columns["args"][i] is not None:
-                event["args"] = orjson.loads(columns["args"][i])
-            event["__idx"] = columns["event_idx"][i]
+        c = batch.to_pydict()
+        rows = zip(
+            c["ph"], c["cat"], c["name"], c["pid"], c["tid"], c["ts_ns"], c["dur_ns"], c["flow_id"], c["bp"],
+            c["scope"], c["args"], c["event_idx"],
+        )  # fmt: skip
+        for ph, cat, name, pid, tid, ts, dur, flow, bp, scope, args, idx in rows:
+            event: Event = {"ph": ph}
+            if cat is not None:
+                event["cat"] = cat
+            if name is not None:
+                event["name"] = name
+            if pid is not None:
+                event["pid"] = id_value(pid)
+            if tid is not None:
+                event["tid"] = id_value(tid)
+            if ts is not None:
+                event["ts"] = _number(ts - base_ns)
+            if dur is not None:
+                event["dur"] = _number(dur)
+            if flow is not None:
+                event["id"] = id_value(flow)
+            if bp is not None:
+                event["bp"] = bp
+            if scope is not None:
+                event["s"] = scope
+            if args is not None:
+                event["args"] = loads(args)
+            event["__idx"] = idx
             yield event
 
 
