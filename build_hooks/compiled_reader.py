@@ -36,8 +36,8 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 MODULE = "cclq.formats.chrome.eventparse"
 FOLDER = "cclq/formats/chrome"
-SOURCES = [f"{FOLDER}/eventparse.c", f"{FOLDER}/eventparse_core.c"]
-HEADERS = [f"{FOLDER}/eventparse_core.h"]
+SOURCES = [f"{FOLDER}/eventparse.c", f"{FOLDER}/eventparse_core.c", f"{FOLDER}/eventparse_json.c"]
+HEADERS = [f"{FOLDER}/eventparse_core.h", f"{FOLDER}/eventparse_internal.h"]
 REQUIRE = "CCLQ_REQUIRE_COMPILED"  # "1": a module that does not compile fails the build
 
 

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the compiled chunk parser (cclq/formats/chrome/eventparse_core.h and .c),
+ * libFuzzer harness for the compiled chunk parser (cclq/formats/chrome/eventparse_core.h, its .c and eventparse_json.c),
  * pure C: any bytes as a chunk, with bounds and a base time taken from the input's first
  * bytes. Built and run by tests/fuzz/run.sh with AddressSanitizer and UBSan; a crash, a
  * leak, an out-of-bounds read or undefined behaviour fails it.

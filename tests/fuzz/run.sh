@@ -10,7 +10,8 @@ work="$(mktemp -d)"
 corpus="${CCLQ_FUZZ_CORPUS:-$work/corpus}"
 mkdir -p "$corpus"
 clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  "$here/fuzz_eventparse.c" "$here/../../cclq/formats/chrome/eventparse_core.c" -o "$work/fuzz_eventparse"
+  "$here/fuzz_eventparse.c" "$here/../../cclq/formats/chrome/eventparse_core.c" \
+  "$here/../../cclq/formats/chrome/eventparse_json.c" -o "$work/fuzz_eventparse"
 python3 "$here/seeds.py" "$corpus"
 "$work/fuzz_eventparse" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   -artifact_prefix="$work/" -dict="$here/json.dict" "$corpus"

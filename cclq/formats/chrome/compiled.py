@@ -1,7 +1,7 @@
 """The compiled chunk parser (``eventparse``, C) of the fast reader, where it was built.
 
-``pip install`` compiles ``eventparse.c`` and ``eventparse_core.c`` when the machine has a
-C compiler and skips them when it has none (``build_hooks/compiled_reader.py``; with
+``pip install`` compiles ``eventparse.c``, ``eventparse_core.c`` and ``eventparse_json.c``
+when the machine has a C compiler and skips them when it has none (``build_hooks/compiled_reader.py``; with
 ``CCLQ_REQUIRE_COMPILED=1`` that is an error); the fast reader then decodes every
 chunk with msgspec, as it did before, and writes the same table. ``AVAILABLE`` says which;
 ``cclq --version`` says it to the user.

@@ -1,6 +1,6 @@
 /*
  * cclq.formats.chrome.eventparse: the Python face of eventparse_core.h (implemented in
- * eventparse_core.c).
+ * eventparse_core.c and eventparse_json.c).
  *
  *   configure(promoted, n_columns, legacy)   once, from compiled.py: the promoted args
  *                                            (key, column, kind) and legacy categories;
