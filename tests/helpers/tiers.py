@@ -14,6 +14,8 @@ Recorded from the outcomes rather than declared with a marker for "needs an extr
 marker has to be kept in step with each ``importorskip`` by hand, and misses skips for
 other reasons (a system browser, a tool); the record is what did skip, so a test cannot
 run in neither step. Works under pytest-xdist: the controller receives every report.
+The options come from ``tests/conftest.py``, which pytest reads before it parses the command
+line only when ``tests`` (or a path in it) is given: ``pytest --record-skipped F tests``.
 """
 
 from __future__ import annotations
