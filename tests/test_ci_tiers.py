@@ -30,6 +30,13 @@ PROJECT = {
         "@pytest.mark.slow\n"
         "def test_slow(): pass\n"
     ),
+    "test_c.py": (
+        "import os, pytest\n"
+        "if os.environ.get('EXTRA') != '1': pytest.skip('no extra', allow_module_level=True)\n"
+        "def test_in_a_module_that_skips(): pass\n"
+        "class TestIt:\n"
+        "    def test_method(self): pass\n"
+    ),
     "test_b.py": (
         "import os, pytest\n"
         "@pytest.fixture\n"
@@ -65,6 +72,7 @@ def test_the_second_run_is_the_slow_tier_and_what_skipped(tmp_path: Path, worker
         "test_a.py::test_needs_extra",
         "test_a.py::test_param[c]",
         "test_b.py::test_fixture_skips",
+        "test_c.py",
     ]
     second = _run(tmp_path, *workers, "-m", "", "--only-slow-or-skipped", str(skipped), extra=True)
     assert second == [
@@ -72,6 +80,8 @@ def test_the_second_run_is_the_slow_tier_and_what_skipped(tmp_path: Path, worker
         "test_a.py::test_param[c]",
         "test_a.py::test_slow",
         "test_b.py::test_fixture_skips",
+        "test_c.py::TestIt::test_method",
+        "test_c.py::test_in_a_module_that_skips",
     ]
     # together: every test of the project, each once
     assert sorted(first + second) == sorted(_run(tmp_path, *workers, "-m", "", extra=True))

@@ -6,7 +6,8 @@ installs the extras and runs the rest: the slow tier, plus the default-tier test
 skipped in the first run (for want of an extra, or of chromium). Running ``pytest -m ""``
 there instead would run the default tier's ~1,000 tests a second time for nothing.
 
-- ``--record-skipped FILE``: write the node ids of the tests that skipped, one a line.
+- ``--record-skipped FILE``: write the node ids of the tests that skipped, one a line (and
+  of the modules that skipped as they were collected: every test in them).
 - ``--only-slow-or-skipped FILE``: of the tests not marked slow, keep only those FILE lists
   (with ``-m ""``: the slow tier and what the first run skipped); the rest are deselected.
 
@@ -53,6 +54,12 @@ class SkipRecorder:
         if report.skipped:
             self.skipped.add(report.nodeid)
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # a module that skips as it is collected (a module-level importorskip or skip):
+        # its id (the file) stands for every test in it
+        if report.skipped:
+            self.skipped.add(report.nodeid)
+
     def pytest_sessionfinish(self) -> None:
         # a new file renamed over the old one: never a half-written list
         new = self.path.with_name(self.path.name + ".new")
@@ -72,8 +79,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not path:
         return
     listed = set(Path(path).read_text().splitlines())
-    keep = [item for item in items if item.get_closest_marker("slow") or item.nodeid in listed]
-    dropped = [item for item in items if not (item.get_closest_marker("slow") or item.nodeid in listed)]
+
+    def wanted(item: pytest.Item) -> bool:
+        if item.get_closest_marker("slow"):
+            return True
+        parts = item.nodeid.split("::")  # the test, or its file or class, skipped before
+        return any("::".join(parts[:n]) in listed for n in range(1, len(parts) + 1))
+
+    keep = [item for item in items if wanted(item)]
+    dropped = [item for item in items if not wanted(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
