@@ -15,6 +15,9 @@ import pytest
 from cclq.ingest.run import ingest
 from cclq.store.warehouse import Warehouse
 
+# --record-skipped / --only-slow-or-skipped: how .ci/run runs each test once (the module says why)
+pytest_plugins = ["helpers.tiers"]
+
 try:  # the property tests (hypothesis, in the test extra)
     from hypothesis import settings as _hypothesis_settings
 except ImportError:  # pragma: no cover - the test extra is not installed

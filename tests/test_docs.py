@@ -125,22 +125,31 @@ def test_readme_install_is_what_ci_runs():
     ci_checks = re.search(r"^# --- lint.*?\n(.*?)^# --- the README's path", ci, flags=re.M | re.S).group(1)
     ci_default = re.search(r"^# --- the README's path.*?\n(.*?)^# --- test", ci, flags=re.M | re.S).group(1)
     ci_test = re.search(r"^# --- test.*?\n(.*?)(?=^# --- |\Z)", ci, flags=re.M | re.S).group(1)
-    ci_install_lines = [ln.strip() for ln in ci_install.splitlines() if ln.strip() and not ln.startswith("#")]
+
+    def commands(text: str) -> list[str]:
+        """The lines that run something (not comments, nor .ci/run's own `stage` clock)."""
+        return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith(("#", "stage "))]
+
+    ci_install_lines = commands(ci_install)
     # CI alone makes a compiled parser that does not compile an error (a user without a
     # compiler installs the same way and reads with msgspec); the README says so
     required = "CCLQ_REQUIRE_COMPILED=1 "
     assert any(ln.startswith(required + "pip install") for ln in ci_install_lines)
     assert required.strip() in section(readme(), "Install")
     assert first_block(section(readme(), "Install")) == [ln.removeprefix(required) for ln in ci_install_lines]
-    ci_check_lines = [ln.strip() for ln in ci_checks.splitlines() if ln.strip() and not ln.startswith("#")]
-    ci_test_lines = [ln.strip() for ln in ci_test.splitlines() if ln.strip() and not ln.startswith("#")]
+    ci_check_lines = commands(ci_checks)
+    ci_test_lines = commands(ci_test)
     test_section = section(readme(), "Test")
     # the README's own `pytest` (the default tier) runs right after the README's install,
     # before any extra: a test that needs one and does not skip fails CI there
-    assert [ln.strip() for ln in ci_default.splitlines() if ln.strip() and not ln.startswith("#")] == ["pytest"]
+    # (CI's runs two at a time and writes down what skipped: tests/helpers/tiers.py)
+    [ci_pytest] = commands(ci_default)
+    assert ci_pytest.startswith("pytest ") and " -m " not in ci_pytest and "--record-skipped" in ci_pytest
     assert first_block(test_section) == ci_check_lines + ["pytest"]
-    # then every tier, with the extras; the README says which is which
-    assert ci_test_lines[-1] == 'pytest -m ""'
+    # then every other test, with the extras: `pytest -m ""` less what already ran; the
+    # README says which is which
+    assert ci_test_lines[-1].startswith("pytest ") and '-m ""' in ci_test_lines[-1]
+    assert "--only-slow-or-skipped" in ci_test_lines[-1]
     assert '`pytest -m ""`' in test_section and "slow" in test_section
     # The steps CI takes before pytest (optional for a user: those tests skip without them).
     for line in ci_test_lines:
@@ -152,11 +161,7 @@ def test_readme_install_is_what_ci_runs():
     assert "-fsanitize=address,undefined" in sanitizers and 'pytest -m "" tests/formats/' in sanitizers
     assert "AddressSanitizer and UBSan" in test_section
     # and the second DuckDB release, whose run the README names
-    ci_other = [
-        ln.strip()
-        for ln in ci[ci.index("# --- the other DuckDB release") :].splitlines()
-        if ln.strip() and not ln.startswith("#")
-    ]
+    ci_other = commands(ci[ci.index("# --- the other DuckDB release") :])
     assert ci_other[-1] in test_section, "README's Test section does not say CI's run on the other DuckDB"
 
 

@@ -57,8 +57,15 @@ def test_ctrl_c_says_what_was_committed(tmp_path: Path):
     generate_workload(
         tmp_path / "in" / "w8", ranks=8, steps=2, layers=1, seed=5, target_bytes_per_rank=SMALL_FILE_BYTES + 1_000_000
     )
+    # The ingest runs at the lowest priority (nice 19): on a loaded machine (load ~10 on 2
+    # cores) this test's process, woken by the first progress line, once got the CPU only
+    # after the ingest had committed all 8 files, so the SIGINT came too late. Below every
+    # other process the ingest hardly moves while this one waits to run.
     proc = subprocess.Popen(
         [
+            "nice",
+            "-n",
+            "19",
             sys.executable,
             "-c",
             "from cclq.cli.app import main; main()",
