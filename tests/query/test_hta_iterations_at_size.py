@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from helpers.plans import operators
+from helpers.plans import profiled
 from helpers.warehouse import run_ingest
 
 from cclq.query.session import connect
@@ -102,16 +102,13 @@ def test_the_step_of_a_row_is_not_found_by_joining_every_row_with_every_step(tmp
     session = connect(wh)
     steps = session.execute("SELECT count(*) FROM hta_loaded WHERE starts_with(name, 'ProfilerStep')").fetchone()[0]
     assert steps >= 40
-    profile = tmp_path / "profile.json"
-    session.execute("PRAGMA enable_profiling = 'json'")
-    session.execute(f"PRAGMA profiling_output = '{profile}'")
-    (rows, stepped) = session.execute(
-        "SELECT count(*), count(*) FILTER (WHERE iteration >= 0) FROM hta_iterations"
-    ).fetchone()
-    session.execute("PRAGMA disable_profiling")
+    ((rows, stepped),), ops = profiled(
+        session,
+        "SELECT count(*), count(*) FILTER (WHERE iteration >= 0) FROM hta_iterations",
+        tmp_path / "profile.json",
+    )
     session.close()
     assert stepped > 10 * steps  # most rows lie in a step
-    ops = operators(json.loads(profile.read_text()))
     assert any(op["name"] == "ASOF_JOIN" and op["intermediate_rows"] > 0 for op in ops)
     residual = [
         op
