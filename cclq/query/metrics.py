@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cache, lru_cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -346,13 +346,18 @@ _SHARED_FILE = "shared.duckdb"
 def _attach_shared(session: Session) -> None:
     """Attaches the batch's database of shared tables (see above), a new one, removed by
     ``_detach_shared``."""
+    import duckdb
+
     path = _shared_file(session)
-    if path is None:
-        session.execute(f"ATTACH ':memory:' AS {SHARED_DB}")
-        return
-    for stale in (path, path.with_name(path.name + ".wal")):  # a batch before this one that failed
-        stale.unlink(missing_ok=True)
-    session.execute(f"ATTACH {quote_literal(str(path))} AS {SHARED_DB}")
+    if path is not None:
+        try:
+            for stale in (path, path.with_name(path.name + ".wal")):  # a batch before this one that failed
+                stale.unlink(missing_ok=True)
+            session.execute(f"ATTACH {quote_literal(str(path))} AS {SHARED_DB}")
+            return
+        except (OSError, duckdb.Error):  # a spill folder that cannot take it: in memory, as without a limit
+            pass
+    session.execute(f"ATTACH ':memory:' AS {SHARED_DB}")
 
 
 def _shared_file(session: Session) -> Path | None:
@@ -367,7 +372,8 @@ def _detach_shared(session: Session) -> None:
     session.execute(f"DETACH DATABASE IF EXISTS {SHARED_DB}")
     if (path := _shared_file(session)) is not None:
         for made in (path, path.with_name(path.name + ".wal")):
-            made.unlink(missing_ok=True)
+            with suppress(OSError):  # not made (``_attach_shared`` fell back to memory)
+                made.unlink(missing_ok=True)
 
 
 @lru_cache(maxsize=1)

@@ -241,3 +241,21 @@ def test_under_a_memory_limit_the_shared_tables_are_a_file_removed_afterwards(wh
     con.close()
     assert limited == plain
     assert all(runs for runs in limited.values())
+
+
+def test_a_spill_folder_that_cannot_take_the_file_keeps_the_shared_tables_in_memory(wh: Warehouse):
+    """Under a limit, a spill folder where the shared tables' file cannot be made (here a
+    folder stands at its name) leaves them in memory: the batch runs, with the same rows."""
+    from cclq.query.settings import QuerySettings
+
+    specs = [resolve(n) for n in ("collective_skew", "collective_busbw")]
+    con = connect(wh)
+    plain = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
+    con.close()
+    con = connect(wh, settings=QuerySettings(memory_limit="500MB"))
+    assert con.spill_dir is not None
+    (con.spill_dir / "shared.duckdb").mkdir()
+    runs = run_metrics(con, specs)
+    con.close()
+    assert {n: sorted_rows(r.table) for n, r in runs.items()} == plain
+    assert all(r.error is None for r in runs.values())
