@@ -335,10 +335,11 @@ _SHARED_PREFIX = "_cclq_shared_"
 # trace and file ids, dictionary names, bit-packed integers), which it does not for an
 # in-memory table, and a block of it is dropped without a write when memory runs short,
 # where an in-memory table's rows are spilled as they are. On the 1 GB rank (issue 42)
-# the report's shared tables took 0.13 GB instead of 1.4 GB (``hta_events``: 0.67 GB ->
-# 0.07 GB), and the report under a 1 GB limit 43.8 CPU s instead of 52.2. Without a
-# limit it is an in-memory database as before: compressing costs CPU (some 2.3 s per GB
-# written, and the report's lanes then wait on the one file: 30-33 CPU s became 44).
+# ``gpu_ops``, ``kernels`` and ``hta_events`` took 0.18 GB instead of 1.44 GB, and the
+# report under a 500 MB limit 111 s / 77 CPU s instead of 167 s / 83 (under 1 GB: 60
+# CPU s instead of 71; docs/benchmarks.md, Metrics at size). Without a limit it is an
+# in-memory database as before: compressing costs CPU (some 2.3 s per GB written, and
+# the lanes' tables wait on each other in the one file: the report's 33 CPU s became 44).
 SHARED_DB = "_cclq_shared"
 _SHARED_FILE = "shared.duckdb"
 
