@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cache, lru_cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -266,7 +266,12 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
     if isinstance(session.lanes, Lanes):
         yield session.lanes.shared
         return
-    lanes = Lanes(session, lanes_for(len(queries)))
+    _attach_shared(session)
+    try:
+        lanes = Lanes(session, lanes_for(len(queries)))
+    except BaseException:
+        _detach_shared(session)
+        raise
     try:
         lanes.shared = _share_views(lanes, queries)
         session.lanes = lanes
@@ -278,7 +283,10 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
     finally:
         session.lanes = None
         lanes.close()
-        _unshare(session, sorted(lanes.shared))
+        try:
+            _unshare(session, sorted(lanes.shared))
+        finally:
+            _detach_shared(session)
 
 
 # Views that several metrics read: ``collectives`` matches every communication kernel
@@ -287,7 +295,7 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # below it. On a small trace most of a metric's time is DuckDB planning the deep stack
 # of views under it (collective_vol_total_gb: 0.2 s of 0.37 s on dlrm_param_8xV100),
 # planned again by each metric. When two or more metrics of a batch will read one of
-# these views, it is computed once into a table ``memory.main._cclq_shared_<view>``
+# these views, it is computed once into a table ``_cclq_shared.main._cclq_shared_<view>``
 # that every connection of the session sees, and each connection gets a temporary view
 # of the view's name over it (a "shadow", ``cclq.query.lanes``), which DuckDB resolves
 # before the compiled view, so each metric reads (and plans over) the stored rows: the
@@ -321,6 +329,52 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # macro before the views over it (``collectives`` is ``collectives_with(2)``, then read
 # from the shared table), each once those it reads are done.
 _SHARED_PREFIX = "_cclq_shared_"
+# The shared tables live in a database of their own (``_attach_shared``). Under a memory
+# limit the user gave (``--memory-limit``, ``$CCLQ_MEMORY_LIMIT``) it is a file in the
+# session's spill folder: DuckDB compresses what a table writes to a file (constant
+# trace and file ids, dictionary names, bit-packed integers), which it does not for an
+# in-memory table, and a block of it is dropped without a write when memory runs short,
+# where an in-memory table's rows are spilled as they are. On the 1 GB rank (issue 42)
+# ``gpu_ops``, ``kernels`` and ``hta_events`` took 0.18 GB instead of 1.44 GB, and the
+# report under a 500 MB limit 111 s / 77 CPU s instead of 167 s / 83 (under 1 GB: 60
+# CPU s instead of 71; docs/benchmarks.md, Metrics at size). Without a limit it is an
+# in-memory database as before: compressing costs CPU (some 2.3 s per GB written, and
+# the lanes' tables wait on each other in the one file: the report's 33 CPU s became 44).
+SHARED_DB = "_cclq_shared"
+_SHARED_FILE = "shared.duckdb"
+
+
+def _attach_shared(session: Session) -> None:
+    """Attaches the batch's database of shared tables (see above), a new one, removed by
+    ``_detach_shared``."""
+    import duckdb
+
+    path = _shared_file(session)
+    if path is not None:
+        try:
+            for stale in (path, path.with_name(path.name + ".wal")):  # a batch before this one that failed
+                stale.unlink(missing_ok=True)
+            session.execute(f"ATTACH {quote_literal(str(path))} AS {SHARED_DB}")
+            return
+        except (OSError, duckdb.Error):  # a spill folder that cannot take it: in memory, as without a limit
+            pass
+    session.execute(f"ATTACH ':memory:' AS {SHARED_DB}")
+
+
+def _shared_file(session: Session) -> Path | None:
+    """Where the shared tables are written: None (in memory) unless a memory limit was given."""
+    if session.settings.memory_limit is None or session.spill_dir is None:
+        return None
+    return session.spill_dir / _SHARED_FILE
+
+
+def _detach_shared(session: Session) -> None:
+    """Detaches the shared tables' database and removes its file, if any."""
+    session.execute(f"DETACH DATABASE IF EXISTS {SHARED_DB}")
+    if (path := _shared_file(session)) is not None:
+        for made in (path, path.with_name(path.name + ".wal")):
+            with suppress(OSError):  # not made (``_attach_shared`` fell back to memory)
+                made.unlink(missing_ok=True)
 
 
 @lru_cache(maxsize=1)
@@ -442,7 +496,7 @@ def _release(lane: Session, name: str) -> None:
 def _stored(name: str) -> str:
     """Where a shared view's rows are kept: a table in the session's own database, which
     every connection of the session reads (``Session.worker``)."""
-    return f"memory.main.{quote_identifier(_SHARED_PREFIX + name)}"
+    return f"{SHARED_DB}.main.{quote_identifier(_SHARED_PREFIX + name)}"
 
 
 def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted: tuple[int, ...]) -> str:
@@ -474,7 +528,7 @@ def _share_macro(session: Session, macro: str, versions: tuple[int, ...], wanted
         raise
     return (
         f"CREATE TEMP MACRO {quote_identifier(macro)}(rules_version) AS TABLE SELECT * FROM "
-        f"query_table({quote_literal('memory.main.' + _SHARED_PREFIX + macro + '_')} || rules_version)"
+        f"query_table({quote_literal(SHARED_DB + '.main.' + _SHARED_PREFIX + macro + '_')} || rules_version)"
     )
 
 
@@ -497,7 +551,8 @@ def _share_version_from(session: Session, macro: str, version: int, base: int, c
     tables = {
         name
         for (name,) in session.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND table_name IN (?, ?)", names
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND table_name IN (?, ?)",
+            [SHARED_DB, *names],
         ).fetchall()
     }
     target = _shared_table(macro, version)
@@ -537,13 +592,13 @@ def _drop_shared(session: Session, prefix: str = "") -> None:
     whose shared name starts with ``prefix``)."""
     start = _SHARED_PREFIX + prefix
     made = session.execute(
-        "SELECT 'VIEW', view_name FROM duckdb_views() WHERE database_name = 'memory' AND starts_with(view_name, ?) "
+        "SELECT 'VIEW', view_name FROM duckdb_views() WHERE database_name = $db AND starts_with(view_name, $start) "
         "UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() "
-        "WHERE database_name = 'memory' AND starts_with(table_name, ?)",
-        [start, start],
+        "WHERE database_name = $db AND starts_with(table_name, $start)",
+        {"db": SHARED_DB, "start": start},
     ).fetchall()
     for kind, name in made:
-        session.execute(f"DROP {kind} IF EXISTS memory.main.{quote_identifier(name)}")
+        session.execute(f"DROP {kind} IF EXISTS {SHARED_DB}.main.{quote_identifier(name)}")
 
 
 # The metric's rows, computed once: DESCRIBE of the query and then the query itself

@@ -343,6 +343,17 @@ GROUP BY ALL;
 --  * A row with stream > 0 takes the iteration of its launching row
 --    (index_correlation, hta_events.partner_idx); no launch (0): -1.
 --  * HTA quirk: a row on stream 0 (ROCm) gets neither: NULL (pandas NaN).
+-- The step of a CPU row: a join on (trace, rank) with the two times as residuals
+-- compares every CPU row of a rank with every step row of it (2 M rows x 20 k steps
+-- on a 1 GB rank, issue 42). So the step rows of a rank are first cut into islands
+-- (in start order, a row that starts at or after the furthest end before it opens
+-- one): islands do not overlap, each is covered without a gap from its first start
+-- to its furthest end, and every step row holding a CPU row is in the island that
+-- holds it. Where an island's step rows all carry one number (sequential steps, and
+-- the two nested ProfilerStep#N rows Kineto writes per step), that number is the
+-- answer for any row inside it, found by an ASOF join on the islands' starts; only
+-- the rows of an island with several numbers take the plain join, with that
+-- island's step rows. An empty step (end <= ts) holds no row and is left out.
 CREATE OR REPLACE VIEW hta_iterations AS
 WITH loaded AS MATERIALIZED (
   SELECT trace, rank, event_idx, name, stream, ts_us, end_us
@@ -351,14 +362,48 @@ WITH loaded AS MATERIALIZED (
 step_rows AS (
   SELECT
     trace, rank, event_idx AS step_idx, ts_us AS step_ts_us, end_us AS step_end_us,
-    CAST(regexp_extract(name, 'ProfilerStep\s*#\s*(\d+)', 1) AS BIGINT) AS iteration
+    CAST(regexp_extract(name, 'ProfilerStep\s*#\s*(\d+)', 1) AS BIGINT) AS iteration,
+    -- the furthest end of the step rows before it (one order, step_idx breaking ties)
+    max(end_us) OVER (
+      PARTITION BY trace, rank ORDER BY ts_us, end_us, event_idx ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ) AS before_end_us
   FROM loaded
-  WHERE starts_with(name, 'ProfilerStep')
+  WHERE starts_with(name, 'ProfilerStep') AND ts_us < end_us
+),
+in_islands AS MATERIALIZED (
+  SELECT
+    *,
+    sum(CASE WHEN before_end_us IS NULL OR step_ts_us >= before_end_us THEN 1 ELSE 0 END) OVER (
+      PARTITION BY trace, rank ORDER BY step_ts_us, step_end_us, step_idx ROWS UNBOUNDED PRECEDING
+    ) AS island
+  FROM step_rows
+),
+islands AS MATERIALIZED (
+  SELECT
+    trace, rank, island,
+    min(step_ts_us) AS island_ts_us,
+    max(step_end_us) AS island_end_us,
+    -- one number (or none) for every step row of the island
+    count(DISTINCT iteration) <= 1 AND count(iteration) IN (0, count(*)) AS one_number,
+    max(iteration) AS iteration
+  FROM in_islands
+  GROUP BY trace, rank, island
+),
+-- the step rows of islands with several numbers, stored first: as a subquery its
+-- filter was planned after the join, which met every step row again
+mixed_steps AS MATERIALIZED (
+  SELECT * FROM in_islands SEMI JOIN (SELECT * FROM islands WHERE NOT one_number) USING (trace, rank, island)
 ),
 cpu_iteration AS (
+  SELECT l.trace, l.rank, l.event_idx, i.iteration
+  FROM loaded AS l
+  ASOF JOIN (SELECT * FROM islands WHERE one_number) AS i
+    ON l.trace = i.trace AND l.rank = i.rank AND i.island_ts_us <= l.ts_us
+  WHERE l.stream < 0 AND l.ts_us < i.island_end_us
+  UNION ALL
   SELECT l.trace, l.rank, l.event_idx, arg_max(s.iteration, s.step_idx) AS iteration
   FROM loaded AS l
-  JOIN step_rows AS s
+  JOIN mixed_steps AS s
     ON l.trace = s.trace AND l.rank = s.rank AND s.step_ts_us <= l.ts_us AND l.ts_us < s.step_end_us
   WHERE l.stream < 0
   GROUP BY ALL

@@ -204,5 +204,58 @@ def test_a_batch_sharing_the_source_computes_a_derived_view_from_it(wh: Warehous
     runs = run_metrics(con, specs)
     con.close()
     assert sorted_rows(runs["hta_temporal_breakdown"].table) == alone
-    made = [s for s in ran if s.startswith('CREATE TABLE memory.main."_cclq_shared_hta_gpu_rows"')]
+    made = [s for s in ran if s.startswith('CREATE TABLE _cclq_shared.main."_cclq_shared_hta_gpu_rows"')]
     assert len(made) == 1 and made[0].endswith("hta_gpu_rows_from_events")
+
+
+def test_under_a_memory_limit_the_shared_tables_are_a_file_removed_afterwards(wh: Warehouse, monkeypatch):
+    """With a memory limit given, a batch writes its shared tables to a database file in
+    the spill folder (compressed, dropped unwritten when memory runs short); the rows are
+    those of the batch without a limit, and the file is gone once the batch is done."""
+    from cclq.query.settings import QuerySettings
+
+    names = ("collective_skew", "collective_busbw", "hta_comm_comp_overlap", "hta_queue_length_summary")
+    specs = [resolve(n) for n in names]
+    con = connect(wh)
+    plain = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
+    con.close()
+    seen: list[tuple[str, bool]] = []
+    real = metrics._release
+
+    def release(lane: Session, name: str) -> None:  # while the batch runs: where its tables are
+        (path,) = lane.execute(
+            "SELECT path FROM duckdb_databases() WHERE database_name = ?", [metrics.SHARED_DB]
+        ).fetchone()
+        seen.append((str(path), Path(path).is_file() if path else False))
+        real(lane, name)
+
+    monkeypatch.setattr(metrics, "_release", release)
+    con = connect(wh, settings=QuerySettings(memory_limit="500MB"))
+    spill = con.spill_dir
+    assert spill is not None
+    limited = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
+    assert seen and all(path == str(spill / "shared.duckdb") and exists for path, exists in seen)
+    assert not list(spill.iterdir())  # the file (and its WAL) removed with the batch
+    attached = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [metrics.SHARED_DB])
+    assert attached.fetchone() == (0,)
+    con.close()
+    assert limited == plain
+    assert all(runs for runs in limited.values())
+
+
+def test_a_spill_folder_that_cannot_take_the_file_keeps_the_shared_tables_in_memory(wh: Warehouse):
+    """Under a limit, a spill folder where the shared tables' file cannot be made (here a
+    folder stands at its name) leaves them in memory: the batch runs, with the same rows."""
+    from cclq.query.settings import QuerySettings
+
+    specs = [resolve(n) for n in ("collective_skew", "collective_busbw")]
+    con = connect(wh)
+    plain = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
+    con.close()
+    con = connect(wh, settings=QuerySettings(memory_limit="500MB"))
+    assert con.spill_dir is not None
+    (con.spill_dir / "shared.duckdb").mkdir()
+    runs = run_metrics(con, specs)
+    con.close()
+    assert {n: sorted_rows(r.table) for n, r in runs.items()} == plain
+    assert all(r.error is None for r in runs.values())

@@ -37,6 +37,7 @@ TRUSTED: dict[str, dict[str, str]] = {
         "index": "a constant column name",
         "name": "a name of a `-- batch:` line (cclq's own SQL, sqlfiles.batch_views)",
         "macro": "a macro of a `-- batch:` line (cclq's own SQL, sqlfiles.batch_views)",
+        "SHARED_DB": "a constant database name (_cclq_shared)",
         "call": "a shared macro's call: quoted names and an int version",
         "_ROWS": "the constant name of the runner's temporary result table",
         "given.columns": "a column list of VERSION_INPUTS (cclq's own)",
