@@ -7,20 +7,7 @@
  * where they are used; the asserts are on in sanitizer builds (.ci/run builds with
  * ASan/UBSan) and wherever NDEBUG is unset.
  */
-#if defined(__linux__) && !defined(_GNU_SOURCE)
-#define _GNU_SOURCE /* strtod_l, newlocale: glibc declares them under it */
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#undef NDEBUG
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
-#undef NDEBUG
-#endif
-#endif
-#include <assert.h>
-#include <stdio.h>
-
-#include "eventparse_internal.h"
+#include "eventparse_internal.h" /* first: it sets _GNU_SOURCE and the asserts */
 
 /* ------------------------------------------------------------------ events */
 enum { F_PH = 0, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_BP, F_S, F_ARGS, N_FIELDS, F_OTHER = -1 };

@@ -7,6 +7,21 @@
 #ifndef CCLQ_EVENTPARSE_INTERNAL_H
 #define CCLQ_EVENTPARSE_INTERNAL_H
 
+/* Included first by both files: before any system header, glibc's extensions; in
+ * sanitizer builds, the asserts on whatever NDEBUG says. */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* strtod_l, newlocale: glibc declares them under it */
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#undef NDEBUG
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+#undef NDEBUG
+#endif
+#endif
+#include <assert.h>
+#include <stdio.h>
+
 #include "eventparse_core.h"
 
 /* shared between the two files, never exported from the module */

@@ -6,20 +6,7 @@
  * used; the asserts are on in sanitizer builds (.ci/run builds with ASan/UBSan) and
  * wherever NDEBUG is unset.
  */
-#if defined(__linux__) && !defined(_GNU_SOURCE)
-#define _GNU_SOURCE /* strtod_l, newlocale: glibc declares them under it */
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#undef NDEBUG
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
-#undef NDEBUG
-#endif
-#endif
-#include <assert.h>
-#include <stdio.h>
-
-#include "eventparse_internal.h"
+#include "eventparse_internal.h" /* first: it sets _GNU_SOURCE and the asserts */
 
 /* ------------------------------------------------------------------ errors */
 void ep_decline(Parser *P, const char *why) {
