@@ -129,6 +129,20 @@ def file_header(session: Session, file_id: str) -> dict[str, Any]:
     return header
 
 
+def _event_texts(
+    session: Session, file_id: str, transform: Transform | None, extra: Iterable[Event]
+) -> Iterable[bytes]:
+    """The JSON of each event ``write_trace`` writes: the file's, through ``transform``
+    (None leaves one out), then the ``extra`` ones."""
+    for event in file_events(session, file_id):
+        kept = transform(event) if transform is not None else event
+        if kept is not None:
+            kept.pop("__idx", None)
+            yield orjson.dumps(kept)
+    for event in extra:
+        yield orjson.dumps(event, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def write_trace(
     session: Session,
     file_id: str,
@@ -156,20 +170,9 @@ def write_trace(
             head = json.dumps(header)
             buf = bytearray((head[:-1] + (", " if header else "") + '"traceEvents": [').encode())
             separator = b"\n"
-            for event in file_events(session, file_id):
-                kept = transform(event) if transform is not None else event
-                if kept is None:
-                    continue
-                kept.pop("__idx", None)
+            for text in _event_texts(session, file_id, transform, extra):
                 buf += separator
-                buf += orjson.dumps(kept)
-                separator = b",\n"
-                if len(buf) >= WRITE_BYTES:
-                    f.write(buf)
-                    buf.clear()
-            for event in extra:
-                buf += separator
-                buf += orjson.dumps(event, option=orjson.OPT_SERIALIZE_NUMPY)
+                buf += text
                 separator = b",\n"
                 if len(buf) >= WRITE_BYTES:
                     f.write(buf)
