@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+
 from cclq.ingest.report import IngestReport
 from cclq.ingest.run import ingest
 from cclq.query.session import connect
@@ -20,6 +22,16 @@ def query(wh: Warehouse, sql: str, params: list | None = None) -> list[tuple]:
     con = connect(wh)
     try:
         return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def query_table(wh: Warehouse, sql: str) -> pa.Table:
+    """The rows of one query as an Arrow table (a whole trace's events compare in a second
+    this way, where Python tuples take half a minute), on a connection of its own."""
+    con = connect(wh)
+    try:
+        return con.arrow(sql)
     finally:
         con.close()
 
