@@ -75,8 +75,8 @@ def wh_two(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
 
 def test_every_metric_has_one_schema_under_dask(wh_two: Warehouse) -> None:
     """Every metric computed on a Dask cluster (a LocalCluster of two worker processes, by
-    two trace partitions whose parts are combined) has the column names and types it has
-    computed alone here, and in a local batch."""
+    two trace partitions whose parts are combined) has the column names and types of the
+    same batch computed here (which are a metric's alone: the test above)."""
     pytest.importorskip("distributed", reason="dask is not installed (the dask extra)")
     from cclq.query.dask import run_metrics_on_dask
 
@@ -85,13 +85,10 @@ def test_every_metric_has_one_schema_under_dask(wh_two: Warehouse) -> None:
         on_dask = run_metrics_on_dask(session, specs, None, "local:2", partitions=2)
         batch = run_metrics(session, specs)
     checked = 0
-    with connect(wh_two, cache=False) as session:
-        for spec in specs:
-            there, here = on_dask[spec.name], batch[spec.name]
-            assert there.table is not None and here.table is not None, f"{spec.name}: {there.error} / {here.error}"
-            alone = run_metric(session, spec)
-            for table in (there.table, here.table):
-                assert table.schema.names == alone.schema.names, spec.name
-                assert [f.type for f in table.schema] == [f.type for f in alone.schema], spec.name
-            checked += 1
+    for spec in specs:
+        there, here = on_dask[spec.name], batch[spec.name]
+        assert there.table is not None and here.table is not None, f"{spec.name}: {there.error} / {here.error}"
+        assert there.table.schema.names == here.table.schema.names, spec.name
+        assert [f.type for f in there.table.schema] == [f.type for f in here.table.schema], spec.name
+        checked += 1
     assert checked == len(specs) > 50
