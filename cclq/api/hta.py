@@ -20,8 +20,9 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import Flag, auto
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -315,12 +316,13 @@ class TraceAnalysis:
         ranks = ranks or [0]
         time_series = time_series or (TimeSeriesTypes.QUEUE_LENGTH | TimeSeriesTypes.MEMCPY_BANDWIDTH)
         output_suffix = output_suffix or "_with_counters"
-        events: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        # per rank, its series' events, made one at a time as write_trace writes them
+        events: dict[int, list[Iterable[dict[str, Any]]]] = defaultdict(list)
 
         def add(series: dict[int, Any], counter_name: str, counter_col: str) -> None:
             for rank, frame in series.items():
                 frame = frame.rename(columns={"stream": "id"})
-                events[rank].extend(self.t.convert_time_series_to_events(frame, counter_name, counter_col))
+                events[rank].append(self.t.time_series_events(frame, counter_name, counter_col))
 
         if TimeSeriesTypes.QUEUE_LENGTH in time_series:
             add(hta_counters.queue_length_series(self._data, ranks), "Queue Length", "queue_length")
@@ -330,7 +332,7 @@ class TraceAnalysis:
             source = self.t.trace_files[rank]
             out = Path(source.replace(".json", f"{output_suffix}.json"))
             file_id = self._data.rows("SELECT file_id FROM files WHERE rank = ?", params=[rank]).column(0)[0].as_py()
-            write_trace(self._data.session, file_id, out, None, extra, written_from=Path(source).name)
+            write_trace(self._data.session, file_id, out, None, chain(*extra), written_from=Path(source).name)
 
     # -- kernels -----------------------------------------------------------------------
     def get_cuda_kernel_launch_stats(

@@ -14,6 +14,8 @@ keys do not see: such a session computes everything and caches nothing).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,7 @@ class HtaData:
     pinned: set[str] = field(default_factory=set)
     _dtypes: dict[int, RankDtypes] | None = None
     _origin: float | None = None
+    _restricted: bool = False  # within only_rank
 
     def __post_init__(self) -> None:
         cache = self.workspace.cache and not self.include_last_profiler_step
@@ -86,6 +89,7 @@ class HtaData:
     def pin(self, *names: str) -> None:
         """Computes each view of ``names`` (and those of PINNED before it) into a table the
         session reads instead, once."""
+        assert not self._restricted, "a view pinned within only_rank would hold one rank's rows"
         wanted = set(names)
         last = max(PINNED.index(n) for n in wanted)
         for name in PINNED[: last + 1]:
@@ -94,17 +98,50 @@ class HtaData:
             table = f"memory.main.{quote_identifier('_cclq_hta_' + name)}"
             source = _from_hta_events(name) if "hta_events" in self.pinned else None
             self.session.execute(f"CREATE OR REPLACE TABLE {table} AS {source or f'SELECT * FROM {name}'}")
-            self.session.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {table}")
+            self._point(name)
             self.pinned.add(name)
+
+    @contextmanager
+    def only_rank(self, rank: int, *views: str) -> Iterator[None]:
+        """Within: the session's ``hta_events`` (and ``hta_call_stack`` where pinned) hold
+        ``rank``'s rows alone, for an analysis of one rank over views that materialize
+        their input before they filter by rank (the critical path's, the kernel
+        sequences'): they read every rank otherwise. Nothing is pinned meanwhile (a
+        table would lack the other ranks): ``hta_call_stack``, when not pinned yet, is
+        computed for that rank alone. A trace of one rank has nothing to leave out:
+        ``views`` are pinned as ``rows`` does, and read whole."""
+        if self._dtypes is None:
+            self._facts()  # of every rank, not from the rows of one
+        if self.ranks == [rank]:
+            self.pin("hta_events", *views)
+            yield
+            return
+        self.pin("hta_events")
+        restricted = [name for name in ("hta_events", "hta_call_stack") if name in self.pinned]
+        for name in restricted:
+            self._point(name, f"WHERE rank = {int(rank)}")
+        self._restricted = True
+        try:
+            yield
+        finally:
+            self._restricted = False
+            for name in restricted:
+                self._point(name)
+
+    def _point(self, name: str, where: str = "") -> None:
+        """The temporary view ``name`` over its pinned table (``where``: its filter)."""
+        table = f"memory.main.{quote_identifier('_cclq_hta_' + name)}"
+        self.session.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {table} {where}")
 
     def rows(self, sql: str, *views: str, params: list[Any] | None = None) -> pa.Table:
         """A query over the views (those of ``views`` pinned first), as an Arrow table."""
-        if views:
+        if views and not self._restricted:
             self.pin(*views)
         return self.session.arrow(sql, params)
 
     def metric(self, name: str, **params: Any) -> pa.Table:
         """One metric's rows for this trace (through the result cache, see above)."""
+        assert not self._restricted, "a metric of one rank's rows would be cached as the trace's"
         self.pin("hta_events", "hta_gpu_rows")
         given = {k: str(v) for k, v in params.items()}
         return run_metric(self.session, resolve(name), given)

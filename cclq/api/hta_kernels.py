@@ -53,14 +53,14 @@ def frequent_sequences(data: HtaData, operator_name: str, min_pattern_len: int, 
     (us), CPU op duration (us)), most frequent first; an empty frame (no columns) where
     none is found, as HTA returns it."""
     pd = pandas()
-    table = data.rows(
-        "SELECT pattern, count, gpu_kernel_duration_us, cpu_op_duration_us FROM "
-        f"hta_frequent_cuda_kernel_sequences({quote_literal(operator_name)}, min_pattern_len := {int(min_pattern_len)})"
-        " WHERE rank = ? ORDER BY count DESC, pattern",
-        "hta_events",
-        "hta_call_stack",
-        params=[rank],
-    )
+    # the macro reads the call stacks of every rank otherwise
+    with data.only_rank(rank, "hta_events", "hta_call_stack"):
+        table = data.rows(
+            "SELECT pattern, count, gpu_kernel_duration_us, cpu_op_duration_us FROM "
+            f"hta_frequent_cuda_kernel_sequences({quote_literal(operator_name)}, "
+            f"min_pattern_len := {int(min_pattern_len)}) WHERE rank = ? ORDER BY count DESC, pattern",
+            params=[rank],
+        )
     if not table.num_rows:
         return pd.DataFrame()
     rows = table.to_pydict()
@@ -90,13 +90,12 @@ def overlay_sequences(
     their args and their names become symbol ids (the "PyTorch Profiler" span's args map
     them back), as HTA writes it."""
     counts = dict(zip(top["pattern"], top["count"]))
-    table = data.rows(
-        "SELECT pattern, stack_idx FROM hta_frequent_cuda_kernel_sequence_roots("
-        f"{quote_literal(operator_name)}, min_pattern_len := {int(min_pattern_len)}) WHERE rank = ?",
-        "hta_events",
-        "hta_call_stack",
-        params=[rank],
-    )
+    with data.only_rank(rank, "hta_events", "hta_call_stack"):
+        table = data.rows(
+            "SELECT pattern, stack_idx FROM hta_frequent_cuda_kernel_sequence_roots("
+            f"{quote_literal(operator_name)}, min_pattern_len := {int(min_pattern_len)}) WHERE rank = ?",
+            params=[rank],
+        )
     active: dict[int, dict[str, int]] = {}
     for pattern, stack in zip(table.column("pattern").to_pylist(), table.column("stack_idx").to_pylist()):
         if pattern in counts:
@@ -292,7 +291,12 @@ def potential_stragglers(
     pd = pandas()
     names = trace.symbol_table.get_sym_table()
     ranks = trace.get_ranks()
-    df_all = pd.concat([trace.get_trace(r) for r in ranks], axis=0, keys=ranks, names=["rank", "idx"]).reset_index()
+    # the columns read below and by the timelines, not every rank's whole frame copied
+    # (HTA concatenates them all: 260 MB at the peak of 8 ranks of 54 MB)
+    used = ["cat", "name", "ts", "dur", "stream", "iteration"]
+    df_all = pd.concat(
+        [trace.get_trace(r)[used] for r in ranks], axis=0, keys=ranks, names=["rank", "idx"]
+    ).reset_index()
     df = df_all.loc[df_all["iteration"].isin(steps)]
     comm_ids = [i for i, s in enumerate(names) if s.startswith("ncclKernel")]
     iterations = sorted(df["iteration"].unique())
