@@ -463,7 +463,8 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
                 shadow = _share_macro(lane, name, versions, wanted)
             else:
                 source = stand_ins.get(name, name)
-                lane.execute(f"CREATE TABLE {_stored(name)} AS SELECT * FROM {CATALOG}.main.{source}")
+                kept = _kept_columns(views[name].without)
+                lane.execute(f"CREATE TABLE {_stored(name)} AS SELECT {kept} FROM {CATALOG}.main.{source}")
                 shadow = f"CREATE TEMP VIEW {name} AS SELECT * FROM {_stored(name)}"
         except duckdb.Error:
             return
@@ -483,6 +484,14 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
 
 
 _READ_CALLS = "read the macros' versions"  # a task of _share_views (not a view name)
+
+
+def _kept_columns(without: tuple[str, ...]) -> str:
+    """The select list of a shared view's table: every column but those its ``-- batch:``
+    line says no query of a batch reads (``BatchView.without``)."""
+    if not without:
+        return "*"
+    return f"* EXCLUDE ({', '.join(quote_identifier(c) for c in without)})"
 
 
 def _release(lane: Session, name: str) -> None:
