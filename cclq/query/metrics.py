@@ -228,8 +228,12 @@ def start_on_lanes(session: Session, label: str, queries: Sequence[str], run: Ca
 
 
 def _shared_reads(lanes: Lanes, queries: Sequence[str]) -> frozenset[str]:
-    """The batch's shared views that these queries read: the tasks they come after."""
-    return lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
+    """The batch's shared views that these queries read: the tasks they come after (and
+    the source of one that is a view over the source's table: its rows stay till then)."""
+    reads = lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
+    views = _batch_views()
+    sources = {views[n].source for n in reads if views[n].as_view and views[n].source in lanes.shared}
+    return reads | frozenset(s for s in sources if s is not None)
 
 
 def _batch(
@@ -461,6 +465,8 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
                 versions, called = calls["versions"], calls["called"]
                 wanted = tuple(v for v in versions if (0, v) in called.get(name, ()))
                 shadow = _share_macro(lane, name, versions, wanted)
+            elif name in stand_ins and views[name].as_view:  # read from the source's table as it is
+                shadow = f"CREATE TEMP VIEW {name} AS SELECT * FROM {CATALOG}.main.{stand_ins[name]}"
             else:
                 source = stand_ins.get(name, name)
                 kept = _kept_columns(views[name].without)

@@ -141,3 +141,33 @@ def test_a_batch_stores_the_table_without_them_and_the_rows_do_not_change(wh: Wa
             {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in row.items()}
             for row in alone[spec.name]
         ], spec.name
+
+
+def test_with_gpu_ops_shared_kernels_is_a_view_over_its_table(wh: Warehouse, monkeypatch) -> None:
+    """``kernels``' line says ``from gpu_ops via kernels_from_gpu_ops as view``: a batch
+    that shares gpu_ops makes no table of kernels, and the kernel metrics' rows do not change."""
+    names = ("dominant_kernel_concentration", "mean_sm_coverage", "memory_bound_fraction", "moe_fraction")
+    specs = [resolve(n) for n in names]
+    con = connect(wh)
+    alone = {s.name: run_metric(con, s).to_pylist() for s in specs}
+    con.close()
+    ran: list[str] = []
+    real = Session.execute
+
+    def execute(self, sql, *args, **kwargs):
+        ran.append(str(sql))
+        return real(self, sql, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "execute", execute)
+    con = connect(wh)
+    runs = run_metrics(con, specs)
+    con.close()
+    made = [s for s in ran if s.startswith("CREATE TABLE _cclq_shared.main.")]
+    assert any('"_cclq_shared_gpu_ops"' in s for s in made)
+    assert not any('"_cclq_shared_kernels"' in s for s in made)
+    for spec in specs:
+        assert runs[spec.name].error is None
+        assert runs[spec.name].table.to_pylist() == [
+            {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in row.items()}
+            for row in alone[spec.name]
+        ], spec.name
