@@ -228,8 +228,12 @@ def start_on_lanes(session: Session, label: str, queries: Sequence[str], run: Ca
 
 
 def _shared_reads(lanes: Lanes, queries: Sequence[str]) -> frozenset[str]:
-    """The batch's shared views that these queries read: the tasks they come after."""
-    return lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
+    """The batch's shared views that these queries read: the tasks they come after (and
+    the source of one that is a view over the source's table: its rows stay till then)."""
+    reads = lanes.shared & frozenset().union(*(names_reached(q) for q in queries))
+    views = _batch_views()
+    sources = {views[n].source for n in reads if views[n].as_view and views[n].source in lanes.shared}
+    return reads | frozenset(s for s in sources if s is not None)
 
 
 def _batch(
@@ -461,9 +465,12 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
                 versions, called = calls["versions"], calls["called"]
                 wanted = tuple(v for v in versions if (0, v) in called.get(name, ()))
                 shadow = _share_macro(lane, name, versions, wanted)
+            elif name in stand_ins and views[name].as_view:  # read from the source's table as it is
+                shadow = f"CREATE TEMP VIEW {name} AS SELECT * FROM {CATALOG}.main.{stand_ins[name]}"
             else:
                 source = stand_ins.get(name, name)
-                lane.execute(f"CREATE TABLE {_stored(name)} AS SELECT * FROM {CATALOG}.main.{source}")
+                kept = _kept_columns(views[name].without)
+                lane.execute(f"CREATE TABLE {_stored(name)} AS SELECT {kept} FROM {CATALOG}.main.{source}")
                 shadow = f"CREATE TEMP VIEW {name} AS SELECT * FROM {_stored(name)}"
         except duckdb.Error:
             return
@@ -483,6 +490,14 @@ def _share_views(lanes: Lanes, queries: list[str]) -> frozenset[str]:
 
 
 _READ_CALLS = "read the macros' versions"  # a task of _share_views (not a view name)
+
+
+def _kept_columns(without: tuple[str, ...]) -> str:
+    """The select list of a shared view's table: every column but those its ``-- batch:``
+    line says no query of a batch reads (``BatchView.without``)."""
+    if not without:
+        return "*"
+    return f"* EXCLUDE ({', '.join(quote_identifier(c) for c in without)})"
 
 
 def _release(lane: Session, name: str) -> None:

@@ -255,13 +255,16 @@ def view_modules() -> tuple[ViewModule, ...]:
 
 # --- what a batch of queries computes once (``-- batch:`` lines) -----------------------
 
-# ``-- batch: shared [always] [from <source> via <stand_in>]``, in the comment block
+# ``-- batch: shared [always] [from <source> via <stand_in> [as view]] [without <column>, ...]``, in the comment block
 # right above the CREATE of a view or of a table macro of one argument (a rules
 # version), as its last line; the lines after it in the block, indented (``--   ...``),
 # are its note (why), which the view's catalog comment leaves out. ``cclq.query.metrics``
 # reads them (``shared_views``): see sql/README.md.
 _BATCH = re.compile(r"^--\s*batch:(.*)$")
-_BATCH_WORDS = re.compile(r"^\s*shared(?:\s+(always))?(?:\s+from\s+(\w+)\s+via\s+(\w+))?\s*$")
+_BATCH_WORDS = re.compile(
+    r"^\s*shared(?:\s+(always))?(?:\s+from\s+(\w+)\s+via\s+(\w+)(\s+as\s+view)?)?"
+    r"(?:\s+without\s+(\w+(?:\s*,\s*\w+)*))?\s*$"
+)
 _BATCH_CREATE = re.compile(
     r"CREATE\s+(?:OR\s+REPLACE\s+)?(VIEW|MACRO)\s+(\w+)\s*(?:\(([^)]*)\)\s*AS\s+(TABLE)\b)?", re.IGNORECASE
 )
@@ -281,6 +284,15 @@ class BatchView:
     # view over ``source`` with the same rows), and shared even for one reader
     source: str | None = None
     stand_in: str | None = None
+    # columns of the view that no query of the batch reads: its shared table leaves them
+    # out (their memory: a kernel's `args` text alone is 124 MB at 1 GB, issue 42), and
+    # its shadow has no such column, so a query that names one fails to bind instead of
+    # reading something else; tests/query/test_shared_columns.py binds every reader
+    without: tuple[str, ...] = ()
+    # ``as view``: with the source shared, a view over the source's table (``stand_in``
+    # read as it is, its columns the view's less ``without``), not a table of its own:
+    # no copy of rows the source's table already holds (kernels in gpu_ops: 0.2 GB at 1 GB)
+    as_view: bool = False
 
 
 def parse_batch_lines(module: ViewModule) -> list[BatchView]:
@@ -311,15 +323,23 @@ def parse_batch_lines(module: ViewModule) -> list[BatchView]:
             words = _BATCH_WORDS.match(said[0])
             if words is None:
                 raise ValueError(
-                    f"{where}: expected `-- batch: shared [always] [from <view> via <view>]`, "
+                    f"{where}: expected `-- batch: shared [always] [from <view> via <view> [as view]] "
+                    "[without <column>, ...]`, "
                     f"got {block[found[0]].strip()!r}"
                 )
             kind, name, params, table = create.groups()
             macro = kind.upper() == "MACRO"
             if macro and (table is None or len([p for p in params.split(",") if p.strip()]) != 1):
                 raise ValueError(f"{where}: {name} must be a table macro of one argument (a rules version)")
-            always, source, stand_in = words.groups()
-            out.append(BatchView(name.lower(), module.path, macro, always is not None, source, stand_in))
+            always, source, stand_in, as_view, without = words.groups()
+            if macro and (without or as_view):
+                raise ValueError(f"{where}: `without` is for a view (a macro's tables are what its versions return)")
+            dropped = tuple(c.strip().lower() for c in without.split(",")) if without else ()
+            out.append(
+                BatchView(
+                    name.lower(), module.path, macro, always is not None, source, stand_in, dropped, as_view is not None
+                )
+            )
         block_start = i + 1
     return out
 

@@ -18,8 +18,12 @@
 --   stream  the stream: the event's `stream` argument, else its tid
 --   end_ns  end time in ns (ts_ns + dur_ns)
 --   (as in events: trace, rank, name, ts_ns, dur_ns, correlation, external_id, bytes,
---   collective_name, args, file_id, event_idx)
--- batch: shared
+--   collective_name, args, file_id, event_idx, grid, block, blocks_per_sm)
+-- batch: shared without args
+--   no query of a batch reads a GPU activity's `args` (what they need of it is in
+--   columns of its own): 129 MB of text on a 1 GB rank, in this table and in
+--   gpu_ops_classified's (`o.*`). The launch shape (last) is there for `kernels`,
+--   which a batch then reads from this table.
 CREATE OR REPLACE VIEW gpu_ops AS
 SELECT
   trace,
@@ -37,7 +41,10 @@ SELECT
   collective_name,
   args,
   file_id,
-  event_idx
+  event_idx,
+  grid,
+  block,
+  blocks_per_sm
 FROM slices
 WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'cuda_sync');
 
@@ -51,10 +58,14 @@ WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'cuda_sync');
 --   block, blocks_per_sm, warps_per_sm, occupancy_pct, registers_per_thread,
 --   shared_memory_bytes, collective_name, in_msg_nelems, out_msg_nelems, group_size,
 --   dtype, pg_name, pg_desc, pg_ranks, seq, args, file_id, event_idx)
--- batch: shared
+-- batch: shared from gpu_ops via kernels_from_gpu_ops as view without correlation, external_id, warps_per_sm, occupancy_pct, registers_per_thread, shared_memory_bytes, collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype, pg_name, pg_desc, pg_ranks, seq, args, file_id, event_idx
 --   read straight from the events by the kernel-time metrics (aggregate_gpu_utilization
 --   twice): on a 500-workload board six reads of the Parquet files, 4 s of lane time,
---   against 2.5 s to store it once.
+--   against 2.5 s to store it once. Its readers (the kernel-time metrics) read only
+--   the times, names, devices and launch shapes: the table leaves the rest out (on a
+--   1 GB rank 0.39 GB -> 0.19 GB, `args` alone 124 MB of text). With gpu_ops shared
+--   it is no table at all: a view over gpu_ops' table (its kernels are these rows),
+--   no second read of the events and no copy.
 CREATE OR REPLACE VIEW kernels AS
 SELECT
   trace,
@@ -88,3 +99,11 @@ SELECT
   event_idx
 FROM slices
 WHERE cat = 'kernel';
+
+-- kernels as a filter of gpu_ops: the same rows, with the columns a batch keeps of
+-- kernels (its `-- batch:` line). A batch that shares gpu_ops reads kernels from this,
+-- over gpu_ops' table (tests/query/test_run_metrics.py compares the rows).
+CREATE OR REPLACE VIEW kernels_from_gpu_ops AS
+SELECT trace, rank, name, device, stream, ts_ns, dur_ns, end_ns, grid, block, blocks_per_sm
+FROM gpu_ops
+WHERE kind = 'kernel';

@@ -407,7 +407,7 @@ JOIN hta_files AS f USING (file_no);
 -- input of every hta_* metric; the columns of hta_events, less names, CPU rows
 -- and partner_idx. The lean path: one read of the events, and the materialized
 -- rows hold only small columns (`cat` only where a row has a stream).
--- batch: shared from hta_events via hta_gpu_rows_from_events
+-- batch: shared from hta_events via hta_gpu_rows_from_events without event_idx, correlation
 --   HTA's GPU rows among hta_events: loading the events again took 1.7 s of a
 --   500-workload board, the filter of hta_events' shared table 0.17 s.
 --   tests/query/test_run_metrics.py checks that the stand-in gives the same rows.

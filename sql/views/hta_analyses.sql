@@ -94,7 +94,7 @@ FROM query_table(points);
 --  * `seq`: position in the stream's series (1-based), in the stable order.
 -- HTA quirk kept: a GPU row HTA holds twice (hta_events.copies) counts twice,
 -- on both sides.
--- batch: shared
+-- batch: shared without pid, tid, delta
 CREATE OR REPLACE VIEW hta_queue_length AS
 SELECT * FROM hta_queue_series(hta_queue_points);
 
@@ -174,7 +174,9 @@ FROM points;
 --  * cpu_duration_us = the runtime call's dur, gpu_duration_us = the GPU row's,
 --    launch_delay_us = max(0, gpu ts - cpu ts - cpu dur).
 --  * `cpu_name` / `gpu_name` for the reader; HTA returns only the numbers.
--- batch: shared
+-- batch: shared without cpu_name, gpu_name, correlation, stream, cpu_ts_us, cpu_row_order, gpu_row_order
+--   a batch's readers (the launch statistics and the report's delay figure) read
+--   only the durations and the delay: without the names 195 -> ~60 MB at 1 GB.
 CREATE OR REPLACE VIEW hta_kernel_launches AS
 WITH ev AS MATERIALIZED (
   SELECT trace, rank, row_order, copies, name, stream, correlation, ts_us, dur_us

@@ -38,12 +38,15 @@ def test_the_lines_read_as_written(tmp_path: Path) -> None:
         "-- batch: shared from a via c_from_a\n"
         "CREATE OR REPLACE VIEW c AS SELECT 1 AS x;\n"
         "CREATE OR REPLACE VIEW d AS SELECT 1 AS x;\n"
+        "-- batch: shared from a via c_from_a without Y,  z\n"
+        "CREATE OR REPLACE VIEW e AS SELECT 1 AS x, 2 AS y, 3 AS z;\n"
     )
     m = module(tmp_path, sql)
     assert parse_batch_lines(m) == [
         BatchView("a", m.path, macro=False),
         BatchView("b_with", m.path, macro=True, always=True),
         BatchView("c", m.path, macro=False, source="a", stand_in="c_from_a"),
+        BatchView("e", m.path, macro=False, source="a", stand_in="c_from_a", without=("y", "z")),
     ]
     # the line and its note are not the view's documentation
     (a, *_) = doc_blocks(sql)
@@ -61,6 +64,8 @@ def test_the_lines_read_as_written(tmp_path: Path) -> None:
         ("-- batch: shared\n-- The doc.\nCREATE VIEW a AS SELECT 1;\n", "must end its comment block"),
         ("-- batch: shared\nCREATE MACRO f(x) AS x + 1;\n", "table macro of one argument"),
         ("-- batch: shared\nCREATE MACRO f(v, s) AS TABLE SELECT v;\n", "table macro of one argument"),
+        ("-- batch: shared without\nCREATE VIEW a AS SELECT 1;\n", "expected `-- batch: shared"),
+        ("-- batch: shared without x\nCREATE MACRO f(v) AS TABLE SELECT v AS x;\n", "`without` is for a view"),
     ],
 )
 def test_a_misplaced_or_malformed_line_names_the_file_and_line(tmp_path: Path, sql: str, says: str) -> None:

@@ -180,7 +180,12 @@ def test_derived_views_give_the_rows_of_the_view(wh: Warehouse):
     assert derived
     for view in derived:
         assert order.index(view.source) < order.index(view.name)
-        n, m, differ = same_rows(con, f"SELECT * FROM {view.name}", f"SELECT * FROM {view.stand_in}")
+        whole = f"SELECT * FROM {view.name}"
+        if view.as_view:  # read as it is in a batch: the view's columns less those it leaves out
+            whole = f"SELECT * EXCLUDE ({', '.join(view.without)}) FROM {view.name}"
+            names = [[str(d[0]) for d in con.relation(q).description] for q in (whole, f"FROM {view.stand_in}")]
+            assert names[0] == names[1], view
+        n, m, differ = same_rows(con, whole, f"SELECT * FROM {view.stand_in}")
         assert n == m > 0 and differ == 0, view
     con.close()
 

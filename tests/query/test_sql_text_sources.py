@@ -49,6 +49,8 @@ TRUSTED: dict[str, dict[str, str]] = {
         "b": "a VERSION_INPUTS side: its own text and a quoted table name",
         "CATALOG": "the constant name of the compiled view catalog",
         "_stored(name)": "a shared table name through quote_identifier",
+        "stand_ins[name]": "a stand-in view of a `-- batch:` line (cclq's own SQL, sqlfiles.batch_views)",
+        "kept": "_kept_columns(): `*` less the `without` columns of a `-- batch:` line, each quote_identifier'd",
         "_shared_table(macro, base)": "a shared table name through quote_identifier",
         "table": "a shared table name through quote_identifier",
         "kind": "VIEW, TABLE or MACRO TABLE: constants of the code or its own query",
