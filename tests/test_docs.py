@@ -158,7 +158,7 @@ def test_readme_install_is_what_ci_runs():
     assert "chromium chromium-driver" in test_section
     # after pytest: the compiled parser's sanitizer run, which the README's Test section names
     sanitizers = ci[ci.index("# --- the compiled reader under AddressSanitizer") :]
-    assert "-fsanitize=address,undefined" in sanitizers and 'pytest -m "" tests/formats/' in sanitizers
+    assert "-fsanitize=address,undefined" in sanitizers and '-m "" tests/formats/' in sanitizers
     assert "AddressSanitizer and UBSan" in test_section
     # and the second DuckDB release, whose run the README names
     ci_other = commands(ci[ci.index("# --- the other DuckDB release") :])
