@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pytest
 
 from cclq.ingest.report import IngestReport
 from cclq.ingest.run import ingest
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from cclq.query.metrics import MetricRun
 
 
 def run_ingest(paths: list[Path], wh: Warehouse, **kw) -> IngestReport:
@@ -58,3 +63,33 @@ def kernel_time_by_trace(wh: Warehouse) -> dict[str, float]:
     con = connect(wh, cache=True)
     rows = run_metric(con, resolve("total_kernel_time")).to_pylist()
     return {r["trace"]: r["value"] for r in rows}
+
+
+def run_batch_recording(
+    wh: Warehouse, specs: list, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, MetricRun], list[str]]:
+    """``run_metrics`` over ``specs`` in one batch, and every statement its sessions ran
+    (the shared tables are made on the batch's lanes, other connections of the session's
+    class: hence the patch on the class)."""
+    from cclq.query.metrics import run_metrics
+    from cclq.query.session import Session
+
+    ran: list[str] = []
+    real = Session.execute
+
+    def execute(self: Session, sql: str, *args: Any, **kwargs: Any) -> Any:
+        ran.append(str(sql))
+        return real(self, sql, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "execute", execute)
+    con = connect(wh)
+    try:
+        runs = run_metrics(con, specs)
+    finally:
+        con.close()
+    return runs, ran
+
+
+def approx_rows(rows: list[dict], rel: float = 1e-12) -> list[dict]:
+    """Rows with their floats compared to ``rel`` (a batch's parallel sums may round apart)."""
+    return [{k: pytest.approx(v, rel=rel) if isinstance(v, float) else v for k, v in row.items()} for row in rows]

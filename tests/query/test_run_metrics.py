@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.warehouse import run_ingest
+from helpers.warehouse import run_batch_recording, run_ingest
 
 from cclq.query import metrics
 from cclq.query.metrics import run_cached_query, run_metric, run_metrics
@@ -197,17 +197,7 @@ def test_a_batch_sharing_the_source_computes_a_derived_view_from_it(wh: Warehous
     con = connect(wh)
     alone = sorted_rows(run_metric(con, specs[0]))
     con.close()
-    ran: list[str] = []
-    real = Session.execute
-
-    def execute(self, sql, *args, **kwargs):
-        ran.append(str(sql))
-        return real(self, sql, *args, **kwargs)
-
-    monkeypatch.setattr(Session, "execute", execute)
-    con = connect(wh)
-    runs = run_metrics(con, specs)
-    con.close()
+    runs, ran = run_batch_recording(wh, specs, monkeypatch)
     assert sorted_rows(runs["hta_temporal_breakdown"].table) == alone
     made = [s for s in ran if s.startswith('CREATE TABLE _cclq_shared.main."_cclq_shared_hta_gpu_rows"')]
     assert len(made) == 1 and made[0].endswith("hta_gpu_rows_from_events")

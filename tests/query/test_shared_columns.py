@@ -5,11 +5,11 @@ unchanged, so that leaving them out changes no metric's rows (issue 42: memory).
 from __future__ import annotations
 
 import pytest
-from helpers.warehouse import run_ingest
+from helpers.warehouse import approx_rows, run_batch_recording, run_ingest
 
 from cclq.query.critical_path import PATH_TABLE
 from cclq.query.hta_series import QUERIES as HTA_QUERIES
-from cclq.query.metrics import run_metric, run_metrics
+from cclq.query.metrics import run_metric
 from cclq.query.params import params_relation
 from cclq.query.registry import MetricSpec, registry, resolve
 from cclq.query.session import Session, connect
@@ -122,25 +122,12 @@ def test_a_batch_stores_the_table_without_them_and_the_rows_do_not_change(wh: Wa
     con = connect(wh)
     alone = {s.name: run_metric(con, s).to_pylist() for s in specs}
     con.close()
-    ran: list[str] = []
-    real = Session.execute
-
-    def execute(self, sql, *args, **kwargs):
-        ran.append(str(sql))
-        return real(self, sql, *args, **kwargs)
-
-    monkeypatch.setattr(Session, "execute", execute)
-    con = connect(wh)
-    runs = run_metrics(con, specs)
-    con.close()
+    runs, ran = run_batch_recording(wh, specs, monkeypatch)
     made = [s for s in ran if s.startswith('CREATE TABLE _cclq_shared.main."_cclq_shared_kernels"')]
     assert len(made) == 1 and "EXCLUDE (" in made[0] and '"args"' in made[0]
     for spec in specs:
         assert runs[spec.name].error is None
-        assert runs[spec.name].table.to_pylist() == [
-            {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in row.items()}
-            for row in alone[spec.name]
-        ], spec.name
+        assert runs[spec.name].table.to_pylist() == approx_rows(alone[spec.name]), spec.name
 
 
 def test_with_gpu_ops_shared_kernels_is_a_view_over_its_table(wh: Warehouse, monkeypatch) -> None:
@@ -151,23 +138,10 @@ def test_with_gpu_ops_shared_kernels_is_a_view_over_its_table(wh: Warehouse, mon
     con = connect(wh)
     alone = {s.name: run_metric(con, s).to_pylist() for s in specs}
     con.close()
-    ran: list[str] = []
-    real = Session.execute
-
-    def execute(self, sql, *args, **kwargs):
-        ran.append(str(sql))
-        return real(self, sql, *args, **kwargs)
-
-    monkeypatch.setattr(Session, "execute", execute)
-    con = connect(wh)
-    runs = run_metrics(con, specs)
-    con.close()
+    runs, ran = run_batch_recording(wh, specs, monkeypatch)
     made = [s for s in ran if s.startswith("CREATE TABLE _cclq_shared.main.")]
     assert any('"_cclq_shared_gpu_ops"' in s for s in made)
     assert not any('"_cclq_shared_kernels"' in s for s in made)
     for spec in specs:
         assert runs[spec.name].error is None
-        assert runs[spec.name].table.to_pylist() == [
-            {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in row.items()}
-            for row in alone[spec.name]
-        ], spec.name
+        assert runs[spec.name].table.to_pylist() == approx_rows(alone[spec.name]), spec.name
