@@ -98,6 +98,7 @@ TRUSTED: dict[str, dict[str, str]] = {
         "name": "a name of PINNED (cclq's own)",
         "source or f'SELECT * FROM {name}'": "_from_hta_events' query, or a name of PINNED",
         "view.stand_in": "a stand-in of a `-- batch:` line (cclq's own SQL, \\w+ names)",
+        "where": "empty, or only_rank's WHERE with a rank through int()",
     },
     "query/dask.py": {"DUCKDB_MEMORY_SHARE": "a number"},
     "cli/warehouse.py": {"cols": "a constant column list of the traces command"},
