@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def _events(reader: pa.RecordBatchReader, base_ns: int) -> Iterable[Event]:
     loads = orjson.loads
     # pid and tid decoded once per distinct text: a few values over all the rows
     # (id_value per row was 1.1 M calls on a 54 MB trace)
-    ids: dict[str, Any] = {}
+    ids = lru_cache(maxsize=None)(id_value)
     for batch in reader:
         c = batch.to_pydict()
         rows = zip(
@@ -96,11 +97,9 @@ def _events(reader: pa.RecordBatchReader, base_ns: int) -> Iterable[Event]:
             if name is not None:
                 event["name"] = name
             if pid is not None:
-                value = ids.get(pid)
-                event["pid"] = value if value is not None else ids.setdefault(pid, id_value(pid))
+                event["pid"] = ids(pid)
             if tid is not None:
-                value = ids.get(tid)
-                event["tid"] = value if value is not None else ids.setdefault(tid, id_value(tid))
+                event["tid"] = ids(tid)
             if ts is not None:
                 event["ts"] = _number(ts - base_ns)
             if dur is not None:
