@@ -244,16 +244,11 @@ class Trace:
             "pid": pd.array(_decoded(cols.pop("pid"), id_value), dtype=object),
             "tid": pd.array(_decoded(cols.pop("tid"), id_value), dtype=object),
         }
-        ts = cols.pop("ts")
-        if ts.null_count == 0:
-            ts_values = _numbers(ts)
-            whole = bool(np.isfinite(ts_values).all() and (ts_values == np.floor(ts_values)).all())
-            if whole:
-                columns["ts"] = pd.array(ts_values.astype("int64"), dtype="int64")
-            else:
-                columns["ts"] = pd.array(ts_values, dtype="float64")
-        else:  # a NaN ts is not whole: the column stays float64
-            columns["ts"] = pd.array(ts.to_pylist(), dtype="float64")
+        ts = _numbers(cols.pop("ts"))  # a null is NaN, not whole: the column stays float64
+        if np.isfinite(ts).all() and (ts == np.floor(ts)).all():
+            columns["ts"] = pd.array(ts.astype("int64"), dtype="int64")
+        else:
+            columns["ts"] = pd.array(ts, dtype="float64")
         del ts
         columns["dur"] = pd.array(_numbers(cols.pop("dur")), dtype="float64")
         rounded = bool(
@@ -278,14 +273,7 @@ class Trace:
         values = _numbers(cols.pop("external_id"))
         columns["external_id"] = pd.array(values, dtype=_value_dtype(values))
         columns["index_correlation"] = pd.array(_numbers(cols.pop("index_correlation")), dtype=dtypes.index_correlation)
-        iteration = cols.pop("iteration")
-        if iteration.null_count == 0:
-            columns["iteration"] = pd.array(_numbers(iteration), dtype=dtypes.iteration)
-        else:
-            columns["iteration"] = pd.array(
-                [float("nan") if v is None else v for v in iteration.to_pylist()], dtype=dtypes.iteration
-            )
-        del iteration
+        columns["iteration"] = pd.array(_numbers(cols.pop("iteration")), dtype=dtypes.iteration)  # NaN: no step
         if not rounded:
             columns["end"] = pd.array(_numbers(end), dtype="float64")
         del end
@@ -293,8 +281,8 @@ class Trace:
 
 
 def _numbers(column: pa.ChunkedArray) -> Any:
-    """A numeric column without nulls as one numpy array (NaN for a null float; a null
-    integer becomes a float NaN, as pandas holds it in a list)."""
+    """A numeric column as one numpy array; where it has nulls, a float64 array with NaN
+    for each (as pandas holds a list with None)."""
     import numpy as np  # with pandas, in the hta extra
 
     if column.null_count:
