@@ -20,9 +20,11 @@ import tokenize
 from pathlib import Path
 
 import pytest
+from typer.models import TyperInfo
 
 # The only imports of cclq in this file (their module paths follow the package layout).
-from cclq.cli.app import app
+import cclq.cli.app  # noqa: F401  (registers the commands)
+from cclq.cli.lazy import registered
 from cclq.query.registry import FAMILIES, registry
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,12 +58,15 @@ def first_block(text: str, lang: str = "bash") -> list[str]:
 
 def command_names() -> list[str]:
     """Every command of the CLI, as typed after `cclq` (groups with their subcommands)."""
-    names = [c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands]
-    for group in app.registered_groups:
-        names += [
-            f"{group.name} {c.name or c.callback.__name__.replace('_', '-')}"
-            for c in group.typer_instance.registered_commands
-        ]
+    names: list[str] = []
+    for name, entry in registered().items():
+        if isinstance(entry, TyperInfo):
+            names += [
+                f"{name} {c.name or c.callback.__name__.replace('_', '-')}"
+                for c in entry.typer_instance.registered_commands
+            ]
+        else:
+            names.append(name)
     return names
 
 

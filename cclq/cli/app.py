@@ -21,6 +21,7 @@ import typer
 
 from cclq.bench.command import bench
 from cclq.cli import board, cards, ccl_bench, metrics, record, reports, serve, shell, sql, warehouse
+from cclq.cli.lazy import LazyGroup, register
 from cclq.cli.root import RootOptions, hoist, root_options
 from cclq.errors import CclqError, ExitCode, show_path
 from cclq.query.settings import QuerySettings
@@ -33,6 +34,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    cls=LazyGroup,
 )
 
 
@@ -90,12 +92,15 @@ def _root(
 
 
 # The commands, in the order `cclq --help` lists them; then the groups with subcommands.
+# Each is turned into click's only when it is used (cclq.cli.lazy).
 for group in (warehouse, sql, metrics, reports, board, shell, serve, record):
-    app.registered_commands += group.commands.registered_commands
-app.command(epilog="Example: cclq bench --sizes 127x1,1000x1,1000x8 --perf-traces ../shared/perf-traces")(bench)
-app.add_typer(ccl_bench.daemon_app, name="daemon")
-app.add_typer(cards.cards_app, name="cards")
-app.add_typer(ccl_bench.ccl_bench_app, name="ccl-bench")
+    register(group.commands)
+bench_app = typer.Typer()
+bench_app.command(epilog="Example: cclq bench --sizes 127x1,1000x1,1000x8 --perf-traces ../shared/perf-traces")(bench)
+register(bench_app)
+register(ccl_bench.daemon_app, "daemon")
+register(cards.cards_app, "cards")
+register(ccl_bench.ccl_bench_app, "ccl-bench")
 
 
 def _log_to_stderr() -> None:

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from helpers.cli import invoke, run_cli
 from helpers.traces import write_trace
+from typer.models import CommandInfo
 
-from cclq.cli.app import app
+import cclq.cli.app  # noqa: F401  (registers the commands)
+from cclq.cli import lazy
 
 COMMANDS = ["ingest", "traces", "sql", "shell"]
 
@@ -47,7 +49,7 @@ def small_wh(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_every_command_has_help():
-    registered = sorted(c.name or c.callback.__name__ for c in app.registered_commands)
+    registered = sorted(name for name, entry in lazy.registered().items() if isinstance(entry, CommandInfo))
     assert set(COMMANDS) <= set(registered)
     for name in registered:
         result = invoke(name, "--help")
