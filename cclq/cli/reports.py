@@ -3,7 +3,6 @@ diff`` (two traces or two sets compared, metric by metric and op by op)."""
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,7 +27,7 @@ from cclq.cli.common import (
 )
 from cclq.cli.root import root_options
 from cclq.errors import ExitCode, UsageError
-from cclq.present.output import OutputFormat, text_output, write_text
+from cclq.present.output import OutputFormat, json_text, text_output, write_text
 
 commands = typer.Typer()
 
@@ -109,8 +108,7 @@ def report(
     data = report_dict(reports[trace], rows=fmt is ReportFormat.json)
     with text_output(output) as out:
         if fmt is ReportFormat.json:
-            json.dump(data, out, indent=1, default=str)
-            out.write("\n")
+            out.write(json_text(data))
         elif fmt is ReportFormat.html:
             from cclq.present.board.pages import workload_page
 
@@ -185,7 +183,7 @@ def diff(
         with text_output(output) as out:
             print_diff(result, out, top=top)
     elif fmt is DiffFormat.json:
-        write_text(json.dumps(diff_dict(result), indent=1, default=str) + "\n", output)
+        write_text(json_text(diff_dict(result)), output)
     else:
         write_table(long_table(result), OutputFormat(fmt.value), output=output)
     exit_if_failed([f"{f['metric']}: {f['reason']}" for f in result.failed])

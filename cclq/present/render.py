@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cclq.errors import UsageError
-from cclq.present.output import OutputFormat
+from cclq.present.output import OutputFormat, json_text
 
 MAX_TABLE_ROWS = 500
 
@@ -149,8 +149,7 @@ def write_table(
             )
         return
     if fmt is OutputFormat.json:
-        json.dump([{n: _clean_float(r[n]) for n in names} for r in rows], out, default=_json_default, indent=1)
-        out.write("\n")
+        out.write(json_text([{n: _clean_float(r[n]) for n in names} for r in rows], default=_json_default))
         return
     _rich_table(names, rows, out, title)
 
