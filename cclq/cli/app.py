@@ -61,7 +61,8 @@ def _root(
         typer.Option(
             "--memory-limit",
             help="Memory for queries (500MB, 4GiB, 25%); beyond it DuckDB spills to "
-            "disk [default: $CCLQ_MEMORY_LIMIT, else half the RAM]. May go anywhere on the line.",
+            "disk [default: $CCLQ_MEMORY_LIMIT, else 600 MiB a core, at most half the RAM]. "
+            "May go anywhere on the line.",
             show_default=False,
         ),
     ] = None,

@@ -333,17 +333,16 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # macro before the views over it (``collectives`` is ``collectives_with(2)``, then read
 # from the shared table), each once those it reads are done.
 _SHARED_PREFIX = "_cclq_shared_"
-# The shared tables live in a database of their own (``_attach_shared``). Under a memory
-# limit the user gave (``--memory-limit``, ``$CCLQ_MEMORY_LIMIT``) it is a file in the
-# session's spill folder: DuckDB compresses what a table writes to a file (constant
-# trace and file ids, dictionary names, bit-packed integers), which it does not for an
-# in-memory table, and a block of it is dropped without a write when memory runs short,
-# where an in-memory table's rows are spilled as they are. On the 1 GB rank (issue 42)
-# ``gpu_ops``, ``kernels`` and ``hta_events`` took 0.18 GB instead of 1.44 GB, and the
-# report under a 500 MB limit 111 s / 77 CPU s instead of 167 s / 83 (under 1 GB: 60
-# CPU s instead of 71; docs/benchmarks.md, Metrics at size). Without a limit it is an
-# in-memory database as before: compressing costs CPU (some 2.3 s per GB written, and
-# the lanes' tables wait on each other in the one file: the report's 33 CPU s became 44).
+# The shared tables live in a database of their own (``_attach_shared``): a file in the
+# session's spill folder. DuckDB compresses what a table writes to a file (constant trace
+# and file ids, dictionary names, bit-packed integers), which it does not for an in-memory
+# table, and a block of it is dropped without a write when memory runs short, where an
+# in-memory table's rows are spilled as they are. On the 1 GB rank (issue 42) the report
+# peaked at 1.66 GB instead of 2.83 GB, in 36.2 s instead of 34.3 s (59-60 CPU s both,
+# load 1.3-1.5; docs/benchmarks.md, Metrics at size). Before DuckDB 2.0 the lanes' tables
+# waited on each other in the one file (33 -> 44 CPU s), and the file was only for a
+# memory limit the user gave. A spill folder that cannot take the file leaves them in
+# memory.
 SHARED_DB = "_cclq_shared"
 _SHARED_FILE = "shared.duckdb"
 
@@ -366,8 +365,9 @@ def _attach_shared(session: Session) -> None:
 
 
 def _shared_file(session: Session) -> Path | None:
-    """Where the shared tables are written: None (in memory) unless a memory limit was given."""
-    if session.settings.memory_limit is None or session.spill_dir is None:
+    """Where the shared tables are written: None (in memory) for a session without a
+    spill folder."""
+    if session.spill_dir is None:
         return None
     return session.spill_dir / _SHARED_FILE
 

@@ -27,8 +27,16 @@ if TYPE_CHECKING:
 
 MEMORY_ENV = "CCLQ_MEMORY_LIMIT"
 SPILL_ENV = "CCLQ_SPILL_DIR"
-# Without a memory limit: this share of the machine's memory (DuckDB's own default is
-# 80%, which leaves too little to Python, pyarrow and a second process).
+# Without a memory limit: this much per core (a batch runs a lane per core,
+# cclq.query.lanes), and at most this share of the machine's memory (DuckDB's own default
+# is 80%, which leaves too little to Python, pyarrow and a second process). Beyond it
+# DuckDB spills; the batch's shared tables are a compressed file (cclq.query.metrics), so
+# what spills is the queries' own working rows. On the 1 GB rank (issue 42, 2 cores, load
+# 1.3-1.5) the report took 34.3 s at 2.83 GB peak with half the RAM (12 GB) and the tables
+# in memory; 36.2 s at 1.66 GB with the file and half the RAM; with the file and 1,200 MB,
+# 35.7 s at 1.37 GB (1 GiB: 39.3 s, 1.20 GB). DuckDB's own sizing guide asks 1-2 GB a
+# thread for heavy aggregations, and a batch's lane runs one or two threads.
+DEFAULT_MEMORY_PER_CORE = 600 << 20
 DEFAULT_MEMORY_SHARE = 0.5
 # ... and this share of the address space the process may map, where that is limited
 # (``ulimit -v``, ``prlimit --as``): code, thread stacks and the allocators' arenas take
@@ -45,8 +53,8 @@ _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|B)?\s*$", re.IGNORECAS
 
 @dataclass(frozen=True)
 class QuerySettings:
-    """How queries run: the memory limit (``500MB``, ``4GiB``, ``25%`` of RAM; None: half
-    the RAM, and at most a quarter of a limited address space) beyond which DuckDB spills
+    """How queries run: the memory limit (``500MB``, ``4GiB``, ``25%`` of RAM; None: 600 MiB
+    a core, at most half the RAM and a quarter of a limited address space) beyond which DuckDB spills
     to ``spill_dir`` (None: the warehouse's ``spill/``, else the system's temp folder)."""
 
     memory_limit: str | None = None
@@ -66,10 +74,12 @@ class QuerySettings:
         text = self.memory_limit
         total = _physical_memory()
         if not text:
-            shares = [int(total * DEFAULT_MEMORY_SHARE)] if total else []
+            shares = [(os.cpu_count() or 1) * DEFAULT_MEMORY_PER_CORE]
+            if total:
+                shares.append(int(total * DEFAULT_MEMORY_SHARE))
             if (space := address_space_limit()) is not None:
                 shares.append(max(int(space * ADDRESS_SPACE_SHARE), 64 << 20))
-            return f"{min(shares) >> 20}MiB" if shares else "80%"
+            return f"{min(shares) >> 20}MiB"
         m = _MEMORY.match(text)
         if not m:
             raise UsageError(f"memory limit {text!r}: want a size such as 500MB or 4GiB, or a share of RAM such as 25%")

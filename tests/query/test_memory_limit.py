@@ -41,9 +41,10 @@ def test_shares_the_environment_and_the_default(monkeypatch):
     monkeypatch.setenv("CCLQ_MEMORY_LIMIT", "300MB")
     assert QuerySettings.from_env().duckdb_memory_limit() == f"{300 * 10**6 >> 20}MiB"
     assert QuerySettings.from_env("1GB").duckdb_memory_limit() == f"{10**9 >> 20}MiB"  # the option first
-    assert QuerySettings().duckdb_memory_limit() == f"{int(_phys() * 0.5) >> 20}MiB"  # a library caller's own
+    default = f"{min(int(_phys() * 0.5), 600 * 2**20 * (os.cpu_count() or 1)) >> 20}MiB"
+    assert QuerySettings().duckdb_memory_limit() == default  # a library caller's own
     monkeypatch.delenv("CCLQ_MEMORY_LIMIT")
-    assert QuerySettings.from_env().duckdb_memory_limit() == f"{int(_phys() * 0.5) >> 20}MiB"
+    assert QuerySettings.from_env().duckdb_memory_limit() == default
 
 
 @pytest.mark.parametrize("text", ["lots", "10MB", "0%", "150%", "-5GB"])
@@ -111,14 +112,15 @@ def test_the_cli_takes_the_limit_anywhere_and_refuses_a_bad_one(wh, tmp_path):
 
 def test_without_a_limit_a_limited_address_space_caps_the_default():
     """Under ``ulimit -v`` / ``prlimit --as`` DuckDB gets a quarter of the address space
-    (it does not look at that limit itself), unless half the RAM is less."""
+    (it does not look at that limit itself), unless 600 MiB a core or half the RAM is less."""
     code = (
         "import resource; resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000)); "
         "from cclq.query.settings import QuerySettings; print(QuerySettings().duckdb_memory_limit())"
     )
     capped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     ram_half = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2) >> 20
-    assert capped == f"{min(500_000_000 >> 20, ram_half)}MiB"
+    per_core = 600 * (os.cpu_count() or 1)
+    assert capped == f"{min(500_000_000 >> 20, ram_half, per_core)}MiB"
     assert QuerySettings("1GB").duckdb_memory_limit() == "953MiB"  # a limit given is taken as it is
 
 

@@ -203,16 +203,17 @@ def test_a_batch_sharing_the_source_computes_a_derived_view_from_it(wh: Warehous
     assert len(made) == 1 and made[0].endswith("hta_gpu_rows_from_events")
 
 
-def test_under_a_memory_limit_the_shared_tables_are_a_file_removed_afterwards(wh: Warehouse, monkeypatch):
-    """With a memory limit given, a batch writes its shared tables to a database file in
-    the spill folder (compressed, dropped unwritten when memory runs short); the rows are
-    those of the batch without a limit, and the file is gone once the batch is done."""
+def test_the_shared_tables_are_a_file_removed_afterwards(wh: Warehouse, monkeypatch):
+    """A batch writes its shared tables to a database file in the spill folder
+    (compressed, dropped unwritten when memory runs short), with or without a memory limit
+    given; the rows are those the metrics give alone, and the file is gone once the batch
+    is done."""
     from cclq.query.settings import QuerySettings
 
     names = ("collective_skew", "collective_busbw", "hta_comm_comp_overlap", "hta_queue_length_summary")
     specs = [resolve(n) for n in names]
     con = connect(wh)
-    plain = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
+    alone = {n: sorted_rows(run_metric(con, spec)) for n, spec in zip(names, specs)}
     con.close()
     seen: list[tuple[str, bool]] = []
     real = metrics._release
@@ -225,29 +226,30 @@ def test_under_a_memory_limit_the_shared_tables_are_a_file_removed_afterwards(wh
         real(lane, name)
 
     monkeypatch.setattr(metrics, "_release", release)
-    con = connect(wh, settings=QuerySettings(memory_limit="500MB"))
-    spill = con.spill_dir
-    assert spill is not None
-    limited = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
-    assert seen and all(path == str(spill / "shared.duckdb") and exists for path, exists in seen)
-    assert not list(spill.iterdir())  # the file (and its WAL) removed with the batch
-    attached = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [metrics.SHARED_DB])
-    assert attached.fetchone() == (0,)
-    con.close()
-    assert limited == plain
-    assert all(runs for runs in limited.values())
+    for settings in (QuerySettings(), QuerySettings(memory_limit="500MB")):
+        seen.clear()
+        con = connect(wh, settings=settings)
+        spill = con.spill_dir
+        assert spill is not None
+        batch = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
+        assert seen and all(path == str(spill / "shared.duckdb") and exists for path, exists in seen)
+        assert not list(spill.iterdir())  # the file (and its WAL) removed with the batch
+        attached = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [metrics.SHARED_DB])
+        assert attached.fetchone() == (0,)
+        con.close()
+        assert batch == alone
+        assert all(runs for runs in batch.values())
 
 
 def test_a_spill_folder_that_cannot_take_the_file_keeps_the_shared_tables_in_memory(wh: Warehouse):
-    """Under a limit, a spill folder where the shared tables' file cannot be made (here a
-    folder stands at its name) leaves them in memory: the batch runs, with the same rows."""
-    from cclq.query.settings import QuerySettings
-
+    """A spill folder where the shared tables' file cannot be made (here a folder stands
+    at its name) leaves them in memory: the batch runs, with the rows the metrics give
+    alone."""
     specs = [resolve(n) for n in ("collective_skew", "collective_busbw")]
     con = connect(wh)
-    plain = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
+    plain = {spec.name: sorted_rows(run_metric(con, spec)) for spec in specs}
     con.close()
-    con = connect(wh, settings=QuerySettings(memory_limit="500MB"))
+    con = connect(wh)
     assert con.spill_dir is not None
     (con.spill_dir / "shared.duckdb").mkdir()
     runs = run_metrics(con, specs)
