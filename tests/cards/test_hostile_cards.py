@@ -115,7 +115,7 @@ def test_every_metric_gives_a_reason_for_every_null_under_impossible_cards(tmp_p
     a NULL or NaN value always comes with its reason."""
     from helpers.leaderboard import build_mfu_infer
 
-    from cclq.query.metrics import run_metric
+    from cclq.query.metrics import run_metrics
     from cclq.query.registry import registry
     from cclq.query.session import connect
 
@@ -141,11 +141,12 @@ def test_every_metric_gives_a_reason_for_every_null_under_impossible_cards(tmp_p
             text = text.replace(old, new)
         card.write_text(text)
     assert not run_ingest([tmp_path / "in"], wh).failed
-    con = connect(wh)
+    latest = [versions[max(versions)] for versions in registry().values()]
+    runs = run_metrics(connect(wh), latest)  # one batch: each metric one query, as alone
     silent = []
-    for versions in registry().values():
-        spec = versions[max(versions)]
-        for row in run_metric(con, spec).to_pylist():
+    for spec in latest:
+        assert runs[spec.name].error is None, (spec.name, runs[spec.name].error)
+        for row in runs[spec.name].table.to_pylist():
             value = row.get("value")
             if (value is None or isinstance(value, float) and not math.isfinite(value)) and not row.get("reason"):
                 silent.append((spec.name, row["trace"], row.get("rank"), value))

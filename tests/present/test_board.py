@@ -19,7 +19,7 @@ from helpers.warehouse import run_ingest
 from cclq.present.board.build import board_specs, build_board
 from cclq.present.board.svg import Series, bar_chart, line_chart, nice_ticks
 from cclq.present.render import format_number
-from cclq.query.metrics import run_metric
+from cclq.query.metrics import run_metrics
 from cclq.query.registry import (
     LEADERBOARD_CATEGORIES,
     parse_metric_file,
@@ -147,9 +147,11 @@ def test_values_equal_cclq_metric_output_to_the_printed_digits(board_site):
     n_card = 8  # card columns before the metric columns
     con = connect(Warehouse(wh_root))
     try:
-        for j, name in enumerate(cells.metrics):
-            spec = resolve(name)
-            rows = run_metric(con, spec).to_pylist()
+        specs = [resolve(name) for name in cells.metrics]
+        runs = run_metrics(con, specs)  # one batch: each metric one query, as `cclq metric`
+        for j, (name, spec) in enumerate(zip(cells.metrics, specs)):
+            assert runs[name].error is None and runs[name].table is not None, (name, runs[name].error)
+            rows = runs[name].table.to_pylist()
             for trace, row_cells in cells.rows.items():
                 mine = [r for r in rows if r["trace"] == trace]
                 values = [r["value"] for r in mine if r["value"] is not None]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import invoke
 from helpers.paths import REPO
-from helpers.warehouse import run_ingest
+from helpers.warehouse import run_every_version, run_ingest
 
 from cclq.errors import UsageError
 from cclq.query.metrics import run_metric
@@ -45,10 +45,12 @@ def test_every_shipped_metric_file_parses_and_compiles(two):
         assert sorted(versions) == list(range(1, max(versions) + 1)), f"{name}: versions must be contiguous"
         for spec in versions.values():
             assert spec.description and spec.unit and spec.grain
-            # only the view modules the metric's SQL names (and what they use) are created
-            con = connect(two)
-            table = run_metric(con, spec)  # compiles and runs on a small warehouse
-            assert table.column_names[:6] == ["trace", "rank", "step", "value", "unit", "reason"], spec.label
+    # each compiles and runs on a small warehouse
+    runs = run_every_version(connect(two))
+    assert len(runs) == sum(len(versions) for versions in registry().values())
+    for label, run in runs.items():
+        assert run.error is None and run.table is not None, (label, run.error)
+        assert run.table.column_names[:6] == ["trace", "rank", "step", "value", "unit", "reason"], label
 
 
 def test_header_and_path_must_agree(tmp_path):

@@ -206,19 +206,20 @@ def test_extensions_replace_their_extension_points(small_wh):
 def test_every_metric_documents_its_detail_columns(small_wh):
     """The header's `-- columns:` block lists exactly the detail columns the metric
     returns (beyond trace, rank, step, value, unit, reason), in order, each with a phrase."""
-    from cclq.query.metrics import run_metrics
+    from helpers.warehouse import run_every_version
+
     from cclq.query.registry import documented_columns
     from cclq.query.session import connect
 
     fixed = {"trace", "rank", "step", "value", "unit", "reason"}
-    con = connect(small_wh)
+    runs = run_every_version(connect(small_wh))
     problems = []
     for spec in _all_specs():
         documented = documented_columns(spec)
         if documented is None:
             problems.append(f"{spec.label}: no `-- columns:` block")
             continue
-        run = run_metrics(con, [spec])[spec.name]
+        run = runs[spec.label]
         if run.table is None:
             problems.append(f"{spec.label}: {run.error}")
             continue
