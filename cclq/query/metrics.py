@@ -334,15 +334,19 @@ def shared_views(session: Session, queries: list[str]) -> Iterator[frozenset[str
 # from the shared table), each once those it reads are done.
 _SHARED_PREFIX = "_cclq_shared_"
 # The shared tables live in a database of their own (``_attach_shared``): a file in the
-# session's spill folder. DuckDB compresses what a table writes to a file (constant trace
+# session's spill folder when the batch's traces hold FILE_FROM_EVENTS events or more, or a
+# memory limit was given. DuckDB compresses what a table writes to a file (constant trace
 # and file ids, dictionary names, bit-packed integers), which it does not for an in-memory
 # table, and a block of it is dropped without a write when memory runs short, where an
-# in-memory table's rows are spilled as they are. On the 1 GB rank (issue 42) the report
-# peaked at 1.66 GB instead of 2.83 GB, in 36.2 s instead of 34.3 s (59-60 CPU s both,
-# load 1.3-1.5; docs/benchmarks.md, Metrics at size). Before DuckDB 2.0 the lanes' tables
-# waited on each other in the one file (33 -> 44 CPU s), and the file was only for a
-# memory limit the user gave. A spill folder that cannot take the file leaves them in
-# memory.
+# in-memory table's rows are spilled as they are. On the 1 GB rank (issue 42, 3.69 M
+# events) the report peaked at 1.66 GB instead of 2.83 GB, in 36.2 s instead of 34.3 s
+# (59-60 CPU s both, load 1.3-1.5; docs/benchmarks.md, Metrics at size). A small batch
+# pays the file's fixed cost (the file, its WAL, a checkpoint) for little memory: 83
+# metrics over dlrm_param_8xV100 (0.1 M events) took 2.9 s instead of 2.67 s; so below
+# FILE_FROM_EVENTS (~0.4 GB of tables in memory) they stay in memory. Before DuckDB 2.0 the
+# lanes' tables waited on each other in the one file (33 -> 44 CPU s). A spill folder that
+# cannot take the file leaves them in memory.
+FILE_FROM_EVENTS = 1_000_000
 SHARED_DB = "_cclq_shared"
 _SHARED_FILE = "shared.duckdb"
 
@@ -365,10 +369,14 @@ def _attach_shared(session: Session) -> None:
 
 
 def _shared_file(session: Session) -> Path | None:
-    """Where the shared tables are written: None (in memory) for a session without a
-    spill folder."""
+    """Where the shared tables are written: None (in memory) for a small batch without a
+    memory limit given, or a session without a spill folder (see above)."""
     if session.spill_dir is None:
         return None
+    if session.settings.memory_limit is None:
+        (events,) = session.execute("SELECT coalesce(sum(events_written), 0) FROM files").fetchone() or (0,)
+        if events < FILE_FROM_EVENTS:
+            return None
     return session.spill_dir / _SHARED_FILE
 
 

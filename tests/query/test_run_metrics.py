@@ -204,10 +204,10 @@ def test_a_batch_sharing_the_source_computes_a_derived_view_from_it(wh: Warehous
 
 
 def test_the_shared_tables_are_a_file_removed_afterwards(wh: Warehouse, monkeypatch):
-    """A batch writes its shared tables to a database file in the spill folder
-    (compressed, dropped unwritten when memory runs short), with or without a memory limit
-    given; the rows are those the metrics give alone, and the file is gone once the batch
-    is done."""
+    """A batch over many events, or under a memory limit given, writes its shared tables
+    to a database file in the spill folder (compressed, dropped unwritten when memory runs
+    short); a small one keeps them in memory. The rows are those the metrics give alone,
+    and the file is gone once the batch is done."""
     from cclq.query.settings import QuerySettings
 
     names = ("collective_skew", "collective_busbw", "hta_comm_comp_overlap", "hta_queue_length_summary")
@@ -226,13 +226,19 @@ def test_the_shared_tables_are_a_file_removed_afterwards(wh: Warehouse, monkeypa
         real(lane, name)
 
     monkeypatch.setattr(metrics, "_release", release)
-    for settings in (QuerySettings(), QuerySettings(memory_limit="500MB")):
+    for settings, file_from_events, in_file in (
+        (QuerySettings(), metrics.FILE_FROM_EVENTS, False),  # this warehouse is small
+        (QuerySettings(), 1, True),
+        (QuerySettings(memory_limit="500MB"), metrics.FILE_FROM_EVENTS, True),
+    ):
+        monkeypatch.setattr(metrics, "FILE_FROM_EVENTS", file_from_events)
         seen.clear()
         con = connect(wh, settings=settings)
         spill = con.spill_dir
         assert spill is not None
         batch = {n: sorted_rows(r.table) for n, r in run_metrics(con, specs).items()}
-        assert seen and all(path == str(spill / "shared.duckdb") and exists for path, exists in seen)
+        where = (str(spill / "shared.duckdb"), True) if in_file else ("None", False)  # in memory: no path
+        assert seen and all(place == where for place in seen), (seen, where)
         assert not list(spill.iterdir())  # the file (and its WAL) removed with the batch
         attached = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [metrics.SHARED_DB])
         assert attached.fetchone() == (0,)
@@ -241,7 +247,7 @@ def test_the_shared_tables_are_a_file_removed_afterwards(wh: Warehouse, monkeypa
         assert all(runs for runs in batch.values())
 
 
-def test_a_spill_folder_that_cannot_take_the_file_keeps_the_shared_tables_in_memory(wh: Warehouse):
+def test_a_spill_folder_that_cannot_take_the_file_keeps_the_shared_tables_in_memory(wh: Warehouse, monkeypatch):
     """A spill folder where the shared tables' file cannot be made (here a folder stands
     at its name) leaves them in memory: the batch runs, with the rows the metrics give
     alone."""
@@ -249,6 +255,7 @@ def test_a_spill_folder_that_cannot_take_the_file_keeps_the_shared_tables_in_mem
     con = connect(wh)
     plain = {spec.name: sorted_rows(run_metric(con, spec)) for spec in specs}
     con.close()
+    monkeypatch.setattr(metrics, "FILE_FROM_EVENTS", 1)  # a file even for this small warehouse
     con = connect(wh)
     assert con.spill_dir is not None
     (con.spill_dir / "shared.duckdb").mkdir()
