@@ -35,7 +35,7 @@ def register(app: typer.Typer, name: str | None = None) -> None:
         return
     for info in app.registered_commands:
         assert info.callback is not None, "a command has a callback"
-        _ENTRIES[info.name or info.callback.__name__.lower().replace("_", "-")] = info
+        _ENTRIES[info.name or typer.main.get_command_name(info.callback.__name__)] = info
 
 
 def registered() -> dict[str, Entry]:

@@ -357,27 +357,30 @@ def _attach_shared(session: Session) -> None:
     import duckdb
 
     path = _shared_file(session)
-    if path is not None:
+    if path is not None and _in_a_file(session):
         try:
             for stale in (path, path.with_name(path.name + ".wal")):  # a batch before this one that failed
                 stale.unlink(missing_ok=True)
             session.execute(f"ATTACH {quote_literal(str(path))} AS {SHARED_DB}")
             return
-        except (OSError, duckdb.Error):  # a spill folder that cannot take it: in memory, as without a limit
+        except (OSError, duckdb.Error):  # a spill folder that cannot take it: in memory, as a small batch
             pass
     session.execute(f"ATTACH ':memory:' AS {SHARED_DB}")
 
 
 def _shared_file(session: Session) -> Path | None:
-    """Where the shared tables are written: None (in memory) for a small batch without a
-    memory limit given, or a session without a spill folder (see above)."""
-    if session.spill_dir is None:
-        return None
-    if session.settings.memory_limit is None:
-        (events,) = session.execute("SELECT coalesce(sum(events_written), 0) FROM files").fetchone() or (0,)
-        if events < FILE_FROM_EVENTS:
-            return None
-    return session.spill_dir / _SHARED_FILE
+    """Where the shared tables' file is when there is one: None for a session without a
+    spill folder."""
+    return None if session.spill_dir is None else session.spill_dir / _SHARED_FILE
+
+
+def _in_a_file(session: Session) -> bool:
+    """Whether the batch writes its shared tables to the file (see above): a memory limit
+    was given, or its traces hold FILE_FROM_EVENTS events or more."""
+    if session.settings.memory_limit is not None:
+        return True
+    (events,) = session.execute("SELECT coalesce(sum(events_written), 0) FROM files").fetchone() or (0,)
+    return bool(events >= FILE_FROM_EVENTS)
 
 
 def _detach_shared(session: Session) -> None:
@@ -385,7 +388,7 @@ def _detach_shared(session: Session) -> None:
     session.execute(f"DETACH DATABASE IF EXISTS {SHARED_DB}")
     if (path := _shared_file(session)) is not None:
         for made in (path, path.with_name(path.name + ".wal")):
-            with suppress(OSError):  # not made (``_attach_shared`` fell back to memory)
+            with suppress(OSError):  # not made (in memory, or ``_attach_shared`` fell back to it)
                 made.unlink(missing_ok=True)
 
 

@@ -27,15 +27,15 @@ if TYPE_CHECKING:
 
 MEMORY_ENV = "CCLQ_MEMORY_LIMIT"
 SPILL_ENV = "CCLQ_SPILL_DIR"
-# Without a memory limit: this much per core (a batch runs a lane per core,
-# cclq.query.lanes), and at most this share of the machine's memory (DuckDB's own default
+# Without a memory limit: this much per core (DuckDB runs a thread per core, shared among
+# a batch's lanes, cclq.query.lanes), and at most this share of the machine's memory (DuckDB's own default
 # is 80%, which leaves too little to Python, pyarrow and a second process). Beyond it
 # DuckDB spills; the batch's shared tables are a compressed file (cclq.query.metrics), so
 # what spills is the queries' own working rows. On the 1 GB rank (issue 42, 2 cores, load
 # 1.3-1.5) the report took 34.3 s at 2.83 GB peak with half the RAM (12 GB) and the tables
 # in memory; 36.2 s at 1.66 GB with the file and half the RAM; with the file and 1,200 MB,
 # 35.7 s at 1.37 GB (1 GiB: 39.3 s, 1.20 GB). DuckDB's own sizing guide asks 1-2 GB a
-# thread for heavy aggregations, and a batch's lane runs one or two threads.
+# thread for heavy aggregations.
 DEFAULT_MEMORY_PER_CORE = 600 << 20
 DEFAULT_MEMORY_SHARE = 0.5
 # ... and this share of the address space the process may map, where that is limited
