@@ -136,7 +136,13 @@ def test_uploads_sent_together_are_computed_together_each_with_its_own_answer(tm
         assert ahead["status"] == "done"
         # only the new workload is computed for the board; the three before are kept as they were
         assert "board updated: 1 workload(s) computed, 3 kept" in ahead["log"], ahead["log"]
-        wait_for(lambda: job_state(server, pair[0]).get("shared") is True, timeout=240, what="the pair's metrics")
+        # both marked (the worker marks them one after the other): a kill between the two
+        # would find the second ingested but not yet computing with the first
+        wait_for(
+            lambda: all(job_state(server, p).get("shared") is True for p in pair),
+            timeout=240,
+            what="the pair's metrics",
+        )
         os.kill(job_state(server, pair[0])["pid"], signal.SIGKILL)
         again = [server.wait(i) for i in pair]
         assert [d["status"] for d in again] == ["done", "done"], again
