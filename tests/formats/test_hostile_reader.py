@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import struct
 import subprocess
 import sys
 import zlib
@@ -232,15 +233,29 @@ def test_a_raised_string_bound_lets_a_long_string_through(tmp_path, wh, reader):
 
 
 def _gzip_stream(path: Path, head: bytes, fill: bytes, mb: int, tail: bytes) -> None:
-    """A gzip file of ``head`` + ``mb`` MiB of ``fill`` + ``tail``, written without holding it."""
-    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    """A gzip file of ``head`` + ``mb`` MiB of ``fill`` + ``tail``, written without holding it.
+
+    The MiB of ``fill`` is deflated once and its bytes written ``mb`` times: after a full
+    flush the compressor starts afresh, so each copy is what deflating that MiB again
+    would give (zlib level 9 over a GiB took 6 s a file, a third of each bomb test)."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate: the gzip frame is ours
     block = fill * (MIB // len(fill))
+    crc = zlib.crc32(head)
     with open(path, "wb") as f:
-        f.write(comp.compress(head))
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff")  # gzip, deflate, no name, mtime 0
+        f.write(comp.compress(head) + comp.flush(zlib.Z_FULL_FLUSH))
+        deflated = comp.compress(block) + comp.flush(zlib.Z_FULL_FLUSH)
         for _ in range(mb):
-            f.write(comp.compress(block))
-        f.write(comp.compress(tail))
-        f.write(comp.flush())
+            f.write(deflated)
+            crc = zlib.crc32(block, crc)
+        f.write(comp.compress(tail) + comp.flush())
+        f.write(struct.pack("<II", zlib.crc32(tail, crc), (len(head) + mb * len(block) + len(tail)) & 0xFFFFFFFF))
+
+
+def test_the_bomb_writer_writes_the_gzip_of_what_it_says(tmp_path):
+    path = tmp_path / "b.json.gz"
+    _gzip_stream(path, b"[", b"ab", 3, b"]")
+    assert gzip.decompress(path.read_bytes()) == b"[" + b"ab" * (3 * MIB // 2) + b"]"
 
 
 @pytest.mark.slow
