@@ -24,6 +24,7 @@ import pyarrow as pa
 from cclq.errors import QueryError
 from cclq.query.applicability import Plan, plan, trace_facts
 from cclq.query.cache import (
+    columns_path,
     inputs_key,
     is_cached,
     read_cached,
@@ -682,15 +683,24 @@ def empty_result(session: Session, spec: MetricSpec, params: dict[str, str]) -> 
 
     if PATH_TABLE in spec.sql:
         return None
+    cached = result_path(session, spec, params)
+    if cached is not None:
+        cached = columns_path(cached)
+        table = read_cached(cached)
+        if table is not None:
+            return table
     session.temp_view("metric_scope", _SCOPE)
     if spec.params or mentions(spec.sql, "metric_params"):
         session.temp_view("metric_params", params_relation(spec, params))
     try:
         names = [str(d[0]) for d in session.relation(f"SELECT * FROM ({spec.sql}) LIMIT 0").description]
         select, _ = _result_columns(spec, names)
-        return session.arrow(f"SELECT {', '.join(select)} FROM ({spec.sql}) AS m LIMIT 0")
+        table = session.arrow(f"SELECT {', '.join(select)} FROM ({spec.sql}) AS m LIMIT 0")
     except (duckdb.Error, QueryError):
         return None
+    if cached is not None:
+        store_result(table, cached)
+    return table
 
 
 def catalog_rows(run: MetricRun) -> pa.Table:

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import invoke as run_cli
 from helpers.traces import write_trace
 from helpers.warehouse import run_ingest
 
