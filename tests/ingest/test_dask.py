@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from helpers.cache import own_cache
 from helpers.cli import run_cli
 from helpers.presentation_traces import board_workloads
 from helpers.traces import write_trace
@@ -176,7 +177,7 @@ def test_shared_file_system_ingest_and_metric_on_dask_worker_processes(inputs, l
     from helpers.s3 import start_cclq
 
     wh = Warehouse(tmp_path / "wh")
-    env = {**os.environ, "CCLQ_CACHE_DIR": str(tmp_path / "user-cache")}
+    env = {**os.environ, "CCLQ_CACHE_DIR": own_cache(tmp_path / "user-cache")}
     with dask_processes(tmp_path / "cluster", env, workers=2) as cluster:
         job = start_cclq("ingest", str(inputs), "-w", str(wh.root), "-q", "--dask", cluster.address, env=env)
         killed = cluster.kill_worker_when(

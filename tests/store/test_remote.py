@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cache import own_cache
 from tests.helpers.s3 import make_bucket, moto_server, run_cclq, s3_env, start_cclq, upload_tree
 
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
@@ -43,7 +44,7 @@ def s3(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str
     bucket = f"test-{os.getpid()}-{next(_buckets)}"
     make_bucket(server, bucket)
     env = s3_env(server, tmp_path / "cache")
-    env["CCLQ_CACHE_DIR"] = str(tmp_path / "user-cache")
+    env["CCLQ_CACHE_DIR"] = own_cache(tmp_path / "user-cache")
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return {**env, "BUCKET": bucket}
@@ -467,6 +468,7 @@ def test_dask_running_markers_in_the_bucket(s3: dict[str, str], tmp_path: Path) 
     bystander are objects under the warehouse's tmp/dask-<run>/: counted per file,
     removed by the parse that ends, all gone at the end of the ingest."""
     from cclq.ingest.dask import Outbox
+    from cclq.query.view_catalog import catalog_file
     from cclq.store.objects import ObjectStore
 
     url = f"s3://{s3['BUCKET']}/wh"
@@ -476,7 +478,9 @@ def test_dask_running_markers_in_the_bucket(s3: dict[str, str], tmp_path: Path) 
     assert (outbox.count("f1"), outbox.count("f2"), outbox.count("f3")) == (2, 1, 0)
     outbox.unmark(second)
     assert outbox.count("f1") == 1 and first != second
-    assert not list(tmp_path.iterdir())  # nothing on this disk
+    # nothing on this disk (but the compiled views the fixture put in the cache folder)
+    assert [p.name for p in tmp_path.iterdir()] == [Path(s3["CCLQ_CACHE_DIR"]).name]
+    assert [p.name for p in Path(s3["CCLQ_CACHE_DIR"]).iterdir()] == [catalog_file().name]
     outbox.clear_markers()
     assert ObjectStore(url).list("tmp") == {}
 

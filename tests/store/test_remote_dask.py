@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers.cache import own_cache
 from tests.helpers.rows import close
 from tests.helpers.s3 import make_bucket, moto_server, run_cclq, s3_env, start_cclq, upload_tree
 
@@ -72,13 +73,13 @@ def test_metric_on_dask_workers_that_share_only_the_bucket(tmp_path: Path) -> No
         env = {
             **os.environ,
             **s3_env(endpoint, tmp_path / "client-cache"),
-            "CCLQ_CACHE_DIR": str(tmp_path / "client-user-cache"),
+            "CCLQ_CACHE_DIR": own_cache(tmp_path / "client-user-cache"),
         }
         r = run_cclq("ingest", str(local), "-w", url, "-j", "1", "-q", env=env)
         assert r.returncode == 0, r.stderr
 
         def own_folders(home: Path) -> dict[str, str]:  # its own cache, and nothing else shared
-            return {"CCLQ_REMOTE_CACHE": str(home / "cache"), "CCLQ_CACHE_DIR": str(home / "user-cache")}
+            return {"CCLQ_REMOTE_CACHE": str(home / "cache"), "CCLQ_CACHE_DIR": own_cache(home / "user-cache")}
 
         with dask_processes(tmp_path / "cluster", env, workers=2, worker_env=own_folders) as cluster:
             args = ["metric", *METRICS, "--all", "--allow-partial", "--no-cache", "-f", "csv", "-w", url]
@@ -161,7 +162,7 @@ def test_ingest_and_metric_on_dask_workers_that_share_only_the_bucket(
         env = {
             **os.environ,
             **s3_env(endpoint, tmp_path / "client-cache"),
-            "CCLQ_CACHE_DIR": str(tmp_path / "client-user-cache"),
+            "CCLQ_CACHE_DIR": own_cache(tmp_path / "client-user-cache"),
         }
         for k, v in s3_env(endpoint, tmp_path / "test-cache").items():
             monkeypatch.setenv(k, v)
@@ -170,7 +171,7 @@ def test_ingest_and_metric_on_dask_workers_that_share_only_the_bucket(
         assert plain.returncode == 0, plain.stderr
 
         def own_folders(home: Path) -> dict[str, str]:
-            return {"CCLQ_REMOTE_CACHE": str(home / "cache"), "CCLQ_CACHE_DIR": str(home / "user-cache")}
+            return {"CCLQ_REMOTE_CACHE": str(home / "cache"), "CCLQ_CACHE_DIR": own_cache(home / "user-cache")}
 
         with dask_processes(tmp_path / "cluster", env, workers=2, worker_env=own_folders) as cluster:
             job = start_cclq("ingest", "s3://dask-in/traces", "-w", url, "-q", "--dask", cluster.address, env=env)
