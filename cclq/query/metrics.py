@@ -678,7 +678,8 @@ def _result_columns(spec: MetricSpec, names: list[str]) -> tuple[list[str], list
 def empty_result(session: Session, spec: MetricSpec, params: dict[str, str]) -> pa.Table | None:
     """The metric's result with no rows: its columns and types, bound by DuckDB without
     running the query (``LIMIT 0``). None where it cannot be bound that way (a metric with
-    a Python step, or a query that does not compile: its run says so)."""
+    a Python step, or a query that does not compile: its run says so). A session with a
+    cache keeps it beside where the result would be (``columns_path``)."""
     import duckdb
 
     if PATH_TABLE in spec.sql:
