@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.cli import invoke as run_cli
+from helpers.cli import invoke
 from helpers.traces import write_trace
 from helpers.warehouse import run_ingest
 
@@ -77,7 +77,7 @@ def wh(tmp_path_factory) -> Warehouse:
 
 
 def test_report_json_says_what_was_traced(wh):
-    part = run_cli("report", "h100_part", "-w", str(wh.root), "--format", "json")
+    part = invoke("report", "h100_part", "-w", str(wh.root), "--format", "json")
     assert part.returncode == 0, part.stderr
     data = json.loads(part.stdout)
     assert data["traced"] == {
@@ -88,14 +88,14 @@ def test_report_json_says_what_was_traced(wh):
     }
     assert data["hardware"] == {"model": H100, "count": 4, "source": "trace"}
     assert "PARTIAL: 1 of 4 ranks traced" in data["headline"] and f"4 x {H100}" in data["headline"]
-    whole = json.loads(run_cli("report", "v100_whole", "-w", str(wh.root), "--format", "json").stdout)
+    whole = json.loads(invoke("report", "v100_whole", "-w", str(wh.root), "--format", "json").stdout)
     assert whole["traced"] == {"ranks_seen": 2, "world_size": 2, "text": "2 of 2 ranks traced", "partial": None}
     assert whole["hardware"] == {"model": V100, "count": 2, "source": "trace"}
     assert "PARTIAL" not in whole["headline"]
 
 
 def test_report_text_and_html_mark_partial(wh):
-    text = run_cli("report", "h100_part", "-w", str(wh.root))
+    text = invoke("report", "h100_part", "-w", str(wh.root))
     assert text.returncode == 0, text.stderr
     out = text.stdout
     assert "1 of 4 ranks traced" in out
@@ -104,16 +104,16 @@ def test_report_text_and_html_mark_partial(wh):
     assert "4 ranks," not in out  # never the world size alone as if it were traced
     titles = [line for line in out.splitlines() if "(partial: 1 of 4 ranks)" in line]
     assert titles, out  # every category table that shows numbers
-    html = run_cli("report", "h100_part", "-w", str(wh.root), "--format", "html").stdout
+    html = invoke("report", "h100_part", "-w", str(wh.root), "--format", "html").stdout
     assert "<strong>Partial:</strong> 1 of 4 ranks traced" in html
     assert "(partial: 1 of 4 ranks)</h3>" in html
     assert f"4 x {H100}" in html
-    whole = run_cli("report", "v100_whole", "-w", str(wh.root)).stdout
+    whole = invoke("report", "v100_whole", "-w", str(wh.root)).stdout
     assert "2 of 2 ranks traced" in whole and "partial" not in whole.lower()
 
 
 def test_diff_states_what_differs_before_the_tables(wh):
-    done = run_cli("diff", "h100_part", "v100_whole", "-w", str(wh.root))
+    done = invoke("diff", "h100_part", "v100_whole", "-w", str(wh.root))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     at = lines.index("A and B differ in what was traced:")
@@ -127,7 +127,7 @@ def test_diff_states_what_differs_before_the_tables(wh):
     assert at < first_table
     assert "A partial: 1 of 4 ranks" in lines[first_table]
     assert any(x.startswith("A is PARTIAL (1 of 4 ranks traced)") for x in lines[:at])
-    data = json.loads(run_cli("diff", "h100_part", "v100_whole", "-w", str(wh.root), "--format", "json").stdout)
+    data = json.loads(invoke("diff", "h100_part", "v100_whole", "-w", str(wh.root), "--format", "json").stdout)
     assert data["differences"] == [
         f"hardware: A 4 x {H100}, B 2 x {V100}",
         "world size: A 4, B 2",
@@ -152,7 +152,7 @@ def test_diff_html_has_the_differences_and_the_reports_plots(wh, tmp_path):
     """The page says what differs, marks A partial, and draws for each side the figures
     `cclq report --format html` draws for that trace (the same figure keys)."""
     page = tmp_path / "diff.html"
-    done = run_cli("diff", "h100_part", "v100_whole", "-w", str(wh.root), "--format", "html", "-o", str(page))
+    done = invoke("diff", "h100_part", "v100_whole", "-w", str(wh.root), "--format", "html", "-o", str(page))
     assert done.returncode == 0, done.stderr
     html = page.read_text()
     assert "<strong>A and B differ in what was traced:</strong>" in html
@@ -160,7 +160,7 @@ def test_diff_html_has_the_differences_and_the_reports_plots(wh, tmp_path):
     assert "<li>world size: A 4, B 2</li><li>partial: A 1 of 4 ranks, B no</li>" in html
     assert "metrics: B against A (A partial: 1 of 4 ranks)</h3>" in html
     for side, trace in (("A", "h100_part"), ("B", "v100_whole")):
-        report = run_cli("report", trace, "-w", str(wh.root), "--format", "html").stdout
+        report = invoke("report", trace, "-w", str(wh.root), "--format", "html").stdout
         keys = re.findall(r'<figure class="plot" id="fig-([\w-]+)"', report)
         assert keys, report[:500]
         assert re.findall(rf'<figure class="plot" id="fig-([\w-]+)-{side}-{trace}"', html) == keys
