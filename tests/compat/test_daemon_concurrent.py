@@ -60,8 +60,12 @@ def test_a_pool_of_calls_on_a_fresh_warehouse(setup):  # noqa: F811
     computed = [name.split()[0] for line in batches for name in line.split(": ", 2)[2].split(", ")]
     assert set(METRICS) <= set(computed) and len(computed) == len(set(computed)), log  # each once
     assert len(batches) < len(METRICS)  # metrics asked at once share a batch
-    # the first batch, asked for several metrics at once, computed CCL-Bench's website's too
-    assert "ttft" in computed and "mfu" in computed
+    # a first batch asked for several metrics at once computes CCL-Bench's website's too; on a
+    # loaded machine the first call can be alone when its batch starts (then it is not a pool)
+    first = batches[0].split(": ", 2)[2].split(", ")
+    first_asked = [name.split()[0] for name in first if name.split()[0] in METRICS]
+    website = [name.split()[0] for name in first if name.split()[0] in ("ttft", "mfu")]
+    assert (len(website) == 2) == (len(first_asked) >= 2), batches[0]
 
 
 def test_calls_of_other_environments_wait_for_each_other(setup):  # noqa: F811
