@@ -164,9 +164,10 @@ def test_readme_install_is_what_ci_runs():
     # after pytest: the compiled parser's sanitizer run, which the README's Test section names
     sanitizers = ci[ci.index("# --- the compiled reader under AddressSanitizer") :]
     assert "-fsanitize=address,undefined" in sanitizers and '-m "" tests/formats/' in sanitizers
+    assert 'LDFLAGS="-fsanitize=address,undefined" pip install --no-deps -e .' in sanitizers  # the rebuild
     assert "AddressSanitizer and UBSan" in test_section
     # and the second DuckDB release, whose run the README names
-    ci_other = commands(ci[ci.index("# --- the other DuckDB release") :])
+    ci_other = commands(ci[ci.index("# --- the other DuckDB release") : ci.index("stage sanitizers")])
     assert ci_other[-1] in test_section, "README's Test section does not say CI's run on the other DuckDB"
 
 
