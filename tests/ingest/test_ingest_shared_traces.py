@@ -17,6 +17,7 @@ from helpers.paths import require_shared
 from helpers.warehouse import query, run_ingest
 
 from cclq.formats.chrome.ijson_reader import XPROF_END_MARKER
+from cclq.ingest.report import IngestReport
 from cclq.store.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
@@ -42,12 +43,18 @@ def _chrome_files(traces: Path) -> list[tuple[str, Path, object]]:
 
 
 @pytest.fixture(scope="module")
-def shared_warehouse(tmp_path_factory) -> tuple[Warehouse, list]:
+def shared_ingest(tmp_path_factory) -> tuple[Warehouse, IngestReport]:
+    """The shared traces ingested once for the module, and what the ingest reported."""
     traces = require_shared()
     wh = Warehouse(tmp_path_factory.mktemp("shared") / "wh")
     report = run_ingest([traces], wh, jobs=2)
     assert not report.failed, [o.message for o in report.failed]
-    return wh, _chrome_files(traces)
+    return wh, report
+
+
+@pytest.fixture(scope="module")
+def shared_warehouse(shared_ingest) -> tuple[Warehouse, list]:
+    return shared_ingest[0], _chrome_files(require_shared())
 
 
 def test_every_chrome_json_workload_is_ingested(shared_warehouse):
@@ -142,14 +149,11 @@ def test_dlrm_ranks_come_from_distributed_info(shared_warehouse):
     assert query(wh, "SELECT world_size, ranks_seen FROM traces WHERE trace = 'dlrm_param_8xV100'") == [(8, 8)]
 
 
-def test_every_input_of_the_shared_traces_is_taken(tmp_path):
+def test_every_input_of_the_shared_traces_is_taken(shared_ingest):
     """Every format in ../shared/traces is read: Kineto/Chrome and xprof JSON, Nsight
     Systems exports, execution traces. Only an xplane.pb whose JSON sits beside it is
     skipped (the JSON is read instead)."""
-    traces = require_shared()
-    wh = Warehouse(tmp_path / "wh")
-    report = run_ingest([traces], wh, jobs=2)
-    assert not report.failed, [o.message for o in report.failed]
+    wh, report = shared_ingest
     skipped = [(Path(o.path).name, o.message) for o in report.outcomes if o.status == "skipped"]
     assert [name for name, _ in skipped] == ["34.83.195.179_6003.xplane.pb"], skipped
     formats = {f for (f,) in query(wh, "SELECT DISTINCT format FROM files")}
