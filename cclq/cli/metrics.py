@@ -213,12 +213,12 @@ def metric(
         for n in names:
             _explain(resolve(n, version))
         return
-    from cclq.query.registry import registry
+    from cclq.query.registry import metric_names
 
     ingest_failed = False
     looked: list[str] = []
-    if names and any(n not in registry() for n in names):
-        names, looked, ingest_failed = first_look(warehouse_at(warehouse), list(names), set(registry()))
+    if names and any(n not in metric_names() for n in names):
+        names, looked, ingest_failed = first_look(warehouse_at(warehouse), list(names), set(metric_names()))
         trace = [*(trace or []), *looked]
     if all_traces == bool(trace):
         raise UsageError("say which traces: --all, --trace T (repeatable), or a trace folder or file to ingest")
@@ -278,10 +278,11 @@ def _check_traces(wh: Warehouse, selection: list[str]) -> list[str]:
     nearest ids (the same id in another case first)."""
     import fnmatch
 
+    from cclq.store.summary_cache import read_summary
+
     if not selection:
         return selection
-    with wh.open_snapshot() as snapshot:
-        known = snapshot.trace_ids()
+    known = read_summary(wh).trace_ids()
     out: list[str] = []
     for t in selection:
         if t in known:
@@ -307,11 +308,20 @@ def _one_metric(
     output: Path | None,
     dask: str | None,
 ) -> None:
-    from cclq.query.cache import cached_result
-    from cclq.query.metrics import run_metric
+    from cclq.query.cache import cached_result, cached_rows
 
+    title = f"{spec.label} ({spec.unit})"
+    if not no_cache and fmt is not OutputFormat.parquet:
+        rows = cached_rows(wh, spec, params, selection)  # a repeat: neither DuckDB nor pyarrow
+        if rows is not None:
+            from cclq.present.render import write_rows
+
+            write_rows(*rows, fmt, output=output, title=title)
+            return
     table = None if no_cache else cached_result(wh, spec, params, selection)  # no DuckDB for a repeat
     if table is None:
+        from cclq.query.metrics import run_metric
+
         with open_session(wh, settings, traces=selection, cache=not no_cache) as session:
             if dask is None:
                 from cclq.query.metrics import batch_queries, shared_views
@@ -326,7 +336,7 @@ def _one_metric(
 
                 with CountedProgress(f"{spec.name} on dask: partitions") as bar:
                     table = run_metric_on_dask(session, spec, params, dask, on_partition=bar.update)
-    write_table(table, fmt, output=output, title=f"{spec.label} ({spec.unit})")
+    write_table(table, fmt, output=output, title=title)
 
 
 def _several_metrics(

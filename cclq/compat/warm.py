@@ -277,7 +277,7 @@ class WarmCalls:
         from cclq.query.cache import result_file
 
         with call.wh.open_snapshot() as snapshot:
-            return result_file(call.wh.cache_dir, snapshot, [trace], call.spec, call.params).exists()
+            return result_file(call.wh.cache_dir, snapshot.summary, [trace], call.spec, call.params).exists()
 
     def prepare(self, argv: list[str]) -> None:
         """The whole preparation in this thread, as one call does it (for tests)."""
@@ -346,7 +346,7 @@ def compute_for_all(wh: Warehouse, spec: MetricSpec, params: dict[str, str], tra
     from cclq.query.session import QuerySettings, connect
 
     with wh.open_snapshot() as snapshot:
-        paths = {t: result_file(wh.cache_dir, snapshot, [t], spec, params) for t in traces}
+        paths = {t: result_file(wh.cache_dir, snapshot.summary, [t], spec, params) for t in traces}
         snapshot_id = snapshot.id
     if paths[trace].exists():
         return False
@@ -388,7 +388,7 @@ def compute_batch(wh: Warehouse, specs: list[MetricSpec], overrides: dict[str, s
 
     with wh.open_snapshot() as snapshot:
         paths = {
-            (s.label, t): result_file(wh.cache_dir, snapshot, [t], s, params_for(s, overrides))
+            (s.label, t): result_file(wh.cache_dir, snapshot.summary, [t], s, params_for(s, overrides))
             for s in specs
             for t in traces
         }

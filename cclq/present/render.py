@@ -25,13 +25,13 @@ import sys
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TextIO
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cclq.errors import UsageError
 from cclq.present.output import OutputFormat, json_text
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAX_TABLE_ROWS = 500
 
@@ -125,18 +125,33 @@ class _LineEnds:
 def write_table(
     table: pa.Table, fmt: OutputFormat, out: TextIO | None = None, output: Path | None = None, title: str | None = None
 ) -> None:
-    out = out or sys.stdout
     if fmt is OutputFormat.parquet:
         if output is None:
             raise UsageError("--format parquet needs --output FILE")
+        import pyarrow.parquet as pq
+
         pq.write_table(table, output)
         return
+    write_rows(table.column_names, table.to_pylist(), fmt, out, output, title)
+
+
+def write_rows(
+    names: list[str],
+    rows: list[dict[str, Any]],
+    fmt: OutputFormat,
+    out: TextIO | None = None,
+    output: Path | None = None,
+    title: str | None = None,
+) -> None:
+    """``write_table`` of a table's column names and rows (``Table.to_pylist``'s): the same
+    text, without pyarrow (a cached metric's rows, ``cclq.query.cache.cached_rows``)."""
+    if fmt is OutputFormat.parquet:
+        raise ValueError("Parquet is written from a table: write_table")
+    out = out or sys.stdout
     if output is not None:
         with open(output, "w", newline="") as f:
-            write_table(table, fmt, f, None, title)
+            write_rows(names, rows, fmt, f, None, title)
         return
-    names = table.column_names
-    rows = table.to_pylist()
     if fmt is OutputFormat.csv:
         w = csv.writer(_LineEnds(out), lineterminator="\r\n")
         w.writerow(names)

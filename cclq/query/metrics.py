@@ -85,7 +85,7 @@ def _query_path(session: Session, label: str, sql: str) -> Path | None:
     """Where ``run_cached_query`` keeps the result of this query (None: no cache)."""
     if session.cache_dir is None:
         return None
-    key = inputs_key(session.snapshot, session.traces, ("query", label, sql))
+    key = inputs_key(session.snapshot.summary, session.traces, ("query", label, sql))
     return session.cache_dir / f"query.{label}.{key}.parquet"
 
 

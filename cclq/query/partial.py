@@ -2,13 +2,14 @@
 commits what was parsed, and a re-run finishes it), a folder with files missing, or a
 sample of a run's ranks. Their metrics cover the ranks present only, so ingest and
 `cclq traces` say so (the `traces` view's `flag` says the same, by the same rule:
-``expected_ranks``). Read from the snapshot's catalog tables, without starting the query
-engine (a cached metric never starts it either)."""
+``expected_ranks``). Read from the snapshot's facts (``cclq.store.summary_cache``),
+without the query engine or pyarrow (a cached metric loads neither)."""
 
 from __future__ import annotations
 
 import math
 
+from cclq.store.summary_cache import read_summary
 from cclq.store.warehouse import Warehouse
 
 HOST_PROFILE_FORMATS = frozenset({"xprof"})  # one file per host, holding all of its devices
@@ -34,33 +35,24 @@ def expected_ranks(
 def partial_traces(wh: Warehouse, selection: list[str] | None = None) -> dict[str, str]:
     """trace -> 'N of M ranks' for the selected traces (all with None) that hold fewer
     ranks than ``expected_ranks``."""
-    with wh.open_snapshot() as snapshot:
-        files = snapshot.tables["files"].select(["trace", "world_size", "format"]).to_pylist()
-        parts = snapshot.tables["parts"].select(["trace", "rank"]).to_pylist()
-        cards = {
-            row["trace"]: row
-            for row in snapshot.tables["cards"].select(["trace", "total_count", "count_per_node"]).to_pylist()
-        }
+    catalog = read_summary(wh)
+    cards = {trace: (total, per_node) for trace, total, per_node in catalog.card_counts}
     wanted = None if selection is None else set(selection)
     world: dict[str, int | None] = {}
     formats: dict[str, set[str]] = {}
-    for row in files:
-        if wanted is not None and row["trace"] not in wanted:
+    for t, world_size, fmt in catalog.file_ranks:
+        if wanted is not None and t not in wanted:
             continue
-        t = row["trace"]
-        formats.setdefault(t, set()).add(row["format"])
-        if row["world_size"] is not None:
-            world[t] = max(world.get(t) or 0, row["world_size"])
+        formats.setdefault(t, set()).add(fmt)
+        if world_size is not None:
+            world[t] = max(world.get(t) or 0, world_size)
         else:
             world.setdefault(t, None)
-    ranks: dict[str, set[int]] = {}
-    for row in parts:
-        ranks.setdefault(row["trace"], set()).add(row["rank"])
     out = {}
     for trace in sorted(world):
-        card = cards.get(trace, {})
-        size = expected_ranks(world[trace], formats[trace], card.get("total_count"), card.get("count_per_node"))
-        seen = len(ranks.get(trace, ()))
+        total, per_node = cards.get(trace, (None, None))
+        size = expected_ranks(world[trace], formats[trace], total, per_node)
+        seen = len(catalog.ranks.get(trace, ()))
         if size is not None and seen < size:
             out[trace] = f"{seen} of {size} ranks"
     return out

@@ -41,11 +41,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-import pyarrow.parquet as pq
-
 from cclq.errors import UsageError
 from cclq.locations import WAREHOUSE_ENV, resolve_warehouse
-from cclq.store.catalog import CATALOG_SCHEMAS
 from cclq.store.objects import ObjectStore, cache_root, is_url, url_key
 from cclq.store.warehouse import CURRENT, DATA_FILE, MARKER, MARKER_TEXT, SNAPSHOT_ID, Snapshot, Warehouse
 
@@ -70,6 +67,7 @@ class RemoteWarehouse(Warehouse):
     """A warehouse on object storage, through its local copy (the module docstring)."""
 
     unique_ids = True
+    keeps_summaries = False
 
     def __init__(self, url: str) -> None:
         self.store = ObjectStore(url)
@@ -112,6 +110,8 @@ class RemoteWarehouse(Warehouse):
         folder = self.catalog_dir / snap_id
         if (folder / "files.parquet").is_file():
             return
+        from cclq.store.catalog import CATALOG_SCHEMAS
+
         self._make_copy()
         staging = self.root / "pull" / f"{snap_id}-{uuid.uuid4().hex[:8]}"
         self.store.download(
@@ -207,6 +207,8 @@ class RemoteWarehouse(Warehouse):
         base_id = self._base[1] if self._base else None
         if final == base_id:
             return
+        from cclq.store.catalog import CATALOG_SCHEMAS
+
         new = sorted(set(self._paths(final)) - self._base_paths - self.placed)
         self.store.upload([(self.root / p, p) for p in new])
         self.store.upload(
@@ -225,6 +227,8 @@ class RemoteWarehouse(Warehouse):
         self.collect_remote_garbage()
 
     def _paths(self, snap_id: str) -> list[str]:
+        import pyarrow.parquet as pq
+
         parts = pq.ParquetFile(self.catalog_dir / snap_id / "parts.parquet").read(columns=["path"])
         return parts.column("path").to_pylist()
 

@@ -10,6 +10,9 @@ Layout (everything is Parquet, so any tool can read it)::
       catalog/<id>/cards.parquet                the workload cards, flattened, one row per trace
       events/trace=<id>/<file_id>.<uniq>.parquet   data files (trace and rank are columns inside)
       cache/metrics/<name>.v<N>.<key>.parquet   metric results (see query.cache.result_file)
+      cache/metrics/<name>.v<N>.<key>.rows.json the same rows as JSON (query.cache.store_rows)
+      cache/snapshots/<id>.json                 a snapshot's facts, read without pyarrow
+                                                (store.summary_cache)
       tmp/                                      writes in progress (never read)
       spill/<pid>-<n>/                          what a query spills beyond its memory limit
       .lock                                     held by a running writer (ingest, compact)
@@ -36,6 +39,9 @@ its folder and ``catalog/``; the ``CURRENT`` pointer and the root. So after a po
 one. ``CCLQ_FSYNC=0`` turns this off (a scratch warehouse on a disk that loses nothing,
 or to measure it: ``cclq bench --commits``).
 
+pyarrow is imported where a catalog is read or written, not at the top: a repeat
+``cclq metric`` opens the warehouse and reads the kept facts without it.
+
 Readers (``open_snapshot``) hold a shared ``flock`` on their snapshot's
 ``files.parquet``. ``collect_garbage`` (writers only, under the lock) deletes a
 snapshot only when it can take that lock exclusively, then the data files that no
@@ -60,16 +66,20 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from cclq.errors import UsageError, show_path
 from cclq.locations import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, resolve_warehouse  # noqa: F401 (re-exported)
-from cclq.store.catalog import CatalogState, catalog_tables
+from cclq.store.catalog_summary import CatalogSummary
 from cclq.store.durable import fsync_all, fsync_enabled, fsync_path, read_only_error
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from cclq.store.catalog import CatalogState
 
 CURRENT = "CURRENT"
 MARKER = ".cclq-warehouse"
@@ -119,9 +129,14 @@ class Snapshot:
     def catalog_file(self, name: str) -> Path:
         return self.folder / f"{name}.parquet"
 
+    @cached_property
+    def summary(self) -> CatalogSummary:
+        """The snapshot's facts as plain values (``cclq.store.catalog_summary``)."""
+        return CatalogSummary.from_tables(self.id, self.tables)
+
     def trace_ids(self) -> list[str]:
         """Every trace id the snapshot's catalog holds files of, sorted."""
-        return sorted(set(self.tables["files"].column("trace").to_pylist()))
+        return self.summary.trace_ids()
 
     def data_files(self, table: str, traces: list[str] | None = None) -> list[Path]:
         """Absolute paths of the data files of ``table`` (optionally for some traces only),
@@ -160,6 +175,9 @@ class Warehouse:
     # snapshot ids with a random suffix: two writers that do not share this folder's lock
     # (a warehouse on object storage) never name two different snapshots alike
     unique_ids = False
+    # whether a snapshot's facts are kept as JSON beside the cache (summary_cache); a
+    # warehouse on object storage reads its local copy's CURRENT only after a fetch
+    keeps_summaries = True
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -241,6 +259,8 @@ class Warehouse:
             for d in (self.catalog_dir, self.tmp_dir):
                 d.mkdir(parents=True, exist_ok=True)
             if not self.exists():
+                from cclq.store.catalog import CatalogState
+
                 self.commit(CatalogState())
         except PermissionError as e:
             raise read_only_error(self.root, e) from e
@@ -314,6 +334,8 @@ class Warehouse:
         reads exactly what its client reads (the client's own lock keeps it from being
         collected meanwhile). One that is gone is a ``UsageError``.
         """
+        from cclq.store.catalog import catalog_tables
+
         self.require()
         if snapshot_id is not None:
             return self._open_pinned(snapshot_id)
@@ -347,6 +369,8 @@ class Warehouse:
             time.sleep(0.01)
 
     def _open_pinned(self, snap_id: str) -> Snapshot:
+        from cclq.store.catalog import catalog_tables
+
         if not _SNAPSHOT_ID.fullmatch(snap_id):
             raise UsageError(f"{self.root}: {snap_id!r} is not a catalog snapshot id")
         folder = self.catalog_dir / snap_id
@@ -367,6 +391,8 @@ class Warehouse:
 
     def read_state(self) -> CatalogState:
         """The current snapshot as an editable state (writers, under the lock)."""
+        from cclq.store.catalog import CatalogState
+
         with self.open_snapshot() as snap:
             return CatalogState.from_tables(snap.tables)
 
@@ -380,6 +406,8 @@ class Warehouse:
         anything fails before that last step, the previous snapshot stays current and the
         half-done work is garbage for ``collect_garbage``.
         """
+        import pyarrow.parquet as pq  # here: a repeat `cclq metric` opens a warehouse without pyarrow
+
         durable = fsync_enabled()
         moves = list(moves) + self._split_shared(state)
         changed: set[Path] = set()  # directories whose entries the renames changed
@@ -432,6 +460,9 @@ class Warehouse:
         files leave in ``state`` (changed, gone, replaced): rewritten with the rows of the
         files that stay, which ``state`` then points at. Otherwise a changed file's old
         rows would still be read from the shared file."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         if not self.exists():
             return []
         try:
@@ -474,6 +505,8 @@ class Warehouse:
     def collect_garbage(self) -> int:
         """Deletes snapshots no reader holds and data files no snapshot names (call under
         the lock). Returns how many data files went."""
+        import pyarrow.parquet as pq
+
         if not self.is_ours():
             raise UsageError(f"{show_path(self.root)} is not a cclq warehouse; nothing in it is collected")
         current = self.current_id()

@@ -120,7 +120,7 @@ def test_a_repeat_is_read_back_with_the_key_duckdb_would_compute(two_workloads):
         con = connect(wh, traces=traces, cache=True)
         computed = run_metric(con, spec)
         with wh.open_snapshot() as snapshot:
-            assert metric_key(snapshot, traces, spec, {}) == cache_key(con, spec, {})
+            assert metric_key(snapshot.summary, traces, spec, {}) == cache_key(con, spec, {})
         con.close()
         assert cached_result(wh, spec, {}, traces) == computed
     assert cached_result(wh, spec, {"x": "1"}, None) is None  # other parameters: another key

@@ -390,8 +390,9 @@ def test_a_commit_that_fails_fails_that_file_alone(tmp_path, wh, monkeypatch, gr
     committed again file by file, rank1 fails, the files around it are committed, its data
     file is collected, and a later run takes it. Small files parsed in a group share a
     data file, so they are committed, or fail, together."""
+    import pyarrow.parquet as pq  # what Warehouse.commit writes the snapshot with
+
     import cclq.ingest.run as run_module
-    import cclq.store.warehouse as warehouse_module
 
     if not grouped:
         monkeypatch.setattr(run_module, "SMALL_FILE_BYTES", 0)
@@ -399,14 +400,14 @@ def test_a_commit_that_fails_fails_that_file_alone(tmp_path, wh, monkeypatch, gr
     root = tmp_path / "work"
     for r in range(3):
         _good(root, f"rank{r}.json", r)
-    real_write = warehouse_module.pq.write_table
+    real_write = pq.write_table
 
     def write_table(table, path, *args, **kwargs):
         if "relpath" in table.column_names and "rank1.json" in table.column("relpath").to_pylist():
             raise OSError(5, "Input/output error")
         return real_write(table, path, *args, **kwargs)
 
-    monkeypatch.setattr(warehouse_module.pq, "write_table", write_table)
+    monkeypatch.setattr(pq, "write_table", write_table)
     report = run_ingest([root], wh)
     if grouped:
         assert [o.status for o in report.outcomes] == ["failed"] * 3

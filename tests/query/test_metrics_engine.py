@@ -14,7 +14,7 @@ from helpers.warehouse import run_every_version, run_ingest
 
 from cclq.errors import UsageError
 from cclq.query.metrics import run_metric
-from cclq.query.registry import parse_metric_file, registry, resolve
+from cclq.query.registry import forget_metric_files, parse_metric_file, registry, resolve
 from cclq.query.session import connect
 from cclq.synth.kineto import KinetoTraceBuilder
 
@@ -107,13 +107,13 @@ def test_latest_version_runs_unless_pinned(tmp_path, monkeypatch, two):
     (d / "v1.sql").write_text(header.format(v=1) + "SELECT trace, 1 AS value FROM metric_scope GROUP BY trace")
     (d / "v2.sql").write_text(header.format(v=2) + "SELECT trace, 2 AS value FROM metric_scope GROUP BY trace")
     monkeypatch.setattr("cclq.query.registry.sql_root", lambda: sql)
-    registry.cache_clear()
+    forget_metric_files()
     try:
         con = connect(two)
         assert {r["value"] for r in run_metric(con, resolve("demo")).to_pylist()} == {2.0}
         assert {r["value"] for r in run_metric(con, resolve("demo", 1)).to_pylist()} == {1.0}
     finally:
-        registry.cache_clear()
+        forget_metric_files()
 
 
 def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_path, monkeypatch, two):
@@ -138,7 +138,7 @@ def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_pa
     """)
     )
     monkeypatch.setattr("cclq.query.registry.sql_root", lambda: sql)
-    registry.cache_clear()
+    forget_metric_files()
     try:
         con = connect(two)
         rows = {r["trace"]: (r["value"], r["reason"]) for r in run_metric(con, resolve("chips")).to_pylist()}
@@ -148,7 +148,7 @@ def test_params_come_from_the_command_line_then_the_card_then_the_default(tmp_pa
         with pytest.raises(UsageError, match="takes no parameter"):
             run_metric(con, resolve("chips"), {"bogus": "1"})
     finally:
-        registry.cache_clear()
+        forget_metric_files()
 
 
 def test_a_param_that_is_not_a_number_is_a_usage_error(two):

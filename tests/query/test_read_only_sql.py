@@ -174,12 +174,12 @@ def test_report_diff_and_board_compute_on_a_warehouse_that_cannot_be_written(
     """Their cached queries (op statistics, step durations) fall back as metrics do."""
     import errno
 
-    import cclq.query.cache as cache
+    import pyarrow.parquet as pq  # what cclq.query.cache.store_result writes with
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(cache.pq, "write_table", refuse)
+    monkeypatch.setattr(pq, "write_table", refuse)
     from cclq.present.board.build import build_board
     from cclq.present.report import collect_reports
     from cclq.query.registry import latest_specs

@@ -18,7 +18,7 @@ from helpers.traces import gpu_trace
 from helpers.warehouse import kernel_time_by_trace, query, run_ingest
 
 from cclq.query.metrics import run_metric
-from cclq.query.registry import registry, resolve
+from cclq.query.registry import forget_metric_files, registry, resolve
 from cclq.query.session import connect
 from cclq.store.warehouse import Warehouse
 
@@ -181,6 +181,8 @@ def test_a_warehouse_path_with_glob_characters_reads_back(tmp_path):
 
 # ---------------------------------------------------- 15. read-only warehouse
 def test_a_read_only_warehouse_still_computes_metrics(tmp_path, wh, monkeypatch, caplog):
+    import pyarrow.parquet as pq
+
     import cclq.query.cache as metrics_module
 
     gpu_trace(tmp_path / "in" / "work" / "rank0.json")
@@ -189,7 +191,7 @@ def test_a_read_only_warehouse_still_computes_metrics(tmp_path, wh, monkeypatch,
     def refuse(*args, **kwargs):
         raise PermissionError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(metrics_module.pq, "write_table", refuse)
+    monkeypatch.setattr(pq, "write_table", refuse)  # what cache.store_result writes with
     monkeypatch.setattr(metrics_module, "_noted", set())
     con = connect(wh, cache=True)
     with caplog.at_level(logging.INFO, logger="cclq"):
@@ -219,9 +221,9 @@ def test_a_changed_metric_header_is_not_served_from_the_cache(tmp_path, wh, monk
     units = []
     for unit in ("count", "kernels"):
         (sql / "metrics" / "demo" / "v1.sql").write_text(text.format(unit=unit))
-        registry.cache_clear()
+        forget_metric_files()
         units.append(run_metric(connect(wh, cache=True), resolve("demo")).column("unit").to_pylist())
-    registry.cache_clear()
+    forget_metric_files()
     assert units == [["count"], ["kernels"]]
 
 

@@ -44,19 +44,22 @@ def test_a_second_compile_replaces_the_file_and_its_readers_keep_theirs(cache: P
 
 def test_a_cached_result_is_replaced_too(tmp_path: Path):
     """The result cache (cclq/query/cache.py): a result stored again under the same key
-    (two processes computed it at once) is a new file renamed over the first."""
+    (two processes computed it at once) is a new file renamed over the first, and so is
+    the JSON of its rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from cclq.query.cache import store_result
+    from cclq.query.cache import read_rows, rows_file, store_result
 
     path = tmp_path / "cache" / "metric.x.v1.key.parquet"
     store_result(pa.table({"value": [1.0]}), path)
-    with open(path, "rb") as held:
-        before = held.read()
+    with open(path, "rb") as held, open(rows_file(path), "rb") as held_rows:
+        before, rows_before = held.read(), held_rows.read()
         store_result(pa.table({"value": [2.0]}), path)
-        assert os.fstat(held.fileno()).st_nlink == 0
-        held.seek(0)
-        assert held.read() == before
+        for f, old in ((held, before), (held_rows, rows_before)):
+            assert os.fstat(f.fileno()).st_nlink == 0
+            f.seek(0)
+            assert f.read() == old
     assert pq.read_table(path).column("value").to_pylist() == [2.0]
-    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert read_rows(path) == (["value"], [{"value": 2.0}])
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, rows_file(path).name])

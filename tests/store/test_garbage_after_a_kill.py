@@ -39,7 +39,8 @@ _KILLED_COMPACT = textwrap.dedent("""
             die()
         w.Warehouse.commit = commit_then_die
     elif moment == "before_snapshot":  # the compacted file renamed into events/, named by no snapshot
-        w.pq.write_table = die
+        import pyarrow.parquet as pq  # what Warehouse.commit writes the snapshot with
+        pq.write_table = die
     elif moment == "before_current":  # the new snapshot folder in catalog/, CURRENT not replaced
         tmp_path = w.Warehouse.tmp_path
         w.Warehouse.tmp_path = lambda self, suffix=".parquet": die() if suffix == ".current" else tmp_path(self, suffix)
