@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cclq.api.hta import TraceAnalysis
-from cclq.api.hta_frames import flatten_column_names, pandas, plotly_express
+from cclq.api.hta_frames import flatten_column_names, pandas, plotly_graph_objects
 from cclq.api.hta_trace import Trace, shorten_name
 from cclq.query.session import Session
 
@@ -210,8 +210,7 @@ class TraceDiff:
     def _bars(
         df: Any, column: str, diff: str, layout: dict[str, Any], show_image: bool, export_image_path: str | None
     ) -> None:
-        plotly_express()  # the hta extra's check
-        import plotly.graph_objects as go  # with the hta extra, as every figure
+        go = plotly_graph_objects()
 
         labels = [col.replace("_total_duration", "") for col in df.columns if col.endswith("_total_duration")]
         assert len(labels) >= 2

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cclq.api.hta_frames import pandas, plotly_express
+from cclq.api.hta_frames import pandas, plotly_express, plotly_graph_objects
 
 
 class Figures:
@@ -146,10 +146,9 @@ def idle_time(figures: Figures, frame: Any, rank: int, visualize_pctg: bool) -> 
 def user_annotations(
     figures: Figures, all_df: Any, per_rank: dict[int, Any], n_ranks: int, renderer: str | None
 ) -> None:
-    import plotly.graph_objects as go
+    go = plotly_graph_objects()
     from plotly.subplots import make_subplots
 
-    plotly_express()
     specs = [[{"type": "domain"}, {"type": "domain"}] for count, _ in enumerate(per_rank) if count % 2 == 0]
     fig = make_subplots(rows=int((len(per_rank) + 1) / 2), cols=2, specs=specs)
     for rank, table in per_rank.items():
@@ -206,9 +205,7 @@ def launch_stats(figures: Figures, rank: int, df: Any, runtime_cutoff: int, laun
 
 
 def aten_op_delays(figures: Figures, rank: int, df: Any) -> None:
-    import plotly.graph_objects as go
-
-    plotly_express()
+    go = plotly_graph_objects()
     fig = go.Figure(
         data=[
             go.Table(

@@ -13,6 +13,7 @@ rows' minimum and maximum (``RankDtypes``).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -43,15 +44,25 @@ def pandas() -> ModuleType:
 
 def plotly_express() -> ModuleType:
     """plotly.express, or a clear error naming the extra (HTA's figures: visualize=True)."""
+    return _plotly("plotly.express")
+
+
+def plotly_graph_objects() -> ModuleType:
+    """plotly.graph_objects, for a figure that needs no plotly.express: importing that
+    (~0.2 s, its docstrings are built on import) was most of the ATen delays' analysis
+    on a small trace, which draws a table whatever ``visualize`` says, as HTA's does."""
+    return _plotly("plotly.graph_objects")
+
+
+def _plotly(module: str) -> ModuleType:
     try:
-        import plotly.express as px
+        return importlib.import_module(module)
     except ImportError as e:
         raise MissingExtra(
             f"visualize=True draws HTA's figures with plotly, which is not installed ({e}); "
             "pass visualize=False for the tables alone",
             hint=EXTRA_HINT,
         ) from e
-    return px
 
 
 _INT_RANGES = (("int8", 2**7), ("int16", 2**15), ("int32", 2**31))

@@ -190,6 +190,18 @@ def test_without_pandas_the_message_names_the_extra(ta: cclq.TraceAnalysis, monk
     assert "pandas" in str(caught.value) and "cclq[hta]" in (caught.value.hint or "")
 
 
+def test_without_plotly_the_table_htas_aten_delays_draw_names_the_extra(
+    ta: cclq.TraceAnalysis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """get_aten_op_kernels_and_delay draws its table whatever it is asked (as HTA's does),
+    with plotly.graph_objects alone: without plotly the message names the extra."""
+    for module in ("plotly", "plotly.graph_objects", "plotly.express"):
+        monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingExtra) as caught:
+        ta.get_aten_op_kernels_and_delay(ranks=[0])
+    assert "plotly" in str(caught.value) and "cclq[hta]" in (caught.value.hint or "")
+
+
 def test_the_critical_path_overlay_marks_the_path_and_reads_back(tmp_path: Path) -> None:
     """HTA's overlay of the first step's critical path: the path's events carry
     args.critical = 1, the other complete events (but annotations) are left out, each edge

@@ -65,12 +65,33 @@ def test_compiled_once_then_reused(cache):
     assert comment.fetchone()[0]
 
 
-def test_the_key_covers_the_script_and_duckdb(cache, monkeypatch):
+def test_the_key_covers_the_layout_and_duckdb(cache, monkeypatch):
     before = view_catalog.catalog_key()
     monkeypatch.setattr(view_catalog, "FORMAT", view_catalog.FORMAT + 1)
     assert view_catalog.catalog_key() != before
     monkeypatch.setattr(view_catalog, "FORMAT", view_catalog.FORMAT - 1)
     monkeypatch.setattr(duckdb, "__version__", "0.0.1")
+    assert view_catalog.catalog_key() != before
+
+
+def test_the_key_covers_every_modules_sql_and_the_code_that_compiles_it(cache, monkeypatch, tmp_path):
+    """The key hashes what makes the script, not the script: an edit of any module's SQL,
+    or of the code that turns modules into the script, is another file."""
+    import dataclasses
+
+    from cclq.query import sqlfiles
+
+    before = view_catalog.catalog_key()
+    modules = view_catalog.view_modules()
+    for i in (0, len(modules) - 1):
+        edited = list(modules)
+        edited[i] = dataclasses.replace(modules[i], sql=modules[i].sql + "\n-- an edit\n")
+        with monkeypatch.context() as m:
+            m.setattr(view_catalog, "view_modules", lambda edited=edited: edited)
+            assert view_catalog.catalog_key() != before, modules[i].name
+    code = tmp_path / "sqlfiles.py"
+    code.write_bytes(Path(sqlfiles.__file__).read_bytes() + b"\n# an edit\n")
+    monkeypatch.setattr(sqlfiles, "__file__", str(code))
     assert view_catalog.catalog_key() != before
 
 
