@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from cclq.query.registry import MetricSpec
 from cclq.store.catalog_summary import CatalogSummary
+from cclq.store.durable import replace_with_text
 from cclq.store.summary_cache import read_summary
 
 if TYPE_CHECKING:
@@ -181,16 +182,7 @@ def store_rows(table: pa.Table, cached: Path) -> None:
     ]
     if not all(_json_exact(v) for row in rows for v in row):
         return
-    target = rows_file(cached)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}-{threading.get_ident()}")
-    try:
-        tmp.write_text(json.dumps({"columns": names, "decimal_columns": decimals, "rows": rows}))
-        os.replace(tmp, target)
-    except OSError:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+    replace_with_text(rows_file(cached), json.dumps({"columns": names, "decimal_columns": decimals, "rows": rows}))
 
 
 def _json_exact(value: Any) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,3 +59,20 @@ def read_only_error(root: Path, e: OSError) -> UsageError:
 
 def is_disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def replace_with_text(path: Path, text: str) -> bool:
+    """Writes ``text`` to a new file beside ``path`` and renames it over ``path``, so that
+    a reader, or a process that has it open, never sees half a file. False when it cannot
+    be written (the new file removed): for files that only save time (caches)."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{threading.get_ident()}")  # threads of a daemon too
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return False

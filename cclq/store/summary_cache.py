@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from cclq.store.catalog_summary import SUMMARY_LAYOUT, CatalogSummary
+from cclq.store.durable import replace_with_text
 from cclq.store.warehouse import Warehouse
 
 
@@ -57,19 +58,14 @@ def keep_summary(wh: Warehouse, summary: CatalogSummary) -> None:
     identity = _identity(wh, summary.snapshot)
     if identity is None:
         return
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(summary.to_json(identity))
-        os.replace(tmp, path)
+    except OSError:
+        return
+    if replace_with_text(path, summary.to_json(identity)):
         for old in path.parent.glob("*.json"):
             if not (wh.catalog_dir / old.stem).is_dir():
                 old.unlink(missing_ok=True)
-    except OSError:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def read_summary(wh: Warehouse) -> CatalogSummary:
