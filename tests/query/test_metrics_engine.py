@@ -255,11 +255,12 @@ def test_cached_results_are_reused_and_never_stale(tmp_path, wh):
 def test_cli_no_cache_computes_again(two):
     invoke("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
     assert list(two.cache_dir.glob("total_kernel_time.v1.*.parquet"))
-    for entry in two.cache_dir.glob("*.parquet"):
+    assert list(two.cache_dir.glob("total_kernel_time.v1.*.rows.json"))
+    for entry in two.cache_dir.glob("*.*"):  # the result and its rows as JSON
         entry.write_bytes(b"corrupt")  # a hit would fail to read this
     result = invoke("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv", "--no-cache")
     assert result.returncode == 0, result.stderr
-    assert all(e.read_bytes() == b"corrupt" for e in two.cache_dir.glob("*.parquet"))  # not even read
+    assert all(e.read_bytes() == b"corrupt" for e in two.cache_dir.glob("*.*"))  # not even read
     # and an unreadable entry is recomputed, not a crash
     result = invoke("metric", "total_kernel_time", "--all", "-w", str(two.root), "-f", "csv")
     assert result.returncode == 0 and result.stdout.splitlines()[1] == "a,0,,4e-06,s,,1"
