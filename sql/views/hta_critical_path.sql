@@ -64,24 +64,19 @@ CREATE OR REPLACE VIEW hta_critical_path_rows AS
 WITH ranks AS MATERIALIZED (
   SELECT trace, rank, row_number() OVER (ORDER BY trace, rank) AS rk FROM trace_ranks
 ),
-ev AS MATERIALIZED (
-  SELECT r.rk, e.file_id, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us,
-    e.dur_us, e.partner_idx, e.ts_runtime_us, e.pid, e.tid
-  FROM hta_events AS e
-  JOIN ranks AS r USING (trace, rank)
-),
 -- the window: the rows whose name contains the annotation (DuckDB variable
 -- hta_cp_annotation, default 'ProfilerStep'; '' is the whole rank), instances
 -- hta_cp_first_instance .. hta_cp_last_instance (default 0 .. 0) in frame order
 annotated AS (
   SELECT
-    rk, ts_us, end_us,
-    row_number() OVER (PARTITION BY rk ORDER BY row_order) - 1 AS instance,
+    r.rk, e.ts_us, e.end_us,
+    row_number() OVER (PARTITION BY r.rk ORDER BY e.row_order) - 1 AS instance,
     coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep') = '' AS whole_rank
-  FROM ev
-  WHERE contains(name, coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep'))
+  FROM hta_events AS e
+  JOIN ranks AS r USING (trace, rank)
+  WHERE contains(e.name, coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep'))
 ),
-step AS (
+step AS MATERIALIZED (
   SELECT rk, min(ts_us) AS start_us, max(end_us) AS end_us
   FROM annotated
   WHERE whole_rank
@@ -89,11 +84,22 @@ step AS (
                     AND coalesce(getvariable('hta_cp_last_instance'), 0)
   GROUP BY rk
 ),
+-- the rows the window can hold: its CPU rows (stream -1, starting in it, dur > 0)
+-- and every GPU row (a GPU row is in when a CPU row in the window launched it). Only
+-- these are kept: the whole rank's rows (5 M on 8 ranks of 250 MB) spilled to disk.
+ev AS MATERIALIZED (
+  SELECT r.rk, e.file_id, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us,
+    e.dur_us, e.partner_idx, e.ts_runtime_us, e.pid, e.tid
+  FROM hta_events AS e
+  JOIN ranks AS r USING (trace, rank)
+  LEFT JOIN step AS s ON s.rk = r.rk
+  WHERE e.stream <> -1
+    OR (e.ts_us >= s.start_us AND e.ts_us <= s.end_us AND e.dur_us > 0)
+),
 cpu_in AS (
   SELECT e.*
   FROM ev AS e
-  JOIN step AS s USING (rk)
-  WHERE e.stream = -1 AND e.ts_us >= s.start_us AND e.ts_us <= s.end_us AND e.dur_us > 0
+  WHERE e.stream = -1
 ),
 gpu_in AS (
   SELECT g.*
@@ -134,11 +140,19 @@ CREATE OR REPLACE VIEW hta_critical_path_edges AS
 WITH ranks AS MATERIALIZED (
   SELECT trace, rank, row_number() OVER (ORDER BY trace, rank) AS rk FROM trace_ranks
 ),
+-- the whole rank's rows that the graph looks up beyond its window: GPU rows, launch
+-- calls, cudaEventRecord / cudaStreamWaitEvent calls and CUDA sync rows (each use of
+-- `ev` below reads only these). The CPU ops, most of a rank, are left out: with them
+-- this table held every row HTA analyses (5 M on 8 ranks of 250 MB, spilled to disk).
 ev AS MATERIALIZED (
   SELECT r.rk, e.file_id, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us,
     e.dur_us, e.partner_idx, e.ts_runtime_us, e.pid, e.tid
   FROM hta_events AS e
   JOIN ranks AS r USING (trace, rank)
+  WHERE e.stream <> -1
+    OR e.cat = 'cuda_sync'
+    OR hta_is_queue_launch(e.name)
+    OR e.name IN ('cudaEventRecord', 'cudaStreamWaitEvent')
 ),
 cpu_in AS MATERIALIZED (
   SELECT * EXCLUDE (trace, rank, side) FROM hta_critical_path_rows WHERE side = 'cpu'
