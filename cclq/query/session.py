@@ -90,6 +90,7 @@ class Session:
             self.con.execute("\n".join(self.settings.set_statements(self.spill_dir)))
             _no_progress_bar(self.con)
             self.con.execute(setup_script(self.snapshot, self.traces, comments=comments))
+            self.con.execute("\n".join(self.settings.connection_statements()))
         except BaseException:
             self.close()
             raise
@@ -141,6 +142,7 @@ class Session:
             _no_progress_bar(other.con)
             other.con.execute(search_path_statement())
             other.con.execute("\n".join(CONNECTION_SETTINGS))  # connection-local (CONNECTION_SETTINGS)
+            other.con.execute("\n".join(self.settings.connection_statements()))
         except BaseException:
             other.con.close()
             raise

@@ -48,6 +48,11 @@ ADDRESS_SPACE_SHARE = 0.25
 # it allocates, a malloc arena: 9 threads and 670 MB of address space per connection,
 # which made a board over the shared traces fail under a 2 GB limit. One is kept.
 ASYNC_THREADS = 1
+# hta_events holds every event it reads (17 columns, ~160 bytes an event: 585 MB for the
+# 3.69 M events of the 1 GB rank) unless that would take more than this share of the
+# memory limit; then each of its steps reads the Parquet files again (sql/views/hta.sql).
+HELD_SCAN_BYTES_PER_EVENT = 160
+HELD_SCAN_SHARE = 0.25
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|B)?\s*$", re.IGNORECASE)
 
 
@@ -102,6 +107,14 @@ class QuerySettings:
         if number * factor < 64e6:
             raise UsageError(f"memory limit {text!r}: DuckDB needs at least 64 MB")
         return f"{int(number * factor) >> 20}MiB"
+
+    def connection_statements(self) -> list[str]:
+        """What each connection of a session runs once its views exist (its lanes too:
+        DuckDB variables belong to a connection): hta_events holds its scan only while
+        the session's events, held, fit in HELD_SCAN_SHARE of the memory limit."""
+        limit = int(self.duckdb_memory_limit().removesuffix("MiB")) << 20
+        events = limit * HELD_SCAN_SHARE / HELD_SCAN_BYTES_PER_EVENT
+        return [f"SET VARIABLE hta_hold_scan = (SELECT coalesce(sum(events_written), 0) <= {int(events)} FROM files);"]
 
     def make_spill_folder(self, wh: Warehouse) -> Path:
         """A spill folder of this session's own (``<pid>@<host>-<random>``), removed when the

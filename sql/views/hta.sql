@@ -14,13 +14,13 @@
 --  * Events without `ts` (which HTA would keep with ts = NaN) are not in the
 --    warehouse; their presence still switches on HTA's rounding (see below).
 --
--- How the pipeline is built (for speed and memory; a view that reads the
--- events does so ONCE):
+-- How the pipeline is built (for speed and memory):
 --   hta_raw          events + each file's base time, per-event HTA attributes
 --                    (a plain view: DuckDB reads only the columns a user needs)
 --   scan             (in each view) the raw rows HTA loads, plus the rows that
---                    only matter for the file clock, MATERIALIZED with just the
---                    columns that view needs: the one read of the Parquet files
+--                    only matter for the file clock, with just the columns that
+--                    view needs, MATERIALIZED: the one read of the Parquet files
+--                    (hta_events reads them again instead on large data: see there)
 --   hta_clock(scan)  per file: does HTA round to whole µs
 --   hta_load(scan, clock)      the loaded rows with HTA's µs times
 --   hta_analyse(loaded)        HTA's tail filter, copies, row order and links
@@ -365,13 +365,31 @@ JOIN hta_clock(hta_raw) AS c USING (file_no);
 
 -- The rows HTA analyses: what its TraceAnalysis holds after load_traces(), with
 -- names, categories and links (see hta_analyse). Grain: one row per kept event.
+-- `scan` is held (MATERIALIZED: one read of the Parquet files) while the DuckDB
+-- variable hta_hold_scan is true or unset; false, each step of hta_analyse reads
+-- the files again (7 reads, most of a few columns). cclq.query.settings sets it
+-- false once a session's events would take more than a quarter of its memory
+-- limit held (17 columns, ~160 bytes an event): the 7.4 M events of 8 ranks of
+-- 250 MB held took 1.2 GB and spilled to disk under the default limit (15.6 s;
+-- read again 8.9-10.3 s), the 1 GB rank 4.1-6.8 s at 1.34 GB peak (read again
+-- 4.6-5.4 s at 0.89 GB); small traces are faster held (the shared traces 0.9-1.2 s
+-- against 1.3-2.1 s, 320 small files 1.6-3.5 s against 2.6-3.6 s).
 -- batch: shared
 CREATE OR REPLACE VIEW hta_events AS
-WITH scan AS MATERIALIZED (
+WITH raw AS NOT MATERIALIZED (
   SELECT
     file_no, trace_no, event_idx, cat, name, stream, correlation, is_gpu_side, kernel_type, step_name, step_cat,
     pid, tid, memory_bw_gbps, is_loaded, rel_ns, dur_ns
   FROM hta_raw
+),
+-- the variable is a constant when DuckDB plans the query: one branch is left
+held AS MATERIALIZED (
+  SELECT * FROM raw WHERE coalesce(getvariable('hta_hold_scan'), true)
+),
+scan AS NOT MATERIALIZED (
+  SELECT * FROM held
+  UNION ALL
+  SELECT * FROM raw WHERE NOT coalesce(getvariable('hta_hold_scan'), true)
 ),
 clock AS MATERIALIZED (
   SELECT * FROM hta_clock(scan)

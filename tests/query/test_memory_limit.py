@@ -149,3 +149,37 @@ def test_a_database_cclq_opens_keeps_one_async_io_thread():
     finally:
         plain.close()
         con.close()
+
+
+def _hta_events(con, hold: bool) -> list[tuple]:
+    con.execute(f"SET VARIABLE hta_hold_scan = {str(hold).lower()}")
+    return con.execute("SELECT * FROM hta_events ORDER BY file_id, event_idx").fetchall()
+
+
+def test_hta_events_holds_its_scan_only_while_the_events_fit_a_quarter_of_the_limit(wh, tmp_path):
+    """hta_events holds the events it reads (one Parquet read) while the session's events,
+    at HELD_SCAN_BYTES_PER_EVENT, fit HELD_SCAN_SHARE of the memory limit, and reads them
+    again in each step beyond: the same rows either way (the tail filter and links over
+    two ranks with profiler steps)."""
+    from cclq.query.settings import HELD_SCAN_BYTES_PER_EVENT, HELD_SCAN_SHARE
+
+    generate_workload(tmp_path / "w", ranks=2, steps=3, layers=1, seed=6)
+    run_ingest([tmp_path / "w"], wh)
+    con = connect(wh, settings=QuerySettings("64MiB"))
+    events = con.execute("SELECT sum(events_written) FROM files").fetchone()[0]
+    assert events <= (64 << 20) * HELD_SCAN_SHARE // HELD_SCAN_BYTES_PER_EVENT  # ~105 k events
+    assert con.execute("SELECT getvariable('hta_hold_scan')").fetchone()[0] is True
+    lane = con.worker()  # a lane of a batch: its own connection, the same choice
+    assert lane.execute("SELECT getvariable('hta_hold_scan')").fetchone()[0] is True
+    plan = con.execute("EXPLAIN SELECT * FROM hta_events").fetchall()[0][1]
+    held, read_again = _hta_events(con, True), _hta_events(con, False)
+    plan_again = con.execute("EXPLAIN SELECT * FROM hta_events").fetchall()[0][1]
+    assert held == read_again and len(held) > 100
+    assert plan.count("PARQUET") == 1 < plan_again.count("PARQUET")  # held: the one read
+    # a limit the events held would take more than a quarter of
+    statement = QuerySettings("64MiB").connection_statements()[0]
+    few = statement.replace(str((64 << 20) // 4 // HELD_SCAN_BYTES_PER_EVENT), str(events - 1))
+    con.execute(few)
+    assert con.execute("SELECT getvariable('hta_hold_scan')").fetchone()[0] is False
+    lane.close()
+    con.close()
