@@ -33,6 +33,13 @@ def _identity(wh: Warehouse, snapshot: str) -> tuple[int, ...] | None:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+# The facts last read in this process, by warehouse root, with the snapshot and identity
+# they are for: one command asks for them up to three times (`cclq metric --trace T`:
+# the trace check, the partial-trace warning and the cached result), and a warehouse of
+# thousands of files keeps ~1 MB of JSON. A changed identity reads the file again.
+_READ: dict[Path, tuple[str, tuple[int, ...], CatalogSummary]] = {}
+
+
 def kept_summary(wh: Warehouse) -> CatalogSummary | None:
     """The current snapshot's kept facts, or None (none kept, another layout, a file
     that is not the snapshot's any more, a warehouse that keeps none)."""
@@ -40,13 +47,21 @@ def kept_summary(wh: Warehouse) -> CatalogSummary | None:
         return None
     try:
         snapshot = wh.current_id()
-        data = json.loads(summary_file(wh, snapshot).read_text())
         identity = _identity(wh, snapshot)
-        if data.get("layout") != SUMMARY_LAYOUT or identity is None or tuple(data["identity"]) != identity:
+        if identity is None:
             return None
-        return CatalogSummary.from_json(data)
+        read = _READ.get(wh.root)
+        if read is not None and read[:2] == (snapshot, identity):
+            return read[2]
+        data = json.loads(summary_file(wh, snapshot).read_text())
+        if data.get("layout") != SUMMARY_LAYOUT or tuple(data["identity"]) != identity:
+            return None
+        summary = CatalogSummary.from_json(data)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    _READ.clear()  # one warehouse's at a time: a process rarely reads two
+    _READ[wh.root] = (snapshot, identity, summary)
+    return summary
 
 
 def keep_summary(wh: Warehouse, summary: CatalogSummary) -> None:

@@ -67,3 +67,18 @@ def test_an_unreadable_kept_file_is_read_again_and_replaced(tmp_path, wh):
     assert kept_summary(wh) is None
     assert read_summary(wh).trace_ids() == ["t"]
     assert kept_summary(wh) is not None
+
+
+def test_one_process_reads_the_kept_file_once_per_snapshot_file(tmp_path, wh):
+    """A command asks for the facts up to three times (`cclq metric --trace T`): the kept
+    file is read once; a catalog file that is not the same one is looked at again."""
+    _workload(tmp_path / "in", "t", 1, 1)
+    run_ingest([tmp_path / "in"], wh)
+    path = summary_file(wh, read_summary(wh).snapshot)
+    first = kept_summary(wh)
+    path.write_text("not the facts")  # not read again while the catalog file is the same
+    assert kept_summary(wh) == first and read_summary(wh) == first
+    files = wh.catalog_dir / wh.current_id() / "files.parquet"
+    st = os.stat(files)
+    os.utime(files, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert kept_summary(wh) is None  # another file under the id: the kept file is read, and refused
