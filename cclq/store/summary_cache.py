@@ -33,16 +33,17 @@ def _identity(wh: Warehouse, snapshot: str) -> tuple[int, ...] | None:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-# The facts last read in this process, by warehouse root, with the snapshot and identity
+# The facts last read in this process, with the warehouse root, snapshot and identity
 # they are for: one command asks for them up to three times (`cclq metric --trace T`:
 # the trace check, the partial-trace warning and the cached result), and a warehouse of
 # thousands of files keeps ~1 MB of JSON. A changed identity reads the file again.
-_READ: dict[Path, tuple[str, tuple[int, ...], CatalogSummary]] = {}
+_last: tuple[Path, str, tuple[int, ...], CatalogSummary] | None = None
 
 
 def kept_summary(wh: Warehouse) -> CatalogSummary | None:
     """The current snapshot's kept facts, or None (none kept, another layout, a file
     that is not the snapshot's any more, a warehouse that keeps none)."""
+    global _last
     if not wh.keeps_summaries or not wh.exists():
         return None
     try:
@@ -50,17 +51,15 @@ def kept_summary(wh: Warehouse) -> CatalogSummary | None:
         identity = _identity(wh, snapshot)
         if identity is None:
             return None
-        read = _READ.get(wh.root)
-        if read is not None and read[:2] == (snapshot, identity):
-            return read[2]
+        if _last is not None and _last[:3] == (wh.root, snapshot, identity):
+            return _last[3]
         data = json.loads(summary_file(wh, snapshot).read_text())
         if data.get("layout") != SUMMARY_LAYOUT or tuple(data["identity"]) != identity:
             return None
         summary = CatalogSummary.from_json(data)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    _READ.clear()  # one warehouse's at a time: a process rarely reads two
-    _READ[wh.root] = (snapshot, identity, summary)
+    _last = (wh.root, snapshot, identity, summary)
     return summary
 
 
