@@ -108,12 +108,16 @@ class QuerySettings:
             raise UsageError(f"memory limit {text!r}: DuckDB needs at least 64 MB")
         return f"{int(number * factor) >> 20}MiB"
 
+    def held_scan_events(self) -> int:
+        """The most events hta_events holds: those that fit HELD_SCAN_SHARE of the limit."""
+        limit = int(self.duckdb_memory_limit().removesuffix("MiB")) << 20
+        return int(limit * HELD_SCAN_SHARE / HELD_SCAN_BYTES_PER_EVENT)
+
     def connection_statements(self) -> list[str]:
         """What each connection of a session runs once its views exist (its lanes too:
         DuckDB variables belong to a connection): hta_events holds its scan only while
-        the session's events, held, fit in HELD_SCAN_SHARE of the memory limit."""
-        limit = int(self.duckdb_memory_limit().removesuffix("MiB")) << 20
-        events = limit * HELD_SCAN_SHARE / HELD_SCAN_BYTES_PER_EVENT
+        the session's events are at most ``held_scan_events``."""
+        events = self.held_scan_events()
         return [f"SET VARIABLE hta_hold_scan = (SELECT coalesce(sum(events_written), 0) <= {int(events)} FROM files);"]
 
     def make_spill_folder(self, wh: Warehouse) -> Path:

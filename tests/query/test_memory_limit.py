@@ -163,13 +163,13 @@ def test_hta_events_holds_its_scan_only_while_the_events_fit_a_quarter_of_the_li
     two ranks with profiler steps)."""
     import duckdb
 
-    from cclq.query.settings import HELD_SCAN_BYTES_PER_EVENT, HELD_SCAN_SHARE
-
     generate_workload(tmp_path / "w", ranks=2, steps=3, layers=1, seed=6)
     run_ingest([tmp_path / "w"], wh)
-    con = connect(wh, settings=QuerySettings("64MiB"))
+    settings = QuerySettings("64MiB")
+    con = connect(wh, settings=settings)
     events = con.execute("SELECT sum(events_written) FROM files").fetchone()[0]
-    assert events <= (64 << 20) * HELD_SCAN_SHARE // HELD_SCAN_BYTES_PER_EVENT  # ~105 k events
+    assert settings.held_scan_events() == (64 << 20) // 4 // 160  # a quarter of 64 MiB at 160 B an event
+    assert events <= settings.held_scan_events()
     assert con.execute("SELECT getvariable('hta_hold_scan')").fetchone()[0] is True
     lane = con.worker()  # a lane of a batch: its own connection, the same choice
     assert lane.execute("SELECT getvariable('hta_hold_scan')").fetchone()[0] is True
@@ -182,8 +182,8 @@ def test_hta_events_holds_its_scan_only_while_the_events_fit_a_quarter_of_the_li
     if int(duckdb.__version__.split(".")[0]) >= 2:
         assert plan.count("PARQUET") == 1 < plan_again.count("PARQUET")
     # a limit the events held would take more than a quarter of
-    statement = QuerySettings("64MiB").connection_statements()[0]
-    few = statement.replace(str((64 << 20) // 4 // HELD_SCAN_BYTES_PER_EVENT), str(events - 1))
+    statement = settings.connection_statements()[0]
+    few = statement.replace(str(settings.held_scan_events()), str(events - 1))
     con.execute(few)
     assert con.execute("SELECT getvariable('hta_hold_scan')").fetchone()[0] is False
     lane.close()
