@@ -205,7 +205,15 @@ SELECT
   c.role,
   s.collective_name, s.in_msg_nelems, s.out_msg_nelems, s.group_size, s.dtype, s.pg_name, s.seq,
   s.external_id, s.file_id, s.event_idx
-FROM (SELECT * FROM slices SEMI JOIN query_table(scope) USING (trace, rank)) AS s,
+FROM (
+  -- the columns read below, named: the LATERAL's join holds its input whole, and with
+  -- `*` that was every column of every slice (8 x 250 MB: 7.4 M rows, 5 GB, 3.8 s)
+  SELECT
+    trace, rank, name, cat, ts_ns, dur_ns, end_ns, pid, tid, collective_name, in_msg_nelems,
+    out_msg_nelems, group_size, dtype, pg_name, seq, external_id, file_id, event_idx
+  FROM slices
+  SEMI JOIN query_table(scope) USING (trace, rank)
+) AS s,
 LATERAL (
   -- once per distinct (name, Collective name): the type's regexes too, which a
   -- filter on coll_type would otherwise run on every CPU slice
