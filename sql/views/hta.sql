@@ -255,13 +255,17 @@ origin AS (
   FROM query_table(loaded)
   GROUP BY trace_no
 ),
+-- each file's window as lists indexed by file_no (1, 2, ... in hta_files), read by
+-- every row without a join, as event_zero below: a join of the rows with these few
+-- was planned, when the estimates went wrong, with the rows as its hash table, every
+-- one under the same key (the launch statistics on the 1 GB rank: 7.3 s to probe
+-- 2.5 M rows with one)
 file_window AS (
   SELECT
-    f.file_no,
-    coalesce(s.filtered, false) AS filtered,
-    l.last_start_us,
+    list(coalesce(s.filtered, false) ORDER BY f.file_no) AS filtered,
+    list(l.last_start_us ORDER BY f.file_no) AS last_start_us,
     -- HTA compares the aligned ts with the step's end as parsed (not aligned)
-    l.last_end_us + o.origin_us AS last_end_us,
+    list(l.last_end_us + o.origin_us ORDER BY f.file_no) AS last_end_us,
     coalesce(getvariable('hta_include_last_profiler_step'), false) AS include_last
   FROM hta_files AS f
   LEFT JOIN origin AS o USING (trace_no)
@@ -271,20 +275,25 @@ file_window AS (
 -- (NOT MATERIALIZED here and below: DuckDB would otherwise store a copy of the
 -- rows of each CTE used twice; re-deriving them from the view's one
 -- materialized scan is cheaper, and lets a caller's filter reach the scan)
-flagged AS NOT MATERIALIZED (
+windowed AS NOT MATERIALIZED (
   SELECT
     l.*,
-    w.filtered,
-    w.last_start_us,
-    w.last_end_us,
-    w.include_last,
-    NOT l.is_gpu_side AND (
-      NOT w.filtered
-      OR CASE WHEN w.include_last THEN coalesce(l.ts_us <= w.last_end_us, false)
-              ELSE coalesce(l.ts_us < w.last_start_us, false) END
-    ) AS cpu_kept
+    w.filtered[l.file_no] AS filtered,
+    w.last_start_us[l.file_no] AS last_start_us,
+    w.last_end_us[l.file_no] AS last_end_us,
+    w.include_last
   FROM query_table(loaded) AS l
-  JOIN file_window AS w USING (file_no)
+  CROSS JOIN file_window AS w
+),
+flagged AS NOT MATERIALIZED (
+  SELECT
+    *,
+    NOT is_gpu_side AND (
+      NOT filtered
+      OR CASE WHEN include_last THEN coalesce(ts_us <= last_end_us, false)
+              ELSE coalesce(ts_us < last_start_us, false) END
+    ) AS cpu_kept
+  FROM windowed
 ),
 -- (a row on neither side, is_gpu_side NULL, counts on neither side)
 by_correlation AS MATERIALIZED (
