@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 
+import duckdb
 import pytest
 from helpers.cli import invoke
 from helpers.warehouse import run_ingest
@@ -17,6 +18,9 @@ from cclq.errors import UsageError
 from cclq.query.session import connect
 from cclq.query.settings import QuerySettings
 from cclq.synth.kineto import generate_workload
+
+# DuckDB 2.x: async I/O threads, and plans that keep repeated Parquet reads apart
+DUCKDB_2 = int(duckdb.__version__.split(".")[0]) >= 2
 
 
 def _phys() -> int:
@@ -127,14 +131,12 @@ def test_without_a_limit_a_limited_address_space_caps_the_default():
 def test_a_database_cclq_opens_keeps_one_async_io_thread():
     """DuckDB 2.0 starts 8 async I/O threads per database (670 MB of address space with
     their stacks and arenas); every database cclq opens keeps one (1.5 has no such threads)."""
-    import duckdb
-
     from cclq.query.settings import ASYNC_THREADS, open_database
 
     def threads() -> int:
         return len(os.listdir("/proc/self/task"))
 
-    if int(duckdb.__version__.split(".")[0]) < 2 or not os.path.isdir("/proc/self/task"):
+    if not DUCKDB_2 or not os.path.isdir("/proc/self/task"):
         pytest.skip("DuckDB before 2.0 has no async I/O threads, or no /proc to count threads in")
     start = threads()
     con = open_database()
@@ -161,8 +163,6 @@ def test_hta_events_holds_its_scan_only_while_the_events_fit_a_quarter_of_the_li
     at HELD_SCAN_BYTES_PER_EVENT, fit HELD_SCAN_SHARE of the memory limit, and reads them
     again in each step beyond: the same rows either way (the tail filter and links over
     two ranks with profiler steps)."""
-    import duckdb
-
     generate_workload(tmp_path / "w", ranks=2, steps=3, layers=1, seed=6)
     run_ingest([tmp_path / "w"], wh)
     settings = QuerySettings("64MiB")
@@ -179,7 +179,7 @@ def test_hta_events_holds_its_scan_only_while_the_events_fit_a_quarter_of_the_li
     assert held == read_again and len(held) > 100
     # held: the one read of the files; read again, one per step (DuckDB 1.5's optimizer
     # folds the repeated reads back into one shared subplan, so only the rows are compared)
-    if int(duckdb.__version__.split(".")[0]) >= 2:
+    if DUCKDB_2:
         assert plan.count("PARQUET") == 1 < plan_again.count("PARQUET")
     # a limit the events held would take more than a quarter of
     statement = settings.connection_statements()[0]
