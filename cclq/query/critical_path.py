@@ -1,7 +1,7 @@
 """The longest path through HTA's critical path graph: the one Python step of a metric.
 
 sql/views/hta_critical_path.sql builds the graph's edges in SQL; before the metric
-hta_critical_path_breakdown runs, ``prepare`` (called by metrics.run_metric for any
+hta_critical_path_breakdown runs, ``prepared`` (which metrics.run_metric opens for any
 metric that reads ``hta_critical_path_on_path``) computes each rank's path and leaves it
 in that temporary table. (Not a DuckDB Python function: DuckDB's Python UDFs need numpy,
 which cclq does not depend on.) Why this one step is Python: a longest path needs every
@@ -21,7 +21,8 @@ longest, a node whose best is negative restarts at 0, and the path ends at the f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
     from cclq.query.session import Session
 
 PATH_TABLE = "hta_critical_path_on_path"
-_ROWS = "hta_critical_path_rows"  # the view prepare() stores for the edges
+WINDOWS_VIEW = "hta_critical_path_windows"  # what the metric says "no ProfilerStep" by
+_WINDOW_VARIABLES = ("hta_cp_annotation", "hta_cp_first_instance", "hta_cp_last_instance")
+# the views prepared() stores for the edges, in dependency order, each with its alias
+STORED_VIEWS = (("hta_critical_path_step", "s"), ("hta_critical_path_events", "v"), ("hta_critical_path_rows", "r"))
 
 
 def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
@@ -45,7 +49,7 @@ def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
 def longest_path_columns(
     src: Sequence[int], dst: Sequence[int], weight: Sequence[float], edge_no: Sequence[int]
 ) -> list[int]:
-    """``longest_path`` over the edges as four columns (what ``prepare`` reads from
+    """``longest_path`` over the edges as four columns (what ``prepared`` reads from
     DuckDB; no tuple per edge). Node state lives in dicts keyed by node id, and each
     predecessor maps to the index of its edge rather than to a (weight, number) pair."""
     preds: dict[int, dict[int, int]] = {}  # node -> {predecessor: index of its (last) edge}
@@ -106,73 +110,110 @@ def longest_path_columns(
     return path
 
 
-def prepare(session: Session, sql: str) -> None:
-    """Creates the temporary table ``hta_critical_path_on_path`` when ``sql`` reads it: the
-    edges of each rank's longest path through ``hta_critical_path_edges`` (every column of
-    the view, and ``position`` on the path from 0), for the ranks of ``metric_scope`` (or
-    the one the metric's ``only_rank`` parameter names). The
-    edges are read once, here; the metric reads only the path."""
+@contextmanager
+def prepared(session: Session, sql: str) -> Iterator[None]:
+    """While open, the temporary table ``hta_critical_path_on_path``, when ``sql`` reads
+    it: the edges of each rank's longest path through ``hta_critical_path_edges`` (every
+    column of the view, and ``position`` on the path from 0), for the ranks of
+    ``metric_scope`` (or the one the metric's ``only_rank`` parameter names). The edges
+    are read once, here; the metric, run inside, reads only the path (and
+    ``hta_critical_path_windows``, answered from the window found here)."""
     if PATH_TABLE not in sql:
+        yield
         return
     # the ranks of the scope, or the metric's `only_rank` (filtered before the graph is
     # built: DuckDB pushes the rank into the view's per-rank windows)
     scope = "JOIN metric_scope AS m USING (trace, rank) JOIN metric_params AS p USING (trace) WHERE p.only_rank < 0 OR "
-    # The window's rows, stored first and read through a temporary view of the same name
-    # (DuckDB resolves the temporary schema first, in the compiled views too): the edges
-    # view reads them four times, and each read expanded the whole rank's hta_events
-    # again (five expansions: 31 s and 4.8 GB on a 1 GB rank, issue 42). A few hundred
-    # rows, the same ones.
-    session.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_ROWS}_table AS "
-        f"SELECT r.* FROM hta_critical_path_rows AS r {scope}r.rank = p.only_rank"
-    )
-    session.execute(f"CREATE OR REPLACE TEMP VIEW {_ROWS} AS SELECT * FROM {_ROWS}_table")
+    # The views the edges read several times over, stored first in dependency order
+    # and read through temporary views of the same names (DuckDB resolves the
+    # temporary schema first, in the compiled views too): the window, the rank's rows
+    # the graph reads, then the window's rows. Each read of the plain views expanded
+    # the rank's whole hta_events again (five expansions: 31 s and 4.8 GB on a 1 GB
+    # rank, issue 42; then four, 10.1 s); now once for the window, once for the rows.
+    stored: list[str] = []
+
+    def store(view: str, select: str) -> None:
+        session.execute(f"CREATE OR REPLACE TEMP TABLE {view}_table AS {select}")
+        stored.append(view)
+        session.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {view}_table")
+
     try:
+        for view, alias in STORED_VIEWS:
+            store(view, f"SELECT {alias}.* FROM {view} AS {alias} {scope}{alias}.rank = p.only_rank")
+        if _default_window(session):
+            # HTA's default window, the first ProfilerStep row, is the one the metric's
+            # hta_critical_path_windows names (its first such row's [ts, end]): the
+            # metric reads it from here, not from one more expansion (1.6 s at 1 GB)
+            store(WINDOWS_VIEW, "SELECT trace, rank, start_us, end_us FROM hta_critical_path_step")
         session.execute(
             "CREATE OR REPLACE TEMP TABLE __cclq_critical_path_edges AS SELECT e.* "
             f"FROM hta_critical_path_edges AS e {scope}e.rank = p.only_rank"
         )
+        for view in [v for v in stored if v != WINDOWS_VIEW]:  # held no longer than needed
+            _drop(session, view)
+            stored.remove(view)
+        _store_path(session)
+        yield
     finally:
-        session.execute(f"DROP VIEW IF EXISTS {_ROWS}")
-        session.execute(f"DROP TABLE IF EXISTS {_ROWS}_table")
-    try:
-        edges = session.arrow(
-            "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "
-            "ORDER BY trace, rank, edge_no"
-        ).to_pydict()
-        traces, ranks = edges["trace"], edges["rank"]
-        out: dict[str, list[Any]] = {"trace": [], "rank": [], "edge_no": [], "position": []}
-        start = 0
-        for end in range(1, len(traces) + 1):  # one rank's edges are one run of the sorted rows
-            if end < len(traces) and traces[end] == traces[start] and ranks[end] == ranks[start]:
-                continue
-            path = longest_path_columns(
-                edges["src_node"][start:end],
-                edges["dst_node"][start:end],
-                edges["path_weight_us"][start:end],
-                edges["edge_no"][start:end],
-            )
-            out["trace"].extend([traces[start]] * len(path))
-            out["rank"].extend([ranks[start]] * len(path))
-            out["edge_no"].extend(path)
-            out["position"].extend(range(len(path)))
-            start = end
-        table = pa.table(
-            {
-                "trace": pa.array(out["trace"], pa.string()),
-                "rank": pa.array(out["rank"], pa.int32()),
-                "edge_no": pa.array(out["edge_no"], pa.int64()),
-                "position": pa.array(out["position"], pa.int64()),
-            }
-        )
-        session.con.register("__cclq_critical_path", table)
-        try:
-            session.execute(
-                f"CREATE OR REPLACE TEMP TABLE {PATH_TABLE} AS "
-                "SELECT e.*, p.position FROM __cclq_critical_path AS p "
-                "JOIN __cclq_critical_path_edges AS e USING (trace, rank, edge_no)"
-            )
-        finally:
-            session.con.unregister("__cclq_critical_path")
-    finally:
+        for view in reversed(stored):
+            _drop(session, view)
         session.execute("DROP TABLE IF EXISTS __cclq_critical_path_edges")
+
+
+def _default_window(session: Session) -> bool:
+    """Whether the window is HTA's default (no hta_cp_* variable set, as after
+    cclq.TraceAnalysis.critical_path_analysis, which resets them)."""
+    row = session.con.execute(
+        "SELECT count(*) FROM duckdb_variables() WHERE list_contains(?, name)", [list(_WINDOW_VARIABLES)]
+    ).fetchone()
+    return row is not None and row[0] == 0
+
+
+def _drop(session: Session, view: str) -> None:
+    """Drops a stored view's stand-in (named in the temporary schema: the catalog's view
+    of the same name is read-only)."""
+    session.execute(f"DROP VIEW IF EXISTS temp.main.{view}")
+    session.execute(f"DROP TABLE IF EXISTS temp.main.{view}_table")
+
+
+def _store_path(session: Session) -> None:
+    """The longest path of each rank through ``__cclq_critical_path_edges``, as
+    ``PATH_TABLE``."""
+    edges = session.arrow(
+        "SELECT trace, rank, src_node, dst_node, path_weight_us, edge_no FROM __cclq_critical_path_edges "
+        "ORDER BY trace, rank, edge_no"
+    ).to_pydict()
+    traces, ranks = edges["trace"], edges["rank"]
+    out: dict[str, list[Any]] = {"trace": [], "rank": [], "edge_no": [], "position": []}
+    start = 0
+    for end in range(1, len(traces) + 1):  # one rank's edges are one run of the sorted rows
+        if end < len(traces) and traces[end] == traces[start] and ranks[end] == ranks[start]:
+            continue
+        path = longest_path_columns(
+            edges["src_node"][start:end],
+            edges["dst_node"][start:end],
+            edges["path_weight_us"][start:end],
+            edges["edge_no"][start:end],
+        )
+        out["trace"].extend([traces[start]] * len(path))
+        out["rank"].extend([ranks[start]] * len(path))
+        out["edge_no"].extend(path)
+        out["position"].extend(range(len(path)))
+        start = end
+    table = pa.table(
+        {
+            "trace": pa.array(out["trace"], pa.string()),
+            "rank": pa.array(out["rank"], pa.int32()),
+            "edge_no": pa.array(out["edge_no"], pa.int64()),
+            "position": pa.array(out["position"], pa.int64()),
+        }
+    )
+    session.con.register("__cclq_critical_path", table)
+    try:
+        session.execute(
+            f"CREATE OR REPLACE TEMP TABLE {PATH_TABLE} AS "
+            "SELECT e.*, p.position FROM __cclq_critical_path AS p "
+            "JOIN __cclq_critical_path_edges AS e USING (trace, rank, edge_no)"
+        )
+    finally:
+        session.con.unregister("__cclq_critical_path")

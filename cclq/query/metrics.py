@@ -32,7 +32,7 @@ from cclq.query.cache import (
     store_result,
 )
 from cclq.query.critical_path import PATH_TABLE
-from cclq.query.critical_path import prepare as prepare_critical_path
+from cclq.query.critical_path import prepared as critical_path_prepared
 from cclq.query.engine import arrow_table
 from cclq.query.lanes import Lanes, Task, lanes_for
 from cclq.query.params import params_for, params_relation
@@ -638,8 +638,8 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
     import duckdb
 
     try:
-        prepare_critical_path(session, spec.sql)  # the Python step of hta_critical_path_breakdown
-        session.execute(f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS {spec.sql}")
+        with critical_path_prepared(session, spec.sql):  # the Python step of hta_critical_path_breakdown
+            session.execute(f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS {spec.sql}")
     except duckdb.Error as e:
         if type(e).__name__ in _COMPILE_ERRORS:
             raise QueryError(f"{spec.label} ({spec.path.name}) does not compile: {str(e).splitlines()[0]}") from e

@@ -57,6 +57,46 @@
 -- tests/query/test_hta_critical_path_at_size.py).
 -- requires: hta_analyses
 
+-- The window of each rank (see above): the rows whose name contains the annotation
+-- (DuckDB variable hta_cp_annotation, default 'ProfilerStep'; '' is the whole rank),
+-- instances hta_cp_first_instance .. hta_cp_last_instance (default 0 .. 0) in frame
+-- order; [smallest ts, largest end].
+CREATE OR REPLACE VIEW hta_critical_path_step AS
+WITH annotated AS (
+  SELECT
+    e.trace, e.rank, e.ts_us, e.end_us,
+    row_number() OVER (PARTITION BY e.trace, e.rank ORDER BY e.row_order) - 1 AS instance,
+    coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep') = '' AS whole_rank
+  FROM hta_events AS e
+  JOIN trace_ranks AS r USING (trace, rank)
+  WHERE contains(e.name, coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep'))
+)
+SELECT trace, rank, min(ts_us) AS start_us, max(end_us) AS end_us
+FROM annotated
+WHERE whole_rank
+  OR instance BETWEEN coalesce(getvariable('hta_cp_first_instance'), 0)
+                  AND coalesce(getvariable('hta_cp_last_instance'), 0)
+GROUP BY trace, rank;
+
+-- The rows of hta_events the graph reads, each view below with its own filter: the
+-- window's CPU rows (dur > 0) and, from the whole rank, GPU rows, launch calls,
+-- cudaEventRecord / cudaStreamWaitEvent calls and CUDA sync rows. The CPU ops outside
+-- the window, most of a rank, are left out: with them the rows views held every row
+-- HTA analyses (5 M on 8 ranks of 250 MB, spilled to disk). cclq.query.critical_path
+-- stores this view (and the step) once for the views that read it.
+CREATE OR REPLACE VIEW hta_critical_path_events AS
+SELECT
+  e.trace, e.rank, e.file_id, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us,
+  e.end_us, e.dur_us, e.partner_idx, e.ts_runtime_us, e.pid, e.tid,
+  coalesce(e.ts_us >= s.start_us AND e.ts_us <= s.end_us AND e.dur_us > 0, false) AS in_window
+FROM hta_events AS e
+LEFT JOIN hta_critical_path_step AS s USING (trace, rank)
+WHERE e.stream <> -1
+  OR e.cat = 'cuda_sync'
+  OR hta_is_queue_launch(e.name)
+  OR e.name IN ('cudaEventRecord', 'cudaStreamWaitEvent')
+  OR in_window;
+
 -- The window's rows (see above) of each rank: `side` 'cpu' (CPU rows starting in
 -- the window, dur > 0) or 'gpu' (GPU rows they launched, and every Stream Wait Event);
 -- `rk` numbers the ranks by (trace, rank), as the views below do.
@@ -64,37 +104,13 @@ CREATE OR REPLACE VIEW hta_critical_path_rows AS
 WITH ranks AS MATERIALIZED (
   SELECT trace, rank, row_number() OVER (ORDER BY trace, rank) AS rk FROM trace_ranks
 ),
--- the window: the rows whose name contains the annotation (DuckDB variable
--- hta_cp_annotation, default 'ProfilerStep'; '' is the whole rank), instances
--- hta_cp_first_instance .. hta_cp_last_instance (default 0 .. 0) in frame order
-annotated AS (
-  SELECT
-    r.rk, e.ts_us, e.end_us,
-    row_number() OVER (PARTITION BY r.rk ORDER BY e.row_order) - 1 AS instance,
-    coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep') = '' AS whole_rank
-  FROM hta_events AS e
-  JOIN ranks AS r USING (trace, rank)
-  WHERE contains(e.name, coalesce(getvariable('hta_cp_annotation'), 'ProfilerStep'))
-),
-step AS MATERIALIZED (
-  SELECT rk, min(ts_us) AS start_us, max(end_us) AS end_us
-  FROM annotated
-  WHERE whole_rank
-    OR instance BETWEEN coalesce(getvariable('hta_cp_first_instance'), 0)
-                    AND coalesce(getvariable('hta_cp_last_instance'), 0)
-  GROUP BY rk
-),
 -- the rows the window can hold: its CPU rows (stream -1, starting in it, dur > 0)
--- and every GPU row (a GPU row is in when a CPU row in the window launched it). Only
--- these are kept: the whole rank's rows (5 M on 8 ranks of 250 MB) spilled to disk.
+-- and every GPU row (a GPU row is in when a CPU row in the window launched it)
 ev AS MATERIALIZED (
-  SELECT r.rk, e.file_id, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us,
-    e.dur_us, e.partner_idx, e.ts_runtime_us, e.pid, e.tid
-  FROM hta_events AS e
+  SELECT r.rk, e.* EXCLUDE (trace, rank, in_window)
+  FROM hta_critical_path_events AS e
   JOIN ranks AS r USING (trace, rank)
-  LEFT JOIN step AS s ON s.rk = r.rk
-  WHERE e.stream <> -1
-    OR (e.ts_us >= s.start_us AND e.ts_us <= s.end_us AND e.dur_us > 0)
+  WHERE e.stream <> -1 OR e.in_window
 ),
 cpu_in AS (
   SELECT e.*
@@ -142,12 +158,10 @@ WITH ranks AS MATERIALIZED (
 ),
 -- the whole rank's rows that the graph looks up beyond its window: GPU rows, launch
 -- calls, cudaEventRecord / cudaStreamWaitEvent calls and CUDA sync rows (each use of
--- `ev` below reads only these). The CPU ops, most of a rank, are left out: with them
--- this table held every row HTA analyses (5 M on 8 ranks of 250 MB, spilled to disk).
+-- `ev` below reads only these)
 ev AS MATERIALIZED (
-  SELECT r.rk, e.file_id, e.event_idx, e.row_order, e.cat, e.name, e.stream, e.correlation, e.ts_us, e.end_us,
-    e.dur_us, e.partner_idx, e.ts_runtime_us, e.pid, e.tid
-  FROM hta_events AS e
+  SELECT r.rk, e.* EXCLUDE (trace, rank, in_window)
+  FROM hta_critical_path_events AS e
   JOIN ranks AS r USING (trace, rank)
   WHERE e.stream <> -1
     OR e.cat = 'cuda_sync'

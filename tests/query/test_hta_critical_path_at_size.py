@@ -44,12 +44,14 @@ def test_the_graph_of_a_step_joins_no_row_of_a_rank_with_every_other(tmp_path, r
 def test_the_edges_expand_the_rank_s_hta_events_once(tmp_path, monkeypatch):
     """The edges view reads the window's rows (`hta_critical_path_rows`) four times, and
     each read expanded the rank's whole `hta_events` again: five materializations of its
-    `ev` CTE, 31 s and 4.8 GB for the metric on a 1 GB rank (issue 42). `prepare` stores
-    the rows first; the edges statement then expands the events once, for its own `ev`."""
+    `ev` CTE, 31 s and 4.8 GB for the metric on a 1 GB rank (issue 42). `prepared` stores
+    the window, the rank's rows the graph reads and the window's rows first; the edges
+    statement then materializes its `ev` once, from those."""
     import json
 
     from helpers.plans import operators
 
+    from cclq.query.critical_path import STORED_VIEWS, WINDOWS_VIEW
     from cclq.query.metrics import run_metric
     from cclq.query.registry import resolve
 
@@ -75,6 +77,8 @@ def test_the_edges_expand_the_rank_s_hta_events_once(tmp_path, monkeypatch):
     assert rows and all(r["reason"] is None for r in rows)
     ev = [op for op in operators(json.loads(profile.read_text())) if op.get("extra_info", {}).get("CTE Name") == "ev"]
     assert len(ev) == 1
-    # nothing of prepare's is left in the session: the view reads the catalog's rows again
+    # nothing of prepared()'s is left in the session: the views read the catalog's rows again
     names = {n for (n,) in execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
-    assert "hta_critical_path_rows" not in names
+    names |= {n for (n,) in execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+    stored = [v for v, _ in STORED_VIEWS] + [WINDOWS_VIEW]
+    assert len(stored) == 4 and not names & ({*stored} | {f"{v}_table" for v in stored})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers.warehouse import approx_rows, run_batch_recording, run_ingest
 
-from cclq.query.critical_path import PATH_TABLE
+from cclq.query.critical_path import PATH_TABLE, STORED_VIEWS
 from cclq.query.hta_series import QUERIES as HTA_QUERIES
 from cclq.query.metrics import run_metric
 from cclq.query.params import params_relation
@@ -35,13 +35,13 @@ def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
 def readers() -> list[tuple[str, str, MetricSpec | None]]:
     """(label, SQL, metric) of every query a batch runs over the shared views: each
     version of each metric, the report's and diff's fixed queries, the critical path's
-    own queries (``cclq.query.critical_path.prepare``), and each shared view, macro (every
+    own queries (``cclq.query.critical_path.prepared``), and each shared view, macro (every
     rules version, 1 to 3) and stand-in, which a batch computes from the others."""
     out: list[tuple[str, str, MetricSpec | None]] = [
         (f"{name} v{v}", spec.sql, spec) for name, versions in registry().items() for v, spec in versions.items()
     ]
     out += [(label, sql, None) for label, sql in (STEP_DURATIONS_QUERY, OP_STATS_QUERY, *HTA_QUERIES)]
-    out += [(v, f"SELECT * FROM {v}", None) for v in ("hta_critical_path_rows", "hta_critical_path_edges")]
+    out += [(v, f"SELECT * FROM {v}", None) for v in (*(v for v, _ in STORED_VIEWS), "hta_critical_path_edges")]
     for view in batch_views():
         if view.macro:
             out += [(f"{view.name}({v})", f"SELECT * FROM {view.name}({v})", None) for v in (1, 2, 3)]
