@@ -153,6 +153,7 @@ def prepared(session: Session, sql: str) -> Iterator[None]:
             _drop(session, view)
             stored.remove(view)
         _store_path(session)
+        session.execute("DROP TABLE IF EXISTS __cclq_critical_path_edges")
         yield
     finally:
         for view in reversed(stored):

@@ -82,3 +82,23 @@ def test_the_edges_expand_the_rank_s_hta_events_once(tmp_path, monkeypatch):
     names |= {n for (n,) in execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
     stored = [v for v, _ in STORED_VIEWS] + [WINDOWS_VIEW]
     assert len(stored) == 4 and not names & ({*stored} | {f"{v}_table" for v in stored})
+
+
+def test_the_metric_reads_the_stored_window_only_when_it_is_htas_default(tmp_path):
+    """`prepared` answers the metric's "no ProfilerStep" check from the window it stored,
+    which is `hta_critical_path_windows`' row only for HTA's default window. With another
+    window asked for (the DuckDB variables cclq.TraceAnalysis sets), the check reads the
+    view: here an annotation no row has gives no window, while the rank has a
+    ProfilerStep, so the reason is the empty window's, not "no ProfilerStep"."""
+    from cclq.query.metrics import run_metric
+    from cclq.query.registry import resolve
+
+    generate_workload(tmp_path / "in" / "ddp", ranks=1, steps=2, layers=4)
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
+    session = connect(wh)
+    spec = resolve("hta_critical_path_breakdown")
+    assert all(r["reason"] is None for r in run_metric(session, spec, {}).to_pylist())
+    session.execute("SET VARIABLE hta_cp_annotation = 'no row is named this'")
+    (row,) = run_metric(session, spec, {}).to_pylist()
+    assert row["reason"] == "no operator or kernel in the first ProfilerStep"
