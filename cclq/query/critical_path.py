@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 PATH_TABLE = "hta_critical_path_on_path"
 WINDOWS_VIEW = "hta_critical_path_windows"  # what the metric says "no ProfilerStep" by
 _WINDOW_VARIABLES = ("hta_cp_annotation", "hta_cp_first_instance", "hta_cp_last_instance")
-# the views prepared() stores for the edges, in dependency order, each with its alias
-STORED_VIEWS = (("hta_critical_path_step", "s"), ("hta_critical_path_events", "v"), ("hta_critical_path_rows", "r"))
+# the views prepared() stores for the edges, in dependency order
+STORED_VIEWS = ("hta_critical_path_step", "hta_critical_path_events", "hta_critical_path_rows")
 
 
 def longest_path(edges: Sequence[tuple[int, int, float, int]]) -> list[int]:
@@ -138,8 +138,8 @@ def prepared(session: Session, sql: str) -> Iterator[None]:
         session.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {view}_table")
 
     try:
-        for view, alias in STORED_VIEWS:
-            store(view, f"SELECT {alias}.* FROM {view} AS {alias} {scope}{alias}.rank = p.only_rank")
+        for view in STORED_VIEWS:
+            store(view, f"SELECT v.* FROM {view} AS v {scope}v.rank = p.only_rank")
         if _default_window(session):
             # HTA's default window, the first ProfilerStep row, is the one the metric's
             # hta_critical_path_windows names (its first such row's [ts, end]): the

@@ -80,7 +80,7 @@ def test_the_edges_expand_the_rank_s_hta_events_once(tmp_path, monkeypatch):
     # nothing of prepared()'s is left in the session: the views read the catalog's rows again
     names = {n for (n,) in execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
     names |= {n for (n,) in execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
-    stored = [v for v, _ in STORED_VIEWS] + [WINDOWS_VIEW]
+    stored = [*STORED_VIEWS, WINDOWS_VIEW]
     assert len(stored) == 4 and not names & ({*stored} | {f"{v}_table" for v in stored})
 
 

@@ -41,7 +41,7 @@ def readers() -> list[tuple[str, str, MetricSpec | None]]:
         (f"{name} v{v}", spec.sql, spec) for name, versions in registry().items() for v, spec in versions.items()
     ]
     out += [(label, sql, None) for label, sql in (STEP_DURATIONS_QUERY, OP_STATS_QUERY, *HTA_QUERIES)]
-    out += [(v, f"SELECT * FROM {v}", None) for v in (*(v for v, _ in STORED_VIEWS), "hta_critical_path_edges")]
+    out += [(v, f"SELECT * FROM {v}", None) for v in (*STORED_VIEWS, "hta_critical_path_edges")]
     for view in batch_views():
         if view.macro:
             out += [(f"{view.name}({v})", f"SELECT * FROM {view.name}({v})", None) for v in (1, 2, 3)]

@@ -85,9 +85,8 @@ TRUSTED: dict[str, dict[str, str]] = {
     "query/critical_path.py": {
         "PATH_TABLE": "the constant name of the path's temporary table",
         "view": "a constant view name of STORED_VIEWS or WINDOWS_VIEW",
-        "alias": "a constant alias of STORED_VIEWS",
         "select": "constant SQL text of prepared() (a view of STORED_VIEWS, scope)",
-        "scope": "constant SQL text of prepare(): the scope and only_rank joins",
+        "scope": "constant SQL text of prepared(): the scope and only_rank joins",
     },
     "api/hta_kernels.py": {"memory": "one of two constant clauses"},
     "api/hta_breakdown.py": {
