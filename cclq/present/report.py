@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TextIO
 
 from cclq.present.units import for_people, people_text
@@ -160,7 +161,9 @@ def collect_reports(
         # the figure queries run on the batch's lanes alongside the metrics
         steps_run = start_on_lanes(session, "steps", [STEP_DURATIONS_QUERY[1]], step_durations)
         ops_run = start_on_lanes(session, "ops", [OP_STATS_QUERY[1]], op_stats)
-        hta_run = start_on_lanes(session, "hta", [sql for _, sql in HTA_QUERIES], hta_figure_data)
+        hta_run = start_on_lanes(
+            session, "hta", [sql for _, sql in HTA_QUERIES], partial(hta_figure_data, shared=shared)
+        )
         runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True, last=True)
         steps, ops, hta = steps_run.result(), ops_run.result(), hta_run.result()
     outcomes = split_by_trace(runs, traces)

@@ -838,6 +838,8 @@ def test_figure_data_and_figures_by_hand(hand: duckdb.DuckDBPyConnection) -> Non
         "Memcpy HtoD": [[0, 2], [2, 3], [4, 1], [6, 4], [8, 0]],
         "Memset": [[10, 5], [11, 0]],
     }
+    # a batch that shares hta_queue_length reads the first rank from it: the same series
+    assert hta_figure_data(hand, shared=frozenset({"hta_queue_length"})) == data
     # hand_queue's memcpy: 4000 B in 2 µs = 2 GB/s over [30, 32)
     assert data["hand_queue"]["memory_bw"]["series"] == {"Memcpy HtoD": [[0, 2], [2, 0]]}
     page = {"categories": [], "figures": {"hta": data["hand_queue"]}}
