@@ -105,14 +105,16 @@ WITH ranks AS MATERIALIZED (
   SELECT trace, rank, row_number() OVER (ORDER BY trace, rank) AS rk FROM trace_ranks
 ),
 -- the rows the window can hold: its CPU rows (stream -1, starting in it, dur > 0)
--- and every GPU row (a GPU row is in when a CPU row in the window launched it)
-ev AS MATERIALIZED (
+-- and every GPU row (a GPU row is in when a CPU row in the window launched it).
+-- Read twice, not held: held, it was every GPU row of the rank with all its columns
+-- (1 M on 8 ranks of 250 MB) for the few hundred the window keeps.
+ev AS NOT MATERIALIZED (
   SELECT r.rk, e.* EXCLUDE (trace, rank, in_window)
   FROM hta_critical_path_events AS e
   JOIN ranks AS r USING (trace, rank)
   WHERE e.stream <> -1 OR e.in_window
 ),
-cpu_in AS (
+cpu_in AS MATERIALIZED (
   SELECT e.*
   FROM ev AS e
   WHERE e.stream = -1
