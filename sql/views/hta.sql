@@ -242,18 +242,25 @@ WHERE s.is_loaded;
 -- GPU partner of a kept CPU row has that row's correlation, so the filter kept
 -- it too.
 CREATE OR REPLACE MACRO hta_analyse(loaded) AS TABLE
-WITH step_symbols AS (
+WITH
+-- the rows naming a ProfilerStep, held (a few per step): both uses below read them,
+-- where each reading `loaded` scanned every name of the events again
+step_rows AS MATERIALIZED (
+  SELECT trace_no, file_no, step_name, step_cat, is_gpu_side, ts_us, end_us
+  FROM query_table(loaded)
+  WHERE step_name IS NOT NULL OR step_cat IS NOT NULL
+),
+step_symbols AS (
   SELECT trace_no, count(DISTINCT symbol) >= 2 AS filtered
   FROM (
     SELECT trace_no, unnest([step_name, step_cat]) AS symbol
-    FROM query_table(loaded)
-    WHERE step_name IS NOT NULL OR step_cat IS NOT NULL
+    FROM step_rows
   )
   GROUP BY trace_no
 ),
 last_step_start AS (
   SELECT file_no, max(ts_us) AS last_start_us, max(end_us) AS last_end_us
-  FROM query_table(loaded)
+  FROM step_rows
   WHERE NOT is_gpu_side AND step_name IS NOT NULL
   GROUP BY file_no
 ),
