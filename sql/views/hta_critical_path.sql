@@ -240,6 +240,10 @@ launches AS (
   FROM ev
   WHERE is_launch AND partner_idx > 0
 ),
+-- the window's kernels: its GPU rows with a launch index, less the sync rows
+kernel_rows AS (
+  SELECT * FROM gpu_in WHERE partner_idx >= 0 AND cat IS DISTINCT FROM 'cuda_sync'
+),
 -- The series is read only at the window's kernels (`kernels` below) and at their
 -- launch calls. Its sums run in time order, so a point later than the last of those
 -- cannot reach a value read: the points stop there. HTA's default window, the first
@@ -247,9 +251,8 @@ launches AS (
 -- of 250 MB (2.1 s of the report's critical path); a whole-rank window keeps them all.
 queue_until AS (
   SELECT g.rk, max(greatest(g.ts_us, coalesce(l.ts_us, g.ts_us))) AS last_us
-  FROM gpu_in AS g
+  FROM kernel_rows AS g
   LEFT JOIN ev AS l ON (l.rk, l.event_idx) = (g.rk, g.partner_idx)
-  WHERE g.partner_idx >= 0 AND g.cat IS DISTINCT FROM 'cuda_sync'
   GROUP BY g.rk
 ),
 queue_points AS (
@@ -284,10 +287,9 @@ kernels AS (
     lag(g.event_idx) OVER s AS prev_idx,
     qr.queue_length AS queue_length_runtime,
     qk.queue_length AS queue_length_kernel
-  FROM gpu_in AS g
+  FROM kernel_rows AS g
   LEFT JOIN queue AS qr ON (qr.rk, qr.event_idx) = (g.rk, g.partner_idx)
   LEFT JOIN queue AS qk ON (qk.rk, qk.event_idx) = (g.rk, g.event_idx)
-  WHERE g.partner_idx >= 0 AND g.cat IS DISTINCT FROM 'cuda_sync'
   WINDOW s AS (PARTITION BY g.rk, g.stream ORDER BY g.ts_us, g.row_order)
 ),
 -- CUDA synchronization (HTA's _construct_graph_from_kernels, handle_cuda_sync).
