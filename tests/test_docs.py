@@ -161,11 +161,12 @@ def test_readme_install_is_what_ci_runs():
         if line.startswith("pip install"):
             assert line in test_section, f"README's Test section does not say CI's step: {line}"
     assert "chromium chromium-driver" in test_section
-    # after pytest: the compiled parser's sanitizer run, which the README's Test section names
-    sanitizers = ci[ci.index("# --- the compiled reader under AddressSanitizer") :]
+    # after pytest: the C modules' sanitizer run, which the README's Test section names
+    sanitizers = ci[ci.index("# --- the compiled modules under AddressSanitizer") :]
     assert "-fsanitize=address,undefined" in sanitizers and '-m "" tests/formats/' in sanitizers
     assert 'LDFLAGS="-fsanitize=address,undefined" pip install --no-deps -e .' in sanitizers  # the rebuild
     assert "AddressSanitizer and UBSan" in test_section
+    assert "tests/query/test_hta_critical_path.py" in sanitizers and "longest-path" in test_section
     # and the second DuckDB release, whose run the README names
     ci_other = commands(ci[ci.index("# --- the other DuckDB release") : ci.index("stage sanitizers")])
     assert ci_other[-1] in test_section, "README's Test section does not say CI's run on the other DuckDB"

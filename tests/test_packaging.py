@@ -65,7 +65,7 @@ def test_installed_wheel_finds_its_sql(wheel, tmp_path):
     assert set(files) == _repo_sql_files()
 
 
-def test_wheel_carries_the_compiled_parser_where_a_compiler_is(wheel):
+def test_wheel_carries_the_compiled_modules_where_a_compiler_is(wheel):
     import shutil
 
     import pytest
@@ -74,6 +74,7 @@ def test_wheel_carries_the_compiled_parser_where_a_compiler_is(wheel):
         pytest.skip("no C compiler here: the wheel is built without the compiled parser")
     names = zipfile.ZipFile(wheel).namelist()
     assert [n for n in names if n.startswith("cclq/formats/chrome/eventparse.") and n.endswith((".so", ".pyd"))]
+    assert [n for n in names if n.startswith("cclq/query/dagpath.") and n.endswith((".so", ".pyd"))]
 
 
 def test_wheel_contains_the_board_assets(wheel):
@@ -83,9 +84,10 @@ def test_wheel_contains_the_board_assets(wheel):
 
 
 def test_without_a_compiler_the_install_works_and_reads_with_msgspec(tmp_path):
-    """The compiled parser is optional: where the build finds no C compiler it is skipped,
-    the install goes on, ``cclq --version`` says so, and the fast reader reads with msgspec
-    (the same table as the ijson reference)."""
+    """The compiled modules are optional: where the build finds no C compiler they are
+    skipped, the install goes on, ``cclq --version`` says so, the fast reader reads with
+    msgspec (the same table as the ijson reference) and the critical path's longest path
+    is found in Python."""
     import os
     import shutil
 
@@ -129,6 +131,11 @@ def test_without_a_compiler_the_install_works_and_reads_with_msgspec(tmp_path):
         "from helpers.readers import both, assert_same\n"
         "from pathlib import Path\n"
         "fast, ref = both(Path(sys.argv[3])); assert_same(fast, ref)\n"
+        "from cclq.query import critical_path as cp\n"
+        "import pyarrow as pa\n"
+        "i = lambda v: pa.array(v, pa.int64())\n"
+        "assert cp.dagpath is None\n"
+        "assert cp.longest_path_arrays(i([0, 1]), i([1, 2]), pa.array([1.0, 2.0]), i([4, 5])).to_pylist() == [4, 5]\n"
         "print(compiled.AVAILABLE, parser_name(fast.result, ReadOptions()), compiled.description())\n"
     )
     # the installed copy first, then the tests' helpers; site-packages for the dependencies

@@ -43,11 +43,14 @@ def _version(value: bool) -> None:
     if value:
         import platform
         from importlib.metadata import version
+        from importlib.util import find_spec
 
         from cclq.formats.chrome import compiled
 
         print(f"cclq {__version__}")
         print(f"JSON reader: {compiled.description()}")
+        built = find_spec("cclq.query.dagpath") is not None  # found, not imported (pyarrow-free)
+        print(f"critical path: {'compiled (C)' if built else 'Python (the C longest path was not built)'}")
         print(f"duckdb {version('duckdb')}, pyarrow {version('pyarrow')}, python {platform.python_version()}")
         raise typer.Exit()
 

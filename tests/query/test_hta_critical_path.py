@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 from helpers.paths import require_shared
 from helpers.warehouse import run_ingest
 
-from cclq.query.critical_path import longest_path
+from cclq.query.critical_path import dagpath, longest_path, longest_path_arrays
 from cclq.query.metrics import run_metric
 from cclq.query.registry import resolve
 from cclq.query.session import connect
@@ -145,28 +146,46 @@ def test_critical_path_by_hand_blocking_call(hand: list[Row]) -> None:
     assert {b: (r["duration_us"], r["percentage"]) for b, r in rows.items()} == {"cpu_bound": (50, 100.0), "": (0, 0.0)}
 
 
-def test_longest_path_ties_as_networkx() -> None:
+def _path_through_arrays(edges: list[tuple[int, int, float, int]]) -> list[int]:
+    """``longest_path`` as the metric runs it: Arrow columns, the compiled path where it
+    was built (and takes the graph), else the Python one."""
+    columns = list(zip(*edges, strict=True)) if edges else [[], [], [], []]
+    types = (pa.int64(), pa.int64(), pa.float64(), pa.int64())
+    return longest_path_arrays(*(pa.array(c, t) for c, t in zip(columns, types, strict=True))).to_pylist()
+
+
+PATH_FINDERS = [pytest.param(longest_path, id="python"), pytest.param(_path_through_arrays, id="arrays")]
+
+
+@pytest.mark.parametrize("find", PATH_FINDERS)
+def test_longest_path_ties_as_networkx(find) -> None:  # noqa: ANN001 - one of PATH_FINDERS
     """Two paths of 5 from node 0 to 3 (0-1-3 inserted first, 0-2-3): networkx keeps the
     first predecessor among equals; a negative best restarts the path (node 4)."""
     edges = [(0, 1, 2.0, 1), (0, 2, 3.0, 2), (1, 3, 3.0, 3), (2, 3, 2.0, 4), (3, 4, -9.0, 5)]
-    assert longest_path(edges) == [1, 3]
-    with pytest.raises(ValueError):
-        longest_path([(0, 1, 1.0, 1), (1, 0, 1.0, 2)])
+    assert find(edges) == [1, 3]
+    assert find([]) == []
+    with pytest.raises(ValueError, match="cycle"):
+        find([(0, 1, 1.0, 1), (1, 0, 1.0, 2)])
 
 
-def test_longest_path_equals_networkx_on_random_dags() -> None:
+@pytest.mark.parametrize("find", PATH_FINDERS)
+def test_longest_path_equals_networkx_on_random_dags(find) -> None:  # noqa: ANN001 - one of PATH_FINDERS
     """Differential check against networkx.dag_longest_path (what HTA calls) on 2,000
     small random DAGs with repeated edges (networkx keeps the first position and the last
-    weight), ties, negative weights and isolated starts. networkx comes with torch (the
-    test extra); without it the test skips."""
+    weight), ties, negative weights, isolated starts, and node ids that are not in
+    topological order (as in HTA's graph, where a sync edge runs to an earlier id). networkx
+    comes with torch (the test extra); without it the test skips."""
     nx = pytest.importorskip("networkx")
     import random
 
     for seed in range(2000):
         draw = random.Random(seed)
         n = draw.randint(1, 12)
+        label = list(range(n))
+        if seed % 2:
+            draw.shuffle(label)
         edges = [
-            (u, v, float(draw.choice([-2, 0, 1, 1, 2, 3])), k)
+            (label[u], label[v], float(draw.choice([-2, 0, 1, 1, 2, 3])), k)
             for k in range(draw.randint(0, 25))
             for u, v in [(draw.randrange(n), draw.randrange(n))]
             if u < v
@@ -177,7 +196,36 @@ def test_longest_path_equals_networkx_on_random_dags() -> None:
             graph.add_edge(u, v, weight=weight, number=number)
         path = nx.dag_longest_path(graph, weight="weight")
         expected = [graph.edges[a, b]["number"] for a, b in zip(path, path[1:], strict=False)]
-        assert longest_path(edges) == expected, (seed, edges)
+        assert find(edges) == expected, (seed, edges)
+
+
+def test_the_compiled_longest_path_declines_what_python_handles() -> None:
+    """``dagpath`` takes dense ids without repeated edges, and answers None otherwise (the
+    caller then runs Python); a cycle is an error, and malformed buffers are refused."""
+    if dagpath is None:
+        pytest.skip("cclq.query.dagpath is not built here (no C compiler at install)")
+
+    def buffers(edges: list[tuple[int, int, float]]) -> tuple[bytes, bytes, bytes]:
+        src, dst, weight = zip(*edges, strict=True)
+        return (
+            pa.array(src, pa.int64()).buffers()[1].to_pybytes(),
+            pa.array(dst, pa.int64()).buffers()[1].to_pybytes(),
+            pa.array(weight, pa.float64()).buffers()[1].to_pybytes(),
+        )
+
+    assert dagpath.longest_path(*buffers([(0, 1, 1.0), (1, 2, 1.0)])) == [0, 1]
+    assert dagpath.longest_path(*buffers([(0, 1, 1.0), (0, 1, 2.0)])) is None  # repeated
+    assert dagpath.longest_path(*buffers([(0, 10_000, 1.0)])) is None  # sparse ids
+    assert dagpath.longest_path(*buffers([(-1, 1, 1.0)])) is None
+    with pytest.raises(ValueError, match="cycle"):
+        dagpath.longest_path(*buffers([(0, 1, 1.0), (1, 2, 1.0), (2, 1, 1.0)]))
+    with pytest.raises(ValueError, match="one int64"):
+        dagpath.longest_path(b"\0" * 8, b"\0" * 16, b"\0" * 8)
+    # a path through sliced arrays reads each slice's own rows
+    src, dst, weight = (
+        pa.array(v, t) for v, t in (([7, 0, 1], pa.int64()), ([7, 1, 2], pa.int64()), ([0.0, 1.0, 1.0], pa.float64()))
+    )
+    assert longest_path_arrays(src.slice(1), dst.slice(1), weight.slice(1), pa.array([5, 6])).to_pylist() == [5, 6]
 
 
 def test_critical_path_figure_by_hand(hand: list[Row]) -> None:
