@@ -694,9 +694,15 @@ def empty_result(session: Session, spec: MetricSpec, params: dict[str, str]) -> 
     if spec.params or mentions(spec.sql, "metric_params"):
         session.temp_view("metric_params", params_relation(spec, params))
     try:
-        names = [str(d[0]) for d in session.relation(f"SELECT * FROM ({spec.sql}) LIMIT 0").description]
-        select, _ = _result_columns(spec, names)
-        table = session.arrow(f"SELECT {', '.join(select)} FROM ({spec.sql}) AS m LIMIT 0")
+        # bound once, into a table without rows (binding the deep stack of views twice,
+        # for the names and then for the typed columns, was ~20 ms of each such metric:
+        # a quarter of a small trace's report)
+        session.execute(f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS SELECT * FROM ({spec.sql}) LIMIT 0")
+        try:
+            select, _ = _result_columns(spec, list(session.con.table(_ROWS).columns))
+            table = session.arrow(f"SELECT {', '.join(select)} FROM {_ROWS} AS m")
+        finally:
+            session.execute(f"DROP TABLE IF EXISTS temp.{_ROWS}")
     except (duckdb.Error, QueryError):
         return None
     if cached is not None:
