@@ -22,7 +22,7 @@ import re
 from typing import TYPE_CHECKING
 
 from cclq.query.sqlfiles import comment_statements, module_script, view_modules
-from cclq.query.view_catalog import CATALOG_RELATIONS, attach_statements, data_placeholder
+from cclq.query.view_catalog import CATALOG_RELATIONS, attach_statements, data_placeholder, matcher_statements
 from cclq.schema import TABLE_SCHEMAS
 from cclq.sqltext import path_literal, quote_literal
 from cclq.store.warehouse import Snapshot
@@ -108,7 +108,10 @@ def setup_script(
     if compiled:
         parts = [*head, *attach_statements(), *relations]
     else:
-        parts = [*head, *relations, *(f"-- module {m.name}\n{module_script(m).strip()}" for m in view_modules())]
+        matchers = matcher_statements()  # each module's matchers right before it
+        parts = [*head, *relations]
+        for m in view_modules():
+            parts += [*matchers.get(m.name, []), f"-- module {m.name}\n{module_script(m).strip()}"]
     if comments:
         kinds = {t: "VIEW" if snapshot.data_files(t, traces) else "TABLE" for t in TABLE_SCHEMAS}
         parts += _base_comments({**kinds, **{r: "TABLE" for r in CATALOG_RELATIONS.values()}})

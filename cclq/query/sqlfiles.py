@@ -253,6 +253,43 @@ def view_modules() -> tuple[ViewModule, ...]:
     return tuple(ordered)
 
 
+# --- rule matchers (``-- matcher:`` lines) ----------------------------------------------
+
+# ``-- matcher: <macro>(text, <column>, ...) FROM <rules>``, a header line of the module
+# that creates the view ``<rules>`` (columns ``priority`` and ``pattern``, and the named
+# ones). cclq.query.view_catalog creates ``<macro>`` right after the module: a scalar
+# macro with the pattern of each rule as a constant (see ``matcher_macro`` there).
+_MATCHER = re.compile(r"^--\s*matcher:(.*)$", re.MULTILINE)
+_MATCHER_WORDS = re.compile(r"^\s*(\w+)\s*\(\s*text\s*((?:,\s*\w+\s*)*)\)\s+FROM\s+(\w+)\s*$")
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A rules view's matcher: ``macro(text, *columns)`` is the list of the ``priority``
+    of every rule of ``rules`` whose ``columns`` equal the arguments and whose ``pattern``
+    matches ``text`` (regexp_matches), lowest first. Joining on a pattern column made
+    DuckDB compile each regex again for every (text, rule) pair (0.43 s of a board over
+    ../shared/traces for 610 kernel names and 30 rules); in the macro each is compiled once."""
+
+    macro: str
+    columns: tuple[str, ...]
+    rules: str
+
+
+def module_matchers(module: ViewModule) -> list[Matcher]:
+    """The ``-- matcher:`` lines of one view module; a malformed one is an error naming
+    the file and line."""
+    found: list[Matcher] = []
+    for m in _MATCHER.finditer(module.sql):
+        words = _MATCHER_WORDS.match(m.group(1))
+        if words is None:
+            where = f"{module.path}:{module.sql.count(chr(10), 0, m.start()) + 1}"
+            raise ValueError(f"{where}: a matcher line is `-- matcher: <macro>(text, <column>, ...) FROM <rules>`")
+        columns = tuple(c.strip() for c in words.group(2).split(",") if c.strip())
+        found.append(Matcher(words.group(1), columns, words.group(3)))
+    return found
+
+
 # --- what a batch of queries computes once (``-- batch:`` lines) -----------------------
 
 # ``-- batch: shared [always] [from <source> via <stand_in> [as view]] [without <column>, ...]``, in the comment block

@@ -30,14 +30,18 @@ import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+if TYPE_CHECKING:
+    import duckdb
+
 from cclq.locations import user_cache_dir
 from cclq.query.settings import open_database
-from cclq.query.sqlfiles import module_script, view_modules
+from cclq.query.sqlfiles import Matcher, module_matchers, module_script, view_modules
 from cclq.schema import TABLE_SCHEMAS, data_file_schema
-from cclq.sqltext import path_literal
+from cclq.sqltext import path_literal, quote_literal
 from cclq.store.catalog import CATALOG_SCHEMAS
 
 log = logging.getLogger("cclq")
@@ -79,12 +83,63 @@ def _placeholders() -> list[tuple[str, str]]:
 
 
 @lru_cache(maxsize=1)
-def _compile_script() -> str:
-    """Everything that goes into the file: the placeholders, then every module with the
-    COMMENT ON statements of its views, in dependency order."""
-    parts = [sql for _, sql in _placeholders()]
-    parts += [f"-- module {m.name}\n{module_script(m).strip()}" for m in view_modules()]
-    return "\n".join(parts) + "\n"
+def matcher_macro(con: duckdb.DuckDBPyConnection, matcher: Matcher) -> str:
+    """The CREATE MACRO of a ``-- matcher:`` line (``cclq.query.sqlfiles.Matcher``), from
+    the rows of its rules view as ``con`` reads them: one arm per rule, its pattern a
+    constant that DuckDB compiles once, where a join on the pattern column compiled it for
+    every row. A rule is named by its ``priority``, unique among the rules of the same
+    ``columns`` values (an error otherwise)."""
+    keys = list(matcher.columns)
+    names = ", ".join([*keys, "priority", "pattern"])
+    rows = con.execute(f"SELECT {names} FROM {matcher.rules} ORDER BY {names}").fetchall()
+    arms: list[str] = []
+    seen: set[tuple[object, ...]] = set()
+    for *values, priority, pattern in rows:
+        if (*values, priority) in seen:
+            raise ValueError(f"{matcher.rules}: two rules with priority {priority} for {dict(zip(keys, values))}")
+        seen.add((*values, priority))
+        conditions = [f"{column} = {_value(v)}" for column, v in zip(keys, values, strict=True)]
+        conditions.append(f"regexp_matches(text, {_value(pattern)})")
+        arms.append(f"  CASE WHEN {' AND '.join(conditions)} THEN {int(priority)} END")
+    listed = "[\n" + ",\n".join(arms) + "\n]" if arms else "CAST([] AS INTEGER[])"
+    arguments = ", ".join(["text", *keys])
+    return f"CREATE OR REPLACE MACRO {matcher.macro}({arguments}) AS list_filter({listed}, lambda p: p IS NOT NULL);"
+
+
+def _matcher_stand_in(matcher: Matcher) -> str:
+    """A matcher with no rules (the same arguments and type), for the module that creates
+    the rules to bind its own views against before they exist."""
+    arguments = ", ".join(["text", *matcher.columns])
+    return f"CREATE OR REPLACE MACRO {matcher.macro}({arguments}) AS CAST([] AS INTEGER[]);"
+
+
+def _value(value: object) -> str:
+    """A rule's value as a SQL constant: a number, a quoted string, or NULL (which no
+    argument equals, as in a join on the column)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool | int | float):
+        return repr(int(value)) if isinstance(value, bool | int) else repr(float(value))
+    return quote_literal(str(value))
+
+
+@lru_cache(maxsize=1)
+def matcher_statements() -> dict[str, list[str]]:
+    """Module name -> the CREATE MACRO of each of its matchers, from the compiled file's
+    rules: for a script that creates the views itself (``cclq shell`` with a DuckDB CLI
+    of another version, ``engine.setup_script``), right before that module (a matcher
+    reads nothing: its rules are constants in it)."""
+    con = open_database()
+    try:
+        for statement in attach_statements():
+            con.execute(statement)
+        return {
+            m.name: [matcher_macro(con, matcher) for matcher in module_matchers(m)]
+            for m in view_modules()
+            if module_matchers(m)
+        }
+    finally:
+        con.close()
 
 
 def catalog_key() -> str:
@@ -147,7 +202,17 @@ def _compile(path: Path) -> None:
     try:
         con = open_database(scratch)
         try:
-            con.execute(_compile_script())
+            # the placeholders, then every module with the COMMENT ON statements of its
+            # views in dependency order, each followed by its matchers (made from the
+            # rules it has just created, before any module that reads them)
+            con.execute("\n".join(sql for _, sql in _placeholders()))
+            for module in view_modules():
+                matchers = module_matchers(module)
+                for matcher in matchers:  # what the module's own views bind against ...
+                    con.execute(_matcher_stand_in(matcher))
+                con.execute(f"-- module {module.name}\n{module_script(module).strip()}")
+                for matcher in matchers:  # ... until its rules exist (a view binds a macro when it runs)
+                    con.execute(matcher_macro(con, matcher))
             con.execute("\n".join(f"DROP TABLE {name};" for name, _ in _placeholders()))
         finally:
             con.close()

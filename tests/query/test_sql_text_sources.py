@@ -62,6 +62,11 @@ TRUSTED: dict[str, dict[str, str]] = {
         "CATALOG": "the constant name of the compiled view catalog",
         "name": "a base relation of cclq.schema or CATALOG_RELATIONS",
         "', '.join(cols)": "columns of cclq.schema with DuckDB types",
+        "matcher.macro": "a macro of a `-- matcher:` line (cclq's own SQL, \\w+ names)",
+        "matcher.rules": "a rules view of a `-- matcher:` line (cclq's own SQL, \\w+ names)",
+        "names": "columns of a `-- matcher:` line (\\w+ names) and constant column names",
+        "arguments": "`text` and the columns of a `-- matcher:` line (\\w+ names)",
+        "listed": "CASE arms: matcher columns, _value() constants (quote_literal, numbers)",
     },
     "query/sqlfiles.py": {
         "name": "a name of a `-- batch:` line (cclq's own SQL, \\w+ names)",

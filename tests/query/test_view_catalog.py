@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from cclq.query import view_catalog
+from cclq.query import sqlfiles, view_catalog
 
 
 @pytest.fixture
@@ -79,8 +79,6 @@ def test_the_key_covers_every_modules_sql_and_the_code_that_compiles_it(cache, m
     or of the code that turns modules into the script, is another file."""
     import dataclasses
 
-    from cclq.query import sqlfiles
-
     before = view_catalog.catalog_key()
     modules = view_catalog.view_modules()
     for i in (0, len(modules) - 1):
@@ -96,7 +94,8 @@ def test_the_key_covers_every_modules_sql_and_the_code_that_compiles_it(cache, m
 
 
 def test_a_failed_compile_leaves_nothing(cache, monkeypatch):
-    monkeypatch.setattr(view_catalog, "_compile_script", lambda: "CREATE VIEW broken AS SELECT * FROM nowhere;")
+    broken = sqlfiles.ViewModule("broken", Path("broken.sql"), (), "CREATE VIEW broken AS SELECT * FROM nowhere;")
+    monkeypatch.setattr(view_catalog, "view_modules", lambda: (broken,))
     cache.mkdir()
     with pytest.raises(duckdb.Error):
         view_catalog._compile(cache / "views-x.duckdb")
@@ -129,3 +128,95 @@ def test_an_unwritable_cache_folder_falls_back_as_root_too(tmp_path, monkeypatch
     finally:
         view_catalog.catalog_file.cache_clear()
     assert path.parent == tmp_path / "tmp" / f"cclq-{os.getuid()}" and path.is_file()
+
+
+# Names that exercise the rules: each family and class, case, anchors, a newline, none.
+_NAMES = [
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+    "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize2x1x1",
+    "fbgemm_gpu::embedding_forward_kernel",
+    "Memcpy HtoD (Pageable -> Device)",
+    "Stream Sync",
+    "flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64>>",
+    "void deep_ep::intranode::dispatch<8, 768>(int4*, float*)",
+    "FUSED_MOE_kernel\nsecond line",
+    "triton_red_fused_softmax_0",
+    "c10d::allreduce_",
+    "record_param_comms",
+    "nccl:all_reduce",
+    "nothing at all",
+    "",
+]
+
+
+@pytest.mark.parametrize(
+    ("macro", "rules", "columns"),
+    [
+        ("kernel_family_matches", "kernel_family_rules", ("version",)),
+        ("kernel_class_matches", "kernel_class_rules", ("version", "applies_to")),
+    ],
+)
+def test_a_matcher_names_the_rules_a_join_on_the_pattern_matches(macro, rules, columns):
+    """The generated macro (``-- matcher:``) against the join it replaces, computed
+    independently: every rule of the same column values whose pattern regexp_matches the
+    text, lowest priority first, for each combination of the rules' column values and
+    names that hit every kind of rule (and a NULL text: no rule)."""
+    con = duckdb.connect()
+    for statement in view_catalog.attach_statements():
+        con.execute(statement)
+    con.execute("CREATE TEMP TABLE names AS SELECT unnest($names) AS text", {"names": _NAMES + [None]})
+    keys = ", ".join(columns)
+    condition = " AND ".join(f"r.{c} = k.{c}" for c in columns)
+    differ = con.execute(
+        f"""
+        WITH k AS (SELECT DISTINCT {keys} FROM {rules}),
+        joined AS (
+          SELECT n.text, k.*, list(r.priority ORDER BY r.priority) FILTER (WHERE r.priority IS NOT NULL) AS hits
+          FROM names AS n CROSS JOIN k
+          LEFT JOIN {rules} AS r ON {condition} AND regexp_matches(n.text, r.pattern)
+          GROUP BY ALL
+        )
+        SELECT text, {keys}, coalesce(hits, []) AS hits, {macro}(text, {keys}) AS generated
+        FROM joined
+        WHERE coalesce(hits, []) IS DISTINCT FROM {macro}(text, {keys})
+        """
+    ).fetchall()
+    assert differ == []
+    hits = con.execute(
+        f"SELECT count(*) FROM names, (SELECT DISTINCT {keys} FROM {rules}) k WHERE len({macro}(text, {keys})) > 0"
+    ).fetchone()
+    assert hits is not None and hits[0] >= 10  # the names do hit rules
+
+
+def test_a_malformed_matcher_line_names_its_file_and_line():
+    module = sqlfiles.ViewModule("m", Path("sql/views/m.sql"), (), "-- requires: x\n-- matcher: broken FROM rules\n")
+    with pytest.raises(ValueError, match=r"m\.sql:2: a matcher line is"):
+        sqlfiles.module_matchers(module)
+    good = sqlfiles.ViewModule("m", Path("m.sql"), (), "-- matcher: m_matches(text, version, kind) FROM m_rules\n")
+    assert sqlfiles.module_matchers(good) == [sqlfiles.Matcher("m_matches", ("version", "kind"), "m_rules")]
+
+
+def test_a_matcher_refuses_two_rules_of_one_priority():
+    """A rule is named by its priority: two of the same values and priority are an error
+    (the join would apply both; a list of priorities could not say which)."""
+    con = duckdb.connect()
+    con.execute(
+        "CREATE VIEW m_rules AS "
+        "SELECT * FROM (VALUES (1, 10, 'a'), (1, 10, 'b'), (2, 10, 'c')) t(version, priority, pattern)"
+    )
+    matcher = sqlfiles.Matcher("m_matches", ("version",), "m_rules")
+    with pytest.raises(ValueError, match="two rules with priority 10"):
+        view_catalog.matcher_macro(con, matcher)
+    con.execute("CREATE VIEW ok_rules AS SELECT * FROM m_rules WHERE pattern <> 'b'")
+    ok = sqlfiles.Matcher("m_matches", ("version",), "ok_rules")
+    con.execute(view_catalog.matcher_macro(con, ok))
+    assert con.execute(
+        "SELECT m_matches('xa', 1), m_matches('xb', 1), m_matches('c', 2), m_matches('c', 3)"
+    ).fetchone() == (
+        [10],
+        [],
+        [10],
+        [],
+    )
