@@ -34,7 +34,4 @@ SELECT s.trace, s.rank, 0 AS key, s.ts_ns, s.end_ns
 FROM slices AS s
 SEMI JOIN cpu_only_ranks(scope) AS r USING (trace, rank)
 WHERE s.cat = 'cpu_op' AND s.end_ns IS NOT NULL
-  AND NOT EXISTS (
-    SELECT 1 FROM kernel_class_rules AS k
-    WHERE k.version = 2 AND k.applies_to = 'cpu_op' AND regexp_matches(s.name, k.pattern)
-  );
+  AND len(kernel_class_matches(s.name, 2, 'cpu_op')) = 0;

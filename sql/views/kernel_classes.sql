@@ -228,7 +228,8 @@ LATERAL (
     arg_min(r.role, r.priority) AS role,
     coll_type_of(coalesce(s.collective_name, s.name)) AS coll_type
   FROM kernel_class_rules AS r
-  WHERE r.version = rules_version AND r.applies_to = 'cpu_op' AND regexp_matches(s.name, r.pattern)
+  WHERE r.version = rules_version AND r.applies_to = 'cpu_op'
+    AND list_contains(kernel_class_matches(s.name, rules_version, 'cpu_op'), r.priority)
 ) AS c
 WHERE s.cat IN ('cpu_op', 'user_annotation') AND c.kernel_class = 'comm';
 

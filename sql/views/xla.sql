@@ -216,9 +216,12 @@ stream_class AS (
     n.name,
     arg_min(r.kernel_class, r.priority) AS kernel_class,
     arg_min(r.coll_type, r.priority) AS coll_type
-  FROM (SELECT DISTINCT name FROM ops WHERE op_source = 'gpu_stream') AS n
+  FROM (
+    SELECT name, unnest(kernel_class_matches(name, 1, 'gpu_activity')) AS priority
+    FROM (SELECT DISTINCT name FROM ops WHERE op_source = 'gpu_stream')
+  ) AS n
   JOIN kernel_class_rules AS r
-    ON r.version = 1 AND r.applies_to = 'gpu_activity' AND regexp_matches(n.name, r.pattern)
+    ON r.version = 1 AND r.applies_to = 'gpu_activity' AND r.priority = n.priority
   GROUP BY ALL
 ),
 classified AS (
