@@ -83,12 +83,16 @@ def _placeholders() -> list[tuple[str, str]]:
 
 
 @lru_cache(maxsize=1)
-def matcher_macro(con: duckdb.DuckDBPyConnection, matcher: Matcher) -> str:
+def matcher_macro(con: duckdb.DuckDBPyConnection, matcher: Matcher, temporary: bool = False) -> str:
     """The CREATE MACRO of a ``-- matcher:`` line (``cclq.query.sqlfiles.Matcher``), from
     the rows of its rules view as ``con`` reads them: one arm per rule, its pattern a
     constant that DuckDB compiles once, where a join on the pattern column compiled it for
     every row. A rule is named by its ``priority``, unique among the rules of the same
-    ``columns`` values (an error otherwise)."""
+    ``columns`` values (an error otherwise).
+
+    The matcher is made when the views are compiled, so a session that shadows the rules
+    view (a temporary view of the same name, to try a rule) makes it again from that view
+    with ``temporary``: a temporary macro, which the compiled views then read."""
     keys = list(matcher.columns)
     names = ", ".join([*keys, "priority", "pattern"])
     rows = con.execute(f"SELECT {names} FROM {matcher.rules} ORDER BY {names}").fetchall()
@@ -103,7 +107,8 @@ def matcher_macro(con: duckdb.DuckDBPyConnection, matcher: Matcher) -> str:
         arms.append(f"  CASE WHEN {' AND '.join(conditions)} THEN {int(priority)} END")
     listed = "[\n" + ",\n".join(arms) + "\n]" if arms else "CAST([] AS INTEGER[])"
     arguments = ", ".join(["text", *keys])
-    return f"CREATE OR REPLACE MACRO {matcher.macro}({arguments}) AS list_filter({listed}, lambda p: p IS NOT NULL);"
+    create = "CREATE OR REPLACE TEMP MACRO" if temporary else "CREATE OR REPLACE MACRO"
+    return f"{create} {matcher.macro}({arguments}) AS list_filter({listed}, lambda p: p IS NOT NULL);"
 
 
 def _matcher_stand_in(matcher: Matcher) -> str:

@@ -102,16 +102,25 @@ def test_cpu_collectives_come_from_the_cpu_op_rules(con):
 
 def test_one_table_drives_both_sides(con):
     """Adding a row to the table (here in a scratch connection) is all it takes to
-    make a new CPU op name a collective: no second list of patterns exists."""
+    make a new CPU op name a collective: no second list of patterns exists. The matcher
+    is made from the table (when the views are compiled; here again, from the session's
+    table, as sql/README.md says)."""
+    from cclq.query.sqlfiles import module_matchers, view_modules
+    from cclq.query.view_catalog import matcher_macro
+
     con.execute("CREATE TEMP TABLE shipped_rules AS SELECT * FROM kernel_class_rules")
     con.execute("""CREATE TEMP VIEW kernel_class_rules AS
                    SELECT * FROM shipped_rules
                    UNION ALL SELECT 3, 104, 'cpu_op', '^mpi:', 'comm', NULL, 'call', NULL""")
+    (matcher,) = [m for module in view_modules() for m in module_matchers(module) if m.rules == "kernel_class_rules"]
+    assert con.execute("SELECT count(*) FROM cpu_collectives_with(3, files)").fetchall() == [(0,)]  # not yet
+    con.execute(matcher_macro(con, matcher, temporary=True))
     try:
         got = con.execute("SELECT name, coll_type FROM cpu_collectives_with(3, files)").fetchall()
         assert got == [("mpi:allreduce", "all_reduce")]
         assert con.execute("SELECT count(*) FROM cpu_collectives_with(1, files)").fetchall() == [(3,)]
     finally:
+        con.execute(f"DROP MACRO temp.{matcher.macro}")
         con.execute("DROP VIEW temp.kernel_class_rules")
         con.execute("DROP TABLE temp.shipped_rules")
 
