@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 try:  # the compiled longest path (dagpath.c), where the install built it
     from cclq.query import dagpath  # type: ignore[attr-defined]
@@ -192,7 +191,7 @@ def longest_path_arrays(src: pa.Array, dst: pa.Array, weight: pa.Array, edge_no:
     if dagpath is not None and not (src.null_count or dst.null_count or weight.null_count):
         positions = dagpath.longest_path(_values(src, 8), _values(dst, 8), _values(weight, 8))
         if positions is not None:
-            return pc.take(edge_no, pa.array(positions, pa.int64()))
+            return edge_no.take(pa.array(positions, pa.int64()))
     path = longest_path_columns(src.to_pylist(), dst.to_pylist(), weight.to_pylist(), edge_no.to_pylist())
     return pa.array(path, pa.int64())
 
