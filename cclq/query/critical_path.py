@@ -188,6 +188,7 @@ def longest_path_arrays(src: pa.Array, dst: pa.Array, weight: pa.Array, edge_no:
     """``longest_path_columns`` over Arrow arrays (one rank's edges): the compiled path
     where it was built and takes the graph, else the Python one. The edge numbers on the
     path, in path order."""
+    src, dst, weight = src.cast(pa.int64()), dst.cast(pa.int64()), weight.cast(pa.float64())  # the C's types
     if dagpath is not None and not (src.null_count or dst.null_count or weight.null_count):
         positions = dagpath.longest_path(_values(src, 8), _values(dst, 8), _values(weight, 8))
         if positions is not None:

@@ -257,8 +257,9 @@ def view_modules() -> tuple[ViewModule, ...]:
 
 # ``-- matcher: <macro>(text, <column>, ...) FROM <rules>``, a header line of the module
 # that creates the view ``<rules>`` (columns ``priority`` and ``pattern``, and the named
-# ones). cclq.query.view_catalog creates ``<macro>`` right after the module: a scalar
-# macro with the pattern of each rule as a constant (see ``matcher_macro`` there).
+# ones). cclq.query.view_catalog creates ``<macro>`` with the module (a stand-in before
+# it, the rules' macro right after): a scalar macro with the pattern of each rule as a
+# constant (see ``matcher_macro`` there).
 _MATCHER = re.compile(r"^--\s*matcher:(.*)$", re.MULTILINE)
 _MATCHER_WORDS = re.compile(r"^\s*(\w+)\s*\(\s*text\s*((?:,\s*\w+\s*)*)\)\s+FROM\s+(\w+)\s*$")
 

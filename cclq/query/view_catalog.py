@@ -82,7 +82,6 @@ def _placeholders() -> list[tuple[str, str]]:
     return data + catalog
 
 
-@lru_cache(maxsize=1)
 def matcher_macro(con: duckdb.DuckDBPyConnection, matcher: Matcher, temporary: bool = False) -> str:
     """The CREATE MACRO of a ``-- matcher:`` line (``cclq.query.sqlfiles.Matcher``), from
     the rows of its rules view as ``con`` reads them: one arm per rule, its pattern a

@@ -199,6 +199,14 @@ def test_longest_path_equals_networkx_on_random_dags(find) -> None:  # noqa: ANN
         assert find(edges) == expected, (seed, edges)
 
 
+def test_longest_path_arrays_takes_other_number_types() -> None:
+    """Node ids and weights of other widths (int32, float32) are read as their values, not
+    as the bytes of int64 and float64, compiled or not."""
+    src, dst = pa.array([0, 1], pa.int32()), pa.array([1, 2], pa.int32())
+    path = longest_path_arrays(src, dst, pa.array([1.0, 2.0], pa.float32()), pa.array([4, 5]))
+    assert path.to_pylist() == [4, 5]
+
+
 def test_the_compiled_longest_path_declines_what_python_handles() -> None:
     """``dagpath`` takes dense ids without repeated edges, and answers None otherwise (the
     caller then runs Python); a cycle is an error, and malformed buffers are refused."""
