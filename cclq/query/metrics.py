@@ -645,16 +645,23 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
             raise QueryError(f"{spec.label} ({spec.path.name}) does not compile: {str(e).splitlines()[0]}") from e
         raise session.query_error(e, spec.label) from e
     try:
-        names = list(session.con.table(_ROWS).columns)  # from the catalog: no query (DESCRIBE was 0.3 ms)
-        select, out_names = _result_columns(spec, names)
-        # sorted by the output columns (not m's), exactly as combine_results sorts them
-        query = f"SELECT * FROM (SELECT {', '.join(select)} FROM {_ROWS} AS m) ORDER BY {_order_by(out_names)}"
         try:
-            return session.arrow(query)
+            return _result_of_rows(session, spec)
         except duckdb.Error as e:
             raise session.query_error(e, spec.label) from e
     finally:
         session.execute(f"DROP TABLE IF EXISTS temp.{_ROWS}")
+
+
+def _result_of_rows(session: Session, spec: MetricSpec) -> pa.Table:
+    """The metric's result from its query's rows in ``_ROWS`` (``_run_query``; none for
+    ``empty_result``): the common columns first, typed, sorted by the output columns (not
+    m's), exactly as combine_results sorts them."""
+    names = list(session.con.table(_ROWS).columns)  # from the catalog: no query (DESCRIBE was 0.3 ms)
+    select, out_names = _result_columns(spec, names)
+    return session.arrow(
+        f"SELECT * FROM (SELECT {', '.join(select)} FROM {_ROWS} AS m) ORDER BY {_order_by(out_names)}"
+    )
 
 
 def _result_columns(spec: MetricSpec, names: list[str]) -> tuple[list[str], list[str]]:
@@ -699,8 +706,7 @@ def empty_result(session: Session, spec: MetricSpec, params: dict[str, str]) -> 
         # a quarter of a small trace's report)
         session.execute(f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS SELECT * FROM ({spec.sql}) LIMIT 0")
         try:
-            select, _ = _result_columns(spec, list(session.con.table(_ROWS).columns))
-            table = session.arrow(f"SELECT {', '.join(select)} FROM {_ROWS} AS m")
+            table = _result_of_rows(session, spec)
         finally:
             session.execute(f"DROP TABLE IF EXISTS temp.{_ROWS}")
     except (duckdb.Error, QueryError):
