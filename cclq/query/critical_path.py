@@ -190,17 +190,17 @@ def longest_path_arrays(src: pa.Array, dst: pa.Array, weight: pa.Array, edge_no:
     path, in path order."""
     src, dst, weight = src.cast(pa.int64()), dst.cast(pa.int64()), weight.cast(pa.float64())  # the C's types
     if dagpath is not None and not (src.null_count or dst.null_count or weight.null_count):
-        positions = dagpath.longest_path(_values(src, 8), _values(dst, 8), _values(weight, 8))
+        positions = dagpath.longest_path(_values(src), _values(dst), _values(weight))
         if positions is not None:
             return edge_no.take(pa.array(positions, pa.int64()))
     path = longest_path_columns(src.to_pylist(), dst.to_pylist(), weight.to_pylist(), edge_no.to_pylist())
     return pa.array(path, pa.int64())
 
 
-def _values(array: pa.Array, width: int) -> memoryview:
+def _values(array: pa.Array) -> memoryview:
     """The value buffer of a fixed-width Arrow array without nulls, as its rows (an
     array's slice starts ``offset`` values into its buffer)."""
-    buffer = array.buffers()[1]
+    buffer, width = array.buffers()[1], array.type.bit_width // 8
     start = array.offset * width
     return memoryview(buffer)[start : start + len(array) * width]
 

@@ -137,11 +137,8 @@ def matcher_statements() -> dict[str, list[str]]:
     try:
         for statement in attach_statements():
             con.execute(statement)
-        return {
-            m.name: [matcher_macro(con, matcher) for matcher in module_matchers(m)]
-            for m in view_modules()
-            if module_matchers(m)
-        }
+        made = {m.name: [matcher_macro(con, matcher) for matcher in module_matchers(m)] for m in view_modules()}
+        return {name: statements for name, statements in made.items() if statements}
     finally:
         con.close()
 
