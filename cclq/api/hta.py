@@ -257,11 +257,11 @@ class TraceAnalysis:
         """Per rank and user annotation (GPU side, or the CPU side with
         ``use_gpu_annotation=False``): the sum, max, min, stddev and mean of durations;
         None where the trace has no such annotation."""
-        allow = self.t.symbol_table.find_matched_symbols(allowlist_patterns) if allowlist_patterns else None
-        result = hta_breakdown.annotation_breakdown(self._data, use_gpu_annotation, duration_ratio, num_kernels, allow)
-        if result is None:
+        category = "gpu_user_annotation" if use_gpu_annotation else "user_annotation"
+        if category not in self.t.symbol_table.get_sym_id_map():  # HTA's test: no row names it
             return None
-        table, per_rank = result
+        allow = self.t.symbol_table.find_matched_symbols(allowlist_patterns) if allowlist_patterns else None
+        table, per_rank = hta_breakdown.annotation_breakdown(self._data, category, duration_ratio, num_kernels, allow)
         if visualize:
             hta_figures.user_annotations(self.figures, table, per_rank, len(self._data.ranks), image_renderer)
         return table
@@ -447,6 +447,8 @@ class TraceAnalysis:
     def get_cupti_counter_data_with_operators(self, ranks: list[int] | None = None) -> list[Any]:
         """Per rank in CUPTI profiler mode: its kernels with their operator stack and one
         column per counter."""
+        if "cuda_profiler_range" not in self.t.symbol_table.get_sym_id_map():  # HTA's test: no such row
+            return []
         return hta_kernels.cupti_counters(self._data, ranks or [0])
 
     # -- critical path -------------------------------------------------------------------

@@ -220,21 +220,12 @@ def idle_time_breakdown(
 
 
 def annotation_breakdown(
-    data: HtaData, use_gpu_annotation: bool, duration_ratio: float, num_kernels: int, allowlist_names: list[str] | None
-) -> tuple[Any, dict[int, Any]] | None:
-    """HTA's get_gpu_user_annotation_breakdown table and its per-rank tables (None where
-    the trace has no such annotation)."""
+    data: HtaData, category: str, duration_ratio: float, num_kernels: int, allowlist_names: list[str] | None
+) -> tuple[Any, dict[int, Any]]:
+    """HTA's get_gpu_user_annotation_breakdown table and its per-rank tables, over the
+    rows of ``category`` (gpu_user_annotation or user_annotation; the caller returns None,
+    as HTA, where no row names it)."""
     pd = pandas()
-    category = "gpu_user_annotation" if use_gpu_annotation else "user_annotation"
-    present = (
-        data.rows(
-            "SELECT count(*) FROM hta_loaded WHERE cat = ? OR name = ?", "hta_loaded", params=[category, category]
-        )
-        .column(0)[0]
-        .as_py()
-    )
-    if not present:
-        return None
     table = data.rows(
         "SELECT e.rank, e.name, e.dur_us AS dur FROM hta_events AS e, range(e.copies) "
         "WHERE e.cat = ? ORDER BY e.rank, e.row_order",

@@ -246,12 +246,12 @@ def kernels_with_user_annotations(trace: Trace, rank: int, expand_names: bool, s
     overlaps it (``user_annotation``, a symbol id, -1 for none). As in HTA, it sets the
     rank frame's ``end`` to the aligned ts + dur and adds its ``user_annotation`` column."""
     table = trace.symbol_table
-    frame = trace.get_trace(rank)
-    frame["end"] = frame["ts"] + frame["dur"]
-    frame["user_annotation"] = -1
     anno_id = table.get_sym_id_map().get("gpu_user_annotation", -1)
-    if anno_id == -1:
+    if anno_id == -1:  # HTA adds the columns, then finds no annotation
+        trace.edit_frame(rank, _add_annotation_columns)
         return None
+    frame = trace.get_trace(rank)
+    _add_annotation_columns(frame)
     annos = frame[frame.cat == anno_id][["pid", "tid", "ts", "end", "dur", "name"]].sort_values("dur", ascending=False)
     syncs = {table.get_sym_id_map().get(n, -2) for n in ("Event Sync", "Context Sync")}
     gpu = frame[(frame["stream"].ge(0) & frame["correlation"].ge(0)) | frame["name"].isin(syncs)].copy()
@@ -278,6 +278,13 @@ def kernels_with_user_annotations(trace: Trace, rank: int, expand_names: bool, s
         gpu["s_cat"] = gpu["cat"].apply(sym)
         gpu["s_user_annotation"] = gpu["user_annotation"].apply(sym)
     return gpu
+
+
+def _add_annotation_columns(frame: Any) -> None:
+    """What HTA's get_gpu_kernels_with_user_annotations adds to the rank's frame: ``end``
+    (aligned ts + dur) and ``user_annotation`` (-1, no annotation)."""
+    frame["end"] = frame["ts"] + frame["dur"]
+    frame["user_annotation"] = -1
 
 
 def potential_stragglers(

@@ -100,6 +100,7 @@ class Trace:
         self.trace_files: dict[int, str] = {rank: str(path) for rank, path in sorted(files.items())}
         self.is_parsed = True
         self._frames: dict[int, Any] = {}
+        self._edits: dict[int, list[Callable[[Any], None]]] = {}  # see edit_frame
         self._symbols: TraceSymbolTable | None = None
 
     @property
@@ -178,8 +179,24 @@ class Trace:
         if rank not in self.get_ranks():
             raise ValueError(f"no trace for rank {rank}")
         if rank not in self._frames:
-            self._frames[rank] = self._frame(rank)
+            frame = self._frame(rank)
+            for edit in self._edits.pop(rank, []):
+                edit(frame)
+            self._frames[rank] = frame
         return self._frames[rank]
+
+    def edit_frame(self, rank: int, edit: Callable[[Any], None]) -> None:
+        """cclq's own: applies ``edit`` to ``rank``'s frame, now if it is built, else when it
+        is. An analysis whose HTA counterpart alters the frame on its way to an answer that
+        reads none of it (get_gpu_kernels_with_user_annotations on a trace without GPU
+        annotations) leaves the same frame behind without building it (29 ms of 0.6 s on
+        hta_alexnet)."""
+        if rank not in self.get_ranks():
+            raise ValueError(f"no trace for rank {rank}")
+        if rank in self._frames:
+            edit(self._frames[rank])
+        else:
+            self._edits.setdefault(rank, []).append(edit)
 
     def get_all_traces(self) -> dict[int, Any]:
         return {rank: self.get_trace(rank) for rank in self.get_ranks()}

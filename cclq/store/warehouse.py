@@ -519,7 +519,8 @@ class Warehouse:
         referenced: set[str] = set()
         for snap_id in live:
             try:
-                parts = pq.read_table(self.catalog_dir / snap_id / "parts.parquet", columns=["path"])
+                # not read_table: its dataset layer costs 7-30 ms to import (cclq.store.catalog)
+                parts = pq.ParquetFile(self.catalog_dir / snap_id / "parts.parquet").read(columns=["path"])
             except OSError:
                 continue
             referenced.update(parts.column("path").to_pylist())

@@ -326,3 +326,34 @@ def test_cupti_counters_by_hand(tmp_path: Path) -> None:
     assert len(ta.get_cupti_counter_data_with_operators([0, 1])) == 1
     plain_ta = cclq.TraceAnalysis(trace_dir=tmp_path / "in" / "plain", warehouse=tmp_path / "wh")
     assert plain_ta.get_cupti_counter_data_with_operators() == []
+
+
+@pytest.mark.slow
+def test_kernels_with_annotations_leaves_htas_columns_on_a_frame_not_yet_built(tmp_path: Path) -> None:
+    """HTA's get_gpu_kernels_with_user_annotations adds ``end`` (ts + dur) and
+    ``user_annotation`` (-1) to the rank's frame before it finds no GPU annotation and
+    returns None. cclq does not build the frame for that answer, yet the frame a script
+    reads afterwards has both columns, as when it was built first."""
+    from cclq.synth.kineto import KinetoTraceBuilder
+
+    us = 1000
+    b = KinetoTraceBuilder(rank=0)
+    b.cpu_op("aten::mm", ts=0, dur=20 * us)
+    b.kernel("gemm_k", ts=30 * us, dur=4 * us, launch_ts=5 * us)
+    b.kernel("relu_k", ts=40 * us, dur=2 * us, launch_ts=10 * us)
+    b.write(tmp_path / "in" / "t" / "rank0.json")
+
+    frames = []
+    for build_first in (True, False):
+        ta = cclq.TraceAnalysis(trace_dir=tmp_path / "in" / "t", warehouse=tmp_path / f"wh{build_first}")
+        if build_first:
+            ta.t.get_trace(0)
+        assert ta.get_gpu_kernels_with_user_annotations(0) is None
+        frames.append(ta.t.get_trace(0))
+    built_first, built_after = frames
+    assert list(built_after.columns)[-2:] == ["end", "user_annotation"]
+    assert (built_after["user_annotation"] == -1).all()
+    assert (built_after["end"] == built_after["ts"] + built_after["dur"]).all()
+    pd.testing.assert_frame_equal(built_first, built_after)
+    with pytest.raises(ValueError, match="no trace for rank 3"):
+        ta.get_gpu_kernels_with_user_annotations(3)
