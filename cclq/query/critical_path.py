@@ -27,7 +27,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
+
+from cclq.schema import as_type
 
 try:  # the compiled longest path (dagpath.c), where the install built it
     from cclq.query import dagpath  # type: ignore[attr-defined]
@@ -188,11 +191,13 @@ def longest_path_arrays(src: pa.Array, dst: pa.Array, weight: pa.Array, edge_no:
     """``longest_path_columns`` over Arrow arrays (one rank's edges): the compiled path
     where it was built and takes the graph, else the Python one. The edge numbers on the
     path, in path order."""
-    src, dst, weight = src.cast(pa.int64()), dst.cast(pa.int64()), weight.cast(pa.float64())  # the C's types
+    # the C's types; the stored edges have them already (a cast, or ``take`` below, would
+    # import pyarrow.compute: 46 ms of a cold board's lane time)
+    src, dst, weight = (as_type(a, t) for a, t in ((src, pa.int64()), (dst, pa.int64()), (weight, pa.float64())))
     if dagpath is not None and not (src.null_count or dst.null_count or weight.null_count):
         positions = dagpath.longest_path(_values(src), _values(dst), _values(weight))
         if positions is not None:
-            return edge_no.take(pa.array(positions, pa.int64()))
+            return pa.array(np.asarray(edge_no.to_numpy(zero_copy_only=False))[positions], pa.int64())
     path = longest_path_columns(src.to_pylist(), dst.to_pylist(), weight.to_pylist(), edge_no.to_pylist())
     return pa.array(path, pa.int64())
 

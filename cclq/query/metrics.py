@@ -48,6 +48,7 @@ from cclq.query.sqlfiles import (
     view_modules,
 )
 from cclq.query.view_catalog import CATALOG
+from cclq.schema import as_type
 from cclq.sqltext import quote_identifier, quote_literal
 
 T = TypeVar("T")
@@ -742,7 +743,8 @@ def catalog_rows(run: MetricRun) -> pa.Table:
         )
     )
     return pa.table(
-        {f.name: given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in schema}, schema=schema
+        {f.name: as_type(given[f.name], f.type) if f.name in given else pa.nulls(n, f.type) for f in schema},
+        schema=schema,
     )
 
 

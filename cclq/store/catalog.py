@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cclq.cards.load import CARD_SCHEMA
+from cclq.schema import as_type
 
 # The catalog tables. Every snapshot is written with these schemas, so a column that is
 # NULL in every row still has its type (a NULL-typed Parquet column reads back as
@@ -162,10 +163,9 @@ def read_catalog_table(path: Path, schema: pa.Schema) -> pa.Table:
 
 
 def _column_as(table: pa.Table, field: pa.Field) -> Any:
-    """``table``'s column of ``field``'s name as its type (NULLs where absent). Cast only
-    where the type differs: ``cast`` imports pyarrow.compute, 0.1-0.2 s of every command
-    that opens a snapshot (a cached ``cclq metric`` among them)."""
+    """``table``'s column of ``field``'s name as its type (NULLs where absent; ``as_type``:
+    no pyarrow.compute for a command that opens a snapshot, a cached ``cclq metric``
+    among them)."""
     if field.name not in table.column_names:
         return pa.nulls(table.num_rows, field.type)
-    column = table.column(field.name)
-    return column if column.type == field.type else column.cast(field.type)
+    return as_type(table.column(field.name), field.type)

@@ -132,7 +132,7 @@ def _warehouse_content(target: str) -> dict[str, pa.Table]:
     }
     con = connect(open_warehouse(target))
     try:
-        return {name: con.execute(sql).to_arrow_table() for name, sql in queries.items()}
+        return {name: con.arrow(sql) for name, sql in queries.items()}
     finally:
         con.close()
 
