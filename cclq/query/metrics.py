@@ -344,11 +344,14 @@ _SHARED_PREFIX = "_cclq_shared_"
 # events) the report peaked at 1.66 GB instead of 2.83 GB, in 36.2 s instead of 34.3 s
 # (59-60 CPU s both, load 1.3-1.5; docs/benchmarks.md, Metrics at size). A small batch
 # pays the file's fixed cost (the file, its WAL, a checkpoint) for little memory: 83
-# metrics over dlrm_param_8xV100 (0.1 M events) took 2.9 s instead of 2.67 s; so below
-# FILE_FROM_EVENTS (~0.4 GB of tables in memory) they stay in memory. Before DuckDB 2.0 the
+# metrics over dlrm_param_8xV100 (0.1 M events) took 2.9 s instead of 2.67 s, the board over
+# ../shared/traces (1.12 M events) 2.69-2.99 s at 534-579 MB instead of 2.49-2.74 s at
+# 702-728 MB, while a report on two 250 MB ranks (1.85 M events) took as long either way
+# (6.43-6.79 s at 0.91-0.96 GB, in memory 6.40-6.59 s at 1.16 GB; load ~1); so below
+# FILE_FROM_EVENTS (~0.6 GB of tables in memory) they stay in memory. Before DuckDB 2.0 the
 # lanes' tables waited on each other in the one file (33 -> 44 CPU s). A spill folder that
 # cannot take the file leaves them in memory.
-FILE_FROM_EVENTS = 1_000_000
+FILE_FROM_EVENTS = 1_500_000
 SHARED_DB = "_cclq_shared"
 _SHARED_FILE = "shared.duckdb"
 
