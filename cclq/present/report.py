@@ -34,7 +34,7 @@ from cclq.query.outcomes import Outcome, split_by_trace
 from cclq.query.registry import CATEGORIES, MetricSpec
 from cclq.query.session import Session
 from cclq.query.trace_stats import OP_STATS_QUERY, STEP_DURATIONS_QUERY, op_stats, step_durations, top_ops
-from cclq.query.workloads import WorkloadInfo, load_workloads
+from cclq.query.workloads import WORKLOAD_QUERIES, WorkloadInfo, load_workloads
 
 # Metrics the workload plots are drawn from (the board computes them besides the
 # leaderboard's): per-rank bars, straggler counts, temporal breakdown, bus bandwidth.
@@ -149,8 +149,6 @@ def collect_reports(
     """trace -> WorkloadReport for every trace the session sees. ``on_shared(names)``:
     the views the metrics and figures share, as they start to be computed (alongside the
     metrics that do not read them)."""
-    workloads = load_workloads(session)
-    traces = sorted(workloads)
     # the figure queries read the views the metrics read: shared by all of them
     queries = batch_queries(session, specs, params, plan_first=True) + uncached_queries(
         session, [STEP_DURATIONS_QUERY, OP_STATS_QUERY, *HTA_QUERIES]
@@ -158,7 +156,8 @@ def collect_reports(
     with shared_views(session, queries) as shared:
         if on_shared is not None:
             on_shared(shared_in_order(shared))
-        # the figure queries run on the batch's lanes alongside the metrics
+        # the figure queries and the workloads' facts run on the batch's lanes alongside the metrics
+        workloads_run = start_on_lanes(session, "workloads", WORKLOAD_QUERIES, load_workloads)
         steps_run = start_on_lanes(session, "steps", [STEP_DURATIONS_QUERY[1]], step_durations)
         ops_run = start_on_lanes(session, "ops", [OP_STATS_QUERY[1]], op_stats)
         hta_run = start_on_lanes(
@@ -166,6 +165,8 @@ def collect_reports(
         )
         runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True, last=True)
         steps, ops, hta = steps_run.result(), ops_run.result(), hta_run.result()
+        workloads = workloads_run.result()
+    traces = sorted(workloads)
     outcomes = split_by_trace(runs, traces)
     return {
         t: WorkloadReport(

@@ -160,6 +160,12 @@ class WorkloadInfo:
         return meta
 
 
+# What load_workloads reads, for a batch that runs it on its lanes (``start_on_lanes``):
+# after the shared views among these, from their tables (gpu_models' probes of gpu_ops
+# were 53 ms of a board's start before any lane began, 12 traces' Parquet files opened)
+WORKLOAD_QUERIES = ("SELECT * FROM traces", "SELECT 1 FROM gpu_ops")
+
+
 def load_workloads(session: Session) -> dict[str, WorkloadInfo]:
     """trace -> WorkloadInfo for every trace the session sees."""
     card_columns = [name for name, _, _ in CARD_FIELDS]
