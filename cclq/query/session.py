@@ -198,17 +198,16 @@ class Session:
             *before, last = statements
             for statement in before:
                 con.execute(statement)
-            if not read_only:
-                return arrow_table(con.execute(last))
-            # queries only: the last one's rows through the relational API (no extra copy),
-            # but a query that does not bind is run by ``execute`` for its error, whose
+            # the last one's rows through the relational API (no extra copy of the rows; a
+            # statement that is no query runs at once, and DuckDB before 2.0 gives no relation
+            # for it), but one that does not bind is run by ``execute`` for its error, whose
             # message has the query's line and a caret under the place
             try:
                 relation = con.sql(last)
-            except duckdb.Error:
-                con.execute(last)
+            except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException):
+                con.execute(last)  # fails as it did: nothing ran
                 raise
-            return arrow_table(relation)
+            return arrow_table(relation) if relation is not None else pa.table({})
         except duckdb.Error as e:
             raise self.query_error(e, whole=True) from e
 
