@@ -80,6 +80,15 @@ def test_a_metric_with_impossible_needs_never_reaches_duckdb(wh: Warehouse, tmp_
     # the other metric ran as usual; its own fact (table events) holds everywhere
     assert outcomes["dp4"]["total_kernel_time"].applies
     con.close()
+    # a caller that shows no rows of it (a report, a board) asks for no columns: no SQL at all
+    con = connect(wh)
+    executed.clear()
+    real = con.execute
+    con.execute = lambda sql, *a: executed.append(sql) or real(sql, *a)  # type: ignore[method-assign]
+    run = run_metrics(con, [spec], plan_first=True, empty_columns=False)["impossible"]
+    assert run.table is None and run.empty is None and run.not_applicable
+    assert not [sql for sql in executed if "marker_column_xyz" in sql]
+    con.close()
     # without planning the same metric runs, and fails on its SQL
     con = connect(wh)
     assert "marker_column_xyz" in (run_metrics(con, [spec])["impossible"].error or "")
