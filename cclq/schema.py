@@ -10,6 +10,9 @@ to, whatever its path (a compacted file holds many ranks, and a trace id such as
 column that also holds its value (``args`` keeps every key as written) (the idea of HTA's
 ``event_args`` YAML, kept in code so it is versioned with ``INGEST_VERSION``). Adding a key
 here is a schema change: bump ``INGEST_VERSION`` so that ``cclq ingest`` rewrites old partitions.
+
+``as_type`` puts a column in its schema type without loading ``pyarrow.compute`` where it
+already has it (the catalog reader, the critical path, a metric's catalog rows).
 """
 
 from __future__ import annotations
