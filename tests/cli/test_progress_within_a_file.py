@@ -16,34 +16,29 @@ from cclq.synth.kineto import generate_workload
 
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
-# the reference reader: the compiled one parses the 24 MB file in ~0.1 s (256 MB/s), often
-# before any line or redraw from inside it (the terminal test failed 1 run in 3)
-SLOW_READER = ("--reader", "ijson")
-
 BYTES_LINE = re.compile(
     r"ingest: (\d+\.\d) of (\d+\.\d) MB \((\d+)%\), (\d+\.\d) MB/s, (\d+)/(\d+) files done, "
     r"(\d+\.\d) s"
 )
 
 
+def _one_big_file(tmp_path: Path) -> tuple[Path, list[str]]:
+    """The ~24 MB file both progress tests ingest, and the ingest's arguments: one job,
+    and the reference reader (the compiled one parses the file in ~0.1 s, often before any
+    line or redraw from inside it: the terminal test failed 3 runs in 8)."""
+    (path,) = generate_workload(
+        tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1, target_bytes_per_rank=24_000_000, card=False
+    )
+    return path, ["ingest", str(path.parent), "-w", str(tmp_path / "wh"), "-j", "1", "--reader", "ijson"]
+
+
 def test_one_big_file_reports_bytes_and_rate_while_it_is_parsed(tmp_path: Path):
     """One file of ~24 MB with a line every 0.05 s (CCLQ_PROGRESS_INTERVAL, 10 s by
     default): lines with 0/1 files done and bytes strictly between 0 and the total come
     before the file's own line."""
-    (path,) = generate_workload(
-        tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1, target_bytes_per_rank=24_000_000, card=False
-    )
+    path, ingest = _one_big_file(tmp_path)
     size_mb = path.stat().st_size / 1e6
-    done = run_cli(
-        "ingest",
-        str(path.parent),
-        "-w",
-        str(tmp_path / "wh"),
-        "-j",
-        "1",
-        *SLOW_READER,
-        env={"CCLQ_PROGRESS_INTERVAL": "0.05"},
-    )
+    done = run_cli(*ingest, env={"CCLQ_PROGRESS_INTERVAL": "0.05"})
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     file_line = next(i for i, x in enumerate(lines) if x.startswith("ingest 1/1 big/"))
@@ -110,24 +105,11 @@ def test_on_a_terminal_the_bar_shows_bytes_and_rate_inside_the_file(tmp_path: Pa
     import sys
     import time
 
-    (path,) = generate_workload(
-        tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1, target_bytes_per_rank=24_000_000, card=False
-    )
+    path, ingest = _one_big_file(tmp_path)
     total = f"{path.stat().st_size / 1e6:.1f}"
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from cclq.cli.app import main; main()",
-            "ingest",
-            str(path.parent),
-            "-w",
-            str(tmp_path / "wh"),
-            "-j",
-            "1",
-            *SLOW_READER,
-        ],
+        [sys.executable, "-c", "from cclq.cli.app import main; main()", *ingest],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=slave,
