@@ -27,7 +27,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
 from cclq.schema import as_type
@@ -197,7 +196,7 @@ def longest_path_arrays(src: pa.Array, dst: pa.Array, weight: pa.Array, edge_no:
     if dagpath is not None and not (src.null_count or dst.null_count or weight.null_count):
         positions = dagpath.longest_path(_values(src), _values(dst), _values(weight))
         if positions is not None:
-            return pa.array(np.asarray(edge_no.to_numpy(zero_copy_only=False))[positions], pa.int64())
+            return pa.array(edge_no.to_numpy(zero_copy_only=False)[positions], pa.int64())
     path = longest_path_columns(src.to_pylist(), dst.to_pylist(), weight.to_pylist(), edge_no.to_pylist())
     return pa.array(path, pa.int64())
 
