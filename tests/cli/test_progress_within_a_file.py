@@ -25,7 +25,7 @@ BYTES_LINE = re.compile(
 def _one_big_file(tmp_path: Path) -> tuple[Path, list[str]]:
     """The ~24 MB file both progress tests ingest, and the ingest's arguments: one job,
     and the reference reader (the compiled one parses the file in ~0.1 s, often before any
-    line or redraw from inside it: the terminal test failed 3 runs in 8)."""
+    line or redraw from inside it: the terminal test failed in 3 runs of 6)."""
     (path,) = generate_workload(
         tmp_path / "in" / "big", ranks=1, steps=6, layers=2, seed=1, target_bytes_per_rank=24_000_000, card=False
     )
