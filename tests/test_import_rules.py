@@ -184,3 +184,30 @@ def test_the_layers_document_lists_every_package():
         for prefix in row:
             folder = prefix.removeprefix("cclq.").replace(".", "/") + "/"
             assert folder in page, f"docs/architecture.md does not mention {folder}"
+
+
+# numpy is no dependency of cclq (pyarrow and duckdb run without it): only the modules
+# whose extra brings it may import it or ask Arrow for numpy arrays. The critical path once
+# took its path's edge numbers with ``to_numpy``, which every run without the hta extra
+# failed on (CI's install), while a developer's environment with pandas passed.
+NUMPY_ALLOWED = ("cclq.api", "cclq.hta", "cclq.record")  # the hta extra (pandas); torch
+
+
+def test_numpy_only_where_an_extra_brings_it():
+    found = []
+    for module, path in sorted(all_modules().items()):
+        if module.startswith(NUMPY_ALLOWED):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n.split(".")[0] == "numpy" for n in names):
+                found.append(f"{path}:{node.lineno}: imports numpy")
+            if isinstance(node, ast.Attribute) and node.attr == "to_numpy":
+                found.append(f"{path}:{node.lineno}: asks Arrow for a numpy array (to_numpy)")
+    assert not found, "\n".join(found)

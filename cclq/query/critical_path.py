@@ -190,13 +190,16 @@ def longest_path_arrays(src: pa.Array, dst: pa.Array, weight: pa.Array, edge_no:
     """``longest_path_columns`` over Arrow arrays (one rank's edges): the compiled path
     where it was built and takes the graph, else the Python one. The edge numbers on the
     path, in path order."""
-    # the C's types; the stored edges have them already (a cast, or ``take`` below, would
-    # import pyarrow.compute: 46 ms of a cold board's lane time)
-    src, dst, weight = (as_type(a, t) for a, t in ((src, pa.int64()), (dst, pa.int64()), (weight, pa.float64())))
-    if dagpath is not None and not (src.null_count or dst.null_count or weight.null_count):
+    # the C's types; the stored edges have them already (a cast, or ``take`` for the path's
+    # numbers, would import pyarrow.compute: 46 ms of a cold board's lane time; numpy is no
+    # dependency of cclq)
+    i64, f64 = pa.int64(), pa.float64()
+    src, dst, weight, edge_no = (as_type(a, t) for a, t in ((src, i64), (dst, i64), (weight, f64), (edge_no, i64)))
+    if dagpath is not None and not (src.null_count or dst.null_count or weight.null_count or edge_no.null_count):
         positions = dagpath.longest_path(_values(src), _values(dst), _values(weight))
         if positions is not None:
-            return pa.array(edge_no.to_numpy(zero_copy_only=False)[positions], pa.int64())
+            numbers = _values(edge_no).cast("q")
+            return pa.array([numbers[i] for i in positions], i64)
     path = longest_path_columns(src.to_pylist(), dst.to_pylist(), weight.to_pylist(), edge_no.to_pylist())
     return pa.array(path, pa.int64())
 
