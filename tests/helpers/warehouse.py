@@ -56,6 +56,26 @@ def metric_rows(wh: Warehouse, name: str, trace: str | None = None, version: int
     return [r for r in rows if trace is None or r["trace"] == trace]
 
 
+def warehouse_content(wh: Warehouse) -> dict[str, pa.Table]:
+    """Everything a warehouse holds but the data files' names and the ingest times: what
+    two ingests of the same traces (local and on a cluster, into a folder and a bucket)
+    must agree on."""
+    from cclq.schema import TABLE_SCHEMAS
+
+    queries = {
+        "files": "SELECT * EXCLUDE (ingested_at, ingest_seconds) FROM files ORDER BY file_id",
+        "parts": "SELECT * EXCLUDE (path) FROM parts ORDER BY ALL",
+        "ingest_stats": "SELECT * FROM ingest_stats ORDER BY ALL",
+        "cards": "SELECT * FROM cards ORDER BY trace",
+        **{table: f"SELECT * FROM {table} ORDER BY ALL" for table in TABLE_SCHEMAS},
+    }
+    con = connect(wh)
+    try:
+        return {name: con.arrow(sql) for name, sql in queries.items()}
+    finally:
+        con.close()
+
+
 def kernel_time_by_trace(wh: Warehouse) -> dict[str, float]:
     """total_kernel_time per trace, through the result cache as `cclq metric` reads it."""
     from cclq.query.metrics import run_metric

@@ -17,6 +17,7 @@ from helpers.cache import own_cache
 from helpers.cli import run_cli
 from helpers.presentation_traces import board_workloads
 from helpers.traces import write_trace
+from helpers.warehouse import warehouse_content
 
 from cclq.errors import TraceFileError, UsageError
 from cclq.ingest.dask import _DaskParses, check_workers
@@ -27,7 +28,6 @@ from cclq.query.dask import plan_partitions, run_metric_on_dask, run_metrics_on_
 from cclq.query.metrics import run_metric, run_metrics
 from cclq.query.registry import latest_specs, resolve
 from cclq.query.session import connect
-from cclq.schema import TABLE_SCHEMAS
 from cclq.store.warehouse import Warehouse
 
 
@@ -76,24 +76,8 @@ def _outcomes(report: IngestReport) -> list[tuple]:
     return sorted((o.path, o.trace, o.status, o.message, o.rank, o.events, o.dropped) for o in report.outcomes)
 
 
-def _content(wh: Warehouse) -> dict[str, pa.Table]:
-    """Everything a warehouse holds but the data files' names and the ingest times."""
-    queries = {
-        "files": "SELECT * EXCLUDE (ingested_at, ingest_seconds) FROM files ORDER BY file_id",
-        "parts": "SELECT * EXCLUDE (path) FROM parts ORDER BY ALL",
-        "ingest_stats": "SELECT * FROM ingest_stats ORDER BY ALL",
-        "cards": "SELECT * FROM cards ORDER BY trace",
-        **{table: f"SELECT * FROM {table} ORDER BY ALL" for table in TABLE_SCHEMAS},
-    }
-    con = connect(wh)
-    try:
-        return {name: con.execute(sql).to_arrow_table() for name, sql in queries.items()}
-    finally:
-        con.close()
-
-
 def _assert_same_warehouse(wh: Warehouse, local: Warehouse) -> None:
-    mine, theirs = _content(wh), _content(local)
+    mine, theirs = warehouse_content(wh), warehouse_content(local)
     for name in theirs:
         assert mine[name].equals(theirs[name]), name
     assert mine["events"].num_rows > 5_000

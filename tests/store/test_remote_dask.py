@@ -25,6 +25,7 @@ import pytest
 from tests.helpers.cache import own_cache
 from tests.helpers.rows import close
 from tests.helpers.s3 import make_bucket, moto_server, run_cclq, s3_env, start_cclq, upload_tree
+from tests.helpers.warehouse import warehouse_content
 
 pytestmark = pytest.mark.slow  # (CONTRIBUTING.md: over ~2 s each)
 
@@ -117,24 +118,11 @@ def _assert_same_table(name: str, mine: pa.Table, local: pa.Table) -> None:
 
 
 def _warehouse_content(target: str) -> dict[str, pa.Table]:
-    """Everything a warehouse holds but the data files' names and the ingest times, in
-    this process (the environment names the S3 server)."""
-    from cclq.query.session import connect
-    from cclq.schema import TABLE_SCHEMAS
+    """``warehouse_content`` of a warehouse's folder or bucket, in this process (the
+    environment names the S3 server)."""
     from cclq.store.remote import open_warehouse
 
-    queries = {
-        "files": "SELECT * EXCLUDE (ingested_at, ingest_seconds) FROM files ORDER BY file_id",
-        "parts": "SELECT * EXCLUDE (path) FROM parts ORDER BY ALL",
-        "ingest_stats": "SELECT * FROM ingest_stats ORDER BY ALL",
-        "cards": "SELECT * FROM cards ORDER BY trace",
-        **{table: f"SELECT * FROM {table} ORDER BY ALL" for table in TABLE_SCHEMAS},
-    }
-    con = connect(open_warehouse(target))
-    try:
-        return {name: con.arrow(sql) for name, sql in queries.items()}
-    finally:
-        con.close()
+    return warehouse_content(open_warehouse(target))
 
 
 def _data_objects(url: str) -> tuple[set[str], set[str]]:
