@@ -160,24 +160,28 @@ class WorkloadInfo:
         return meta
 
 
-# What load_workloads reads, for a batch that runs it on its lanes (``start_on_lanes``):
-# after the shared views among these, from their tables (gpu_models' probes of gpu_ops
-# were 53 ms of a board's start before any lane began, 12 traces' Parquet files opened)
-WORKLOAD_QUERIES = ("SELECT * FROM traces", "SELECT 1 FROM gpu_ops")
+_CARD_COLUMNS = [name for name, _, _ in CARD_FIELDS]
+_TRACES_SQL = (
+    f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(_CARD_COLUMNS)} FROM traces ORDER BY trace"
+)
+_DEVICES_SQL = "SELECT trace, device_properties FROM files WHERE device_properties IS NOT NULL ORDER BY trace, file_id"
+_GPU_ACTIVITY_SQL = "SELECT 1 FROM gpu_ops WHERE trace = ? LIMIT 1"
+# The queries load_workloads runs, for a batch that runs it on its lanes
+# (``start_on_lanes``): after the shared views among them, from their tables (gpu_models'
+# probes of gpu_ops were 53 ms of a board's start before any lane began, 12 traces'
+# Parquet files opened)
+WORKLOAD_QUERIES = (_TRACES_SQL, _DEVICES_SQL, _GPU_ACTIVITY_SQL)
 
 
 def load_workloads(session: Session) -> dict[str, WorkloadInfo]:
     """trace -> WorkloadInfo for every trace the session sees."""
-    card_columns = [name for name, _, _ in CARD_FIELDS]
-    cur = session.execute(
-        f"SELECT trace, {', '.join(_INFO_COLUMNS)}, card_json, {', '.join(card_columns)} FROM traces ORDER BY trace"
-    )
+    cur = session.execute(_TRACES_SQL)
     names = [d[0] for d in cur.description]
     out: dict[str, WorkloadInfo] = {}
     for values in cur.fetchall():
         row = dict(zip(names, values))
         info = {k: _plain(row[k]) for k in _INFO_COLUMNS}
-        card = {k: _plain(row[k]) for k in card_columns if row[k] is not None and row[k] != ""}
+        card = {k: _plain(row[k]) for k in _CARD_COLUMNS if row[k] is not None and row[k] != ""}
         if "trace_types" in card:
             card["trace_types"] = json.loads(card["trace_types"])
         doc = json.loads(row["card_json"]) if row["card_json"] else None
@@ -194,15 +198,11 @@ def gpu_models(session: Session) -> dict[str, str]:
     a report says what ran without a workload card. Traces without GPU activity have
     none (a CPU run on a host with GPUs lists them in deviceProperties too)."""
     counts: dict[str, Counter[str]] = {}
-    rows = session.execute(
-        "SELECT trace, device_properties FROM files WHERE device_properties IS NOT NULL ORDER BY trace, file_id"
-    ).fetchall()
+    rows = session.execute(_DEVICES_SQL).fetchall()
     # only traces with GPU activity (a CPU run on a host with GPUs lists them too): one
     # row is enough, so a GPU trace's scan stops at its first activity
     gpu = {
-        trace
-        for trace in dict.fromkeys(r[0] for r in rows)
-        if session.execute("SELECT 1 FROM gpu_ops WHERE trace = ? LIMIT 1", [trace]).fetchone()
+        trace for trace in dict.fromkeys(r[0] for r in rows) if session.execute(_GPU_ACTIVITY_SQL, [trace]).fetchone()
     }
     for trace, text in rows:
         if trace not in gpu:

@@ -84,7 +84,7 @@ TRUSTED: dict[str, dict[str, str]] = {
     },
     "query/workloads.py": {
         "', '.join(_INFO_COLUMNS)": "cclq's own column list",
-        "', '.join(card_columns)": "the card columns of cclq.cards.load.CARD_FIELDS",
+        "', '.join(_CARD_COLUMNS)": "the card columns of cclq.cards.load.CARD_FIELDS",
     },
     "query/readonly.py": {"listed": "file paths, each through quote_literal"},
     "query/critical_path.py": {
