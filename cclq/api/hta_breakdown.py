@@ -173,8 +173,7 @@ def idle_time_breakdown(
     """HTA's BreakdownAnalysis.get_idle_time_breakdown for one rank: (per stream and
     category idle time and ratio, rounded to 2 decimals; describe() of the gaps)."""
     pd = pandas()
-    if rank not in data.ranks:
-        raise ValueError(f"no trace for rank {rank}")
+    data.require_ranks(rank)
     cats = ", ".join(f"'{c}'" for c in KERNEL_CATS)
     kernels = _gpu_rows(
         data,

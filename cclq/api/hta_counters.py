@@ -26,23 +26,19 @@ def queue_length_series(data: HtaData, ranks: list[int]) -> dict[int, Any]:
     """rank -> HTA's queue length series (ts, pid, tid, stream, queue_length; index: the
     event index of the point's row), for the ranks that have one."""
     pd = pandas()
-    known = set(data.ranks)
-    wanted = [r for r in ranks if r in known]
-    missing = [r for r in ranks if r not in known]
-    if missing:
-        raise ValueError(f"no trace for rank {missing[0]}")
-    if not wanted:
+    data.require_ranks(*ranks)
+    if not ranks:
         return {}
     table = data.rows(
         "SELECT rank, stream, pid, tid, ts_us, delta, part, row_order, row_order2, copy_no FROM hta_queue_points "
         "WHERE list_contains(?, rank) ORDER BY rank, part, row_order, row_order2, copy_no",
         "hta_events",
-        params=[[int(r) for r in wanted]],
+        params=[[int(r) for r in ranks]],
     )
     rows = table.to_pydict()
     origin = data.origin_us
     out: dict[int, Any] = {}
-    for rank in wanted:
+    for rank in ranks:
         pick = [i for i, r in enumerate(rows["rank"]) if r == rank]
         if not pick:
             continue
@@ -104,10 +100,7 @@ def memory_bw_series(data: HtaData, ranks: list[int]) -> dict[int, Any]:
     """rank -> HTA's memory bandwidth series (ts, pid, name, memory_bw_gbps), for the ranks
     that have MEMORY rows."""
     pd = pandas()
-    known = set(data.ranks)
-    missing = [r for r in ranks if r not in known]
-    if missing:
-        raise ValueError(f"no trace for rank {missing[0]}")
+    data.require_ranks(*ranks)
     table = data.rows(
         "SELECT e.rank, e.pid, e.ts_us, e.dur_us, hta_memory_kind(e.name) AS kind, e.memory_bw_gbps "
         "FROM hta_events AS e, range(e.copies) "

@@ -288,8 +288,7 @@ def critical_path(
         first, last = (int(v) for v in instance_id)
     else:
         first = last = int(instance_id)
-    if rank not in data.ranks:
-        raise ValueError(f"no trace for rank {rank}")
+    data.require_ranks(rank)
     if (
         annotation
         and not data.rows(

@@ -168,6 +168,13 @@ class HtaData:
         assert self._dtypes is not None
         return sorted(self._dtypes)
 
+    def require_ranks(self, *ranks: int) -> None:
+        """HTA's error for a rank it did not load: a ValueError naming the first such rank."""
+        known = set(self.ranks)
+        missing = [r for r in ranks if r not in known]
+        if missing:
+            raise ValueError(f"no trace for rank {missing[0]}")
+
     @property
     def origin_us(self) -> float:
         """HTA's ``Trace.min_ts``: the smallest ts of the loaded rows of every rank (µs)."""

@@ -28,8 +28,7 @@ def launch_stats(data: HtaData, rank: int, include_memory_events: bool) -> Any:
     """HTA's cuda_kernel_launch_stats frame of one rank: correlation, cpu_duration,
     gpu_duration, launch_delay per (launch call, GPU row) pair, in HTA's merge order."""
     pd = pandas()
-    if rank not in data.ranks:
-        raise ValueError(f"no trace for rank {rank}")
+    data.require_ranks(rank)
     memory = "" if include_memory_events else " AND NOT memory_launch"
     table = data.rows(
         "SELECT correlation, cpu_duration_us, gpu_duration_us, launch_delay_us FROM hta_kernel_launches "

@@ -176,8 +176,7 @@ class Trace:
 
     def get_trace(self, rank: int) -> Any:
         """``rank``'s frame, as HTA holds it (see the module docstring)."""
-        if rank not in self.get_ranks():
-            raise ValueError(f"no trace for rank {rank}")
+        self._data.require_ranks(rank)
         if rank not in self._frames:
             frame = self._frame(rank)
             for edit in self._edits.pop(rank, []):
@@ -191,8 +190,7 @@ class Trace:
         reads none of it (get_gpu_kernels_with_user_annotations on a trace without GPU
         annotations) leaves the same frame behind without building it (29 ms of 0.6 s on
         hta_alexnet)."""
-        if rank not in self.get_ranks():
-            raise ValueError(f"no trace for rank {rank}")
+        self._data.require_ranks(rank)
         if rank in self._frames:
             edit(self._frames[rank])
         else:
