@@ -363,7 +363,7 @@ def _several_metrics(
             progress.advance(run_label(run))
 
         if dask is None:  # what the catalog rules out is not run (docs/metrics.md: applicability)
-            runs = run_metrics(session, specs, params, on_done=done, plan_first=True)
+            runs = run_metrics(session, specs, params, on_done=done, plan_first=True, empty_columns=True)
             _add_catalog_rows(runs)
         else:  # the metrics not cached are computed together, one task per trace partition
             from cclq.query.dask import run_metrics_on_dask

@@ -343,7 +343,7 @@ def diff(
     # the op statistics read the views the metrics read: shared by both
     queries = batch_queries(session, specs, params, plan_first=True) + uncached_queries(session, [OP_STATS_QUERY])
     with shared_views(session, queries):
-        runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True, empty_columns=False)
+        runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True)
         stats = op_stats(session)
     per_trace = split_by_trace(runs, sorted(set(a) | set(b)))
     metrics = _metric_rows(specs, per_trace, a, b, same_ranks or rank is not None)

@@ -163,7 +163,7 @@ def collect_reports(
         hta_run = start_on_lanes(
             session, "hta", [sql for _, sql in HTA_QUERIES], partial(hta_figure_data, shared=shared)
         )
-        runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True, last=True, empty_columns=False)
+        runs = run_metrics(session, specs, params, on_done=on_metric, plan_first=True, last=True)
         steps, ops, hta = steps_run.result(), ops_run.result(), hta_run.result()
         workloads = workloads_run.result()
     traces = sorted(workloads)

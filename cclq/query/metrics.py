@@ -159,7 +159,7 @@ def run_metrics(
     on_done: Callable[[MetricRun], None] | None = None,
     plan_first: bool = False,
     last: bool = False,
-    empty_columns: bool = True,
+    empty_columns: bool = False,
 ) -> dict[str, MetricRun]:
     """Runs several metrics over every trace the session sees, in that one session.
 
@@ -174,10 +174,11 @@ def run_metrics(
     all (its run has no table, and ``not_applicable`` says why for each trace), one that
     applies to some runs over all of them as usual, with ``not_applicable`` for the rest.
 
-    ``empty_columns``: with ``plan_first``, bind the columns of each metric that applies
-    nowhere (``MetricRun.empty``, the columns ``catalog_rows`` gives its rows). A caller
-    that shows no rows of such a metric (a report, a diff, a board) passes False: 24 of
-    the 83 metrics of a report on dlrm_param_8xV100, ~10 ms of a lane each.
+    ``empty_columns``: with ``plan_first``, also bind the columns of each metric that
+    applies nowhere (``MetricRun.empty``, the columns ``catalog_rows`` gives its rows), for
+    a caller that shows such a metric's rows (``cclq metric``). A report, a diff or a board
+    shows none and leaves it off: 24 of the 83 metrics of a report on dlrm_param_8xV100,
+    ~10 ms of a lane each.
 
     ``last``: inside a caller's ``shared_views`` block, no query runs on it after these
     (and the ones already started), so each shared table is dropped once nothing left

@@ -254,7 +254,7 @@ def _compute(
         on_start(len(traces), len(specs))
     con = connect(wh, traces=traces, settings=settings, cache=use_cache)
     try:
-        runs = run_metrics(con, specs, params, on_done=on_metric, plan_first=True, empty_columns=False)
+        runs = run_metrics(con, specs, params, on_done=on_metric, plan_first=True)
     finally:
         con.close()
     for spec in specs:

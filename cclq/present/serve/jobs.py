@@ -526,9 +526,7 @@ def compute_results(jobs: list[Job], settings: JobSettings) -> None:
     traces = sorted({j.trace for j in jobs if j.trace is not None})
     con = connect(settings.warehouse, traces=traces, cache=True)
     try:
-        outcomes = split_by_trace(
-            run_metrics(con, [resolve(n) for n in names], {}, plan_first=True, empty_columns=False), traces
-        )
+        outcomes = split_by_trace(run_metrics(con, [resolve(n) for n in names], {}, plan_first=True), traces)
     finally:
         con.close()
     for job in jobs:
