@@ -84,6 +84,12 @@ def _base_comments(kinds: dict[str, str]) -> list[str]:
     return [s for name in names if name in kinds for s in comment_statements(name, kinds[name])]
 
 
+# The errors DuckDB raises before a statement runs (its text does not parse, or a name in
+# it does not bind): a metric that "does not compile", and an ad-hoc statement that may be
+# run again for DuckDB's message with the caret.
+COMPILE_ERRORS = ("ParserException", "BinderException", "CatalogException")
+
+
 # Settings of one connection, not of the database: a second connection (a lane,
 # ``Session.worker``) runs them too. Without them a lane planned collectives' ASOF join
 # as a nested loop (27 M rows, 5.3 of a report's 12.9 CPU s on a 127 MB rank, issue 42).

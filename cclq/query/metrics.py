@@ -33,7 +33,7 @@ from cclq.query.cache import (
 )
 from cclq.query.critical_path import PATH_TABLE
 from cclq.query.critical_path import prepared as critical_path_prepared
-from cclq.query.engine import arrow_table
+from cclq.query.engine import COMPILE_ERRORS, arrow_table
 from cclq.query.lanes import Lanes, Task, lanes_for
 from cclq.query.params import params_for, params_relation
 from cclq.query.registry import MetricSpec
@@ -643,7 +643,6 @@ def _drop_shared(session: Session, prefix: str = "") -> None:
 # The metric's rows, computed once: DESCRIBE of the query and then the query itself
 # planned its (deep) stack of views twice, a third of a small report's time.
 _ROWS = "_cclq_metric_rows"
-_COMPILE_ERRORS = ("ParserException", "BinderException", "CatalogException")
 
 
 def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
@@ -653,7 +652,7 @@ def _run_query(session: Session, spec: MetricSpec) -> pa.Table:
         with critical_path_prepared(session, spec.sql):  # the Python step of hta_critical_path_breakdown
             session.execute(f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS {spec.sql}")
     except duckdb.Error as e:
-        if type(e).__name__ in _COMPILE_ERRORS:
+        if type(e).__name__ in COMPILE_ERRORS:
             raise QueryError(f"{spec.label} ({spec.path.name}) does not compile: {str(e).splitlines()[0]}") from e
         raise session.query_error(e, spec.label) from e
     try:

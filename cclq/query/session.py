@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 
 from cclq.errors import QueryError
-from cclq.query.engine import CONNECTION_SETTINGS, arrow_table, setup_script
+from cclq.query.engine import COMPILE_ERRORS, CONNECTION_SETTINGS, arrow_table, setup_script
 from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings, open_database
 from cclq.query.view_catalog import search_path_statement
@@ -204,8 +204,9 @@ class Session:
             # message has the query's line and a caret under the place
             try:
                 relation = con.sql(last)
-            except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException):
-                con.execute(last)  # fails as it did: nothing ran
+            except duckdb.Error as e:
+                if type(e).__name__ in COMPILE_ERRORS:  # nothing ran: it fails again, with the caret
+                    con.execute(last)
                 raise
             return arrow_table(relation) if relation is not None else pa.table({})
         except duckdb.Error as e:
