@@ -36,6 +36,7 @@ from cclq.api.workspace import Workspace, open
 from cclq.errors import UsageError
 from cclq.ingest.plan import plan_inputs
 from cclq.present.chrome_trace import write_trace
+from cclq.query.session import close_unused, open_database_soon
 from cclq.store.objects import is_url, mirror_traces
 
 __all__ = ["CPGraph", "HTA_METHODS", "TimeSeriesTypes", "TraceAnalysis"]
@@ -117,20 +118,25 @@ class TraceAnalysis:
         self.workspace = warehouse if isinstance(warehouse, Workspace) else open(warehouse)
         if jobs is None and sum(p.stat().st_size for p in workloads[0].files) < SMALL_FOLDER_BYTES:
             jobs = 1  # parsed here: starting parser processes would take longer than the parse
-        report = self.workspace.ingest(folder, jobs=jobs)
-        ingested = time.perf_counter()
-        wanted = (
-            None
-            if trace_files is None
-            else {(Path(p) if Path(p).is_absolute() else folder / p).resolve() for p in trace_files.values()}
-        )
-        # with trace_files, only those files matter (HTA reads no other): another file of the
-        # folder that fails (a trace HTA wrote beside them, for the same rank) is passed over
-        failed = [o for o in report.failed if wanted is None or Path(o.path).resolve() in wanted]
-        if failed:
-            raise UsageError("; ".join(o.message for o in failed))
+        database = open_database_soon()  # the session's DuckDB starts while the trace is read
+        try:
+            report = self.workspace.ingest(folder, jobs=jobs)
+            ingested = time.perf_counter()
+            wanted = (
+                None
+                if trace_files is None
+                else {(Path(p) if Path(p).is_absolute() else folder / p).resolve() for p in trace_files.values()}
+            )
+            # with trace_files, only those files matter (HTA reads no other): another file of the
+            # folder that fails (a trace HTA wrote beside them, for the same rank) is passed over
+            failed = [o for o in report.failed if wanted is None or Path(o.path).resolve() in wanted]
+            if failed:
+                raise UsageError("; ".join(o.message for o in failed))
+        except BaseException:
+            close_unused(database)
+            raise
         self.trace_id = workloads[0].trace
-        self._data = HtaData(self.workspace, self.trace_id, bool(include_last_profiler_step))
+        self._data = HtaData(self.workspace, self.trace_id, bool(include_last_profiler_step), database)
         files = self._files(folder, trace_files)
         if trace_files is not None:
             self._data.restrict(sorted(files))

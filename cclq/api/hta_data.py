@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -28,6 +28,11 @@ from cclq.query.registry import resolve
 from cclq.query.session import Session
 from cclq.query.sqlfiles import batch_views
 from cclq.sqltext import quote_identifier
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    import duckdb
 
 # The views pinned on first use, each before the ones that read it (a view pinned after
 # one that reads it would be read from the compiled stack below the older table).
@@ -59,6 +64,7 @@ class HtaData:
     workspace: Workspace
     trace: str
     include_last_profiler_step: bool = False
+    database: Future[duckdb.DuckDBPyConnection] | None = None  # see Session
     session: Session = field(init=False)
     pinned: set[str] = field(default_factory=set)
     _dtypes: dict[int, RankDtypes] | None = None
@@ -68,8 +74,13 @@ class HtaData:
     def __post_init__(self) -> None:
         cache = self.workspace.cache and not self.include_last_profiler_step
         self.session = Session(
-            self.workspace.warehouse, traces=[self.trace], settings=self.workspace.settings, cache=cache
+            self.workspace.warehouse,
+            traces=[self.trace],
+            settings=self.workspace.settings,
+            cache=cache,
+            database=self.database,
         )
+        self.database = None  # the session's now
         if self.include_last_profiler_step:
             self.session.execute("SET VARIABLE hta_include_last_profiler_step = true")
 

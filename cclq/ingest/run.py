@@ -35,8 +35,7 @@ import queue
 import threading
 import time
 from collections.abc import Generator, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -361,8 +360,12 @@ def _run_parsers(
                     )
                 )
         return
+    # here, not above: a small folder is parsed in this process (TraceAnalysis), and the
+    # process pool's imports (multiprocessing, tempfile, subprocess) were 9 ms of its start
     import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures import TimeoutError as FutureTimeout
+    from concurrent.futures.process import BrokenProcessPool
 
     ctx = mp.get_context("fork")
     ready: dict[int, ParsedFile | TraceFileError] = {}  # by index in todo, until its turn

@@ -97,14 +97,19 @@ CONNECTION_SETTINGS = ("SET parquet_metadata_cache = true;", "SET asof_loop_join
 
 
 def setup_script(
-    snapshot: Snapshot, traces: list[str] | None = None, comments: bool = False, compiled: bool = True
+    snapshot: Snapshot,
+    traces: list[str] | None = None,
+    comments: bool = False,
+    compiled: bool = True,
+    attach: bool = True,
 ) -> str:
     """The SQL that opens ``snapshot`` (optionally only ``traces``) with every view:
     the compiled view catalog (``cclq.query.view_catalog``), then the base relations
     (``comments``: with their documentation, for what users read). ``compiled=False``
     creates the views in the script instead, after the base relations: for a DuckDB of
     another version than the library's (``cclq shell`` with a duckdb CLI that cannot read
-    the file the library compiled, whose storage format is its own)."""
+    the file the library compiled, whose storage format is its own). ``attach=False``: the
+    connection has attached the compiled views already (``session.open_database_soon``)."""
     relations = base_relations(snapshot, traces)
     # the catalog tables are read once: cache Parquet footers for the queries after them
     # ASOF joins always as the sort-merge ASOF operator: below an estimate of 64 left
@@ -112,7 +117,7 @@ def setup_script(
     # often that low for millions of rows (collectives' launch stack: quadratic)
     head = [f"-- cclq: snapshot {_safe_id(snapshot.id)}", *CONNECTION_SETTINGS]
     if compiled:
-        parts = [*head, *attach_statements(), *relations]
+        parts = [*head, *(attach_statements() if attach else []), *relations]
     else:
         matchers = matcher_statements()  # each module's matchers right before it
         parts = [*head, *relations]

@@ -18,6 +18,7 @@ import logging
 import shutil
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -29,7 +30,7 @@ from cclq.errors import QueryError
 from cclq.query.engine import COMPILE_ERRORS, CONNECTION_SETTINGS, arrow_table, setup_script
 from cclq.query.readonly import check_read_only, lock_down, split_statements
 from cclq.query.settings import QuerySettings, open_database
-from cclq.query.view_catalog import search_path_statement
+from cclq.query.view_catalog import attach_statements, search_path_statement
 from cclq.store.catalog import CATALOG_SCHEMAS
 from cclq.store.warehouse import Snapshot, Warehouse
 
@@ -40,6 +41,38 @@ from cclq.store.warehouse import Snapshot, Warehouse
 warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
 
 log = logging.getLogger("cclq")
+
+
+def open_database_soon() -> Future[duckdb.DuckDBPyConnection]:
+    """The database of a ``Session`` still to come, opened on a thread of its own with the
+    compiled views attached: for a caller with other work first (``cclq.TraceAnalysis``
+    ingests). DuckDB's start and the ATTACH (30 ms, most of a small trace's session)
+    release the GIL, so the two overlap."""
+
+    def opening() -> duckdb.DuckDBPyConnection:
+        con = open_database()
+        try:
+            for statement in attach_statements():
+                con.execute(statement)
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cclq-open-database")
+    try:
+        return pool.submit(opening)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def close_unused(database: Future[duckdb.DuckDBPyConnection]) -> None:
+    """Closes a database of ``open_database_soon`` that no session took. Its opening's own
+    error is dropped: the caller is already raising the error that matters."""
+    try:
+        database.result().close()
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.debug("the database opened for a session failed too", exc_info=True)
 
 
 class BatchLanes(Protocol):
@@ -58,7 +91,9 @@ class Session:
     ``comments``: the base relations carry their documentation too (for what users read:
     ``cclq sql``, ``cclq.open``). ``snapshot_id`` opens that snapshot instead of the
     current one (a Dask worker reading what its client reads). ``cache``: metric results
-    are stored in and read from the warehouse's cache.
+    are stored in and read from the warehouse's cache. ``database``: the DuckDB database
+    to open it in, being opened meanwhile (``open_database_soon``; the session closes it,
+    or, when it fails, drops it); default a new one.
     """
 
     def __init__(
@@ -70,12 +105,18 @@ class Session:
         comments: bool = False,
         snapshot_id: str | None = None,
         cache: bool = False,
+        database: Future[duckdb.DuckDBPyConnection] | None = None,
     ) -> None:
         self.warehouse = warehouse
         self.settings = settings or QuerySettings()
         self.traces: list[str] | None = None if traces is None else list(traces)
         self.cache_dir: Path | None = warehouse.cache_dir if cache else None
-        self.snapshot: Snapshot = warehouse.open_snapshot(snapshot_id=snapshot_id)
+        try:
+            self.snapshot: Snapshot = warehouse.open_snapshot(snapshot_id=snapshot_id)
+        except BaseException:
+            if database is not None:
+                close_unused(database)
+            raise
         self.spill_dir: Path | None = None
         self._closed = False
         # inside cclq.query.metrics.shared_views: the connections the batch runs on
@@ -86,12 +127,15 @@ class Session:
         self.memo: dict[str, Any] = {}
         try:
             self.spill_dir = self.settings.make_spill_folder(warehouse)
-            self.con = open_database()
+            self.con = open_database() if database is None else database.result()
             self.con.execute("\n".join(self.settings.set_statements(self.spill_dir)))
             _no_progress_bar(self.con)
-            self.con.execute(setup_script(self.snapshot, self.traces, comments=comments))
+            script = setup_script(self.snapshot, self.traces, comments=comments, attach=database is None)
+            self.con.execute(script)
             self.con.execute("\n".join(self.settings.connection_statements()))
         except BaseException:
+            if database is not None and getattr(self, "con", None) is None:
+                close_unused(database)
             self.close()
             raise
 

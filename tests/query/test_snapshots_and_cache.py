@@ -19,11 +19,24 @@ from helpers.warehouse import kernel_time_by_trace, query, run_ingest
 
 from cclq.query.metrics import run_metric
 from cclq.query.registry import forget_metric_files, registry, resolve
-from cclq.query.session import connect
+from cclq.query.session import Session, connect, open_database_soon
 from cclq.store.warehouse import Warehouse
 
 
 # ------------------------------------------------------- 2, 3. readers vs writers
+def test_a_database_opened_during_an_ingest_reads_what_the_ingest_committed(tmp_path, wh):
+    """TraceAnalysis starts its session's DuckDB while the trace is ingested
+    (``open_database_soon``): the session made in it afterwards reads the snapshot the
+    ingest committed, through the views it attached meanwhile."""
+    gpu_trace(tmp_path / "in" / "a" / "rank0.json")
+    database = open_database_soon()
+    run_ingest([tmp_path / "in"], wh)
+    with Session(wh, database=database, cache=False) as session:
+        rows = run_metric(session, resolve("total_kernel_time")).to_pylist()
+        assert {r["trace"]: r["value"] for r in rows} == {"a": pytest.approx(8e-6)}  # 2 kernels of 4 µs
+        assert session.con is database.result()
+
+
 def test_a_connection_reads_one_snapshot_and_caches_what_it_read(tmp_path, wh):
     """A metric computed while an ingest committed could be cached under a key that
     described other inputs than the query read (3 of 40 runs kept a NULL after the
