@@ -118,7 +118,9 @@ class TraceAnalysis:
         self.workspace = warehouse if isinstance(warehouse, Workspace) else open(warehouse)
         if jobs is None and sum(p.stat().st_size for p in workloads[0].files) < SMALL_FOLDER_BYTES:
             jobs = 1  # parsed here: starting parser processes would take longer than the parse
-        database = open_database_soon()  # the session's DuckDB starts while the trace is read
+        # a folder parsed here: the session's DuckDB starts while the trace is read (not
+        # beside parser processes, which fork: a DuckDB's threads would be forked too)
+        database = open_database_soon() if jobs == 1 else None
         try:
             report = self.workspace.ingest(folder, jobs=jobs)
             ingested = time.perf_counter()
@@ -133,7 +135,8 @@ class TraceAnalysis:
             if failed:
                 raise UsageError("; ".join(o.message for o in failed))
         except BaseException:
-            close_unused(database)
+            if database is not None:
+                close_unused(database)
             raise
         self.trace_id = workloads[0].trace
         self._data = HtaData(self.workspace, self.trace_id, bool(include_last_profiler_step), database)

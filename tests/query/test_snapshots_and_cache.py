@@ -10,16 +10,19 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import Future
 
+import duckdb
 import pytest
 from helpers.cli import invoke, run_cli
 from helpers.paths import REPO
 from helpers.traces import gpu_trace
 from helpers.warehouse import kernel_time_by_trace, query, run_ingest
 
+from cclq.errors import UsageError
 from cclq.query.metrics import run_metric
 from cclq.query.registry import forget_metric_files, registry, resolve
-from cclq.query.session import Session, connect, open_database_soon
+from cclq.query.session import Session, close_unused, connect, open_database_soon
 from cclq.store.warehouse import Warehouse
 
 
@@ -35,6 +38,24 @@ def test_a_database_opened_during_an_ingest_reads_what_the_ingest_committed(tmp_
         rows = run_metric(session, resolve("total_kernel_time")).to_pylist()
         assert {r["trace"]: r["value"] for r in rows} == {"a": pytest.approx(8e-6)}  # 2 kernels of 4 µs
         assert session.con is database.result()
+
+
+def test_a_database_opened_for_a_session_that_fails_is_closed(tmp_path):
+    """A session that cannot open its snapshot closes the database it was given, and so
+    does ``close_unused`` (TraceAnalysis, when the ingest fails); a database whose own
+    opening failed adds no second error to the one being raised."""
+    database = open_database_soon()
+    with pytest.raises(UsageError, match="no warehouse at"):
+        Session(Warehouse(tmp_path / "none"), database=database)
+    with pytest.raises(duckdb.ConnectionException):
+        database.result().execute("SELECT 1")
+    unused = open_database_soon()
+    close_unused(unused)
+    with pytest.raises(duckdb.ConnectionException):
+        unused.result().execute("SELECT 1")
+    failed: Future[duckdb.DuckDBPyConnection] = Future()
+    failed.set_exception(OSError("no space left"))
+    close_unused(failed)  # no error of its own
 
 
 def test_a_connection_reads_one_snapshot_and_caches_what_it_read(tmp_path, wh):
