@@ -44,7 +44,6 @@ _QUOTE, _BACKSLASH, _OPEN, _CLOSE = 1, 2, 3, 4
 _U8 = {code: pa.scalar(code, pa.uint8()) for code in (_QUOTE, _BACKSLASH, _OPEN, _CLOSE)}
 _I64 = {k: pa.scalar(k, pa.int64()) for k in (-1, 0, 1)}
 _I32 = {k: pa.scalar(k, pa.int32()) for k in (0, 1)}
-_I32 = {k: pa.scalar(k, pa.int32()) for k in (0, 1)}
 
 
 def _table(mapping: dict[int, int]) -> bytes:
