@@ -118,9 +118,11 @@ class TraceAnalysis:
         self.workspace = warehouse if isinstance(warehouse, Workspace) else open(warehouse)
         if jobs is None and sum(p.stat().st_size for p in workloads[0].files) < SMALL_FOLDER_BYTES:
             jobs = 1  # parsed here: starting parser processes would take longer than the parse
-        # a folder parsed here: the session's DuckDB starts while the trace is read (not
-        # beside parser processes, which fork: a DuckDB's threads would be forked too)
-        database = open_database_soon() if jobs == 1 else None
+        # a folder parsed here (one file is always: its chunks on threads) has the session's
+        # DuckDB start while the trace is read; not beside parser processes, which fork (a
+        # DuckDB's threads would be forked too)
+        in_process = jobs == 1 or len(workloads[0].files) == 1
+        database = open_database_soon() if in_process else None
         try:
             report = self.workspace.ingest(folder, jobs=jobs)
             ingested = time.perf_counter()
