@@ -121,14 +121,15 @@ class IngestProgress:
             self._progress.advance(self._task, nbytes)
 
     def file_done(self, outcome: FileOutcome) -> None:
-        self._done += 1
-        if self._lines:
-            events = f", {outcome.events:,} events" if outcome.events else ""
-            _line(
-                f"ingest {self._done}/{self._files} {outcome.trace}/{outcome.path.rsplit('/', 1)[-1]}: "
-                f"{outcome.status}{events}, {outcome.seconds:.2f} s "
-                f"({time.perf_counter() - self._start:.1f} s in all)"
-            )
+        with self._lock:  # the count and its line at once: no bytes line between them (_tick)
+            self._done += 1
+            if self._lines:
+                events = f", {outcome.events:,} events" if outcome.events else ""
+                _line(
+                    f"ingest {self._done}/{self._files} {outcome.trace}/{outcome.path.rsplit('/', 1)[-1]}: "
+                    f"{outcome.status}{events}, {outcome.seconds:.2f} s "
+                    f"({time.perf_counter() - self._start:.1f} s in all)"
+                )
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=f"{self._done}/{self._files} files")
 
@@ -140,12 +141,17 @@ class IngestProgress:
         total, the rate since the start and the files done (a file of a GB takes a minute
         or more: without it a log says nothing meanwhile)."""
         while not self._stop.wait(self._interval):
-            _line(self.bytes_line())
+            with self._lock:  # its files done, then the line, before a file's own count and line
+                _line(self._bytes_text())
 
     def bytes_line(self) -> str:
         """``ingest: 412.3 of 1000.0 MB (41%), 45.2 MB/s, 0/1 files done, 9.1 s``."""
         with self._lock:
-            done = self._bytes
+            return self._bytes_text()
+
+    def _bytes_text(self) -> str:
+        """``bytes_line`` with the lock held."""
+        done = self._bytes
         elapsed = max(time.perf_counter() - self._start, 1e-9)
         share = f" ({100 * done / self._total:.0f}%)" if self._total else ""
         return (
