@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -64,23 +64,22 @@ class HtaData:
     workspace: Workspace
     trace: str
     include_last_profiler_step: bool = False
-    database: Future[duckdb.DuckDBPyConnection] | None = None  # see Session
+    database: InitVar[Future[duckdb.DuckDBPyConnection] | None] = None  # the session's (see Session)
     session: Session = field(init=False)
     pinned: set[str] = field(default_factory=set)
     _dtypes: dict[int, RankDtypes] | None = None
     _origin: float | None = None
     _restricted: bool = False  # within only_rank
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, database: Future[duckdb.DuckDBPyConnection] | None) -> None:
         cache = self.workspace.cache and not self.include_last_profiler_step
         self.session = Session(
             self.workspace.warehouse,
             traces=[self.trace],
             settings=self.workspace.settings,
             cache=cache,
-            database=self.database,
+            database=database,
         )
-        self.database = None  # the session's now
         if self.include_last_profiler_step:
             self.session.execute("SET VARIABLE hta_include_last_profiler_step = true")
 
