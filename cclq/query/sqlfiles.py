@@ -223,6 +223,60 @@ def literal_arguments(queries: tuple[str, ...]) -> dict[str, frozenset[tuple[int
     return {name: frozenset(args) for name, args in found.items()}
 
 
+_WRITTEN_CALL = re.compile(r'\b(\w+)\b"?\s*\(')  # any name followed by "(", quoted or spaced too
+
+
+@lru_cache(maxsize=64)
+def _call_sites(queries: tuple[str, ...]) -> dict[str, list[tuple[str, tuple[str, ...] | None]]]:
+    """Name -> (the enclosing definition, "" for a query; the call's arguments, None where
+    ``_calls`` cannot read them) for every call written in these queries and in the
+    definitions they reach (a definition's own ``CREATE MACRO name(...)`` is none)."""
+    bodies = _bodies()
+    reached = frozenset().union(*(names_reached(q) for q in queries)) if queries else frozenset()
+    codes = [("", strip_comments(q)) for q in queries] + [(n, bodies[n]) for n in sorted(reached) if n in bodies]
+    sites: dict[str, list[tuple[str, tuple[str, ...] | None]]] = {}
+    for owner, code in codes:
+        read: dict[str, list[tuple[str, ...]]] = {}
+        for name, args in _calls(code):
+            read.setdefault(name, []).append(tuple(args))
+        written: dict[str, int] = {}
+        for name in _WRITTEN_CALL.findall(code):
+            written[name.lower()] = written.get(name.lower(), 0) + 1
+        for name, count in written.items():
+            if name == owner:
+                continue
+            found = read.get(name, [])
+            sites.setdefault(name, []).extend((owner, args) for args in found)
+            if count != len(found):
+                sites[name].append((owner, None))
+    return sites
+
+
+@lru_cache(maxsize=256)
+def calls_read(queries: tuple[str, ...], macro: str) -> bool:
+    """Whether ``literal_arguments`` reads every call of ``macro`` (a macro of one
+    argument) in these queries and the definitions they reach: each written
+    ``macro(...)`` with no parentheses in its arguments, its argument an integer literal
+    or a parameter that the enclosing macro hands on, itself called only so. Then the
+    versions it finds are all a batch can ask for (``cclq.query.metrics``); a call it
+    cannot read (``macro((1))``, ``"macro"(1)``, a column) makes this False."""
+    sites, parameters = _call_sites(queries), _macro_parameters()
+
+    def read(name: str, position: int, chain: frozenset[str]) -> bool:
+        for owner, args in sites.get(name, []):
+            if args is None:
+                return False
+            arg = args[position] if position < len(args) else ""
+            params = parameters.get(owner, ())
+            if not arg.isdigit() and not (
+                arg in params and owner not in chain and read(owner, params.index(arg), chain | {name})
+            ):
+                return False
+        return True
+
+    return read(macro.lower(), 0, frozenset())
+
+
 @lru_cache(maxsize=1)
 def view_modules() -> tuple[ViewModule, ...]:
     """Every view module, each after the modules it requires."""

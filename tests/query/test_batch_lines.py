@@ -12,6 +12,7 @@ from cclq.query.sqlfiles import (
     BatchView,
     ViewModule,
     batch_views,
+    calls_read,
     doc_blocks,
     names_reached,
     parse_batch_lines,
@@ -102,3 +103,24 @@ def test_the_catalog_comment_leaves_the_line_and_its_note_out() -> None:
             assert "batch:" not in docs[view.name].text, view.name
     # kernels' note (why sharing it pays) is not part of what `cclq shell` users read
     assert "500-workload board" not in docs["kernels"].text and docs["kernels"].text
+
+
+@pytest.mark.parametrize(
+    ("sql", "read"),
+    [
+        ("SELECT * FROM collectives_with(2)", True),
+        # handed on: collective_volumes_with(rules_version, scope) calls collectives_with(rules_version)
+        ("SELECT * FROM collective_volumes_with(2, metric_scope)", True),
+        ("SELECT * FROM cclq.main.collectives_with(1)", True),
+        ("SELECT * FROM collectives_with((1))", False),
+        ('SELECT * FROM "collectives_with"(1)', False),
+        ("SELECT * FROM collectives_with (1)", False),
+        ("SELECT * FROM t, collectives_with(t.v)", False),
+        ("SELECT * FROM collective_volumes_with(1 + 1, metric_scope)", False),
+    ],
+)
+def test_calls_read_tells_a_call_whose_version_cannot_be_read(sql: str, read: bool) -> None:
+    """A batch offers only the versions the SQL's calls name where every call is one
+    literal_arguments reads (cclq.query.metrics): any other writing of a call says no."""
+    assert calls_read((sql,), "collectives_with") is read
+    assert calls_read(("SELECT * FROM collectives_with(2)", sql), "collectives_with") is read

@@ -479,5 +479,31 @@ def test_shared_collectives_v1_copies_v2_only_where_the_comm_kernels_agree(wh: W
     assert len(computed) == 1 and "trace IN ('two_nodes')" in computed[0]
 
 
+def test_a_batch_makes_no_other_version_unless_a_call_may_ask_for_it(wh: Warehouse, monkeypatch) -> None:
+    """The SQL's calls all read (calls_read): collectives_with(2) only, no view of version
+    1 (binding one costs as much as planning a metric). A call the reading cannot see,
+    ``collectives_with((1))``: every version the SQL names is offered, and it answers."""
+    from cclq.query import metrics
+
+    session = connect(wh)
+    direct = session.arrow("SELECT * FROM collectives_with(1)")
+    executed: list[str] = []
+    real = Session.execute
+    monkeypatch.setattr(Session, "execute", lambda self, sql, *a: executed.append(sql) or real(self, sql, *a))
+    try:
+        with metrics.shared_views(session, ["SELECT * FROM collectives_with(2)"] * 2) as shared:
+            assert "collectives_with" in shared
+        made = [sql for sql in executed if "_cclq_shared_collectives_with_" in sql and sql.startswith("CREATE")]
+        assert made and not any("collectives_with_1" in sql for sql in made), made
+        executed.clear()
+        queries = ["SELECT * FROM collectives_with(2)", "SELECT * FROM collectives_with((1))"]
+        with metrics.shared_views(session, queries) as shared:
+            assert "collectives_with" in shared
+            assert sorted_rows(session.arrow(queries[1])) == sorted_rows(direct)
+        assert any(sql.startswith("CREATE VIEW") and "collectives_with_1" in sql for sql in executed)
+    finally:
+        session.close()
+
+
 def sorted_rows(table: pa.Table) -> list[str]:
     return sorted(repr(sorted(row.items())) for row in table.to_pylist())
