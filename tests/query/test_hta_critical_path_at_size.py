@@ -42,8 +42,8 @@ def test_the_graph_of_a_step_joins_no_row_of_a_rank_with_every_other(tmp_path, r
 
 
 def test_the_edges_expand_the_rank_s_hta_events_once(tmp_path, monkeypatch):
-    """The edges view reads the window's rows (`hta_critical_path_rows`) four times, and
-    each read expanded the rank's whole `hta_events` again: five materializations of its
+    """The edges read the window's rows (`hta_critical_path_rows`) four times, and each
+    read expanded the rank's whole `hta_events` again: five materializations of its
     `ev` CTE, 31 s and 4.8 GB for the metric on a 1 GB rank (issue 42). `prepared` stores
     the window, the rank's rows the graph reads and the window's rows first; the edges
     statement then materializes its `ev` once, from those."""
@@ -82,6 +82,28 @@ def test_the_edges_expand_the_rank_s_hta_events_once(tmp_path, monkeypatch):
     names |= {n for (n,) in execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
     stored = [*STORED_VIEWS, WINDOWS_VIEW]
     assert len(stored) == 4 and not names & ({*stored} | {f"{v}_table" for v in stored})
+
+
+def test_the_plain_edges_view_reads_the_window_s_rows_once(tmp_path):
+    """Ad-hoc SQL over `hta_critical_path_edges` (no `prepared`): the view reads
+    `hta_critical_path_rows` once and builds the CPU side, the GPU side and the nodes from
+    it. Its CTE `cpu_in` then appears twice in the plan (the rows view's and the edges'
+    own), not five times: each read of the rows view expanded the rank's hta_events
+    again (18 expansions, 6.8 s of a count of the edges over ../shared/traces)."""
+    from collections import Counter
+
+    generate_workload(tmp_path / "in" / "ddp", ranks=2, steps=2, layers=10)
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
+    session = connect(wh)
+    rows, ops = profiled(session, "SELECT count(*) FROM hta_critical_path_edges", tmp_path / "profile.json")
+    ctes = Counter(op.get("extra_info", {}).get("CTE Name") for op in ops)
+    assert ctes["cpu_in"] == 2, ctes
+    # the same edges as the macro over the stored inputs, which the metric runs
+    (stored,) = session.execute(
+        "SELECT count(*) FROM hta_critical_path_edges_of(hta_critical_path_events, hta_critical_path_rows)"
+    ).fetchall()
+    assert rows == [stored] and stored[0] > 100
 
 
 def test_the_metric_reads_the_stored_window_only_when_it_is_htas_default(tmp_path):
