@@ -193,36 +193,6 @@ def _calls(code: str) -> list[tuple[str, list[str]]]:
     return [(name.lower(), [a.strip().lower() for a in args.split(",")]) for name, args in _CALL.findall(code)]
 
 
-@lru_cache(maxsize=64)
-def literal_arguments(queries: tuple[str, ...]) -> dict[str, frozenset[tuple[int, int]]]:
-    """Macro -> the (position, integer) arguments these queries can call it with: the
-    integer literals of the calls in them and in the definitions they reach, passed on
-    through the macros that hand a parameter on (``collective_volumes_with(2, scope)``
-    calls ``collectives_with(rules_version)``: 2). For computing only the versions of a
-    versioned macro that a batch reads (``cclq.query.metrics``); a call whose arguments
-    hold parentheses is not seen, so a user must not rely on this alone."""
-    bodies, parameters = _bodies(), _macro_parameters()
-    reached = frozenset().union(*(names_reached(q) for q in queries)) if queries else frozenset()
-    found: dict[str, set[tuple[int, int]]] = {}
-    for code in [strip_comments(q) for q in queries] + [bodies[n] for n in reached if n in bodies]:
-        for name, args in _calls(code):
-            found.setdefault(name, set()).update((k, int(a)) for k, a in enumerate(args) if a.isdigit())
-    changed = True
-    while changed:
-        changed = False
-        for outer in reached & parameters.keys():
-            params = parameters[outer]
-            for name, args in _calls(bodies.get(outer, "")):
-                for k, a in enumerate(args):
-                    if a in params:
-                        j = params.index(a)
-                        new = {(k, v) for pos, v in found.get(outer, ()) if pos == j} - found.get(name, set())
-                        if new:
-                            found.setdefault(name, set()).update(new)
-                            changed = True
-    return {name: frozenset(args) for name, args in found.items()}
-
-
 _WRITTEN_CALL = re.compile(r'\b(\w+)\b"?\s*\(')  # any name followed by "(", quoted or spaced too
 
 
@@ -250,6 +220,35 @@ def _call_sites(queries: tuple[str, ...]) -> dict[str, list[tuple[str, tuple[str
             if count != len(found):
                 sites[name].append((owner, None))
     return sites
+
+
+@lru_cache(maxsize=64)
+def literal_arguments(queries: tuple[str, ...]) -> dict[str, frozenset[tuple[int, int]]]:
+    """Macro -> the (position, integer) arguments these queries can call it with: the
+    integer literals of the calls in them and in the definitions they reach, passed on
+    through the macros that hand a parameter on (``collective_volumes_with(2, scope)``
+    calls ``collectives_with(rules_version)``: 2). For computing only the versions of a
+    versioned macro that a batch reads (``cclq.query.metrics``); a call whose arguments
+    hold parentheses is not seen (``calls_read`` says whether there is one)."""
+    sites, parameters = _call_sites(queries), _macro_parameters()
+    found: dict[str, set[tuple[int, int]]] = {}
+    for name, calls in sites.items():
+        for _, args in calls:
+            found.setdefault(name, set()).update((k, int(a)) for k, a in enumerate(args or ()) if a.isdigit())
+    changed = True
+    while changed:
+        changed = False
+        for name, calls in sites.items():
+            for outer, args in calls:
+                params = parameters.get(outer, ())
+                for k, a in enumerate(args or ()):
+                    if a in params:
+                        j = params.index(a)
+                        new = {(k, v) for pos, v in found.get(outer, ()) if pos == j} - found[name]
+                        if new:
+                            found[name].update(new)
+                            changed = True
+    return {name: frozenset(args) for name, args in found.items()}
 
 
 @lru_cache(maxsize=256)
