@@ -290,6 +290,49 @@ def test_only_rank_builds_one_ranks_path(tmp_path: Path) -> None:
     }
 
 
+def test_edges_are_numbered_in_htas_insertion_order(tmp_path: Path) -> None:
+    """edge_no is the order HTA inserts the edges in (networkx breaks ties by it): the CPU
+    threads in (pid, tid) order, each thread's ends in call-stack order, then the GPU
+    edges kernel by kernel (its span, then its launch). Threads 5 (an annotation) and
+    1000 (the ProfilerSteps) have no nodes and no edges. Worked out by hand from
+    sql/views/hta_critical_path.sql's rules: thread 11's op b is one edge (start -> end);
+    thread 12 holds a1, then a2 with its cudaLaunchKernel, 6 ends and 5 edges; kernel k
+    (stream 7 empty before it) has its span and a launch edge."""
+    g = KinetoTraceBuilder(rank=0)
+    g.profiler_step(1, ts=0 * US, dur=100 * US)
+    g.profiler_step(2, ts=100 * US, dur=100 * US)
+    g.user_annotation("note", ts=20 * US, dur=5 * US, tid=5)
+    g.cpu_op("b", ts=5 * US, dur=10 * US, tid=11)
+    g.cpu_op("a1", ts=10 * US, dur=20 * US, tid=12)
+    g.cpu_op("a2", ts=40 * US, dur=10 * US, tid=12)
+    g.kernel("k", ts=60 * US, dur=10 * US, launch_ts=41 * US, launch_dur=2 * US, tid=12)
+    g.write(tmp_path / "in" / "numbered" / "rank0.json")
+    wh = Warehouse(tmp_path / "wh")
+    run_ingest([tmp_path / "in"], wh)
+    con = connect(wh)
+    try:
+        edges = con.execute(
+            "SELECT e.edge_no, s.name, e.src_is_end, d.name, e.dst_is_end "
+            "FROM hta_critical_path_edges AS e "
+            "JOIN hta_events AS s ON (s.trace, s.rank, s.event_idx) = (e.trace, e.rank, e.src_event_idx) "
+            "JOIN hta_events AS d ON (d.trace, d.rank, d.event_idx) = (e.trace, e.rank, e.dst_event_idx) "
+            "ORDER BY e.edge_no"
+        ).fetchall()
+    finally:
+        con.close()
+    launch = "cudaLaunchKernel"
+    assert edges == [
+        (1, "b", False, "b", True),
+        (2, "a1", False, "a1", True),
+        (3, "a1", True, "a2", False),
+        (4, "a2", False, launch, False),
+        (5, launch, False, launch, True),
+        (6, launch, True, "a2", True),
+        (7, "k", False, "k", True),
+        (8, launch, False, "k", False),
+    ]
+
+
 def test_sync_edges_give_htas_summary_on_htas_cuda_event_sync_trace(tmp_path: Path) -> None:
     """v2 builds HTA's CUDA sync edges: on HTA's cuda_event_sync trace (its first
     ProfilerStep, the metric's window) every class and percentage of HTA's own summary,
