@@ -164,7 +164,10 @@ SELECT * FROM hta_critical_path_nodes_of(hta_critical_path_rows);
 
 -- The edges of the graph of `graph_events` (rows of hta_critical_path_events) and
 -- `window_rows` (rows of hta_critical_path_rows over those): hta_critical_path_edges
--- below, and what cclq.query.critical_path runs on its stored copies of the two.
+-- below, and what cclq.query.critical_path runs on its stored copies of the two; with
+-- one more column than the view, `rk`, the rank's number in (trace, rank) order (the
+-- longest path reads the edges in that order: sorted by the strings, 63 ms instead of 18
+-- on the shared traces).
 CREATE OR REPLACE MACRO hta_critical_path_edges_of(graph_events, window_rows) AS TABLE
 WITH ranks AS MATERIALIZED (
   SELECT trace, rank, row_number() OVER (ORDER BY trace, rank) AS rk FROM trace_ranks
@@ -547,7 +550,8 @@ SELECT
   e.src_event_idx,
   e.src_is_end,
   e.dst_event_idx,
-  e.dst_is_end
+  e.dst_is_end,
+  rk
 -- each edge carries its nodes' rows from where it is built: joining `nodes` twice here,
 -- on (rk, node_id) each, let DuckDB derive sn.rk = dn.rk and join the two first, every
 -- node of a rank with every other (8e9 rows on MTIA's 90k nodes: issue 41)
@@ -563,7 +567,7 @@ CREATE OR REPLACE VIEW hta_critical_path_edges AS
 WITH window_rows AS MATERIALIZED (
   SELECT * FROM hta_critical_path_rows
 )
-SELECT * FROM hta_critical_path_edges_of(hta_critical_path_events, window_rows);
+SELECT * EXCLUDE (rk) FROM hta_critical_path_edges_of(hta_critical_path_events, window_rows);
 
 -- The ranks that have a critical path window (a row whose name contains
 -- "ProfilerStep"; HTA fails without one).
