@@ -27,6 +27,7 @@
 -- The views hta_loaded, hta_events, hta_gpu_rows and hta_rank_facts wire these
 -- up; internally files are keyed by small integers (`hta_files`) rather than by
 -- their trace/rank/file_id strings.
+-- requires: intervals
 
 -- One row per ingested file: its base time and two integer keys used inside the
 -- pipeline (`file_no` stands for (trace, rank) and file_id, which are 1:1;
@@ -536,19 +537,16 @@ GROUP BY f.trace, f.rank;
 -- rows are kept, as in HTA: a lone dur = -1 row is an interval of length -1,
 -- and a zero-length row can be the first or last interval. `seq` numbers the
 -- merged intervals of a (trace, rank, key) in time order from 1.
--- The windows run over one integer per (trace, rank, key), `part`: partitioned by the
--- three columns (two of them strings) each window took twice as long (the GPU rows
--- of ../shared/traces, 142 k: the macro 191 -> 139 ms, on DuckDB 1.5.6 229 -> 122 ms).
+-- The windows run over one integer per (trace, rank, key) (timeline_numbers, in
+-- intervals.sql): partitioned by the three columns each window took twice as long (the
+-- GPU rows of ../shared/traces, 142 k: the macro 186 -> 134 ms, on DuckDB 1.5.6 228 ->
+-- 119 ms).
 CREATE OR REPLACE MACRO hta_merge_intervals(tbl) AS TABLE
 WITH input AS MATERIALIZED (
   SELECT trace, rank, key, ts_us, end_us, row_order FROM query_table(tbl)
 ),
--- numbered in the order of a hash of the three: numbered in (trace, rank, key) order,
--- the order the rows mostly come in, each window took twice as long again (DuckDB 2.0.1
--- and 1.5.6 alike); held, so that both joins read the numbers once
 parts AS MATERIALIZED (
-  SELECT trace, rank, key, row_number() OVER (ORDER BY hash(trace, rank, key), trace, rank, key) AS part
-  FROM (SELECT DISTINCT trace, rank, key FROM input)
+  SELECT * FROM timeline_numbers(input)
 ),
 ordered AS (
   SELECT
@@ -559,7 +557,8 @@ ordered AS (
     ) AS prev_max_end,
     i.row_order
   FROM input AS i
-  JOIN parts AS p USING (trace, rank, key)
+  JOIN parts AS p
+    ON p.trace IS NOT DISTINCT FROM i.trace AND p.rank IS NOT DISTINCT FROM i.rank AND p.key IS NOT DISTINCT FROM i.key
 ),
 grouped AS (
   SELECT

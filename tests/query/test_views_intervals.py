@@ -94,6 +94,16 @@ def test_union_by_hand():
     ]
 
 
+def test_union_keeps_a_null_in_the_timeline_as_a_timeline_of_its_own():
+    """The windows run over a number per (trace, rank, key) (timeline_numbers), joined
+    back with IS NOT DISTINCT FROM: a NULL key or trace is one timeline, as a window
+    partition makes it, not a row that joins nothing."""
+    con = _connection()
+    _load(con, "a", [("t", 0, None, 0, 10), ("t", 0, None, 5, 12), ("t", 0, 1, 0, 3), (None, 0, 1, 4, 6)])
+    got = set(con.execute("SELECT * FROM intervals_union(a)").fetchall())
+    assert got == {("t", 0, None, 0, 12), ("t", 0, 1, 0, 3), (None, 0, 1, 4, 6)}
+
+
 # intervals_in_windows: (trace, rank, item_id, ts_ns, end_ns) items and (trace, rank, step,
 # window_start, window_end) windows -> one row per overlapping pair (issue 42)
 Item = tuple[str, int, int, int | None, int | None]
