@@ -545,37 +545,35 @@ CREATE OR REPLACE MACRO hta_merge_intervals(tbl) AS TABLE
 WITH input AS MATERIALIZED (
   SELECT trace, rank, key, ts_us, end_us, row_order FROM query_table(tbl)
 ),
-parts AS MATERIALIZED (
+numbers AS MATERIALIZED (
   SELECT * FROM timeline_numbers(input)
 ),
 ordered AS (
   SELECT
-    p.part, i.ts_us, i.end_us,
-    max(i.end_us) OVER (
-      PARTITION BY p.part ORDER BY i.ts_us, i.row_order
+    timeline, ts_us, end_us,
+    max(end_us) OVER (
+      PARTITION BY timeline ORDER BY ts_us, row_order
       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
     ) AS prev_max_end,
-    i.row_order
-  FROM input AS i
-  JOIN parts AS p
-    ON p.trace IS NOT DISTINCT FROM i.trace AND p.rank IS NOT DISTINCT FROM i.rank AND p.key IS NOT DISTINCT FROM i.key
+    row_order
+  FROM timeline_rows(input, numbers)
 ),
 grouped AS (
   SELECT
     *,
     sum(CASE WHEN ts_us > prev_max_end THEN 1 ELSE 0 END) OVER (
-      PARTITION BY part ORDER BY ts_us, row_order ROWS UNBOUNDED PRECEDING
+      PARTITION BY timeline ORDER BY ts_us, row_order ROWS UNBOUNDED PRECEDING
     ) AS grp
   FROM ordered
 ),
 merged AS (
-  SELECT part, grp + 1 AS seq, min(ts_us) AS ts_us, max(end_us) AS end_us
+  SELECT timeline, grp + 1 AS seq, min(ts_us) AS ts_us, max(end_us) AS end_us
   FROM grouped
-  GROUP BY part, grp
+  GROUP BY timeline, grp
 )
-SELECT p.trace, p.rank, p.key, m.seq, m.ts_us, m.end_us
+SELECT n.trace, n.rank, n.key, m.seq, m.ts_us, m.end_us
 FROM merged AS m
-JOIN parts AS p USING (part);
+JOIN numbers AS n USING (timeline);
 
 -- HTA's GPU rows (stream <> -1) of each class, merged per class: the input of
 -- the temporal breakdown, the overlap and the kernel-type breakdown.

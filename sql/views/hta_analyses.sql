@@ -63,6 +63,13 @@ SEMI JOIN launches AS l USING (trace, rank, correlation);
 -- hta_queue_length's columns from change points (`points`: rows of
 -- hta_queue_points): the running sums per (trace, rank, stream).
 CREATE OR REPLACE MACRO hta_queue_series(points) AS TABLE
+-- (the windows partition by a number per (trace, rank, stream): see timeline_numbers)
+WITH input AS MATERIALIZED (
+  SELECT *, stream AS key FROM query_table(points)
+),
+numbers AS (
+  SELECT * FROM timeline_numbers(input)
+)
 SELECT
   trace,
   rank,
@@ -72,17 +79,17 @@ SELECT
   ts_us,
   delta,
   row_number() OVER (
-    PARTITION BY trace, rank, stream ORDER BY ts_us, part, row_order, row_order2, copy_no
+    PARTITION BY timeline ORDER BY ts_us, part, row_order, row_order2, copy_no
   ) AS seq,
   CAST(sum(delta) OVER (
-    PARTITION BY trace, rank, stream ORDER BY ts_us, part, row_order, row_order2, copy_no
+    PARTITION BY timeline ORDER BY ts_us, part, row_order, row_order2, copy_no
     ROWS UNBOUNDED PRECEDING
   ) AS BIGINT) AS queue_length,
   CAST(sum(delta) OVER (
-    PARTITION BY trace, rank, stream ORDER BY ts_us, part DESC, row_order, row_order2, copy_no
+    PARTITION BY timeline ORDER BY ts_us, part DESC, row_order, row_order2, copy_no
     ROWS UNBOUNDED PRECEDING
   ) AS BIGINT) AS queue_length_low
-FROM query_table(points);
+FROM timeline_rows(input, numbers);
 
 -- HTA's queue length time series (TraceCounters.get_queue_length_time_series),
 -- every rank. Grain: one row per change point, as HTA returns it: +1 at the ts
@@ -143,28 +150,32 @@ WITH mem AS (
   FROM hta_events
   WHERE stream <> -1 AND kernel_type = 'MEMORY'
 ),
-points AS (
-  SELECT trace, rank, kind, pid, ts_us, memory_bw_gbps AS delta, 0 AS part, row_order, copy_no FROM mem
+-- (the windows partition by a number per (trace, rank, kind): see timeline_numbers)
+points AS MATERIALIZED (
+  SELECT trace, rank, kind AS key, pid, ts_us, memory_bw_gbps AS delta, 0 AS part, row_order, copy_no FROM mem
   UNION ALL
   SELECT trace, rank, kind, pid, ts_us + dur_us, -memory_bw_gbps, 1, row_order, copy_no FROM mem
+),
+numbers AS (
+  SELECT * FROM timeline_numbers(points)
 )
 SELECT
   trace,
   rank,
-  kind AS name,
+  key AS name,
   pid,
   ts_us,
   delta,
-  row_number() OVER (PARTITION BY trace, rank, kind ORDER BY ts_us, part, row_order, copy_no) AS seq,
+  row_number() OVER (PARTITION BY timeline ORDER BY ts_us, part, row_order, copy_no) AS seq,
   sum(delta) OVER (
-    PARTITION BY trace, rank, kind ORDER BY ts_us, part, row_order, copy_no
+    PARTITION BY timeline ORDER BY ts_us, part, row_order, copy_no
     ROWS UNBOUNDED PRECEDING
   ) AS memory_bw_gbps,
   sum(delta) OVER (
-    PARTITION BY trace, rank, kind ORDER BY ts_us, part DESC, row_order, copy_no
+    PARTITION BY timeline ORDER BY ts_us, part DESC, row_order, copy_no
     ROWS UNBOUNDED PRECEDING
   ) AS memory_bw_gbps_low
-FROM points;
+FROM timeline_rows(points, numbers);
 
 -- HTA's CUDA kernel launch pairs (CudaKernelAnalysis.cuda_kernel_launch_stats),
 -- every rank. Grain: one row per (runtime call, GPU row) pair of HTA's inner

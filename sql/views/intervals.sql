@@ -4,16 +4,26 @@
 -- These are the building blocks for busy time, overlap and exposed time, so that
 -- metrics never re-implement a sweep.
 
--- One number per timeline (trace, rank, key) of `tbl`, `part`, for a window to partition
--- by instead of the three columns: partitioned by those (two of them strings), a
--- window over the GPU rows of ../shared/traces took twice as long. The numbers follow
--- a hash of the timeline: numbered in (trace, rank, key) order, the order rows mostly
--- arrive in, the windows took as long again (DuckDB 2.0.1 and 1.5.6 alike). A NULL in
--- the three is a timeline of its own, as in a partition: join the numbers with IS NOT
--- DISTINCT FROM, and hold them (MATERIALIZED) where two joins read them.
+-- A window over many timelines partitions by a number per timeline, not by the
+-- timeline's (trace, rank, key): partitioned by those (two of them strings), the
+-- windows over the GPU rows of ../shared/traces took twice as long. Two macros:
+--  * timeline_numbers(tbl): one row per (trace, rank, key) of `tbl`, with `timeline`.
+--    The numbers follow a hash of the timeline: numbered in (trace, rank, key) order,
+--    the order rows mostly arrive in, the windows took as long again (DuckDB 2.0.1 and
+--    1.5.6 alike).
+--  * timeline_rows(tbl, numbers): the rows of `tbl` with their `timeline` from
+--    `numbers`. A NULL in the three is a timeline of its own, as in a partition.
+-- A query holds `tbl` (MATERIALIZED: read by both), and `numbers` where it joins them
+-- back after an aggregate by timeline (intervals_union).
 CREATE OR REPLACE MACRO timeline_numbers(tbl) AS TABLE
-SELECT trace, rank, key, row_number() OVER (ORDER BY hash(trace, rank, key), trace, rank, key) AS part
+SELECT trace, rank, key, row_number() OVER (ORDER BY hash(trace, rank, key), trace, rank, key) AS timeline
 FROM (SELECT DISTINCT trace, rank, key FROM query_table(tbl));
+
+CREATE OR REPLACE MACRO timeline_rows(tbl, numbers) AS TABLE
+SELECT i.*, n.timeline
+FROM query_table(tbl) AS i
+JOIN query_table(numbers) AS n
+  ON n.trace IS NOT DISTINCT FROM i.trace AND n.rank IS NOT DISTINCT FROM i.rank AND n.key IS NOT DISTINCT FROM i.key;
 
 -- Merges overlapping or touching intervals (gaps and islands). One row per
 -- merged interval. Example: [0,10) [5,15) [20,30) -> [0,15) [20,30).
@@ -21,43 +31,39 @@ CREATE OR REPLACE MACRO intervals_union(tbl) AS TABLE
 WITH input AS MATERIALIZED (
   SELECT trace, rank, key, ts_ns, end_ns FROM query_table(tbl) WHERE end_ns > ts_ns
 ),
--- one integer per timeline, in the order of a hash of it, for the windows to partition
--- by (see timeline_numbers)
-parts AS MATERIALIZED (
+numbers AS MATERIALIZED (
   SELECT * FROM timeline_numbers(input)
 ),
 ordered AS (
   SELECT
-    p.part, i.ts_ns, i.end_ns,
+    timeline, ts_ns, end_ns,
     -- the furthest end seen before this interval starts a new island when passed
-    max(i.end_ns) OVER w_before AS prev_end,
+    max(end_ns) OVER w_before AS prev_end,
     -- the same order as a unique number: the island count below must walk the rows in
     -- exactly this order, and (ts_ns, end_ns) ties (duplicate intervals) may be sorted
     -- either way by a second sort, which put a row in the previous island
     row_number() OVER w AS pos
-  FROM input AS i
-  JOIN parts AS p
-    ON p.trace IS NOT DISTINCT FROM i.trace AND p.rank IS NOT DISTINCT FROM i.rank AND p.key IS NOT DISTINCT FROM i.key
+  FROM timeline_rows(input, numbers)
   WINDOW
-    w AS (PARTITION BY p.part ORDER BY i.ts_ns, i.end_ns),
+    w AS (PARTITION BY timeline ORDER BY ts_ns, end_ns),
     w_before AS (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 islands AS (
   SELECT
     *,
     sum(CASE WHEN prev_end IS NULL OR ts_ns > prev_end THEN 1 ELSE 0 END) OVER (
-      PARTITION BY part ORDER BY pos ROWS UNBOUNDED PRECEDING
+      PARTITION BY timeline ORDER BY pos ROWS UNBOUNDED PRECEDING
     ) AS island
   FROM ordered
 ),
 merged AS (
-  SELECT part, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns
+  SELECT timeline, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns
   FROM islands
-  GROUP BY part, island
+  GROUP BY timeline, island
 )
-SELECT p.trace, p.rank, p.key, m.ts_ns, m.end_ns
+SELECT n.trace, n.rank, n.key, m.ts_ns, m.end_ns
 FROM merged AS m
-JOIN parts AS p USING (part);
+JOIN numbers AS n USING (timeline);
 
 -- Lays two interval sets over each other with one sweep: the timeline of each
 -- (trace, rank, key) is cut at every boundary of either set, and each piece that
