@@ -150,32 +150,28 @@ WITH mem AS (
   FROM hta_events
   WHERE stream <> -1 AND kernel_type = 'MEMORY'
 ),
--- (the windows partition by a number per (trace, rank, kind): see timeline_numbers)
-points AS MATERIALIZED (
-  SELECT trace, rank, kind AS key, pid, ts_us, memory_bw_gbps AS delta, 0 AS part, row_order, copy_no FROM mem
+points AS (
+  SELECT trace, rank, kind, pid, ts_us, memory_bw_gbps AS delta, 0 AS part, row_order, copy_no FROM mem
   UNION ALL
   SELECT trace, rank, kind, pid, ts_us + dur_us, -memory_bw_gbps, 1, row_order, copy_no FROM mem
-),
-numbers AS (
-  SELECT * FROM timeline_numbers(points)
 )
 SELECT
   trace,
   rank,
-  key AS name,
+  kind AS name,
   pid,
   ts_us,
   delta,
-  row_number() OVER (PARTITION BY timeline ORDER BY ts_us, part, row_order, copy_no) AS seq,
+  row_number() OVER (PARTITION BY trace, rank, kind ORDER BY ts_us, part, row_order, copy_no) AS seq,
   sum(delta) OVER (
-    PARTITION BY timeline ORDER BY ts_us, part, row_order, copy_no
+    PARTITION BY trace, rank, kind ORDER BY ts_us, part, row_order, copy_no
     ROWS UNBOUNDED PRECEDING
   ) AS memory_bw_gbps,
   sum(delta) OVER (
-    PARTITION BY timeline ORDER BY ts_us, part DESC, row_order, copy_no
+    PARTITION BY trace, rank, kind ORDER BY ts_us, part DESC, row_order, copy_no
     ROWS UNBOUNDED PRECEDING
   ) AS memory_bw_gbps_low
-FROM timeline_rows(points, numbers);
+FROM points;
 
 -- HTA's CUDA kernel launch pairs (CudaKernelAnalysis.cuda_kernel_launch_stats),
 -- every rank. Grain: one row per (runtime call, GPU row) pair of HTA's inner
