@@ -116,9 +116,14 @@ class QuerySettings:
     def connection_statements(self) -> list[str]:
         """What each connection of a session runs once its views exist (its lanes too:
         DuckDB variables belong to a connection): hta_events holds its scan only while
-        the session's events are at most ``held_scan_events``."""
+        the session's events are at most ``held_scan_events``; ``snapshot_formats``, the
+        formats of the session's files, lets a view of one format's records be planned
+        as empty where no file has it (``snapshot_holds``, sql/views/catalog.sql)."""
         events = self.held_scan_events()
-        return [f"SET VARIABLE hta_hold_scan = (SELECT coalesce(sum(events_written), 0) <= {int(events)} FROM files);"]
+        return [
+            f"SET VARIABLE hta_hold_scan = (SELECT coalesce(sum(events_written), 0) <= {int(events)} FROM files);",
+            "SET VARIABLE snapshot_formats = (SELECT list(DISTINCT format ORDER BY format) FROM files);",
+        ]
 
     def make_spill_folder(self, wh: Warehouse) -> Path:
         """A spill folder of this session's own (``<pid>@<host>-<random>``), removed when the

@@ -1,6 +1,15 @@
 -- Catalog views: one row per trace, built from the `files` table (one row per
 -- ingested file) and the flattened workload cards in `cards`.
 
+-- Whether the session's files include any of `format` (files.format: kineto, xprof,
+-- horovod, ...). A session sets the DuckDB variable snapshot_formats to its files'
+-- formats (cclq.query.settings); a view of one format's records tests this first, so
+-- that where no file has that format DuckDB plans the view as an empty result instead
+-- of reading every event for none (a board over ../shared/traces read the events twice
+-- for Horovod timelines it does not hold). Unset (DuckDB's own shell): true.
+CREATE OR REPLACE MACRO snapshot_holds(format) AS
+coalesce(list_contains(getvariable('snapshot_formats'), format), true);
+
 -- One row per (trace, rank) the warehouse holds data of. A file holds one rank; an
 -- Nsight Systems export of a whole node holds one per GPU (or MPI rank): `parts`
 -- (one row per data file written for an input file) says which. Grain: rank.

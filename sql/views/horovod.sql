@@ -6,7 +6,7 @@
 -- spans (QUEUE, MEMCPY_IN_FUSION_BUFFER, NCCL_ALLREDUCE, ...), whose end carries the
 -- output tensor's dtype and shape. Ingest pairs each E with its B on the pid, so every
 -- span is one row of `slices`.
--- requires: slices, names, dtypes
+-- requires: slices, names, dtypes, catalog
 
 -- The slices of Horovod timelines, with the tensor each belongs to.
 CREATE OR REPLACE VIEW _horovod_slices AS
@@ -14,7 +14,7 @@ SELECT s.*, t.process_name AS tensor
 FROM slices AS s
 JOIN files AS f USING (file_id)
 LEFT JOIN process_names AS t ON t.trace = s.trace AND t.rank = s.rank AND t.pid = s.pid
-WHERE f.format = 'horovod';
+WHERE snapshot_holds('horovod') AND f.format = 'horovod';
 
 -- The operations Horovod names its response types after, and the collective each is.
 CREATE OR REPLACE VIEW horovod_op_types AS
@@ -126,7 +126,7 @@ WITH marks AS (
   SELECT e.trace, e.rank, e.ts_ns
   FROM events AS e
   JOIN files AS f USING (file_id)
-  WHERE f.format = 'horovod' AND e.name = 'CYCLE_START' AND e.ph IN ('i', 'I')
+  WHERE snapshot_holds('horovod') AND f.format = 'horovod' AND e.name = 'CYCLE_START' AND e.ph IN ('i', 'I')
 ),
 last_end AS (
   SELECT trace, rank, max(end_ns) AS end_ns FROM horovod_ops GROUP BY ALL

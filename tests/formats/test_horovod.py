@@ -10,6 +10,7 @@ from helpers.warehouse import metric_rows, query, run_ingest
 
 from cclq.formats.chrome.ijson_reader import HOROVOD_TRUNCATED, HOROVOD_UNTERMINATED
 from cclq.synth.horovod import HorovodTimelineBuilder
+from cclq.synth.workload import generate_workload
 
 EPOCH_US = 1_700_000_000_000_000
 
@@ -89,6 +90,27 @@ def test_horovod_metrics(tmp_path, wh):
     (row,) = metric_rows(wh, "horovod_straggler")
     assert (row["value"], row["negotiations"], row["times_last"]) == (1, 3, 2)
     assert (row["mean_late_s"], row["max_late_s"]) == pytest.approx((40e-6, 50e-6))
+
+
+def test_horovod_views_are_planned_empty_only_where_no_file_is_horovods(tmp_path, wh):
+    """A session knows its files' formats (snapshot_formats): without a Horovod timeline
+    DuckDB plans horovod_ops as an empty result, reading no event; beside another trace
+    a timeline's operations are all there (the three of ``_timeline``)."""
+    generate_workload(tmp_path / "in" / "kineto_only", ranks=1, steps=2, layers=1, seed=3)
+    run_ingest([tmp_path / "in" / "kineto_only"], wh)
+    assert query(wh, "SELECT getvariable('snapshot_formats')") == [(["kineto"],)]
+    ((_, plan),) = query(wh, "EXPLAIN SELECT * FROM horovod_ops")
+    assert "EMPTY RESULT" in plan.replace("_", " ").upper() and "READ_PARQUET" not in plan  # 2.0's words, 1.5's
+    assert query(wh, "SELECT count(*) FROM horovod_cycles") == [(0,)]
+    _timeline().write(tmp_path / "in" / "job" / "timeline.json")
+    run_ingest([tmp_path / "in" / "job"], wh)
+    assert query(wh, "SELECT getvariable('snapshot_formats')") == [(["horovod", "kineto"],)]
+    assert query(wh, "SELECT tensor FROM horovod_ops ORDER BY tensor") == [
+        ("allreduce.layer1.bias",),
+        ("allreduce.layer1.weight",),
+        ("broadcast.w",),
+    ]
+    assert query(wh, "SELECT count(*) FROM horovod_cycles") == [(2,)]
 
 
 def test_an_unterminated_timeline_keeps_every_event(tmp_path, wh):
