@@ -11,8 +11,10 @@ cached: ``--no-cache``; the compiled views of an install are made before, untime
   seconds (target: 20 s for 500).
 
 ``baseline`` names another source tree of cclq (a checkout of an earlier commit, e.g.
-``git archive <commit> | tar -x -C DIR``): every case runs with it too, on the same
-warehouses in the same run, so before and after are measured under the same load.
+``git archive <commit> | tar -x -C DIR``): every case runs with it too, in the same run,
+each repeat of a case once per source in turn, so that before and after share the
+machine's load as it drifts (run one source's cases after the other's, the second was
+0.05-0.3 s slower in three runs of five where alternated rounds showed no difference).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -53,9 +56,19 @@ def _cclq(src: Path | None, *args: str) -> tuple[float, float]:
     return seconds, usage.ru_utime + usage.ru_stime
 
 
-def _best(repeats: int, run) -> tuple[float, float]:  # noqa: ANN001 - a callable returning (wall, cpu)
-    runs = [run() for _ in range(max(repeats, 1))]
-    return min(r[0] for r in runs), min(r[1] for r in runs)
+Source = tuple[str, Path | None]  # (label, source tree: None for the installed cclq)
+
+
+def _alternated(
+    repeats: int, sources: list[Source], run: Callable[[str, Path | None], tuple[float, float]]
+) -> dict[str, tuple[float, float]]:
+    """label -> (best wall, best CPU) of ``run(label, src)``, each repeat run once per
+    source in turn."""
+    runs: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in sources}
+    for _ in range(max(repeats, 1)):
+        for label, src in sources:
+            runs[label].append(run(label, src))
+    return {label: (min(r[0] for r in rs), min(r[1] for r in rs)) for label, rs in runs.items()}
 
 
 def _row(target: str, label: str, a: tuple[float, float], b: tuple[float, float] | None) -> dict:
@@ -91,7 +104,7 @@ def run_target_bench(
 
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-targets-"))
     here = Path(__file__).resolve().parents[3]
-    sources: list[tuple[str, Path | None]] = [("this tree", here)]
+    sources: list[Source] = [("this tree", here)]
     if baseline is not None:
         sources.insert(0, ("baseline", baseline.resolve()))
     rows: list[dict] = []
@@ -100,30 +113,43 @@ def run_target_bench(
         shutil.copytree(traces / trace, one / trace)
         big = board_warehouse(scratch / "board", board_workloads) if board_workloads else None
         for label, src in sources:
-            wh1, wh2 = scratch / f"wh1-{label}", scratch / f"wh2-{label}"
-            _cclq(src, "ingest", str(one), "-w", str(wh1))
+            _cclq(src, "ingest", str(one), "-w", str(scratch / f"wh1-{label}"))
             # untimed: a first query compiles the views once per install (cclq.query.view_catalog),
             # as Python compiles its modules; then every timed process finds them
-            _cclq(src, "sql", "SELECT count(*) FROM collectives", "-w", str(wh1))
-            metric = _best(
-                repeats,
-                lambda: _cclq(src, "metric", "total_kernel_time", "--trace", trace, "--no-cache", "-w", str(wh1)),  # noqa: B023  called in this iteration
-            )
-            report = _best(repeats, lambda: _cclq(src, "report", trace, "--no-cache", "-w", str(wh1)))  # noqa: B023  called in this iteration
-            rows.append(_row(f"report / metric on {trace} (<= 3)", label, report, metric))
+            _cclq(src, "sql", "SELECT count(*) FROM collectives", "-w", str(scratch / f"wh1-{label}"))
 
-            def ingest_all() -> tuple[float, float]:
-                shutil.rmtree(wh2, ignore_errors=True)  # noqa: B023  called in this iteration
-                return _cclq(src, "ingest", str(traces.resolve()), "-w", str(wh2))  # noqa: B023  called in this iteration
+        def ingest_all(label: str, src: Path | None) -> tuple[float, float]:
+            wh2 = scratch / f"wh2-{label}"
+            shutil.rmtree(wh2, ignore_errors=True)
+            return _cclq(src, "ingest", str(traces.resolve()), "-w", str(wh2))
 
-            ingest = _best(repeats, ingest_all)
-            site = scratch / f"site-{label}"
-            board = _best(repeats, lambda: _cclq(src, "board", str(site), "--no-cache", "-q", "-w", str(wh2)))  # noqa: B023  called in this iteration
-            rows.append(_row(f"board / ingest of {traces.name} (<= 1)", label, board, ingest))
+        def cold(args: Callable[[str], list[str]]) -> Callable[[str, Path | None], tuple[float, float]]:
+            """A cold command of each source: ``args(label)``."""
+            return lambda label, src: _cclq(src, *args(label))
+
+        def wh1(label: str) -> str:
+            return str(scratch / f"wh1-{label}")
+
+        def board_of(warehouse: Callable[[str], str], site: str) -> Callable[[str], list[str]]:
+            return lambda label: ["board", str(scratch / f"{site}-{label}"), "--no-cache", "-q", "-w", warehouse(label)]
+
+        metric = _alternated(
+            repeats,
+            sources,
+            cold(lambda label: ["metric", "total_kernel_time", "--trace", trace, "--no-cache", "-w", wh1(label)]),
+        )
+        report = _alternated(repeats, sources, cold(lambda label: ["report", trace, "--no-cache", "-w", wh1(label)]))
+        ingest = _alternated(repeats, sources, ingest_all)
+        board = _alternated(repeats, sources, cold(board_of(lambda label: str(scratch / f"wh2-{label}"), "site")))
+        if big is not None:
+            board_big = _alternated(repeats, sources, cold(board_of(lambda label: str(big), "site-big")))
+        for label, _ in sources:
+            rows.append(_row(f"report / metric on {trace} (<= 3)", label, report[label], metric[label]))
+            rows.append(_row(f"board / ingest of {traces.name} (<= 1)", label, board[label], ingest[label]))
             if big is not None:
-                site = scratch / f"site-big-{label}"
-                seconds = _best(repeats, lambda: _cclq(src, "board", str(site), "--no-cache", "-q", "-w", str(big)))  # noqa: B023  called in this iteration
-                rows.append(_row(f"board of {board_workloads} workloads, cold (<= 20 s)", label, seconds, None))
+                rows.append(
+                    _row(f"board of {board_workloads} workloads, cold (<= 20 s)", label, board_big[label], None)
+                )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return rows
