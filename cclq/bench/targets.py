@@ -103,7 +103,7 @@ def run_target_bench(
     from cclq.bench.run import board_warehouse
 
     scratch = Path(tempfile.mkdtemp(prefix="cclq-bench-targets-"))
-    here = Path(__file__).resolve().parents[3]
+    here = Path(__file__).resolve().parents[2]  # the folder that holds this cclq package
     sources: list[Source] = [("this tree", here)]
     if baseline is not None:
         sources.insert(0, ("baseline", baseline.resolve()))
