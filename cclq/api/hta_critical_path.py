@@ -52,15 +52,6 @@ EDGE_TYPES = {
 SHOWN_EDGES = (CPEdgeType.DEPENDENCY, CPEdgeType.KERNEL_LAUNCH_DELAY, CPEdgeType.SYNC_DEPENDENCY)
 # the edges HTA gives the weight 0 (an int) whatever their nodes' times
 ZERO_WEIGHT = (CPEdgeType.DEPENDENCY, CPEdgeType.SYNC_DEPENDENCY)
-# the calls HTA gives a 0-weight edge into their end (CPGraph.BLOCKING_SYNC_CALLS)
-BLOCKING_SYNC_CALLS = (
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaEventQuery",
-    "cudaEventSynchronize",
-    "cudaMemcpy",
-    "cudaMemcpyAsync",
-)
 
 
 @dataclass
@@ -324,8 +315,8 @@ def critical_path(
     try:
         with data.only_rank(rank, "hta_events", "hta_call_stack"):
             node_rows = data.rows(
-                "SELECT node_id, event_idx, time_us, is_end, name FROM hta_critical_path_nodes "
-                "WHERE rank = ? ORDER BY node_id",
+                "SELECT node_id, event_idx, time_us, is_end, hta_critical_path_is_blocking_call(name) AS blocking "
+                "FROM hta_critical_path_nodes WHERE rank = ? ORDER BY node_id",
                 params=[rank],
             ).to_pydict()
             columns = data.rows(
@@ -341,9 +332,13 @@ def critical_path(
     # HTA's node times are float64 (an end is ts + dur, and dur is float64); its weights are
     # their differences, or the int 0 of a dependency or sync edge
     nodes = [
-        CPNode(int(i), int(ev), float(ts), not end, name in BLOCKING_SYNC_CALLS)
-        for i, ev, ts, end, name in zip(
-            node_rows["node_id"], node_rows["event_idx"], node_rows["time_us"], node_rows["is_end"], node_rows["name"]
+        CPNode(int(i), int(ev), float(ts), not end, blocking)
+        for i, ev, ts, end, blocking in zip(
+            node_rows["node_id"],
+            node_rows["event_idx"],
+            node_rows["time_us"],
+            node_rows["is_end"],
+            node_rows["blocking"],
         )
     ]
     edges = [

@@ -137,6 +137,15 @@ SELECT r.trace, r.rank, 'gpu' AS side, g.* FROM gpu_in AS g JOIN ranks AS r USIN
 CREATE OR REPLACE MACRO hta_critical_path_is_node(side, cat, partner_idx) AS
 (side = 'cpu' AND cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver')) OR (side = 'gpu' AND partner_idx >= 0);
 
+-- HTA's CPGraph.BLOCKING_SYNC_CALLS: the calls whose end the CPU edge into weighs 0.
+-- The one list: cclq.api.hta_critical_path asks it for CPNode.is_blocking.
+CREATE OR REPLACE MACRO hta_critical_path_is_blocking_call(name) AS
+coalesce(
+  name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventQuery', 'cudaEventSynchronize',
+           'cudaMemcpy', 'cudaMemcpyAsync'),
+  false
+);
+
 -- The graph's nodes among `window_rows` (rows of hta_critical_path_rows): a start and an
 -- end per node row (see above), `node_id` in time order per rank. A macro, so that the
 -- edges build them from the rows they hold already (each read of the plain view expands
@@ -211,9 +220,7 @@ cpu_ends AS (
     false AS ends_blocking_call
   FROM cpu_in
   UNION ALL
-  SELECT rk, pid, tid, event_idx, -1, end_us, 0, dur_us, -event_idx,
-    name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventQuery', 'cudaEventSynchronize',
-             'cudaMemcpy', 'cudaMemcpyAsync')
+  SELECT rk, pid, tid, event_idx, -1, end_us, 0, dur_us, -event_idx, hta_critical_path_is_blocking_call(name)
   FROM cpu_in
 ),
 -- each rank's threads in (pid, tid) order: the edges' order between threads (a number

@@ -254,6 +254,29 @@ def test_the_critical_path_overlay_marks_the_path_and_reads_back(tmp_path: Path)
         assert sorted(loaded["index"]) == sorted(ours["index"]) and len(loaded) >= len(critical)
 
 
+def test_the_nodes_of_a_blocking_call_say_so(tmp_path: Path) -> None:
+    """HTA's CPNode.is_blocking: True on both nodes of a call in CPGraph.BLOCKING_SYNC_CALLS
+    (cudaStreamSynchronize 60..90 inside op_b 45..95), False on every other node."""
+    b = KinetoTraceBuilder(rank=0, world_size=1)
+    b.profiler_step(1, ts=0, dur=100 * US)
+    b.profiler_step(2, ts=100 * US, dur=100 * US)
+    b.cpu_op("op_a", ts=10 * US, dur=30 * US)
+    b.cpu_op("op_b", ts=45 * US, dur=50 * US)
+    b.runtime("cudaStreamSynchronize", ts=60 * US, dur=30 * US)
+    b.write(tmp_path / "in" / "rank0.json")
+    ta = cclq.TraceAnalysis(trace_dir=tmp_path / "in", warehouse=tmp_path / "wh")
+    graph, ok = ta.critical_path_analysis(0, "ProfilerStep", 0)
+    assert ok
+    assert sorted((n.ts, n.is_start, n.is_blocking) for n in graph.node_list) == [
+        (10.0, True, False),
+        (40.0, False, False),
+        (45.0, True, False),
+        (60.0, True, True),
+        (90.0, False, True),
+        (95.0, False, False),
+    ]
+
+
 def test_visualize_draws_htas_figures_and_writes_them_as_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """visualize=True (HTA's default) shows HTA's plotly figures; with figures_dir (or
     $CCLQ_FIGURES_DIR) each is also written there as an HTML file, for scripts run
