@@ -137,8 +137,8 @@ SELECT r.trace, r.rank, 'gpu' AS side, g.* FROM gpu_in AS g JOIN ranks AS r USIN
 CREATE OR REPLACE MACRO hta_critical_path_is_node(side, cat, partner_idx) AS
 (side = 'cpu' AND cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver')) OR (side = 'gpu' AND partner_idx >= 0);
 
--- HTA's CPGraph.BLOCKING_SYNC_CALLS: the calls whose end the CPU edge into weighs 0.
--- The one list: cclq.api.hta_critical_path asks it for CPNode.is_blocking.
+-- HTA's CPGraph.BLOCKING_SYNC_CALLS: the calls whose end is reached by a CPU edge of
+-- weight 0. The one list: cclq.api.hta_critical_path asks it for CPNode.is_blocking.
 CREATE OR REPLACE MACRO hta_critical_path_is_blocking_call(name) AS
 coalesce(
   name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventQuery', 'cudaEventSynchronize',
