@@ -112,23 +112,26 @@ def run_target_bench(
         one = scratch / "one"
         shutil.copytree(traces / trace, one / trace)
         big = board_warehouse(scratch / "board", board_workloads) if board_workloads else None
+
+        def wh1(label: str) -> str:  # a source's warehouse of the one trace
+            return str(scratch / f"wh1-{label}")
+
+        def wh2(label: str) -> str:  # a source's warehouse of every trace of DIR
+            return str(scratch / f"wh2-{label}")
+
         for label, src in sources:
-            _cclq(src, "ingest", str(one), "-w", str(scratch / f"wh1-{label}"))
+            _cclq(src, "ingest", str(one), "-w", wh1(label))
             # untimed: a first query compiles the views once per install (cclq.query.view_catalog),
             # as Python compiles its modules; then every timed process finds them
-            _cclq(src, "sql", "SELECT count(*) FROM collectives", "-w", str(scratch / f"wh1-{label}"))
+            _cclq(src, "sql", "SELECT count(*) FROM collectives", "-w", wh1(label))
 
         def ingest_all(label: str, src: Path | None) -> tuple[float, float]:
-            wh2 = scratch / f"wh2-{label}"
-            shutil.rmtree(wh2, ignore_errors=True)
-            return _cclq(src, "ingest", str(traces.resolve()), "-w", str(wh2))
+            shutil.rmtree(wh2(label), ignore_errors=True)
+            return _cclq(src, "ingest", str(traces.resolve()), "-w", wh2(label))
 
         def cold(args: Callable[[str], list[str]]) -> Callable[[str, Path | None], tuple[float, float]]:
             """A cold command of each source: ``args(label)``."""
             return lambda label, src: _cclq(src, *args(label))
-
-        def wh1(label: str) -> str:
-            return str(scratch / f"wh1-{label}")
 
         def board_of(warehouse: Callable[[str], str], site: str) -> Callable[[str], list[str]]:
             return lambda label: ["board", str(scratch / f"{site}-{label}"), "--no-cache", "-q", "-w", warehouse(label)]
@@ -140,7 +143,7 @@ def run_target_bench(
         )
         report = _alternated(repeats, sources, cold(lambda label: ["report", trace, "--no-cache", "-w", wh1(label)]))
         ingest = _alternated(repeats, sources, ingest_all)
-        board = _alternated(repeats, sources, cold(board_of(lambda label: str(scratch / f"wh2-{label}"), "site")))
+        board = _alternated(repeats, sources, cold(board_of(wh2, "site")))
         if big is not None:
             board_big = _alternated(repeats, sources, cold(board_of(lambda label: str(big), "site-big")))
         for label, _ in sources:
